@@ -1,0 +1,26 @@
+# The two commands: `make demo` and `make test`. Each sets up .venv on a fresh machine first.
+PY      := .venv/bin/python
+PIP     := .venv/bin/pip
+STAMP   := .venv/.installed
+# torch first: 2.13.0 is the CPU wheel on disk; an open range would pull a multi-GB CUDA build.
+TORCH   ?= torch==2.13.0
+
+.PHONY: demo test setup bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py $(wildcard backend/csrc/*/*.cpp backend/csrc/*/*.h)
+	test -x $(PY) || python3 -m venv .venv
+	$(PIP) install -q --upgrade pip setuptools wheel ninja
+	$(PIP) install -q "$(TORCH)"
+	$(PIP) install -q --no-build-isolation -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/train_gpt.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf build .venv *.egg-info backend/*.egg-info
