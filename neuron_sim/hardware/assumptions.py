@@ -1,0 +1,101 @@
+"""Every hardware number the public documents do not give, in one place, each with its reasoning.
+
+Calibration (`python -m neuron_sim.calibrate`) replaces or confirms these values; nothing else in
+the simulator invents a hardware number. Values are per chip name where they differ by generation.
+Sources in brackets refer to ../shared/reference/trainium-hw.md (copied facts live in
+trainium-hw.json next to this file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    values: dict  # chip name -> value
+    unit: str
+    reasoning: str
+
+
+ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
+    Assumption(
+        "cross_engine_semaphore_latency_s", {"trn1": 75e-9, "trn2": 75e-9, "trn3": 75e-9}, "s",
+        "Unknown [§5]. Bracketed by the 189 ns dependent-instruction interval on one engine [Perf]; "
+        "the middle of the data sheet's 50-100 ns range. Charged on every dependency edge between "
+        "two different instruction streams (engines or DMA queues)."),
+    Assumption(
+        "dependent_latency_cycles", {"trn1": 100, "trn2": 100, "trn3": 100}, "engine cycles",
+        "Documented for NC-v2 only: 'static ~100 cycles when instructions are dependent and back "
+        "to back' [ArchV2][ISAcost]; kept on v3/v4 as the data sheet suggests."),
+    Assumption(
+        "tensor_access_latency_cycles", {"trn1": 60, "trn2": 60, "trn3": 60}, "engine cycles",
+        "'~60 cycles of static overhead per tensor access' on NC-v2 [ArchV2]. Modelled as latency "
+        "(not throughput, since the documented back-to-back costs max(64, N) already are the "
+        "initiation interval) and charged once per tensor operand (inputs and output). With the "
+        "100-cycle dependent overhead this gives a dependent 1-element activation chain of "
+        "64 + 100 + 2*60 = 284 cycles against 264 measured (C17)."),
+    Assumption(
+        "tensor_mm_latency_extra_cycles", {"trn1": 192, "trn2": 192, "trn3": 192}, "TensorE cycles",
+        "~128 cycles of systolic column traversal plus ~64 of PSUM write [§5]; only the "
+        "initiation interval is documented. Matters only for dependent chains."),
+    Assumption(
+        "mm_init_latency_cycles", {"trn1": 64, "trn2": 64, "trn3": 64}, "TensorE cycles",
+        "MM_INIT_LATENCY documented for NC-v2 [ArchV2]; C8 matches the formula with it on NC-v3."),
+    Assumption(
+        "fast_load_stationary_speedup", {"trn1": 4, "trn2": 4, "trn3": 4}, "x",
+        "Documented for NC-v2 [ArchV2][Perf]; kept on v3/v4."),
+    Assumption(
+        "dma_descriptor_overhead_s", {"trn1": 1e-9, "trn2": 1e-9, "trn3": 1e-9}, "s",
+        "Fitted with the documented sustained engine rate (23 B/ns on NC-v3 [DMAbw]) to the two "
+        "Trn2 measurements [DMAov]: 16 engines x 8 partitions x 256 B in 97 ns (C16) and one "
+        "engine x 4 partitions x 8 KiB in 1416 ns (C15) leave about 1 ns per descriptor. The data "
+        "sheet's 11 ns fit counts one descriptor for C16 instead of one per partition."),
+    Assumption(
+        "dma_fixed_latency_s", {"trn1": 1.05e-6, "trn2": 1.05e-6, "trn3": 1.05e-6}, "s",
+        "Trigger to first byte. The profile of C16 shows ~1.2 us from trigger to completion of a "
+        "97 ns transfer [DMAov], i.e. ~1.05 us after subtracting the data phase and the completion "
+        "semaphore (75 ns); with the semaphore latency on the triggering side this reproduces the "
+        "'~1300 ns cross-engine' fixed cost [DMAbw]. Overlaps other transfers (it is latency, not "
+        "engine occupancy)."),
+    Assumption(
+        "dma_static_issue_s", {"trn1": 5e-8, "trn2": 5e-8, "trn3": 5e-8}, "s",
+        "Minimum interval between two DMA triggers on one queue with prebuilt (static) "
+        "descriptors: one sequencer instruction, ~64 cycles at ~1.2-1.4 GHz [ArchV2]."),
+    Assumption(
+        "swdge_instr_s", {"trn1": 1.0e-6, "trn2": 1.0e-6, "trn3": 1.0e-6}, "s",
+        "Software descriptor generation on GpSimd [DGE]: not measured; taken slower than the "
+        "documented ~600 ns hardware DGE because GpSimd runs it as code."),
+    Assumption(
+        "hbm_bytes_per_s_per_core",
+        {"trn1": 106e9, "trn2": 2.9e12 / 8, "trn3": 4.9e12 / 8}, "B/s",
+        "HBM read+write bandwidth one NeuronCore's DMA engines get (the data sheet lists this as "
+        "unknown, §5). Trn2/Trn3: chip bandwidth / 8 cores as the data sheet suggests. Trn1: the "
+        "four NKI matmul tutorial stages (C1-C4) move 5.44, 4.43, 2.28 and 0.74 GB in 51.8, 43.0, "
+        "22.1 and 6.97 ms: 105, 103, 103 and 106 GB/s although their latencies differ 7x and their "
+        "rows range from 256 B to 4 KiB, which identifies one bandwidth ceiling (not descriptor "
+        "overhead). 106 GB/s is that ceiling; it is far below 820 GB/s / 2 cores, so it most likely "
+        "reflects how the 2024 toolchain spread a single core's DMAs, not the HBM itself."),
+    Assumption(
+        "tensor_didt_reset_idle_s", {"trn1": 1.5e-6, "trn2": 1.5e-6, "trn3": 1.5e-6}, "s",
+        "The dI/dt limit returns when TensorE utilisation drops below 50% in a ~3 us window "
+        "[Explorer]; an idle gap of half the window is the shortest gap that does that."),
+    Assumption(
+        "vector_two_input_fp32_cycles_per_elem", {"trn1": 2, "trn2": 2, "trn3": 2}, "cycles",
+        "Two-input VectorE ops cost max(64, 2N) [ISAcost]. The NC-v2 exception (one input in PSUM: "
+        "max(64, N)) is documented for NC-v2 only; on v3/v4 the data sheet keeps 2N for FP32 (§5), "
+        "which also matches the 10.55% VectorE activity of C8."),
+    Assumption(
+        "scalar_activation_cycles", {"trn1": "max(64,N)", "trn2": "max(64,N)",
+                                     "trn3": "max(64,N)"}, "formula",
+        "One cost for every activation function [ISAcost]; per-function throughput unknown."),
+    Assumption(
+        "gpsimd_elementwise_cycles", {"trn1": "150+N", "trn2": "150+N", "trn3": "150+N"}, "formula",
+        "Consistent with the iota and affine_select formulas [ISAcost] (§5)."),
+]}
+
+
+def value(name: str, chip: str):
+    """The assumed value of `name` for chip `chip` (trn1/trn2/trn3)."""
+    return ASSUMPTIONS[name].values[chip]

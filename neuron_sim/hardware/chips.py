@@ -1,0 +1,253 @@
+"""Trainium chips as data: trainium-hw.json (copied from the shared data sheet, every entry with its
+source) loaded into one frozen dataclass per chip. Field names carry their units. Capabilities are
+derived from what the data lists (a chip has MX matmul because the data gives it an MX rate), so
+code asks `chip.has_mx_matmul`, never for a generation name."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from types import MappingProxyType
+
+from ..errors import UnknownHardwareError
+from . import assumptions as _a
+
+CHIP_NAMES = ("trn1", "trn2", "trn3")
+
+
+@dataclass(frozen=True)
+class Chip:
+    name: str
+    neuroncore_version: int
+    cores_per_chip: int
+    lnc_supported: tuple
+    lnc_default: int
+    # HBM
+    hbm_bytes: int
+    hbm_stacks: int
+    hbm_bytes_per_s: float
+    hbm_bytes_per_s_per_core: float          # assumption (see assumptions.py)
+    # engine clocks
+    tensor_clock_hz: float
+    vector_clock_hz: float
+    scalar_clock_hz: float
+    gpsimd_clock_hz: float
+    # TensorE
+    pe_rows: int
+    pe_cols: int
+    matmul_partition_max: int
+    matmul_stationary_fmax: int
+    matmul_moving_fmax_fp32_out: int
+    matmul_moving_fmax_bf16_out: int
+    # on-chip memories
+    sbuf_partitions: int
+    sbuf_bytes_per_partition: int
+    sbuf_usable_bytes_per_partition: int
+    psum_bytes_per_partition: int
+    psum_banks: int
+    psum_bank_bytes_per_partition: int
+    # data-path widths
+    vector_elems_per_cycle_16bit: int
+    vector_elems_per_cycle_32bit: int
+    scalar_elems_per_cycle_16bit: int
+    scalar_elems_per_cycle_32bit: int
+    # DMA
+    dma_engines_per_core: int
+    dma_queues_per_engine: int
+    dma_engine_bytes_per_s: float            # sustained ("BW / Engine") [DMAbw]
+    dma_descriptor_overhead_s: float         # assumption
+    dma_fixed_latency_s: float               # assumption
+    dma_static_issue_s: float                # assumption
+    hwdge_units_per_core: int
+    hwdge_instr_s: float
+    swdge_instr_s: float                     # assumption
+    dma_transpose_hbm2sbuf_efficiency: float
+    dma_transpose_sbuf2sbuf_efficiency: float
+    # throttling
+    tensor_didt_initial_util: float          # 1.0 = no throttle
+    tensor_didt_ramp_s: float
+    tensor_didt_reset_idle_s: float
+    # sequencing / cost-model constants
+    min_ii_cycles: int
+    dependent_latency_cycles: int
+    tensor_access_latency_cycles: int
+    tensor_mm_latency_extra_cycles: int
+    mm_init_latency_cycles: int
+    fast_load_stationary_speedup: int
+    fp32_matmul_cost_multiplier: int
+    gpsimd_start_cycles: int
+    cross_engine_semaphore_latency_s: float
+    vector_exp_speedup_vs_scalar: int
+    # capabilities (derived from which data exist)
+    has_fp8_double_row: bool
+    has_mx_matmul: bool
+    has_bf16_psum: bool
+    has_vector_exponential: bool
+    has_vector_perf_modes: bool              # NC-v3 2x/4x BF16 modes
+    has_scalar_tensor_scalar: bool           # NC-v4 ScalarE runs tensor_scalar/tensor_copy
+    has_hwdge: bool
+    has_tensor_didt_throttle: bool
+    has_tensor_transpose_mode: bool          # is_transpose=True bit-exact mode (NC-v3+)
+    vector_psum_operand_single_pass: bool    # NC-v2 rule: tensor_tensor with a PSUM input = N
+    sources: MappingProxyType = field(repr=False, compare=False, default=None)
+
+    # ---- derived quantities -------------------------------------------------------------
+    @property
+    def sbuf_bytes_per_core(self) -> int:
+        return self.sbuf_partitions * self.sbuf_bytes_per_partition
+
+    @property
+    def psum_bytes_per_core(self) -> int:
+        return self.sbuf_partitions * self.psum_bytes_per_partition
+
+    def tensor_peak_flops(self, dtype: str = "bfloat16") -> float:
+        """Peak TensorE FLOP/s of one physical core, derived from clock x rows x cols x 2 (the
+        profiler's HFU/MFU denominator [Explorer]); FP32 is 1/4, FP8 double_row 2x, MX 4x."""
+        base = self.pe_rows * self.pe_cols * 2 * self.tensor_clock_hz
+        dt = str(dtype)
+        if dt in ("float32", "fp32"):
+            return base / self.fp32_matmul_cost_multiplier
+        if dt.startswith(("mxfp", "float4")) or dt.endswith("_x4"):
+            return base * 4 if self.has_mx_matmul else base
+        if dt.startswith(("float8", "fp8")):
+            return base * 2 if self.has_fp8_double_row else base
+        return base
+
+    def matmul_moving_fmax(self, out_dtype: str = "float32") -> int:
+        return (self.matmul_moving_fmax_bf16_out if out_dtype == "bfloat16"
+                else self.matmul_moving_fmax_fp32_out)
+
+    def clock_hz(self, engine: int) -> float:
+        from ..engines import Engine
+        return {Engine.TENSOR: self.tensor_clock_hz, Engine.VECTOR: self.vector_clock_hz,
+                Engine.SCALAR: self.scalar_clock_hz, Engine.GPSIMD: self.gpsimd_clock_hz,
+                Engine.SYNC: self.scalar_clock_hz}[engine]
+
+    def source(self, field_name: str) -> str:
+        return self.sources.get(field_name, "assumption: see neuron_sim/hardware/assumptions.py")
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    with resources.files(__package__).joinpath("trainium-hw.json").open("r") as f:
+        return json.load(f)
+
+
+def _load(name: str) -> Chip:
+    raw = _data()[name]
+    cm = _data()["cost_model"]
+    sources = {}
+
+    def v(key, default=None, *, section=raw):
+        entry = section.get(key)
+        if entry is None:
+            return default
+        sources[key] = entry.get("source", "")
+        return entry["value"]
+
+    def a(key):
+        return _a.value(key, name)
+
+    vec16 = v("vector_elems_per_cycle_bf16") or v("vector_elems_per_cycle_16b_8b") or \
+        v("vector_elems_per_cycle")
+    vec32 = v("vector_elems_per_cycle_other") or v("vector_elems_per_cycle")
+    sc16 = v("scalar_elems_per_cycle_16b_8b") or v("scalar_elems_per_cycle")
+    sc32 = v("scalar_elems_per_cycle_other") or v("scalar_elems_per_cycle")
+    moving = v("matmul_moving_fmax")
+    has_mx = v("tensor_mx_flops_per_core") is not None
+    has_double_row = (v("tensor_fp8_flops_per_core") or v("tensor_fp8_double_row_flops_per_core")) \
+        is not None
+    didt = v("tensor_didt_initial_util")
+    chip = Chip(
+        name=name,
+        neuroncore_version=v("neuroncore_version"),
+        cores_per_chip=v("neuron_cores_per_chip"),
+        lnc_supported=tuple(v("lnc_supported")),
+        lnc_default=v("lnc_default", 1),
+        hbm_bytes=int(v("hbm_bytes")),
+        hbm_stacks=v("hbm_stacks"),
+        hbm_bytes_per_s=v("hbm_bw_bytes_per_s"),
+        hbm_bytes_per_s_per_core=a("hbm_bytes_per_s_per_core"),
+        tensor_clock_hz=v("tensor_clock_hz"),
+        vector_clock_hz=v("vector_clock_hz"),
+        scalar_clock_hz=v("scalar_clock_hz"),
+        gpsimd_clock_hz=v("gpsimd_clock_hz"),
+        pe_rows=v("pe_rows"),
+        pe_cols=v("pe_cols"),
+        matmul_partition_max=v("matmul_partition_max"),
+        matmul_stationary_fmax=v("matmul_stationary_fmax"),
+        matmul_moving_fmax_fp32_out=moving or v("matmul_moving_fmax_fp32_out"),
+        matmul_moving_fmax_bf16_out=moving or v("matmul_moving_fmax_bf16_out"),
+        sbuf_partitions=v("sbuf_partitions"),
+        sbuf_bytes_per_partition=v("sbuf_bytes_per_partition"),
+        sbuf_usable_bytes_per_partition=v("sbuf_usable_bytes_per_partition"),
+        psum_bytes_per_partition=v("psum_bytes_per_partition"),
+        psum_banks=v("psum_banks"),
+        psum_bank_bytes_per_partition=v("psum_bank_bytes_per_partition"),
+        vector_elems_per_cycle_16bit=vec16,
+        vector_elems_per_cycle_32bit=vec32,
+        scalar_elems_per_cycle_16bit=sc16,
+        scalar_elems_per_cycle_32bit=sc32,
+        dma_engines_per_core=v("dma_engines_per_core"),
+        dma_queues_per_engine=v("dma_queues_per_engine"),
+        dma_engine_bytes_per_s=v("dma_engine_bw_sustained_bytes_per_s"),
+        dma_descriptor_overhead_s=a("dma_descriptor_overhead_s"),
+        dma_fixed_latency_s=a("dma_fixed_latency_s"),
+        dma_static_issue_s=a("dma_static_issue_s"),
+        hwdge_units_per_core=v("hwdge_units_per_core", 0),
+        hwdge_instr_s=v("hwdge_instr_time_s", _data()["trn2"]["hwdge_instr_time_s"]["value"]),
+        swdge_instr_s=a("swdge_instr_s"),
+        dma_transpose_hbm2sbuf_efficiency=v("dma_transpose_hbm2sbuf_efficiency", 0.9,
+                                            section=raw if "dma_transpose_hbm2sbuf_efficiency" in raw
+                                            else _data()["trn2"]),
+        dma_transpose_sbuf2sbuf_efficiency=v("dma_transpose_sbuf2sbuf_efficiency", 0.5,
+                                             section=raw if "dma_transpose_sbuf2sbuf_efficiency" in raw
+                                             else _data()["trn2"]),
+        tensor_didt_initial_util=didt if didt is not None else 1.0,
+        tensor_didt_ramp_s=v("tensor_didt_ramp_s", 0.0),
+        tensor_didt_reset_idle_s=a("tensor_didt_reset_idle_s"),
+        min_ii_cycles=v("min_ii_cycles", section=cm),
+        dependent_latency_cycles=a("dependent_latency_cycles"),
+        tensor_access_latency_cycles=a("tensor_access_latency_cycles"),
+        tensor_mm_latency_extra_cycles=a("tensor_mm_latency_extra_cycles"),
+        mm_init_latency_cycles=a("mm_init_latency_cycles"),
+        fast_load_stationary_speedup=a("fast_load_stationary_speedup"),
+        fp32_matmul_cost_multiplier=v("fp32_matmul_cost_multiplier", section=cm),
+        gpsimd_start_cycles=v("gpsimd_start_cycles", section=cm),
+        cross_engine_semaphore_latency_s=a("cross_engine_semaphore_latency_s"),
+        vector_exp_speedup_vs_scalar=v("vector_exp_speedup_vs_scalar", 0),
+        has_fp8_double_row=has_double_row,
+        has_mx_matmul=has_mx,
+        has_bf16_psum=has_mx and v("matmul_moving_fmax_bf16_out") is not None,
+        has_vector_exponential=v("vector_exp_speedup_vs_scalar") is not None,
+        has_vector_perf_modes=v("vector_elems_per_cycle_bf16") is not None
+        or v("vector_elems_per_cycle_16b_8b") is not None,
+        has_scalar_tensor_scalar=v("scalar_elems_per_cycle_16b_8b") is not None,
+        has_hwdge=v("hwdge_units_per_core") is not None or name == "trn3",
+        has_tensor_didt_throttle=didt is not None,
+        has_tensor_transpose_mode=has_double_row,
+        vector_psum_operand_single_pass=v("vector_elems_per_cycle") is not None,
+        sources=MappingProxyType(sources),
+    )
+    return chip
+
+
+# Notes on derived capabilities, kept next to the loader:
+# - has_hwdge on trn3: [ArchV4] says DGE is "present (not counted)"; the json has no unit count.
+# - has_bf16_psum: NC-v4 writes BF16 into PSUM [ArchV4]; the data give a BF16-output moving limit.
+# - has_tensor_transpose_mode: is_transpose=True exists from NC-v3 [ArchV3], like double_row.
+
+
+@lru_cache(maxsize=None)
+def get_chip(name: str) -> Chip:
+    """The chip `name` ('trn1', 'trn2', 'trn3'); case-insensitive."""
+    key = str(name).lower()
+    if key not in CHIP_NAMES:
+        raise UnknownHardwareError("chip", name, list(CHIP_NAMES))
+    return _load(key)
+
+
+def list_chips() -> list[str]:
+    return list(CHIP_NAMES)

@@ -1,0 +1,117 @@
+"""Trainium instances as data: a chip, a chip count, host resources and the LNC setting.
+
+The numbers come from trainium-hw.json where it lists the instance; rows marked `assumed` are not in
+the data sheet and say why they exist. What the device backend needs per logical core (HBM bytes,
+peak FLOP/s, HBM bandwidth, clocks) is derived here, never typed twice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import UnknownHardwareError
+from .chips import Chip, _data, get_chip
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    chip: Chip
+    chips: int
+    vcpus: int
+    host_mem_bytes: int
+    assumed: bool = False
+    note: str = ""
+    source: str = ""
+
+    # ---- what the device backend asks ------------------------------------------------------
+    @property
+    def physical_cores_per_chip(self) -> int:
+        return self.chip.cores_per_chip
+
+    @property
+    def lnc_default(self) -> int:
+        return self.chip.lnc_default
+
+    @property
+    def lnc_allowed(self) -> tuple:
+        return self.chip.lnc_supported
+
+    def _check_lnc(self, lnc):
+        lnc = self.lnc_default if lnc is None else int(lnc)
+        if lnc not in self.lnc_allowed:
+            raise ValueError(f"{self.name}: LNC={lnc} not supported; allowed {self.lnc_allowed}")
+        return lnc
+
+    def logical_cores_per_chip(self, lnc: int | None = None) -> int:
+        return self.physical_cores_per_chip // self._check_lnc(lnc)
+
+    def logical_cores(self, lnc: int | None = None) -> int:
+        return self.chips * self.logical_cores_per_chip(lnc)
+
+    def hbm_bytes_per_logical_core(self, lnc: int | None = None) -> int:
+        """Trn2 at LNC=2: 96 GiB / 8 physical cores x 2 = 24 GiB."""
+        return self.chip.hbm_bytes // self.physical_cores_per_chip * self._check_lnc(lnc)
+
+    def peak_flops_per_logical_core(self, dtype: str = "bfloat16", lnc: int | None = None) -> float:
+        return self.chip.tensor_peak_flops(dtype) * self._check_lnc(lnc)
+
+    def hbm_bytes_per_s_per_logical_core(self, lnc: int | None = None) -> float:
+        return self.chip.hbm_bytes_per_s_per_core * self._check_lnc(lnc)
+
+    @property
+    def engine_clocks_hz(self) -> dict:
+        c = self.chip
+        return {"tensor": c.tensor_clock_hz, "vector": c.vector_clock_hz,
+                "scalar": c.scalar_clock_hz, "gpsimd": c.gpsimd_clock_hz}
+
+    @property
+    def device_mem_bytes(self) -> int:
+        return self.chips * self.chip.hbm_bytes
+
+
+def _from_json(chip: str, key: str, name: str, note: str = "") -> Instance:
+    raw = _data()[chip][key]
+    return Instance(name=name, chip=get_chip(chip), chips=raw["chips"]["value"],
+                    vcpus=raw["vcpus"]["value"], host_mem_bytes=int(raw["host_mem_bytes"]["value"]),
+                    note=note or raw.get("topology", {}).get("value", ""),
+                    source=raw["chips"]["source"])
+
+
+@lru_cache(maxsize=1)
+def _instances() -> dict:
+    t1src = _data()["sources"]["Trn1inst"]
+    rows = [
+        Instance("trn1.2xlarge", get_chip("trn1"), chips=1, vcpus=8, host_mem_bytes=32 << 30,
+                 note="1 chip, 2 NeuronCores", source=t1src + " (instance table, §1a)"),
+        _from_json("trn1", "instance_trn1_32xlarge", "trn1.32xlarge"),
+        Instance("trn2.3xlarge", get_chip("trn2"), chips=1, vcpus=12, host_mem_bytes=128 << 30,
+                 assumed=True,
+                 note="not in the data sheet; AWS lists a 1-chip Trn2 size (8 physical cores, "
+                      "4 logical at the default LNC=2); vCPU and host memory from the AWS "
+                      "instance page, unverified here",
+                 source="assumed"),
+        _from_json("trn2", "instance_trn2_48xlarge", "trn2.48xlarge"),
+        _from_json("trn2", "instance_trn2_ultraserver", "trn2u.48xlarge-ultraserver"),
+        Instance("trn3.48xlarge", get_chip("trn3"), chips=16, vcpus=192, host_mem_bytes=2048 << 30,
+                 assumed=True,
+                 note="the docs list no stand-alone Trn3 instance [Trn3inst]; one server of the "
+                      "Gen1 UltraServer (4 servers x 16 chips) is modelled, its name and host "
+                      "resources (1/4 of the UltraServer's 768 vCPU and 8 TiB) are assumed",
+                 source=_data()["sources"]["Trn3inst"]),
+        _from_json("trn3", "instance_trn3_gen1_ultraserver", "trn3-gen1-ultraserver"),
+        _from_json("trn3", "instance_trn3_gen2_ultraserver", "trn3-gen2-ultraserver"),
+    ]
+    return {r.name: r for r in rows}
+
+
+def list_instances() -> list[str]:
+    return list(_instances())
+
+
+def get_instance(name: str) -> Instance:
+    """The instance `name` (e.g. 'trn2.48xlarge'); an unknown name lists the valid ones."""
+    try:
+        return _instances()[str(name).lower()]
+    except KeyError:
+        raise UnknownHardwareError("instance", name, list_instances()) from None

@@ -1,0 +1,33 @@
+"""The NeuronCore ISA: one module per instruction under <engine>/, named after the NKI ISA
+(nc_matmul, tensor_tensor, activation, dma_copy...). Each module holds the legality checks, the
+cost in its engine's cycles with its source, the semantics on NumPy tiles and a NumPy reference.
+`module_for(name)` finds the module of an instruction name (semantics dispatch)."""
+
+from __future__ import annotations
+
+import importlib
+
+_MODULES = {
+    "nc_matmul": "tensor.nc_matmul", "load_stationary": "tensor.nc_matmul",
+    "nc_matmul_mx": "tensor.nc_matmul_mx", "nc_transpose": "tensor.nc_transpose",
+    "tensor_tensor": "vector.tensor_tensor", "tensor_scalar": "vector.tensor_scalar",
+    "tensor_reduce": "vector.tensor_reduce", "tensor_copy": "vector.tensor_copy",
+    "memset": "vector.memset", "bn_stats": "vector.bn_stats", "bn_aggr": "vector.bn_aggr",
+    "select": "vector.select", "tensor_tensor_scan": "vector.tensor_tensor_scan",
+    "reciprocal": "vector.reciprocal", "exponential": "vector.exponential",
+    "activation": "scalar.activation", "activation_reduce": "scalar.activation",
+    "iota": "gpsimd.iota", "affine_select": "gpsimd.affine_select",
+    "local_gather": "gpsimd.local_gather",
+    "tensor_partition_reduce": "gpsimd.tensor_partition_reduce",
+    "dma_copy": "dma.dma_copy", "dma_transpose": "dma.dma_transpose",
+}
+
+
+def module_for(name: str):
+    if name not in _MODULES:
+        return None
+    return importlib.import_module(f"{__name__}.{_MODULES[name]}")
+
+
+def instruction_names() -> list[str]:
+    return sorted(_MODULES)

@@ -1,0 +1,172 @@
+"""The shared vocabulary of the instruction modules: the record an instruction emits, the legality
+checks, and the cost pieces every engine uses. An instruction module is then mostly data: which
+engine, which operands, which formula.
+
+Cost terms (engine cycles; [ArchV2] [ISAcost] unless noted):
+- `ii`: initiation interval, what the documented formulas give (max(64, N) ...): how long the
+  instruction occupies its engine when instructions run back to back.
+- `lat`: extra cycles until a dependent instruction may use the result: the ~100-cycle dependent
+  overhead plus ~60 cycles per tensor access (see hardware/assumptions.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+
+from ..engines import ENGINE_NAMES, Engine, Kind
+from ..errors import DtypeError, FreeSizeError, MemoryAccessError, PartitionError
+from ..numerics.formats import FLOAT32_FAMILY, SIXTEEN_BIT_FLOATS, itemsize
+from ..program.ap import AccessPattern, Memory
+
+
+@dataclass(slots=True)
+class DmaCost:
+    bytes: float
+    hbm_bytes: float
+    descriptors: int
+    engines: int
+    engine0: int
+    queue: int
+    dge: int
+    direction: int
+    engine_ns: float      # time on each engine of the spread
+    hbm_ns: float         # time on the core's HBM share
+    issue_ns: float       # minimum interval to the next trigger on this queue
+
+
+@dataclass(slots=True)
+class Emit:
+    name: str
+    engine: int
+    kind: int
+    ii_cycles: float
+    lat_cycles: float
+    reads: tuple
+    writes: tuple
+    params: dict = field(default_factory=dict)
+    flops: float = 0.0
+    dma: DmaCost | None = None
+
+
+# ---- legality ---------------------------------------------------------------------------------
+
+def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
+    """P <= 128, and the start rules: >64 partitions start at 0; 33-64 at 0 or 64; 1-32 at a
+    multiple of 32 [ArchV2]."""
+    if ap.memory == Memory.HBM:
+        return
+    n, p0 = ap.p_size, ap.p_start
+    if n < 1 or n > chip.sbuf_partitions or p0 + n > chip.sbuf_partitions:
+        raise PartitionError(instr, name, f"1..{chip.sbuf_partitions} partitions inside 0..127",
+                             f"{n} partitions from {p0}", chip.name,
+                             "split the tile along the partition dimension")
+    allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
+    if p0 not in allowed:
+        raise PartitionError(instr, name, f"an access of {n} partitions to start at one of "
+                             f"{allowed}", f"start partition {p0}", chip.name,
+                             "move the tile to an allowed start partition")
+
+
+def check_memory(instr: str, name: str, ap: AccessPattern, allowed: tuple, engine: int, chip,
+                 hint: str = "") -> None:
+    if ap.memory not in allowed:
+        raise MemoryAccessError(instr, name,
+                                f"{ENGINE_NAMES[Engine(engine)]} to access "
+                                f"{'/'.join(m.name for m in allowed)}",
+                                f"a {ap.memory.name} tensor {ap.tensor.name!r}", chip.name, hint)
+
+
+def check_dtype(instr: str, name: str, ap: AccessPattern, allowed: tuple, chip,
+                hint: str = "") -> None:
+    if ap.dtype not in allowed:
+        raise DtypeError(instr, name, f"dtype in ({', '.join(allowed)})", ap.dtype, chip.name, hint)
+
+
+def check_free(instr: str, name: str, n: int, limit: int, chip, what: str = "free size",
+               hint: str = "") -> None:
+    if n > limit:
+        raise FreeSizeError(instr, name, f"{what} <= {limit}", n, chip.name,
+                            hint or "tile the free dimension")
+
+
+def check_same_partitions(instr: str, a_name: str, a: AccessPattern, b_name: str,
+                          b: AccessPattern, chip) -> None:
+    if a.p_size != b.p_size:
+        raise PartitionError(instr, b_name, f"{a.p_size} partitions like {a_name}",
+                             f"{b.p_size}", chip.name)
+
+
+# Free-size limits of VectorE/ScalarE operands: 64K elements in SBUF, 4K in PSUM [ArchV2].
+SBUF_FREE_LIMIT = 65536
+PSUM_FREE_LIMIT = 4096
+
+
+def check_engine_operand(instr, name, ap, engine, chip):
+    """The partition rules plus each engine's memory ports: TensorE reads SBUF, writes PSUM;
+    GpSimd has no PSUM port; VectorE/ScalarE reach SBUF and PSUM [ArchV2][ISA]."""
+    check_partitions(instr, name, ap, chip)
+    if engine == Engine.GPSIMD:
+        check_memory(instr, name, ap, (Memory.SBUF,), engine, chip,
+                     "GpSimd has no PSUM port: copy through VectorE or ScalarE first")
+    else:
+        check_memory(instr, name, ap, (Memory.SBUF, Memory.PSUM), engine, chip,
+                     "compute engines reach only SBUF and PSUM: load from HBM with dma_copy")
+    limit = PSUM_FREE_LIMIT if ap.memory == Memory.PSUM else SBUF_FREE_LIMIT
+    check_free(instr, name, ap.free_size, limit, chip,
+               f"free elements per partition in {ap.memory.name}")
+
+
+# ---- cost pieces ------------------------------------------------------------------------------
+
+def access_latency(chip, n_tensors: int) -> float:
+    """Cycles from issue-complete to a dependent instruction seeing the result."""
+    return chip.dependent_latency_cycles + chip.tensor_access_latency_cycles * n_tensors
+
+
+def stride_factor(*aps: AccessPattern, threshold_bytes: int = 16) -> float:
+    """Innermost stride above 16 B halves that port's bandwidth [ArchV2]."""
+    return 2.0 if any(ap.inner_stride_bytes > threshold_bytes for ap in aps) else 1.0
+
+
+def is16(ap: AccessPattern) -> bool:
+    return ap.dtype in SIXTEEN_BIT_FLOATS
+
+
+def is32(ap: AccessPattern) -> bool:
+    return ap.dtype in FLOAT32_FAMILY
+
+
+def contiguous(ap: AccessPattern) -> bool:
+    return ap.dims[-1][1] == 1 or ap.dims[-1][0] == 1
+
+
+def vector_perf_divisor(chip, dst: AccessPattern, *srcs: AccessPattern) -> float:
+    """NC-v3+ VectorE performance modes for one-input ops [ArchV3]: 4x when input and output are
+    BF16/FP16 in SBUF and contiguous; 2x when not contiguous or one side is in PSUM."""
+    if not chip.has_vector_perf_modes:
+        return 1.0
+    aps = (dst,) + srcs
+    if not all(is16(a) for a in aps):
+        return 1.0
+    if all(a.memory == Memory.SBUF for a in aps) and all(contiguous(a) for a in aps):
+        return 4.0
+    return 2.0
+
+
+def one_input_cycles(chip, n: int, divisor: float = 1.0) -> float:
+    """max(64, N / perf-mode) [ISAcost][ArchV3]."""
+    return max(float(chip.min_ii_cycles), ceil(n / divisor))
+
+
+def elementwise_bytes(*aps: AccessPattern) -> float:
+    return sum(ap.nbytes for ap in aps)
+
+
+def nbytes_per_elem(ap: AccessPattern) -> float:
+    return itemsize(ap.dtype)
+
+
+def make(name, engine, ii, lat, reads, writes, params=None, kind=Kind.GENERIC, flops=0.0,
+         dma=None) -> Emit:
+    return Emit(name, int(engine), int(kind), float(ii), float(lat), tuple(reads), tuple(writes),
+                params or {}, float(flops), dma)

@@ -1,0 +1,1 @@
+"""DMA instructions: dma_copy, dma_transpose."""

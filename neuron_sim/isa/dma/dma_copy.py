@@ -1,0 +1,91 @@
+"""dma_copy: move data HBM<->SBUF, SBUF->SBUF or HBM->HBM on the 16 DMA engines of the core,
+casting through FP32 when the dtypes differ [DMAov][ISA]. There is no DMA path into PSUM [ArchV2].
+
+Cost (ns) [DMAov][DMAbw], see hardware/assumptions.py:
+  per engine of the spread: ceil(descriptors / engines) * descriptor_overhead
+                            + (bytes / engines) / sustained engine rate
+  HBM side: bytes touching HBM / the core's HBM share (shared by all transfers, FIFO)
+  plus a fixed trigger-to-first-byte latency (overlaps other transfers) and, per queue, an issue
+  interval: prebuilt descriptors ~50 ns; hardware DGE ~600 ns per instruction [DGE]; software DGE
+  on GpSimd (assumed 1 us).
+Descriptors: one per contiguous run per partition row, on whichever side has more [DMAov]."""
+
+from __future__ import annotations
+
+from math import ceil
+
+import numpy as np
+
+from ...engines import Dge, DmaDir, Engine, Kind
+from ...errors import CapabilityError, FreeSizeError, MemoryAccessError
+from ...program.ap import Memory
+from ..common import DmaCost, check_partitions, make
+
+NAME = "dma_copy"
+_DGE = {"none": Dge.NONE, None: Dge.NONE, "static": Dge.NONE, "swdge": Dge.SW, "sw": Dge.SW,
+        "hwdge": Dge.HW, "hw": Dge.HW}
+
+
+def direction(dst, src):
+    if dst.memory == Memory.PSUM or src.memory == Memory.PSUM:
+        return None
+    return {(Memory.HBM, Memory.SBUF): DmaDir.HBM_TO_SBUF,
+            (Memory.SBUF, Memory.HBM): DmaDir.SBUF_TO_HBM,
+            (Memory.SBUF, Memory.SBUF): DmaDir.SBUF_TO_SBUF,
+            (Memory.HBM, Memory.HBM): DmaDir.HBM_TO_HBM}[(src.memory, dst.memory)]
+
+
+def dge_mode(chip, dge, name):
+    mode = _DGE.get(dge if dge is None else str(dge).lower().split(".")[-1])
+    if mode is None:
+        raise CapabilityError(name, "dge", "'none', 'swdge' or 'hwdge'", dge, chip.name)
+    if mode == Dge.HW and not chip.has_hwdge:
+        raise CapabilityError(name, "dge", "a chip with hardware DGE (NC-v3+)", "hwdge", chip.name,
+                              "use dge='none' (static descriptors) or 'swdge'")
+    return mode
+
+
+def cost(chip, dst, src, queue, engines, dge, name=NAME, efficiency=1.0) -> DmaCost:
+    d = direction(dst, src)
+    if d is None:
+        bad = "dst" if dst.memory == Memory.PSUM else "src"
+        raise MemoryAccessError(name, bad, "DMA between HBM and SBUF (no DMA path to PSUM)",
+                                "a PSUM tensor", chip.name,
+                                "copy PSUM to SBUF with tensor_copy first")
+    for nm, ap in (("dst", dst), ("src", src)):
+        check_partitions(name, nm, ap, chip)
+    n_src, n_dst = src.p_size * src.free_size, dst.p_size * dst.free_size
+    if n_src != n_dst:
+        raise FreeSizeError(name, "dst", f"{n_src} elements like src", n_dst, chip.name)
+    nbytes = float(max(src.nbytes, dst.nbytes))
+    desc = max(src.p_size * src.contiguous_runs_per_partition,
+               dst.p_size * dst.contiguous_runs_per_partition)
+    sbuf_parts = max(ap.p_size for ap in (src, dst) if ap.memory == Memory.SBUF) \
+        if Memory.SBUF in (src.memory, dst.memory) else chip.dma_engines_per_core
+    k = int(engines) if engines else min(chip.dma_engines_per_core, max(1, sbuf_parts))
+    k = max(1, min(k, chip.dma_engines_per_core))
+    rate_bpns = chip.dma_engine_bytes_per_s * efficiency / 1e9
+    engine_ns = ceil(desc / k) * chip.dma_descriptor_overhead_s * 1e9 + nbytes / k / rate_bpns
+    hbm_sides = (src.memory == Memory.HBM) + (dst.memory == Memory.HBM)
+    hbm_bytes = nbytes * hbm_sides
+    hbm_ns = hbm_bytes / (chip.hbm_bytes_per_s_per_core / 1e9)
+    mode = dge_mode(chip, dge, name)
+    issue = {Dge.NONE: chip.dma_static_issue_s, Dge.HW: chip.hwdge_instr_s,
+             Dge.SW: chip.swdge_instr_s}[mode] * 1e9
+    return DmaCost(nbytes, hbm_bytes, desc, k, int(queue) % chip.dma_engines_per_core, int(queue),
+                   int(mode), int(d), engine_ns, hbm_ns, issue)
+
+
+def build(chip, dst, src, queue, engines=None, dge="none"):
+    c = cost(chip, dst, src, queue, engines, dge)
+    return make(NAME, Engine.DMA, 0, 0, (src,), (dst,), {"queue": queue}, kind=Kind.DMA, dma=c)
+
+
+def semantics(state, emit):
+    (src,), (dst,) = emit.reads, emit.writes
+    x = state.read(src)
+    state.write(dst, x.reshape(dst.shape), exact_from=src)
+
+
+def reference(x):
+    return np.array(x, copy=True)

@@ -1,0 +1,34 @@
+"""local_gather (GpSimd): within each group of 16 partitions (one GpSimd core), dst[p, i] =
+src[index[p, i]] over the group's elements. Simplified here to a per-partition gather along the
+free axis. Cost 150 + (num_idx * e) / C with C = ((28 + 4e) / (4e)) / min(4 / dtype_bytes, e),
+e = elements per index (1 here) [ISAcost]."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engines import Engine
+from ..common import access_latency, check_engine_operand, make, nbytes_per_elem
+
+NAME = "local_gather"
+
+
+def build(chip, dst, src, index):
+    for nm, ap in (("dst", dst), ("src", src), ("index", index)):
+        check_engine_operand(NAME, nm, ap, Engine.GPSIMD, chip)
+    e = 1
+    c_div = ((28 + 4 * e) / (4 * e)) / min(4 / nbytes_per_elem(src), e)
+    cycles = chip.gpsimd_start_cycles + index.free_size * e / c_div
+    return make(NAME, Engine.GPSIMD, cycles, access_latency(chip, 3), (src, index), (dst,))
+
+
+def reference(src, index):
+    s = src.reshape(src.shape[0], -1)
+    i = index.reshape(index.shape[0], -1).astype(np.int64)
+    return np.take_along_axis(s, np.clip(i, 0, s.shape[1] - 1), axis=1)
+
+
+def semantics(state, emit):
+    src, index = emit.reads
+    (dst,) = emit.writes
+    state.write(dst, reference(state.read(src), state.read(index)).reshape(dst.shape))

@@ -1,0 +1,34 @@
+"""tensor_partition_reduce (GpSimd): reduce across partitions, dst[1, F] = reduce_p data[P, F].
+Cost: no documented formula; 150 + N * ceil(P / 16) GpSimd cycles (gpsimd_elementwise_cycles
+assumption: each of the 8 cores walks its 16 partitions)."""
+
+from __future__ import annotations
+
+from math import ceil
+
+import numpy as np
+
+from ...engines import Engine
+from .. import alu
+from ..common import access_latency, check_engine_operand, make
+
+NAME = "tensor_partition_reduce"
+
+
+def build(chip, dst, data, op):
+    alu.reduce(op)
+    check_engine_operand(NAME, "dst", dst, Engine.GPSIMD, chip)
+    check_engine_operand(NAME, "data", data, Engine.GPSIMD, chip)
+    c = chip.gpsimd_start_cycles + data.free_size * ceil(data.p_size / 16)
+    return make(NAME, Engine.GPSIMD, c, access_latency(chip, 2), (data,), (dst,),
+                {"op": alu.op_name(op)})
+
+
+def reference(x, op):
+    x2 = x.reshape(x.shape[0], -1)
+    return np.asarray(alu.reduce(op)(x2, axis=0), np.float32)[None, :]
+
+
+def semantics(state, emit):
+    (data,), (dst,) = emit.reads, emit.writes
+    state.write(dst, reference(state.read(data), emit.params["op"]).reshape(dst.shape))

@@ -1,0 +1,1 @@
+"""ScalarE instructions: activation (and activation_reduce)."""

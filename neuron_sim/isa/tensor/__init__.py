@@ -1,0 +1,1 @@
+"""TensorE instructions: nc_matmul (LoadStationary + MultiplyMoving), nc_matmul_mx, nc_transpose."""

@@ -1,0 +1,124 @@
+"""nc_matmul: dst[M, N] (PSUM) (+)= stationary[K, M].T @ moving[K, N] on TensorE.
+
+Runs as two ISA instructions, LoadStationary (LS) and MultiplyMoving (MM) [ArchV2][ISA].
+
+Cost (TensorE cycles) [ISAcost] `nc_matmul`, [ArchV2]:
+  MM: max(min(64, N_stationary), N_moving), x4 when the operands are FP32.
+  LS: N_stationary / 4 ("fast LoadStationary"), loaded in the background while the previous MM
+      runs, so TensorE is bound by whichever of LS and MM is longer.
+  FP8 double_row (NC-v3+): K = 256 (2 rows per PE) at the BF16 cycle count [ArchV3].
+Latency of MM beyond its interval: tensor_mm_latency_extra_cycles (assumption).
+
+Semantics: FP32 products and FP32 accumulation in PSUM; the first write of an accumulation group
+overwrites, later ones add [ArchV2]. On NC-v4 PSUM may hold BF16: the old value is widened, the add
+is FP32 and the sum is rounded back (RNE) [ArchV4]."""
+
+from __future__ import annotations
+
+from math import ceil
+
+import numpy as np
+
+from ...engines import Engine, Kind
+from ...errors import CapabilityError, DtypeError, PartitionError
+from ...numerics.formats import FLOAT32_FAMILY, FP8
+from ...program.ap import Memory
+from ..common import check_free, check_memory, check_partitions, make
+
+NAME = "nc_matmul"
+INPUT_DTYPES = ("bfloat16", "float16", "float32", "tfloat32") + FP8
+
+
+def check(chip, dst, stationary, moving, perf_mode=None):
+    for nm, ap in (("stationary", stationary), ("moving", moving)):
+        check_partitions(NAME, nm, ap, chip)
+        check_memory(NAME, nm, ap, (Memory.SBUF,), Engine.TENSOR, chip,
+                     "TensorE reads its operands from SBUF")
+        if ap.dtype not in INPUT_DTYPES or (ap.dtype == "float8_e4m3fn" and not chip.has_mx_matmul):
+            raise DtypeError(NAME, nm, f"one of {INPUT_DTYPES} (float8_e4m3fn from NC-v4)",
+                             ap.dtype, chip.name)
+    check_partitions(NAME, "dst", dst, chip)
+    check_memory(NAME, "dst", dst, (Memory.PSUM,), Engine.TENSOR, chip,
+                 "TensorE writes only PSUM; copy the result to SBUF with tensor_copy")
+    allowed_out = ("float32", "bfloat16") if chip.has_bf16_psum else ("float32",)
+    if dst.dtype not in allowed_out:
+        raise DtypeError(NAME, "dst", f"PSUM output dtype in {allowed_out}", dst.dtype, chip.name,
+                         "BF16 PSUM output needs NC-v4" if dst.dtype == "bfloat16" else "")
+    f32 = [ap.dtype in FLOAT32_FAMILY for ap in (stationary, moving)]
+    if any(f32) and not all(f32):
+        raise DtypeError(NAME, "moving" if f32[0] else "stationary",
+                         "FP32/TF32 like the other operand (if either operand is FP32/TF32, both "
+                         "must be)", f"{stationary.dtype} x {moving.dtype}", chip.name)
+    if stationary.p_size != moving.p_size:
+        raise PartitionError(NAME, "moving", f"K = {stationary.p_size} partitions like stationary",
+                             moving.p_size, chip.name)
+    rows = 2 if perf_mode == "double_row" else 1
+    m = stationary.free_size // rows
+    n = moving.free_size // rows
+    check_free(NAME, "stationary", m, chip.matmul_stationary_fmax, chip, "stationary free size",
+               "tile M into blocks of 128")
+    check_free(NAME, "moving", n, chip.matmul_moving_fmax(dst.dtype), chip, "moving free size",
+               "tile N into blocks of one PSUM bank (512 FP32)")
+    if dst.p_size != m or dst.free_size != n:
+        raise PartitionError(NAME, "dst", f"shape [{m}, {n}] (M on partitions)", list(dst.shape),
+                             chip.name)
+    if perf_mode == "double_row":
+        if not chip.has_fp8_double_row:
+            raise CapabilityError(NAME, "perf_mode", "a chip with FP8 double_row (NC-v3+)",
+                                  "double_row", chip.name)
+        if stationary.dtype not in FP8 or moving.dtype not in FP8:
+            raise DtypeError(NAME, "moving", "FP8 operands for double_row",
+                             f"{stationary.dtype} x {moving.dtype}", chip.name)
+    elif perf_mode not in (None, "none"):
+        raise CapabilityError(NAME, "perf_mode", "None or 'double_row'", perf_mode, chip.name)
+    return m, n, rows
+
+
+def cost_cycles(chip, n_stationary, n_moving, fp32):
+    """(LS cycles, MM cycles): documented formulas, see module docstring."""
+    mult = chip.fp32_matmul_cost_multiplier if fp32 else 1
+    mm = max(min(chip.mm_init_latency_cycles, n_stationary), n_moving) * mult
+    ls = ceil(n_stationary / chip.fast_load_stationary_speedup) * mult
+    return ls, mm
+
+
+def build(chip, dst, stationary, moving, *, accumulate=False, perf_mode=None, is_transpose=False):
+    m, n, rows = check(chip, dst, stationary, moving, perf_mode)
+    fp32 = stationary.dtype in FLOAT32_FAMILY
+    ls_c, mm_c = cost_cycles(chip, m, n, fp32)
+    k = stationary.p_size * rows
+    params = {"accumulate": bool(accumulate), "rows": rows, "is_transpose": is_transpose}
+    ls = make("load_stationary", Engine.TENSOR, ls_c, 0, (stationary,), (), params,
+              kind=Kind.LOAD_STATIONARY)
+    mm = make(NAME, Engine.TENSOR, mm_c, chip.tensor_mm_latency_extra_cycles,
+              (stationary, moving), (dst,), params, kind=Kind.MULTIPLY_MOVING,
+              flops=2.0 * k * m * n)
+    return ls, mm
+
+
+def reference(stationary, moving, acc=None):
+    """NumPy reference: stationary [K, M], moving [K, N] (FP32 values) -> FP32 [M, N] (+ acc).
+    Products are exact in FP64 and the sum is rounded once to FP32, a stand-in for the PE
+    array's FP32 accumulation."""
+    s = np.asarray(stationary, np.float64)
+    mv = np.asarray(moving, np.float64)
+    out = (s.T @ mv).astype(np.float32)
+    return out if acc is None else (np.asarray(acc, np.float32) + out).astype(np.float32)
+
+
+def semantics(state, emit):
+    if emit.name != NAME:
+        return  # LoadStationary has no architectural effect of its own
+    stationary, moving = emit.reads
+    (dst,) = emit.writes
+    rows = emit.params["rows"]
+    s = state.read(stationary)
+    mv = state.read(moving)
+    if rows == 2:
+        s = np.concatenate([s.reshape(s.shape[0], 2, -1)[:, 0], s.reshape(s.shape[0], 2, -1)[:, 1]])
+        mv = np.concatenate([mv.reshape(mv.shape[0], 2, -1)[:, 0],
+                             mv.reshape(mv.shape[0], 2, -1)[:, 1]])
+    out = reference(s.reshape(s.shape[0], -1), mv.reshape(mv.shape[0], -1))
+    if emit.params["accumulate"]:
+        out = state.read(dst).reshape(out.shape) + out
+    state.write(dst, out.reshape(dst.shape))

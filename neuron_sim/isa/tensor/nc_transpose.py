@@ -1,0 +1,54 @@
+"""nc_transpose: dst[F, P] = src[P, F].
+
+TensorE: a matmul against the identity, written to PSUM; cost max(P, min(64, F)) TensorE cycles
+back to back [ISAcost]. Bit-exact (is_transpose mode, NC-v3+) [ArchV3].
+VectorE: 32x32 blocks through the reshape banks; cost max(64, N) VectorE cycles, P and F <= 32
+[ISAcost][ArchV2]."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ...engines import Engine, Kind
+from ...errors import FreeSizeError, PartitionError
+from ...program.ap import Memory
+from ..common import access_latency, check_engine_operand, check_memory, check_partitions, make
+
+NAME = "nc_transpose"
+
+
+def build(chip, dst, src, *, engine=Engine.TENSOR):
+    p, f = src.p_size, src.free_size
+    if dst.p_size != f or dst.free_size != p:
+        raise PartitionError(NAME, "dst", f"shape [{f}, {p}]", list(dst.shape), chip.name)
+    if engine == Engine.TENSOR:
+        check_partitions(NAME, "src", src, chip)
+        check_partitions(NAME, "dst", dst, chip)
+        check_memory(NAME, "src", src, (Memory.SBUF,), Engine.TENSOR, chip)
+        check_memory(NAME, "dst", dst, (Memory.PSUM,), Engine.TENSOR, chip,
+                     "TensorE writes only PSUM")
+        ls = make("load_stationary", Engine.TENSOR, ceil(f / chip.fast_load_stationary_speedup), 0,
+                  (src,), (), {}, kind=Kind.LOAD_STATIONARY)
+        mm = make(NAME, Engine.TENSOR, max(p, min(chip.mm_init_latency_cycles, f)),
+                  chip.tensor_mm_latency_extra_cycles, (src,), (dst,), {},
+                  kind=Kind.MULTIPLY_MOVING, flops=2.0 * p * f * p)
+        return [ls, mm]
+    if p > 32 or f > 32:
+        raise FreeSizeError(NAME, "src", "P <= 32 and F <= 32 on VectorE (one reshape bank)",
+                            [p, f], chip.name, "use engine='tensor' for larger tiles")
+    check_engine_operand(NAME, "src", src, engine, chip)
+    check_engine_operand(NAME, "dst", dst, engine, chip)
+    return [make(NAME, engine, max(chip.min_ii_cycles, f), access_latency(chip, 2), (src,),
+                 (dst,), {})]
+
+
+def reference(x):
+    return x.T.copy()
+
+
+def semantics(state, emit):
+    if emit.name != NAME:
+        return
+    (src,), (dst,) = emit.reads, emit.writes
+    x = state.read(src).reshape(src.p_size, -1)
+    state.write(dst, reference(x).reshape(dst.shape), exact_from=src)

@@ -1,0 +1,1 @@
+"""VectorE instructions, one module each (NKI ISA names)."""

@@ -1,0 +1,28 @@
+"""reciprocal on VectorE: dst = 1 / data, exact FP32 division.
+Cost max(64, 8N) VectorE cycles, ~8x slower than ScalarE's approximate one [ISAcost][Shared]."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engines import Engine
+from ..common import access_latency, check_engine_operand, make
+
+NAME = "reciprocal"
+
+
+def build(chip, dst, data):
+    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
+    check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
+    return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, 8 * data.free_size),
+                access_latency(chip, 2), (data,), (dst,))
+
+
+def reference(x):
+    with np.errstate(divide="ignore"):
+        return (np.float32(1.0) / x.astype(np.float32)).astype(np.float32)
+
+
+def semantics(state, emit):
+    (data,), (dst,) = emit.reads, emit.writes
+    state.write(dst, reference(state.read(data)).reshape(dst.shape))

@@ -1,0 +1,28 @@
+"""select: dst = predicate ? on_true : on_false. Cost max(64, N) VectorE cycles [ISAcost]."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engines import Engine
+from ..common import access_latency, check_engine_operand, make
+
+NAME = "select"
+
+
+def build(chip, dst, pred, on_true, on_false):
+    for nm, ap in (("dst", dst), ("predicate", pred), ("on_true", on_true),
+                   ("on_false", on_false)):
+        check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
+    return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, dst.free_size),
+                access_latency(chip, 4), (pred, on_true, on_false), (dst,))
+
+
+def reference(pred, a, b):
+    return np.where(pred != 0, a, b).astype(np.float32)
+
+
+def semantics(state, emit):
+    pred, a, b = (state.read(x) for x in emit.reads)
+    (dst,) = emit.writes
+    state.write(dst, reference(pred, a, b).reshape(dst.shape))

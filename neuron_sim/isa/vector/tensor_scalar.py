@@ -1,0 +1,67 @@
+"""tensor_scalar: dst = (data <op0> operand0) <op1> operand1, operands scalars or per-partition
+[P, 1] vectors. VectorE, GpSimd, and ScalarE on NC-v4.
+
+Cost [ISAcost][ArchV3][ArchV4]: max(64, N); NC-v3+ VectorE BF16/FP16: N/4 (SBUF, contiguous) or
+N/2 (non-contiguous or PSUM); NC-v4 ScalarE: 2x for BF16/FP16; GpSimd: 150 + N."""
+
+from __future__ import annotations
+
+from ...engines import Engine
+from ...errors import CapabilityError
+from .. import alu
+from ..common import (access_latency, check_engine_operand, is16, make, one_input_cycles,
+                      stride_factor, vector_perf_divisor)
+
+NAME = "tensor_scalar"
+
+
+def cost_cycles(chip, dst, data, engine):
+    n = dst.free_size
+    if engine == Engine.GPSIMD:
+        return chip.gpsimd_start_cycles + n
+    if engine == Engine.SCALAR:
+        div = 2.0 if (chip.has_scalar_tensor_scalar and is16(dst) and is16(data)) else 1.0
+    else:
+        div = vector_perf_divisor(chip, dst, data)
+    return one_input_cycles(chip, n, div) * stride_factor(dst, data)
+
+
+def build(chip, dst, data, op0, operand0, op1=None, operand1=None, engine=Engine.VECTOR):
+    if engine == Engine.SCALAR and not chip.has_scalar_tensor_scalar:
+        raise CapabilityError(NAME, "engine", "VectorE or GpSimd (ScalarE runs tensor_scalar from "
+                              "NC-v4)", "ScalarE", chip.name)
+    check_engine_operand(NAME, "dst", dst, engine, chip)
+    check_engine_operand(NAME, "data", data, engine, chip)
+    reads = [data]
+    for o in (operand0, operand1):
+        if o is not None and not isinstance(o, (int, float)):
+            check_engine_operand(NAME, "operand", o, engine, chip)
+            reads.append(o)
+    alu.binary(op0)
+    if op1 is not None:
+        alu.binary(op1)
+    return make(NAME, engine, cost_cycles(chip, dst, data, engine), access_latency(chip, 2),
+                reads, (dst,), {"op0": alu.op_name(op0), "operand0": operand0,
+                                "op1": None if op1 is None else alu.op_name(op1),
+                                "operand1": operand1})
+
+
+def reference(x, op0, s0, op1=None, s1=None):
+    y = alu.apply(op0, x, s0)
+    return y if op1 is None else alu.apply(op1, y, s1)
+
+
+def semantics(state, emit):
+    data = emit.reads[0]
+    (dst,) = emit.writes
+    x = state.read(data)
+    p = emit.params
+
+    def operand(o):
+        if isinstance(o, (int, float)):
+            return o
+        return state.read(o).reshape((o.p_size,) + (1,) * (x.ndim - 1))
+
+    s0 = operand(p["operand0"])
+    s1 = None if p["op1"] is None else operand(p["operand1"])
+    state.write(dst, reference(x, p["op0"], s0, p["op1"], s1).reshape(dst.shape))

@@ -1,0 +1,51 @@
+"""tensor_tensor: dst = data1 <op> data2, element-wise, on VectorE (or GpSimd).
+
+Cost (VectorE cycles) [ISAcost][ArchV3]: max(64, 2N) (two input streams);
+  NC-v2: max(64, N) when one input is in PSUM and the other in SBUF;
+  NC-v3+: max(64, N) when all three tensors are BF16/FP16 in SBUF (performance mode).
+  GpSimd: 150 + N (gpsimd_elementwise_cycles assumption).
+Innermost stride > 16 B doubles the cost [ArchV2]."""
+
+from __future__ import annotations
+
+from ...engines import Engine
+from ...program.ap import Memory
+from .. import alu
+from ..common import (access_latency, check_engine_operand, check_same_partitions, contiguous,
+                      is16, make, stride_factor)
+
+NAME = "tensor_tensor"
+
+
+def cost_cycles(chip, dst, a, b, engine):
+    n = dst.free_size
+    if engine == Engine.GPSIMD:
+        return chip.gpsimd_start_cycles + n
+    per_elem = 2
+    if chip.vector_psum_operand_single_pass and (a.memory == Memory.PSUM) != (b.memory == Memory.PSUM):
+        per_elem = 1
+    if chip.has_vector_perf_modes and all(is16(x) and x.memory == Memory.SBUF and contiguous(x)
+                                          for x in (dst, a, b)):
+        per_elem = 1
+    return max(chip.min_ii_cycles, per_elem * n) * stride_factor(dst, a, b)
+
+
+def build(chip, dst, a, b, op, engine=Engine.VECTOR):
+    alu.binary(op)
+    for nm, ap in (("dst", dst), ("data1", a), ("data2", b)):
+        check_engine_operand(NAME, nm, ap, engine, chip)
+    check_same_partitions(NAME, "dst", dst, "data1", a, chip)
+    check_same_partitions(NAME, "dst", dst, "data2", b, chip)
+    return make(NAME, engine, cost_cycles(chip, dst, a, b, engine), access_latency(chip, 3),
+                (a, b), (dst,), {"op": alu.op_name(op)})
+
+
+def reference(a, b, op):
+    return alu.apply(op, a, b)
+
+
+def semantics(state, emit):
+    a, b = emit.reads
+    (dst,) = emit.writes
+    state.write(dst, reference(state.read(a), state.read(b).reshape(state.read(a).shape),
+                               emit.params["op"]).reshape(dst.shape))

@@ -1,0 +1,1 @@
+"""On-chip memory allocation (SBUF, PSUM)."""

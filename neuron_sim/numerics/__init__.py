@@ -1,0 +1,1 @@
+"""Low-precision formats and rounding (formats.py, rounding.py)."""

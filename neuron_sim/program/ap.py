@@ -1,0 +1,186 @@
+"""Tensors and access patterns: the operands of every instruction.
+
+A `Tensor` is a named buffer in HBM, SBUF or PSUM. For SBUF/PSUM the first dimension is the
+partition dimension (at most 128) and the allocation has a byte offset inside each partition. An
+`AccessPattern` (AP) selects a contiguous partition range (start, size) and a free-dimension
+pattern: an element offset plus up to four (size, stride) pairs, in elements [ArchV2]. HBM tensors
+use the same form with the first dimension as the "partition" axis and its row stride.
+Slicing a tensor (`t[0:128, 0:512]`, `t[:, k, :]`) builds an AP."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from math import prod
+
+from ..numerics.formats import itemsize, normalize
+
+
+class Memory(enum.IntEnum):
+    HBM = 0
+    SBUF = 1
+    PSUM = 2
+
+
+_tensor_ids = iter(range(1 << 62))
+
+
+class Tensor:
+    """A buffer. Create through ProgramBuilder.hbm / .sbuf / .psum (which allocate and check
+    capacity); `Tensor(...)` directly is fine for HBM tensors of a hand-made program."""
+
+    __slots__ = ("id", "name", "memory", "shape", "dtype", "byte_offset", "partition_start",
+                 "freed", "__weakref__")
+
+    def __init__(self, name: str, memory: Memory, shape, dtype, byte_offset: int = 0,
+                 partition_start: int = 0):
+        self.id = next(_tensor_ids)
+        self.name = name
+        self.memory = Memory(memory)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = normalize(dtype)
+        self.byte_offset = int(byte_offset)      # inside each partition (SBUF/PSUM)
+        self.partition_start = int(partition_start)
+        self.freed = False
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0]
+
+    @property
+    def free_shape(self) -> tuple:
+        return self.shape[1:]
+
+    @property
+    def bytes_per_partition(self) -> int:
+        return int(prod(self.free_shape) * itemsize(self.dtype))
+
+    @property
+    def nbytes(self) -> int:
+        return int(prod(self.shape) * itemsize(self.dtype))
+
+    def ap(self) -> "AccessPattern":
+        return self[tuple(slice(None) for _ in self.shape)]
+
+    def __getitem__(self, idx) -> "AccessPattern":
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if any(i is Ellipsis for i in idx):
+            k = idx.index(Ellipsis)
+            idx = idx[:k] + (slice(None),) * (len(self.shape) - len(idx) + 1) + idx[k + 1:]
+        idx = idx + (slice(None),) * (len(self.shape) - len(idx))
+        if len(idx) != len(self.shape):
+            raise IndexError(f"{self.name}: {len(idx)} indices for shape {self.shape}")
+        strides = [int(prod(self.shape[d + 1:])) for d in range(len(self.shape))]
+        p_start, p_size, p_step = _resolve(idx[0], self.shape[0], self.name, 0)
+        offset, dims = 0, []
+        for d in range(1, len(self.shape)):
+            start, size, step = _resolve(idx[d], self.shape[d], self.name, d)
+            offset += start * strides[d]
+            if not isinstance(idx[d], int):
+                dims.append((size, step * strides[d]))
+        if not dims:
+            dims = [(1, 1)]
+        p_stride = strides[0] * p_step if self.memory == Memory.HBM else p_step
+        if self.memory != Memory.HBM and p_step != 1:
+            raise IndexError(f"{self.name}: partition ranges are contiguous (step 1) [ArchV2]")
+        return AccessPattern(self, self.partition_start + p_start, p_size, offset, tuple(dims),
+                             p_stride)
+
+    def __repr__(self):
+        return f"Tensor({self.name!r}, {self.memory.name}, {self.shape}, {self.dtype})"
+
+
+def _resolve(ix, n, name, dim):
+    if isinstance(ix, int):
+        if not -n <= ix < n:
+            raise IndexError(f"{name}: index {ix} out of range for dim {dim} of size {n}")
+        return ix % n, 1, 1
+    if isinstance(ix, slice):
+        start, stop, step = ix.indices(n)
+        if step <= 0:
+            raise IndexError(f"{name}: negative steps are not supported")
+        size = max(0, (stop - start + step - 1) // step)
+        return start, size, step
+    raise IndexError(f"{name}: unsupported index {ix!r} (use ints and slices)")
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPattern:
+    tensor: Tensor
+    p_start: int          # absolute partition (SBUF/PSUM) or first row (HBM)
+    p_size: int
+    offset: int           # element offset of the first element inside a partition row
+    dims: tuple           # ((size, stride), ...) in elements, outermost first
+    p_stride: int = 1     # elements between partition rows (HBM); 1 for SBUF/PSUM
+
+    # ---- shape -----------------------------------------------------------------------------
+    @property
+    def memory(self) -> Memory:
+        return self.tensor.memory
+
+    @property
+    def dtype(self) -> str:
+        return self.tensor.dtype
+
+    @property
+    def free_shape(self) -> tuple:
+        return tuple(s for s, _ in self.dims)
+
+    @property
+    def shape(self) -> tuple:
+        return (self.p_size,) + self.free_shape
+
+    @property
+    def free_size(self) -> int:
+        """Elements per partition (the N of the cost formulas)."""
+        return int(prod(self.free_shape))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.p_size * self.free_size * itemsize(self.dtype))
+
+    @property
+    def bytes_per_partition(self) -> int:
+        return int(self.free_size * itemsize(self.dtype))
+
+    @property
+    def inner_stride_bytes(self) -> float:
+        size, stride = self.dims[-1]
+        return (stride if size > 1 else 1) * itemsize(self.dtype)
+
+    @property
+    def contiguous_runs_per_partition(self) -> int:
+        """Number of maximal contiguous chunks in one partition row (DMA descriptors)."""
+        runs, expect, broken = 1, 1, False
+        for size, stride in reversed(self.dims):
+            if size == 1:
+                continue
+            if not broken and stride == expect:
+                expect *= size
+            else:
+                broken = True
+                runs *= size
+        return runs
+
+    def box(self) -> tuple:
+        """(p0, p1, f0, f1): conservative footprint for dependency tracking."""
+        lo = self.offset + sum(min(0, (s - 1) * st) for s, st in self.dims)
+        hi = self.offset + sum(max(0, (s - 1) * st) for s, st in self.dims) + 1
+        if self.memory == Memory.HBM:
+            base = self.p_start * (self.p_stride if self.p_size > 1 else
+                                   int(prod(self.tensor.shape[1:])))
+            return (0, 1, base + lo, base + (self.p_size - 1) * self.p_stride + hi)
+        return (self.p_start, self.p_start + self.p_size, lo, hi)
+
+    def __repr__(self):
+        return (f"{self.tensor.name}[p{self.p_start}:{self.p_start + self.p_size}, "
+                f"off={self.offset}, dims={list(self.dims)}]")
+
+
+def as_ap(x) -> AccessPattern:
+    if isinstance(x, AccessPattern):
+        return x
+    if isinstance(x, Tensor):
+        return x.ap()
+    raise TypeError(f"expected a Tensor or AccessPattern, got {type(x).__name__}")

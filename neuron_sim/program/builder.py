@@ -1,0 +1,396 @@
+"""`ProgramBuilder`: the one way the NKI front end and the op lowering write ISA programs.
+
+Each method is named after its NKI ISA instruction, checks legality on the builder's chip, asks the
+instruction module (neuron_sim/isa/<engine>/<instr>.py) for its cost, and appends one row.
+Dependencies are found automatically from the operands (read-after-write, write-after-read,
+write-after-write on overlapping tensor regions, as the compiler's semaphores would enforce), and
+can be added explicitly (`deps=[i, ...]`) or through semaphores (`signal=s`, `wait=[(s, count)]`).
+Every method returns the index of the instruction it appended (nc_matmul returns the
+MultiplyMoving's)."""
+
+from __future__ import annotations
+
+from ..engines import N_COMPUTE_STREAMS, Engine, Kind, stream_name
+from ..errors import DeadlockError, ProgramError
+from ..hardware import Chip, get_chip
+from ..memory.allocator import PartitionAllocator
+from ..numerics.formats import normalize
+from .ap import AccessPattern, Memory, Tensor, as_ap
+from .program import COLUMNS, Program
+
+_ENGINE_ARG = {"tensor": Engine.TENSOR, "pe": Engine.TENSOR, "vector": Engine.VECTOR,
+               "dve": Engine.VECTOR, "scalar": Engine.SCALAR, "act": Engine.SCALAR,
+               "activation": Engine.SCALAR, "gpsimd": Engine.GPSIMD, "pool": Engine.GPSIMD,
+               "sync": Engine.SYNC, "sp": Engine.SYNC}
+
+
+def engine_of(e) -> Engine:
+    if isinstance(e, (int, Engine)):
+        return Engine(e)
+    key = str(e).lower().split(".")[-1]
+    if key not in _ENGINE_ARG:
+        raise ProgramError(f"unknown engine {e!r}; use one of {sorted(set(_ENGINE_ARG))}")
+    return _ENGINE_ARG[key]
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def _covers(a, b) -> bool:
+    return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
+
+
+class _Track:
+    """Accesses of one tensor still able to order later ones."""
+    __slots__ = ("writes", "reads", "version")
+
+    def __init__(self):
+        self.writes, self.reads, self.version = [], [], 0
+
+
+class ProgramBuilder:
+    def __init__(self, chip: Chip | str = "trn2", *, name: str = "program",
+                 auto_deps: bool = True, check_capacity: bool = True, keep_operands: bool = True):
+        self.chip = chip if isinstance(chip, Chip) else get_chip(chip)
+        self.name = name
+        self.auto_deps = auto_deps
+        self.check_capacity = check_capacity
+        self.keep_operands = keep_operands
+        self._cols = {k: [] for k in COLUMNS}
+        self._deps: list[list[int]] = []
+        self._emits: list = []
+        self._opnames: list[str] = []
+        self._opindex: dict[str, int] = {}
+        self._tensors: list[Tensor] = []
+        self._track: dict[int, _Track] = {}
+        self._signals: dict[int, list[int]] = {}
+        self._waits: list[tuple[int, int, int]] = []   # (instr, sem, count)
+        self._last_stationary = None
+        self._next_queue = 0
+        c = self.chip
+        self._sbuf = PartitionAllocator("SBUF", c.sbuf_usable_bytes_per_partition, c.name)
+        self._psum = PartitionAllocator("PSUM", c.psum_bytes_per_partition, c.name,
+                                        bank_bytes=c.psum_bank_bytes_per_partition)
+
+    # ---- tensors --------------------------------------------------------------------------
+    def hbm(self, name: str, shape, dtype) -> Tensor:
+        t = Tensor(name, Memory.HBM, shape, dtype)
+        self._tensors.append(t)
+        return t
+
+    def sbuf(self, name: str, shape, dtype, *, partition_start: int = 0) -> Tensor:
+        return self._alloc(name, Memory.SBUF, shape, dtype, partition_start, self._sbuf)
+
+    def psum(self, name: str, shape, dtype="float32", *, partition_start: int = 0) -> Tensor:
+        return self._alloc(name, Memory.PSUM, shape, dtype, partition_start, self._psum)
+
+    def _alloc(self, name, memory, shape, dtype, p0, allocator) -> Tensor:
+        from ..errors import PartitionError
+        t = Tensor(name, memory, shape, dtype, 0, p0)
+        if t.partitions > self.chip.sbuf_partitions or t.partitions + p0 > self.chip.sbuf_partitions:
+            raise PartitionError(f"{memory.name.lower()} allocation", name,
+                                 f"<= {self.chip.sbuf_partitions} partitions",
+                                 f"{t.partitions} from partition {p0}", self.chip.name,
+                                 "put the largest dimension on the free axis or split the tensor")
+        if self.check_capacity:
+            t.byte_offset = allocator.alloc(t.bytes_per_partition, name)
+        self._tensors.append(t)
+        return t
+
+    def free(self, *tensors: Tensor) -> None:
+        """Release SBUF/PSUM tiles; a later tile may reuse the bytes (WAR deps keep it ordered)."""
+        for t in tensors:
+            if t.memory != Memory.HBM and self.check_capacity and not t.freed:
+                (self._sbuf if t.memory == Memory.SBUF else self._psum).free(t.byte_offset)
+            t.freed = True
+
+    @property
+    def sbuf_peak_bytes_per_partition(self) -> int:
+        return self._sbuf.peak
+
+    @property
+    def psum_peak_bytes_per_partition(self) -> int:
+        return self._psum.peak
+
+    # ---- the append path ------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._deps)
+
+    def _stream(self, emit) -> int:
+        return N_COMPUTE_STREAMS + emit.dma.queue if emit.dma is not None else emit.engine
+
+    def append(self, emit, *, deps=(), wait=(), signal=None) -> int:
+        """Append one instruction record (an isa.common.Emit). Public for front ends that make
+        their own records; ordinary users call the named methods."""
+        i = len(self._deps)
+        stream = self._stream(emit)
+        d = set(int(x) for x in deps)
+        if self.auto_deps:
+            self._auto(i, stream, emit, d)
+        for x in d:
+            if not 0 <= x < i:
+                raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
+        for sem, count in wait:
+            self._waits.append((i, int(sem), int(count)))
+        if signal is not None:
+            self._signals.setdefault(int(signal), []).append(i)
+        op = self._opindex.get(emit.name)
+        if op is None:
+            op = self._opindex[emit.name] = len(self._opnames)
+            self._opnames.append(emit.name)
+        clock = self.chip.clock_hz(emit.engine) if emit.engine != Engine.DMA else 1e9
+        c = self._cols
+        c["op"].append(op)
+        c["engine"].append(emit.engine)
+        c["stream"].append(stream)
+        c["kind"].append(emit.kind)
+        c["ii_ns"].append(emit.ii_cycles * 1e9 / clock)
+        c["lat_ns"].append(emit.lat_cycles * 1e9 / clock)
+        c["flops"].append(emit.flops)
+        m = emit.dma
+        if m is None:
+            for k in ("dma_bytes", "dma_engine_ns", "dma_hbm_ns", "dma_issue_ns"):
+                c[k].append(0.0)
+            c["dma_engines"].append(0)
+            c["dma_engine0"].append(0)
+            c["dma_dir"].append(-1)
+        else:
+            c["dma_bytes"].append(m.bytes)
+            c["dma_engine_ns"].append(m.engine_ns)
+            c["dma_hbm_ns"].append(m.hbm_ns)
+            c["dma_issue_ns"].append(m.issue_ns)
+            c["dma_engines"].append(m.engines)
+            c["dma_engine0"].append(m.engine0)
+            c["dma_dir"].append(m.direction)
+        self._deps.append(sorted(d))
+        self._emits.append(emit if self.keep_operands else None)
+        return i
+
+    def _auto(self, i, stream, emit, d):
+        streams = self._cols["stream"]
+        for ap in emit.reads:
+            tr = self._track.setdefault(ap.tensor.id, _Track())
+            box = ap.box()
+            for wbox, w in tr.writes:
+                if _overlap(box, wbox):
+                    d.add(w)
+            tr.reads.append((box, i))
+        for ap in emit.writes:
+            tr = self._track.setdefault(ap.tensor.id, _Track())
+            box = ap.box()
+            for wbox, w in tr.writes:
+                if streams[w] != stream and _overlap(box, wbox):
+                    d.add(w)
+            for rbox, r in tr.reads:
+                if r != i and streams[r] != stream and _overlap(box, rbox):
+                    d.add(r)
+            tr.writes = [(b, w) for b, w in tr.writes if not _covers(box, b)]
+            tr.reads = [(b, r) for b, r in tr.reads if not _covers(box, b)]
+            tr.writes.append((box, i))
+            tr.version += 1
+
+    def build(self) -> Program:
+        import numpy as np
+        n = len(self._deps)
+        deps = [list(x) for x in self._deps]
+        for i, sem, count in self._waits:
+            sig = self._signals.get(sem, [])
+            if count > len(sig):
+                eng = stream_name(self._cols["stream"][i])
+                sig_eng = sorted({stream_name(self._cols["stream"][s]) for s in sig})
+                raise DeadlockError(
+                    [eng] + sig_eng,
+                    f"instruction {i} ({self._emits[i].name if self._emits[i] else '?'}) on {eng} "
+                    f"waits for semaphore {sem} >= {count}, but the program signals it only "
+                    f"{len(sig)} time(s)" + (f" (from {', '.join(sig_eng)})" if sig_eng else ""))
+            deps[i].extend(s for s in sig[:count] if s != i)
+        ptr = np.zeros(n + 1, np.int64)
+        ptr[1:] = np.cumsum([len(set(x)) for x in deps])
+        idx = np.fromiter((j for x in deps for j in sorted(set(x))), np.int64, count=int(ptr[-1]))
+        cols = {k: np.asarray(v, dtype=COLUMNS[k]) if v else np.zeros(0, COLUMNS[k])
+                for k, v in self._cols.items()}
+        p = Program(self.chip, cols, ptr, idx, list(self._opnames),
+                    self._emits if self.keep_operands else None, list(self._tensors), self.name)
+        p.validate()
+        return p
+
+    # ---- helpers shared by the instruction methods ----------------------------------------
+    def _queue(self, queue):
+        if queue is None:
+            q = self._next_queue
+            self._next_queue = (q + 1) % self.chip.dma_queues_per_engine
+            return q
+        return int(queue)
+
+    # ---- TensorE ----------------------------------------------------------------------------
+    def nc_matmul(self, dst, stationary, moving, *, accumulate: bool = False,
+                  perf_mode: str | None = None, is_transpose: bool = False, **kw) -> int:
+        """dst[M, N] (PSUM) (+)= stationary[K, M].T @ moving[K, N]. `accumulate=False` starts a
+        PSUM accumulation group (overwrites); True adds in FP32. Emits LoadStationary (skipped
+        when the same stationary is still loaded) and MultiplyMoving."""
+        from ..isa.tensor import nc_matmul
+        ls, mm = nc_matmul.build(self.chip, as_ap(dst), as_ap(stationary), as_ap(moving),
+                                 accumulate=accumulate, perf_mode=perf_mode,
+                                 is_transpose=is_transpose)
+        key = self._stationary_key(ls.reads[0])
+        if key != self._last_stationary:
+            self.append(ls, **_only(kw, "wait"))
+            self._last_stationary = key
+        return self.append(mm, **_without(kw, "wait"))
+
+    def nc_matmul_mx(self, dst, stationary, moving, stationary_scale, moving_scale, *,
+                     accumulate: bool = False, **kw) -> int:
+        """MX matmul (NC-v4): MXFP8/MXFP4 x4-packed data with E8M0 scales, K = 512 per call."""
+        from ..isa.tensor import nc_matmul_mx
+        ls, mm = nc_matmul_mx.build(self.chip, as_ap(dst), as_ap(stationary), as_ap(moving),
+                                    as_ap(stationary_scale), as_ap(moving_scale),
+                                    accumulate=accumulate)
+        self.append(ls, **_only(kw, "wait"))
+        self._last_stationary = None
+        return self.append(mm, **_without(kw, "wait"))
+
+    def _stationary_key(self, ap):
+        tr = self._track.get(ap.tensor.id)
+        return (ap, tr.version if tr else 0)
+
+    def nc_transpose(self, dst, src, *, engine="tensor", **kw) -> int:
+        """Transpose src[P, F] to dst[F, P]: on TensorE (matmul against identity, PSUM out) or on
+        VectorE (32x32 blocks)."""
+        from ..isa.tensor import nc_transpose
+        e = engine_of(engine)
+        emits = nc_transpose.build(self.chip, as_ap(dst), as_ap(src), engine=e)
+        if e == Engine.TENSOR:
+            self._last_stationary = None
+        last = None
+        for k, em in enumerate(emits):
+            last = self.append(em, **(kw if k == len(emits) - 1 else _only(kw, "wait")))
+        return last
+
+    # ---- VectorE ----------------------------------------------------------------------------
+    def tensor_tensor(self, dst, data1, data2, op="add", *, engine="vector", **kw) -> int:
+        from ..isa.vector import tensor_tensor
+        return self.append(tensor_tensor.build(self.chip, as_ap(dst), as_ap(data1), as_ap(data2),
+                                               op, engine_of(engine)), **kw)
+
+    def tensor_scalar(self, dst, data, op0="multiply", operand0=1.0, op1=None, operand1=None, *,
+                      engine="vector", **kw) -> int:
+        from ..isa.vector import tensor_scalar
+        return self.append(tensor_scalar.build(self.chip, as_ap(dst), as_ap(data), op0, operand0,
+                                               op1, operand1, engine_of(engine)), **kw)
+
+    def tensor_reduce(self, dst, data, op="add", *, negate=False, engine="vector", **kw) -> int:
+        from ..isa.vector import tensor_reduce
+        return self.append(tensor_reduce.build(self.chip, as_ap(dst), as_ap(data), op, negate,
+                                               engine_of(engine)), **kw)
+
+    def tensor_copy(self, dst, src, *, engine="vector", **kw) -> int:
+        from ..isa.vector import tensor_copy
+        return self.append(tensor_copy.build(self.chip, as_ap(dst), as_ap(src),
+                                             engine_of(engine)), **kw)
+
+    def memset(self, dst, value=0.0, *, engine="vector", **kw) -> int:
+        from ..isa.vector import memset
+        return self.append(memset.build(self.chip, as_ap(dst), value, engine_of(engine)), **kw)
+
+    def bn_stats(self, dst, data, **kw) -> int:
+        from ..isa.vector import bn_stats
+        return self.append(bn_stats.build(self.chip, as_ap(dst), as_ap(data)), **kw)
+
+    def bn_aggr(self, dst, data, **kw) -> int:
+        from ..isa.vector import bn_aggr
+        return self.append(bn_aggr.build(self.chip, as_ap(dst), as_ap(data)), **kw)
+
+    def select(self, dst, predicate, on_true, on_false, **kw) -> int:
+        from ..isa.vector import select
+        return self.append(select.build(self.chip, as_ap(dst), as_ap(predicate), as_ap(on_true),
+                                        as_ap(on_false)), **kw)
+
+    def tensor_tensor_scan(self, dst, data0, data1, initial=0.0, op0="multiply", op1="add",
+                           **kw) -> int:
+        from ..isa.vector import tensor_tensor_scan
+        return self.append(tensor_tensor_scan.build(self.chip, as_ap(dst), as_ap(data0),
+                                                    as_ap(data1), initial, op0, op1), **kw)
+
+    def reciprocal(self, dst, data, **kw) -> int:
+        from ..isa.vector import reciprocal
+        return self.append(reciprocal.build(self.chip, as_ap(dst), as_ap(data)), **kw)
+
+    def exponential(self, dst, data, *, max_value=0.0, reduce_res=None, **kw) -> int:
+        """exp(data - max_value) on VectorE (NC-v4), optional running sum into reduce_res."""
+        from ..isa.vector import exponential
+        return self.append(exponential.build(self.chip, as_ap(dst), as_ap(data), max_value,
+                                             None if reduce_res is None else as_ap(reduce_res)),
+                           **kw)
+
+    # ---- ScalarE ----------------------------------------------------------------------------
+    def activation(self, dst, data, op="copy", *, bias=None, scale=1.0, reduce_res=None,
+                   reduce_op="add", **kw) -> int:
+        """dst = op(data * scale + bias); with reduce_res, also reduce along the free axis
+        (activation_reduce)."""
+        from ..isa.scalar import activation
+        return self.append(activation.build(
+            self.chip, as_ap(dst), as_ap(data), op, None if bias is None else
+            (bias if isinstance(bias, (int, float)) else as_ap(bias)),
+            scale if isinstance(scale, (int, float)) else as_ap(scale),
+            None if reduce_res is None else as_ap(reduce_res), reduce_op), **kw)
+
+    def activation_reduce(self, dst, data, op, reduce_res, *, reduce_op="add", bias=None,
+                          scale=1.0, **kw) -> int:
+        return self.activation(dst, data, op, bias=bias, scale=scale, reduce_res=reduce_res,
+                               reduce_op=reduce_op, **kw)
+
+    # ---- GpSimd -----------------------------------------------------------------------------
+    def iota(self, dst, *, base=0, channel_multiplier=0, pattern=((1, None),), **kw) -> int:
+        """dst[p, f...] = base + channel_multiplier * p + sum(step_d * i_d)."""
+        from ..isa.gpsimd import iota
+        return self.append(iota.build(self.chip, as_ap(dst), base, channel_multiplier, pattern),
+                           **kw)
+
+    def affine_select(self, dst, on_true, on_false_value, *, channel_multiplier=1,
+                      pattern=((-1, None),), offset=0, cmp_op="greater_equal", **kw) -> int:
+        from ..isa.gpsimd import affine_select
+        return self.append(affine_select.build(self.chip, as_ap(dst), as_ap(on_true),
+                                               on_false_value, channel_multiplier, pattern,
+                                               offset, cmp_op), **kw)
+
+    def local_gather(self, dst, src, index, **kw) -> int:
+        from ..isa.gpsimd import local_gather
+        return self.append(local_gather.build(self.chip, as_ap(dst), as_ap(src), as_ap(index)),
+                           **kw)
+
+    def tensor_partition_reduce(self, dst, data, op="add", **kw) -> int:
+        from ..isa.gpsimd import tensor_partition_reduce
+        return self.append(tensor_partition_reduce.build(self.chip, as_ap(dst), as_ap(data), op),
+                           **kw)
+
+    # ---- DMA --------------------------------------------------------------------------------
+    def dma_copy(self, dst, src, *, queue=None, engines=None, dge="none", **kw) -> int:
+        """Copy between HBM and SBUF (either way), SBUF->SBUF or HBM->HBM, casting through FP32
+        when dtypes differ. `engines`: how many of the 16 DMA engines share it (default: one per
+        partition up to 16); `dge`: 'none' (static descriptors), 'swdge', 'hwdge'."""
+        from ..isa.dma import dma_copy
+        return self.append(dma_copy.build(self.chip, as_ap(dst), as_ap(src), self._queue(queue),
+                                          engines, dge), **kw)
+
+    def dma_transpose(self, dst, src, *, queue=None, engines=None, dge="none", **kw) -> int:
+        from ..isa.dma import dma_transpose
+        return self.append(dma_transpose.build(self.chip, as_ap(dst), as_ap(src),
+                                               self._queue(queue), engines, dge), **kw)
+
+    # ---- control ----------------------------------------------------------------------------
+    def nop(self, engine="sync", **kw) -> int:
+        """A zero-cost marker on an engine's queue (carries semaphore waits/signals)."""
+        from ..isa.common import make
+        return self.append(make("nop", engine_of(engine), 0, 0, (), ()), **kw)
+
+
+def _only(kw, key):
+    return {key: kw[key]} if key in kw else {}
+
+
+def _without(kw, key):
+    return {k: v for k, v in kw.items() if k != key}
+
+
+__all__ = ["ProgramBuilder", "engine_of", "normalize", "AccessPattern"]

@@ -1,0 +1,110 @@
+"""`Program`: an ISA program as columns (struct of arrays), cheap to build and to hand to the numba
+timing kernel at >= 1M instructions. One row per instruction, in program order.
+
+Columns (all NumPy arrays of length n):
+  op         int16   index into `opnames`
+  engine     int8    Engine (TENSOR..SYNC, DMA)
+  stream     int16   in-order queue: engine for 0..4, 5 + q for DMA queue q
+  kind       int8    Kind (GENERIC, LOAD_STATIONARY, MULTIPLY_MOVING, DMA)
+  ii_ns      float64 occupancy of the engine (unthrottled)
+  lat_ns     float64 extra latency until dependents may start
+  flops      float64 TensorE FLOPs (for HFU)
+  dma_bytes, dma_engine_ns, dma_hbm_ns, dma_issue_ns   float64
+  dma_engines, dma_engine0                             int16
+  dma_dir    int8    DmaDir or -1
+  dep_ptr    int64 (n+1), dep_idx int64: CSR list of instructions each row waits for
+`emits` keeps each instruction's operands for the semantics (None for bulk-made programs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engines import N_COMPUTE_STREAMS, Engine, Kind
+from ..errors import ProgramError
+
+COLUMNS = {
+    "op": np.int16, "engine": np.int8, "stream": np.int16, "kind": np.int8,
+    "ii_ns": np.float64, "lat_ns": np.float64, "flops": np.float64,
+    "dma_bytes": np.float64, "dma_engine_ns": np.float64, "dma_hbm_ns": np.float64,
+    "dma_issue_ns": np.float64, "dma_engines": np.int16, "dma_engine0": np.int16,
+    "dma_dir": np.int8,
+}
+
+
+@dataclass
+class Program:
+    chip: object
+    cols: dict
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    opnames: list
+    emits: list | None = None
+    tensors: list | None = None
+    name: str = "program"
+
+    def __len__(self) -> int:
+        return int(self.cols["op"].shape[0])
+
+    def __getattr__(self, item):
+        cols = self.__dict__.get("cols")
+        if cols is not None and item in cols:
+            return cols[item]
+        raise AttributeError(item)
+
+    def deps_of(self, i: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[i]:self.dep_ptr[i + 1]]
+
+    def opname(self, i: int) -> str:
+        return self.opnames[int(self.cols["op"][i])]
+
+    def counts(self) -> dict:
+        """Instruction count per op name."""
+        ops, n = np.unique(self.cols["op"], return_counts=True)
+        return {self.opnames[int(o)]: int(c) for o, c in zip(ops, n)}
+
+    def validate(self) -> None:
+        n = len(self)
+        for k, dt in COLUMNS.items():
+            c = self.cols.get(k)
+            if c is None or c.shape != (n,):
+                raise ProgramError(f"column {k!r} missing or not of length {n}")
+        if self.dep_ptr.shape != (n + 1,) or self.dep_ptr[0] != 0 or \
+                self.dep_ptr[-1] != self.dep_idx.shape[0]:
+            raise ProgramError("dep_ptr is not a CSR index over dep_idx")
+        if self.dep_idx.size and (self.dep_idx.min() < 0 or self.dep_idx.max() >= n):
+            raise ProgramError("a dependency index points outside the program")
+
+    @classmethod
+    def from_columns(cls, chip, *, engine, ii_ns, lat_ns=None, kind=None, deps=None,
+                     dma_queue=None, opnames=None, op=None, **extra) -> "Program":
+        """Build a program directly from arrays (benchmarks, lowering of huge programs).
+        `deps` is (dep_ptr, dep_idx) or None. DMA rows need dma_engine_ns etc. in `extra`."""
+        engine = np.asarray(engine, np.int8)
+        n = engine.shape[0]
+        cols = {k: np.zeros(n, dt) for k, dt in COLUMNS.items()}
+        cols["engine"][:] = engine
+        cols["ii_ns"][:] = ii_ns
+        if lat_ns is not None:
+            cols["lat_ns"][:] = lat_ns
+        if kind is not None:
+            cols["kind"][:] = kind
+        else:
+            cols["kind"][:] = np.where(engine == Engine.DMA, Kind.DMA, Kind.GENERIC)
+        q = np.zeros(n, np.int16) if dma_queue is None else np.asarray(dma_queue, np.int16)
+        cols["stream"][:] = np.where(engine == Engine.DMA, N_COMPUTE_STREAMS + q, engine)
+        cols["dma_dir"][:] = -1
+        if op is not None:
+            cols["op"][:] = op
+        for k, v in extra.items():
+            if k not in cols:
+                raise ProgramError(f"unknown column {k!r}")
+            cols[k][:] = v
+        if deps is None:
+            dep_ptr, dep_idx = np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
+        else:
+            dep_ptr, dep_idx = (np.asarray(deps[0], np.int64), np.asarray(deps[1], np.int64))
+        p = cls(chip, cols, dep_ptr, dep_idx, list(opnames or ["instr"]))
+        p.validate()
+        return p
