@@ -1,0 +1,189 @@
+"""The timing model as a flat numba kernel: arrays and scalars in, arrays out, no validation.
+Same model and same arithmetic as neuron_sim/timing/reference.py (the specification), plus one
+speed-up that cannot change results: a stream's head remembers how far its dependency scan got.
+Compiled once and cached on disk (cache=True)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
+
+
+@njit(cache=True)
+def _stream_order(stream, n_streams):
+    n = stream.shape[0]
+    counts = np.zeros(n_streams + 1, np.int64)
+    for i in range(n):
+        counts[stream[i] + 1] += 1
+    for s in range(n_streams):
+        counts[s + 1] += counts[s]
+    fill = counts[:-1].copy()
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        s = stream[i]
+        order[fill[s]] = i
+        fill[s] += 1
+    return order, counts
+
+
+@njit(cache=True)
+def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
+              params):
+    sem_lat = params[0]
+    dma_fixed = params[1]
+    didt_init = params[2]
+    didt_ramp = params[3]
+    didt_reset = params[4]
+    n_dma = int(params[5])
+    n_streams = int(params[6])
+    n = stream.shape[0]
+    order, sptr = _stream_order(stream, n_streams)
+    head = sptr[:-1].copy()
+    start = np.zeros(n)
+    end = np.zeros(n)
+    dstart = np.zeros(n)
+    busy = np.zeros(n)
+    done = np.zeros(n, np.bool_)
+    free = np.zeros(n_streams)
+    dma_free = np.zeros(n_dma)
+    hpos = np.full(n_streams, -1, np.int64)     # dependency scan position of each head
+    hr = np.zeros(n_streams)                    # max over the dependencies scanned so far
+    hbm_free = 0.0
+    ls_free = 0.0
+    ls_end = 0.0
+    last_mm_start = 0.0
+    pe_busy_end = -np.inf
+    burst_start = 0.0
+    throttle = didt_init < 1.0
+    remaining = n
+    stuck = np.full(n_streams, -1, np.int64)
+    while remaining > 0:
+        best_s = -1
+        best_t = np.inf
+        for s in range(n_streams):
+            h = head[s]
+            if h == sptr[s + 1]:
+                continue
+            i = order[h]
+            p = hpos[s]
+            if p < 0:
+                p = dep_ptr[i]
+                hr[s] = 0.0
+            r = hr[s]
+            ok = True
+            while p < dep_ptr[i + 1]:
+                d = dep_idx[p]
+                if not done[d]:
+                    ok = False
+                    break
+                t = end[d]
+                if stream[d] != s:
+                    t += sem_lat
+                if t > r:
+                    r = t
+                p += 1
+            hpos[s] = p
+            hr[s] = r
+            if not ok:
+                continue
+            k = kind[i]
+            if k == KIND_LS:
+                c = max(r, max(ls_free, last_mm_start))
+            elif k == KIND_MM:
+                c = max(r, max(free[s], ls_end))
+            else:
+                c = max(r, free[s])
+            if c < best_t:
+                best_t = c
+                best_s = s
+        if best_s < 0:
+            for s in range(n_streams):
+                if head[s] < sptr[s + 1]:
+                    stuck[s] = order[head[s]]
+            return -1, start, end, dstart, busy, stuck
+        s = best_s
+        i = order[head[s]]
+        head[s] += 1
+        hpos[s] = -1
+        remaining -= 1
+        t = best_t
+        k = kind[i]
+        start[i] = t
+        dstart[i] = t
+        if k == KIND_LS:
+            e = t + ii[i]
+            ls_free = e
+            ls_end = e
+            busy[i] = ii[i]
+            end[i] = e
+        elif k == KIND_MM:
+            dur = ii[i]
+            if throttle:
+                if t - pe_busy_end > didt_reset:
+                    burst_start = t
+                f = didt_init + (1.0 - didt_init) * (t - burst_start) / didt_ramp
+                if f < 1.0:
+                    dur = dur / f
+            free[s] = t + dur
+            pe_busy_end = t + dur
+            last_mm_start = t
+            busy[i] = dur
+            end[i] = t + dur + lat[i]
+        elif k == KIND_DMA:
+            free[s] = t + issue_ns[i]
+            ds = t + dma_fixed
+            first = np.inf
+            last = ds
+            for j in range(n_eng[i]):
+                e = (eng0[i] + j) % n_dma
+                es = max(ds, dma_free[e])
+                ee = es + eng_ns[i]
+                dma_free[e] = ee
+                if es < first:
+                    first = es
+                if ee > last:
+                    last = ee
+            if hbm_ns[i] > 0.0:
+                hs = max(ds, hbm_free)
+                he = hs + hbm_ns[i]
+                hbm_free = he
+                if hs < first:
+                    first = hs
+                if he > last:
+                    last = he
+            if first == np.inf:
+                first = ds
+            dstart[i] = first
+            busy[i] = last - first
+            end[i] = last
+        else:
+            free[s] = t + ii[i]
+            busy[i] = ii[i]
+            end[i] = t + ii[i] + lat[i]
+        done[i] = True
+    return 0, start, end, dstart, busy, stuck
+
+
+@njit(cache=True)
+def _union_length(starts, ends):
+    """Total length covered by intervals [starts[i], ends[i]) (sorted by start inside)."""
+    n = starts.shape[0]
+    if n == 0:
+        return 0.0
+    idx = np.argsort(starts, kind="mergesort")
+    total = 0.0
+    cs = starts[idx[0]]
+    ce = ends[idx[0]]
+    for k in range(1, n):
+        s = starts[idx[k]]
+        e = ends[idx[k]]
+        if s > ce:
+            total += ce - cs
+            cs = s
+            ce = e
+        elif e > ce:
+            ce = e
+    total += ce - cs
+    return total

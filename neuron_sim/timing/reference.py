@@ -1,0 +1,152 @@
+"""The timing model, written plainly in Python. This is the specification: the numba kernel in
+neuron_sim/kernels/timing.py computes the same thing, and tests compare the two.
+
+Model (one NeuronCore):
+- Streams: 5 in-order sequencer queues (TensorE, VectorE, ScalarE, GpSimd, SyncE) and 16 DMA
+  queues. Each instruction starts when its dependencies are complete and its stream is free;
+  a dependency between two different streams costs the semaphore latency.
+- Which stream goes next: the one whose head instruction can start earliest (ties: lower
+  stream number). This fixes the order in which shared resources (DMA engines, HBM) are claimed,
+  so the simulation is deterministic and totally ordered.
+- Compute instruction: occupies its engine for `ii`, result visible `lat` later.
+- TensorE: LoadStationary runs in the background: it may start once the previous MultiplyMoving
+  has started (one shadow weight buffer) and the MultiplyMoving that uses it waits for it.
+  MultiplyMoving is slowed by the dI/dt throttle: after an idle gap longer than `didt_reset`,
+  the array runs at `didt_init` of full rate, ramping linearly to 100% over `didt_ramp` [Explorer].
+- DMA instruction: triggered at t0 on its queue (next trigger on that queue >= t0 + issue);
+  data moves from t0 + `dma_fixed` on each of its engines (FIFO per engine) and through the
+  core's HBM share (FIFO); it completes when the last of those finishes.
+
+Parameters (array `params`): see PARAM_NAMES."""
+
+from __future__ import annotations
+
+import math
+
+PARAM_NAMES = ("sem_lat_ns", "dma_fixed_ns", "didt_init", "didt_ramp_ns", "didt_reset_ns",
+               "n_dma_engines", "n_streams")
+
+KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
+PE = 0
+
+
+def stream_order(stream, n_streams):
+    """Instruction indices grouped by stream, program order inside each (CSR)."""
+    buckets = [[] for _ in range(n_streams)]
+    for i, s in enumerate(stream):
+        buckets[s].append(i)
+    order, ptr = [], [0]
+    for b in buckets:
+        order.extend(b)
+        ptr.append(len(order))
+    return order, ptr
+
+
+def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
+             params):
+    """Returns (status, start, end, data_start, busy, stuck) with status 0 on success, -1 on a
+    deadlock (then `stuck` lists, per stream, the head instruction that cannot start or -1)."""
+    sem_lat, dma_fixed, didt_init, didt_ramp, didt_reset = (float(p) for p in params[:5])
+    n_dma, n_streams = int(params[5]), int(params[6])
+    stream, kind, ii, lat = list(stream), list(kind), list(ii), list(lat)
+    dep_ptr, dep_idx = list(dep_ptr), list(dep_idx)
+    n = len(stream)
+    order, sptr = stream_order(stream, n_streams)
+    head = sptr[:-1]
+    start, end, dstart, busy = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+    done = [False] * n
+    free = [0.0] * n_streams
+    dma_free = [0.0] * n_dma
+    hbm_free = 0.0
+    ls_free = ls_end = last_mm_start = 0.0
+    pe_busy_end = -math.inf
+    burst_start = 0.0
+    throttle = didt_init < 1.0
+    remaining = n
+    while remaining:
+        best_s, best_t = -1, math.inf
+        for s in range(n_streams):
+            h = head[s]
+            if h == sptr[s + 1]:
+                continue
+            i = order[h]
+            r, ok = 0.0, True
+            for d in dep_idx[dep_ptr[i]:dep_ptr[i + 1]]:
+                if not done[d]:
+                    ok = False
+                    break
+                t = end[d] + (sem_lat if stream[d] != s else 0.0)
+                if t > r:
+                    r = t
+            if not ok:
+                continue
+            k = kind[i]
+            if k == KIND_LS:
+                c = max(r, ls_free, last_mm_start)
+            elif k == KIND_MM:
+                c = max(r, free[s], ls_end)
+            else:
+                c = max(r, free[s])
+            if c < best_t:
+                best_t, best_s = c, s
+        if best_s < 0:
+            stuck = [order[head[s]] if head[s] < sptr[s + 1] else -1 for s in range(n_streams)]
+            return -1, start, end, dstart, busy, stuck
+        s = best_s
+        i = order[head[s]]
+        head[s] += 1
+        remaining -= 1
+        t = best_t
+        k = kind[i]
+        start[i] = t
+        dstart[i] = t
+        if k == KIND_LS:
+            e = t + ii[i]
+            ls_free = ls_end = e
+            busy[i] = ii[i]
+            end[i] = e
+        elif k == KIND_MM:
+            dur = ii[i]
+            if throttle:
+                if t - pe_busy_end > didt_reset:
+                    burst_start = t
+                f = didt_init + (1.0 - didt_init) * (t - burst_start) / didt_ramp
+                if f < 1.0:
+                    dur = dur / f
+            free[s] = t + dur
+            pe_busy_end = t + dur
+            last_mm_start = t
+            busy[i] = dur
+            end[i] = t + dur + lat[i]
+        elif k == KIND_DMA:
+            free[s] = t + issue_ns[i]
+            ds = t + dma_fixed
+            first, last = math.inf, ds
+            for j in range(n_eng[i]):
+                e = (eng0[i] + j) % n_dma
+                es = max(ds, dma_free[e])
+                ee = es + eng_ns[i]
+                dma_free[e] = ee
+                if es < first:
+                    first = es
+                if ee > last:
+                    last = ee
+            if hbm_ns[i] > 0.0:
+                hs = max(ds, hbm_free)
+                he = hs + hbm_ns[i]
+                hbm_free = he
+                if hs < first:
+                    first = hs
+                if he > last:
+                    last = he
+            if first == math.inf:
+                first = ds
+            dstart[i] = first
+            busy[i] = last - first
+            end[i] = last
+        else:
+            free[s] = t + ii[i]
+            busy[i] = ii[i]
+            end[i] = t + ii[i] + lat[i]
+        done[i] = True
+    return 0, start, end, dstart, busy, [-1] * n_streams

@@ -1,0 +1,80 @@
+"""simulate(program) -> Result: validate, pack the chip's timing parameters, run the numba kernel
+(or the Python reference), turn a deadlock into DeadlockError naming the engines, and summarise."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import config
+from ..engines import N_COMPUTE_STREAMS, stream_name
+from ..errors import DeadlockError, ProgramError
+from ..hardware import Chip, get_chip
+from ..trace.summary import Result
+from . import reference as _ref
+
+
+def timing_params(chip: Chip) -> np.ndarray:
+    """The kernel's parameter vector (order: reference.PARAM_NAMES)."""
+    return np.array([
+        chip.cross_engine_semaphore_latency_s * 1e9,
+        chip.dma_fixed_latency_s * 1e9,
+        chip.tensor_didt_initial_util if chip.has_tensor_didt_throttle else 1.0,
+        max(chip.tensor_didt_ramp_s * 1e9, 1e-9),
+        chip.tensor_didt_reset_idle_s * 1e9,
+        chip.dma_engines_per_core,
+        N_COMPUTE_STREAMS + chip.dma_queues_per_engine,
+    ], dtype=np.float64)
+
+
+def kernel_args(program, chip: Chip):
+    c = program.cols
+    return (c["stream"].astype(np.int64), c["kind"].astype(np.int64), c["ii_ns"], c["lat_ns"],
+            program.dep_ptr, program.dep_idx, c["dma_engine_ns"], c["dma_hbm_ns"],
+            c["dma_issue_ns"], c["dma_engines"].astype(np.int64),
+            c["dma_engine0"].astype(np.int64), timing_params(chip))
+
+
+def run_kernel(program, chip: Chip, reference: bool = False):
+    args = kernel_args(program, chip)
+    if reference:
+        status, start, end, dstart, busy, stuck = _ref.schedule(*args)
+        start, end, dstart, busy = (np.asarray(x, np.float64) for x in (start, end, dstart, busy))
+    else:
+        from ..kernels.timing import _schedule
+        status, start, end, dstart, busy, stuck = _schedule(*args)
+    if status != 0:
+        raise _deadlock(program, list(stuck))
+    return start, end, dstart, busy
+
+
+def _deadlock(program, stuck) -> DeadlockError:
+    engines, parts = [], []
+    for s, i in enumerate(stuck):
+        if i < 0:
+            continue
+        engines.append(stream_name(s))
+        waits = [int(d) for d in program.deps_of(i)]
+        parts.append(f"{stream_name(s)} at instruction {i} ({program.opname(i)}) waits for "
+                     f"{', '.join(f'{d} ({program.opname(d)} on {stream_name(program.stream[d])})' for d in waits)}")
+    return DeadlockError(engines, "; ".join(parts) +
+                         ". Each waits for an instruction queued behind another waiter: reorder "
+                         "the instructions or fix the semaphore counts")
+
+
+def simulate(program, chip: Chip | str | None = None, *, reference: bool | None = None,
+             model_flops: float | None = None) -> Result:
+    """Time `program` on one NeuronCore of its chip. `chip`, if given, must be the chip the
+    program was built for (costs are chip-specific). `reference=True` runs the pure-Python model
+    (default: setting NEURON_SIM_REFERENCE). `model_flops` feeds MFU (default: the FLOPs of the
+    matmul instructions)."""
+    pchip = program.chip
+    if chip is not None:
+        c = chip if isinstance(chip, Chip) else get_chip(chip)
+        if c.name != pchip.name:
+            raise ProgramError(f"program was built for {pchip.name}, asked to time it on {c.name}; "
+                               f"rebuild it with ProgramBuilder({c.name!r})")
+    program.validate()
+    if reference is None:
+        reference = config.get("NEURON_SIM_REFERENCE")
+    start, end, dstart, busy = run_kernel(program, pchip, reference)
+    return Result(program, pchip, start, end, dstart, busy, model_flops)
