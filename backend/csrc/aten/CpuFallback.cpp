@@ -1,0 +1,264 @@
+// The boxed fallback: every ATen op without an explicit 'neuron' kernel runs its CPU
+// kernel on zero-copy CPU aliases of device memory, its results are mapped back to
+// device tensors, and its descriptor is queued for the simulator.
+#include "aten/CpuFallback.h"
+#include "aten/OpDescriptor.h"
+#include "aten/OpPolicy.h"
+#include "aten/TensorAlias.h"
+#include "runtime/NeuronGenerator.h"
+#include "runtime/NeuronGuard.h"
+#include "runtime/NeuronRuntime.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <unordered_map>
+
+namespace neuron {
+
+namespace {
+
+bool on_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+struct ArgumentMap {
+  std::vector<at::Tensor> neuron_tensors;  // originals, to map results back
+  std::vector<at::Tensor> cpu_aliases;     // parallel to neuron_tensors
+  c10::DeviceIndex device = -1;
+  bool has_complex = false;
+};
+
+int32_t name_id_of(const c10::OperatorHandle& op) {
+  // Interning takes a lock; each thread remembers the ids of the schemas it has seen.
+  thread_local std::unordered_map<const c10::FunctionSchema*, int32_t> ids;
+  const c10::FunctionSchema* schema = &op.schema();
+  auto it = ids.find(schema);
+  if (it != ids.end()) return it->second;
+  const auto& name = op.operator_name();
+  const int32_t id = intern_op_name(
+      name.overload_name.empty() ? name.name : name.name + "." + name.overload_name);
+  ids.emplace(schema, id);
+  return id;
+}
+
+at::Tensor to_cpu_operand(const at::Tensor& t, size_t arg_index, const std::string& op,
+                          ArgumentMap& map) {
+  if (!t.defined()) return t;
+  if (on_neuron(t)) {
+    if (map.device < 0) map.device = t.device().index();
+    if (c10::isComplexType(t.scalar_type())) map.has_complex = true;
+    at::Tensor alias = cpu_alias(t);
+    map.neuron_tensors.push_back(t);
+    map.cpu_aliases.push_back(alias);
+    return alias;
+  }
+  TORCH_CHECK(t.dim() == 0 || t.device().type() != c10::DeviceType::CPU,
+              "Non-scalar tensor arg", arg_index, " is on cpu device, expected neuron (", op,
+              "). Move it with .to('neuron') first; only 0-dim CPU tensors may be mixed in.");
+  return t;
+}
+
+// The neuron tensor whose memory a CPU result lives in, if any.
+const at::Tensor* aliased_input(const at::Tensor& cpu_result, const ArgumentMap& map) {
+  if (!cpu_result.defined() || !cpu_result.has_storage()) return nullptr;
+  const void* data = cpu_result.storage().data();
+  if (data == nullptr) return nullptr;
+  for (size_t i = 0; i < map.cpu_aliases.size(); ++i) {
+    if (map.cpu_aliases[i].storage().data() == data) return &map.neuron_tensors[i];
+  }
+  return nullptr;
+}
+
+at::Tensor to_neuron_result(const at::Tensor& cpu_result, const ArgumentMap& map) {
+  if (!cpu_result.defined() || on_neuron(cpu_result)) return cpu_result;
+  if (const at::Tensor* input = aliased_input(cpu_result, map)) {
+    return neuron_view(input->storage(), cpu_result);
+  }
+  apply_dtype_policy(cpu_result);
+  return adopt_cpu_tensor(cpu_result, map.device);
+}
+
+void fail_or_warn_fallback(int32_t id, const std::string& name, const ArgumentMap& map) {
+  const OpStatus status = op_status(id);
+  if (status == OpStatus::kNotImplemented) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "Operation ", name, " is not implemented for Neuron");
+  }
+  bool falls_back = status == OpStatus::kCpuFallback;
+  if (map.has_complex) {
+    // The NeuronCore engines have no complex arithmetic: the Neuron op fails.
+    TORCH_CHECK(!fallback_only_for_unimplemented(),
+                "CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. "
+                "Operation ", name, " failed on Neuron: complex dtypes are not supported by the "
+                "NeuronCore engines. Unset the variable to run it on CPU, or use real tensors.");
+    falls_back = true;
+  }
+  if (falls_back && record_fallback(id)) {
+    warn_user("[Neuron] [WARNING] Operator '" + name + "' fell back to CPU");
+  }
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const size_t num_args = arguments.size();
+  const size_t first = stack->size() - num_args;
+  const int32_t id = name_id_of(op);
+  const std::string& name = op_name(id);
+
+  ArgumentMap map;
+  std::vector<ArgDesc> described;
+  described.reserve(num_args);
+  // Out arguments too small to hold the result get a CPU temporary that is adopted.
+  std::vector<std::pair<size_t, at::Tensor>> resized_outs;
+  // The device tensors passed for mutable arguments, returned as themselves.
+  std::vector<at::Tensor> mutable_args(num_args);
+  bool has_generator_arg = false;
+  size_t generator_slot = 0;
+
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& value = (*stack)[first + i];
+    described.push_back(describe_ivalue(value));
+    if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      const auto* alias_info = arguments[i].alias_info();
+      if (alias_info && alias_info->isWrite()) mutable_args[i] = t;
+      if (alias_info && alias_info->isWrite() && arguments[i].kwarg_only() && on_neuron(t) &&
+          t.numel() == 0) {
+        if (map.device < 0) map.device = t.device().index();
+        resized_outs.emplace_back(i, t);
+        value = at::empty({0}, t.options().device(c10::DeviceType::CPU));
+        continue;
+      }
+      value = to_cpu_operand(t, i, name, map);
+    } else if (value.isTensorList()) {
+      auto list = value.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) list[j] = to_cpu_operand(list[j], i, name, map);
+    } else if (value.isOptionalTensorList()) {
+      auto list = value.toOptionalTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        std::optional<at::Tensor> e = list[j];
+        if (e.has_value()) list[j] = to_cpu_operand(*e, i, name, map);
+      }
+    } else if (value.isDevice()) {
+      const c10::Device d = value.toDevice();
+      if (d.type() == c10::DeviceType::PrivateUse1) {
+        if (map.device < 0 && d.has_index()) map.device = d.index();
+        value = c10::IValue(c10::Device(c10::DeviceType::CPU));
+      }
+    } else if (value.isGenerator()) {
+      const at::Generator& gen = value.toGenerator();
+      if (gen.device().type() == c10::DeviceType::PrivateUse1) value = cpu_generator_of(gen);
+    } else if (value.isNone() && arguments[i].type()->kind() == c10::TypeKind::OptionalType &&
+               arguments[i].type()->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+                   c10::TypeKind::GeneratorType) {
+      has_generator_arg = true;
+      generator_slot = first + i;
+    }
+  }
+  if (map.device < 0) map.device = current_device();
+  check_device_index(map.device);
+  lazy_init();
+  fail_or_warn_fallback(id, name, map);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, map.device));
+  if (has_generator_arg) {
+    // Ops that would use the CPU default generator use this device's own stream.
+    (*stack)[generator_slot] = cpu_generator_of(default_generator(map.device));
+  }
+
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  // Map results: mutable returns are their arguments; others are views or adopted.
+  const auto& returns = schema.returns();
+  const size_t num_returns = returns.size();
+  const size_t ret_first = stack->size() - num_returns;
+  std::vector<TensorDesc> outputs;
+  for (size_t r = 0; r < num_returns; ++r) {
+    c10::IValue& value = (*stack)[ret_first + r];
+    const auto* ret_alias = returns[r].alias_info();
+    if (ret_alias && ret_alias->isWrite() && value.isTensor()) {
+      // Find the argument this return aliases.
+      for (size_t i = 0; i < num_args; ++i) {
+        const auto* arg_alias = arguments[i].alias_info();
+        if (arg_alias && arg_alias->isWrite() && arg_alias->beforeSets() == ret_alias->beforeSets()) {
+          const at::Tensor cpu_out = value.toTensor();
+          apply_dtype_policy(cpu_out);
+          value = mutable_args[i];
+          const at::Tensor& device_out = mutable_args[i];
+          if (on_neuron(device_out) && cpu_out.storage().data() == device_out.storage().data() &&
+              (!cpu_out.sizes().equals(device_out.sizes()) ||
+               !cpu_out.strides().equals(device_out.strides()))) {
+            // The CPU kernel restrided an out argument in place; the device tensor follows.
+            device_out.unsafeGetTensorImpl()->set_sizes_and_strides(
+                cpu_out.sizes(), cpu_out.strides(), cpu_out.storage_offset());
+          }
+          for (auto& [index, out] : resized_outs) {
+            if (index != i) continue;
+            // The CPU kernel resized a temporary; the device tensor takes its memory.
+            const at::Tensor adopted = adopt_cpu_tensor(cpu_out, map.device);
+            out.unsafeGetTensorImpl()->set_storage_keep_dtype(adopted.storage());
+            out.unsafeGetTensorImpl()->set_sizes_and_strides(cpu_out.sizes(), cpu_out.strides(),
+                                                             cpu_out.storage_offset());
+          }
+          break;
+        }
+      }
+      outputs.push_back(describe_tensor(value.toTensor()));
+      continue;
+    }
+    if (value.isTensor()) {
+      value = to_neuron_result(value.toTensor(), map);
+      outputs.push_back(describe_tensor(value.toTensor()));
+    } else if (value.isTensorList()) {
+      auto list = value.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        list[j] = to_neuron_result(list[j], map);
+        outputs.push_back(describe_tensor(list[j]));
+      }
+    }
+  }
+  charge(id, map.device, std::move(described), std::move(outputs));
+}
+
+}  // namespace
+
+int register_direct_kernels() {
+  // Structured ops reach a backend without its own kernel through their .out variant
+  // (functional add becomes add.out into a fresh device tensor). Registering the fallback
+  // as the kernel of each such op runs the CPU kernel of the op itself: the simulator sees
+  // the real op name, mixed-device checks see the user's arguments, and no empty output
+  // is allocated first.
+  // Never destroyed: deregistering at exit would race the dispatcher's own teardown.
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten",
+                                            c10::DispatchKey::PrivateUse1, "torch_neuronx", 0);
+  static bool done = false;
+  if (done) return 0;
+  done = true;
+  int registered = 0;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto handle = dispatcher.findOp(name);
+    if (!handle.has_value()) continue;
+    if (!handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+        !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+      continue;
+    }
+    const std::string qualified = name.overload_name.empty()
+                                      ? name.name.substr(6)
+                                      : name.name.substr(6) + "." + name.overload_name;
+    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+    ++registered;
+  }
+  return registered;
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+}  // namespace neuron

@@ -1,0 +1,130 @@
+// The kernels that must not go through the CPU fallback, because they own device
+// memory or tensor geometry: allocation, copies, resize, set_ and views.
+#include "aten/OpDescriptor.h"
+#include "aten/TensorAlias.h"
+#include "runtime/NeuronAllocator.h"
+#include "runtime/NeuronQueue.h"
+#include "runtime/NeuronRuntime.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace neuron {
+
+namespace {
+
+constexpr c10::DispatchKeySet kNeuronKeys{c10::DispatchKey::PrivateUse1};
+
+c10::DeviceIndex device_index_of(std::optional<c10::Device> device) {
+  if (device.has_value() && device->has_index()) return device->index();
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  const c10::DeviceIndex index = device_index_of(device);
+  check_device_index(index);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
+  return at::detail::empty_generic(size, allocator(), kNeuronKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  const c10::DeviceIndex index = device_index_of(device);
+  check_device_index(index);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
+  return at::detail::empty_strided_generic(size, stride, allocator(), kNeuronKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+bool on_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// Copies between host and device, or within the device, through CPU aliases; DMA time
+// is charged on the device side. A copy to the host is a sync point.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const bool to_device = on_neuron(dst);
+  const bool from_device = on_neuron(self);
+  at::Tensor src_cpu = from_device ? cpu_alias(self) : self;
+  at::Tensor dst_cpu = to_device ? cpu_alias(dst) : dst;
+  dst_cpu.copy_(src_cpu, non_blocking);
+  if (to_device && !from_device) apply_dtype_policy(dst_cpu);
+
+  const at::Tensor& device_side = to_device ? dst : self;
+  static const int32_t h2d = intern_op_name("neuron::copy_h2d");
+  static const int32_t d2h = intern_op_name("neuron::copy_d2h");
+  static const int32_t d2d = intern_op_name("neuron::copy_d2d");
+  const int32_t name = to_device ? (from_device ? d2d : h2d) : d2h;
+  std::vector<ArgDesc> args(1);
+  args[0].kind = ArgDesc::kTensor;
+  args[0].tensors.push_back(describe_tensor(self));
+  charge(name, device_side.device().index(), std::move(args), {describe_tensor(dst)});
+  if (!to_device) drain();
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_(dst, self.sizes(), std::nullopt);
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  drain();
+  return cpu_alias(self).item();
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  c10::DeviceGuard guard(self.device());
+  return at::native::resize_(self, size, memory_format);
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
+                        c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::set_storage_cpu_(self, std::move(source), offset, size, stride);
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(),
+                     source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty = make_neuron_storage(0, allocator()->allocate(0));
+  return set_storage(self, std::move(empty), 0, {0}, {});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+}
+
+}  // namespace neuron

@@ -1,0 +1,63 @@
+#include "aten/TensorAlias.h"
+
+#include "runtime/NeuronAllocator.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/core/TensorImpl.h>
+
+namespace neuron {
+
+namespace {
+void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+
+at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+  auto tensor = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
+                                                         like.dtype());
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                      like.storage_offset());
+  if (like.is_conj()) tensor._set_conj(true);
+  if (like.is_neg()) tensor._set_neg(true);
+  return tensor;
+}
+}  // namespace
+
+c10::Storage make_neuron_storage(size_t nbytes, c10::DataPtr data) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data), allocator(),
+                      /*resizable=*/true);
+}
+
+at::Tensor cpu_alias(const at::Tensor& neuron_tensor) {
+  const c10::Storage& storage = neuron_tensor.storage();
+  void* data = storage.mutable_data();
+  c10::DataPtr ptr(data, new c10::Storage(storage), &release_storage,
+                   c10::Device(c10::DeviceType::CPU));
+  c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
+                           /*allocator=*/nullptr, /*resizable=*/false);
+  return tensor_over(std::move(cpu_storage), c10::DispatchKey::CPU, neuron_tensor);
+}
+
+at::Tensor adopt_cpu_tensor(const at::Tensor& cpu, c10::DeviceIndex device) {
+  const c10::Storage& cpu_storage = cpu.storage();
+  c10::Storage storage = make_neuron_storage(cpu_storage.nbytes(),
+                                             allocator()->adopt(cpu_storage, device));
+  return tensor_over(std::move(storage), c10::DispatchKey::PrivateUse1, cpu);
+}
+
+at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like) {
+  return tensor_over(storage, c10::DispatchKey::PrivateUse1, like);
+}
+
+void apply_dtype_policy(const at::Tensor& cpu) {
+  switch (cpu.scalar_type()) {
+    case c10::ScalarType::Double:
+      cpu.copy_(cpu.to(c10::ScalarType::Float));
+      break;
+    case c10::ScalarType::Long:
+      cpu.copy_(cpu.to(c10::ScalarType::Int));
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace neuron

@@ -1,0 +1,150 @@
+// torch_neuronx._C: the thin Python surface of the C++ runtime (configuration, clocks,
+// the cost-function hook, op policy, generators).
+#include "aten/CpuFallback.h"
+#include "aten/OpPolicy.h"
+#include "runtime/NeuronGenerator.h"
+#include "runtime/NeuronGuard.h"
+#include "runtime/NeuronQueue.h"
+#include "runtime/NeuronRuntime.h"
+
+#include <Python.h>
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/tensor_dtypes.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
+
+namespace py = pybind11;
+
+namespace neuron {
+
+namespace {
+
+py::object dtype_object(c10::ScalarType t) {
+  if (t == c10::ScalarType::Undefined) return py::none();
+  return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(t)));
+}
+
+py::tuple to_python(const TensorDesc& d) {
+  return py::make_tuple(py::tuple(py::cast(d.sizes)), py::tuple(py::cast(d.strides)),
+                        dtype_object(d.dtype), d.device_type == 0);
+}
+
+py::object to_python(const ArgDesc& a) {
+  switch (a.kind) {
+    case ArgDesc::kTensor: return to_python(a.tensors.at(0));
+    case ArgDesc::kTensorList: {
+      py::list items;
+      for (const TensorDesc& t : a.tensors) items.append(to_python(t));
+      return std::move(items);
+    }
+    case ArgDesc::kDouble: return py::float_(a.number);
+    case ArgDesc::kInt: return py::int_(static_cast<int64_t>(a.number));
+    case ArgDesc::kBool: return py::bool_(a.number != 0.0);
+    case ArgDesc::kInts: return py::tuple(py::cast(a.ints));
+    default: return py::none();
+  }
+}
+
+// Python's cost function sees each op as
+// (seq, name, device, stream, args, outputs); a tensor is (sizes, strides, dtype, on_neuron).
+void register_cost_function(py::function fn) {
+  // Never freed: static destructors run after the interpreter is gone.
+  auto* shared = new py::function(std::move(fn));
+  set_cost_function([shared](const std::vector<OpDesc>& ops, bool at_sync) {
+    py::list batch;
+    for (const OpDesc& op : ops) {
+      py::tuple args(op.args.size());
+      for (size_t i = 0; i < op.args.size(); ++i) args[i] = to_python(op.args[i]);
+      py::tuple outputs(op.outputs.size());
+      for (size_t i = 0; i < op.outputs.size(); ++i) outputs[i] = to_python(op.outputs[i]);
+      batch.append(py::make_tuple(op.seq, op_name(op.name_id), static_cast<int>(op.device),
+                                  op.stream, std::move(args), std::move(outputs)));
+    }
+    try {
+      return (*shared)(batch, at_sync).cast<std::vector<int64_t>>();
+    } catch (py::error_already_set& e) {
+      TORCH_CHECK(false, "neuron-sim cost model failed while timing ", ops.size(), " ops: ",
+                  e.what());
+    }
+  });
+}
+
+// Null while the interpreter is not running (at exit): the drain then skips the cost model.
+std::shared_ptr<void> hold_interpreter() {
+  static int token;
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return nullptr;
+  PyGILState_STATE state = PyGILState_Ensure();
+  return std::shared_ptr<void>(&token, [state](void*) { PyGILState_Release(state); });
+}
+
+void release_gil_and_drain() {
+  py::gil_scoped_release release;
+  drain();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "neuron-sim C++ runtime: simulated Trainium device for PyTorch";
+  set_interpreter_lock(&hold_interpreter);
+
+  m.def("_configure", [](int device_count, int64_t hbm_bytes, const std::string& instance,
+                         bool host_cc_streams) {
+    RuntimeConfig cfg;
+    TORCH_CHECK(device_count >= 0 && device_count <= kMaxDevices,
+                "Neuron runtime init failed: ", device_count, " NeuronCores are visible but a "
+                "PyTorch process can index at most ", kMaxDevices, " devices. Reduce the visible "
+                "cores with NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES.");
+    cfg.device_count = static_cast<c10::DeviceIndex>(device_count);
+    cfg.hbm_bytes_per_device = hbm_bytes;
+    cfg.instance_name = instance;
+    cfg.host_cc_streams = host_cc_streams;
+    configure(cfg);
+  });
+  m.def("_device_count", [] { return static_cast<int>(config().device_count); });
+  m.def("_hbm_bytes_per_device", [] { return config().hbm_bytes_per_device; });
+  m.def("_instance_name", [] { return config().instance_name; });
+  m.def("_is_initialized", &is_initialized);
+  m.def("_lazy_init", &lazy_init);
+  m.def("_is_in_bad_fork", &in_bad_fork);
+  m.def("_register_direct_kernels", &register_direct_kernels);
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_check_device", [](int d) { check_device_index(static_cast<c10::DeviceIndex>(d)); });
+
+  m.def("_set_cost_function", &register_cost_function);
+  m.def("_drain", &release_gil_and_drain);
+  m.def("_stream_clock_ns", [](int device, int64_t stream_id) {
+    py::gil_scoped_release release;
+    return stream_clock_ns(c10::Stream(c10::Stream::UNSAFE,
+                                       c10::Device(c10::DeviceType::PrivateUse1,
+                                                   static_cast<c10::DeviceIndex>(device)),
+                                       stream_id));
+  });
+  m.def("_device_clock_ns", [](int device) {
+    py::gil_scoped_release release;
+    return device_clock_ns(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_reset_clocks", [] {
+    py::gil_scoped_release release;
+    reset_clocks();
+  });
+  m.def("_op_name", [](int32_t id) { return op_name(id); });
+
+  m.def("_set_op_status", [](const std::string& name, int status) {
+    set_op_status(name, static_cast<OpStatus>(status));
+  });
+  m.def("_set_fallback_only_for_unimplemented", &set_fallback_only_for_unimplemented);
+  m.def("_fallback_ops", &fallback_op_names);
+  m.def("_clear_fallback_ops", &clear_fallback_ops);
+
+  m.def("_get_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(device))));
+  });
+}
+
+}  // namespace neuron

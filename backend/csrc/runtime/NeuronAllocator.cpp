@@ -1,0 +1,164 @@
+#include "runtime/NeuronAllocator.h"
+
+#include "runtime/NeuronGuard.h"
+#include "runtime/NeuronRuntime.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace neuron {
+
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kAlignment = 64;
+
+std::mutex g_mutex;
+std::array<DeviceStats, kMaxDevices> g_stats;
+
+Stat& aggregate(c10::CachingAllocator::StatArray& stats) {
+  return stats[static_cast<size_t>(StatType::AGGREGATE)];
+}
+
+// What a device block remembers so its deleter can return the bytes to the stats.
+struct Block {
+  c10::DeviceIndex device;
+  size_t nbytes;
+  void* host_ptr;          // owned when adopted == nullptr
+  c10::Storage adopted;    // the CPU storage whose memory this block wraps
+};
+
+void record_alloc(c10::DeviceIndex device, size_t nbytes) {
+  DeviceStats& s = g_stats[device];
+  aggregate(s.allocated_bytes).increase(nbytes);
+  aggregate(s.active_bytes).increase(nbytes);
+  aggregate(s.allocation).increase(1);
+  aggregate(s.active).increase(1);
+  aggregate(s.requested_bytes).increase(nbytes);
+}
+
+void delete_block(void* ctx) {
+  auto* block = static_cast<Block*>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    DeviceStats& s = g_stats[block->device];
+    aggregate(s.allocated_bytes).decrease(block->nbytes);
+    aggregate(s.active_bytes).decrease(block->nbytes);
+    aggregate(s.allocation).decrease(1);
+    aggregate(s.active).decrease(1);
+    aggregate(s.requested_bytes).decrease(block->nbytes);
+  }
+  if (block->host_ptr != nullptr) std::free(block->host_ptr);
+  delete block;
+}
+
+// Reserves nbytes on device or raises torch.OutOfMemoryError. The text keeps the
+// "(OOM)" marker TorchNeuron's allocator error carries.
+void reserve(c10::DeviceIndex device, size_t nbytes) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const int64_t capacity = config().hbm_bytes_per_device;
+  const int64_t used = aggregate(g_stats[device].allocated_bytes).current;
+  if (used + static_cast<int64_t>(nbytes) > capacity) {
+    g_stats[device].num_ooms += 1;
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+                     "NRT allocation failed for size ", nbytes, " (OOM): neuron:",
+                     static_cast<int>(device), " tried to allocate ", nbytes, " bytes with ",
+                     capacity - used, " bytes free of ", capacity, " bytes of simulated HBM (",
+                     config().instance_name, "). Free tensors you no longer need (del, then "
+                     "torch.neuron.empty_cache()), use a smaller batch, or choose an instance "
+                     "with more memory per core.");
+  }
+  record_alloc(device, nbytes);
+}
+
+c10::DeviceIndex current_device_checked() {
+  lazy_init();
+  const c10::DeviceIndex device = current_device();
+  check_device_index(device);
+  return device;
+}
+
+}  // namespace
+
+c10::DataPtr NeuronAllocator::allocate(size_t nbytes) {
+  const c10::DeviceIndex device = current_device_checked();
+  const c10::Device dev(c10::DeviceType::PrivateUse1, device);
+  if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_block, dev);
+  reserve(device, nbytes);
+  void* ptr = nullptr;
+  if (posix_memalign(&ptr, kAlignment, nbytes) != 0) {
+    Block unused{device, nbytes, nullptr, c10::Storage()};
+    delete_block(new Block(unused));  // gives the reservation back
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "Host memory backing neuron:",
+                     static_cast<int>(device), " is exhausted allocating ", nbytes, " bytes.");
+  }
+  auto* block = new Block{device, nbytes, ptr, c10::Storage()};
+  return c10::DataPtr(ptr, block, &delete_block, dev);
+}
+
+c10::DataPtr NeuronAllocator::adopt(const c10::Storage& cpu_storage, c10::DeviceIndex device) {
+  const size_t nbytes = cpu_storage.nbytes();
+  void* ptr = const_cast<void*>(cpu_storage.data());
+  const c10::Device dev(c10::DeviceType::PrivateUse1, device);
+  reserve(device, nbytes);
+  auto* block = new Block{device, nbytes, nullptr, cpu_storage};
+  return c10::DataPtr(ptr, block, &delete_block, dev);
+}
+
+void NeuronAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  std::memcpy(dest, src, count);
+}
+
+DeviceStats NeuronAllocator::getDeviceStats(c10::DeviceIndex device) {
+  check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_stats[device];
+}
+
+void NeuronAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceStats& s = g_stats[device];
+  for (auto* stats : {&s.allocated_bytes, &s.active_bytes, &s.allocation, &s.active,
+                      &s.requested_bytes, &s.reserved_bytes, &s.segment}) {
+    for (auto& stat : *stats) stat.reset_accumulated();
+  }
+  s.num_ooms = 0;
+  s.num_alloc_retries = 0;
+}
+
+void NeuronAllocator::resetPeakStats(c10::DeviceIndex device) {
+  check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceStats& s = g_stats[device];
+  for (auto* stats : {&s.allocated_bytes, &s.active_bytes, &s.allocation, &s.active,
+                      &s.requested_bytes, &s.reserved_bytes, &s.segment}) {
+    for (auto& stat : *stats) stat.reset_peak();
+  }
+}
+
+std::pair<size_t, size_t> NeuronAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const int64_t capacity = config().hbm_bytes_per_device;
+  const int64_t used = aggregate(g_stats[device].allocated_bytes).current;
+  return {static_cast<size_t>(capacity - used), static_cast<size_t>(capacity)};
+}
+
+NeuronAllocator* allocator() {
+  static NeuronAllocator instance;
+  return &instance;
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, allocator());
+
+}  // namespace neuron

@@ -1,0 +1,217 @@
+#include "runtime/NeuronQueue.h"
+
+#include "runtime/NeuronRuntime.h"
+#include "runtime/NeuronStream.h"
+
+#include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+namespace neuron {
+
+namespace {
+
+// Long queues are timed early so memory stays bounded; the timing is unchanged.
+constexpr size_t kMaxQueuedOps = 4096;
+
+struct QueueItem {
+  enum Kind : uint8_t { kOp, kRecord, kWait } kind;
+  c10::DeviceIndex device;
+  c10::StreamId stream;
+  size_t op_index;     // into the op batch, for kOp
+  SimEventPtr event;   // for kRecord / kWait
+};
+
+struct Queue {
+  std::vector<QueueItem> items;
+  std::vector<OpDesc> ops;
+};
+
+std::mutex g_queue_mutex;     // guards g_queue
+Queue g_queue;
+std::mutex g_drain_mutex;     // one drain at a time, clocks belong to it
+std::array<std::array<int64_t, kStreamSlots>, kMaxDevices> g_clock_ns{};
+std::array<std::array<int64_t, kStreamSlots>, kMaxDevices> g_trace_end_ns{};
+CostFn g_cost_fn;
+InterpreterLock g_interpreter_lock;
+std::atomic<uint64_t> g_next_seq{1};
+thread_local bool t_draining = false;
+
+std::mutex g_names_mutex;
+std::vector<std::string> g_names{"<unknown>"};
+std::unordered_map<std::string, int32_t> g_name_ids;
+
+std::atomic<bool> g_logging{false};
+std::mutex g_activity_mutex;
+std::vector<Activity> g_activities;
+thread_local std::vector<uint64_t> t_correlation_ids;
+
+size_t stream_slot(c10::StreamId id) {
+  return std::min<size_t>(static_cast<size_t>(id), kStreamSlots - 1);
+}
+
+void push_item(QueueItem&& item, OpDesc* op) {
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lock(g_queue_mutex);
+    if (op != nullptr) {
+      item.op_index = g_queue.ops.size();
+      g_queue.ops.push_back(std::move(*op));
+    }
+    g_queue.items.push_back(std::move(item));
+    full = g_queue.ops.size() >= kMaxQueuedOps;
+  }
+  if (full) drain(/*at_sync=*/false);
+}
+
+}  // namespace
+
+int32_t intern_op_name(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_names_mutex);
+  auto it = g_name_ids.find(name);
+  if (it != g_name_ids.end()) return it->second;
+  const auto id = static_cast<int32_t>(g_names.size());
+  g_names.push_back(name);
+  g_name_ids.emplace(name, id);
+  return id;
+}
+
+const std::string& op_name(int32_t id) {
+  std::lock_guard<std::mutex> lock(g_names_mutex);
+  return g_names.at(static_cast<size_t>(id));
+}
+
+size_t op_name_count() {
+  std::lock_guard<std::mutex> lock(g_names_mutex);
+  return g_names.size();
+}
+
+void enqueue_op(OpDesc&& op) {
+  op.seq = g_next_seq++;
+  if (g_logging.load(std::memory_order_relaxed)) {
+    op.correlation_id = current_correlation_id();
+    op.host_wall_ns = c10::getTime();
+  }
+  push_item(QueueItem{QueueItem::kOp, op.device, op.stream, 0, nullptr}, &op);
+}
+
+void enqueue_record(const SimEventPtr& event, const c10::Stream& stream) {
+  event->device = stream.device_index();
+  push_item(QueueItem{QueueItem::kRecord, stream.device_index(), stream.id(), 0, event}, nullptr);
+}
+
+void enqueue_wait(const SimEventPtr& event, const c10::Stream& stream) {
+  push_item(QueueItem{QueueItem::kWait, stream.device_index(), stream.id(), 0, event}, nullptr);
+}
+
+void set_cost_function(CostFn fn) {
+  std::lock_guard<std::mutex> lock(g_drain_mutex);
+  g_cost_fn = std::move(fn);
+}
+
+void set_interpreter_lock(InterpreterLock lock) { g_interpreter_lock = std::move(lock); }
+
+void drain(bool at_sync) {
+  if (t_draining) return;  // the cost function itself must not re-enter
+  t_draining = true;
+  struct Reset { ~Reset() { t_draining = false; } } reset;
+
+  std::shared_ptr<void> interpreter = g_interpreter_lock ? g_interpreter_lock() : nullptr;
+  std::lock_guard<std::mutex> drain_lock(g_drain_mutex);
+  Queue batch;
+  {
+    std::lock_guard<std::mutex> lock(g_queue_mutex);
+    std::swap(batch, g_queue);
+  }
+  if (batch.items.empty()) return;
+
+  std::vector<int64_t> durations;
+  const bool can_cost = !g_interpreter_lock || interpreter != nullptr;
+  if (g_cost_fn && can_cost && !batch.ops.empty()) durations = g_cost_fn(batch.ops, at_sync);
+  durations.resize(batch.ops.size(), 0);
+
+  const bool logging = g_logging.load();
+  std::vector<Activity> activities;
+  for (const QueueItem& item : batch.items) {
+    int64_t& clock = g_clock_ns[item.device][stream_slot(item.stream)];
+    switch (item.kind) {
+      case QueueItem::kOp: {
+        const OpDesc& op = batch.ops[item.op_index];
+        const int64_t start = clock;
+        clock += std::max<int64_t>(durations[item.op_index], 0);
+        if (logging && op.host_wall_ns != 0) {
+          // On the trace's wall-clock axis an op starts once the host issued it and
+          // the stream finished its previous op, and lasts its simulated duration.
+          int64_t& trace_end = g_trace_end_ns[item.device][stream_slot(item.stream)];
+          const int64_t trace_start = std::max(op.host_wall_ns, trace_end);
+          trace_end = trace_start + (clock - start);
+          activities.push_back(Activity{op.seq, op.name_id, op.device, op.stream,
+                                        op.correlation_id, start, clock, trace_start});
+        }
+        break;
+      }
+      case QueueItem::kRecord:
+        item.event->time_ns = clock;
+        break;
+      case QueueItem::kWait:
+        if (item.event->time_ns >= 0) clock = std::max(clock, item.event->time_ns);
+        break;
+    }
+  }
+  if (!activities.empty()) {
+    std::lock_guard<std::mutex> lock(g_activity_mutex);
+    g_activities.insert(g_activities.end(), activities.begin(), activities.end());
+  }
+}
+
+int64_t stream_clock_ns(const c10::Stream& stream) {
+  drain();
+  std::lock_guard<std::mutex> lock(g_drain_mutex);
+  return g_clock_ns[stream.device_index()][stream_slot(stream.id())];
+}
+
+int64_t device_clock_ns(c10::DeviceIndex device) {
+  drain();
+  std::lock_guard<std::mutex> lock(g_drain_mutex);
+  const auto& clocks = g_clock_ns[device];
+  return *std::max_element(clocks.begin(), clocks.end());
+}
+
+void reset_clocks() {
+  drain();
+  std::lock_guard<std::mutex> lock(g_drain_mutex);
+  for (auto& clocks : g_clock_ns) clocks.fill(0);
+  for (auto& ends : g_trace_end_ns) ends.fill(0);
+}
+
+void set_activity_logging(bool on) {
+  drain();
+  g_logging.store(on);
+}
+
+bool activity_logging() { return g_logging.load(); }
+
+std::vector<Activity> take_activities() {
+  drain();
+  std::lock_guard<std::mutex> lock(g_activity_mutex);
+  std::vector<Activity> out;
+  std::swap(out, g_activities);
+  return out;
+}
+
+void push_correlation_id(uint64_t id) { t_correlation_ids.push_back(id); }
+
+void pop_correlation_id() {
+  if (!t_correlation_ids.empty()) t_correlation_ids.pop_back();
+}
+
+uint64_t current_correlation_id() {
+  return t_correlation_ids.empty() ? 0 : t_correlation_ids.back();
+}
+
+}  // namespace neuron

@@ -1,0 +1,97 @@
+// The descriptor queue: every op on a 'neuron' device appends a description of itself
+// (no Python, no GIL); at sync points the queue is drained: a cost function registered
+// by Python turns descriptors into simulated nanoseconds, and the stream clocks, events
+// and the profiler's activity log advance in issue order.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/Stream.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace neuron {
+
+struct TensorDesc {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  int8_t device_type = 0;  // 0 neuron, 1 cpu (0-dim scalars allowed into neuron ops)
+};
+
+// One argument of an op, as much as a cost model needs.
+struct ArgDesc {
+  enum Kind : uint8_t { kNone, kTensor, kTensorList, kDouble, kInt, kBool, kInts, kOther };
+  Kind kind = kNone;
+  double number = 0.0;
+  std::vector<int64_t> ints;
+  std::vector<TensorDesc> tensors;
+};
+
+struct OpDesc {
+  uint64_t seq = 0;               // issue order, unique in the process
+  int32_t name_id = 0;            // index into op_names()
+  c10::DeviceIndex device = 0;
+  c10::StreamId stream = 0;
+  uint64_t correlation_id = 0;    // profiler's id of the launching CPU op, 0 if none
+  int64_t host_wall_ns = 0;       // when the host issued it (only while profiling)
+  std::vector<ArgDesc> args;
+  std::vector<TensorDesc> outputs;
+};
+
+struct SimEvent {
+  int64_t time_ns = -1;  // stream clock when the recorded work finished; -1 never recorded
+  c10::DeviceIndex device = -1;
+  bool enable_timing = false;
+};
+using SimEventPtr = std::shared_ptr<SimEvent>;
+
+// One row of simulated device activity for the profiler.
+struct Activity {
+  uint64_t seq;
+  int32_t name_id;
+  c10::DeviceIndex device;
+  c10::StreamId stream;
+  uint64_t correlation_id;
+  int64_t sim_start_ns, sim_end_ns;   // simulated clock
+  int64_t trace_start_ns;             // placement on the profiler's wall-clock axis
+};
+
+// Interns an op name; ids are stable for the process.
+int32_t intern_op_name(const std::string& name);
+const std::string& op_name(int32_t id);
+size_t op_name_count();
+
+void enqueue_op(OpDesc&& op);
+void enqueue_record(const SimEventPtr& event, const c10::Stream& stream);
+void enqueue_wait(const SimEventPtr& event, const c10::Stream& stream);
+
+// Cost function: simulated ns per op, in the order given. `at_sync` is false when the
+// drain only happens because the queue reached its length bound.
+using CostFn = std::function<std::vector<int64_t>(const std::vector<OpDesc>&, bool at_sync)>;
+void set_cost_function(CostFn fn);
+// The cost function runs Python: a drain takes the interpreter lock (through this
+// scope object) before any runtime lock, so lock order is always GIL -> drain lock.
+using InterpreterLock = std::function<std::shared_ptr<void>()>;
+void set_interpreter_lock(InterpreterLock lock);
+
+// Times everything queued so far. Safe to call from any thread, re-entrant calls are no-ops.
+void drain(bool at_sync = true);
+
+int64_t stream_clock_ns(const c10::Stream& stream);
+int64_t device_clock_ns(c10::DeviceIndex device);  // latest clock over the device's streams
+void reset_clocks();
+
+// Profiler activity log.
+void set_activity_logging(bool on);
+bool activity_logging();
+std::vector<Activity> take_activities();
+void push_correlation_id(uint64_t id);
+void pop_correlation_id();
+uint64_t current_correlation_id();
+
+}  // namespace neuron

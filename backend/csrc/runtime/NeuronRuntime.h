@@ -1,0 +1,38 @@
+// Process-wide runtime state of the simulated Neuron device: how many logical
+// NeuronCores this process sees, their simulated HBM capacity, and fork safety.
+// Python (torch_neuronx) configures it from the chosen instance before first use.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+namespace neuron {
+
+// c10::DeviceIndex is int8_t, so a process can index at most 127 devices (TorchNeuron
+// rejects more than 128 visible cores for the same reason).
+constexpr int kMaxDevices = 127;
+
+struct RuntimeConfig {
+  c10::DeviceIndex device_count = 4;            // trn2.3xlarge at LNC=2
+  int64_t hbm_bytes_per_device = 24LL << 30;    // one Trn2 HBM stack per LNC=2 core
+  std::string instance_name = "trn2.3xlarge";
+  bool host_cc_streams = false;  // NEURON_RT_ENABLE_HOST_CC: new streams are real streams
+};
+
+const RuntimeConfig& config();
+// Replaces the configuration; refused once a device has been used.
+void configure(const RuntimeConfig& cfg);
+
+// Called on first use of any device; raises the TorchNeuron "use spawn" error in a
+// child forked after the runtime started.
+void lazy_init();
+bool is_initialized();
+// True in a child forked after the runtime started (it must not touch devices).
+bool in_bad_fork();
+
+// Raises a CUDA-like error for an index outside [0, device_count).
+void check_device_index(c10::DeviceIndex index);
+
+}  // namespace neuron

@@ -1,0 +1,108 @@
+"""torch_neuronx for neuron-sim: registers the simulated Trainium device "neuron".
+
+`import torch` loads this package through the `torch.backends` entry point (turn off with
+TORCH_DEVICE_BACKEND_AUTOLOAD=0); `import torch_neuronx` works too. The instance simulated
+comes from NEURON_SIM_INSTANCE (default trn2.3xlarge) or `set_instance()` before first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import torch
+
+from . import _C
+from . import settings
+from .instance import resolve as _resolve
+
+__version__ = f"{torch.__version__.split('+')[0].rsplit('.', 1)[0]}.3.0+sim"
+
+logger = logging.getLogger("torch_neuronx")
+logger.setLevel(settings.get("TORCH_NEURONX_LOG_LEVEL").upper())
+
+_state = {}
+
+
+def _visible():
+    return _state["visible"]
+
+
+def _install_cost_model(visible):
+    from .cost import RooflineCostModel
+    model = RooflineCostModel(visible)
+    _state["cost_model"] = model
+    _C._set_cost_function(model)
+
+
+def set_instance(name: str) -> None:
+    """Simulate `name` (see `list_instances()`); call before the first tensor is on 'neuron'."""
+    visible = _resolve(name)
+    _C._configure(visible.device_count, visible.hbm_bytes_per_device, visible.instance.name,
+                  settings.get("NEURON_RT_ENABLE_HOST_CC"))
+    _state["visible"] = visible
+    _install_cost_model(visible)
+
+
+def get_instance() -> str:
+    return _visible().instance.name
+
+
+def list_instances() -> list[str]:
+    from neuron_sim.hardware import list_instances as names
+    return names()
+
+
+def _register() -> None:
+    if torch._C._get_privateuse1_backend_name() != "neuron":
+        torch.utils.rename_privateuse1_backend("neuron")
+    from . import neuron as device_module
+    torch._register_device_module("neuron", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+    _C._register_direct_kernels()
+    set_instance(None)
+    from . import fallback
+    fallback.install()
+    _C._set_fallback_only_for_unimplemented(
+        settings.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"))
+
+
+_register()
+
+from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # noqa: E402
+                     memory_allocated, memory_reserved, memory_stats, memory_summary,
+                     reset_accumulated_memory_stats, reset_peak_memory_stats)
+from .streams import Event, Stream, current_stream, stream, synchronize  # noqa: E402,F401
+
+
+def get_fallback_ops() -> set[str]:
+    """Names of the ops that fell back to CPU so far."""
+    return set(_C._fallback_ops())
+
+
+def get_executed_ops() -> set[str]:
+    """Names of the ops that ran as Neuron ops so far."""
+    _C._drain()
+    return set(_state["cost_model"].executed) - get_fallback_ops()
+
+
+def clear_op_tracking() -> None:
+    _C._drain()
+    _C._clear_fallback_ops()
+    _state["cost_model"].executed.clear()
+
+
+def is_neuron_runtime_initialized() -> bool:
+    return _C._is_initialized()
+
+
+def device_time_ns(device=None) -> int:
+    """Simulated time of all work issued so far on `device` (latest stream clock)."""
+    from .neuron import _index
+    return _C._device_clock_ns(_index(device))
+
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: importing this package is all it takes."""

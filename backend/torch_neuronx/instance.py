@@ -1,0 +1,77 @@
+"""Which Trainium instance is simulated and which of its logical NeuronCores this process
+sees, from NEURON_SIM_INSTANCE (or `set_instance`) and the Neuron runtime variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from neuron_sim.hardware import get_instance, list_instances
+
+from . import settings
+
+
+@dataclass(frozen=True)
+class Visible:
+    instance: object          # neuron_sim.hardware.Instance
+    lnc: int
+    cores: tuple              # runtime (VNC) ids of the visible logical cores
+
+    @property
+    def device_count(self) -> int:
+        return len(self.cores)
+
+    @property
+    def hbm_bytes_per_device(self) -> int:
+        return self.instance.hbm_bytes_per_logical_core(self.lnc)
+
+
+def _parse_visible(spec: str, total: int) -> tuple:
+    def index(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"NEURON_RT_VISIBLE_CORES={spec!r} is not an index or a range such as "
+                             "0-3.") from None
+        if not 0 <= value < total:
+            raise ValueError(f"NEURON_RT_VISIBLE_CORES={spec!r}: core {value} does not exist; the "
+                             f"instance has logical cores 0-{total - 1}.")
+        return value
+
+    cores = []
+    for part in spec.split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = (index(p) for p in part.split("-", 1))
+            if hi < lo:
+                raise ValueError(f"NEURON_RT_VISIBLE_CORES={spec!r}: range {part} is empty.")
+            cores.extend(range(lo, hi + 1))
+        else:
+            cores.append(index(part))
+    return tuple(dict.fromkeys(cores))
+
+
+def resolve(instance_name: str | None = None, environ=None) -> Visible:
+    """The instance and visible cores the environment asks for; clear errors list valid values."""
+    name = instance_name or settings.get("NEURON_SIM_INSTANCE", environ)
+    if name not in list_instances():
+        raise ValueError(f"Unknown simulated instance {name!r}. Valid instances: "
+                         f"{', '.join(list_instances())}. Set NEURON_SIM_INSTANCE or call "
+                         "torch_neuronx.set_instance(name).")
+    inst = get_instance(name)
+    lnc = settings.get("NEURON_LOGICAL_NC_CONFIG", environ)
+    lnc = inst.lnc_default if lnc is None else lnc
+    if lnc not in inst.lnc_allowed:
+        raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={lnc} is not valid for {name}; valid values: "
+                         f"{', '.join(str(v) for v in inst.lnc_allowed)}.")
+    total = inst.logical_cores(lnc)
+    spec = settings.get("NEURON_RT_VISIBLE_CORES", environ)
+    cores = _parse_visible(spec, total) if spec else tuple(range(total))
+    count = settings.get("NEURON_RT_NUM_CORES", environ)
+    if count < 0:
+        raise ValueError(f"NEURON_RT_NUM_CORES={count} must be 0 (all) or a positive count.")
+    if count:
+        if count > len(cores):
+            raise ValueError(f"NEURON_RT_NUM_CORES={count} but only {len(cores)} logical cores are "
+                             f"available on {name} at LNC={lnc}.")
+        cores = cores[:count]
+    return Visible(inst, lnc, cores)

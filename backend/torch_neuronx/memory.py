@@ -1,0 +1,83 @@
+"""Memory statistics of 'neuron' devices, with torch.cuda's names and return shapes."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _C
+
+
+def _index(device) -> int:
+    if device is None:
+        return _C._current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    return device.index if device.index is not None else _C._current_device()
+
+
+def memory_stats(device=None) -> dict:
+    """Nested `{"allocated_bytes": {"current", "peak", "allocated", "freed"}, ...}` plus
+    flat `"allocated_bytes.all.current"`-style keys, as torch.cuda.memory_stats returns."""
+    flat = torch._C._accelerator_getDeviceStats(_index(device))
+    nested = {}
+    for key in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes",
+                "allocation", "active", "segment"):
+        entry = flat.get(key, {}).get("all", {}) if isinstance(flat.get(key), dict) else {}
+        nested[key] = {k: entry.get(k, 0) for k in ("current", "peak", "allocated", "freed")}
+    for key in ("num_alloc_retries", "num_ooms"):
+        nested[key] = flat.get(key, 0)
+    nested["num_tensor_frees"] = nested["allocation"]["freed"]
+    nested["allocation_requests"] = nested["allocation"]["allocated"]
+    for key, entry in list(nested.items()):
+        if isinstance(entry, dict):
+            for k, v in entry.items():
+                nested[f"{key}.all.{k}"] = v
+    return nested
+
+
+def memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes"]["current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes"]["peak"]
+
+
+def memory_reserved(device=None) -> int:
+    # No caching pool: device memory is reserved exactly when it is allocated.
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None) -> int:
+    return max_memory_allocated(device)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    torch._C._accelerator_resetPeakStats(_index(device))
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    torch._C._accelerator_resetAccumulatedStats(_index(device))
+
+
+def empty_cache() -> None:
+    """Nothing is cached: freed tensors return their bytes at once."""
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    return torch._C._accelerator_getMemoryInfo(_index(device))
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    s = memory_stats(device)
+    index = _index(device)
+    free, total = mem_get_info(index)
+    lines = [f"neuron:{index} memory summary ({_C._instance_name()}, simulated HBM {total} bytes)",
+             f"{'metric':<20}{'current':>16}{'peak':>16}{'allocated':>16}{'freed':>16}"]
+    for key in ("allocated_bytes", "active_bytes", "allocation"):
+        e = s[key]
+        lines.append(f"{key:<20}{e['current']:>16}{e['peak']:>16}{e['allocated']:>16}{e['freed']:>16}")
+    if not abbreviated:
+        lines.append(f"free bytes: {free}   OOMs: {s['num_ooms']}")
+    return "\n".join(lines)

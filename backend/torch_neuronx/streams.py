@@ -1,0 +1,87 @@
+"""Streams and events on 'neuron'. Events carry simulated timestamps: elapsed_time is the
+simulated device time between them, in milliseconds."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _C
+
+_PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1
+
+
+def _device(device) -> torch.device:
+    if device is None:
+        return torch.device("neuron", _C._current_device())
+    if isinstance(device, int):
+        return torch.device("neuron", device)
+    device = torch.device(device)
+    return device if device.index is not None else torch.device("neuron", _C._current_device())
+
+
+class Stream(torch.Stream):
+    """A stream on a neuron device. Without NEURON_RT_ENABLE_HOST_CC=1 a new stream is the
+    device's default stream, as in TorchNeuron."""
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        return super().__new__(cls, device=_device(device), priority=priority, **kwargs)
+
+
+class Event(torch.Event):
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return super().__new__(cls, device="neuron", enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
+
+
+def current_stream(device=None) -> torch.Stream:
+    return torch._C._accelerator_getStream(_device(device).index)
+
+
+def default_stream(device=None) -> torch.Stream:
+    index = _device(device).index
+    return torch.Stream(stream_id=0, device_index=index, device_type=_PRIVATEUSE1)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    torch._C._accelerator_setStream(stream)
+
+
+class stream:
+    """Context manager making `s` the current stream of its device."""
+
+    def __init__(self, s):
+        self.s = s
+        self.previous = None
+
+    def __enter__(self):
+        if self.s is None:
+            return None
+        self.previous = current_stream(self.s.device)
+        set_stream(self.s)
+        return self.s
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            set_stream(self.previous)
+        return False
+
+
+def synchronize(device=None) -> None:
+    """Waits for (that is, times) all queued work on the device."""
+    torch._C._accelerator_synchronizeDevice(_device(device).index)
+
+
+def wait_stream(s: torch.Stream) -> None:
+    current_stream().wait_stream(s)
+
+
+def wait_event(event: torch.Event) -> None:
+    current_stream().wait_event(event)
+
+
+def record_event(event: torch.Event | None = None) -> torch.Event:
+    return current_stream().record_event(event)
+
+
+def query() -> bool:
+    return current_stream().query()
