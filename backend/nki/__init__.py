@@ -1,0 +1,23 @@
+"""``nki``: the Neuron Kernel Interface, NKI 0.3 surface, running on neuron-sim.
+
+``import nki; import nki.language as nl; import nki.isa as nisa`` work as with AWS's package.
+``@nki.jit`` kernels and ``nki.simulate(kernel)(*arrays)`` run on the simulator: NumPy (or CPU
+torch) in and out, plus the simulated time in ``nki.last_report()``. The implementation lives in
+``neuron_sim.nki`` (torch-free); this package is the import surface.
+"""
+
+from neuron_sim.nki import (Kernel, KernelReport, NkiCapacityError, NkiError, NkiLaunchError,
+                            NkiOverlapError, NkiPartitionError, NkiUninitializedReadError,
+                            NkiUninitializedReadWarning, NkiValidationError, benchmark, jit,
+                            last_report, simulate, simulate_kernel)
+from neuron_sim.nki.tracer import register_package_dir as _register
+
+_register(__file__)
+
+from . import isa, language  # noqa: E402  (after the package dir is registered)
+
+__version__ = "0.3.0+neuronsim"
+__all__ = ["Kernel", "KernelReport", "NkiCapacityError", "NkiError", "NkiLaunchError", "NkiOverlapError",
+           "NkiPartitionError", "NkiUninitializedReadError", "NkiUninitializedReadWarning",
+           "NkiValidationError", "benchmark", "isa", "jit", "language", "last_report", "simulate",
+           "simulate_kernel"]

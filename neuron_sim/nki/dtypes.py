@@ -1,0 +1,103 @@
+"""NKI data types as NumPy dtypes (ml_dtypes for the low-precision floats).
+
+A tensor's *logical* dtype decides its size in memory and the legality rules; its *storage*
+dtype is what the NumPy backing array holds. They are the same unless ``NKI_PRECISE_FP=0``, in
+which case low-precision floats are stored as float32 (no rounding), as AWS's simulator does.
+tfloat32 (1-8-10) has no NumPy type: it is stored as float32 and rounded to 10 mantissa bits.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+
+class _TFloat32:
+    """Marker dtype for tfloat32: 4 bytes in memory, 10-bit mantissa."""
+
+    name = "tfloat32"
+    itemsize = 4
+    kind = "f"
+
+    def __repr__(self) -> str:
+        return "tfloat32"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _TFloat32) or other == "tfloat32"
+
+    def __hash__(self) -> int:
+        return hash("tfloat32")
+
+
+bool_ = np.dtype(np.bool_)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+float16 = np.dtype(np.float16)
+float32 = np.dtype(np.float32)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+tfloat32 = _TFloat32()
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+
+_BY_NAME = {
+    "bool": bool_, "bool_": bool_, "int8": int8, "int16": int16, "int32": int32,
+    "uint8": uint8, "uint16": uint16, "uint32": uint32, "float16": float16,
+    "float32": float32, "bfloat16": bfloat16, "tfloat32": tfloat32,
+    "float8_e4m3": float8_e4m3, "float8_e5m2": float8_e5m2, "float8_e4m3fn": float8_e4m3fn,
+    # 64-bit host types arrive from NumPy/torch inputs; Trainium computes them in 32 bits.
+    "float64": np.dtype(np.float64), "int64": np.dtype(np.int64),
+}
+
+LOW_PRECISION_FLOATS = (bfloat16, float16, float8_e4m3, float8_e5m2, float8_e4m3fn)
+
+
+def normalize(dtype) -> np.dtype | _TFloat32:
+    """Accept nl dtypes, NumPy dtypes/types, ml_dtypes types, strings and torch dtypes."""
+    if isinstance(dtype, _TFloat32):
+        return dtype
+    if isinstance(dtype, str):
+        key = dtype.replace("torch.", "")
+        if key in _BY_NAME:
+            return _BY_NAME[key]
+        return np.dtype(key)
+    name = getattr(dtype, "is_floating_point", None) is not None and str(dtype).replace("torch.", "")
+    if name and name in _BY_NAME:  # a torch.dtype, matched by name so torch is never imported
+        return _BY_NAME[name]
+    return np.dtype(dtype)
+
+
+def itemsize(dtype) -> int:
+    return normalize(dtype).itemsize
+
+
+def is_float(dtype) -> bool:
+    return normalize(dtype).kind == "f" or normalize(dtype) in LOW_PRECISION_FLOATS or isinstance(normalize(dtype), _TFloat32)
+
+
+def storage_dtype(dtype, precise: bool) -> np.dtype:
+    """The NumPy dtype that holds values of ``dtype``."""
+    dt = normalize(dtype)
+    if isinstance(dt, _TFloat32):
+        return float32
+    if not precise and any(dt == lp for lp in LOW_PRECISION_FLOATS):
+        return float32
+    return dt
+
+
+def name_of(dtype) -> str:
+    dt = normalize(dtype)
+    return dt.name if not isinstance(dt, _TFloat32) else "tfloat32"
+
+
+def round_tf32(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to tfloat32 (10 mantissa bits), ties to even."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    lsb = (bits >> 13) & 1
+    rounded = (bits + 0x0FFF + lsb) & np.uint32(0xFFFFE000)
+    finite = np.isfinite(x)
+    return np.where(finite, rounded.view(np.float32), x).astype(np.float32)

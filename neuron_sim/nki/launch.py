@@ -1,0 +1,308 @@
+"""Running a kernel: ``jit``, ``simulate``, LNC/SPMD launches and the legacy ``benchmark``.
+
+One call traces the kernel once per program instance (``kernel[2](...)`` gives two), plans
+on-chip memory, builds one ISA program per NeuronCore and simulates it. The outputs come back
+as NumPy arrays (or CPU torch tensors when torch tensors went in); the simulated time, engine
+utilisation and findings are in ``KernelReport`` (``sim.report`` / ``nki.last_report()``).
+
+Environment [SimDoc]: ``NEURON_PLATFORM_TARGET_OVERRIDE`` picks the target, ``NKI_PRECISE_FP=0``
+stores low-precision floats as float32, ``NKI_SIMULATOR=1`` makes every ``@nki.jit`` call run
+here (it always does when no Neuron device is present), ``NEURON_LOGICAL_NC_CONFIG`` must match
+the LNC of a launch when set.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+
+import numpy as np
+
+from . import _blas, dtypes
+from .errors import NkiLaunchError
+from .memory import plan_memory
+from .report import KernelReport
+from .target import get_target, resolve_name
+from .tensor import NkiTensor
+from .tracer import KernelTrace, tracing
+
+_LAST_REPORT: list = [None]
+
+
+def last_report() -> KernelReport | None:
+    """The report of the most recent kernel run in this process."""
+    return _LAST_REPORT[0]
+
+
+def _env_flag(name, default):
+    v = os.environ.get(name)
+    return default if v is None else v.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+# ---- argument conversion ---------------------------------------------------------------------
+def _is_torch(x):
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _to_numpy(x):
+    """torch tensor -> NumPy (bf16 through int16 bits, so torch's missing bf16 NumPy type is fine)."""
+    t = x.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    name = str(t.dtype).replace("torch.", "")
+    if name == "bfloat16":
+        import torch
+        return t.contiguous().view(torch.int16).numpy().view(dtypes.bfloat16)
+    return t.contiguous().numpy()
+
+
+def _from_numpy(a, like):
+    import torch
+    if a.dtype == dtypes.bfloat16:
+        out = torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    else:
+        out = torch.from_numpy(np.ascontiguousarray(a))
+    dev = getattr(like, "device", None)
+    return out.to(dev) if dev is not None and dev.type != "cpu" else out
+
+
+# ---- the kernel object -------------------------------------------------------------------------
+class Kernel:
+    """An ``@nki.jit`` kernel. ``kernel[lnc](...)`` or ``kernel[grid...](...)`` sets the launch."""
+
+    def __init__(self, func, platform_target=None, mode="auto", grid=(1,), **options):
+        self.func = func
+        self.platform_target = platform_target
+        self.mode = mode
+        self.grid = tuple(grid)
+        self.options = options
+        functools.update_wrapper(self, func)
+        # `sbuf`, `psum`, `hbm` are keywords inside NKI kernels (the quickstart's `sbuf.view(...)`).
+        from . import language
+        g = getattr(func, "__globals__", None)
+        if g is not None:
+            for kw in ("sbuf", "psum", "hbm", "shared_hbm", "private_hbm"):
+                g.setdefault(kw, getattr(language, kw))
+
+    def __getitem__(self, grid):
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        return Kernel(self.func, self.platform_target, self.mode, tuple(int(g) for g in grid), **self.options)
+
+    def __call__(self, *args, **kwargs):
+        # With no Neuron device the only way to run a kernel is the simulator; NKI_SIMULATOR=1
+        # says so explicitly. Either way the call runs here.
+        return run(self, args, kwargs)
+
+    def __repr__(self):
+        return f"<nki kernel {self.func.__name__} grid={self.grid}>"
+
+
+def jit(func=None, mode="auto", platform_target=None, **kwargs):
+    """``@nki.jit``, ``@nki.jit()``, ``@nki.jit(platform_target="trn2")``."""
+    if func is None:
+        return lambda f: jit(f, mode=mode, platform_target=platform_target, **kwargs)
+    if isinstance(func, Kernel):
+        return func
+    return Kernel(func, platform_target=platform_target, mode=mode, **kwargs)
+
+
+class Simulated:
+    """What ``nki.simulate(kernel)`` returns: call it like the kernel; ``.report`` after."""
+
+    def __init__(self, kernel, **options):
+        self.kernel = kernel if isinstance(kernel, Kernel) else jit(kernel)
+        self.options = options
+        self.report = None
+
+    def __getitem__(self, grid):
+        return Simulated(self.kernel[grid], **self.options)
+
+    def __call__(self, *args, **kwargs):
+        out = run(self.kernel, args, kwargs, **self.options)
+        self.report = last_report()
+        return out
+
+
+def simulate(kernel, **options):
+    """``nki.simulate(kernel)(*args)``: run on the simulator, NumPy in and out.
+
+    Options (ours): ``numerics=False`` traces shapes only (timing of kernels too large to compute),
+    ``timing=False`` skips the timing model, ``on_uninitialized="error"|"warn"|"ignore"``,
+    ``platform_target=`` overrides the kernel's target.
+    """
+    return Simulated(kernel, **options)
+
+
+# ---- one launch --------------------------------------------------------------------------------
+def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitialized=None,
+        platform_target=None, lnc=None):
+    t0 = time.perf_counter()
+    _blas.single_thread()
+    target = get_target(resolve_name(platform_target or kernel.platform_target))
+    precise = _env_flag("NKI_PRECISE_FP", True)
+    mode = on_uninitialized or os.environ.get("NKI_SIM_ON_UNINITIALIZED", "error")
+    grid = kernel.grid
+    n_prog = math.prod(grid)
+    lnc = lnc if lnc is not None else (grid[0] if len(grid) == 1 and grid[0] in (1, 2) else 1)
+    env_lnc = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
+    if env_lnc and len(grid) == 1 and grid[0] in (1, 2) and int(env_lnc) != grid[0]:
+        raise NkiLaunchError(f"kernel launched with LNC={grid[0]} (kernel[{grid[0]}]) but "
+                             f"NEURON_LOGICAL_NC_CONFIG={env_lnc}; they must match")
+    if lnc > 1 and target.nc_version < 3:
+        raise NkiLaunchError(f"LNC={lnc} needs Trn2 or Trn3; {target.name} has no logical NeuronCores "
+                             "(launch kernel[1] or pick platform_target='trn2')")
+
+    torch_like = next((a for a in list(args) + list(kwargs.values()) if _is_torch(a)), None)
+    np_args = [(_to_numpy(a) if _is_torch(a) else a) for a in args]
+    np_kwargs = {k: (_to_numpy(v) if _is_torch(v) else v) for k, v in kwargs.items()}
+
+    inputs = {}          # id(user array) -> Storage, shared by all program instances (shared HBM)
+    traces, results = [], []
+    for pid_flat in range(n_prog):
+        pid = tuple(int(x) for x in np.unravel_index(pid_flat, grid))
+        tr = KernelTrace(target=target, numerics=numerics, precise_fp=precise, on_uninitialized=mode,
+                         program_id=pid, grid=grid, kernel_name=kernel.func.__name__)
+        with tracing(tr):
+            from . import language
+            language._sync_tile_size(target)
+            a = [_wrap_input(tr, x, inputs, i, numerics, precise, lnc) for i, x in enumerate(np_args)]
+            kw = {k: _wrap_input(tr, v, inputs, k, numerics, precise, lnc) for k, v in np_kwargs.items()}
+            ret = kernel.func(*a, **kw)
+        traces.append(tr)
+        results.append(ret)
+    t_trace = time.perf_counter() - t0
+
+    plans = [plan_memory(tr) for tr in traces]
+    t_plan = time.perf_counter() - t0 - t_trace
+
+    timing_result = None
+    if timing:
+        from .program import simulate_programs
+        timing_result = simulate_programs(traces, plans, lnc=lnc)
+    t_total = time.perf_counter() - t0
+
+    report = KernelReport.build(kernel.func.__name__, target, traces, plans, timing_result,
+                                wall_s={"trace": t_trace, "plan": t_plan, "total": t_total})
+    _LAST_REPORT[0] = report
+
+    _copy_back_inputs(inputs)
+    out = _collect(results, traces)
+    if torch_like is not None:
+        out = _map(out, lambda a: _from_numpy(a, torch_like))
+    return out
+
+
+def _wrap_input(tr, x, inputs, key, numerics, precise, lnc):
+    if isinstance(x, np.ndarray):
+        if id(x) in inputs:
+            st = inputs[id(x)][0]
+        else:
+            dt = dtypes.normalize(x.dtype)
+            if dt in (np.dtype(np.float64),):
+                dt = dtypes.float32        # Trainium has no float64: computed in float32
+            if dt in (np.dtype(np.int64),):
+                dt = dtypes.int32
+            data = None
+            if numerics:
+                sdt = dtypes.storage_dtype(dt, precise)
+                data = np.ascontiguousarray(x, dtype=sdt).copy()
+            buf = "shared_hbm" if lnc > 1 else "hbm"
+            st = tr.new_storage(buf, x.shape, dt, name=f"arg{key}" if not isinstance(key, str) else key,
+                                role="input", data=data, loc=None)
+            inputs[id(x)] = (st, x)
+        return NkiTensor(st)
+    return x
+
+
+def _copy_back_inputs(inputs):
+    """Kernels may write their HBM inputs in place; the caller's arrays see the writes [SimDoc]."""
+    for st, user in inputs.values():
+        if st.data is None or not user.flags.writeable:
+            continue
+        if st.last_use is not None and st.written.all():
+            try:
+                np.copyto(user, st.data.astype(user.dtype, copy=False), casting="unsafe")
+            except (TypeError, ValueError):
+                pass
+
+
+def _map(x, f):
+    if isinstance(x, tuple):
+        return tuple(_map(v, f) for v in x)
+    if isinstance(x, list):
+        return [_map(v, f) for v in x]
+    if isinstance(x, dict):
+        return {k: _map(v, f) for k, v in x.items()}
+    return f(x) if isinstance(x, np.ndarray) else x
+
+
+def _collect(results, traces):
+    """Turn the returned tensors into arrays; merge the SPMD instances' writes to shared outputs."""
+    def conv(t, others):
+        if not isinstance(t, NkiTensor):
+            return t
+        st = t.storage
+        if st.data is None:
+            return np.zeros(t.shape, dtype=dtypes.storage_dtype(st.dtype, True))
+        arr = np.array(t.np(), copy=True)
+        mask = np.array(t.written_mask(), copy=True)
+        for o in others:
+            if isinstance(o, NkiTensor) and o.storage is not st and o.shape == t.shape and o.storage.data is not None:
+                m = o.written_mask()
+                arr[m & ~mask] = o.np()[m & ~mask]
+                mask |= m
+        return arr
+
+    first = results[0]
+    rest = results[1:]
+    if isinstance(first, (tuple, list)):
+        vals = [conv(v, [r[i] for r in rest if isinstance(r, (tuple, list))]) for i, v in enumerate(first)]
+        return type(first)(vals)
+    return conv(first, rest)
+
+
+# ---- legacy helpers ----------------------------------------------------------------------------
+class _Latency:
+    def __init__(self, us):
+        self._us = us
+
+    def get_latency_percentile(self, p):
+        """Simulated time is deterministic: every percentile is the simulated latency (µs)."""
+        return self._us
+
+
+class _BenchmarkResult:
+    def __init__(self, us, report):
+        self.nc_latency = _Latency(us)
+        self.report = report
+
+
+class _Benchmarked:
+    def __init__(self, kernel, warmup, iters, options):
+        self.kernel = kernel if isinstance(kernel, Kernel) else jit(kernel)
+        self.warmup, self.iters, self.options = warmup, iters, options
+        self.benchmark_result = None
+
+    def __getitem__(self, grid):
+        return _Benchmarked(self.kernel[grid], self.warmup, self.iters, self.options)
+
+    def __call__(self, *args, **kwargs):
+        out = run(self.kernel, args, kwargs, **self.options)
+        rep = last_report()
+        us = rep.total_ns / 1e3 if rep and rep.total_ns is not None else float("nan")
+        self.benchmark_result = _BenchmarkResult(us, rep)
+        return out
+
+
+def benchmark(kernel=None, warmup=5, iters=10, save_neff_name=None, save_trace_name=None, **options):
+    """Legacy ``nki.benchmark``: simulates once (time is deterministic; warmup/iters are accepted)."""
+    if kernel is None:
+        return lambda k: _Benchmarked(k, warmup, iters, options)
+    return _Benchmarked(kernel, warmup, iters, options)
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """Legacy ``nki.simulate_kernel(kernel, *args)``."""
+    return Simulated(kernel)(*args, **kwargs)

@@ -1,0 +1,277 @@
+"""On-chip allocation of a traced kernel: liveness, addresses, capacity, overlaps and spills.
+
+NKI kernels allocate SBUF/PSUM tensors with ``nl.ndarray``; the compiler gives each an address
+for the span of instructions that use it ("auto allocation"), reusing memory once a tensor is
+dead. We do the same after tracing:
+
+- A tensor is live from the first to the last instruction that touches it.
+- Addresses are handed out first-fit from a rotating cursor, so a freed buffer is reused as
+  late as possible: consecutive loop iterations land in different buffers and can overlap on
+  different engines, as with the compiler's multi-buffering; when memory is tight they collide
+  and the timing model serialises them through the write-after-read dependency.
+- PSUM tensors take whole 2 KiB banks (an accumulation group lives in one bank [ArchV2]).
+- SBUF that does not fit is spilled as the compiler does [MMtut]: the live tensor whose next use
+  is furthest away is written to HBM and reloaded before that use. The spill and reload DMAs
+  are inserted into the instruction stream, so their traffic is timed.
+- PSUM cannot spill: too many live PSUM tensors is an error naming the instruction and line.
+- Tensors placed explicitly (``address=``) must not overlap other live explicit tensors.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass, field
+
+from .errors import NkiCapacityError, NkiOverlapError
+from .tracer import Instr, KernelTrace
+
+SBUF_ALIGN_BYTES = 64
+
+
+@dataclass
+class Segment:
+    start: int          # first instruction index (in the original stream) this address holds
+    end: int            # last instruction index
+    partition: int
+    addr: int           # byte offset inside each partition
+    size: int           # bytes per partition reserved
+
+
+@dataclass
+class MemoryPlan:
+    segments: dict = field(default_factory=dict)          # storage id -> [Segment]
+    spills: list = field(default_factory=list)            # (before_index, Instr)
+    spill_bytes: int = 0
+    peak_bytes_per_partition: dict = field(default_factory=lambda: {"sbuf": 0, "psum": 0})
+    capacity_bytes_per_partition: dict = field(default_factory=dict)
+
+    def address(self, storage, index) -> tuple[int, int]:
+        segs = self.segments.get(storage.id)
+        if not segs:
+            return 0, 0
+        for s in segs:
+            if s.start <= index <= s.end:
+                return s.partition, s.addr
+        return segs[-1].partition, segs[-1].addr
+
+
+class _RingAllocator:
+    """First-fit over free byte intervals, searching from a cursor that moves forward."""
+
+    def __init__(self, capacity, align):
+        self.capacity, self.align = capacity, align
+        self.free = [(0, capacity)]     # sorted, disjoint, merged
+        self.cursor = 0
+        self.used = 0
+
+    def _round(self, n):
+        return -(-n // self.align) * self.align
+
+    def alloc(self, size):
+        size = self._round(max(size, 1))
+        starts = [s for s, _ in self.free]
+        i0 = bisect.bisect_right(starts, self.cursor) - 1
+        order = list(range(max(i0, 0), len(self.free))) + list(range(0, max(i0, 0)))
+        for i in order:
+            s, e = self.free[i]
+            a = max(s, self.cursor) if i == i0 and s <= self.cursor < e else s
+            a = self._round(a)
+            if a + size <= e:
+                self._take(i, a, a + size)
+                self.cursor = a + size if a + size < self.capacity else 0
+                self.used += size
+                return a
+        return None
+
+    def _take(self, i, a, b):
+        s, e = self.free.pop(i)
+        if b < e:
+            self.free.insert(i, (b, e))
+        if s < a:
+            self.free.insert(i, (s, a))
+
+    def release(self, a, size, exact=False):
+        size = size if exact else self._round(max(size, 1))
+        self.used -= size
+        b = a + size
+        i = bisect.bisect_left(self.free, (a, b))
+        self.free.insert(i, (a, b))
+        # merge neighbours
+        if i + 1 < len(self.free) and self.free[i][1] == self.free[i + 1][0]:
+            self.free[i] = (self.free[i][0], self.free[i + 1][1])
+            del self.free[i + 1]
+        if i > 0 and self.free[i - 1][1] == self.free[i][0]:
+            self.free[i - 1] = (self.free[i - 1][0], self.free[i][1])
+            del self.free[i]
+
+    def reserve(self, a, size):
+        """Remove [a, a+size) from the free list (explicit placements)."""
+        b = a + size
+        out = []
+        for s, e in self.free:
+            if e <= a or s >= b:
+                out.append((s, e))
+            else:
+                if s < a:
+                    out.append((s, a))
+                if b < e:
+                    out.append((b, e))
+        self.free = out
+        self.used += size
+
+
+def plan_memory(trace: KernelTrace) -> MemoryPlan:
+    t = trace.target
+    plan = MemoryPlan(capacity_bytes_per_partition={"sbuf": t.sbuf_bytes_per_partition,
+                                                    "psum": t.psum_bytes_per_partition})
+    for kind in ("psum", "sbuf"):
+        _plan_kind(trace, plan, kind)
+    return plan
+
+
+def _uses(trace, kind):
+    """storage -> sorted instruction indices that touch it."""
+    uses = {}
+    for ins in trace.instrs:
+        for a in ins.reads + ins.writes:
+            if a.storage.buffer == kind:
+                lst = uses.setdefault(a.storage.id, [a.storage])
+                if len(lst) == 1 or lst[-1] != ins.index:
+                    lst.append(ins.index)
+    return uses
+
+
+def _fmt_live(live, kind, cap):
+    rows = sorted(live, key=lambda s: -s[1])
+    lines = [f"    {s.describe()}: {size} B/partition" for s, size in rows[:8]]
+    if len(rows) > 8:
+        lines.append(f"    ... and {len(rows) - 8} more")
+    used = sum(size for _, size in live)
+    return f"{used} of {cap} bytes per partition live in {kind.upper()}:\n" + "\n".join(lines)
+
+
+def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str) -> None:
+    t = trace.target
+    cap = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
+    align = SBUF_ALIGN_BYTES if kind == "sbuf" else t.psum_bank_bytes
+    ring = _RingAllocator(cap, align)
+    uses = _uses(trace, kind)
+    if not uses:
+        return
+    starts = [(lst[1], n, sid) for n, (sid, lst) in enumerate(uses.items())]
+    heapq.heapify(starts)
+    live = {}           # sid -> (addr, size)
+    ends = []           # heap of (last_use, sid)
+    explicit = []       # (first, last, storage, p0, addr, size)
+    next_use_ptr = {}
+    peak = 0
+
+    def size_of(s):
+        return s.bytes_per_partition
+
+    while starts:
+        i = starts[0][0]
+        batch = []
+        while starts and starts[0][0] == i:
+            batch.append(heapq.heappop(starts)[2])
+        # release tensors dead before i
+        while ends and ends[0][0] < i:
+            _, sid = heapq.heappop(ends)
+            if sid in live:
+                addr, size = live.pop(sid)
+                ring.release(addr, size, exact=uses[sid][0].address is not None)
+        # new tensors, and spilled tensors coming back, get an address at their first use
+        for sid in batch:
+            st = uses[sid][0]
+            size = size_of(st)
+            ins = trace.instrs[i]
+            if size > cap:
+                raise NkiCapacityError(
+                    f"{st.describe()} needs {size} bytes per partition but {kind.upper()} has {cap} per "
+                    f"partition on {t.name}; tile it into smaller tensors", st.loc or ins.loc, f"{kind} allocation")
+            if st.address is not None:
+                p0, addr = st.address
+                for (f2, l2, s2, q0, a2, z2) in explicit:
+                    if f2 <= uses[sid][-1] and i <= l2 and a2 < addr + size and addr < a2 + z2 \
+                            and q0 < p0 + st.partitions and p0 < q0 + s2.partitions:
+                        raise NkiOverlapError(
+                            f"{st.describe()} at partition {p0}, bytes [{addr}, {addr + size}) overlaps "
+                            f"{s2.describe()} at partition {q0}, bytes [{a2}, {a2 + z2}) while both are live "
+                            f"(instructions {max(f2, i)}..{min(l2, uses[sid][-1])}); move one of them",
+                            ins.loc, f"{kind} allocation")
+                if addr + size > cap:
+                    raise NkiCapacityError(f"{st.describe()} placed at byte {addr} ends at {addr + size}, past the "
+                                           f"{cap} bytes of a {kind.upper()} partition", ins.loc, f"{kind} allocation")
+                explicit.append((i, uses[sid][-1], st, p0, addr, size))
+                ring.reserve(addr, size)
+                live[sid] = (addr, size)
+                plan.segments.setdefault(sid, []).append(Segment(i, uses[sid][-1], p0, addr, size))
+                heapq.heappush(ends, (uses[sid][-1], sid))
+                continue
+            addr = ring.alloc(size)
+            while addr is None:
+                if kind == "psum":
+                    rows = [(uses[s][0], z) for s, (_, z) in live.items()]
+                    raise NkiCapacityError(
+                        f"PSUM is full: allocating {st.describe()} ({-(-size // align) * align} B/partition, "
+                        f"whole 2 KiB banks) with {_fmt_live(rows, kind, cap)}\n  PSUM cannot spill: "
+                        f"evict finished accumulations to SBUF before allocating new PSUM tiles, or use "
+                        f"fewer/smaller PSUM tiles (8 banks of 2 KiB per partition)", ins.loc, f"nisa.{ins.op}")
+                victim = _pick_victim(live, uses, i, exclude={a.storage.id for a in ins.reads + ins.writes})
+                if victim is None:
+                    rows = [(uses[s][0], z) for s, (_, z) in live.items()]
+                    raise NkiCapacityError(
+                        f"SBUF is full and nothing can be spilled: allocating {st.describe()} "
+                        f"({size} B/partition) with {_fmt_live(rows, kind, cap)}", ins.loc, f"nisa.{ins.op}")
+                nxt = _spill(trace, plan, uses, live, ring, victim, i)
+                heapq.heappush(starts, (nxt, len(uses) + len(plan.spills), victim))
+                addr = ring.alloc(size)
+            live[sid] = (addr, size)
+            peak = max(peak, ring.used)
+            end = uses[sid][-1]
+            plan.segments.setdefault(sid, []).append(Segment(i, end, 0, addr, size))
+            heapq.heappush(ends, (end, sid))
+        peak = max(peak, ring.used)
+    plan.peak_bytes_per_partition[kind] = max(plan.peak_bytes_per_partition[kind], peak)
+
+
+def _pick_victim(live, uses, i, exclude):
+    best, best_next = None, -1
+    for sid, (_, _) in live.items():
+        if sid in exclude or uses[sid][0].address is not None:
+            continue
+        idx = uses[sid]
+        k = bisect.bisect_left(idx, i, lo=1)
+        nxt = idx[k] if k < len(idx) else None
+        if nxt is None:
+            continue
+        if nxt > best_next:
+            best, best_next = sid, nxt
+    return best
+
+
+def _spill(trace, plan, uses, live, ring, sid, i):
+    """Write ``sid`` to HBM before instruction i; reload it before its next use."""
+    st = uses[sid][0]
+    addr, size = live.pop(sid)
+    ring.release(addr, size)
+    seg = plan.segments[sid][-1]
+    seg.end = i - 1
+    idx = uses[sid]
+    k = bisect.bisect_left(idx, i, lo=1)
+    nxt = idx[k]
+    nbytes = st.partitions * st.bytes_per_partition
+    loc = trace.instrs[i].loc
+    out = Instr(-1, "spill_store", "dma", (), (), dict(bytes=nbytes, descriptors=st.partitions,
+                src_buffer="sbuf", dst_buffer="hbm", partitions=st.partitions, spill=True,
+                storage=st, when="store"), loc)
+    back = Instr(-1, "spill_reload", "dma", (), (), dict(bytes=nbytes, descriptors=st.partitions,
+                 src_buffer="hbm", dst_buffer="sbuf", partitions=st.partitions, spill=True,
+                 storage=st, when="reload"), trace.instrs[nxt].loc)
+    plan.spills.append((i, out))
+    plan.spills.append((nxt, back))
+    plan.spill_bytes += 2 * nbytes
+    # the remaining uses become a fresh allocation starting at the next use
+    uses[sid] = [st] + idx[k:]
+    return nxt

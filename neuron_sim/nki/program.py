@@ -1,0 +1,284 @@
+"""From traced kernels to the simulator core: one ``ProgramBuilder`` program per NeuronCore.
+
+Each traced instruction becomes the builder call of the same name, which checks it again on the
+chip and gives its cost (neuron_sim/isa/<engine>/<instr>.py). Dependencies:
+
+- inside one tensor's lifetime, the builder finds read-after-write, write-after-read and
+  write-after-write from the operands' regions, as the compiler's semaphores would;
+- when the memory plan reuses the bytes of a dead tensor for a new one, the new tensor's first
+  instruction waits for the last readers/writers of the old one (the write-after-read the
+  compiler enforces before overwriting a buffer). That is what bounds how far loop iterations
+  can overlap: the deeper the free memory, the more iterations are in flight.
+
+Instructions the builder does not have yet are costed here with the documented generic rules
+(``_generic_cycles``) so that every kernel gets a time; each such use is listed in the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import errors as core_errors
+from ..engines import Engine
+from ..hardware import get_chip
+from ..program.ap import AccessPattern, Memory, Tensor
+from ..program.builder import ProgramBuilder
+from . import dtypes
+from .errors import NkiValidationError
+from .tensor import NkiTensor
+
+_MEM = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}
+_ENG = {"tensor": Engine.TENSOR, "vector": Engine.VECTOR, "scalar": Engine.SCALAR,
+        "gpsimd": Engine.GPSIMD, "sync": Engine.SYNC, "dma": Engine.DMA}
+
+
+@dataclass
+class BuiltProgram:
+    program: object
+    core: int
+    source_index: list = field(default_factory=list)    # program row -> (trace no, instr index)
+    generic_ops: dict = field(default_factory=dict)      # op -> count costed by the generic rule
+
+
+def _merge_dims(shape, strides):
+    dims = [(int(n), int(s)) for n, s in zip(shape, strides) if n != 1]
+    out = []
+    for n, s in dims:
+        if out and out[-1][1] == n * s:
+            pn, _ = out.pop()
+            out.append((pn * n, s))
+        else:
+            out.append((n, s))
+    return tuple(out) or ((1, 1),)
+
+
+class _Mapper:
+    """Views of traced storages -> the core's Tensor / AccessPattern objects."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.tensors = {}
+
+    def tensor(self, st, index):
+        t = self.tensors.get(st.id)
+        if t is None:
+            mem = _MEM.get(st.buffer, Memory.HBM)
+            p0, addr = self.plan.address(st, index) if mem != Memory.HBM else (0, 0)
+            t = Tensor(st.name, mem, st.shape, dtypes.name_of(st.dtype), addr, p0)
+            self.tensors[st.id] = t
+        return t
+
+    def ap(self, v: NkiTensor, index) -> AccessPattern:
+        st = v.storage
+        t = self.tensor(st, index)
+        if st.on_chip:
+            return AccessPattern(t, t.partition_start + v.partition_start, v.shape[0],
+                                 v.offset % st.free_elems, _merge_dims(v.shape[1:], v.strides[1:]), 1)
+        if v.ndim >= 2:
+            return AccessPattern(t, 0, v.shape[0], v.offset, _merge_dims(v.shape[1:], v.strides[1:]),
+                                 v.strides[0])
+        return AccessPattern(t, 0, 1, v.offset, _merge_dims(v.shape, v.strides), 1)
+
+
+def _generic_cycles(chip, ins) -> float:
+    """Documented per-instruction rules for instructions the core has no module for yet
+    [ISAcost] [ArchV2]: one input max(64, N); two inputs max(64, 2N); reciprocal max(64, 8N);
+    bn_aggr max(64, 13N/3); accumulator read-out +64; GpSimd 150 + N."""
+    a = ins.attrs
+    n = a.get("N", 1)
+    lo = chip.min_ii_cycles
+    if ins.engine == "gpsimd":
+        return chip.gpsimd_start_cycles + n
+    if a.get("reciprocal"):
+        return max(lo, 8 * n)
+    if a.get("aggr"):
+        return max(lo, 13 * n / 3)
+    if ins.op in ("tensor_tensor_scan", "scalar_tensor_tensor", "tensor_copy_predicated") and a.get("psum_inputs", 0) == 0:
+        c = max(lo, 2 * n)
+    else:
+        c = max(lo, n)
+    return c + (lo if a.get("reduce_readout") else 0)
+
+
+def build_programs(traces, plans, lnc=1):
+    """One BuiltProgram per physical core; SPMD instances are dealt round-robin to the cores."""
+    chip = get_chip(traces[0].target.name)
+    n_cores = max(1, min(lnc, len(traces)))
+    builders = [ProgramBuilder(chip, name=f"{traces[0].kernel_name}[core {c}]", auto_deps=True,
+                               check_capacity=False) for c in range(n_cores)]
+    built = [BuiltProgram(None, c) for c in range(n_cores)]
+    for k, (tr, plan) in enumerate(zip(traces, plans)):
+        core = k % n_cores
+        _emit_trace(builders[core], built[core], k, tr, plan, chip)
+    for b, out in zip(builders, built):
+        out.program = b.build()
+    return built
+
+
+def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, chip):
+    m = _Mapper(plan)
+    spills = {}
+    for before, sp in plan.spills:
+        spills.setdefault(before, []).append(sp)
+    graveyard = {"sbuf": [], "psum": []}       # (lo, hi, frontier rows) of dead buffers
+    frontier = {}                               # storage id -> rows that last touched it
+    first_row_deps = {}                         # storage id -> extra deps for its first access
+    seg_start = {}
+    # when each storage's segment starts, collect the frontier of dead buffers it overlaps
+    for sid, segs in plan.segments.items():
+        for s in segs:
+            seg_start.setdefault(s.start, []).append((sid, s))
+    ends = {}
+    for sid, segs in plan.segments.items():
+        for s in segs:
+            ends.setdefault(s.end, []).append((sid, s))
+    storages = {st.id: st for st in tr.storages}
+
+    def note(row, views):
+        for v in views:
+            frontier.setdefault(v.storage.id, []).append(row)
+
+    for ins in tr.instrs:
+        i = ins.index
+        # buffers coming alive at i inherit the last users of the bytes they reuse
+        for sid, seg in seg_start.get(i, ()):
+            st = storages.get(sid)
+            if st is None:
+                continue
+            gy = graveyard[st.buffer]
+            lo, hi = seg.addr, seg.addr + seg.size
+            deps = []
+            keep = []
+            for (glo, ghi, rows) in gy:
+                if glo < hi and lo < ghi:
+                    deps.extend(rows)
+                    if not (lo <= glo and ghi <= hi):
+                        keep.append((glo, ghi, rows))
+                else:
+                    keep.append((glo, ghi, rows))
+            graveyard[st.buffer] = keep
+            if deps:
+                first_row_deps[sid] = deps
+        for sp in spills.get(i, ()):
+            _emit_spill(b, out, k, sp, m, i, frontier)
+        deps = []
+        for v in ins.wviews + ins.rviews:
+            d = first_row_deps.pop(v.storage.id, None)
+            if d:
+                deps.extend(d)
+        try:
+            rows = _emit(b, out, ins, m, chip, deps)
+        except core_errors.NeuronSimError as e:
+            raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
+        for r in rows:
+            out.source_index.append((k, i))
+        note(rows[-1], ins.wviews + ins.rviews)
+        # buffers dying at i become graveyard entries
+        for sid, seg in ends.get(i, ()):
+            st = storages.get(sid)
+            if st is None or not st.on_chip:
+                continue
+            rows_ = frontier.pop(sid, [])
+            graveyard[st.buffer].append((seg.addr, seg.addr + seg.size, rows_[-8:]))
+
+
+def _emit_spill(b, out, k, sp, m, i, frontier):
+    st = sp.attrs["storage"]
+    t = m.tensor(st, i)
+    scratch = m.tensors.get(("spill", st.id))
+    if scratch is None:
+        scratch = Tensor(f"{st.name}.spill", Memory.HBM, st.shape, dtypes.name_of(st.dtype))
+        m.tensors[("spill", st.id)] = scratch
+    if sp.attrs["when"] == "store":
+        row = b.dma_copy(scratch.ap(), t.ap())
+    else:
+        row = b.dma_copy(t.ap(), scratch.ap())
+    out.source_index.append((k, -1))
+    frontier.setdefault(st.id, []).append(row)
+
+
+def _num(x):
+    return x if not isinstance(x, NkiTensor) else None
+
+
+def _emit(b: ProgramBuilder, out, ins, m, chip, deps):
+    """The builder call for one traced instruction; returns the program rows it appended."""
+    a = ins.attrs
+    i = ins.index
+    R = [m.ap(v, i) for v in ins.rviews]
+    W = [m.ap(v, i) for v in ins.wviews]
+    kw = {"deps": deps} if deps else {}
+    op = ins.op
+    n0 = len(b)
+    if op == "dma_copy":
+        dge = a.get("dge_mode", "unknown")
+        b.dma_copy(W[0], R[0], dge=dge if dge in ("none", "swdge", "hwdge") else "none", **kw)
+    elif op == "nc_matmul" or (op == "nc_transpose" and ins.engine == "tensor"):
+        if op == "nc_transpose":
+            b.nc_transpose(W[0], R[0], engine="tensor", **kw)
+        else:
+            b.nc_matmul(W[0], R[0], R[1], accumulate=a.get("accumulate", False),
+                        perf_mode=None if a.get("perf_mode") in (None, "none") else a["perf_mode"],
+                        is_transpose=a.get("is_transpose", False), **kw)
+    elif op == "nc_transpose":
+        b.nc_transpose(W[0], R[0], engine="vector", **kw)
+    elif op == "tensor_copy":
+        b.tensor_copy(W[0], R[0], engine=ins.engine, **kw)
+    elif op == "memset":
+        b.memset(W[0], a.get("value", 0.0), engine=ins.engine, **kw)
+    elif op == "tensor_tensor":
+        b.tensor_tensor(W[0], R[0], R[1], op=a["alu"], engine=ins.engine, **kw)
+    elif op == "tensor_scalar":
+        ri = iter(R[1:])
+        o0 = a.get("operand0")
+        o1 = a.get("operand1")
+        o0 = next(ri) if isinstance(o0, NkiTensor) else float(o0)
+        o1 = (next(ri) if isinstance(o1, NkiTensor) else float(o1)) if o1 is not None else None
+        b.tensor_scalar(W[0], R[0], a["alu"], o0, a.get("op1"), o1, engine=ins.engine, **kw)
+    elif op == "tensor_reduce":
+        b.tensor_reduce(W[0], R[0], op=a["alu"], negate=a.get("negate", False), **kw)
+    elif op in ("activation", "activation_reduce") and hasattr(b, "activation") and _has("scalar", "activation"):
+        ri = iter(R[1:])
+        scale, bias = a.get("scale", 1.0), a.get("bias")
+        scale = next(ri) if isinstance(scale, NkiTensor) else float(scale)
+        bias = next(ri) if isinstance(bias, NkiTensor) else (None if bias is None else float(bias))
+        b.activation(W[0], R[0], a.get("func", "copy"), bias=bias, scale=scale,
+                     reduce_res=W[1] if len(W) > 1 else None, reduce_op=a.get("reduce_op") or "add", **kw)
+    elif op == "bn_stats" and _has("vector", "bn_stats"):
+        b.bn_stats(W[0], R[0], **kw)
+    elif op == "bn_aggr" and _has("vector", "bn_aggr"):
+        b.bn_aggr(W[0], R[0], **kw)
+    else:
+        _emit_generic(b, out, ins, R, W, chip, kw)
+    return list(range(n0, len(b)))
+
+
+def _has(engine_dir, module):
+    import importlib
+    try:
+        importlib.import_module(f"neuron_sim.isa.{engine_dir}.{module}")
+        return True
+    except ImportError:
+        return False
+
+
+def _emit_generic(b, out, ins, R, W, chip, kw):
+    from ..isa.common import access_latency, make
+    eng = _ENG[ins.engine]
+    cyc = _generic_cycles(chip, ins)
+    em = make(ins.op, eng, cyc, access_latency(chip, len(R) + len(W)), tuple(R), tuple(W), dict(ins.attrs))
+    out.generic_ops[ins.op] = out.generic_ops.get(ins.op, 0) + 1
+    b.append(em, **kw)
+
+
+def simulate_programs(traces, plans, lnc=1):
+    """Build and time one program per core. Returns ``TimingResult`` or None without a timing model."""
+    built = build_programs(traces, plans, lnc=lnc)
+    from ..timing.simulate import simulate as core_simulate
+    return TimingResult(built, [core_simulate(bp.program) for bp in built])
+
+
+@dataclass
+class TimingResult:
+    built: list              # BuiltProgram per core
+    timelines: list          # the timing model's result per core (None: no timing model)

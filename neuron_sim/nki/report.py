@@ -1,0 +1,119 @@
+"""What a kernel run reports: simulated time, per-engine activity, memory use, spills, findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_ENGINE_NAMES = ("TensorE", "VectorE", "ScalarE", "GpSimd", "SyncE", "DMA")
+
+
+@dataclass
+class KernelReport:
+    kernel: str
+    target: str
+    total_ns: float | None                    # simulated device time of the launch (None: no timing)
+    instructions: int                         # traced ISA instructions (all program instances)
+    program_rows: int                         # rows in the core programs (matmul = LS + MM, spills)
+    engine_busy_ns: dict = field(default_factory=dict)
+    engine_active_percent: dict = field(default_factory=dict)
+    instructions_per_engine: dict = field(default_factory=dict)
+    hfu_percent: float | None = None
+    dma_bytes: float = 0.0
+    spill_bytes: int = 0
+    spills: int = 0
+    sbuf_peak_bytes_per_partition: int = 0
+    psum_peak_bytes_per_partition: int = 0
+    sbuf_capacity_bytes_per_partition: int = 0
+    psum_capacity_bytes_per_partition: int = 0
+    generic_cost_ops: dict = field(default_factory=dict)
+    findings: list = field(default_factory=list)
+    wall_s: dict = field(default_factory=dict)
+    timing: object = None                     # the core's raw results (timelines), for plots
+    programs: list = field(default_factory=list)
+
+    @property
+    def total_us(self):
+        return None if self.total_ns is None else self.total_ns / 1e3
+
+    @property
+    def total_ms(self):
+        return None if self.total_ns is None else self.total_ns / 1e6
+
+    def __str__(self):
+        t = "n/a (no timing model)" if self.total_ns is None else f"{self.total_ns / 1e3:,.2f} us"
+        lines = [f"kernel {self.kernel} on {self.target}: simulated time {t}",
+                 f"  instructions: {self.instructions} traced, {self.program_rows} program rows"]
+        if self.engine_active_percent:
+            lines.append("  engine activity: " + ", ".join(
+                f"{k} {v:.1f}%" for k, v in self.engine_active_percent.items() if self.instructions_per_engine.get(k)))
+        if self.hfu_percent is not None:
+            lines.append(f"  TensorE HFU: {self.hfu_percent:.2f}%")
+        lines.append(f"  SBUF peak {self.sbuf_peak_bytes_per_partition:,} of {self.sbuf_capacity_bytes_per_partition:,} "
+                     f"B/partition; PSUM peak {self.psum_peak_bytes_per_partition:,} of "
+                     f"{self.psum_capacity_bytes_per_partition:,}")
+        if self.spills:
+            lines.append(f"  spills: {self.spills} ({self.spill_bytes:,} bytes of DMA traffic)")
+        if self.generic_cost_ops:
+            lines.append(f"  costed by the front end's generic rule: {self.generic_cost_ops}")
+        for f in self.findings:
+            lines.append(f"  {f}")
+        return "\n".join(lines)
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def build(cls, kernel, target, traces, plans, timing, wall_s):
+        rep = cls(kernel=kernel, target=target.name, total_ns=None,
+                  instructions=sum(len(t.instrs) for t in traces), program_rows=0, wall_s=wall_s)
+        per_eng = {}
+        for tr in traces:
+            for ins in tr.instrs:
+                per_eng[ins.engine] = per_eng.get(ins.engine, 0) + 1
+            rep.findings.extend(tr.findings)
+        rep.instructions_per_engine = {_name(k): v for k, v in per_eng.items()}
+        rep.sbuf_peak_bytes_per_partition = max(p.peak_bytes_per_partition["sbuf"] for p in plans)
+        rep.psum_peak_bytes_per_partition = max(p.peak_bytes_per_partition["psum"] for p in plans)
+        rep.sbuf_capacity_bytes_per_partition = target.sbuf_bytes_per_partition
+        rep.psum_capacity_bytes_per_partition = target.psum_bytes_per_partition
+        rep.spill_bytes = sum(p.spill_bytes for p in plans)
+        rep.spills = sum(len(p.spills) for p in plans) // 2
+        if timing is not None:
+            rep.programs = [bp.program for bp in timing.built]
+            rep.program_rows = sum(len(bp.program) for bp in timing.built)
+            for bp in timing.built:
+                for k, v in bp.generic_ops.items():
+                    rep.generic_cost_ops[k] = rep.generic_cost_ops.get(k, 0) + v
+            rep.timing = timing.timelines
+            if all(t is not None for t in timing.timelines):
+                _fill_timing(rep, timing)
+        return rep
+
+
+def _name(engine: str) -> str:
+    return {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", "gpsimd": "GpSimd",
+            "sync": "SyncE", "dma": "DMA"}.get(engine, engine)
+
+
+def _fill_timing(rep, timing):
+    """Read the core's per-core Results: total time, per-engine active time, HFU, DMA bytes."""
+    totals, busy, hfu, dma_bytes = [], {}, [], 0.0
+    for res in timing.timelines:
+        sm = res.summary
+        totals.append(sm["total_ns"])
+        for k, v in sm["engine_active_ns"].items():
+            busy[k] = max(busy.get(k, 0.0), float(v))
+        hfu.append(sm["hfu"])
+        dma_bytes += sum(sm["dma_bytes"].values())
+    rep.total_ns = max(totals)
+    rep.engine_busy_ns = busy
+    if rep.total_ns > 0:
+        rep.engine_active_percent = {k: 100.0 * v / rep.total_ns for k, v in busy.items()}
+    rep.hfu_percent = 100.0 * max(hfu) if hfu else None
+    rep.dma_bytes = dma_bytes
+
+
+def _get(res, key, default=None):
+    if isinstance(res, dict):
+        return res.get(key, default)
+    return getattr(res, key, default)

@@ -1,0 +1,57 @@
+"""Which NeuronCore a kernel is traced for, and the NKI-visible limits of that core.
+
+The target comes from, in order: ``@nki.jit(platform_target=...)``, the environment variable
+``NEURON_PLATFORM_TARGET_OVERRIDE`` (``trn1``/``gen2``, ``trn2``/``gen3``, ``trn3``/``gen4``), and
+otherwise ``trn3``, the default of AWS's simulator when no Neuron device is present [SimDoc].
+The numbers themselves are read from the simulator's hardware data (``neuron_sim.hardware``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .errors import NkiLaunchError
+
+_ALIASES = {"trn1": "trn1", "gen2": "trn1", "inf2": "trn1", "trn2": "trn2", "gen3": "trn2",
+            "trn3": "trn3", "gen4": "trn3"}
+DEFAULT_TARGET = "trn3"
+
+
+@dataclass(frozen=True)
+class NkiTarget:
+    """Limits the NKI front end checks against. Field names carry units."""
+
+    name: str                         # trn1 / trn2 / trn3
+    nc_version: int                   # 2, 3, 4 (NeuronCore-v2/v3/v4)
+    num_partitions: int
+    sbuf_bytes_per_partition: int     # usable by kernels (compiler view)
+    psum_bytes_per_partition: int
+    psum_bank_bytes: int
+    gemm_stationary_fmax: int
+    gemm_moving_fmax: int             # fp32 PSUM output
+    gemm_moving_fmax_bf16: int        # bf16 PSUM output (NC-v4 only differs)
+    bn_stats_fmax: int
+    sbuf_free_elems_max: int          # per instruction operand, elements per partition
+    psum_free_elems_max: int
+
+    @property
+    def psum_num_banks(self) -> int:
+        return self.psum_bytes_per_partition // self.psum_bank_bytes
+
+
+def resolve_name(platform_target: str | None = None) -> str:
+    raw = platform_target or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or DEFAULT_TARGET
+    key = str(raw).strip().lower()
+    if key not in _ALIASES:
+        raise NkiLaunchError(
+            f"unknown platform target {raw!r}: expected one of trn1/gen2, trn2/gen3, trn3/gen4 "
+            "(set NEURON_PLATFORM_TARGET_OVERRIDE or @nki.jit(platform_target=...))")
+    return _ALIASES[key]
+
+
+@lru_cache(maxsize=None)
+def get_target(name: str) -> NkiTarget:
+    from . import _hw
+    return _hw.nki_target(resolve_name(name))

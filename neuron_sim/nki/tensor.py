@@ -1,0 +1,362 @@
+"""NKI tensors: a *storage* (one allocation in HBM, SBUF or PSUM) and *views* on it.
+
+A view is ``(shape, strides, offset)`` in elements over the storage's row-major element space,
+as the NKI language guide describes. On-chip (SBUF/PSUM) tensors keep dimension 0 as the
+partition dimension: its stride is the storage's free size, it is never strided, and integer
+indexing keeps it at size 1. Views are free; only ``nki.isa`` instructions touch memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from . import dtypes
+from .errors import NkiValidationError
+
+ON_CHIP = ("sbuf", "psum")
+HBM_KINDS = ("hbm", "shared_hbm", "private_hbm")
+
+_ids = itertools.count()
+
+
+class Storage:
+    """One allocation. ``data`` is None when the kernel is traced for timing only."""
+
+    __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
+                 "address", "first_use", "last_use", "uses", "free_elems", "trace")
+
+    def __init__(self, buffer, shape, dtype, name, loc, role, trace, data=None, address=None):
+        self.id = next(_ids)
+        self.buffer = buffer
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtype
+        self.name = name or f"t{self.id}"
+        self.loc = loc
+        self.role = role            # "input", "output", "internal"
+        self.trace = trace
+        self.address = address      # explicit (start_partition, byte_offset) or None (auto)
+        self.first_use = None       # instruction indices, filled while tracing
+        self.last_use = None
+        self.uses = 0
+        self.free_elems = math.prod(self.shape[1:]) if buffer in ON_CHIP else math.prod(self.shape)
+        self.data = data
+        n = math.prod(self.shape)
+        self.written = np.full(n, role == "input", dtype=bool)
+
+    @property
+    def on_chip(self) -> bool:
+        return self.buffer in ON_CHIP
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0] if self.on_chip else 1
+
+    @property
+    def bytes_per_partition(self) -> int:
+        return self.free_elems * dtypes.itemsize(self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * dtypes.itemsize(self.dtype)
+
+    def describe(self) -> str:
+        where = f" (allocated at {self.loc[0]}:{self.loc[1]})" if self.loc else ""
+        return f"{self.name}{list(self.shape)} {dtypes.name_of(self.dtype)} in {self.buffer}{where}"
+
+
+def _row_major(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+class IndexRange:
+    """``nl.arange``/``nl.mgrid``/``nl.ds`` index: elements start, start+step, ... (size of them)."""
+
+    __slots__ = ("start", "size", "step")
+
+    def __init__(self, start, size, step=1):
+        self.start, self.size, self.step = int(start), int(size), int(step)
+
+    def _shift(self, k):
+        return IndexRange(self.start + int(k), self.size, self.step)
+
+    def __getitem__(self, _key):      # nl.arange(n)[:, None] marks the axis; position decides it
+        return self
+
+    def __add__(self, k):
+        return self._shift(k)
+
+    __radd__ = __add__
+
+    def __sub__(self, k):
+        return self._shift(-k)
+
+    def __mul__(self, k):
+        return IndexRange(self.start * int(k), self.size, self.step * int(k))
+
+    __rmul__ = __mul__
+
+    def as_slice(self) -> slice:
+        return slice(self.start, self.start + self.size * self.step, self.step)
+
+
+class NkiTensor:
+    """A view on a Storage. Attributes follow the NKI language guide."""
+
+    __slots__ = ("storage", "shape", "strides", "offset")
+    __array_priority__ = 1000  # so ndarray <op> tensor defers to the tensor
+
+    def __init__(self, storage: Storage, shape=None, strides=None, offset=0):
+        self.storage = storage
+        self.shape = tuple(storage.shape if shape is None else (int(s) for s in shape))
+        self.strides = tuple(_row_major(self.shape) if strides is None else strides)
+        self.offset = int(offset)
+
+    # ---- attributes -------------------------------------------------------------------------
+    @property
+    def dtype(self):
+        return self.storage.dtype
+
+    @property
+    def buffer(self) -> str:
+        return self.storage.buffer
+
+    @property
+    def name(self) -> str:
+        return self.storage.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def on_chip(self) -> bool:
+        return self.storage.on_chip
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return (f"NkiTensor(name={self.name!r}, shape={self.shape}, dtype={dtypes.name_of(self.dtype)}, "
+                f"buffer={self.buffer}, offset={self.offset}, strides={self.strides})")
+
+    # ---- partition / free geometry (on-chip) --------------------------------------------------
+    @property
+    def partition_start(self) -> int:
+        return self.offset // self.storage.free_elems if self.on_chip else 0
+
+    @property
+    def num_partitions(self) -> int:
+        return self.shape[0] if self.on_chip else 1
+
+    @property
+    def free_size(self) -> int:
+        """Elements per partition this view touches (all of it, for HBM)."""
+        return math.prod(self.shape[1:]) if self.on_chip else self.size
+
+    def byte_extent(self) -> tuple[int, int]:
+        """[lo, hi) byte range touched inside each partition (on-chip) or the whole tensor (HBM)."""
+        item = dtypes.itemsize(self.dtype)
+        dims = range(1, self.ndim) if self.on_chip else range(self.ndim)
+        base = self.offset % self.storage.free_elems if self.on_chip else self.offset
+        span = sum((self.shape[d] - 1) * self.strides[d] for d in dims if self.shape[d] > 0)
+        return base * item, (base + span + 1) * item
+
+    def is_contiguous(self) -> bool:
+        return self.strides == _row_major(self.shape) or self.size <= 1
+
+    def get_pattern(self):
+        return [[st, n] for st, n in zip(self.strides, self.shape)]
+
+    # ---- NumPy access (numerics) ----------------------------------------------------------------
+    def _as_strided(self, arr):
+        flat = arr.reshape(-1)      # storages are contiguous: a view, never a copy
+        item = flat.itemsize
+        return np.lib.stride_tricks.as_strided(
+            flat[self.offset:], shape=self.shape, strides=[s * item for s in self.strides])
+
+    def np(self):
+        """The NumPy view of this tensor's data (storage dtype)."""
+        return self._as_strided(self.storage.data)
+
+    def written_mask(self):
+        return self._as_strided(self.storage.written)
+
+    # ---- views ------------------------------------------------------------------------------
+    def _view(self, shape, strides, offset):
+        return NkiTensor(self.storage, shape, strides, offset)
+
+    def __getitem__(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(i for i, k in enumerate(key) if k is Ellipsis)
+            fill = self.ndim - (len(key) - 1)
+            key = key[:i] + (slice(None),) * fill + key[i + 1:]
+        if len(key) > self.ndim:
+            raise NkiValidationError(f"too many indices ({len(key)}) for tensor of shape {self.shape}")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        shape, strides, offset = [], [], self.offset
+        dropped_last = None
+        for d, (k, n, st) in enumerate(zip(key, self.shape, self.strides)):
+            if isinstance(k, IndexRange):
+                k = k.as_slice()
+            if isinstance(k, (int, np.integer)):
+                k = int(k)
+                if k < 0:
+                    k += n
+                if not 0 <= k < n:
+                    raise NkiValidationError(f"index {k} out of range for dimension {d} of size {n} "
+                                             f"(tensor {self.name}{list(self.shape)})")
+                offset += k * st
+                if d == 0 and self.on_chip:      # partition dim is never dropped
+                    shape.append(1)
+                    strides.append(st)
+                else:
+                    dropped_last = st
+                continue
+            if not isinstance(k, slice):
+                raise NkiValidationError(f"unsupported index {k!r} for dimension {d}: use ints, "
+                                         "slices, nl.ds(...) or nl.arange(...)")
+            start, stop, step = k.indices(n)
+            if step <= 0:
+                raise NkiValidationError("negative or zero slice steps are not supported by access patterns")
+            if d == 0 and self.on_chip and step != 1:
+                raise NkiValidationError(
+                    f"strided partition access {k} on {self.name}: the hardware cannot stride along the "
+                    "partition dimension; slice partitions contiguously")
+            if start >= n or stop > n and k.stop is not None and k.stop > n:
+                raise NkiValidationError(f"slice {k} out of range for dimension {d} of size {n} "
+                                         f"(tensor {self.name}{list(self.shape)})")
+            size = max(0, (stop - start + step - 1) // step)
+            offset += start * st
+            shape.append(size)
+            strides.append(st * step)
+        if self.on_chip and len(shape) < 2:
+            shape.append(1)
+            strides.append(dropped_last if dropped_last is not None else 1)
+        return self._view(shape, strides, offset)
+
+    def __setitem__(self, key, value):
+        from . import language
+        language._assign(self[key], value)
+
+    def slice(self, dim, start, end, step=1):
+        key = [slice(None)] * self.ndim
+        key[dim] = slice(start, end, step)
+        return self[tuple(key)]
+
+    def select(self, dim, index):
+        key = [slice(None)] * self.ndim
+        key[dim] = int(index)
+        return self[tuple(key)]
+
+    def reshape(self, new_shape):
+        new_shape = tuple(int(s) for s in (new_shape if isinstance(new_shape, (tuple, list)) else (new_shape,)))
+        if -1 in new_shape:
+            known = math.prod(s for s in new_shape if s != -1)
+            new_shape = tuple(self.size // known if s == -1 else s for s in new_shape)
+        if math.prod(new_shape) != self.size:
+            raise NkiValidationError(f"cannot reshape {self.shape} into {new_shape}: element counts differ")
+        if self.on_chip:
+            if new_shape[0] != self.shape[0]:
+                raise NkiValidationError(
+                    f"reshape of on-chip tensor {self.name} must keep the partition dimension "
+                    f"({self.shape[0]}), got {new_shape}")
+            free = self.shape[1:]
+            if self.strides[1:] != _row_major(free) and math.prod(free) > 1:
+                raise NkiValidationError(f"reshape needs the free dimensions of {self.name} to be "
+                                         "contiguous; copy it with nisa.tensor_copy first")
+            strides = (self.strides[0],) + _row_major(new_shape[1:])
+        else:
+            if not self.is_contiguous():
+                raise NkiValidationError(f"reshape needs {self.name} to be contiguous")
+            strides = _row_major(new_shape)
+        return self._view(new_shape, strides, self.offset)
+
+    def permute(self, dims):
+        dims = tuple(dims)
+        if self.on_chip and dims[0] != 0:
+            raise NkiValidationError("the partition dimension (0) must stay first in a permute of an on-chip tensor")
+        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims], self.offset)
+
+    def broadcast(self, dim, size):
+        if self.shape[dim] != 1:
+            raise NkiValidationError(f"broadcast needs dimension {dim} of size 1, found {self.shape[dim]}")
+        shape, strides = list(self.shape), list(self.strides)
+        shape[dim], strides[dim] = int(size), 0
+        return self._view(shape, strides, self.offset)
+
+    def broadcast_to(self, shape):
+        t = self
+        for d, (have, want) in enumerate(zip(self.shape, shape)):
+            if have != want:
+                t = t.broadcast(d, want)
+        return t
+
+    def expand_dim(self, dim):
+        shape, strides = list(self.shape), list(self.strides)
+        shape.insert(dim, 1)
+        strides.insert(dim, 1)
+        return self._view(shape, strides, self.offset)
+
+    def squeeze_dim(self, dim):
+        if self.shape[dim] != 1:
+            raise NkiValidationError(f"squeeze_dim needs dimension {dim} of size 1, found {self.shape[dim]}")
+        shape, strides = list(self.shape), list(self.strides)
+        del shape[dim], strides[dim]
+        return self._view(shape, strides, self.offset)
+
+    def ap(self, pattern, offset=None, dtype=None):
+        """Raw access pattern ``[[stride, count], ...]`` over the storage (not composable)."""
+        if dtype is not None:
+            raise NkiValidationError("ap(dtype=...) reinterpretation is not supported by the simulator yet")
+        strides = [int(p[0]) for p in pattern]
+        shape = [int(p[1]) for p in pattern]
+        if self.on_chip and shape[0] > 1 and strides[0] != self.storage.free_elems:
+            raise NkiValidationError(
+                f"the partition stride of an on-chip access pattern must be the storage's free size "
+                f"({self.storage.free_elems}), got {strides[0]}")
+        return self._view(shape, strides, self.offset if offset is None else int(offset))
+
+    # ---- arithmetic sugar: each operator is an nl call ------------------------------------------
+    def _nl(self, name, *args):
+        from . import language
+        return getattr(language, name)(*args)
+
+    def __add__(self, o): return self._nl("add", self, o)
+    def __radd__(self, o): return self._nl("add", o, self)
+    def __sub__(self, o): return self._nl("subtract", self, o)
+    def __rsub__(self, o): return self._nl("subtract", o, self)
+    def __mul__(self, o): return self._nl("multiply", self, o)
+    def __rmul__(self, o): return self._nl("multiply", o, self)
+    def __truediv__(self, o): return self._nl("divide", self, o)
+    def __rtruediv__(self, o): return self._nl("divide", o, self)
+    def __neg__(self): return self._nl("negative", self)
+    def __matmul__(self, o): return self._nl("matmul", self, o)
+
+    def __iadd__(self, o):
+        from . import language
+        return language._inplace(self, o, "add")
+
+    def __isub__(self, o):
+        from . import language
+        return language._inplace(self, o, "subtract")
+
+    def __imul__(self, o):
+        from . import language
+        return language._inplace(self, o, "multiply")
+
+    def __bool__(self):
+        raise NkiValidationError("the value of a tensor is not known while the kernel is traced; "
+                                 "use nki.isa instructions (or dynamic_range) instead of Python control flow on data")

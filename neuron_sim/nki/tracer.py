@@ -1,0 +1,186 @@
+"""Tracing state: the kernel being specialised, its storages and its instruction stream.
+
+A kernel runs as ordinary Python (the NKI "specialisation" stage). Each ``nki.isa`` call checks
+its operands, computes its numerics on NumPy (unless tracing for time only) and appends one
+``Instr`` to the current ``KernelTrace``. After the kernel returns, ``memory.py`` assigns on-chip
+addresses from liveness and ``program.py`` hands the stream to the simulator core.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import dtypes
+from .errors import NkiUninitializedReadError, NkiUninitializedReadWarning, NkiValidationError
+from .target import NkiTarget
+from .tensor import ON_CHIP, NkiTensor, Storage
+
+_PKG_DIRS: tuple[str, ...] = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def register_package_dir(path: str) -> None:
+    """Frames in these directories are library frames, skipped when locating the user's line."""
+    global _PKG_DIRS
+    d = os.path.dirname(os.path.abspath(path)) + os.sep
+    if d not in _PKG_DIRS:
+        _PKG_DIRS = _PKG_DIRS + (d,)
+
+
+def user_loc() -> tuple[str, int] | None:
+    """(file, line) of the innermost frame outside the NKI packages: the kernel's own line."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PKG_DIRS) and not fn.startswith("<frozen"):
+            return fn, f.f_lineno
+        f = f.f_back
+    return None
+
+
+class Access:
+    """The memory one operand touches: partitions [p0, p0+np) x bytes [lo, hi) of a storage."""
+
+    __slots__ = ("storage", "p0", "np", "lo", "hi", "elems")
+
+    def __init__(self, t: NkiTensor):
+        self.storage = t.storage
+        self.p0 = t.partition_start
+        self.np = t.num_partitions
+        self.lo, self.hi = t.byte_extent()
+        self.elems = t.free_size
+
+    def __repr__(self):
+        return f"{self.storage.name}[p{self.p0}:{self.p0 + self.np}, b{self.lo}:{self.hi}]"
+
+
+class Instr:
+    """One ISA instruction of the traced program."""
+
+    __slots__ = ("index", "op", "engine", "reads", "writes", "attrs", "loc", "rviews", "wviews")
+
+    def __init__(self, index, op, engine, reads, writes, attrs, loc, rviews=(), wviews=()):
+        self.index, self.op, self.engine = index, op, engine
+        self.reads, self.writes, self.attrs, self.loc = reads, writes, attrs, loc
+        self.rviews, self.wviews = rviews, wviews      # the operand views, in call order
+
+    def __repr__(self):
+        where = f"{os.path.basename(self.loc[0])}:{self.loc[1]}" if self.loc else "?"
+        return f"#{self.index} {self.engine}.{self.op} w={self.writes} r={self.reads} @ {where}"
+
+
+@dataclass
+class Finding:
+    """A non-fatal observation reported with the result (uninitialised reads, spills...)."""
+
+    kind: str
+    message: str
+    loc: tuple[str, int] | None
+
+    def __str__(self):
+        where = f"{self.loc[0]}:{self.loc[1]}: " if self.loc else ""
+        return f"{where}{self.kind}: {self.message}"
+
+
+@dataclass
+class KernelTrace:
+    target: NkiTarget
+    numerics: bool = True                  # False: shapes only, for timing of large kernels
+    precise_fp: bool = True                # NKI_PRECISE_FP
+    on_uninitialized: str = "error"        # "error" | "warn" | "ignore"
+    program_id: tuple[int, ...] = (0,)
+    grid: tuple[int, ...] = (1,)
+    kernel_name: str = "kernel"
+    storages: list = field(default_factory=list)
+    instrs: list = field(default_factory=list)
+    findings: list = field(default_factory=list)
+    # engine-local state: ScalarE/VectorE accumulator registers (one float per lane)
+    act_regs: np.ndarray = field(default_factory=lambda: np.zeros(128, np.float32))
+    vec_regs: np.ndarray = field(default_factory=lambda: np.zeros(128, np.float32))
+
+    # ---- storages ---------------------------------------------------------------------------
+    def new_storage(self, buffer, shape, dtype, name=None, role="internal", data=None, loc=None,
+                    address=None) -> Storage:
+        dtype = dtypes.normalize(dtype)
+        shape = tuple(int(s) for s in shape)
+        if buffer in ON_CHIP:
+            if len(shape) < 2:
+                shape = (shape[0] if shape else 1, 1)
+            if shape[0] > self.target.num_partitions:
+                raise NkiValidationError(
+                    f"{buffer} tensor {name or ''}{list(shape)}: partition dimension {shape[0]} exceeds "
+                    f"the {self.target.num_partitions} partitions; tile the first dimension",
+                    loc or user_loc(), "ndarray")
+        if self.numerics and data is None:
+            sdt = dtypes.storage_dtype(dtype, self.precise_fp)
+            # NKI fills new memory with sentinels: NaN for floats, 4 for integers [SimDoc].
+            fill = np.nan if (sdt.kind == "f" or sdt in dtypes.LOW_PRECISION_FLOATS) else 4
+            data = np.full(shape, fill, dtype=sdt)
+        s = Storage(buffer, shape, dtype, name, loc or user_loc(), role, self, data, address)
+        self.storages.append(s)
+        return s
+
+    # ---- instructions ------------------------------------------------------------------------
+    def emit(self, op: str, engine: str, reads, writes, attrs=None, loc=None) -> Instr:
+        """Record an instruction. ``reads``/``writes`` are tensors (views)."""
+        loc = loc or user_loc()
+        idx = len(self.instrs)
+        rv = tuple(t for t in reads if isinstance(t, NkiTensor))
+        wv = tuple(t for t in writes if isinstance(t, NkiTensor))
+        r = tuple(Access(t) for t in rv)
+        w = tuple(Access(t) for t in wv)
+        for a in r + w:
+            s = a.storage
+            if s.first_use is None:
+                s.first_use = idx
+            s.last_use = idx
+            s.uses += 1
+        ins = Instr(idx, op, engine, r, w, attrs or {}, loc, rv, wv)
+        self.instrs.append(ins)
+        return ins
+
+    def check_initialized(self, t: NkiTensor, op: str, operand: str, loc) -> None:
+        if self.on_uninitialized == "ignore":
+            return
+        mask = t.written_mask()
+        if mask.all():
+            return
+        missing = int(mask.size - np.count_nonzero(mask))
+        msg = (f"operand {operand!r} reads {missing} of {mask.size} elements of {t.storage.describe()} "
+               f"that no instruction has written (the simulator filled them with NaN). Write them "
+               f"first (nisa.memset / dma_copy), or shrink the read to the written region")
+        if self.on_uninitialized == "error":
+            raise NkiUninitializedReadError(msg, loc, op)
+        self.findings.append(Finding("uninitialized-read", f"{op}: {msg}", loc))
+        warnings.warn(NkiUninitializedReadWarning(f"{loc[0]}:{loc[1]}: {op}: {msg}" if loc else msg),
+                      stacklevel=4)
+
+
+_STACK: list[KernelTrace] = []
+
+
+def current() -> KernelTrace:
+    if not _STACK:
+        raise NkiValidationError(
+            "nki.language / nki.isa calls only work inside a kernel run by nki.simulate(kernel)(...) "
+            "or an @nki.jit kernel call")
+    return _STACK[-1]
+
+
+class tracing:
+    """Context manager making ``trace`` the current kernel."""
+
+    def __init__(self, trace: KernelTrace):
+        self.trace = trace
+
+    def __enter__(self):
+        _STACK.append(self.trace)
+        return self.trace
+
+    def __exit__(self, *exc):
+        _STACK.pop()
+        return False
