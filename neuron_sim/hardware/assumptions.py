@@ -82,10 +82,11 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "The dI/dt limit returns when TensorE utilisation drops below 50% in a ~3 us window "
         "[Explorer]; an idle gap of half the window is the shortest gap that does that."),
     Assumption(
-        "vector_two_input_fp32_cycles_per_elem", {"trn1": 2, "trn2": 2, "trn3": 2}, "cycles",
-        "Two-input VectorE ops cost max(64, 2N) [ISAcost]. The NC-v2 exception (one input in PSUM: "
-        "max(64, N)) is documented for NC-v2 only; on v3/v4 the data sheet keeps 2N for FP32 (§5), "
-        "which also matches the 10.55% VectorE activity of C8."),
+        "vector_psum_operand_single_pass", {"trn1": True, "trn2": True, "trn3": True}, "rule",
+        "Two-input VectorE ops cost max(64, 2N) [ISAcost], but max(64, N) when one input is in "
+        "PSUM and the other in SBUF. Documented for NC-v2; kept on v3/v4 because C8 (Trn2) shows "
+        "VectorE 10.55% active for 4096 PSUM+SBUF adds of [128, 512] FP32 in ~28.3 ms, which "
+        "only the N rule reproduces (2N would give ~17%)."),
     Assumption(
         "scalar_activation_cycles", {"trn1": "max(64,N)", "trn2": "max(64,N)",
                                      "trn3": "max(64,N)"}, "formula",

@@ -90,7 +90,6 @@ class Chip:
     has_hwdge: bool
     has_tensor_didt_throttle: bool
     has_tensor_transpose_mode: bool          # is_transpose=True bit-exact mode (NC-v3+)
-    vector_psum_operand_single_pass: bool    # NC-v2 rule: tensor_tensor with a PSUM input = N
     sources: MappingProxyType = field(repr=False, compare=False, default=None)
 
     # ---- derived quantities -------------------------------------------------------------
@@ -228,7 +227,6 @@ def _load(name: str) -> Chip:
         has_hwdge=v("hwdge_units_per_core") is not None or name == "trn3",
         has_tensor_didt_throttle=didt is not None,
         has_tensor_transpose_mode=has_double_row,
-        vector_psum_operand_single_pass=v("vector_elems_per_cycle") is not None,
         sources=MappingProxyType(sources),
     )
     return chip

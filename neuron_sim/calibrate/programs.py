@@ -1,0 +1,236 @@
+"""The published workloads of calibration/public.json written as ISA programs.
+
+C1-C4 follow the loop structure of the NKI matmul tutorial [MMtut-old] kernel by kernel
+(nki_matmul_tiled_, _hoist_load_, _block_free_dimension_, _fully_optimized_); C8 is the same
+fully blocked kernel in FP32 as the kernel-optimisation tutorial's v5 [KOpt]. Tiles declared
+inside a loop come from a small pool of buffers (`bufs`), as the compiler allocates them; the
+dependency tracker then lets loads of the next iteration overlap the matmuls of this one exactly
+as far as the buffers allow."""
+
+from __future__ import annotations
+
+from ..program import ProgramBuilder
+
+TILE_K, TILE_M, TILE_N = 128, 128, 512
+# DMA queues by role: a queue follows the engine that triggers it [DMAov], and the compiler
+# triggers the loads of each operand and the stores from their own instruction streams, so one
+# operand waiting for a free buffer does not hold up the others.
+Q_LHS, Q_RHS, Q_OUT = 0, 1, 2
+
+
+class Pool:
+    """Round-robin buffers for a tile declared inside a loop."""
+
+    def __init__(self, b, name, shape, dtype, bufs, psum=False):
+        alloc = b.psum if psum else b.sbuf
+        self.tiles = [alloc(f"{name}{i}", shape, dtype) for i in range(bufs)]
+        self.i = 0
+
+    def next(self):
+        t = self.tiles[self.i % len(self.tiles)]
+        self.i += 1
+        return t
+
+
+def _io(b, M, K, N, dtype):
+    return (b.hbm("lhsT", (K, M), dtype), b.hbm("rhs", (K, N), dtype),
+            b.hbm("result", (M, N), dtype))
+
+
+def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
+    """C1: nki_matmul_tiled_: two loads per matmul, no reuse."""
+    b = ProgramBuilder(chip, name="C1 tiled")
+    lhsT, rhs, result = _io(b, M, K, N, dtype)
+    lp = Pool(b, "lhsT_tile", (TILE_K, TILE_M), dtype, bufs)
+    rp = Pool(b, "rhs_tile", (TILE_K, TILE_N), dtype, bufs)
+    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
+    sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, bufs)
+    for m in range(M // TILE_M):
+        for n in range(N // TILE_N):
+            acc = pp.next()
+            for k in range(K // TILE_K):
+                lt, rt = lp.next(), rp.next()
+                b.dma_copy(lt, lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M],
+                           queue=Q_LHS)
+                b.dma_copy(rt, rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N],
+                           queue=Q_RHS)
+                b.nc_matmul(acc, lt, rt, accumulate=k > 0)
+            sb = sp.next()
+            b.tensor_copy(sb, acc)
+            b.dma_copy(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], sb,
+                       queue=Q_OUT)
+    return b.build()
+
+
+def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=2):
+    """C2: nki_matmul_hoist_load_: a column of lhsT tiles per m, of rhs tiles per n."""
+    b = ProgramBuilder(chip, name="C2 hoist loads")
+    lhsT, rhs, result = _io(b, M, K, N, dtype)
+    KT = K // TILE_K
+    lp = Pool(b, "lhsT_tiles", (TILE_K, KT, TILE_M), dtype, bufs)
+    rp = Pool(b, "rhs_tiles", (TILE_K, KT, TILE_N), dtype, bufs)
+    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
+    sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, 4)
+    for m in range(M // TILE_M):
+        lt = lp.next()
+        for k in range(KT):
+            b.dma_copy(lt[:, k, :], lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M],
+                       queue=Q_LHS)
+        for n in range(N // TILE_N):
+            rt = rp.next()
+            for k in range(KT):
+                b.dma_copy(rt[:, k, :], rhs[k * TILE_K:(k + 1) * TILE_K,
+                                            n * TILE_N:(n + 1) * TILE_N], queue=Q_RHS)
+            acc = pp.next()
+            for k in range(KT):
+                b.nc_matmul(acc, lt[:, k, :], rt[:, k, :], accumulate=k > 0)
+            sb = sp.next()
+            b.tensor_copy(sb, acc)
+            b.dma_copy(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], sb,
+                       queue=Q_OUT)
+    return b.build()
+
+
+def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_tiles=2,
+                      bn_tiles=2):
+    """C3: nki_matmul_block_free_dimension_: 2 x 2 tiles per block of the free dimensions. The
+    rhs block (128 KiB per partition) leaves room for one buffer of each operand on Trn1."""
+    b = ProgramBuilder(chip, name="C3 block free dims")
+    lhsT, rhs, result = _io(b, M, K, N, dtype)
+    KT = K // TILE_K
+    lt = b.sbuf("lhsT_tiles", (TILE_K, bm_tiles, KT, TILE_M), dtype)
+    rt = b.sbuf("rhs_tiles", (TILE_K, bn_tiles, KT, TILE_N), dtype)
+    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
+    sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, 4)
+    for m in range(M // (TILE_M * bm_tiles)):
+        for bm in range(bm_tiles):
+            for k in range(KT):
+                col = (m * bm_tiles + bm) * TILE_M
+                b.dma_copy(lt[:, bm, k, :], lhsT[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_M],
+                           queue=Q_LHS)
+        for n in range(N // (TILE_N * bn_tiles)):
+            for bn in range(bn_tiles):
+                for k in range(KT):
+                    col = (n * bn_tiles + bn) * TILE_N
+                    b.dma_copy(rt[:, bn, k, :], rhs[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_N],
+                               queue=Q_RHS)
+            for bm in range(bm_tiles):
+                for bn in range(bn_tiles):
+                    acc = pp.next()
+                    for k in range(KT):
+                        b.nc_matmul(acc, lt[:, bm, k, :], rt[:, bn, k, :], accumulate=k > 0)
+                    sb = sp.next()
+                    b.tensor_copy(sb, acc)
+                    r0 = (m * bm_tiles + bm) * TILE_M
+                    c0 = (n * bn_tiles + bn) * TILE_N
+                    b.dma_copy(result[r0:r0 + TILE_M, c0:c0 + TILE_N], sb, queue=Q_OUT)
+    return b.build()
+
+
+def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", tiles_m=16,
+                         tiles_n=2, tiles_k=8, bufs=2, check_capacity=True, name="C4 fully blocked"):
+    """C4 (BF16, Trn1) and C8 (FP32, Trn2): nki_matmul_fully_optimized_ / kernel-optimisation
+    v5: all three dimensions blocked, partial sums accumulated in SBUF by VectorE, results packed
+    into [128, BLOCK_N] rows before the store."""
+    b = ProgramBuilder(chip, name=name, check_capacity=check_capacity)
+    lhsT, rhs, result = _io(b, M, K, N, dtype)
+    BM, BN, BK = TILE_M * tiles_m, TILE_N * tiles_n, TILE_K * tiles_k
+    NBM, NBN, NBK = M // BM, N // BN, K // BK
+    res = b.sbuf("result_tiles", (TILE_M, NBM, tiles_m, tiles_n, TILE_N), dtype)
+    rp = Pool(b, "rhs_tiles", (TILE_K, tiles_k, BN), dtype, bufs)
+    lp = Pool(b, "lhsT_tiles", (TILE_K, tiles_k, BM), dtype, bufs)
+    pp = Pool(b, "res_tile", (TILE_M, TILE_N), "float32", 8, psum=True)
+    kp = Pool(b, "result_packed", (TILE_K, BN), dtype, 2)
+    for n in range(NBN):
+        for m in range(NBM):
+            for bm in range(tiles_m):
+                for bn in range(tiles_n):
+                    b.memset(res[:, m, bm, bn, :], 0.0)
+        for k in range(NBK):
+            rt = rp.next()
+            for bk in range(tiles_k):
+                r0 = (tiles_k * k + bk) * TILE_K
+                b.dma_copy(rt[:, bk, :], rhs[r0:r0 + TILE_K, BN * n:BN * (n + 1)], queue=Q_RHS)
+            for m in range(NBM):
+                lt = lp.next()
+                for bk in range(tiles_k):
+                    r0 = (tiles_k * k + bk) * TILE_K
+                    b.dma_copy(lt[:, bk, :], lhsT[r0:r0 + TILE_K, BM * m:BM * (m + 1)], queue=Q_LHS)
+                for bn in range(tiles_n):
+                    for bm in range(tiles_m):
+                        acc = pp.next()
+                        for bk in range(tiles_k):
+                            b.nc_matmul(acc, lt[:, bk, bm * TILE_M:(bm + 1) * TILE_M],
+                                        rt[:, bk, bn * TILE_N:(bn + 1) * TILE_N],
+                                        accumulate=bk > 0)
+                        dst = res[:, m, bm, bn, :]
+                        b.tensor_tensor(dst, dst, acc, "add")
+        for m in range(NBM):
+            for bm in range(tiles_m):
+                packed = kp.next()
+                for bn in range(tiles_n):
+                    b.tensor_copy(packed[:, bn * TILE_N:(bn + 1) * TILE_N], res[:, m, bm, bn, :])
+                r0 = (tiles_m * m + bm) * TILE_K
+                b.dma_copy(result[r0:r0 + TILE_K, BN * n:BN * (n + 1)], packed, queue=Q_OUT)
+    return b.build()
+
+
+def kernel_opt_v5(chip="trn2"):
+    """C8: the v5 kernel in FP32. Its own SBUF use (result tiles 128 KiB + one rhs block 32 KiB
+    + one lhsT block 64 KiB per partition, before any double buffering) exceeds Trn2's usable
+    208 KiB per partition; the compiler resolves that (spilling), which is not modelled, so the
+    capacity check is off for this program only."""
+    return matmul_fully_blocked(chip, dtype="float32", check_capacity=False,
+                                name="C8 kernel-optimisation v5 (FP32)")
+
+
+def dma_one_engine(chip="trn2"):
+    """C15: 32 KiB HBM->SBUF as 4 partitions x 8 KiB on one DMA engine [DMAov]."""
+    b = ProgramBuilder(chip, name="C15 DMA one engine")
+    src = b.hbm("src", (4, 4096), "bfloat16")
+    dst = b.sbuf("dst", (4, 4096), "bfloat16")
+    b.dma_copy(dst, src, engines=1)
+    return b.build()
+
+
+def dma_sixteen_engines(chip="trn2"):
+    """C16: [128, 128] BF16 HBM->SBUF spread over the 16 engines, then a VectorE instruction that
+    waits for it (trigger-to-completion as the profile shows it) [DMAov]."""
+    b = ProgramBuilder(chip, name="C16 DMA 16 engines")
+    src = b.hbm("src", (128, 128), "bfloat16")
+    dst = b.sbuf("dst", (128, 128), "bfloat16")
+    out = b.sbuf("out", (128, 128), "bfloat16")
+    b.dma_copy(dst, src)
+    b.tensor_copy(out, dst)
+    return b.build()
+
+
+def scalar_dependent_chain(chip="trn1", n=64):
+    """C17: back-to-back dependent 1-element-per-partition activations on ScalarE [Perf]."""
+    b = ProgramBuilder(chip, name="C17 ScalarE chain")
+    t = [b.sbuf(f"t{i}", (128, 1), "float32") for i in range(2)]
+    b.memset(t[0], 1.0)
+    for i in range(n):
+        b.activation(t[(i + 1) % 2], t[i % 2], "exp" if i % 2 else "copy")
+    return b.build()
+
+
+def hwdge_stream(chip="trn2", n=64):
+    """C18: back-to-back hardware-DGE DMA instructions from one queue [DGE]."""
+    b = ProgramBuilder(chip, name="C18 HW DGE")
+    src = b.hbm("src", (n, 128, 64), "bfloat16")
+    dst = b.sbuf("dst", (128, n, 64), "bfloat16")
+    for i in range(n):
+        b.dma_copy(dst[:, i, :], src[i], queue=0, dge="hwdge")
+    return b.build()
+
+
+def tensor_burst_after_idle(chip="trn2", n=64):
+    """C19: a burst of back-to-back BF16 matmuls after TensorE idled [Explorer]."""
+    b = ProgramBuilder(chip, name="C19 TensorE burst")
+    st = b.sbuf("st", (128, 128), "bfloat16")
+    mv = b.sbuf("mv", (128, 512), "bfloat16")
+    acc = [b.psum(f"acc{i}", (128, 512)) for i in range(8)]
+    for i in range(n):
+        b.nc_matmul(acc[i % 8], st, mv, accumulate=False)
+    return b.build()
