@@ -61,7 +61,7 @@ void register_cost_function(py::function fn) {
       py::tuple outputs(op.outputs.size());
       for (size_t i = 0; i < op.outputs.size(); ++i) outputs[i] = to_python(op.outputs[i]);
       batch.append(py::make_tuple(op.seq, op_name(op.name_id), static_cast<int>(op.device),
-                                  op.stream, std::move(args), std::move(outputs)));
+                                  op.stream, std::move(args), std::move(outputs), op.preset_ns));
     }
     try {
       return (*shared)(batch, at_sync).cast<std::vector<int64_t>>();
@@ -133,6 +133,21 @@ PYBIND11_MODULE(_C, m) {
     reset_clocks();
   });
   m.def("_op_name", [](int32_t id) { return op_name(id); });
+  // Charges work whose simulated duration is already known (a compiled graph, a collective,
+  // an NKI kernel) to the current stream of `device`, in issue order with everything else.
+  m.def("_enqueue_timed", [](const std::string& name, int device, int64_t ns) {
+    TORCH_CHECK(ns >= 0, "simulated duration must be >= 0 ns, got ", ns);
+    check_device_index(static_cast<c10::DeviceIndex>(device));
+    OpDesc op;
+    op.name_id = intern_op_name(name);
+    op.device = static_cast<c10::DeviceIndex>(device);
+    op.stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
+                    ->getStream(c10::Device(c10::DeviceType::PrivateUse1, op.device))
+                    .id();
+    op.preset_ns = ns;
+    enqueue_op(std::move(op));
+  });
+  m.def("_activity_logging", &activity_logging);
 
   m.def("_set_op_status", [](const std::string& name, int status) {
     set_op_status(name, static_cast<OpStatus>(status));

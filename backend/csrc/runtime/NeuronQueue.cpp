@@ -143,7 +143,8 @@ void drain(bool at_sync) {
       case QueueItem::kOp: {
         const OpDesc& op = batch.ops[item.op_index];
         const int64_t start = clock;
-        clock += std::max<int64_t>(durations[item.op_index], 0);
+        const int64_t ns = op.preset_ns >= 0 ? op.preset_ns : durations[item.op_index];
+        clock += std::max<int64_t>(ns, 0);
         if (logging && op.host_wall_ns != 0) {
           // On the trace's wall-clock axis an op starts once the host issued it and
           // the stream finished its previous op, and lasts its simulated duration.

@@ -39,6 +39,7 @@ struct OpDesc {
   c10::StreamId stream = 0;
   uint64_t correlation_id = 0;    // profiler's id of the launching CPU op, 0 if none
   int64_t host_wall_ns = 0;       // when the host issued it (only while profiling)
+  int64_t preset_ns = -1;         // known duration (compiled graph, collective, NKI kernel)
   std::vector<ArgDesc> args;
   std::vector<TensorDesc> outputs;
 };
