@@ -101,6 +101,12 @@ class Chip:
     def psum_bytes_per_core(self) -> int:
         return self.sbuf_partitions * self.psum_bytes_per_partition
 
+    @property
+    def hbm_stack_bytes_per_s(self) -> float:
+        """One HBM stack's bandwidth: the profiler's MBU denominator (~716 GB/s on Trn2, implied
+        by the kernel-optimisation tutorial's MBU figures [KOpt], = 2.9 TB/s / 4 stacks)."""
+        return self.hbm_bytes_per_s / self.hbm_stacks
+
     def tensor_peak_flops(self, dtype: str = "bfloat16") -> float:
         """Peak TensorE FLOP/s of one physical core, derived from clock x rows x cols x 2 (the
         profiler's HFU/MFU denominator [Explorer]); FP32 is 1/4, FP8 double_row 2x, MX 4x."""

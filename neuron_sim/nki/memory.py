@@ -5,10 +5,10 @@ for the span of instructions that use it ("auto allocation"), reusing memory onc
 dead. We do the same after tracing:
 
 - A tensor is live from the first to the last instruction that touches it.
-- Addresses are handed out first-fit from a rotating cursor, so a freed buffer is reused as
-  late as possible: consecutive loop iterations land in different buffers and can overlap on
-  different engines, as with the compiler's multi-buffering; when memory is tight they collide
-  and the timing model serialises them through the write-after-read dependency.
+- Addresses go to the bytes freed longest ago, so a freed buffer is reused as late as possible:
+  consecutive loop iterations land in different buffers and can overlap on different engines,
+  as with the compiler's multi-buffering; when memory is tight they collide and the timing
+  model serialises them through the write-after-read dependency.
 - PSUM tensors take whole 2 KiB banks (an accumulation group lives in one bank [ArchV2]).
 - SBUF that does not fit is spilled as the compiler does [MMtut]: the live tensor whose next use
   is furthest away is written to HBM and reloaded before that use. The spill and reload DMAs
@@ -56,13 +56,15 @@ class MemoryPlan:
         return segs[-1].partition, segs[-1].addr
 
 
-class _RingAllocator:
-    """First-fit over free byte intervals, searching from a cursor that moves forward."""
+class _LruAllocator:
+    """Free bytes as segments stamped with the instruction index that freed them. A new tensor
+    goes where the bytes were freed longest ago (never-used bytes first), so the write-after-read
+    wait on the previous occupant is as short as possible; this is the compiler's multi-buffering
+    when memory allows and degrades to reuse-in-place when it does not."""
 
     def __init__(self, capacity, align):
         self.capacity, self.align = capacity, align
-        self.free = [(0, capacity)]     # sorted, disjoint, merged
-        self.cursor = 0
+        self.free = [(0, capacity, -1)]     # sorted, disjoint (start, end, freed_at)
         self.used = 0
 
     def _round(self, n):
@@ -70,55 +72,121 @@ class _RingAllocator:
 
     def alloc(self, size):
         size = self._round(max(size, 1))
-        starts = [s for s, _ in self.free]
-        i0 = bisect.bisect_right(starts, self.cursor) - 1
-        order = list(range(max(i0, 0), len(self.free))) + list(range(0, max(i0, 0)))
-        for i in order:
-            s, e = self.free[i]
-            a = max(s, self.cursor) if i == i0 and s <= self.cursor < e else s
-            a = self._round(a)
-            if a + size <= e:
-                self._take(i, a, a + size)
-                self.cursor = a + size if a + size < self.capacity else 0
-                self.used += size
-                return a
-        return None
+        fr = self.free
+        best = None
+        n = len(fr)
+        for i in range(n):
+            s0 = fr[i][0]
+            if best is not None and fr[i][2] >= best[0]:
+                continue            # cannot beat the best window: it starts with a newer stamp
+            stamp, end, j = fr[i][2], fr[i][1], i
+            while end - s0 < size and j + 1 < n and fr[j + 1][0] == end:
+                j += 1
+                end = fr[j][1]
+                stamp = max(stamp, fr[j][2])
+            if end - s0 >= size and (best is None or stamp < best[0]):
+                best = (stamp, s0)
+        if best is None:
+            return None
+        a = best[1]
+        self._take(a, a + size)
+        self.used += size
+        return a
 
-    def _take(self, i, a, b):
-        s, e = self.free.pop(i)
-        if b < e:
-            self.free.insert(i, (b, e))
-        if s < a:
-            self.free.insert(i, (s, a))
+    def _take(self, a, b):
+        out = []
+        for s, e, t in self.free:
+            if e <= a or s >= b:
+                out.append((s, e, t))
+            else:
+                if s < a:
+                    out.append((s, a, t))
+                if b < e:
+                    out.append((b, e, t))
+        self.free = out
 
-    def release(self, a, size, exact=False):
+    def release(self, a, size, now, exact=False):
         size = size if exact else self._round(max(size, 1))
         self.used -= size
-        b = a + size
-        i = bisect.bisect_left(self.free, (a, b))
-        self.free.insert(i, (a, b))
-        # merge neighbours
-        if i + 1 < len(self.free) and self.free[i][1] == self.free[i + 1][0]:
-            self.free[i] = (self.free[i][0], self.free[i + 1][1])
-            del self.free[i + 1]
-        if i > 0 and self.free[i - 1][1] == self.free[i][0]:
-            self.free[i - 1] = (self.free[i - 1][0], self.free[i][1])
-            del self.free[i]
+        bisect.insort(self.free, (a, a + size, now))
+        self._coalesce()
+
+    def _coalesce(self):
+        # merge neighbours freed at the same time (keeps the list short in steady loops)
+        fr, out = self.free, []
+        for seg in fr:
+            if out and out[-1][1] == seg[0] and out[-1][2] == seg[2]:
+                out[-1] = (out[-1][0], seg[1], seg[2])
+            else:
+                out.append(seg)
+        self.free = out
 
     def reserve(self, a, size):
         """Remove [a, a+size) from the free list (explicit placements)."""
-        b = a + size
-        out = []
-        for s, e in self.free:
-            if e <= a or s >= b:
-                out.append((s, e))
-            else:
-                if s < a:
-                    out.append((s, a))
-                if b < e:
-                    out.append((b, e))
-        self.free = out
+        self._take(a, a + size)
         self.used += size
+
+
+# Buffers per allocation site the planner keeps for a tensor declared in a loop: 2 is double
+# buffering (load iteration i+1 while computing on i), what the compiler's modulo allocation of
+# loop tensors gives when memory allows. An assumption; a kernel's measured time depends on it.
+BUFFERS_PER_SITE = 2
+
+
+class _SitePools:
+    """Tensors created at the same source line with the same size share up to
+    BUFFERS_PER_SITE buffers, reused round-robin (oldest first), like modulo allocation of a
+    loop's tile. Memory a site holds but does not use goes back to everyone when space runs out."""
+
+    def __init__(self, lru, depth=BUFFERS_PER_SITE):
+        self.lru, self.depth = lru, depth
+        self.pool = {}       # site -> [(freed_at, addr, size)]
+        self.owned = {}      # site -> buffers owned (live or pooled)
+        self.live_bytes = 0
+
+    def alloc(self, site, size):
+        pool = self.pool.get(site)
+        if pool and self.owned.get(site, 0) >= self.depth:
+            a = self._take_pooled(site)
+        else:
+            a = self.lru.alloc(size)
+            if a is None and pool:
+                a = self._take_pooled(site)
+            else:
+                while a is None and self._evict_one():
+                    a = self.lru.alloc(size)
+                if a is not None:
+                    self.owned[site] = self.owned.get(site, 0) + 1
+        if a is not None:
+            self.live_bytes += size
+        return a
+
+    def _take_pooled(self, site):
+        pool = self.pool[site]
+        k = min(range(len(pool)), key=lambda j: pool[j][0])
+        return pool.pop(k)[1]
+
+    def release(self, site, addr, size, now):
+        self.live_bytes -= size
+        self.pool.setdefault(site, []).append((now, addr, size))
+
+    def release_to_free_list(self, addr, size, now, exact=False):
+        self.live_bytes -= size
+        self.lru.release(addr, size, now, exact=exact)
+
+    def _evict_one(self):
+        best = None
+        for site, pool in self.pool.items():
+            for e in pool:
+                if best is None or e[0] < best[0][0]:
+                    best = (e, site)
+        if best is None:
+            return False
+        e, site = best
+        self.pool[site].remove(e)
+        self.owned[site] -= 1
+        self.lru.release(e[1], e[2], e[0])
+        return True
 
 
 def plan_memory(trace: KernelTrace) -> MemoryPlan:
@@ -155,7 +223,7 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str) -> None:
     t = trace.target
     cap = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
     align = SBUF_ALIGN_BYTES if kind == "sbuf" else t.psum_bank_bytes
-    ring = _RingAllocator(cap, align)
+    ring = _SitePools(_LruAllocator(cap, align))
     uses = _uses(trace, kind)
     if not uses:
         return
@@ -164,7 +232,6 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str) -> None:
     live = {}           # sid -> (addr, size)
     ends = []           # heap of (last_use, sid)
     explicit = []       # (first, last, storage, p0, addr, size)
-    next_use_ptr = {}
     peak = 0
 
     def size_of(s):
@@ -180,7 +247,11 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str) -> None:
             _, sid = heapq.heappop(ends)
             if sid in live:
                 addr, size = live.pop(sid)
-                ring.release(addr, size, exact=uses[sid][0].address is not None)
+                st = uses[sid][0]
+                if st.address is not None:
+                    ring.release_to_free_list(addr, size, i, exact=True)
+                else:
+                    ring.release(_site(st), addr, size, i)
         # new tensors, and spilled tensors coming back, get an address at their first use
         for sid in batch:
             st = uses[sid][0]
@@ -204,12 +275,13 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str) -> None:
                     raise NkiCapacityError(f"{st.describe()} placed at byte {addr} ends at {addr + size}, past the "
                                            f"{cap} bytes of a {kind.upper()} partition", ins.loc, f"{kind} allocation")
                 explicit.append((i, uses[sid][-1], st, p0, addr, size))
-                ring.reserve(addr, size)
+                ring.lru.reserve(addr, size)
+                ring.live_bytes += size
                 live[sid] = (addr, size)
                 plan.segments.setdefault(sid, []).append(Segment(i, uses[sid][-1], p0, addr, size))
                 heapq.heappush(ends, (uses[sid][-1], sid))
                 continue
-            addr = ring.alloc(size)
+            addr = ring.alloc(_site(st), size)
             while addr is None:
                 if kind == "psum":
                     rows = [(uses[s][0], z) for s, (_, z) in live.items()]
@@ -226,14 +298,18 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str) -> None:
                         f"({size} B/partition) with {_fmt_live(rows, kind, cap)}", ins.loc, f"nisa.{ins.op}")
                 nxt = _spill(trace, plan, uses, live, ring, victim, i)
                 heapq.heappush(starts, (nxt, len(uses) + len(plan.spills), victim))
-                addr = ring.alloc(size)
+                addr = ring.alloc(_site(st), size)
             live[sid] = (addr, size)
-            peak = max(peak, ring.used)
+            peak = max(peak, ring.live_bytes)
             end = uses[sid][-1]
             plan.segments.setdefault(sid, []).append(Segment(i, end, 0, addr, size))
             heapq.heappush(ends, (end, sid))
-        peak = max(peak, ring.used)
+        peak = max(peak, ring.live_bytes)
     plan.peak_bytes_per_partition[kind] = max(plan.peak_bytes_per_partition[kind], peak)
+
+
+def _site(st):
+    return (st.loc, st.bytes_per_partition)
 
 
 def _pick_victim(live, uses, i, exclude):
@@ -255,7 +331,7 @@ def _spill(trace, plan, uses, live, ring, sid, i):
     """Write ``sid`` to HBM before instruction i; reload it before its next use."""
     st = uses[sid][0]
     addr, size = live.pop(sid)
-    ring.release(addr, size)
+    ring.release_to_free_list(addr, size, i)
     seg = plan.segments[sid][-1]
     seg.end = i - 1
     idx = uses[sid]

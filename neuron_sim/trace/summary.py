@@ -8,7 +8,7 @@ Definitions (after [Explorer]):
   during which at least one transfer is moving data (union of data phases).
 - HFU = TensorE FLOPs executed / (total time x BF16 peak of one core = rows x cols x 2 x clock).
 - MFU = model FLOPs / (total time x the same peak).
-- MBU = HBM bytes moved / (total time x the core's HBM share)."""
+- MBU = HBM bytes moved / (total time x one HBM stack's bandwidth), the profiler's denominator."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ class Result:
             "model_flops": model_flops,
             "hfu": flops / (secs * peak) if secs else 0.0,
             "mfu": model_flops / (secs * peak) if secs else 0.0,
-            "mbu": hbm_bytes / (secs * chip.hbm_bytes_per_s_per_core) if secs else 0.0,
+            "mbu": hbm_bytes / (secs * chip.hbm_stack_bytes_per_s) if secs else 0.0,
             "dma_bytes": by_dir,
             "instruction_counts": self.program.counts(),
         }
