@@ -1,0 +1,103 @@
+"""Functional execution: run a program's instructions in program order on NumPy buffers, each
+through its instruction module's semantics (FP32 arithmetic, casts that round like the formats).
+
+    out = execute(program, {"A": a, "B": b})     # -> {hbm tensor name: array}
+
+Program order is a valid execution order because every dependency points backwards."""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .errors import ProgramError
+from .isa import module_for
+from .numerics.formats import MX_PACKED, np_dtype
+from .numerics.rounding import cast
+from .program.ap import AccessPattern, Memory
+
+
+class State:
+    """Backing storage of every tensor a program touches, plus the rounding mode."""
+
+    def __init__(self, rounding: str = "rne", seed: int = 0):
+        self.rounding = rounding
+        self.rng = np.random.default_rng(seed)
+        self.buffers: dict[int, np.ndarray] = {}
+
+    def buffer(self, t) -> np.ndarray:
+        b = self.buffers.get(t.id)
+        if b is None:
+            shape = t.shape + ((4,) if t.dtype in MX_PACKED else ())
+            b = self.buffers[t.id] = np.zeros(shape, np_dtype(t.dtype))
+        return b
+
+    def _view(self, ap: AccessPattern, packed: bool = False) -> np.ndarray:
+        t = ap.tensor
+        buf = self.buffer(t)
+        flat = buf.reshape(-1)
+        row = int(prod(t.shape[1:]))
+        lanes = 4 if t.dtype in MX_PACKED else 1
+        if t.memory == Memory.HBM:
+            pstride = ap.p_stride if ap.p_size > 1 else row
+        else:
+            pstride = row * ap.p_stride
+        base = ((ap.p_start - t.partition_start) * row + ap.offset) * lanes
+        item = flat.itemsize
+        shape = (ap.p_size,) + tuple(s for s, _ in ap.dims)
+        strides = (pstride * lanes * item,) + tuple(st * lanes * item for _, st in ap.dims)
+        if packed:
+            shape, strides = shape + (4,), strides + (item,)
+        return as_strided(flat[base:], shape=shape, strides=strides, writeable=True)
+
+    def read_raw(self, ap) -> np.ndarray:
+        return np.array(self._view(ap))
+
+    def read(self, ap) -> np.ndarray:
+        """The values as FP32, shape (partitions, *free)."""
+        return self._view(ap).astype(np.float32)
+
+    def read_packed(self, ap) -> np.ndarray:
+        return self._view(ap, packed=True).astype(np.float32)
+
+    def write(self, ap, values, exact_from=None) -> None:
+        view = self._view(ap)
+        if exact_from is not None and exact_from.dtype == ap.dtype:
+            view[...] = self._view(exact_from).reshape(view.shape)   # bit-exact copy
+            return
+        v = np.asarray(values, np.float32).reshape(view.shape)
+        if np_dtype(ap.dtype) == np.float32:
+            view[...] = v
+        elif np.issubdtype(view.dtype, np.integer):
+            info = np.iinfo(view.dtype)
+            view[...] = np.clip(np.rint(v), info.min, info.max).astype(view.dtype)
+        else:
+            view[...] = cast(v, ap.dtype, self.rounding, self.rng)
+
+    def load(self, tensor, array) -> None:
+        a = np.asarray(array)
+        if a.shape != self.buffer(tensor).shape:
+            raise ProgramError(f"input {tensor.name!r}: shape {a.shape}, expected "
+                               f"{self.buffer(tensor).shape}")
+        self.buffers[tensor.id] = a.astype(np_dtype(tensor.dtype))
+
+
+def execute(program, inputs=None, *, rounding: str = "rne", seed: int = 0) -> dict:
+    """Run `program` (built with keep_operands=True). `inputs` maps HBM tensor names to arrays.
+    Returns every HBM tensor's final contents by name. rounding: 'rne' or 'stochastic'."""
+    if program.emits is None:
+        raise ProgramError("this program keeps no operands (built in bulk); it can be timed but "
+                           "not executed")
+    state = State(rounding, seed)
+    hbm = {t.name: t for t in program.tensors if t.memory == Memory.HBM}
+    for name, arr in (inputs or {}).items():
+        if name not in hbm:
+            raise ProgramError(f"no HBM tensor named {name!r}; have {sorted(hbm)}")
+        state.load(hbm[name], arr)
+    for emit in program.emits:
+        mod = module_for(emit.name)
+        if mod is not None:
+            mod.semantics(state, emit)
+    return {name: state.buffer(t) for name, t in hbm.items()}
