@@ -157,13 +157,13 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, chip):
                 else:
                     keep.append((glo, ghi, rows))
             graveyard[st.buffer] = keep
-            if deps:
-                first_row_deps[sid] = deps
+            first_row_deps[sid] = deps
         for sp in spills.get(i, ()):
             _emit_spill(b, out, k, sp, m, i, frontier)
         deps = []
-        for v in ins.wviews + ins.rviews:
-            d = first_row_deps.pop(v.storage.id, None)
+        for v in ins.wviews:
+            # every write into a reused buffer waits for the previous occupant's last users
+            d = first_row_deps.get(v.storage.id)
             if d:
                 deps.extend(d)
         try:
