@@ -244,12 +244,16 @@ def _load(name: str) -> Chip:
 # - has_tensor_transpose_mode: is_transpose=True exists from NC-v3 [ArchV3], like double_row.
 
 
-@lru_cache(maxsize=None)
 def get_chip(name: str) -> Chip:
     """The chip `name` ('trn1', 'trn2', 'trn3'); case-insensitive."""
     key = str(name).lower()
     if key not in CHIP_NAMES:
         raise UnknownHardwareError("chip", name, list(CHIP_NAMES))
+    return _cached(key)
+
+
+@lru_cache(maxsize=None)
+def _cached(key: str) -> Chip:
     return _load(key)
 
 
