@@ -593,7 +593,9 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     ctx.onchip(dst, "dst", ("sbuf",))
     vals = _affine(ctx, dst, pattern, offset, channel_multiplier)
     ctx.write(dst, vals)
-    ctx.emit("gpsimd", [], [dst], N=dst.free_size, P=dst.num_partitions, out_dtype=_dtype_str(dst))
+    ctx.emit("gpsimd", [], [dst], N=dst.free_size, P=dst.num_partitions, out_dtype=_dtype_str(dst),
+             pattern=[tuple(int(v) for v in x) for x in pattern], offset=int(offset),
+             channel_multiplier=int(channel_multiplier))
 
 
 def _affine(ctx, dst, pattern, offset, channel_multiplier):
@@ -625,7 +627,9 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
         vals = np.where(pred, x, np.float32(on_false_value))
     ctx.write(dst, vals)
     ctx.emit("gpsimd", [on_true_tile], [dst], N=dst.free_size, P=dst.num_partitions,
-             in_dtype=_dtype_str(on_true_tile), out_dtype=_dtype_str(dst))
+             in_dtype=_dtype_str(on_true_tile), out_dtype=_dtype_str(dst),
+             pattern=[tuple(int(v) for v in x) for x in pattern], offset=int(offset),
+             channel_multiplier=int(channel_multiplier), on_false_value=float(on_false_value), cmp=cmp.name)
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
@@ -733,7 +737,7 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
         writes.append(reduce_res)
     ctx.emit("vector", [src] + ([mt] if mt is not None else []), writes, N=src.free_size, P=src.num_partitions,
              in_dtype=_dtype_str(src), out_dtype=_dtype_str(dst), src_buffer=src.buffer,
-             dst_buffer=dst.buffer, exp=True)
+             dst_buffer=dst.buffer, exp=True, max_value=max_value)
 
 
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
@@ -758,7 +762,7 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     ctx.emit("vector", [data0, data1] + ([it] if it is not None else []), [dst], N=data0.free_size,
              P=data0.num_partitions, alu=o1.name, in_dtype=_dtype_str(data0), out_dtype=_dtype_str(dst),
              psum_inputs=sum(t.buffer == "psum" for t in (data0, data1)), src_buffer=data0.buffer,
-             dst_buffer=dst.buffer, scan=True)
+             dst_buffer=dst.buffer, scan=True, op0=o0.name, initial=initial)
 
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):

@@ -248,6 +248,24 @@ def _emit(b: ProgramBuilder, out, ins, m, chip, deps):
         b.bn_stats(W[0], R[0], **kw)
     elif op == "bn_aggr" and _has("vector", "bn_aggr"):
         b.bn_aggr(W[0], R[0], **kw)
+    elif op == "reciprocal":
+        b.reciprocal(W[0], R[0], **kw)
+    elif op == "exponential":
+        mv = a.get("max_value", 0.0)
+        b.exponential(W[0], R[0], max_value=R[1] if isinstance(mv, NkiTensor) else float(mv),
+                      reduce_res=W[1] if len(W) > 1 else None, **kw)
+    elif op == "tensor_tensor_scan":
+        init = a.get("initial", 0.0)
+        b.tensor_tensor_scan(W[0], R[0], R[1], initial=R[2] if isinstance(init, NkiTensor) else float(init),
+                             op0=a["op0"], op1=a["alu"], **kw)
+    elif op == "iota":
+        b.iota(W[0], base=a["offset"], channel_multiplier=a["channel_multiplier"],
+               pattern=tuple(a["pattern"]), **kw)
+    elif op == "affine_select":
+        b.affine_select(W[0], R[0], a["on_false_value"], channel_multiplier=a["channel_multiplier"],
+                        pattern=tuple(a["pattern"]), offset=a["offset"], cmp_op=a["cmp"], **kw)
+    elif op == "tensor_partition_reduce":
+        b.tensor_partition_reduce(W[0], R[0], op=a["alu"], **kw)
     else:
         _emit_generic(b, out, ins, R, W, chip, kw)
     return list(range(n0, len(b)))

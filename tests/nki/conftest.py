@@ -1,0 +1,10 @@
+"""Make ``nki`` (backend/) and ``neuron_sim`` importable when the package is not installed yet,
+and the tutorial kernels (examples/nki) importable as modules."""
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for p in (ROOT, os.path.join(ROOT, "backend"), os.path.join(ROOT, "examples", "nki")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
