@@ -16,12 +16,7 @@ from .program import AccessPattern, Memory, Program, ProgramBuilder, Tensor
 from .roofline import roofline_ns
 from .timing import simulate
 from .trace import Result
-
-
-def execute(program, inputs=None, **kw):
-    """Run the program's semantics (see neuron_sim/execute.py)."""
-    from .execute import execute as _execute
-    return _execute(program, inputs, **kw)
+from .interpreter import execute
 
 
 __all__ = ["AccessPattern", "CapabilityError", "CapacityError", "Chip", "DeadlockError",

@@ -76,6 +76,11 @@ class State:
         else:
             view[...] = cast(v, ap.dtype, self.rounding, self.rng)
 
+    def write_raw(self, ap, raw) -> None:
+        """Store storage-format values bit for bit (dtypes must match)."""
+        view = self._view(ap)
+        view[...] = np.asarray(raw).view(view.dtype).reshape(view.shape)
+
     def load(self, tensor, array) -> None:
         a = np.asarray(array)
         if a.shape != self.buffer(tensor).shape:

@@ -217,7 +217,8 @@ def max_precision(dts):
 
 
 def _is_vec(t, like):
-    return isinstance(t, NkiTensor) and t.num_partitions == like.num_partitions and t.free_size == 1 and like.free_size != 1
+    return (isinstance(t, NkiTensor) and isinstance(like, NkiTensor) and t.num_partitions == like.num_partitions
+            and t.free_size == 1 and like.free_size != 1)
 
 
 def _on_sbuf(x):

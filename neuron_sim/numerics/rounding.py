@@ -20,7 +20,8 @@ _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 def round_rne(x, dtype) -> np.ndarray:
     """Cast FP32 values to `dtype` with round-to-nearest-even (returns the storage array)."""
-    return np.asarray(x, np.float32).astype(np_dtype(dtype))
+    with np.errstate(over="ignore"):
+        return np.asarray(x, np.float32).astype(np_dtype(dtype))
 
 
 def _neighbours(x32, dt):
@@ -50,8 +51,8 @@ def round_stochastic(x, dtype, rng: np.random.Generator) -> np.ndarray:
     if dt == np.float32:
         return x32.copy()
     lo, hi = _neighbours(x32, dt)
-    gap = (hi.astype(np.float64) - lo)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        gap = hi.astype(np.float64) - lo
         p_up = np.where(gap > 0, (x32.astype(np.float64) - lo) / gap, 0.0)
     take_hi = rng.random(x32.shape) < p_up
     out = np.where(take_hi, hi, lo)

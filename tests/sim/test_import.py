@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_import_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import neuron_sim, neuron_sim.calibrate, neuron_sim.execute\n"
+            "import neuron_sim, neuron_sim.calibrate, neuron_sim.interpreter\n"
             "b = neuron_sim.ProgramBuilder('trn2')\n"
             "t = b.sbuf('t', (128, 64), 'float32'); b.memset(t, 0.0)\n"
             "print(neuron_sim.simulate(b.build(), reference=True).total_ns > 0)")

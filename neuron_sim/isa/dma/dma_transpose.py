@@ -28,5 +28,7 @@ def build(chip, dst, src, queue, engines=None, dge="none"):
 
 def semantics(state, emit):
     (src,), (dst,) = emit.reads, emit.writes
-    x = state.read(src).reshape(src.p_size, -1)
-    state.write(dst, x.T.reshape(dst.shape), exact_from=src)
+    if src.dtype == dst.dtype:
+        state.write_raw(dst, state.read_raw(src).reshape(src.p_size, -1).T)
+    else:
+        state.write(dst, state.read(src).reshape(src.p_size, -1).T.reshape(dst.shape))

@@ -50,5 +50,7 @@ def semantics(state, emit):
     if emit.name != NAME:
         return
     (src,), (dst,) = emit.reads, emit.writes
-    x = state.read(src).reshape(src.p_size, -1)
-    state.write(dst, reference(x).reshape(dst.shape), exact_from=src)
+    if src.dtype == dst.dtype:   # bit-exact, NaN/Inf included [ArchV3]
+        state.write_raw(dst, reference(state.read_raw(src).reshape(src.p_size, -1)))
+    else:
+        state.write(dst, reference(state.read(src).reshape(src.p_size, -1)).reshape(dst.shape))

@@ -1,0 +1,130 @@
+"""What a lowering rule sees of an op: names, shapes, strides and dtypes, no torch.
+
+`TensorSpec` is one tensor argument or output; `OpSpec` one op call with its arguments in ATen
+order (tensors as TensorSpec, tensor lists as lists, scalars as Python values).
+`normalize_name` maps every spelling the device queue produces to the functional op the rules are
+registered under: in-place `aten::add_.Tensor` and out= `aten::add.out` time like
+`aten::add.Tensor` (the same work; only where the result lands differs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+# Storage dtypes on the device: 64-bit types run in 32 bits on Trainium (TorchNeuron casts
+# float64/int64 to float32/int32 inside each op) [torchneuron-api §3].
+DTYPE_ALIASES = {
+    "float64": "float32", "double": "float32", "float": "float32", "int64": "int32",
+    "long": "int32", "uint64": "uint32", "half": "float16", "complex64": "float32",
+    "float8_e4m3fnuz": "float8_e4m3", "float8_e5m2fnuz": "float8_e5m2",
+}
+
+
+def device_dtype(name: str) -> str:
+    name = str(name).replace("torch.", "")
+    return DTYPE_ALIASES.get(name, name)
+
+
+def contiguous_strides(shape) -> tuple:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(int(d), 1)
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple
+    dtype: str = "float32"
+    strides: tuple | None = None
+    id: object = None            # identity inside lower_sequence (None: match by layout)
+    on_device: bool = True       # False: a 0-dim CPU scalar passed into a device op
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        object.__setattr__(self, "dtype", device_dtype(self.dtype))
+        if self.strides is None:
+            object.__setattr__(self, "strides", contiguous_strides(self.shape))
+        else:
+            object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
+
+    @property
+    def numel(self) -> int:
+        return int(prod(self.shape)) if self.shape else 1
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_contiguous(self) -> bool:
+        want = contiguous_strides(self.shape)
+        return all(s == w or n == 1 for s, w, n in zip(self.strides, want, self.shape))
+
+    @property
+    def layout_key(self) -> tuple:
+        return (self.shape, self.strides, self.dtype)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    args: tuple = ()
+    outputs: tuple = ()
+    kwargs: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def op(self) -> str:
+        """The normalised (functional) name the rules are registered under."""
+        return normalize_name(self.name)
+
+    @property
+    def inputs(self) -> list:
+        """Device tensors among the arguments, flattened, in order (CPU scalars excluded)."""
+        out = []
+        for a in self.args:
+            if isinstance(a, TensorSpec):
+                if a.on_device:
+                    out.append(a)
+            elif isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
+                out.extend(t for t in a if t.on_device)
+        return out
+
+    def arg(self, i, default=None):
+        return self.args[i] if i < len(self.args) else default
+
+    def key(self) -> tuple:
+        """Hashable description for the program cache (ids excluded)."""
+        def k(a):
+            if isinstance(a, TensorSpec):
+                return ("T",) + a.layout_key + (a.on_device,)
+            if isinstance(a, (list, tuple)):
+                return tuple(k(x) for x in a)
+            if isinstance(a, float) and a != a:
+                return "nan"
+            return a
+        return (self.op, k(self.args), k(self.outputs))
+
+
+# Names whose trailing underscore is part of the name, not the in-place marker.
+_KEEP_UNDERSCORE = {"aten::__and__", "aten::__or__", "aten::__xor__", "aten::__lshift__",
+                    "aten::__rshift__"}
+
+
+def normalize_name(name: str) -> str:
+    """'aten::add_.Tensor' / 'aten::add.out' / 'add.Tensor' -> 'aten::add.Tensor' style.
+
+    The rule table is keyed by base name (namespace::op without overload) in `registry`, so
+    this returns '<ns>::<op>' with any in-place underscore removed; the overload is dropped."""
+    if "::" not in name:
+        name = "aten::" + name
+    ns, rest = name.split("::", 1)
+    base = rest.split(".", 1)[0]
+    full = f"{ns}::{base}"
+    if full not in _KEEP_UNDERSCORE and base.endswith("_") and not base.startswith("_foreach") \
+            and not base.endswith("__"):
+        base = base[:-1]
+    elif base.startswith("_foreach") and base.endswith("_"):
+        base = base[:-1]
+    return f"{ns}::{base}"

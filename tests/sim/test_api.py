@@ -1,0 +1,60 @@
+"""The API the device backend calls: simulate -> Result, roofline_ns, Program.from_columns."""
+
+import numpy as np
+import pytest
+
+import neuron_sim as ns
+from neuron_sim.engines import Engine
+
+
+def _small():
+    b = ns.ProgramBuilder("trn2")
+    A = b.hbm("A", (128, 512), "bfloat16")
+    a = b.sbuf("a", (128, 512), "bfloat16")
+    s = b.sbuf("s", (128, 128), "bfloat16")
+    acc = b.psum("acc", (128, 512))
+    b.dma_copy(a, A)
+    b.memset(s, 0.0)
+    b.nc_matmul(acc, s, a)
+    o = b.sbuf("o", (128, 512), "bfloat16")
+    b.tensor_copy(o, acc)
+    b.dma_copy(A, o)
+    return b.build()
+
+
+def test_simulate_result_fields():
+    r = ns.simulate(_small(), "trn2")
+    assert r.total_ns > 0 and r.total_ns == r.end_ns.max()
+    s = r.summary
+    for key in ("total_ns", "engine_active_ns", "engine_active_percent", "hfu", "mfu", "mbu",
+                "dma_bytes", "instruction_counts"):
+        assert key in s
+    assert s["dma_bytes"]["hbm->sbuf"] == 128 * 512 * 2 == s["dma_bytes"]["sbuf->hbm"]
+    assert 0 < s["hfu"] < 1
+    recs = r.records()
+    assert len(recs) == len(r.program) and {"name", "stream", "start_ns", "end_ns"} <= set(recs[0])
+    assert r.timeline(Engine.TENSOR).shape[1] == 3
+    assert r.to_chrome_trace()["traceEvents"]
+
+
+def test_simulate_refuses_another_chip():
+    with pytest.raises(ns.ProgramError):
+        ns.simulate(_small(), "trn3")
+
+
+def test_roofline():
+    c = ns.get_chip("trn2")
+    flops = 2 * 4096 ** 3
+    assert ns.roofline_ns(flops, 0, "bfloat16", "trn2") == pytest.approx(
+        flops / c.tensor_peak_flops() * 1e9)
+    assert ns.roofline_ns(0, 1e9, "bfloat16", c) == pytest.approx(1e9 / c.hbm_bytes_per_s_per_core * 1e9)
+    assert ns.roofline_ns(flops, 0, "bfloat16", c, lnc=2) == pytest.approx(
+        ns.roofline_ns(flops, 0, "bfloat16", c) / 2)
+
+
+def test_from_columns_bulk_program():
+    n = 10_000
+    eng = np.tile(np.array([1, 2, 3], np.int8), n // 3 + 1)[:n]
+    p = ns.Program.from_columns(ns.get_chip("trn2"), engine=eng, ii_ns=np.full(n, 100.0))
+    r = ns.simulate(p)
+    assert r.total_ns == pytest.approx(100.0 * (n // 3 + 1))

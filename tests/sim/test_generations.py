@@ -1,0 +1,78 @@
+"""Trn2 and Trn3 differ where the hardware differs: clocks, SBUF size, MX matmul, BF16 PSUM,
+VectorE exponential. One test each."""
+
+import pytest
+
+import neuron_sim as ns
+from neuron_sim import errors as E
+
+
+def test_vector_clock_differs():
+    t2, t3 = ns.get_chip("trn2"), ns.get_chip("trn3")
+    assert (t2.vector_clock_hz, t3.vector_clock_hz) == (0.96e9, 1.2e9)
+    times = {}
+    for c in (t2, t3):
+        b = ns.ProgramBuilder(c)
+        x = b.sbuf("x", (128, 2048), "float32")
+        b.tensor_scalar(x, x, "multiply", 2.0)
+        times[c.name] = ns.simulate(b.build()).engine_busy_ns["VectorE"]
+    assert times["trn2"] == pytest.approx(2048 / 0.96)
+    assert times["trn3"] == pytest.approx(2048 / 1.2)
+
+
+def test_sbuf_size_differs():
+    assert ns.get_chip("trn2").sbuf_bytes_per_partition == 224 * 1024
+    assert ns.get_chip("trn3").sbuf_bytes_per_partition == 256 * 1024
+    ns.ProgramBuilder("trn3").sbuf("t", (128, 230 * 1024), "uint8")
+    with pytest.raises(E.CapacityError):
+        ns.ProgramBuilder("trn2").sbuf("t", (128, 230 * 1024), "uint8")
+
+
+def _mx(chip):
+    b = ns.ProgramBuilder(chip)
+    st = b.sbuf("st", (128, 128), "float8_e4m3fn_x4")
+    mv = b.sbuf("mv", (128, 512), "float8_e4m3fn_x4")
+    ss = b.sbuf("ss", (16, 128), "uint8")
+    ms = b.sbuf("ms", (16, 512), "uint8")
+    out = b.psum("out", (128, 512))
+    b.nc_matmul_mx(out, st, mv, ss, ms)
+    return b
+
+
+def test_mx_matmul_only_on_trn3():
+    prog = _mx("trn3").build()
+    r = ns.simulate(prog)
+    assert r.summary["tensor_flops"] == 2 * 512 * 128 * 512      # K = 512 per instruction
+    with pytest.raises(E.CapabilityError) as e:
+        _mx("trn2")
+    assert e.value.chip == "trn2" and "nc_matmul_mx" in str(e.value)
+
+
+def test_bf16_psum_only_on_trn3():
+    for chip in ("trn2", "trn3"):
+        b = ns.ProgramBuilder(chip)
+        st = b.sbuf("st", (128, 128), "bfloat16")
+        mv = b.sbuf("mv", (128, 512), "bfloat16")
+        out = b.psum("out", (128, 512), "bfloat16")
+        if chip == "trn3":
+            b.nc_matmul(out, st, mv)
+        else:
+            with pytest.raises(E.DtypeError):
+                b.nc_matmul(out, st, mv)
+    # and the larger moving size it allows (all 8 banks)
+    assert ns.get_chip("trn3").matmul_moving_fmax("bfloat16") == 8192
+    assert ns.get_chip("trn2").matmul_moving_fmax("bfloat16") == 512
+
+
+def test_vector_exponential_only_on_trn3():
+    b3 = ns.ProgramBuilder("trn3")
+    x = b3.sbuf("x", (128, 1024), "float32")
+    b3.exponential(x, x)
+    b3.activation(x, x, "exp")
+    r = ns.simulate(b3.build())
+    vec, act = r.engine_busy_ns["VectorE"], r.engine_busy_ns["ScalarE"]
+    assert act / vec == pytest.approx(4.0)         # 4x ScalarE exp, same 1.2 GHz clocks
+    b2 = ns.ProgramBuilder("trn2")
+    y = b2.sbuf("y", (128, 1024), "float32")
+    with pytest.raises(E.CapabilityError):
+        b2.exponential(y, y)

@@ -1,0 +1,121 @@
+"""Formats and rounding against ml_dtypes; instruction semantics against NumPy references."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import neuron_sim as ns
+from neuron_sim.numerics.rounding import (cast, dequantize_mx, quantize_mx, round_rne,
+                                          round_stochastic)
+
+EDGES = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.4e38,
+                  1.00390625, 1.01171875, 65504.0, 448.0, 57344.0], np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float8_e4m3", "float8_e4m3fn",
+                                   "float8_e5m2"])
+def test_rne_is_ml_dtypes(dtype):
+    x = np.concatenate([EDGES, np.random.default_rng(0).standard_normal(1000).astype(np.float32)])
+    got = round_rne(x, dtype)
+    with np.errstate(over="ignore"):
+        want = x.astype(getattr(ml_dtypes, dtype) if dtype != "float16" else np.float16)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_rne_ties_to_even_bf16():
+    # 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: ties to even -> 1.0
+    assert float(round_rne(np.float32(1.00390625), "bfloat16")) == 1.0
+    assert float(round_rne(np.float32(1.01171875), "bfloat16")) == 1.015625
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3", "float8_e5m2"])
+def test_stochastic_rounding_picks_neighbours_and_is_unbiased(dtype):
+    rng = np.random.default_rng(1)
+    x = np.full(200_000, 1.0 + 1.0 / 3.0 * 2.0 ** -7, np.float32)
+    if dtype != "bfloat16":
+        x = np.full(200_000, 1.1, np.float32)
+    y = round_stochastic(x, dtype, rng).astype(np.float32)
+    assert len(np.unique(y)) == 2
+    assert abs(y.mean() - x[0]) < 2e-3 * abs(x[0])
+
+
+def test_stochastic_rounding_keeps_specials():
+    y = round_stochastic(np.array([np.inf, -np.inf, np.nan, 0.0, 1.0], np.float32), "bfloat16",
+                         np.random.default_rng(0)).astype(np.float32)
+    assert np.isinf(y[0]) and np.isinf(y[1]) and np.isnan(y[2]) and y[3] == 0 and y[4] == 1
+
+
+def test_cast_rejects_unknown_mode():
+    with pytest.raises(ValueError):
+        cast(np.ones(3, np.float32), "bfloat16", "truncate")
+
+
+def test_mx_round_trip_within_format_precision():
+    x = np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32)
+    e, s = quantize_mx(x, "float8_e4m3fn")
+    assert e.dtype == ml_dtypes.float8_e4m3fn and s.shape == (4, 2)
+    back = dequantize_mx(e, s)
+    assert np.max(np.abs(back - x) / (np.abs(x) + 1e-3)) < 0.07
+
+
+def test_matmul_program_matches_numpy_with_fp32_psum_accumulation():
+    b = ns.ProgramBuilder("trn2")
+    A = b.hbm("A", (256, 128), "bfloat16")
+    B = b.hbm("B", (256, 512), "bfloat16")
+    C = b.hbm("C", (128, 512), "bfloat16")
+    a = b.sbuf("a", (128, 2, 128), "bfloat16")
+    x = b.sbuf("x", (128, 2, 512), "bfloat16")
+    for k in range(2):
+        b.dma_copy(a[:, k, :], A[k * 128:(k + 1) * 128, :])
+        b.dma_copy(x[:, k, :], B[k * 128:(k + 1) * 128, :])
+    acc = b.psum("acc", (128, 512))
+    for k in range(2):
+        b.nc_matmul(acc, a[:, k, :], x[:, k, :], accumulate=k > 0)
+    o = b.sbuf("o", (128, 512), "bfloat16")
+    b.tensor_copy(o, acc)
+    b.dma_copy(C, o)
+    rng = np.random.default_rng(3)
+    av = rng.standard_normal((256, 128)).astype(ml_dtypes.bfloat16)
+    bv = rng.standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
+    out = ns.execute(b.build(), {"A": av, "B": bv})["C"]
+    ref = (av.astype(np.float32).T @ bv.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    assert out.dtype == ml_dtypes.bfloat16
+    np.testing.assert_allclose(out.astype(np.float32), ref.astype(np.float32), rtol=1e-2, atol=1e-2)
+
+
+def test_vector_scalar_gpsimd_semantics():
+    b = ns.ProgramBuilder("trn2")
+    X = b.hbm("X", (128, 64), "float32")
+    Y = b.hbm("Y", (128, 64), "float32")
+    R = b.hbm("R", (128, 1), "float32")
+    x = b.sbuf("x", (128, 64), "float32")
+    y = b.sbuf("y", (128, 64), "float32")
+    r = b.sbuf("r", (128, 1), "float32")
+    io = b.sbuf("io", (128, 64), "float32")
+    b.dma_copy(x, X)
+    b.tensor_scalar(y, x, "multiply", 2.0, "add", 1.0)
+    b.activation(y, y, "tanh", reduce_res=r)
+    b.iota(io, base=0, channel_multiplier=1, pattern=((0, 64),))
+    b.tensor_tensor(y, y, io, "add")
+    b.dma_copy(Y, y)
+    b.dma_copy(R, r)
+    xv = np.random.default_rng(4).standard_normal((128, 64)).astype(np.float32)
+    out = ns.execute(b.build(), {"X": xv})
+    t = np.tanh(2 * xv + 1)
+    np.testing.assert_allclose(out["R"][:, 0], t.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(out["Y"], t + np.arange(128)[:, None], rtol=1e-5)
+
+
+def test_transpose_is_bit_exact_even_for_nan():
+    b = ns.ProgramBuilder("trn2")
+    X = b.hbm("X", (32, 32), "bfloat16")
+    Y = b.hbm("Y", (32, 32), "bfloat16")
+    x = b.sbuf("x", (32, 32), "bfloat16")
+    y = b.sbuf("y", (32, 32), "bfloat16")
+    b.dma_copy(x, X)
+    b.nc_transpose(y, x, engine="vector")
+    b.dma_copy(Y, y)
+    xv = np.random.default_rng(5).standard_normal((32, 32)).astype(ml_dtypes.bfloat16)
+    xv[3, 7] = np.nan
+    out = ns.execute(b.build(), {"X": xv})["Y"]
+    np.testing.assert_array_equal(out.view(np.uint16), xv.T.view(np.uint16))
