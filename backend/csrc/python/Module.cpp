@@ -147,6 +147,13 @@ PYBIND11_MODULE(_C, m) {
     op.preset_ns = ns;
     enqueue_op(std::move(op));
   });
+  // Off while a compiled graph executes its ops (this thread only); the graph is charged
+  // once with _enqueue_timed. Returns the previous value.
+  m.def("_set_charging", [](bool on) {
+    const bool previous = charging();
+    set_charging(on);
+    return previous;
+  });
   m.def("_activity_logging", &activity_logging);
 
   m.def("_set_op_status", [](const std::string& name, int status) {

@@ -41,6 +41,7 @@ CostFn g_cost_fn;
 InterpreterLock g_interpreter_lock;
 std::atomic<uint64_t> g_next_seq{1};
 thread_local bool t_draining = false;
+thread_local bool t_charging = true;
 
 std::mutex g_names_mutex;
 std::vector<std::string> g_names{"<unknown>"};
@@ -91,7 +92,11 @@ size_t op_name_count() {
   return g_names.size();
 }
 
+void set_charging(bool on) { t_charging = on; }
+bool charging() { return t_charging; }
+
 void enqueue_op(OpDesc&& op) {
+  if (!t_charging) return;
   op.seq = g_next_seq++;
   if (g_logging.load(std::memory_order_relaxed)) {
     op.correlation_id = current_correlation_id();

@@ -68,6 +68,10 @@ const std::string& op_name(int32_t id);
 size_t op_name_count();
 
 void enqueue_op(OpDesc&& op);
+// Per-thread switch: while off, enqueue_op drops ops instead of queueing them. A compiled
+// graph runs its ops with charging off and is charged once, as one program.
+void set_charging(bool on);
+bool charging();
 void enqueue_record(const SimEventPtr& event, const c10::Stream& stream);
 void enqueue_wait(const SimEventPtr& event, const c10::Stream& stream);
 
