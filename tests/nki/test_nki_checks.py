@@ -1,0 +1,272 @@
+"""Each check AWS's CPU simulator lacks raises an error (or, for spills, reports traffic) that
+names the kernel's file:line, the instruction and the limit (issue 4, "Checks")."""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+HERE = os.path.abspath(__file__)
+
+
+def line_of(marker):
+    with open(HERE) as f:
+        for n, line in enumerate(f, 1):
+            if f"# {marker}" in line and "line_of" not in line:
+                return n
+    raise AssertionError(marker)
+
+
+def check_points_here(err, marker):
+    assert err.loc is not None and os.path.abspath(err.loc[0]) == HERE, err.loc
+    assert err.loc[1] == line_of(marker), (err.loc, line_of(marker))
+    assert f"{os.path.basename(HERE)}:{err.loc[1]}" in str(err)
+
+
+X = np.ones((128, 512), dtype=np.float32)
+
+
+def sim(kernel, *args, target="trn2", **kw):
+    return nki.simulate(kernel, platform_target=target, **kw)(*args)
+
+
+def _out(t):
+    o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=o, src=t)
+    return o
+
+
+# ---- tile limits ------------------------------------------------------------------------------
+@nki.jit
+def too_many_partitions(x):
+    t = nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf)   # here:partitions
+    return _out(t)
+
+
+def test_partition_dimension_above_128():
+    with pytest.raises(nki.NkiValidationError, match="exceeds the 128 partitions") as e:
+        sim(too_many_partitions, X)
+    check_points_here(e.value, "here:partitions")
+
+
+@nki.jit
+def moving_too_wide(x):
+    a = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+    b = nl.ndarray((128, 1024), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.memset(dst=a, value=1.0)
+    nisa.memset(dst=b, value=1.0)
+    ps = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=ps, stationary=a, moving=b)   # here:moving
+    return x
+
+
+def test_matmul_moving_free_size_limit():
+    with pytest.raises(nki.NkiValidationError, match="moving free size 1024 exceeds 512") as e:
+        sim(moving_too_wide, X)
+    assert "nisa.nc_matmul" in str(e.value)
+    check_points_here(e.value, "here:moving")
+
+
+@nki.jit
+def bn_stats_too_wide(x):
+    t = nl.load(x)   # 512 wide is fine; 1024 is not
+    big = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=big, value=0.0)
+    st = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_stats(dst=st, data=t)
+    nisa.bn_stats(dst=st, data=big)   # here:bn
+    return x
+
+
+def test_bn_stats_free_size_limit():
+    with pytest.raises(nki.NkiValidationError, match="at most 512 elements") as e:
+        sim(bn_stats_too_wide, X)
+    check_points_here(e.value, "here:bn")
+
+
+@nki.jit
+def mixed_fp32_matmul(x):
+    a = nl.load(x[:, 0:128])
+    b = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.memset(dst=b, value=1.0)
+    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=ps, stationary=a, moving=b)   # here:dtype
+    return x
+
+
+def test_matmul_dtype_rule():
+    with pytest.raises(nki.NkiValidationError, match="float32/tfloat32 the other must be too") as e:
+        sim(mixed_fp32_matmul, X)
+    check_points_here(e.value, "here:dtype")
+
+
+# ---- partition start rules ----------------------------------------------------------------------
+@nki.jit
+def bad_partition_start(x):
+    t = nl.load(x)
+    u = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=u[0:64], src=t[0:64])
+    nisa.tensor_copy(dst=u[16:56], src=t[16:56])   # here:start
+    return x
+
+
+def test_partition_start_rule():
+    with pytest.raises(nki.NkiPartitionError, match="33-64 partitions must start at partition 0 or 64") as e:
+        sim(bad_partition_start, X)
+    check_points_here(e.value, "here:start")
+
+
+# ---- engine / memory legality --------------------------------------------------------------------
+@nki.jit
+def gpsimd_reads_psum(x):
+    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=ps, value=0.0, engine=nisa.vector_engine)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=t, src=ps, engine=nisa.gpsimd_engine)   # here:gpsimd
+    return x
+
+
+def test_gpsimd_has_no_psum_port():
+    with pytest.raises(nki.NkiValidationError, match="gpsimd engine cannot access PSUM") as e:
+        sim(gpsimd_reads_psum, X)
+    check_points_here(e.value, "here:gpsimd")
+
+
+@nki.jit
+def dma_into_psum(x):
+    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.dma_copy(dst=ps, src=x)   # here:dmapsum
+    return x
+
+
+def test_dma_cannot_reach_psum():
+    with pytest.raises(nki.NkiValidationError, match="DMA cannot access PSUM") as e:
+        sim(dma_into_psum, X)
+    check_points_here(e.value, "here:dmapsum")
+
+
+@nki.jit
+def matmul_from_psum(x):
+    ps = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=ps, value=1.0, engine=nisa.vector_engine)
+    b = nl.load(x)
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=out, stationary=ps, moving=b)   # here:mmpsum
+    return x
+
+
+def test_tensor_engine_reads_only_sbuf():
+    with pytest.raises(nki.NkiValidationError, match="must be in SBUF, found PSUM") as e:
+        sim(matmul_from_psum, X)
+    check_points_here(e.value, "here:mmpsum")
+
+
+# ---- capacity, spills, overlaps --------------------------------------------------------------------
+@nki.jit
+def too_many_psum_tiles(x):
+    b = nl.load(x)
+    a = nl.load(x[:, 0:128])
+    tiles = []
+    for i in range(9):          # 9 live accumulators, 8 banks
+        ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=a, moving=b)   # here:psum
+        tiles.append(ps)
+    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for ps in tiles:
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=ps, op=nl.add)
+    return _out(acc)
+
+
+def test_psum_capacity_error_names_live_tiles():
+    with pytest.raises(nki.NkiCapacityError, match="PSUM is full") as e:
+        sim(too_many_psum_tiles, X)
+    assert "16384 of 16384 bytes per partition live" in str(e.value)
+    check_points_here(e.value, "here:psum")
+
+
+@nki.jit
+def one_tensor_too_big(x):
+    big = nl.ndarray((128, 64 * 1024), dtype=nl.float32, buffer=nl.sbuf)   # here:big
+    for i in range(4):
+        nisa.memset(dst=big[:, i * 16384:(i + 1) * 16384], value=0.0)
+    return x
+
+
+def test_single_allocation_larger_than_sbuf():
+    with pytest.raises(nki.NkiCapacityError, match="needs 262144 bytes per partition but SBUF has 212984") as e:
+        sim(one_tensor_too_big, X)
+    check_points_here(e.value, "here:big")
+
+
+@nki.jit
+def needs_spills(x):
+    tiles = []
+    for i in range(12):         # 12 x 32 KiB live > 208 KiB of Trn2 SBUF: the compiler spills
+        t = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=float(i))
+        tiles.append(t)
+    acc = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for t in tiles:
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+    out = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_sbuf_overflow_spills_and_counts_traffic():
+    out = sim(needs_spills, X)
+    np.testing.assert_array_equal(out, np.full((128, 8192), sum(range(12)), np.float32))
+    rep = nki.last_report()
+    assert rep.spills >= 1 and rep.spill_bytes >= 2 * 128 * 8192 * 4
+    assert rep.sbuf_peak_bytes_per_partition <= rep.sbuf_capacity_bytes_per_partition
+    # the spill DMAs are in the timed program
+    assert rep.program_rows > rep.instructions
+
+
+@nki.jit
+def overlapping_placements(x):
+    a = nl.sbuf.view(dtype=nl.float32, shape=(128, 512), address=(0, 0))
+    b = nl.sbuf.view(dtype=nl.float32, shape=(128, 512), address=(0, 1024))
+    nisa.memset(dst=a, value=1.0)
+    nisa.memset(dst=b, value=2.0)   # here:overlap
+    nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
+    return _out(a)
+
+
+def test_overlapping_live_allocations():
+    with pytest.raises(nki.NkiOverlapError, match=r"bytes \[1024, 3072\) overlaps") as e:
+        sim(overlapping_placements, X)
+    check_points_here(e.value, "here:overlap")
+
+
+# ---- reads of never-written memory -------------------------------------------------------------------
+@nki.jit
+def reads_garbage(x):
+    t = nl.load(x)
+    u = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=u[:, 0:256], src=t[:, 0:256])
+    v = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=v, data1=t, data2=u, op=nl.add)   # here:uninit
+    return _out(v)
+
+
+def test_uninitialized_read_is_an_error_by_default():
+    with pytest.raises(nki.NkiUninitializedReadError, match="reads 32768 of 65536 elements") as e:
+        sim(reads_garbage, X)
+    check_points_here(e.value, "here:uninit")
+
+
+def test_uninitialized_read_warns_and_propagates_nan():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = sim(reads_garbage, X, on_uninitialized="warn")
+    assert np.isnan(out[:, 256:]).all() and (out[:, :256] == 2).all()
+    assert any(issubclass(x.category, nki.NkiUninitializedReadWarning) for x in w)
+    assert nki.last_report().findings[0].kind == "uninitialized-read"

@@ -1,0 +1,112 @@
+"""Instruction numerics: float32 inside the engines, rounding to the destination dtype."""
+
+import numpy as np
+import pytest
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+def run(kernel, *args, target="trn2", **kw):
+    return nki.simulate(kernel, platform_target=target)(*args, **kw)
+
+
+@nki.jit
+def _unary(x, op, dst_dtype):
+    t = nl.load(x)
+    out = nl.ndarray(x.shape, dtype=dst_dtype, buffer=nl.sbuf)
+    nisa.activation(dst=out, op=op, data=t)
+    res = nl.ndarray(x.shape, dtype=dst_dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=res, src=out)
+    return res
+
+
+@pytest.mark.parametrize("op,ref", [(nl.exp, np.exp), (nl.tanh, np.tanh), (nl.relu, lambda x: np.maximum(x, 0)),
+                                    (nl.sigmoid, lambda x: 1 / (1 + np.exp(-x))), (nl.square, np.square)])
+def test_activation_functions(op, ref):
+    x = np.linspace(-3, 3, 128 * 64, dtype=np.float32).reshape(128, 64)
+    np.testing.assert_allclose(run(_unary, x, op, nl.float32), ref(x), rtol=1e-5, atol=1e-6)
+
+
+def test_bf16_output_rounds_to_nearest_even():
+    x = np.array([[1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8]], dtype=np.float32)   # ties to even: 1.0, 1.015625
+    out = run(_unary, x, nl.copy, nl.bfloat16)
+    assert out.dtype == nl.bfloat16
+    np.testing.assert_array_equal(out.astype(np.float32), [[1.0, 1.0 + 2 ** -6]])
+
+
+def test_precise_fp_off_keeps_float32(monkeypatch):
+    monkeypatch.setenv("NKI_PRECISE_FP", "0")
+    x = np.array([[1.0 + 2 ** -8]], dtype=np.float32)
+    out = run(_unary, x, nl.copy, nl.bfloat16)
+    assert out.astype(np.float32)[0, 0] == np.float32(1.0 + 2 ** -8)
+
+
+@nki.jit
+def _ops(x, y):
+    a, b = nl.load(x), nl.load(y)
+    outs = []
+    for f in (lambda: a + b, lambda: a * 2.0, lambda: nl.maximum(a, b), lambda: nl.sum(a, axis=1),
+              lambda: nl.max(a, axis=1), lambda: nl.softmax(a), lambda: nl.transpose(a),
+              lambda: nl.matmul(a, b, transpose_x=True)):
+        r = f()
+        o = nl.ndarray(r.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(o, r)
+        outs.append(o)
+    return tuple(outs)
+
+
+def test_language_ops():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 128)).astype(np.float32)
+    y = rng.standard_normal((128, 128)).astype(np.float32)
+    add, dbl, mx, s, m, sm, tr, mm = run(_ops, x, y)
+    np.testing.assert_allclose(add, x + y, rtol=1e-6)
+    np.testing.assert_allclose(dbl, 2 * x, rtol=1e-6)
+    np.testing.assert_allclose(mx, np.maximum(x, y))
+    np.testing.assert_allclose(s[:, 0], x.sum(1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(m[:, 0], x.max(1))
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(sm, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(tr, x.T)
+    np.testing.assert_allclose(mm, x.T @ y, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def _stats(x):
+    t = nl.load(x)
+    st = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_stats(dst=st, data=t)
+    mv = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_aggr(dst=mv, data=st)
+    io = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.iota(dst=io, pattern=[[1, 8]], offset=3, channel_multiplier=10)
+    sel = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.affine_select(dst=sel, pattern=[[-1, 8]], channel_multiplier=1, on_true_tile=io,
+                       on_false_value=-1.0, cmp_op=nl.greater_equal)
+    scan = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor_scan(dst=scan, data0=io, data1=io, initial=0.0, op0=nl.multiply, op1=nl.add)
+    outs = []
+    for r in (mv, io, sel, scan):
+        o = nl.ndarray(r.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=o, src=r)
+        outs.append(o)
+    return tuple(outs)
+
+
+def test_bn_stats_iota_affine_select_scan():
+    x = np.random.default_rng(0).standard_normal((128, 300)).astype(np.float32)
+    mv, io, sel, scan = run(_stats, x)
+    np.testing.assert_allclose(mv[:, 0], x.mean(1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mv[:, 1], x.var(1), rtol=1e-4)
+    expect = 3 + 10 * np.arange(128)[:, None] + np.arange(8)[None, :]
+    np.testing.assert_array_equal(io, expect)
+    p, f = np.arange(128)[:, None], np.arange(8)[None, :]
+    np.testing.assert_array_equal(sel, np.where(p - f >= 0, expect, -1.0))
+    ref = np.zeros_like(io)
+    prev = np.zeros(128)
+    for i in range(8):
+        prev = io[:, i] * prev + io[:, i]
+        ref[:, i] = prev
+    np.testing.assert_allclose(scan, ref, rtol=1e-6)
