@@ -1,0 +1,61 @@
+"""Calibration through kernels: simulated vs published times of the matmul tutorial stages.
+
+    python examples/nki/calibrate_matmul.py            # the scaled shapes the tests use (~15 s)
+    python examples/nki/calibrate_matmul.py --full     # [4096,8192]@[8192,8192] (~1.5 min)
+
+Published: C1-C4 on Trn1 (BF16), C8 on Trn2 (FP32, TensorE active time), from
+../shared/calibration/public.json. See tests/nki/test_nki_calibration.py for why the scaled
+shapes are faithful. The last line is ``RESULT key=value ...``.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import nki                      # noqa: E402
+import nki.language as nl       # noqa: E402
+import matmul_tutorial as mt    # noqa: E402
+
+K, M, N = 8192, 4096, 8192
+CASES = [  # id, kernel, target, dtype, published ms, scaled (m, n)
+    ("C1", mt.matmul_tiled, "trn1", nl.bfloat16, 51.80, (M // 8, N)),
+    ("C2", mt.matmul_hoist_load, "trn1", nl.bfloat16, 42.96, (M // 8, N)),
+    ("C3", mt.matmul_block_free, "trn1", nl.bfloat16, 22.07, (M // 8, N)),
+    ("C4", mt.matmul_fully_optimized, "trn1", nl.bfloat16, 6.97, (M, N // 8)),
+    ("C8", mt.matmul_kopt_v5, "trn2", nl.float32, 28.16, (M, N // 8)),
+]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="run the published shape")
+    args = ap.parse_args(argv)
+    results = {}
+    print(f"{'case':5} {'target':6} {'shape':>16} {'simulated ms':>13} {'published ms':>13} {'error':>7} "
+          f"{'HFU %':>6} {'wall s':>7}")
+    for cid, kern, target, dt, pub, (m, n) in CASES:
+        if args.full:
+            m, n = M, N
+        factor = (M * N) / (m * n)
+        t0 = time.perf_counter()
+        nki.simulate(kern, platform_target=target, numerics=False)(np.zeros((K, m), dt), np.zeros((K, n), dt))
+        rep = nki.last_report()
+        wall = time.perf_counter() - t0
+        ms = rep.total_ms * factor
+        if cid == "C8":   # published as TensorE active time
+            ms = rep.engine_busy_ns["TensorE"] * factor / 1e6
+        err = (ms - pub) / pub
+        results[cid] = err
+        print(f"{cid:5} {target:6} {f'{m}x{n}':>16} {ms:13.2f} {pub:13.2f} {100 * err:+6.1f}% "
+              f"{rep.hfu_percent:6.1f} {wall:7.1f}"
+              + (f"   ({rep.instructions} instructions, {rep.spills} spills)" if args.full else ""))
+    print("RESULT " + " ".join(f"{k}_err_pct={100 * v:+.1f}" for k, v in results.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Launch surface: jit forms, targets, LNC/SPMD, environment variables, legacy benchmark."""
+
+import numpy as np
+import pytest
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def version_kernel(x):
+    v = nisa.get_nc_version()
+    out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=float(v.value))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+X = np.zeros((1, 1), np.float32)
+
+
+@pytest.mark.parametrize("env,expect", [("trn1", 2), ("gen3", 3), ("trn3", 4), (None, 4)])
+def test_target_from_environment(monkeypatch, env, expect):
+    if env is None:
+        monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
+    else:
+        monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", env)
+    assert nki.simulate(version_kernel)(X)[0, 0] == expect
+
+
+def test_platform_target_argument_wins(monkeypatch):
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
+    k = nki.jit(platform_target="trn1")(version_kernel.func)
+    assert k(X)[0, 0] == 2
+    assert nki.last_report().target == "trn1"
+
+
+def test_unknown_target():
+    with pytest.raises(nki.NkiLaunchError, match="unknown platform target"):
+        nki.simulate(version_kernel, platform_target="trn9")(X)
+
+
+def test_jit_forms_and_nki_simulator_env(monkeypatch):
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+
+    def body(x):
+        return version_kernel.func(x)
+
+    for k in (nki.jit(body), nki.jit()(body), nki.jit(mode="torchxla")(body)):
+        assert k(X, ).shape == (1, 1)
+
+
+@nki.jit
+def spmd_halves(x):
+    """LNC=2: each core adds its program id + 1 to its half of the rows."""
+    R, C = x.shape
+    half = R // nl.num_programs(0)
+    pid = nl.program_id(0)
+    out = nl.ndarray((R, C), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((half, C), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[pid * half:(pid + 1) * half, :])
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(pid + 1))
+    nisa.dma_copy(dst=out[pid * half:(pid + 1) * half, :], src=t)
+    return out
+
+
+def test_lnc2_launch_runs_two_programs():
+    x = np.zeros((256, 64), np.float32)
+    out = nki.simulate(spmd_halves, platform_target="trn2")[2](x)
+    np.testing.assert_array_equal(out[:128], 1.0)
+    np.testing.assert_array_equal(out[128:], 2.0)
+    rep = nki.last_report()
+    assert len(rep.programs) == 2
+
+
+def test_lnc_must_match_environment(monkeypatch):
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
+    with pytest.raises(nki.NkiLaunchError, match="NEURON_LOGICAL_NC_CONFIG=1"):
+        nki.simulate(spmd_halves, platform_target="trn2")[2](np.zeros((256, 64), np.float32))
+
+
+def test_lnc2_needs_trn2_or_later():
+    with pytest.raises(nki.NkiLaunchError, match="needs Trn2 or Trn3"):
+        spmd_halves[2].__class__(spmd_halves.func, platform_target="trn1", grid=(2,))(np.zeros((256, 64), np.float32))
+
+
+def test_legacy_benchmark_reports_simulated_microseconds():
+    bench = nki.benchmark(warmup=2, iters=5)(spmd_halves[2])
+    bench(np.zeros((256, 64), np.float32))
+    p50 = bench.benchmark_result.nc_latency.get_latency_percentile(50)
+    p99 = bench.benchmark_result.nc_latency.get_latency_percentile(99)
+    assert 0 < p50 == p99 == pytest.approx(nki.last_report().total_ns / 1e3)
+
+
+def test_inputs_written_in_place_are_visible():
+    @nki.jit
+    def inplace(x):
+        t = nl.load(x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=3.0)
+        nisa.dma_copy(dst=x, src=t)
+        return x
+
+    x = np.ones((128, 8), np.float32)
+    nki.simulate(inplace)(x)
+    np.testing.assert_array_equal(x, 3.0)
+
+
+def test_timing_only_mode_traces_without_data():
+    import matmul_tutorial as mt
+    lhsT = np.zeros((512, 256), nl.bfloat16)
+    rhs = np.zeros((512, 1024), nl.bfloat16)
+    nki.simulate(mt.matmul_tiled, platform_target="trn1", numerics=False)(lhsT, rhs)
+    rep = nki.last_report()
+    assert rep.total_ns > 0 and rep.instructions == 2 * 2 * 4 * 3 + 2 * 2 * 2
