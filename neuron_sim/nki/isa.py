@@ -201,7 +201,7 @@ class _Ctx:
             if where is not None:
                 vals = np.where(np.asarray(where).reshape(view.shape), vals, view)
             view[...] = vals.astype(view.dtype, copy=False)
-        t.written_mask()[...] = True
+        t.mark_written()
 
     def emit(self, engine_name, reads, writes, **attrs):
         return self.trace.emit(self.op, engine_name, reads, writes, attrs, self.loc)
@@ -359,7 +359,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         ctx.fail("perf_mode=double_row needs NeuronCore-v3 or newer")
     s = ctx.read(stationary, "stationary")
     m = ctx.read(moving, "moving")
-    mask = dst.written_mask().reshape(M, N)
+    if dst.nothing_written():
+        mask = np.zeros((M, N), bool)
+    elif dst.fully_written():
+        mask = np.ones((M, N), bool)
+    else:
+        mask = np.array(dst.written_mask()).reshape(M, N)
     if accumulate is None:
         acc = mask                       # first write to a PSUM location overwrites [ISA]
     else:

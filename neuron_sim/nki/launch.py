@@ -221,7 +221,7 @@ def _copy_back_inputs(inputs):
     for st, user in inputs.values():
         if st.data is None or not user.flags.writeable:
             continue
-        if st.last_use is not None and st.written.all():
+        if st.last_use is not None and NkiTensor(st).fully_written():
             try:
                 np.copyto(user, st.data.astype(user.dtype, copy=False), casting="unsafe")
             except (TypeError, ValueError):

@@ -26,7 +26,7 @@ class Storage:
     """One allocation. ``data`` is None when the kernel is traced for timing only."""
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
-                 "address", "first_use", "last_use", "uses", "free_elems", "trace")
+                 "address", "first_use", "last_use", "uses", "free_elems", "trace", "on_chip", "itemsize", "row_major")
 
     def __init__(self, buffer, shape, dtype, name, loc, role, trace, data=None, address=None):
         self.id = next(_ids)
@@ -41,26 +41,34 @@ class Storage:
         self.first_use = None       # instruction indices, filled while tracing
         self.last_use = None
         self.uses = 0
-        self.free_elems = math.prod(self.shape[1:]) if buffer in ON_CHIP else math.prod(self.shape)
+        self.on_chip = buffer in ON_CHIP
+        self.row_major = _row_major(self.shape)
+        self.itemsize = dtypes.itemsize(dtype)
+        self.free_elems = math.prod(self.shape[1:]) if self.on_chip else math.prod(self.shape)
         self.data = data
         n = math.prod(self.shape)
-        self.written = np.full(n, role == "input", dtype=bool)
-
-    @property
-    def on_chip(self) -> bool:
-        return self.buffer in ON_CHIP
+        # Which elements some instruction has written. Kept lazily: "all" / "none" need no
+        # array; a bool mask is made only when a partial write happens.
+        self.written = "all" if role == "input" else "none"
 
     @property
     def partitions(self) -> int:
         return self.shape[0] if self.on_chip else 1
 
+    def mask(self) -> np.ndarray:
+        """The element-level written mask (materialised on demand)."""
+        if isinstance(self.written, str):
+            n = math.prod(self.shape)
+            self.written = np.ones(n, dtype=bool) if self.written == "all" else np.zeros(n, dtype=bool)
+        return self.written
+
     @property
     def bytes_per_partition(self) -> int:
-        return self.free_elems * dtypes.itemsize(self.dtype)
+        return self.free_elems * self.itemsize
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * dtypes.itemsize(self.dtype)
+        return math.prod(self.shape) * self.itemsize
 
     def describe(self) -> str:
         where = f" (allocated at {self.loc[0]}:{self.loc[1]})" if self.loc else ""
@@ -166,7 +174,7 @@ class NkiTensor:
 
     def byte_extent(self) -> tuple[int, int]:
         """[lo, hi) byte range touched inside each partition (on-chip) or the whole tensor (HBM)."""
-        item = dtypes.itemsize(self.dtype)
+        item = self.storage.itemsize
         dims = range(1, self.ndim) if self.on_chip else range(self.ndim)
         base = self.offset % self.storage.free_elems if self.on_chip else self.offset
         span = sum((self.shape[d] - 1) * self.strides[d] for d in dims if self.shape[d] > 0)
@@ -189,8 +197,34 @@ class NkiTensor:
         """The NumPy view of this tensor's data (storage dtype)."""
         return self._as_strided(self.storage.data)
 
+    def covers_storage(self) -> bool:
+        st = self.storage
+        return self.offset == 0 and self.shape == st.shape and self.strides == st.row_major
+
     def written_mask(self):
-        return self._as_strided(self.storage.written)
+        st = self.storage
+        if self.covers_storage():
+            return st.mask().reshape(self.shape)        # the common whole-tensor case: no as_strided
+        return self._as_strided(st.mask())
+
+    def mark_written(self) -> None:
+        st = self.storage
+        if isinstance(st.written, str) and st.written == "all":
+            return
+        if self.covers_storage():
+            st.written = "all"
+            return
+        self.written_mask()[...] = True
+
+    def fully_written(self) -> bool:
+        w = self.storage.written
+        if isinstance(w, str):
+            return w == "all"
+        return bool(self.written_mask().all())
+
+    def nothing_written(self) -> bool:
+        w = self.storage.written
+        return isinstance(w, str) and w == "none"
 
     # ---- views ------------------------------------------------------------------------------
     def _view(self, shape, strides, offset):

@@ -146,9 +146,9 @@ class KernelTrace:
     def check_initialized(self, t: NkiTensor, op: str, operand: str, loc) -> None:
         if self.on_uninitialized == "ignore":
             return
-        mask = t.written_mask()
-        if mask.all():
+        if t.fully_written():
             return
+        mask = t.written_mask()
         missing = int(mask.size - np.count_nonzero(mask))
         msg = (f"operand {operand!r} reads {missing} of {mask.size} elements of {t.storage.describe()} "
                f"that no instruction has written (the simulator filled them with NaN). Write them "
