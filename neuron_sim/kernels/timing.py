@@ -1,6 +1,7 @@
 """The timing model as a flat numba kernel: arrays and scalars in, arrays out, no validation.
-Same model and same arithmetic as neuron_sim/timing/reference.py (the specification), plus one
-speed-up that cannot change results: a stream's head remembers how far its dependency scan got.
+Same model and same arithmetic as neuron_sim/timing/reference.py (the specification), plus
+book-keeping that cannot change results: each stream's earliest start is cached until something
+it depends on changes, and a head's dependency scan resumes where it stopped.
 Compiled once and cached on disk (cache=True)."""
 
 from __future__ import annotations
@@ -28,6 +29,32 @@ def _stream_order(stream, n_streams):
     return order, counts
 
 
+@njit(cache=True, inline="always")
+def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat):
+    """Scan head i's dependencies from where the last scan stopped. Returns (ready time, -1) or
+    (partial max, blocking instruction)."""
+    p = hpos[s]
+    if p < 0:
+        p = dep_ptr[i]
+        hr[s] = 0.0
+    r = hr[s]
+    blocker = -1
+    while p < dep_ptr[i + 1]:
+        d = dep_idx[p]
+        if not done[d]:
+            blocker = d
+            break
+        t = end[d]
+        if stream[d] != s:
+            t += sem_lat
+        if t > r:
+            r = t
+        p += 1
+    hpos[s] = p
+    hr[s] = r
+    return r, blocker
+
+
 @njit(cache=True)
 def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
               params):
@@ -48,8 +75,21 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
     done = np.zeros(n, np.bool_)
     free = np.zeros(n_streams)
     dma_free = np.zeros(n_dma)
-    hpos = np.full(n_streams, -1, np.int64)     # dependency scan position of each head
-    hr = np.zeros(n_streams)                    # max over the dependencies scanned so far
+    # A ready head's earliest start depends only on its (completed) dependencies and its own
+    # stream's state, so it is computed once and kept in cand[s] until that stream schedules;
+    # a blocked head (cand = inf) is looked at again only when the instruction it waits for
+    # completes. The reference recomputes everything every step: same result, much slower.
+    cand = np.full(n_streams, np.inf)
+    blk = np.full(n_streams, -1, np.int64)      # instruction a blocked head waits for
+    nblocked = np.zeros(n, np.int32)            # how many heads wait for each instruction
+    hpos = np.full(n_streams, -1, np.int64)
+    hr = np.zeros(n_streams)
+    pending = np.empty(n_streams, np.int64)     # streams to (re)evaluate
+    npend = 0
+    for s in range(n_streams):
+        if sptr[s] < sptr[s + 1]:
+            pending[npend] = s
+            npend += 1
     hbm_free = 0.0
     ls_free = 0.0
     ls_end = 0.0
@@ -60,43 +100,30 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
     remaining = n
     stuck = np.full(n_streams, -1, np.int64)
     while remaining > 0:
+        for q in range(npend):
+            s = pending[q]
+            i = order[head[s]]
+            r, blocker = _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream,
+                                    sem_lat)
+            if blocker >= 0:
+                cand[s] = np.inf
+                blk[s] = blocker
+                nblocked[blocker] += 1
+                continue
+            blk[s] = -1
+            k = kind[i]
+            if k == KIND_LS:
+                cand[s] = max(r, max(ls_free, last_mm_start))
+            elif k == KIND_MM:
+                cand[s] = max(r, max(free[s], ls_end))
+            else:
+                cand[s] = max(r, free[s])
+        npend = 0
         best_s = -1
         best_t = np.inf
         for s in range(n_streams):
-            h = head[s]
-            if h == sptr[s + 1]:
-                continue
-            i = order[h]
-            p = hpos[s]
-            if p < 0:
-                p = dep_ptr[i]
-                hr[s] = 0.0
-            r = hr[s]
-            ok = True
-            while p < dep_ptr[i + 1]:
-                d = dep_idx[p]
-                if not done[d]:
-                    ok = False
-                    break
-                t = end[d]
-                if stream[d] != s:
-                    t += sem_lat
-                if t > r:
-                    r = t
-                p += 1
-            hpos[s] = p
-            hr[s] = r
-            if not ok:
-                continue
-            k = kind[i]
-            if k == KIND_LS:
-                c = max(r, max(ls_free, last_mm_start))
-            elif k == KIND_MM:
-                c = max(r, max(free[s], ls_end))
-            else:
-                c = max(r, free[s])
-            if c < best_t:
-                best_t = c
+            if cand[s] < best_t:
+                best_t = cand[s]
                 best_s = s
         if best_s < 0:
             for s in range(n_streams):
@@ -107,6 +134,10 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
         i = order[head[s]]
         head[s] += 1
         hpos[s] = -1
+        cand[s] = np.inf
+        if head[s] < sptr[s + 1]:
+            pending[npend] = s
+            npend += 1
         remaining -= 1
         t = best_t
         k = kind[i]
@@ -136,8 +167,10 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
             ds = t + dma_fixed
             first = np.inf
             last = ds
+            e = eng0[i] % n_dma
             for j in range(n_eng[i]):
-                e = (eng0[i] + j) % n_dma
+                if e >= n_dma:
+                    e -= n_dma
                 es = max(ds, dma_free[e])
                 ee = es + eng_ns[i]
                 dma_free[e] = ee
@@ -145,6 +178,7 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
                     first = es
                 if ee > last:
                     last = ee
+                e += 1
             if hbm_ns[i] > 0.0:
                 hs = max(ds, hbm_free)
                 he = hs + hbm_ns[i]
@@ -163,6 +197,13 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
             busy[i] = ii[i]
             end[i] = t + ii[i] + lat[i]
         done[i] = True
+        if nblocked[i] > 0:
+            for s2 in range(n_streams):
+                if blk[s2] == i:
+                    blk[s2] = -1
+                    pending[npend] = s2
+                    npend += 1
+            nblocked[i] = 0
     return 0, start, end, dstart, busy, stuck
 
 
