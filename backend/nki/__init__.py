@@ -15,6 +15,9 @@ from neuron_sim.nki.tracer import register_package_dir as _register
 _register(__file__)
 
 from . import isa, language  # noqa: E402  (after the package dir is registered)
+from . import _torch  # noqa: E402  (no torch import: it is imported when a torch tensor arrives)
+
+_torch.install()
 
 __version__ = "0.3.0+neuronsim"
 __all__ = ["Kernel", "KernelReport", "NkiCapacityError", "NkiError", "NkiLaunchError", "NkiOverlapError",

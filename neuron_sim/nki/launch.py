@@ -30,6 +30,11 @@ from .tracer import KernelTrace, tracing
 
 _LAST_REPORT: list = [None]
 
+# Front ends that own device tensors (the torch backend) register a hook here:
+# hook(kernel, args, kwargs, options) -> result, or NotImplemented to let the plain path run.
+# neuron_sim never imports them; they import us.
+LAUNCH_HOOKS: list = []
+
 
 def last_report() -> KernelReport | None:
     """The report of the most recent kernel run in this process."""
@@ -138,6 +143,12 @@ def simulate(kernel, **options):
 # ---- one launch --------------------------------------------------------------------------------
 def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitialized=None,
         platform_target=None, lnc=None):
+    opts = dict(numerics=numerics, timing=timing, on_uninitialized=on_uninitialized,
+                platform_target=platform_target, lnc=lnc)
+    for hook in LAUNCH_HOOKS:
+        res = hook(kernel, args, kwargs, opts)
+        if res is not NotImplemented:
+            return res
     t0 = time.perf_counter()
     _blas.single_thread()
     target = get_target(resolve_name(platform_target or kernel.platform_target))
