@@ -1,0 +1,316 @@
+"""`torch.compile(model, backend="neuron")`: Dynamo graph -> AOT Autograd (separate forward and
+backward ATen graphs, no Inductor) -> one simulated program per graph.
+
+Running a compiled graph: its ATen ops execute on the neuron tensors (CPU kernels on device
+memory, so numerics are eager's) with per-op charging switched off on this thread, then the
+graph is charged ONCE to the current stream with its simulated time (`graph_cost`). Compiling
+a graph costs simulated compile time, reported in `get_dynamo_metrics()` and never charged
+to the device clock; the result is kept in the persistent cache (`cache`).
+
+TorchNeuron's rules (API reference section 4): static shapes only (dynamic=True is rejected,
+a new shape recompiles), `mode` other than default warns and runs default, the compile-failure
+policy of TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION / `fallback_execution`, CPU inputs copied
+to the device and outputs left there.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+import torch
+import torch._dynamo.config as dynamo_config
+from functorch.compile import make_boxed_func
+from torch._dynamo.backends.common import aot_autograd
+
+from .. import _C
+from . import cache, metrics
+from .errors import CPUInputError, DynamicShapeError, NEFFCompilationError
+from .graph_cost import COST_SOURCE, GraphCost, Target, cost_graph, describe_graph
+from .options import CompileOptions
+
+logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
+
+# Simulated compile time (named assumptions). neuronx-cc takes seconds for a small graph and
+# "minutes for a large model" on the first call of a signature (compile-howto); model it as a
+# fixed start-up cost plus a cost per ATen op. A cache hit only loads the entry.
+SIM_COMPILE_BASE_S = 2.0
+SIM_COMPILE_PER_OP_S = 0.01
+SIM_CACHE_LOAD_S = 0.02
+
+_model_name = {"value": None}
+
+
+def set_model_name(name: str | None) -> None:
+    """Names the graphs compiled from now on (metrics, launch names in traces)."""
+    _model_name["value"] = name
+
+
+def get_model_name() -> str:
+    return _model_name["value"] or "model"
+
+
+def _target() -> Target:
+    from .. import _visible
+    return Target.of(_visible())
+
+
+# ---- static shapes ------------------------------------------------------------------------
+
+def _force_static_shapes() -> None:
+    # TorchNeuron forces dynamic=False: with Dynamo's automatic dynamic shapes a second input
+    # shape would produce a symbolic graph; with it off, each new shape recompiles statically.
+    # This is a process-wide Dynamo setting (Dynamo decides before a backend is called).
+    if dynamo_config.automatic_dynamic_shapes:
+        dynamo_config.automatic_dynamic_shapes = False
+        logger.info("neuron backend: static shapes only, automatic dynamic shapes turned off; "
+                    "each new input shape compiles its own graph.")
+
+
+def _symbols(example_inputs) -> list:
+    found = []
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt):
+            found.append(str(x))
+        elif isinstance(x, torch.Tensor):
+            found.extend(str(s) for s in (*x.shape, *x.stride()) if isinstance(s, torch.SymInt))
+    return sorted(set(found))
+
+
+def _reject_dynamic(example_inputs) -> None:
+    symbols = _symbols(example_inputs)
+    asked = not dynamo_config.assume_static_by_default   # what dynamic=True sets while tracing
+    if symbols or asked:
+        why = "dynamic=True was passed to torch.compile" if asked else \
+            "inputs were marked dynamic (torch._dynamo.mark_dynamic)"
+        found = f" (SymInt within FX Graphs: {', '.join(symbols[:6])})" if symbols else ""
+        raise DynamicShapeError(
+            f"Unbounded dynamism is disabled: the neuron backend compiles static shapes only, but "
+            f"{why}{found}. Fix: torch.compile(..., backend=\"neuron\", dynamic=False); each new "
+            "input shape then compiles its own graph.")
+
+
+# ---- CPU inputs -----------------------------------------------------------------------------
+
+def _cpu_positions(example_inputs) -> list:
+    return [i for i, x in enumerate(example_inputs)
+            if isinstance(x, torch.Tensor) and x.device.type == "cpu"]
+
+
+def _retarget_devices(gm: torch.fx.GraphModule, device: torch.device) -> None:
+    """Tensors the graph creates on the CPU are created on `device` instead."""
+    def swap(a):
+        if isinstance(a, torch.device) and a.type == "cpu":
+            return device
+        if a == "cpu":
+            return device
+        return a
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method"):
+            node.args = torch.fx.node.map_aggregate(node.args, swap)
+            node.kwargs = {k: torch.fx.node.map_aggregate(v, swap) for k, v in node.kwargs.items()}
+    gm.recompile()
+
+
+def _move_inputs_to_device(gm, example_inputs, opts: CompileOptions):
+    positions = _cpu_positions(example_inputs)
+    if not positions:
+        return gm, example_inputs, []
+    if not opts.cpu_autocopy:
+        shown = ", ".join(f"#{i} {tuple(example_inputs[i].shape)}" for i in positions[:4])
+        raise CPUInputError(
+            f"inputs {shown} of the compiled graph are on cpu, expected neuron, and "
+            "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1 turns off copying them. Move them with "
+            ".to('neuron') or unset the variable.")
+    device = torch.device("neuron", torch.neuron.current_device())
+    _retarget_devices(gm.gm if isinstance(gm, torch._dynamo.utils.GmWrapper) else gm, device)
+    moved = list(example_inputs)
+    previous = _C._set_charging(False)   # tracing inputs, not work of the program
+    try:
+        for i in positions:
+            x = example_inputs[i]
+            if isinstance(x, torch._subclasses.FakeTensor):
+                with x.fake_mode:
+                    moved[i] = x.to(device)
+            else:
+                moved[i] = x.to(device)
+    finally:
+        _C._set_charging(previous)
+    return gm, moved, positions
+
+
+def _with_autocopy(compiled, positions, opts: CompileOptions, boxed: bool):
+    # Dynamo calls the result the way it calls its graph: with one list of inputs when the
+    # graph is a GmWrapper (boxed), else with the inputs as arguments.
+    def run(*args):
+        args = list(args[0]) if boxed else list(args)
+        device = torch.device("neuron", torch.neuron.current_device())
+        for i in positions:
+            if isinstance(args[i], torch.Tensor) and args[i].device.type == "cpu":
+                args[i] = args[i].to(device)
+        out = compiled(args) if boxed else compiled(*args)
+        if opts.retain_device:   # outputs go back where the inputs came from
+            out = type(out)(o.cpu() if isinstance(o, torch.Tensor) else o for o in out)
+        return out
+    return run
+
+
+# ---- where a graph comes from (to show graph breaks) -----------------------------------------
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _source_range(gm: torch.fx.GraphModule) -> str:
+    """`file:first-last` of the user lines a Dynamo graph covers."""
+    lines = {}
+    for node in gm.graph.nodes:
+        trace = node.meta.get("stack_trace")
+        if not trace:
+            continue
+        frames = _FRAME.findall(trace)
+        if frames:
+            path, line, _fn = frames[-1]
+            lines.setdefault(path, set()).add(int(line))
+    return "; ".join(f"{p.rsplit('/', 1)[-1]}:{min(ls)}-{max(ls)}" for p, ls in lines.items())
+
+
+# ---- compiling one ATen graph ------------------------------------------------------------------
+
+def _input_signature(example_inputs) -> str:
+    parts = []
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            parts.append(f"{x.dtype}{tuple(x.shape)}{tuple(x.stride())}{x.device.type}")
+        else:
+            parts.append(repr(x))
+    return ";".join(parts)
+
+
+def _graph_name(kind: str) -> str:
+    try:
+        from torch._functorch._aot_autograd.logging_utils import get_aot_graph_name
+        aot_name = get_aot_graph_name()              # e.g. "model__0_forward_1"
+    except Exception:                                # naming only: never fail a compile on it
+        aot_name = f"model__{kind}"
+    suffix = aot_name.split("__", 1)[-1]
+    return f"{get_model_name()}_{suffix}"
+
+
+def _device_index(example_inputs) -> int:
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "neuron":
+            return x.device.index or 0
+    return torch.neuron.current_device()
+
+
+def _compile_or_load(gm, example_inputs, opts: CompileOptions):
+    """(GraphCost, cache hit?, key) for an ATen graph; raises NEFFCompilationError."""
+    from ..settings import get as setting
+    target = _target()
+    key = cache.make_key(gm.code, _input_signature(example_inputs), target.key(),
+                         setting("NEURON_CC_FLAGS"), COST_SOURCE)
+    if opts.use_cache:
+        try:
+            payload = cache.load(key)
+            if payload is not None:
+                cost = GraphCost.from_json(payload["cost"])
+                metrics.count("cache_hit")
+                logger.info("[NEFF_CACHE] Cache HIT for key: %s", key)
+                return cost, True, key
+        except (cache.CorruptedEntry, KeyError, TypeError, ValueError):
+            metrics.count("cache_corrupted")
+        metrics.count("cache_miss")
+        logger.info("[NEFF_CACHE] Cache MISS for key: %s", key)
+    cost = cost_graph(describe_graph(gm), target)
+    if opts.use_cache:
+        cache.store(key, {"cost": cost.to_json(), "target": target.key(),
+                          "graph_node_count": len(gm.graph.nodes)})
+    return cost, False, key
+
+
+def _launcher(gm: torch.fx.GraphModule, name: str, ns: int, device: int):
+    """Runs the graph's ops uncharged, then charges the graph as one launch."""
+    launch_name = f"neuron::graph.{name}"
+
+    def run(*args):
+        previous = _C._set_charging(False)
+        try:
+            out = gm(*args)
+        finally:
+            _C._set_charging(previous)
+        _C._enqueue_timed(launch_name, device, ns)
+        return out
+    return make_boxed_func(run)
+
+
+class _GraphCompiler:
+    """The fw/bw/inference compilers handed to AOT Autograd for one Dynamo graph."""
+
+    def __init__(self, opts: CompileOptions, source: str):
+        self.opts = opts
+        self.source = source
+
+    def forward(self, gm, example_inputs):
+        return self._compile(gm, example_inputs, "forward")
+
+    def backward(self, gm, example_inputs):
+        return self._compile(gm, example_inputs, "backward")
+
+    def inference(self, gm, example_inputs):
+        return self._compile(gm, example_inputs, "inference")
+
+    def _compile(self, gm, example_inputs, kind):
+        start = time.perf_counter()
+        name = _graph_name(kind)
+        record = metrics.NeuronCompilationMetrics(
+            graph_id="", graph_name=name, model_name=get_model_name(), kind=kind,
+            graph_node_count=len(gm.graph.nodes), source=self.source,
+            has_collectives="_c10d_functional" in gm.code)
+        try:
+            cost, hit, key = _compile_or_load(gm, example_inputs, self.opts)
+        except NEFFCompilationError as e:
+            if not self.opts.fallback_execution:
+                raise NEFFCompilationError(f"Neuron backend could not compile graph {name}: {e}") \
+                    from None
+            logger.warning("Neuron backend could not compile graph %s (%s); running it eagerly "
+                           "(fallback execution is on).", name, e)
+            record.fell_back = True
+            record.wall_compile_s = time.perf_counter() - start
+            metrics.record(record)
+            return make_boxed_func(gm.forward)   # ops charged one by one, as eager
+        record.graph_id = key
+        record.cache_hit = hit
+        record.sim_compile_ns = int(1e9 * (SIM_CACHE_LOAD_S if hit else
+                                           SIM_COMPILE_BASE_S + SIM_COMPILE_PER_OP_S * cost.ops))
+        record.sim_run_ns = cost.total_ns
+        record.cost_source = cost.cost_source
+        record.engine_busy_ns = dict(cost.engine_busy_ns)
+        for f in ("dma_bytes", "spill_bytes", "spills", "ops", "eager_launches",
+                  "eager_dma_bytes"):
+            setattr(record, f, getattr(cost, f))
+        record.wall_compile_s = time.perf_counter() - start
+        metrics.record(record)
+        return _launcher(gm, name, cost.total_ns, _device_index(example_inputs))
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mode=None):
+    """The Dynamo backend registered as "neuron"."""
+    opts = CompileOptions.resolve(options, mode)
+    _force_static_shapes()
+    _reject_dynamic(example_inputs)
+    boxed = isinstance(gm, torch._dynamo.utils.GmWrapper)
+    source = _source_range(gm.gm if boxed else gm)
+    gm, example_inputs, cpu_positions = _move_inputs_to_device(gm, example_inputs, opts)
+    compiler = _GraphCompiler(opts, source)
+    compiled = aot_autograd(fw_compiler=compiler.forward, bw_compiler=compiler.backward,
+                            inference_compiler=compiler.inference,
+                            keep_inference_input_mutations=True)(gm, example_inputs)
+    if cpu_positions:
+        return _with_autocopy(compiled, cpu_positions, opts, boxed)
+    return compiled
+
+
+def create_neuron_backend():
+    """TorchNeuron's factory name; the backend holds no per-instance state."""
+    return neuron_backend

@@ -1,0 +1,76 @@
+"""Per-graph compile metrics: `get_dynamo_metrics()` / `reset_dynamo_metrics()`.
+
+One record per compiled graph, like TorchNeuron's `NeuronCompilationMetrics`, plus what the
+simulator knows: simulated compile time (reported here, never charged to the device clock),
+simulated run time of one launch, engine breakdown, cache hit or miss. Totals also go to
+Dynamo's counters under `torch._dynamo.utils.counters["neuron"]`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from torch._dynamo.utils import counters
+
+_lock = threading.Lock()
+_records: list = []
+
+
+@dataclass
+class NeuronCompilationMetrics:
+    graph_id: str                   # compile-cache key
+    graph_name: str                 # {model_name}_{aot id}_{forward|backward|inference}_{n}
+    model_name: str
+    kind: str                       # forward / backward / inference
+    graph_node_count: int
+    has_collectives: bool = False
+    cache_hit: bool = False
+    fell_back: bool = False         # compile failed and the graph runs eagerly
+    sim_compile_ns: int = 0         # simulated neuronx-cc time (or cache load on a hit)
+    sim_run_ns: int = 0             # simulated time of one launch
+    wall_compile_s: float = 0.0     # host time the simulator spent compiling this graph
+    cost_source: str = ""
+    engine_busy_ns: dict = field(default_factory=dict)
+    dma_bytes: int = 0
+    spill_bytes: int = 0
+    spills: int = 0
+    ops: int = 0
+    eager_launches: int = 0
+    eager_dma_bytes: int = 0
+    source: str = ""                # user lines the graph covers (where graph breaks fall)
+
+
+def record(m: NeuronCompilationMetrics) -> None:
+    with _lock:
+        _records.append(m)
+        c = counters["neuron"]
+        c["compiled_graphs"] += 1
+        if m.fell_back:
+            c["fallback_graphs"] += 1
+        c["sim_compile_ns"] += m.sim_compile_ns
+
+
+def count(event: str, n: int = 1) -> None:
+    with _lock:
+        counters["neuron"][event] += n
+
+
+def get_dynamo_metrics() -> list:
+    """One `NeuronCompilationMetrics` per graph compiled since the last reset, in order."""
+    with _lock:
+        return list(_records)
+
+
+def cache_stats() -> dict:
+    """Compile-cache hits, misses and rebuilt (corrupted) entries since the last reset."""
+    with _lock:
+        c = counters["neuron"]
+        return {"hits": c["cache_hit"], "misses": c["cache_miss"],
+                "corrupted": c["cache_corrupted"]}
+
+
+def reset_dynamo_metrics() -> None:
+    with _lock:
+        _records.clear()
+        counters["neuron"].clear()
