@@ -86,10 +86,14 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
     hr = np.zeros(n_streams)
     pending = np.empty(n_streams, np.int64)     # streams to (re)evaluate
     npend = 0
+    active = np.empty(n_streams, np.int64)      # streams with any instruction, in order
+    nact = 0
     for s in range(n_streams):
         if sptr[s] < sptr[s + 1]:
             pending[npend] = s
             npend += 1
+            active[nact] = s
+            nact += 1
     hbm_free = 0.0
     ls_free = 0.0
     ls_end = 0.0
@@ -121,7 +125,8 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
         npend = 0
         best_s = -1
         best_t = np.inf
-        for s in range(n_streams):
+        for a in range(nact):
+            s = active[a]
             if cand[s] < best_t:
                 best_t = cand[s]
                 best_s = s
@@ -198,7 +203,7 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
             end[i] = t + ii[i] + lat[i]
         done[i] = True
         if nblocked[i] > 0:
-            for s2 in range(n_streams):
+            for s2 in active[:nact]:
                 if blk[s2] == i:
                     blk[s2] = -1
                     pending[npend] = s2
