@@ -117,3 +117,51 @@ def _get(res, key, default=None):
     if isinstance(res, dict):
         return res.get(key, default)
     return getattr(res, key, default)
+
+
+def _engine_intervals(res):
+    """(engine name, start_ns array, end_ns array) per engine of one core's Result."""
+    from ..engines import ENGINE_NAMES, Engine, Kind
+    c = res.program.cols
+    out = []
+    for e in Engine:
+        m = c["engine"] == e
+        if e == Engine.TENSOR:
+            m &= c["kind"] != Kind.LOAD_STATIONARY
+        if m.any():
+            start = res.data_start_ns[m] if e == Engine.DMA else res.end_ns[m] - res.busy_ns[m]
+            out.append((ENGINE_NAMES[e], start, res.end_ns[m]))
+    return out
+
+
+def timeline_text(report, width=72, core=0):
+    """An ASCII engine timeline: one row per engine, each column a slice of the run, shaded by
+    how busy the engine was in it (' ' idle, '.' <25%, ':' <50%, '+' <75%, '#' busy)."""
+    if not report.timing or report.timing[core] is None:
+        return "(no timing)"
+    res = report.timing[core]
+    total = res.total_ns or 1.0
+    edges = np.linspace(0.0, total, width + 1)
+    lines = [f"engine timeline of {report.kernel} ({total / 1e3:,.1f} us, {width} columns)"]
+    for name, start, end in _engine_intervals(res):
+        busy = np.zeros(width)
+        for s, e in zip(start, end):
+            i0, i1 = np.searchsorted(edges, [s, e], side="right") - 1
+            for i in range(max(i0, 0), min(i1, width - 1) + 1):
+                busy[i] += max(0.0, min(e, edges[i + 1]) - max(s, edges[i]))
+        frac = np.minimum(busy / (total / width), 1.0)
+        row = "".join(" .:+#"[int(np.ceil(f * 4))] for f in frac)
+        lines.append(f"{name:>8} |{row}|")
+    return "\n".join(lines)
+
+
+def write_chrome_trace(report, path, core=0, limit=None):
+    """Write the core's instruction timeline as Chrome/Perfetto JSON (open in ui.perfetto.dev)."""
+    import json
+    with open(path, "w") as f:
+        json.dump(report.timing[core].to_chrome_trace(limit), f)
+    return path
+
+
+KernelReport.timeline = timeline_text
+KernelReport.write_chrome_trace = write_chrome_trace
