@@ -55,7 +55,7 @@ def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat):
     return r, blocker
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
               params):
     sem_lat = params[0]
@@ -103,6 +103,11 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
     throttle = didt_init < 1.0
     remaining = n
     stuck = np.full(n_streams, -1, np.int64)
+    fast = False         # the chosen stream goes again without a scan (see below)
+    best_s = -1
+    best_t = np.inf
+    t2 = np.inf          # earliest start among the other streams and its stream: unchanged
+    s2 = n_streams       # while only the chosen stream schedules
     while remaining > 0:
         for q in range(npend):
             s = pending[q]
@@ -123,13 +128,24 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
             else:
                 cand[s] = max(r, free[s])
         npend = 0
-        best_s = -1
-        best_t = np.inf
-        for a in range(nact):
-            s = active[a]
-            if cand[s] < best_t:
-                best_t = cand[s]
-                best_s = s
+        if fast:
+            fast = False
+        else:
+            best_s = -1
+            best_t = np.inf
+            t2 = np.inf
+            s2 = n_streams
+            for a in range(nact):
+                s = active[a]
+                c = cand[s]
+                if c < best_t:
+                    t2 = best_t
+                    s2 = best_s if best_s >= 0 else n_streams
+                    best_t = c
+                    best_s = s
+                elif c < t2:
+                    t2 = c
+                    s2 = s
         if best_s < 0:
             for s in range(n_streams):
                 if head[s] < sptr[s + 1]:
@@ -173,17 +189,22 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
             first = np.inf
             last = ds
             e = eng0[i] % n_dma
+            w = eng_ns[i]
+            latest = ds
             for j in range(n_eng[i]):
                 if e >= n_dma:
                     e -= n_dma
-                es = max(ds, dma_free[e])
-                ee = es + eng_ns[i]
-                dma_free[e] = ee
+                es = dma_free[e]
+                if es < ds:
+                    es = ds
+                dma_free[e] = es + w
                 if es < first:
                     first = es
-                if ee > last:
-                    last = ee
+                if es > latest:
+                    latest = es
                 e += 1
+            if n_eng[i] > 0 and latest + w > last:
+                last = latest + w
             if hbm_ns[i] > 0.0:
                 hs = max(ds, hbm_free)
                 he = hs + hbm_ns[i]
@@ -209,6 +230,30 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
                     pending[npend] = s2
                     npend += 1
             nblocked[i] = 0
+        elif npend == 1 and remaining > 0:
+            # Only this stream changed: its next head goes next if it still beats every other
+            # stream (ties to the lower stream number, as in the reference).
+            i2 = order[head[s]]
+            r, blocker = _eval_head(s, i2, hpos, hr, dep_ptr, dep_idx, done, end, stream,
+                                    sem_lat)
+            if blocker < 0:
+                k2 = kind[i2]
+                if k2 == KIND_LS:
+                    c = max(r, max(ls_free, last_mm_start))
+                elif k2 == KIND_MM:
+                    c = max(r, max(free[s], ls_end))
+                else:
+                    c = max(r, free[s])
+                cand[s] = c
+                if c < t2 or (c == t2 and s < s2):
+                    best_t = c
+                    fast = True
+                npend = 0
+            else:
+                cand[s] = np.inf
+                blk[s] = blocker
+                nblocked[blocker] += 1
+                npend = 0
     return 0, start, end, dstart, busy, stuck
 
 
