@@ -30,8 +30,8 @@ def _visible():
 
 
 def _install_cost_model(visible):
-    from .cost import RooflineCostModel
-    model = RooflineCostModel(visible)
+    from .cost import LoweredCostModel
+    model = LoweredCostModel(visible)
     _state["cost_model"] = model
     _C._set_cost_function(model)
 
@@ -106,3 +106,37 @@ def device_time_ns(device=None) -> int:
 
 def _autoload() -> None:
     """Entry point of the `torch.backends` group: importing this package is all it takes."""
+
+
+# ---- simulated-time reports (issue 5: lowered eager ops, AEE) ---------------------------------
+def estimated_ops() -> dict:
+    """{op name: count} of ops timed by the roofline estimate (no lowering rule) so far."""
+    _C._drain()
+    return dict(_state["cost_model"].estimated)
+
+
+def timing_breakdown() -> dict:
+    """Simulated time so far, per op (count, ns, per-engine busy ns, HBM bytes, estimated),
+    per engine, launches, AEE fusion counts and the program cache's hit rate / lowering time."""
+    _C._drain()
+    return _state["cost_model"].breakdown()
+
+
+def timing_report(top: int = 15) -> str:
+    """`timing_breakdown()` as a printable table of the `top` ops by simulated time."""
+    _C._drain()
+    return _state["cost_model"].report(top)
+
+
+def reset_timing_stats() -> None:
+    """Clear the breakdown counters (the program cache is kept)."""
+    _C._drain()
+    _state["cost_model"].reset_stats()
+
+
+def set_adaptive_eager(enabled) -> None:
+    """Adaptive Eager Execution on/off (None: TORCH_NEURONX_ENABLE_CONCATENATION decides).
+    `torch.use_deterministic_algorithms(True)` turns it off regardless."""
+    _C._drain()
+    _state["cost_model"].aee_override = None if enabled is None else bool(enabled)
+

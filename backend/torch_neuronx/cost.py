@@ -1,131 +1,267 @@
 """Simulated time of eager ops: the cost function the C++ queue calls when it drains.
 
-Until an op family has a lowering to an ISA program (neuron_sim.lower), its time is a
-roofline estimate from the chip spec: FLOPs over the TensorE peak for its dtype, bytes over
-the logical core's HBM bandwidth, plus the per-op launch cost eager execution pays. Every
-estimated op is counted, so users can see which numbers are modelled and which estimated.
+Each queued op is lowered to a NeuronCore ISA program (neuron_sim.lower), simulated once per
+(op, shapes, strides, dtypes, scalars, chip, LNC) and cached, so a steady-state training step costs
+dictionary lookups. Eager execution pays a launch cost per program (EAGER_LAUNCH_S).
+
+Adaptive Eager Execution (AEE): consecutive fusible ops of one stream between sync points are
+lowered into ONE program (intermediates that a later op reads stay in SBUF) and pay one launch.
+Numerics are unchanged (the CPU kernels compute every op); only the timing changes. A drain with
+at_sync=True is a boundary (print, .item(), synchronize, events); a drain forced by the queue
+length bound closes the open group too (a small, documented difference). AEE is off under
+`torch.use_deterministic_algorithms(True)`, with TORCH_NEURONX_ENABLE_CONCATENATION=0, or after
+`torch_neuronx.set_adaptive_eager(False)`.
+
+An op with no lowering rule is timed by a documented roofline (neuron_sim.lower.estimate) and
+counted in `estimated`, which `torch_neuronx.estimated_ops()` reports. Host<->device copies are
+timed as PCIe transfers (neuron_sim.lower.assumptions.PCIE_BYTES_PER_S).
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
+import time
+from collections import Counter, defaultdict
 
 import torch
 
-# Eager launch cost per op (named assumption). TorchNeuron runs each eager op as a cached
-# NEFF; the runtime release notes say Trn3 cut NEFF start overhead "by 20 us", so a Trn2
-# start costs more than that. Trn2: 25 us; Trn3: 5 us; Trn1 as Trn2.
-EAGER_OP_LAUNCH_S = {"trn1": 25e-6, "trn2": 25e-6, "trn3": 5e-6}
+from neuron_sim.lower import (AEE_MAX_OPS, EAGER_LAUNCH_S, ENGINES, PCIE_BYTES_PER_S, OpSpec,
+                              ProgramCache, TensorSpec)
 
-# Op families by how their FLOPs are counted (names without overload).
-_MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
-               "aten::matmul", "aten::linear", "aten::dot", "aten::mv", "aten::addmv"}
-_CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::convolution_backward",
-             "aten::mkldnn_convolution", "aten::_slow_conv2d_forward",
-             "aten::_slow_conv2d_backward"}
-_COPY_OPS = {"neuron::copy_h2d", "neuron::copy_d2h", "neuron::copy_d2d"}
-# Host <-> device copies cross PCIe; a Gen5 x16 link moves ~50 GB/s in practice (assumed).
-_PCIE_BYTES_PER_S = 50e9
+from . import settings
 
-_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
-                torch.float64: "float32", torch.float8_e4m3fn: "float8_e4m3",
-                torch.float8_e5m2: "float8_e5m2"}
+_HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 
 
-def _numel(sizes) -> int:
-    return math.prod(sizes) if sizes else 1
+def _is_tensor(a) -> bool:
+    return isinstance(a, tuple) and len(a) == 4 and isinstance(a[0], tuple) and isinstance(a[3], bool)
 
 
-def _bytes(t) -> int:
-    sizes, _strides, dtype, _on_neuron = t
+def _dtype_name(dt) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def _spec(t):
+    sizes, strides, dtype, on_neuron = t
     if dtype is None:
-        return 0
-    itemsize = min(dtype.itemsize, 4)  # 64-bit types run in 32 bits on Trainium
-    return _numel(sizes) * itemsize
+        return None
+    return TensorSpec(sizes, _dtype_name(dtype), strides, on_device=on_neuron)
 
 
-def _tensors(args):
-    for a in args:
-        if isinstance(a, tuple) and len(a) == 4 and isinstance(a[0], tuple) and isinstance(a[3], bool):
-            yield a
-        elif isinstance(a, list):
-            yield from (t for t in a if t[2] is not None)
+def _arg(a):
+    if _is_tensor(a):
+        return _spec(a)
+    if isinstance(a, list):
+        return [_spec(t) for t in a if t[2] is not None]
+    return a
 
 
-def _matmul_flops(inputs, outputs) -> float:
-    if not outputs:
-        return 0.0
-    out = outputs[0]
-    mats = [t for t in inputs if len(t[0]) >= 1]
-    if not mats:
-        return 0.0
-    k = mats[0][0][-1] if len(mats[0][0]) >= 1 else 1
-    return 2.0 * _numel(out[0]) * k
+def op_spec(name, args, outputs) -> OpSpec:
+    """The torch-free description of one queued op."""
+    outs = tuple(o for o in (_spec(t) for t in outputs) if o is not None)
+    return OpSpec(name, tuple(_arg(a) for a in args), outs)
 
 
-def _conv_flops(inputs, outputs) -> float:
-    if len(inputs) < 2 or not outputs:
-        return 0.0
-    weight = inputs[1][0]
-    per_output = _numel(weight[1:]) if len(weight) > 1 else 1
-    return 2.0 * _numel(outputs[0][0]) * per_output
+def _freeze(args):
+    """A hashable key of an argument tuple (tensor lists become tuples)."""
+    for v in args:
+        if isinstance(v, list):
+            return tuple(tuple(v) if isinstance(v, list) else v for v in args)
+    return args
 
 
-class RooflineCostModel:
-    """Per-op simulated nanoseconds from the spec of the simulated instance."""
+def _nbytes(t) -> int:
+    sizes, _s, dtype, _o = t
+    return math.prod(sizes) * min(dtype.itemsize, 4) if dtype is not None else 0
+
+
+class _OpStats:
+    __slots__ = ("count", "ns", "engine_ns", "hbm_bytes", "estimated", "fused")
+
+    def __init__(self):
+        self.count, self.ns, self.hbm_bytes, self.estimated, self.fused = 0, 0, 0.0, 0, 0
+        self.engine_ns = defaultdict(float)
+
+
+class LoweredCostModel:
+    """Per-op simulated nanoseconds from lowered, cached ISA programs of the visible instance."""
 
     def __init__(self, visible):
         self.instance = visible.instance
         self.lnc = visible.lnc
-        chip = self.instance.chip
-        self.hbm_bytes_per_s = self.instance.hbm_bytes_per_s_per_logical_core(self.lnc)
-        self.launch_ns = 1e9 * EAGER_OP_LAUNCH_S[chip.name]
-        self._peak = {}
-        self._cache = {}
+        self.chip = self.instance.chip
+        self.launch_ns = 1e9 * EAGER_LAUNCH_S[self.chip.name]
+        self.cache = ProgramCache()
+        self._timings: dict = {}     # raw descriptor key -> Timing
+        self._fused: dict = {}       # tuple of raw keys -> fused Timing
         self.estimated = Counter()   # op name -> count timed by roofline
         self.executed = set()        # op names that ran as Neuron ops
+        self.aee_override = None     # set_adaptive_eager(); None: follow env + determinism
+        self.reset_stats()
 
-    def peak_flops(self, dtype) -> float:
-        name = _DTYPE_NAMES.get(dtype, "float32")
-        if name not in self._peak:
-            self._peak[name] = self.instance.peak_flops_per_logical_core(name, self.lnc)
-        return self._peak[name]
+    # ---- statistics ---------------------------------------------------------------------------
+    def reset_stats(self):
+        self.ops = defaultdict(_OpStats)
+        self.launches = 0
+        self.launch_total_ns = 0
+        self.fused_groups = 0
+        self.fused_ops = 0
+        self.total_ns = 0
+        self.cost_s = 0.0
 
-    def op_ns(self, name, args, outputs) -> int:
-        inputs = list(_tensors(args))
-        key = (name, tuple((t[0], t[2]) for t in inputs), tuple((t[0], t[2]) for t in outputs))
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        moved = sum(_bytes(t) for t in inputs) + sum(_bytes(t) for t in outputs)
-        if name in _COPY_OPS:
-            ns = 1e9 * (moved / 2) / (_PCIE_BYTES_PER_S if name != "neuron::copy_d2d"
-                                      else self.hbm_bytes_per_s)
-            ns += self.launch_ns
-        else:
-            flops = 0.0
-            base = name.split(".")[0]
-            if base in _MATMUL_OPS:
-                flops = _matmul_flops(inputs, outputs)
-            elif base in _CONV_OPS:
-                flops = _conv_flops(inputs, outputs)
-            dtype = (inputs[0][2] if inputs else (outputs[0][2] if outputs else torch.float32))
-            compute_ns = 1e9 * flops / self.peak_flops(dtype) if flops else 0.0
-            memory_ns = 1e9 * moved / self.hbm_bytes_per_s
-            ns = max(compute_ns, memory_ns) + self.launch_ns
-        result = int(round(ns))
-        self._cache[key] = result
-        return result
+    def aee_enabled(self) -> bool:
+        if torch.are_deterministic_algorithms_enabled():
+            return False
+        if self.aee_override is not None:
+            return self.aee_override
+        return bool(settings.get("TORCH_NEURONX_ENABLE_CONCATENATION"))
+
+    # ---- timing of one op ---------------------------------------------------------------------
+    def timing(self, name, args, outputs, key):
+        t = self._timings.get(key)
+        if t is not None:
+            self.cache.hits += 1
+            return t
+        t = self.cache.lower_op(op_spec(name, args, outputs), self.chip, self.lnc)
+        self._timings[key] = t
+        return t
+
+    def _record(self, name, ns, t, fused=False):
+        s = self.ops[name]
+        s.count += 1
+        s.ns += ns
+        if t is not None:
+            for e, v in t.engine_ns.items():
+                s.engine_ns[e] += v
+            s.hbm_bytes += t.hbm_bytes
+            if t.estimated:
+                s.estimated += 1
+        s.fused += fused
+        self.total_ns += ns
 
     def __call__(self, batch, at_sync):
-        out = []
-        for _seq, name, _device, _stream, args, outputs, preset_ns in batch:
-            if preset_ns >= 0:  # duration known already (compiled graph, collective, kernel)
-                out.append(preset_ns)
+        t0 = time.perf_counter()
+        out = [0] * len(batch)
+        aee = self.aee_enabled()
+        group = []        # (index, name, key, timing, args, outputs)
+        gkey = None
+
+        def flush():
+            nonlocal group
+            if group:
+                self._charge_group(group, out, aee)
+            group = []
+
+        for i, (_seq, name, device, stream, args, outputs, preset_ns) in enumerate(batch):
+            if preset_ns >= 0:            # duration known (compiled graph, collective, kernel)
+                flush()
+                out[i] = preset_ns
                 continue
-            out.append(self.op_ns(name, args, outputs))
+            if name in _HOST_COPIES:
+                flush()
+                moved = sum(_nbytes(t) for t in args if _is_tensor(t))
+                ns = int(round(1e9 * moved / PCIE_BYTES_PER_S + 1e9 * self.chip.dma_fixed_latency_s))
+                out[i] = ns
+                self._record(name, ns, None)
+                continue
             if not name.startswith("neuron::"):
-                self.estimated[name] += 1
                 self.executed.add(name)
+            key = (name, _freeze(args), _freeze(outputs))
+            t = self.timing(name, args, outputs, key)
+            if t.estimated:
+                self.estimated[name] += 1
+            if t.total_ns <= 0 and not t.estimated:   # views: no program, no launch
+                self._record(name, 0, t)
+                continue
+            fusible = aee and not t.estimated
+            if not fusible or (device, stream) != gkey or len(group) >= AEE_MAX_OPS:
+                flush()
+                gkey = (device, stream)
+            group.append((i, name, key, t, args, outputs))
+            if not fusible:
+                flush()
+        flush()
+        self.cost_s += time.perf_counter() - t0
         return out
+
+    def _charge_group(self, group, out, aee):
+        self.launches += 1
+        self.launch_total_ns += int(self.launch_ns)
+        if len(group) == 1 or not aee:
+            for i, name, _k, t, _a, _o in group:
+                ns = int(round(self.launch_ns + t.total_ns))
+                out[i] = ns
+                self._record(name, ns, t)
+            if len(group) > 1:   # cannot happen (non-AEE groups are single ops); kept defensive
+                self.launches += len(group) - 1
+            return
+        keys = tuple(g[2] for g in group)
+        ft = self._fused.get(keys)
+        if ft is None:
+            specs = [op_spec(name, a, o) for _i, name, _k, _t, a, o in group]
+            ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,
+                                           standalone=[g[3] for g in group])
+            self._fused[keys] = ft
+        else:
+            self.cache.hits += 1
+        total = self.launch_ns + ft.total_ns
+        alone = sum(g[3].total_ns for g in group) or 1.0
+        self.fused_groups += 1
+        self.fused_ops += len(group)
+        charged = 0
+        for n, (i, name, _k, t, _a, _o) in enumerate(group):
+            ns = int(round(total * t.total_ns / alone)) if n < len(group) - 1 \
+                else int(round(total)) - charged
+            charged += ns
+            out[i] = ns
+            self._record(name, ns, t, fused=True)
+
+    # ---- reports --------------------------------------------------------------------------
+    def breakdown(self) -> dict:
+        engines = {e: 0.0 for e in ENGINES}
+        ops = {}
+        for name, s in sorted(self.ops.items(), key=lambda kv: -kv[1].ns):
+            for e, v in s.engine_ns.items():
+                engines[e] = engines.get(e, 0.0) + v
+            ops[name] = {"count": s.count, "ns": s.ns, "engine_ns": dict(s.engine_ns),
+                         "hbm_bytes": s.hbm_bytes, "estimated": s.estimated, "fused": s.fused}
+        st = self.cache.stats()
+        return {"instance": self.instance.name, "lnc": self.lnc, "total_ns": self.total_ns,
+                "launches": self.launches, "launch_ns": self.launch_total_ns,
+                "aee": self.aee_enabled(), "fused_groups": self.fused_groups,
+                "fused_ops": self.fused_ops, "engine_ns": engines,
+                "hbm_bytes": sum(s.hbm_bytes for s in self.ops.values()), "ops": ops,
+                "estimated_ops": dict(self.estimated), "cache": st,
+                "cost_model_s": self.cost_s}
+
+    def report(self, top: int = 15) -> str:
+        b = self.breakdown()
+        tot = b["total_ns"] or 1
+        c = b["cache"]
+        lines = [f"simulated device time {b['total_ns'] / 1e6:.3f} ms on {b['instance']} "
+                 f"(LNC={b['lnc']}), {b['launches']} program launches "
+                 f"({b['launch_ns'] / 1e6:.3f} ms launch overhead); AEE "
+                 f"{'on' if b['aee'] else 'off'}: {b['fused_ops']} ops in "
+                 f"{b['fused_groups']} fused programs",
+                 "engine busy (ms): " + ", ".join(f"{e} {v / 1e6:.3f}"
+                                                  for e, v in b["engine_ns"].items() if v),
+                 f"HBM traffic {b['hbm_bytes'] / 1e6:.1f} MB; program cache: "
+                 f"{c['hit_rate'] * 100:.1f}% hits ({c['hits']}/{c['hits'] + c['misses']}), "
+                 f"lowering {c['lower_s'] * 1e3:.0f} ms",
+                 f"{'op':42s} {'count':>6s} {'ms':>9s} {'%':>6s}  {'TensorE':>8s} {'VectorE':>8s} "
+                 f"{'ScalarE':>8s} {'GpSimd':>8s} {'DMA':>8s}"]
+        for name, s in list(b["ops"].items())[:top]:
+            e = s["engine_ns"]
+            lines.append(f"{name[:42]:42s} {s['count']:6d} {s['ns'] / 1e6:9.3f} "
+                         f"{100 * s['ns'] / tot:6.1f}  " + " ".join(
+                             f"{e.get(k, 0.0) / 1e6:8.3f}"
+                             for k in ("TensorE", "VectorE", "ScalarE", "GpSimd", "DMA"))
+                         + ("  (estimated)" if s["estimated"] else ""))
+        est = b["estimated_ops"]
+        lines.append("estimated (roofline, no lowering rule): " +
+                     (", ".join(f"{k} x{v}" for k, v in sorted(est.items())) if est else "none"))
+        return "\n".join(lines)
+
+
+# Kept for code that imported the first cost model by name.
+RooflineCostModel = LoweredCostModel

@@ -1,0 +1,217 @@
+"""LowerCtx: what a rule writes its program through.
+
+It wraps a ProgramBuilder and adds what every op family needs:
+- operands: a TensorSpec lives in HBM, or (inside a fused sequence) stays resident in SBUF after
+  the op that produced it; `load` skips the DMA for a resident tensor, `store` skips the HBM write
+  for an output nobody outside the sequence reads (`live_outputs`);
+- the canonical element-wise layout: a tensor of N elements viewed as [P = min(128, N), N / P]
+  and streamed in chunks of [P, F] (F chosen so each DMA moves 2-16 KiB per partition, the range
+  where the DMA engines approach their sustained rate [DMAbw]) through triple-buffered tiles;
+- the row layout for row-wise ops (softmax, norms): rows spread over the 128 partitions, several
+  rows per partition side by side on the free axis;
+- `repeat(R)`: the representative-repeat rule (see README) and the LNC split: each physical core of
+  a logical core takes ceil(R / lnc) of the R identical blocks.
+
+Everything here is timing-only: instructions carry the right operand sizes, engines and
+dependencies; the values they would compute are irrelevant (numerics come from the CPU kernels)."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ..errors import CapacityError
+from ..numerics.formats import itemsize
+from ..program import ProgramBuilder
+from ..program.ap import AccessPattern, Memory, Tensor
+from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
+from .spec import TensorSpec
+
+P = 128  # partitions [ArchV2]
+BUFS = 3  # tiles per role in flight: load / compute / store overlap
+
+
+def chunk_elems(cols: int, dtype: str) -> int:
+    """Free elements per chunk: 2 KiB..16 KiB per partition, at least ~4 chunks when big."""
+    isz = max(itemsize(dtype), 1)
+    lo, hi = int(2048 // isz), int(16384 // isz)
+    return max(1, min(cols, max(lo, min(hi, ceil(cols / 4)))))
+
+
+class LowerCtx:
+    def __init__(self, chip, lnc: int = 1, cap: int = REPEAT_CAP, *, live=None,
+                 consumed_later=frozenset(), name="op"):
+        self.b = ProgramBuilder(chip, name=name, keep_operands=False)
+        self.chip = self.b.chip
+        self.lnc = max(1, int(lnc))
+        self.cap = cap
+        self.live = live                      # None: every output is stored to HBM
+        self.consumed_later = consumed_later  # keys of outputs a later op of the sequence reads
+        self.repeats: list = []               # (R per core, emitted) of each repeat() call
+        self._hbm: dict = {}
+        self._resident: dict = {}             # key -> SBUF Tensor [P, cols]
+        self._resident_bytes = 0
+        self._pool: dict = {}
+        self._seq = 0
+
+    # ---- identity and placement ----------------------------------------------------------------
+    @staticmethod
+    def key(t: TensorSpec):
+        return ("id", t.id) if t.id is not None else ("layout",) + t.layout_key
+
+    def is_resident(self, t: TensorSpec) -> bool:
+        return self.key(t) in self._resident
+
+    def hbm(self, t: TensorSpec) -> Tensor:
+        k = self.key(t)
+        h = self._hbm.get(k)
+        if h is None:
+            span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.strides) if n > 0)
+            h = self._hbm[k] = self.b.hbm(f"hbm{len(self._hbm)}", (max(span, t.numel, 1),),
+                                          t.dtype)
+        return h
+
+    def flat_shape(self, t_or_numel) -> tuple:
+        n = t_or_numel.numel if isinstance(t_or_numel, TensorSpec) else int(t_or_numel)
+        p = max(1, min(P, n))
+        return p, ceil(n / p)
+
+    # ---- representative repeats ---------------------------------------------------------------
+    def repeat(self, total: int, cap: int | None = None) -> int:
+        """How many of `total` identical blocks this core emits (see README). `cap` lowers the
+        limit for rules whose blocks hold many instructions; the second (half-size) build of an
+        extrapolation halves it too."""
+        per_core = ceil(max(int(total), 1) / self.lnc)
+        limit = REPEAT_CAP if cap is None else max(2, min(int(cap), REPEAT_CAP))
+        if self.cap < REPEAT_CAP:
+            limit = max(1, limit // 2)
+        n = min(per_core, limit)
+        self.repeats.append((per_core, n))
+        return n
+
+    # ---- tiles ------------------------------------------------------------------------------
+    def tile(self, role: str, shape, dtype, slot: int = 0, memory=Memory.SBUF) -> Tensor:
+        """A rotating buffer: the same Tensor for (role, shape, dtype, slot % BUFS), so reuse
+        orders itself through the builder's WAR/WAW dependencies like a multi-buffered kernel."""
+        k = (role, tuple(shape), dtype, slot % BUFS, memory)
+        t = self._pool.get(k)
+        if t is None:
+            mk = self.b.sbuf if memory == Memory.SBUF else self.b.psum
+            t = self._pool[k] = mk(f"{role}{len(self._pool)}", tuple(shape), dtype)
+        return t
+
+    def end_op(self):
+        """Release the op's streaming tiles (resident intermediates stay)."""
+        for t in self._pool.values():
+            self.b.free(t)
+        self._pool.clear()
+
+    # ---- loads and stores in the flat chunk layout ----------------------------------------
+    def hbm_chunk(self, t: TensorSpec, p: int, cols: int, off: int, f: int) -> AccessPattern:
+        """HBM access of chunk [p, f] at free offset `off` of t's flat [p, cols] view. Strided or
+        gapped tensors give one descriptor per contiguous run (DMA cost grows accordingly)."""
+        h = self.hbm(t)
+        if t.is_contiguous or t.numel <= 1:
+            dims = ((f, 1),)
+        elif t.strides[-1] == 1 and t.shape[-1] > 1:
+            run = min(t.shape[-1], f)
+            dims = ((ceil(f / run), run + 1), (run, 1))
+        else:
+            dims = ((f, max(2, abs(t.strides[-1]) if t.strides else 2)),)
+        pstride = cols if t.is_contiguous else max(cols, 1) * 2
+        return AccessPattern(h, 0, p, off, dims, pstride)
+
+    def resident_ap(self, t: TensorSpec, p: int, off: int, f: int):
+        r = self._resident[self.key(t)]
+        cols = r.shape[1]
+        p = min(p, r.shape[0])
+        f = min(f, cols)
+        off = min(off, cols - f)
+        return r[0:p, off:off + f]
+
+    def load(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="in"):
+        """Chunk j ([p, f] at free offset j*f) of input t into SBUF; a resident tensor is read in
+        place. A broadcast input (fewer elements than the chunk plan) is loaded once, whole."""
+        if self.is_resident(t):
+            return self.resident_ap(t, p, j * f, f)
+        if t.numel < p * cols:          # broadcast operand: one small load, reused by every chunk
+            pb, cb = self.flat_shape(t)
+            fb = min(cb, f)
+            k = ("bcast",) + self.key(t)
+            tile = self._pool.get(k)
+            if tile is None:
+                tile = self._pool[k] = self.b.sbuf(f"b{len(self._pool)}", (p, fb), t.dtype)
+                src = AccessPattern(self.hbm(t), 0, p, 0, ((fb, 1),), 0)
+                self.b.dma_copy(tile, src)
+            return tile[0:p, 0:min(fb, f)] if fb >= f else tile.ap()
+        tile = self.tile(role, (p, f), t.dtype, j)
+        self.b.dma_copy(tile, self.hbm_chunk(t, p, cols, j * f, f))
+        return tile
+
+    def out_tile(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="out"):
+        """Where the compute of chunk j of output t writes: straight into SBUF residency when a
+        later op of the sequence reads t (and it fits), else a streaming tile."""
+        k = self.key(t)
+        if k in self.consumed_later and k not in self._resident and j == 0:
+            self._make_resident(t, p, cols)
+        if k in self._resident:
+            return self.resident_ap(t, p, j * f, f)
+        return self.tile(role, (p, f), t.dtype, j)
+
+    def _make_resident(self, t, p, cols):
+        nbytes = cols * itemsize(t.dtype)
+        if self._resident_bytes + nbytes > RESIDENT_SBUF_BYTES:
+            return
+        try:
+            r = self.b.sbuf(f"res{len(self._resident)}", (p, cols), t.dtype)
+        except CapacityError:
+            return
+        self._resident[self.key(t)] = r
+        self._resident_bytes += nbytes
+
+    def store(self, t: TensorSpec, tile, p: int, cols: int, j: int, f: int):
+        if self.live is not None and self.key(t) not in self.live and t.id is not None:
+            return None
+        src = tile if isinstance(tile, AccessPattern) else tile.ap()
+        return self.b.dma_copy(self.hbm_chunk(t, p, cols, j * f, f), src)
+
+    def chunks(self, t: TensorSpec):
+        """The flat chunk plan of t: (p, cols, f, n_chunks_total)."""
+        p, cols = self.flat_shape(t)
+        f = chunk_elems(cols, t.dtype)
+        return p, cols, f, ceil(cols / f)
+
+    def stream(self, out: TensorSpec, ins, body, outs=None):
+        """The element-wise skeleton: for each chunk, load every input, `body(ins_aps, out_aps,
+        p, f, j)` emits the compute, store every output. `ins`: TensorSpecs streamed in the out
+        layout (broadcasts handled), `outs`: outputs (default [out])."""
+        outs = outs or [out]
+        p, cols, f, total = self.chunks(out)
+        n = self.repeat(total)
+        for j in range(n):
+            fj = min(f, cols - j * f) if n == total else f
+            srcs = [self.load(t, p, cols, j, fj, role=f"in{i}") for i, t in enumerate(ins)]
+            dsts = [self.out_tile(o, p, cols, j, fj, role=f"out{i}") for i, o in enumerate(outs)]
+            body(srcs, dsts, p, fj, j)
+            for o, d in zip(outs, dsts):
+                self.store(o, d, p, cols, j, fj)
+        self.end_op()
+
+    # ---- row layout (softmax, norms, row reductions) ------------------------------------------
+    def row_plan(self, rows: int, cols: int, dtype: str):
+        """Rows over partitions, `r` rows per partition per block: (p, r, blocks)."""
+        p = max(1, min(P, rows))
+        per_part = ceil(rows / p)
+        isz = max(itemsize(dtype), 1)
+        r = max(1, min(per_part, int(8192 // isz) // max(cols, 1)))
+        return p, r, ceil(per_part / r)
+
+    def load_rows(self, t: TensorSpec, p: int, r: int, cols: int, j: int, role="in"):
+        """Block j of rows: [p, r * cols] (rows are contiguous runs of `cols`)."""
+        if self.is_resident(t):
+            return self.resident_ap(t, p, j * r * cols, r * cols)
+        tile = self.tile(role, (p, r * cols), t.dtype, j)
+        self.b.dma_copy(tile, self.hbm_chunk(t, p, r * cols, j * r * cols, r * cols))
+        return tile
+
+    def store_rows(self, t: TensorSpec, tile, p: int, r: int, cols: int, j: int):
+        return self.store(t, tile, p, r * cols, j, r * cols)

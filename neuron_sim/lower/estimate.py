@@ -1,0 +1,53 @@
+"""The documented fallback for an op with no lowering rule (or one its rule rejects).
+
+time = max(FLOPs / TensorE peak for the dtype, bytes / HBM share) for the logical core
+       + 2 x the DMA fixed latency (one load and one store wave that cannot overlap anything)
+FLOPs are counted only for matmul-like ops (2 x output elements x contraction), bytes are every
+device tensor argument plus outputs. The result is flagged `estimated=True` and listed by the
+backend's `torch_neuronx.estimated_ops()`, so users see which numbers are modelled, not simulated."""
+
+from __future__ import annotations
+
+from math import prod
+
+from ..numerics.formats import itemsize
+from ..roofline import roofline_ns
+from .spec import OpSpec
+
+_MATMUL_LIKE = ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "mv", "dot", "addmv",
+                "_grouped_mm", "_scaled_mm")
+
+
+def _flops(op: OpSpec) -> float:
+    base = op.op.split("::")[-1]
+    if base not in _MATMUL_LIKE or not op.outputs:
+        return 0.0
+    ins = [t for t in op.inputs if t.ndim >= 1]
+    if not ins:
+        return 0.0
+    k = ins[-1].shape[-2] if ins[-1].ndim >= 2 else ins[-1].shape[-1]
+    return 2.0 * op.outputs[0].numel * k
+
+
+def estimate_parts(op: OpSpec):
+    nbytes = sum(t.numel * itemsize(t.dtype) for t in list(op.inputs) + list(op.outputs)
+                 if t.on_device)
+    dtype = next((t.dtype for t in op.inputs), op.outputs[0].dtype if op.outputs else "float32")
+    return _flops(op), float(nbytes), dtype
+
+
+def estimate(op: OpSpec, chip, lnc: int = 1):
+    from .api import Timing, _chip
+    c = _chip(chip)
+    flops, nbytes, dtype = estimate_parts(op)
+    try:
+        ns = roofline_ns(flops, nbytes, dtype, c, lnc=lnc)
+    except Exception:
+        ns = roofline_ns(flops, nbytes, "float32", c, lnc=lnc)
+    ns += 2 * c.dma_fixed_latency_s * 1e9
+    return Timing(ns, {"DMA": nbytes / (c.hbm_bytes_per_s_per_core * lnc) * 1e9}, nbytes, flops,
+                  0, estimated=True, ops=(op.name,), note="roofline estimate (no lowering rule)")
+
+
+def numel(shape) -> int:
+    return int(prod(shape)) if shape else 1

@@ -1,0 +1,3 @@
+"""Op families; importing this package registers every rule in registry.RULES."""
+
+from . import elementwise, matmul, movement, norm, optimizer  # noqa: F401

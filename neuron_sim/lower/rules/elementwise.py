@@ -1,0 +1,254 @@
+"""Element-wise ops: unary, binary, ternary, casts, fills, comparisons, activations and their
+backward ops, dropout.
+
+Engine choice follows the hardware [ArchV2][Shared]: transcendental functions and activations
+run on ScalarE (`activation`, max(64, N) cycles whatever the function, scale and bias free);
+arithmetic, comparisons and selects on VectorE (`tensor_tensor` max(64, 2N) FP32 / max(64, N) when
+all BF16 in SBUF; `tensor_scalar` max(64, N) with the NC-v3 2x/4x BF16 modes). A recipe lists the
+instructions of one chunk; the first instruction reads the op's first device input, each `tt`
+step consumes the next device input (or becomes a `tensor_scalar` when the op's other operand is
+a Python/CPU scalar). Data streams HBM -> SBUF -> engines -> HBM in [128, F] chunks
+(context.LowerCtx.stream)."""
+
+from __future__ import annotations
+
+from ...engines import Engine
+from ..registry import lowers
+
+ACT = "act"      # ScalarE activation(func)
+TT = "tt"        # VectorE tensor_tensor(op) with the next input (tensor_scalar if none left)
+TS = "ts"        # VectorE tensor_scalar(op)
+COPY = "copy"    # VectorE tensor_copy (casts: arithmetic is FP32, casts free [ArchV2])
+RNG = "rng"      # random bits (stand-in: a GpSimd instruction of 150 + N cycles, see below)
+
+
+def run_recipe(ctx, recipe, srcs, dst, p, f, j):
+    """Emit the chunk's instructions; the last one writes `dst`."""
+    b = ctx.b
+    cur, rest = srcs[0] if srcs else None, list(srcs[1:])
+    for i, (kind, arg) in enumerate(recipe):
+        last = i == len(recipe) - 1
+        out = dst if last else ctx.tile(f"tmp{i}", (p, f), "float32", j)
+        if kind == ACT:
+            b.activation(out, cur, arg)
+        elif kind == TT:
+            if rest:
+                b.tensor_tensor(out, cur, rest.pop(0), arg)
+            else:
+                b.tensor_scalar(out, cur, arg, 1.0)
+        elif kind == TS:
+            b.tensor_scalar(out, cur, arg, 1.0)
+        elif kind == COPY:
+            b.tensor_copy(out, cur)
+        elif kind == RNG:
+            # No rng instruction in the builder yet: nki.isa.rng/rand2 generate on-chip; charged
+            # as one GpSimd instruction of 150 + N cycles (gpsimd_elementwise_cycles assumption).
+            b.iota(out, base=0, channel_multiplier=1)
+        cur = out
+    return cur
+
+
+def elementwise(ctx, op, recipe, n_inputs=None):
+    """Stream the op's device inputs through `recipe` into its first output."""
+    out = op.outputs[0]
+    ins = [t for t in op.inputs if t.numel > 0]
+    if n_inputs is not None:
+        ins = ins[:n_inputs]
+    if recipe and recipe[0][0] == RNG:
+        ins = []
+
+    def body(srcs, dsts, p, f, j):
+        if not srcs:
+            srcs = [dsts[0]]
+        run_recipe(ctx, recipe, srcs, dsts[0], p, f, j)
+    ctx.stream(out, ins, body)
+
+
+# ---- unary on ScalarE (activation functions) --------------------------------------------------
+_ACT_FUNCS = {
+    "aten::exp": "exp", "aten::exp2": "exp", "aten::expm1": "exp", "aten::log": "log",
+    "aten::log2": "log", "aten::log10": "log", "aten::log1p": "log", "aten::tanh": "tanh",
+    "aten::sigmoid": "sigmoid", "aten::relu": "relu", "aten::gelu": "gelu", "aten::silu": "silu",
+    "aten::mish": "mish", "aten::softplus": "softplus", "aten::erf": "erf", "aten::sqrt": "sqrt",
+    "aten::rsqrt": "rsqrt", "aten::reciprocal": "reciprocal", "aten::sin": "sin",
+    "aten::cos": "sin", "aten::atan": "arctan", "aten::sign": "sign", "aten::abs": "abs",
+    "aten::square": "square", "aten::elu": "relu", "aten::leaky_relu": "relu",
+    "aten::hardtanh": "relu", "aten::hardswish": "silu", "aten::hardsigmoid": "sigmoid",
+    "aten::logit": "log", "aten::erfinv": "erf", "aten::relu6": "relu", "aten::celu": "relu",
+    "aten::selu": "relu", "aten::_log_softmax_stable": "log",
+}
+
+
+@lowers(*_ACT_FUNCS)
+def unary_activation(ctx, op):
+    func = _ACT_FUNCS[op.op]
+    if op.op == "aten::gelu" and op.arg(1) == "tanh":
+        func = "gelu_apprx_tanh"
+    elementwise(ctx, op, [(ACT, func)], n_inputs=1)
+
+
+# ---- unary on VectorE (arithmetic) ------------------------------------------------------------
+_VEC_UNARY = {
+    "aten::neg": "multiply", "aten::floor": "subtract", "aten::ceil": "add",
+    "aten::round": "add", "aten::trunc": "subtract", "aten::frac": "mod",
+    "aten::bitwise_not": "bitwise_xor", "aten::logical_not": "equal", "aten::clamp": "maximum",
+    "aten::clamp_min": "maximum", "aten::clamp_max": "minimum", "aten::clip": "maximum",
+    "aten::isnan": "not_equal", "aten::isinf": "equal", "aten::isfinite": "less",
+    "aten::nan_to_num": "minimum", "aten::threshold": "maximum", "aten::positive": "add",
+    "aten::signbit": "less", "aten::pow": "power", "aten::float_power": "power",
+}
+
+
+@lowers(*_VEC_UNARY)
+def unary_vector(ctx, op):
+    if op.op in ("aten::pow", "aten::float_power") and len(op.inputs) >= 2:
+        elementwise(ctx, op, [(TT, "power")], n_inputs=2)
+        return
+    steps = [(TS, _VEC_UNARY[op.op])]
+    if op.op in ("aten::clamp", "aten::clip", "aten::nan_to_num") and len(op.args) > 2:
+        steps.append((TS, "minimum"))   # two-sided clamp: one tensor_scalar with op0 and op1
+        steps = steps[:1]
+    elementwise(ctx, op, steps, n_inputs=1)
+
+
+# ---- binary (tensor_tensor, or tensor_scalar with a scalar operand) -----------------------------
+_BINARY = {
+    "aten::add": "add", "aten::sub": "subtract", "aten::rsub": "subtract", "aten::mul": "multiply",
+    "aten::div": "divide", "aten::true_divide": "divide", "aten::floor_divide": "divide",
+    "aten::maximum": "maximum", "aten::minimum": "minimum", "aten::fmax": "maximum",
+    "aten::fmin": "minimum", "aten::remainder": "mod", "aten::fmod": "fmod",
+    "aten::eq": "equal", "aten::ne": "not_equal", "aten::lt": "less", "aten::le": "less_equal",
+    "aten::gt": "greater", "aten::ge": "greater_equal", "aten::logical_and": "logical_and",
+    "aten::logical_or": "logical_or", "aten::logical_xor": "logical_xor",
+    "aten::bitwise_and": "bitwise_and", "aten::bitwise_or": "bitwise_or",
+    "aten::bitwise_xor": "bitwise_xor", "aten::__and__": "bitwise_and",
+    "aten::__or__": "bitwise_or", "aten::__xor__": "bitwise_xor", "aten::xlogy": "multiply",
+    "aten::atan2": "divide", "aten::hypot": "add", "aten::copysign": "multiply",
+    "aten::heaviside": "greater", "aten::masked_fill": "multiply",
+    "aten::threshold_backward": "multiply", "aten::hardtanh_backward": "multiply",
+    "aten::leaky_relu_backward": "multiply", "aten::elu_backward": "multiply",
+    "aten::relu_backward": "multiply", "aten::isclose": "less_equal",
+}
+
+
+@lowers(*_BINARY)
+def binary(ctx, op):
+    ins = [t for t in op.inputs if t.numel > 0]
+    alu = _BINARY[op.op]
+    # x.div(y, rounding_mode) and alpha-scaled add/sub are still one VectorE instruction: the
+    # tensor_scalar/tensor_tensor ALU takes the scale as its second op for free [ISA].
+    elementwise(ctx, op, [(TT, alu)], n_inputs=min(len(ins), 2))
+
+
+# ---- ternary ------------------------------------------------------------------------------------
+@lowers("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::where",
+        "aten::_masked_scale", "aten::masked_scatter")
+def ternary(ctx, op):
+    name = op.op
+    if name == "aten::where":
+        elementwise(ctx, op, [(TT, "multiply"), (TT, "add")], n_inputs=3)
+    elif name == "aten::addcdiv":
+        elementwise(ctx, op, [(TT, "add"), (TT, "divide"), (TS, "multiply")], n_inputs=3)
+    elif name == "aten::lerp":
+        # self + w * (end - self): subtract, then multiply-add (w scalar or tensor)
+        elementwise(ctx, op, [(TT, "subtract"), (TT, "multiply"), (TS, "add")], n_inputs=3)
+    else:
+        elementwise(ctx, op, [(TT, "multiply"), (TT, "add")], n_inputs=3)
+
+
+# ---- backward of activations: f'(x) on ScalarE, times grad on VectorE ----------------------------
+_ACT_BACKWARD = {
+    "aten::gelu_backward": "gelu", "aten::silu_backward": "silu",
+    "aten::sigmoid_backward": None, "aten::tanh_backward": None, "aten::mish_backward": "mish",
+    "aten::softplus_backward": "sigmoid", "aten::hardswish_backward": "silu",
+    "aten::hardsigmoid_backward": "sigmoid", "aten::logit_backward": "reciprocal",
+}
+
+
+@lowers(*_ACT_BACKWARD)
+def activation_backward(ctx, op):
+    func = _ACT_BACKWARD[op.op]
+    if func is None:
+        # sigmoid/tanh backward use the saved output: grad * y * (1 - y): two VectorE passes
+        elementwise(ctx, op, [(TT, "multiply"), (TS, "subtract"), (TT, "multiply")], n_inputs=2)
+        return
+    # the derivative is one activation on x (gelu/silu have derivative functions [Shared]);
+    # inputs are (grad, x): apply f' to x, multiply by grad
+    out = op.outputs[0]
+    grad, x = op.inputs[0], op.inputs[1]
+
+    def body(srcs, dsts, p, f, j):
+        d = ctx.tile("dact", (p, f), "float32", j)
+        ctx.b.activation(d, srcs[1], func)
+        ctx.b.tensor_tensor(dsts[0], d, srcs[0], "multiply")
+    ctx.stream(out, [grad, x], body)
+
+
+# ---- copies that compute (casts), fills ------------------------------------------------------
+@lowers("aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous", "aten::copy",
+        "aten::_copy_from", "aten::alias_copy", "aten::lift_fresh_copy", "aten::detach_copy",
+        "aten::_unsafe_view", "aten::view_copy", "aten::_reshape_copy")
+def copy_like(ctx, op):
+    """A copy between device tensors: one HBM -> SBUF -> HBM pass; a cast goes through VectorE
+    (FP32 arithmetic, free casts); a same-dtype contiguous copy is a DMA HBM->HBM."""
+    out = op.outputs[0]
+    src = op.inputs[-1] if op.op == "aten::copy" else op.inputs[0]
+    if src.dtype == out.dtype and src.is_contiguous and out.is_contiguous:
+        from .movement import dma_hbm_copy
+        dma_hbm_copy(ctx, src, out)
+        return
+    ctx.stream(out, [src], lambda s, d, p, f, j: ctx.b.tensor_copy(d[0], s[0]))
+
+
+@lowers("aten::fill", "aten::zero", "aten::zeros_like", "aten::ones_like", "aten::full_like",
+        "aten::zeros", "aten::ones", "aten::full", "aten::empty_like", "aten::new_zeros",
+        "aten::new_ones", "aten::new_full", "aten::scalar_tensor")
+def fill(ctx, op):
+    """memset on VectorE (zero into BF16/FP16 at N/2 [ISAcost]) and a store; no loads."""
+    out = op.outputs[0]
+    if op.op == "aten::empty_like":
+        return
+
+    def body(srcs, dsts, p, f, j):
+        ctx.b.memset(dsts[0], 0.0)
+    ctx.stream(out, [], body)
+
+
+# ---- random numbers ---------------------------------------------------------------------------
+@lowers("aten::uniform", "aten::normal", "aten::bernoulli", "aten::random", "aten::exponential",
+        "aten::rand_like", "aten::randn_like", "aten::randint_like", "aten::rand",
+        "aten::randn", "aten::randint", "aten::geometric", "aten::cauchy", "aten::log_normal",
+        "aten::multinomial", "aten::randperm")
+def random(ctx, op):
+    """Generate bits (GpSimd stand-in, see run_recipe), scale/shift on VectorE (normal: one
+    ScalarE activation more for the Box-Muller log/sin)."""
+    steps = [(RNG, None), (TS, "multiply")]
+    if op.op in ("aten::normal", "aten::randn", "aten::randn_like", "aten::log_normal"):
+        steps.insert(1, (ACT, "log"))
+    elif op.op == "aten::bernoulli":
+        steps[1] = (TS, "less")
+    elementwise(ctx, op, steps, n_inputs=0)
+
+
+@lowers("aten::native_dropout", "aten::dropout", "aten::native_dropout_backward",
+        "aten::feature_dropout")
+def dropout(ctx, op):
+    """Forward: random bits, compare with p (mask), multiply x by mask / (1 - p): outputs (y, mask).
+    Backward: grad * mask * scale, one VectorE pass."""
+    out = op.outputs[0]
+    x = op.inputs[0]
+    if op.op == "aten::native_dropout_backward":
+        elementwise(ctx, op, [(TT, "multiply")], n_inputs=2)
+        return
+    outs = list(op.outputs[:2])
+
+    def body(srcs, dsts, p, f, j):
+        bits = ctx.tile("bits", (p, f), "float32", j)
+        ctx.b.iota(bits, base=0, channel_multiplier=1)          # RNG stand-in (GpSimd)
+        mask = dsts[1] if len(dsts) > 1 else ctx.tile("mask", (p, f), "float32", j)
+        ctx.b.tensor_scalar(mask, bits, "less", 0.5)
+        ctx.b.tensor_tensor(dsts[0], srcs[0], mask, "multiply")
+    ctx.stream(out, [x], body, outs=outs)
+
+
+_ = Engine  # engines are named by string in the builder calls above

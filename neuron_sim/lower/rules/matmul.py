@@ -1,0 +1,250 @@
+"""Matrix products on TensorE: mm, bmm, addmm, baddbmm, linear, matmul, mv, dot, and convolution
+as an implicit GEMM.
+
+Tiling [ArchV2][Tile]: C[M, N] = A[M, K] @ B[K, N] with K on the partitions of both operands;
+`nc_matmul(psum[128, 512], stationary=A^T[K=128, M=128], moving=B[K=128, N=512])` accumulates
+over the K tiles in one PSUM bank (FP32). Cost per MultiplyMoving: max(min(64, M), N) cycles, x4
+for FP32 operands; FP8 on NC-v3+ runs double_row (K = 256 per instruction at the BF16 cycle count).
+Blocking: output blocks of TM x TN tiles whose A and B panels (all of K) fit the SBUF budget are
+loaded once per block, so each panel is re-read from HBM N/BN (A) or M/BM (B) times; loops run
+k-outer so a stationary tile serves TN moving tiles (LoadStationary skipped). PSUM results are
+evacuated alternately by VectorE and ScalarE (bias added in the same pass), cast to the output
+dtype and stored.
+Layout: an operand whose K dimension is contiguous in memory (x in x @ W.T, or W in it) must be
+transposed on the way in: `dma_transpose` (NC-v3+, ~90% of DMA throughput [ArchV3]) or, on chips
+without it, a natural load plus a TensorE transpose through PSUM."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ...numerics.formats import FP8, itemsize
+from ...program.ap import AccessPattern, Memory
+from ..registry import LoweringError, lowers
+from ..spec import TensorSpec
+
+PANEL_BUDGET = 128 * 1024  # SBUF bytes per partition for the resident B panel (all of K)
+
+
+class _Mat:
+    """A 2-D operand view [R, C] of a TensorSpec: row/column strides and a base offset."""
+
+    def __init__(self, spec: TensorSpec, rows, cols, rs, cs, base=0):
+        self.spec, self.rows, self.cols, self.rs, self.cs, self.base = spec, rows, cols, rs, cs, base
+
+
+def _mat2d(t: TensorSpec, batch_index=0):
+    """Last two dims of t as a matrix (leading dims batch; 1-D becomes a row/column)."""
+    if t.ndim == 1:
+        return _Mat(t, 1, t.shape[0], t.shape[0], t.strides[0])
+    r, c = t.shape[-2], t.shape[-1]
+    rs, cs = t.strides[-2], t.strides[-1]
+    return _Mat(t, r, c, rs, cs)
+
+
+def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, slot):
+    """SBUF tile [kt, on] holding the K-slice [k0, k0+kt) x other-slice [o0, o0+on) with K on
+    partitions. k_is_rows: the matrix's rows are K (B operand) or its cols are (A operand)."""
+    b = ctx.b
+    h = ctx.hbm(m.spec)
+    k_stride, o_stride = (m.rs, m.cs) if k_is_rows else (m.cs, m.rs)
+    tile = ctx.tile(role, (kt, on), dtype, slot)
+    if ctx.is_resident(m.spec):
+        return ctx.resident_ap(m.spec, kt, o0, on)
+    if o_stride == 1 or on == 1:      # natural: each K row is contiguous along the other dim
+        src = AccessPattern(h, 0, kt, m.base + k0 * k_stride + o0, ((on, 1),), max(k_stride, 1))
+        b.dma_copy(tile, src)
+        return tile
+    # K contiguous: transpose on the way in
+    src = AccessPattern(h, 0, on, m.base + o0 * o_stride + k0, ((kt, 1),), max(o_stride, 1))
+    if ctx.chip.has_tensor_transpose_mode and itemsize(dtype) in (2, 4):
+        b.dma_transpose(tile, src)
+        return tile
+    for c0 in range(0, on, 128):      # natural [<=128, kt] loads, TensorE transposes
+        cn = min(128, on - c0)
+        ctx._seq += 1
+        nat = ctx.tile("nat", (cn, kt), dtype, ctx._seq)
+        b.dma_copy(nat, AccessPattern(h, 0, cn, m.base + (o0 + c0) * o_stride + k0,
+                                      ((kt, 1),), max(o_stride, 1)))
+        ps = ctx.tile("tp", (kt, cn), "float32", ctx._seq, Memory.PSUM)
+        b.nc_transpose(ps, nat)
+        b.tensor_copy(tile[0:kt, c0:c0 + cn], ps)
+    return tile
+
+
+def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSpec = None,
+         dtype=None, a_batch_stride=0, b_batch_stride=0):
+    """Emit C[batch, M, N] = A[batch, M, K] @ B[batch, K, N] (+ bias[N]).
+
+    Loop nest (per batch): for each N panel of BN columns, load B[:, panel] (all of K) once and
+    keep it in SBUF; for each 128-row M tile, load A^T[:, tile] (double-buffered) and for each
+    512-column moving tile accumulate the K tiles in one PSUM bank, evacuate, store. HBM traffic:
+    B once, A once per N panel. The repeated block is one M tile of one panel."""
+    b = ctx.b
+    chip = ctx.chip
+    dtype = dtype or a.spec.dtype
+    if dtype in ("int32", "int8", "uint8", "bool", "int16", "uint32"):
+        dtype = "float32"     # matmul has no integer data path: converted to FP32 [DTypes]
+    if dtype != bm.spec.dtype and "float32" in (dtype, bm.spec.dtype):
+        dtype = "float32"
+    double = dtype in FP8 and chip.has_fp8_double_row
+    rows = 2 if double else 1
+    KT = 128 * rows
+    MT, NT = 128, 512
+    isz = itemsize(dtype)
+    kt_n = ceil(K / KT)
+    n_tiles = ceil(N / NT)
+    # B panel: kt_n tiles of [128, BN * rows] per partition; A tile: kt_n x [128, 128 * rows]
+    per_nt = kt_n * NT * rows * isz
+    tn = max(1, min(n_tiles, PANEL_BUDGET // max(per_nt, 1)))
+    BN = min(N, tn * NT)
+    panels = ceil(N / BN)
+    m_tiles = ceil(M / MT)
+    total = batch * panels * m_tiles
+    per_block = kt_n * (1 + 2 * tn) + 2 * tn
+    n = ctx.repeat(total, cap=max(2, 900 // max(per_block, 1)))
+    out_dt = out.dtype
+    oh = ctx.hbm(out)
+    bias_tile = None
+    if bias is not None:
+        bias_tile = ctx.tile("bias", (MT, BN), bias.dtype, 0)
+        b.dma_copy(bias_tile, AccessPattern(ctx.hbm(bias), 0, MT, 0, ((BN, 1),), 0))
+    b_tiles, cur_panel, ot = {}, None, 0
+    store = ctx.live is None or out.id is None or ctx.key(out) in ctx.live
+    for blk in range(n):
+        bi, rest = divmod(blk, panels * m_tiles)
+        pi, mi = divmod(rest, m_tiles)
+        n0, m0 = pi * BN, mi * MT
+        bn = min(BN, N - n0)
+        ms = min(MT, M - m0)
+        a.base = bi * a_batch_stride
+        bm.base = bi * b_batch_stride
+        if (bi, pi) != cur_panel:             # load the B panel (all K) for this N range
+            cur_panel = (bi, pi)
+            for kk in range(kt_n):
+                kp = ceil(min(KT, K - kk * KT) / rows)
+                b_tiles[kk] = _load_k_major(ctx, bm, True, kk * KT, kp, n0, bn * rows, dtype,
+                                            f"B{kk}", 0)
+        a_tiles = {}
+        for kk in range(kt_n):
+            kp = ceil(min(KT, K - kk * KT) / rows)
+            a_tiles[kk] = _load_k_major(ctx, a, False, kk * KT, kp, m0, ms * rows, dtype,
+                                        f"A{kk}", blk % 2)
+        for j in range(ceil(bn / NT)):
+            ns = min(NT, bn - j * NT)
+            acc = ctx.tile("acc", (ms, ns), "float32", ot, Memory.PSUM)
+            for kk in range(kt_n):
+                at = a_tiles[kk] if isinstance(a_tiles[kk], AccessPattern) else a_tiles[kk].ap()
+                bt = b_tiles[kk] if isinstance(b_tiles[kk], AccessPattern) else b_tiles[kk].ap()
+                mv = AccessPattern(bt.tensor, bt.p_start, bt.p_size, bt.offset + j * NT * rows,
+                                   ((ns * rows, 1),))
+                b.nc_matmul(acc, at, mv, accumulate=kk > 0,
+                            perf_mode="double_row" if double else None)
+            o = ctx.tile("o", (ms, ns), out_dt, ot)
+            if bias_tile is not None:
+                b.tensor_tensor(o, acc, bias_tile[0:ms, j * NT:j * NT + ns], "add")
+            elif ot % 2:
+                b.activation(o, acc, "copy")
+            else:
+                b.tensor_copy(o, acc)
+            ot += 1
+            if store:
+                b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + m0 * N + n0 + j * NT,
+                                         ((ns, 1),), N), o)
+
+
+def _mm_dims(a: TensorSpec, bt: TensorSpec):
+    am, bmat = _mat2d(a), _mat2d(bt)
+    M, K = am.rows, am.cols
+    if bt.ndim == 1:      # mv: B is a column [K, 1]
+        bmat = _Mat(bt, bt.shape[0], 1, bt.strides[0], 1)
+    K2, N = bmat.rows, bmat.cols
+    if K2 != K:
+        raise LoweringError(f"matmul operands do not agree: A {a.shape} x B {bt.shape}")
+    return am, bmat, M, K, N
+
+
+def _batch_stride(t: TensorSpec):
+    return t.strides[-3] if t.ndim >= 3 else 0
+
+
+@lowers("aten::mm", "aten::bmm", "aten::matmul", "aten::mv", "aten::dot", "aten::vdot",
+        "aten::inner", "aten::_grouped_mm")
+def mm(ctx, op):
+    a, bt = op.inputs[0], op.inputs[1]
+    if a.ndim == 1 and bt.ndim == 1:       # dot
+        a = TensorSpec((1, a.shape[0]), a.dtype, (a.shape[0], a.strides[0]), a.id)
+    am, bmat, M, K, N = _mm_dims(a, bt)
+    batch = 1
+    for d in op.outputs[0].shape[:-2]:
+        batch *= d
+    gemm(ctx, batch, M, K, N, am, bmat, op.outputs[0],
+         a_batch_stride=_batch_stride(a), b_batch_stride=_batch_stride(bt))
+
+
+@lowers("aten::addmm", "aten::baddbmm", "aten::addmv", "aten::addbmm")
+def addmm(ctx, op):
+    bias, a, bt = op.inputs[0], op.inputs[1], op.inputs[2]
+    am, bmat, M, K, N = _mm_dims(a, bt)
+    batch = 1
+    for d in a.shape[:-2]:
+        batch *= d
+    # a bias broadcast along rows is added while evacuating PSUM; a full [M, N] input costs as
+    # much (one PSUM + SBUF pass) but must be loaded: charged through the bias tile's DMA
+    gemm(ctx, batch, M, K, N, am, bmat, op.outputs[0], bias=bias,
+         a_batch_stride=_batch_stride(a), b_batch_stride=_batch_stride(bt))
+
+
+@lowers("aten::linear")
+def linear(ctx, op):
+    x, w = op.inputs[0], op.inputs[1]
+    bias = op.inputs[2] if len(op.inputs) > 2 else None
+    M = x.numel // x.shape[-1]
+    K, N = x.shape[-1], w.shape[0]
+    am = _Mat(x, M, K, x.strides[-1] * K if x.is_contiguous else x.strides[-2], x.strides[-1])
+    bmat = _Mat(w, K, N, w.strides[1], w.strides[0])   # W.T view: K rows (stride 1), N cols
+    gemm(ctx, 1, M, K, N, am, bmat, op.outputs[0], bias=bias)
+
+
+def _conv_gemm_dims(x: TensorSpec, w: TensorSpec, out: TensorSpec, groups=1):
+    """Implicit GEMM: M = output pixels x batch, K = Cin/groups x kernel, N = Cout."""
+    cout = w.shape[0]
+    k = 1
+    for d in w.shape[1:]:
+        k *= d
+    pixels = out.numel // max(cout, 1)
+    return pixels, k, cout
+
+
+@lowers("aten::convolution", "aten::_convolution", "aten::conv2d", "aten::conv1d",
+        "aten::conv3d", "aten::_slow_conv2d_forward", "aten::mkldnn_convolution",
+        "aten::cudnn_convolution", "aten::thnn_conv2d")
+def convolution(ctx, op):
+    """As a GEMM over im2col patches laid out with channels on partitions (the compiler's
+    layout); the patch gather is not charged separately (it overlaps as strided DMA)."""
+    x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2].ndim == 1 else None
+    M, K, N = _conv_gemm_dims(x, w, out)
+    a = TensorSpec((M, K), x.dtype, (1, M), x.id)          # K-major: natural loads
+    bsp = TensorSpec((K, N), w.dtype, (N, 1), w.id)
+    gemm(ctx, 1, M, K, N, _Mat(a, M, K, 1, M), _Mat(bsp, K, N, N, 1), out, bias=bias)
+
+
+@lowers("aten::convolution_backward", "aten::_slow_conv2d_backward",
+        "aten::mkldnn_convolution_backward")
+def convolution_backward(ctx, op):
+    """grad_input (a GEMM of the forward's size, transposed weights) and grad_weight (a GEMM
+    contracting over the output pixels)."""
+    gout, x, w = op.inputs[0], op.inputs[1], op.inputs[2]
+    M, K, N = _conv_gemm_dims(x, w, gout)
+    outs = [o for o in op.outputs if o is not None and o.numel > 0]
+    gi = outs[0] if outs else x
+    a = TensorSpec((M, N), gout.dtype, (1, M), gout.id)
+    wt = TensorSpec((N, K), w.dtype, (K, 1), w.id)
+    gemm(ctx, 1, M, N, K, _Mat(a, M, N, 1, M), _Mat(wt, N, K, K, 1),
+         TensorSpec((M, K), gi.dtype, None, ("gi", gi.id)))
+    xs = TensorSpec((M, K), x.dtype, (K, 1), x.id)
+    go = TensorSpec((M, N), gout.dtype, (N, 1), ("go", gout.id))
+    gw = outs[1] if len(outs) > 1 else w
+    gemm(ctx, 1, K, M, N, _Mat(xs, K, M, 1, K), _Mat(go, M, N, N, 1),
+         TensorSpec((K, N), gw.dtype, None, ("gw", gw.id)))

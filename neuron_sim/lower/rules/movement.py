@@ -1,0 +1,228 @@
+"""Data movement: device copies, transposes, cat/stack, views, embedding and index ops (gather,
+scatter, index_put), arange, tril/triu.
+
+- A contiguous same-dtype copy is one HBM -> HBM `dma_copy` on the 16 DMA engines (both sides
+  touch HBM, so it moves 2x the bytes through the core's HBM share) [DMAov].
+- A copy from a strided view whose innermost dimension is contiguous (a permute of attention heads)
+  streams through SBUF with one descriptor per contiguous run; a true transpose (innermost stride
+  != 1) uses `dma_transpose` (NC-v3+, ~90% DMA efficiency [ArchV3]) and otherwise element-wise
+  descriptors.
+- Gathers/scatters by an index tensor are indirect DMAs, which need software descriptor
+  generation on GpSimd on NC-v3 (`dge="swdge"`, the only mode with gather/scatter) [DGE]: one
+  descriptor per row, ~1 us issue per instruction (assumption swdge_instr_s).
+- Views (view, reshape, transpose, slice, expand, ...) move no data: an empty program."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ...numerics.formats import itemsize
+from ...program.ap import AccessPattern
+from ..registry import lowers
+from ..spec import TensorSpec
+
+VIEW_OPS = ("aten::view", "aten::_unsafe_view_alias", "aten::reshape", "aten::t",
+            "aten::transpose", "aten::permute", "aten::expand", "aten::slice", "aten::select",
+            "aten::as_strided", "aten::unsqueeze", "aten::squeeze", "aten::detach",
+            "aten::alias", "aten::split", "aten::split_with_sizes", "aten::chunk",
+            "aten::unbind", "aten::narrow", "aten::_reshape_alias", "aten::unfold",
+            "aten::view_as", "aten::expand_as", "aten::set", "aten::resize",
+            "aten::_local_scalar_dense", "aten::lift_fresh", "aten::empty",
+            "aten::empty_strided", "aten::real", "aten::view_as_real", "aten::view_as_complex")
+
+
+@lowers(*VIEW_OPS)
+def view(ctx, op):
+    """Metadata only: no instructions."""
+
+
+def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None, run=None):
+    """HBM -> HBM copy of src into out (at element offset), as `rows` runs of `run` elements."""
+    n = src.numel
+    if n == 0:
+        return
+    if rows is None:
+        rows, run = 1, n
+    # split big copies over several instructions so queues run in parallel (4 MiB each)
+    isz = itemsize(src.dtype)
+    per = max(1, int((4 << 20) // max(run * isz, 1)))
+    hs, hd = ctx.hbm(src), ctx.hbm(out)
+    if ctx.live is not None and out.id is not None and ctx.key(out) not in ctx.live:
+        return
+    for r0 in range(0, rows, per):
+        rn = min(per, rows - r0)
+        if rn == 1 and run * isz > (4 << 20):
+            parts = ceil(run * isz / (4 << 20))
+            step = ceil(run / parts)
+            for c0 in range(0, run, step):
+                cn = min(step, run - c0)
+                ctx.b.dma_copy(AccessPattern(hd, 0, 16, out_offset + c0, ((ceil(cn / 16), 1),),
+                                             ceil(cn / 16)),
+                               AccessPattern(hs, 0, 16, c0, ((ceil(cn / 16), 1),), ceil(cn / 16)))
+            continue
+        ctx.b.dma_copy(AccessPattern(hd, 0, rn, out_offset + r0 * run, ((run, 1),), run),
+                       AccessPattern(hs, 0, rn, r0 * run, ((run, 1),), run))
+
+
+def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
+    """Copy a non-contiguous src into out through SBUF."""
+    if src.ndim and src.strides[-1] != 1 and src.shape[-1] > 1 \
+            and ctx.chip.has_tensor_transpose_mode and itemsize(src.dtype) in (2, 4):
+        h = ctx.hbm(src)
+
+        def load(t, p, cols, j, f, role="in"):
+            tile = ctx.tile(role, (p, f), t.dtype, j)
+            ctx.b.dma_transpose(tile, AccessPattern(h, 0, f, j * f, ((p, 1),), max(cols, 1)))
+            return tile
+        p, cols, f, total = ctx.chunks(out)
+        n = ctx.repeat(total)
+        for j in range(n):
+            fj = min(f, cols - j * f) if n == total else f
+            tile = load(src, p, cols, j, fj)
+            if out.dtype != src.dtype:
+                dst = ctx.tile("cast", (p, fj), out.dtype, j)
+                ctx.b.tensor_copy(dst, tile)
+                tile = dst
+            ctx.store(out, tile, p, cols, j, fj)
+        ctx.end_op()
+        return
+    # runs of the innermost contiguous extent: load with one descriptor per run, store contiguous
+    ctx.stream(out, [src], lambda s, d, p, f, j: ctx.b.tensor_copy(d[0], s[0]))
+
+
+@lowers("neuron::copy_d2d")
+def copy_d2d(ctx, op):
+    src, out = op.args[0], op.outputs[0]
+    if src.is_contiguous and out.is_contiguous and src.dtype == out.dtype:
+        dma_hbm_copy(ctx, src, out)
+    else:
+        strided_copy(ctx, src, out)
+
+
+@lowers("aten::cat", "aten::stack", "aten::concat", "aten::concatenate", "aten::hstack",
+        "aten::vstack")
+def cat(ctx, op):
+    """Each input lands in its slice of the output: rows = product of the dims before the cat
+    dimension, runs = the input's extent from the cat dimension on."""
+    tensors = [t for t in op.args[0] if t.numel > 0] if isinstance(op.args[0], (list, tuple)) \
+        else op.inputs
+    out = op.outputs[0]
+    dim = op.arg(1, 0) or 0
+    nd = out.ndim
+    dim = dim % nd if nd else 0
+    if op.op == "aten::stack":
+        dim = min(dim, nd - 1)
+    outer = 1
+    for d in out.shape[:dim]:
+        outer *= d
+    off = 0
+    for t in tensors:
+        run = t.numel // max(outer, 1)
+        if t.is_contiguous:
+            dma_hbm_copy(ctx, t, out, out_offset=off, rows=outer, run=run)
+        else:
+            strided_copy(ctx, t, TensorSpec(t.shape, out.dtype, None, ("cat", off, out.id)))
+        off += run
+
+
+def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, *,
+                   scatter_add=False, idx: TensorSpec = None, src: TensorSpec = None):
+    """Gather (or scatter-add) n_idx rows of d elements between `table` (HBM) and a dense
+    [n_idx, d] tensor, 128 indices (one per partition) x r rows per partition per block."""
+    b = ctx.b
+    isz = itemsize(table.dtype)
+    r = max(1, min(ceil(n_idx / 128), int(8192 // max(d * isz, 1))))
+    per_blk = 128 * r
+    total = ceil(n_idx / per_blk)
+    n = ctx.repeat(total)
+    ht = ctx.hbm(table)
+    dense = src if scatter_add else out
+    hd = ctx.hbm(dense)
+    for j in range(n):
+        p = min(128, max(1, ceil((n_idx - j * per_blk) / r))) if n == total else 128
+        if idx is not None:
+            it = ctx.tile("idx", (p, r), "int32", j)
+            b.dma_copy(it, AccessPattern(ctx.hbm(idx), 0, p, j * per_blk, ((r, 1),), r))
+        rows = ctx.tile("rows", (p, r * d), table.dtype, j)
+        indirect = AccessPattern(ht, 0, p, 0, ((r, d * 7), (d, 1)), d * 3)  # scattered rows
+        if scatter_add:
+            g = ctx.tile("grad", (p, r * d), dense.dtype, j)
+            b.dma_copy(g, AccessPattern(hd, 0, p, j * per_blk * d, ((r * d, 1),), r * d))
+            b.dma_copy(rows, indirect, dge="swdge")
+            b.tensor_tensor(rows, rows, g, "add")
+            b.dma_copy(indirect, rows, dge="swdge")
+        else:
+            b.dma_copy(rows, indirect, dge="swdge")
+            ctx.store(out, rows, p, r * d, j, r * d)
+    ctx.end_op()
+
+
+@lowers("aten::embedding", "aten::index_select", "aten::gather", "aten::index",
+        "aten::take", "aten::take_along_dim", "aten::_embedding_bag")
+def gather(ctx, op):
+    out = op.outputs[0]
+    table = op.inputs[0]
+    idx = op.inputs[1] if op.op == "aten::embedding" else (op.inputs[-1] if len(op.inputs) > 1
+                                                            else None)
+    if op.op == "aten::embedding":
+        table, idx = op.inputs[0], op.inputs[1]
+    d = table.shape[-1] if op.op in ("aten::embedding", "aten::index_select") and \
+        table.ndim >= 2 and (op.op == "aten::embedding" or op.arg(1) == 0) else 1
+    n_idx = out.numel // max(d, 1)
+    _indirect_rows(ctx, table, n_idx, d, out, idx=idx)
+
+
+@lowers("aten::embedding_dense_backward", "aten::embedding_backward", "aten::index_add",
+        "aten::scatter_add", "aten::index_put", "aten::_index_put_impl", "aten::scatter",
+        "aten::scatter_reduce", "aten::index_copy", "aten::masked_scatter_backward")
+def scatter(ctx, op):
+    """Zero (or copy) the destination, then scatter-add the source rows into it."""
+    out = op.outputs[0]
+    if op.op in ("aten::embedding_dense_backward", "aten::embedding_backward"):
+        grad, idx = op.inputs[0], op.inputs[1]
+        d = grad.shape[-1]
+        ctx.stream(out, [], lambda s, dd, p, f, j: ctx.b.memset(dd[0], 0.0))
+        _indirect_rows(ctx, out, grad.numel // max(d, 1), d, out, scatter_add=True, idx=idx,
+                       src=grad)
+        return
+    base = op.inputs[0]
+    srcs = [t for t in op.inputs[1:] if t.dtype not in ("int32", "bool", "uint8")]
+    idxs = [t for t in op.inputs[1:] if t.dtype in ("int32",)]
+    src = srcs[-1] if srcs else base
+    d = base.shape[-1] if base.ndim >= 2 and src.ndim >= 2 and src.shape[-1] == base.shape[-1] \
+        else 1
+    if not op.name.split("::")[-1].split(".")[0].endswith("_"):
+        dma_hbm_copy(ctx, base, out)   # functional form: copy self first
+    _indirect_rows(ctx, out, max(1, src.numel // max(d, 1)), d, out, scatter_add=True,
+                   idx=idxs[0] if idxs else None, src=src)
+
+
+@lowers("aten::arange", "aten::linspace", "aten::eye")
+def arange(ctx, op):
+    """iota on GpSimd (150 + N cycles [ISAcost]) and a store."""
+    out = op.outputs[0]
+    ctx.stream(out, [], lambda s, d, p, f, j: ctx.b.iota(d[0], base=j * f, channel_multiplier=1))
+
+
+@lowers("aten::tril", "aten::triu", "aten::masked_fill_causal")
+def tril(ctx, op):
+    """affine_select on GpSimd (150 + N cycles [ISAcost]): keep or replace by position."""
+    out = op.outputs[0]
+    ctx.stream(out, [op.inputs[0]],
+               lambda s, d, p, f, j: ctx.b.affine_select(d[0], s[0], 0.0))
+
+
+@lowers("aten::flip", "aten::roll", "aten::repeat", "aten::tile", "aten::repeat_interleave",
+        "aten::constant_pad_nd", "aten::pad", "aten::reflection_pad2d", "aten::replication_pad2d",
+        "aten::im2col", "aten::col2im", "aten::pixel_shuffle", "aten::diag_embed",
+        "aten::masked_select", "aten::slice_backward", "aten::select_backward",
+        "aten::diagonal_backward", "aten::expand_backward")
+def rearrange(ctx, op):
+    """Rearranging copies: read the input once, write the output once (through SBUF)."""
+    out = op.outputs[0]
+    src = op.inputs[0] if op.inputs else out
+    if src.numel != out.numel:
+        ctx.stream(out, [], lambda s, d, p, f, j: ctx.b.memset(d[0], 0.0))
+        dma_hbm_copy(ctx, src, out)
+        return
+    ctx.stream(out, [src], lambda s, d, p, f, j: ctx.b.tensor_copy(d[0], s[0]))

@@ -1,0 +1,376 @@
+"""Row-wise and reducing ops: reductions, softmax / log_softmax (+ backward), layer_norm,
+rms_norm and batch_norm (+ backward), losses.
+
+Layout: rows (all dims but the reduced last one) spread over the 128 partitions, `r` rows per
+partition side by side on the free axis (context.LowerCtx.row_plan), so a block is [128, r*C].
+- Row reductions: `tensor_reduce` on VectorE (N cycles; N/2 for BF16 add/max [ISAcost]).
+- Reductions over leading dims: chunks accumulate with `tensor_tensor` adds on VectorE, then the
+  128 partitions are summed on TensorE against a ones vector (the documented cross-partition
+  summation through the PE array [ArchV2]).
+- softmax: max (VectorE), exp with bias -max and a fused running sum (ScalarE activation_reduce,
+  the sum is free [ISAcost]) when one row per partition, else subtract / exp / reduce passes;
+  1/sum on ScalarE, multiply on VectorE.
+- layer/batch norm: `bn_stats` (<= 512 elements per call) + `bn_aggr` per row [ISAcost], then the
+  normalisation as one ScalarE activation (scale = rstd, bias = -mean*rstd, free) per row when
+  one row per partition, else two VectorE passes; weight and bias one VectorE pass each."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ...program.ap import AccessPattern, Memory
+from ..registry import lowers
+from ..spec import TensorSpec
+from .elementwise import TT, elementwise
+from .movement import _indirect_rows
+
+MAX_ROWS_PER_BLOCK = 8     # rows per partition per block for per-row instructions (bn_stats)
+
+
+def _rows_cols(x: TensorSpec, dim=-1):
+    c = x.shape[dim] if x.ndim else 1
+    return max(1, x.numel // max(c, 1)), max(c, 1)
+
+
+def _bcast(ap, p, f):
+    """A [p, r] per-row value used against [p, r*C] data (broadcast along C)."""
+    return ap if isinstance(ap, AccessPattern) else ap.ap()
+
+
+def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extra_in=(),
+               outs=None):
+    """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j)."""
+    rows, C = _rows_cols(x)
+    p, r, total = ctx.row_plan(rows, C, x.dtype)
+    if per_row:
+        r = min(r, MAX_ROWS_PER_BLOCK)
+        total = ceil(ceil(rows / p) / r)
+    n = ctx.repeat(total)
+    cols_total = ceil(rows / p) * C
+    outs = outs if outs is not None else [out]
+    for j in range(n):
+        srcs = [ctx.load_rows(t, p, r, C, j, role=f"in{i}") for i, t in enumerate((x,) + tuple(extra_in))]
+        dsts = []
+        for i, o in enumerate(outs):
+            if o.numel == out.numel:
+                dsts.append(ctx.out_tile(o, p, cols_total, j, r * C, role=f"out{i}"))
+            else:   # per-row statistics [rows]
+                dsts.append(ctx.tile(f"stat{i}", (p, r), "float32", j))
+        body(srcs, dsts, p, r, C, j)
+        for o, d in zip(outs, dsts):
+            if o.numel == out.numel:
+                ctx.store(o, d, p, cols_total, j, r * C)
+            else:
+                ctx.store(o, d, p, max(1, ceil(rows / p)), j, r)
+    ctx.end_op()
+
+
+def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
+    """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied and stored."""
+    b = ctx.b
+    ones = ctx.tile("ones", (p, 1), acc_ap.dtype if acc_ap.dtype != "float32" else "float32", 0)
+    for f0 in range(0, f, 512):
+        fn = min(512, f - f0)
+        ps = ctx.tile("psum_red", (1, fn), "float32", f0 // 512, Memory.PSUM)
+        src = acc_ap if isinstance(acc_ap, AccessPattern) else acc_ap.ap()
+        mv = AccessPattern(src.tensor, src.p_start, p, src.offset + f0, ((fn, 1),))
+        b.nc_matmul(ps, ones, mv)
+        o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // 512)
+        b.tensor_copy(o, ps)
+        if out is not None:
+            ctx.store(out, o, 1, max(fn, 1), 0, fn)
+
+
+def _reduce_dims(op, x: TensorSpec):
+    dims = op.arg(1)
+    if isinstance(dims, int):
+        dims = (dims,)
+    if not dims or not isinstance(dims, tuple):
+        return tuple(range(x.ndim))
+    return tuple(d % max(x.ndim, 1) for d in dims)
+
+
+@lowers("aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
+        "aten::prod", "aten::norm", "aten::linalg_vector_norm", "aten::var", "aten::std",
+        "aten::var_mean", "aten::std_mean", "aten::argmax", "aten::argmin", "aten::logsumexp",
+        "aten::all", "aten::any", "aten::count_nonzero", "aten::nansum", "aten::_foreach_norm_one")
+def reduction(ctx, op):
+    x, out = op.inputs[0], op.outputs[0]
+    alu = "maximum" if op.op in ("aten::amax", "aten::max", "aten::argmax", "aten::all") else \
+        "minimum" if op.op in ("aten::amin", "aten::min", "aten::argmin", "aten::any") else "add"
+    squares = op.op in ("aten::norm", "aten::linalg_vector_norm", "aten::var", "aten::std",
+                        "aten::var_mean", "aten::std_mean")
+    dims = _reduce_dims(op, x) if x.ndim else ()
+    b = ctx.b
+    if x.ndim and dims == (x.ndim - 1,) and x.shape[-1] > 1:
+        def body(srcs, dsts, p, r, C, j):
+            src = srcs[0]
+            if squares:
+                sq = ctx.tile("sq", (p, r * C), "float32", j)
+                b.tensor_tensor(sq, src, src, "multiply")
+                src = sq
+            if op.op == "aten::logsumexp":
+                e = ctx.tile("e", (p, r * C), "float32", j)
+                b.activation(e, src, "exp")
+                src = e
+            b.tensor_reduce(dsts[0], src, alu)
+        row_blocks(ctx, x, out, body, outs=list(op.outputs))
+        return
+    # leading or full reduction: accumulate chunks on VectorE, then sum partitions on TensorE
+    p, cols, f, total = ctx.chunks(x)
+    n = ctx.repeat(total)
+    full = len(dims) == x.ndim
+    acc = ctx.tile("acc", (p, 1 if full else f), "float32", 0)
+    for j in range(n):
+        fj = min(f, cols - j * f) if n == total else f
+        src = ctx.load(x, p, cols, j, fj)
+        if squares:
+            sq = ctx.tile("sq", (p, fj), "float32", j)
+            b.tensor_tensor(sq, src, src, "multiply")
+            src = sq
+        if full:
+            part = ctx.tile("part", (p, 1), "float32", j)
+            b.tensor_reduce(part, src, alu)
+            b.tensor_tensor(acc, acc, part, alu)
+        else:
+            b.tensor_tensor(acc[0:p, 0:fj], acc[0:p, 0:fj], src, alu)
+    partition_sum(ctx, acc, p, acc.shape[1], out)
+
+
+def _softmax_body(ctx, log, backward=False, logback=False):
+    b = ctx.b
+
+    def body(srcs, dsts, p, r, C, j):
+        x = srcs[0]
+        out = dsts[0]
+        stat = ctx.tile("mx", (p, r), "float32", j)
+        ssum = ctx.tile("sum", (p, r), "float32", j)
+        if backward:                       # softmax: y * (g - sum(g*y)); inputs (g, y)
+            g, y = srcs[0], srcs[1]
+            gy = ctx.tile("gy", (p, r * C), "float32", j)
+            if logback:                    # g - exp(y) * sum(g)
+                b.tensor_reduce(ssum, g, "add")
+                b.activation(gy, y, "exp")
+                b.tensor_tensor(gy, gy, _bcast(ssum, p, r), "multiply")
+                b.tensor_tensor(out, g, gy, "subtract")
+                return
+            b.tensor_tensor(gy, g, y, "multiply")
+            b.tensor_reduce(ssum, gy, "add")
+            b.tensor_tensor(gy, g, _bcast(ssum, p, r), "subtract")
+            b.tensor_tensor(out, gy, y, "multiply")
+            return
+        b.tensor_reduce(stat, x, "maximum")
+        e = ctx.tile("e", (p, r * C), "float32", j)
+        if r == 1:
+            neg = ctx.tile("negmx", (p, 1), "float32", j)
+            b.tensor_scalar(neg, stat, "multiply", -1.0)
+            b.activation(e, x, "exp", bias=neg, reduce_res=ssum)
+        else:
+            b.tensor_tensor(e, x, _bcast(stat, p, r), "subtract")
+            b.activation(e, e, "exp")
+            b.tensor_reduce(ssum, e, "add")
+        if log:
+            b.activation(ssum, ssum, "log")
+            b.tensor_tensor(out, x, _bcast(ssum, p, r), "subtract")
+        else:
+            b.activation(ssum, ssum, "reciprocal")
+            if r == 1:
+                b.tensor_scalar(out, e, "multiply", ssum)
+            else:
+                b.tensor_tensor(out, e, _bcast(ssum, p, r), "multiply")
+    return body
+
+
+@lowers("aten::_softmax", "aten::softmax", "aten::_safe_softmax")
+def softmax(ctx, op):
+    row_blocks(ctx, op.inputs[0], op.outputs[0], _softmax_body(ctx, log=False))
+
+
+@lowers("aten::_log_softmax", "aten::log_softmax")
+def log_softmax(ctx, op):
+    row_blocks(ctx, op.inputs[0], op.outputs[0], _softmax_body(ctx, log=True))
+
+
+@lowers("aten::_softmax_backward_data")
+def softmax_backward(ctx, op):
+    g, y = op.inputs[0], op.inputs[1]
+    row_blocks(ctx, g, op.outputs[0], _softmax_body(ctx, False, backward=True), extra_in=(y,))
+
+
+@lowers("aten::_log_softmax_backward_data")
+def log_softmax_backward(ctx, op):
+    g, y = op.inputs[0], op.inputs[1]
+    row_blocks(ctx, g, op.outputs[0], _softmax_body(ctx, True, backward=True, logback=True),
+               extra_in=(y,))
+
+
+def _norm_body(ctx, affine_w, affine_b, rms=False):
+    b = ctx.b
+    chip_ok = True
+
+    def body(srcs, dsts, p, r, C, j):
+        x, out = srcs[0], dsts[0]
+        mv = ctx.tile("mv", (p, 2 * r), "float32", j)
+        if rms:
+            sq = ctx.tile("sq", (p, r * C), "float32", j)
+            b.tensor_tensor(sq, x, x, "multiply")
+            b.tensor_reduce(mv[0:p, 0:r], sq, "add")
+        else:
+            nchunk = ceil(C / 512)
+            stats = ctx.tile("st", (p, 6 * nchunk), "float32", j)
+            xa = x if isinstance(x, AccessPattern) else x.ap()
+            for row in range(r):
+                for c in range(nchunk):
+                    cn = min(512, C - c * 512)
+                    b.bn_stats(stats[0:p, 6 * c:6 * c + 6],
+                               AccessPattern(xa.tensor, xa.p_start, p,
+                                             xa.offset + row * C + c * 512, ((cn, 1),)))
+                b.bn_aggr(mv[0:p, 2 * row:2 * row + 2], stats)
+        rstd = ctx.tile("rstd", (p, r), "float32", j)
+        b.activation(rstd, mv[0:p, 0:r], "rsqrt")       # rsqrt(var + eps) on ScalarE
+        if r == 1:
+            nb = ctx.tile("nb", (p, 1), "float32", j)
+            b.tensor_tensor(nb, mv[0:p, 0:1], rstd, "multiply")
+            b.activation(out, x, "copy", bias=nb, scale=rstd)
+        else:
+            b.tensor_tensor(out, x, mv[0:p, 0:r], "subtract")
+            b.tensor_tensor(out, out, rstd, "multiply")
+        if affine_w is not None:
+            b.tensor_tensor(out, out, affine_w, "multiply")
+        if affine_b is not None:
+            b.tensor_tensor(out, out, affine_b, "add")
+        if len(dsts) > 1:
+            b.tensor_copy(dsts[1], mv[0:p, 0:r])
+        if len(dsts) > 2:
+            b.tensor_copy(dsts[2], rstd)
+    _ = chip_ok
+    return body
+
+
+def _param_tile(ctx, t: TensorSpec, p, n):
+    """A per-feature parameter (weight/bias [C]) broadcast to all partitions, loaded once."""
+    if t is None:
+        return None
+    tile = ctx.tile("param", (p, n), t.dtype, id(t) % 3)
+    ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, p, 0, ((n, 1),), 0))
+    return tile
+
+
+@lowers("aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
+        "aten::native_batch_norm", "aten::_native_batch_norm_legit",
+        "aten::_native_batch_norm_legit_no_training", "aten::batch_norm",
+        "aten::native_group_norm", "aten::group_norm", "aten::instance_norm")
+def layer_norm(ctx, op):
+    x, out = op.inputs[0], op.outputs[0]
+    rms = op.op in ("aten::rms_norm", "aten::_fused_rms_norm")
+    rest = op.inputs[1:]
+    params = [t for t in rest if t.ndim == 1 and t.numel > 1][:2]
+    if op.op.startswith(("aten::native_batch_norm", "aten::_native_batch_norm", "aten::batch_norm")) \
+            and x.ndim >= 2:
+        # channels on partitions: rows = channels, row length = N * spatial
+        c = x.shape[1]
+        x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
+        params = []      # per-channel affine folds into the scale/bias of the activation
+    rows, C = _rows_cols(x)
+    p = max(1, min(128, rows))
+    _, r, _ = ctx.row_plan(rows, C, x.dtype)
+    r = min(r, MAX_ROWS_PER_BLOCK)
+    w = _param_tile(ctx, params[0], p, r * C) if params else None
+    bb = _param_tile(ctx, params[1], p, r * C) if len(params) > 1 else None
+    outs = [o for o in op.outputs if o.numel > 0]
+    row_blocks(ctx, x, TensorSpec(x.shape, out.dtype, None, out.id if out.id is not None
+                                  else ("ln", out.layout_key)),
+               _norm_body(ctx, w, bb, rms), per_row=True, outs=[out] + outs[1:3])
+
+
+@lowers("aten::native_layer_norm_backward", "aten::native_batch_norm_backward",
+        "aten::_fused_rms_norm_backward", "aten::native_group_norm_backward",
+        "aten::batch_norm_backward")
+def layer_norm_backward(ctx, op):
+    """grad_in = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row (6 VectorE passes,
+    2 row reductions); grad_weight = sum_rows(g * xhat), grad_bias = sum_rows(g) accumulate on
+    VectorE and are summed over partitions on TensorE at the end."""
+    g, x = op.inputs[0], op.inputs[1]
+    outs = [o for o in op.outputs if o is not None and o.numel > 0]
+    gi = outs[0] if outs else x
+    b = ctx.b
+    rows, C = _rows_cols(x)
+    p = max(1, min(128, rows))
+    _, r, _ = ctx.row_plan(rows, C, x.dtype)
+    gw_acc = ctx.tile("gwacc", (p, r * C), "float32", 0)
+    gb_acc = ctx.tile("gbacc", (p, r * C), "float32", 0)
+
+    def body(srcs, dsts, p, r, C, j):
+        gg, xx = srcs[0], srcs[1]
+        xhat = ctx.tile("xhat", (p, r * C), "float32", j)
+        t = ctx.tile("t", (p, r * C), "float32", j)
+        s1 = ctx.tile("s1", (p, r), "float32", j)
+        s2 = ctx.tile("s2", (p, r), "float32", j)
+        b.tensor_tensor(xhat, xx, s1, "subtract")        # (x - mean) * rstd
+        b.tensor_tensor(xhat, xhat, s2, "multiply")
+        b.tensor_tensor(t, gg, xhat, "multiply")         # g * xhat (also for grad_weight)
+        b.tensor_tensor(gw_acc[0:p, 0:r * C], gw_acc[0:p, 0:r * C], t, "add")
+        b.tensor_tensor(gb_acc[0:p, 0:r * C], gb_acc[0:p, 0:r * C], gg, "add")
+        b.tensor_reduce(s1, gg, "add")
+        b.tensor_reduce(s2, t, "add")
+        b.tensor_tensor(t, xhat, s2, "multiply")
+        b.tensor_tensor(t, gg, t, "subtract")
+        b.tensor_tensor(t, t, s1, "subtract")
+        b.tensor_tensor(dsts[0], t, s2, "multiply")
+    row_blocks(ctx, g, gi, body, extra_in=(x,))
+    for o in outs[1:3]:
+        partition_sum(ctx, gw_acc, p, min(r * C, 4096), o)
+
+
+# ---- losses -------------------------------------------------------------------------------------
+@lowers("aten::nll_loss_forward", "aten::nll_loss", "aten::nll_loss2d_forward", "aten::nll_loss_nd")
+def nll_loss(ctx, op):
+    """Pick logp[i, target[i]] for every row (an indirect DMA of one element per row on GpSimd
+    descriptors), then sum and scale (TensorE partition sum)."""
+    logp, target = op.inputs[0], op.inputs[1]
+    rows = logp.numel // max(logp.shape[-1], 1)
+    picked = TensorSpec((rows,), logp.dtype, None, ("picked", logp.id))
+    _indirect_rows(ctx, logp, rows, 1, picked, idx=target)
+    p = max(1, min(128, rows))
+    acc = ctx.tile("acc", (p, 1), "float32", 0)
+    ctx.b.tensor_reduce(acc, ctx.tile("pk", (p, ceil(rows / p)), logp.dtype, 0), "add")
+    partition_sum(ctx, acc, p, 1, op.outputs[0])
+
+
+@lowers("aten::nll_loss_backward", "aten::nll_loss2d_backward")
+def nll_loss_backward(ctx, op):
+    """Zero grad_input, then write -grad/N at each row's target (indirect DMA per row)."""
+    out = op.outputs[0]
+    target = next(t for t in op.inputs if t.dtype == "int32")
+    rows = out.numel // max(out.shape[-1], 1)
+    ctx.stream(out, [], lambda s, d, p, f, j: ctx.b.memset(d[0], 0.0))
+    vals = TensorSpec((rows,), out.dtype, None, ("nllg", out.id))
+    _indirect_rows(ctx, out, rows, 1, out, scatter_add=True, idx=target, src=vals)
+
+
+@lowers("aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss",
+        "aten::binary_cross_entropy", "aten::binary_cross_entropy_with_logits",
+        "aten::soft_margin_loss", "aten::kl_div")
+def pointwise_loss(ctx, op):
+    """Element-wise difference/penalty on VectorE/ScalarE, then a mean (partition sum)."""
+    x = op.inputs[0]
+    out = op.outputs[0]
+    reduce = out.numel == 1 and x.numel > 1
+    tmp = TensorSpec(x.shape, "float32", None, ("lossel", x.id)) if reduce else out
+    steps = [(TT, "subtract"), (TT, "multiply")]
+    if "cross_entropy" in op.op:
+        steps = [("act", "sigmoid"), ("act", "log"), (TT, "multiply"), (TT, "add")]
+    elementwise(ctx, type(op)(op.name, op.args, (tmp,)), steps, n_inputs=2)
+    if reduce:
+        p, cols, f, total = ctx.chunks(x)
+        acc = ctx.tile("acc", (p, 1), "float32", 0)
+        ctx.b.tensor_reduce(acc, ctx.tile("le", (p, min(cols, f)), "float32", 0), "add")
+        partition_sum(ctx, acc, p, 1, out)
+
+
+@lowers("aten::mse_loss_backward", "aten::l1_loss_backward", "aten::smooth_l1_loss_backward",
+        "aten::huber_loss_backward", "aten::binary_cross_entropy_backward",
+        "aten::binary_cross_entropy_with_logits_backward")
+def pointwise_loss_backward(ctx, op):
+    ins = [t for t in op.inputs if t.numel > 1]
+    elementwise(ctx, op, [(TT, "subtract"), (TT, "multiply")], n_inputs=max(1, min(2, len(ins))))

@@ -1,0 +1,104 @@
+"""The optimizer's multi-tensor ops: `_foreach_*` and the fused Adam/AdamW/SGD kernels.
+
+A foreach op over a list of tensors runs as one program: the list is streamed as one flat
+sequence of [128, F] chunks (each tensor contiguous, so only the boundaries differ from one big
+tensor), with the per-element recipe of the matching single-tensor op. The fused optimizers
+stream params, grads and states together: Adam(W) is ~9 VectorE/ScalarE instructions per chunk
+(moments, bias corrections, sqrt on ScalarE, update) and stores params and both moments."""
+
+from __future__ import annotations
+
+from ..registry import lowers
+from ..spec import OpSpec, TensorSpec
+from .elementwise import ACT, COPY, TS, TT, run_recipe
+from .norm import partition_sum
+
+
+def _lists(op):
+    return [a for a in op.args if isinstance(a, (list, tuple)) and a
+            and all(isinstance(t, TensorSpec) for t in a)]
+
+
+def _flat(lst, tag, k):
+    total = sum(t.numel for t in lst)
+    dtype = lst[0].dtype if lst else "float32"
+    return TensorSpec((max(total, 1),), dtype, None, ("foreach", tag, k, total))
+
+
+_RECIPES = {
+    "add": [(TT, "add")], "sub": [(TT, "subtract")], "mul": [(TT, "multiply")],
+    "div": [(TT, "divide")], "maximum": [(TT, "maximum")], "minimum": [(TT, "minimum")],
+    "clamp_max": [(TS, "minimum")], "clamp_min": [(TS, "maximum")],
+    "pow": [(TT, "power")], "addcmul": [(TT, "multiply"), (TT, "add")],
+    "addcdiv": [(TT, "divide"), (TT, "add")], "lerp": [(TT, "subtract"), (TT, "multiply"),
+                                                      (TS, "add")],
+    "sqrt": [(ACT, "sqrt")], "rsqrt": [(ACT, "rsqrt")], "exp": [(ACT, "exp")],
+    "log": [(ACT, "log")], "reciprocal": [(ACT, "reciprocal")], "sigmoid": [(ACT, "sigmoid")],
+    "neg": [(TS, "multiply")], "abs": [(ACT, "abs")], "sign": [(ACT, "sign")],
+    "copy": [(COPY, None)], "zero": None, "fill": None,
+}
+
+FOREACH = tuple(f"aten::_foreach_{k}" for k in _RECIPES)
+
+
+@lowers(*FOREACH)
+def foreach(ctx, op):
+    kind = op.op.split("_foreach_")[1]
+    lists = _lists(op)
+    if not lists:
+        return
+    tag = id(op)
+    ins = [_flat(lst, tag, k) for k, lst in enumerate(lists)]
+    out = _flat(list(op.outputs) or lists[0], tag, "out")
+    recipe = _RECIPES[kind]
+    if recipe is None:
+        ctx.stream(out, [], lambda s, d, p, f, j: ctx.b.memset(d[0], 0.0))
+        return
+    if kind == "copy":
+        ins = ins[1:] or ins
+    ctx.stream(out, ins, lambda s, d, p, f, j: run_recipe(ctx, recipe, s, d[0], p, f, j))
+
+
+@lowers("aten::_foreach_norm")
+def foreach_norm(ctx, op):
+    lists = _lists(op)
+    x = _flat(lists[0], id(op), 0)
+    b = ctx.b
+    p, cols, f, total = ctx.chunks(x)
+    n = ctx.repeat(total)
+    acc = ctx.tile("acc", (p, 1), "float32", 0)
+    for j in range(n):
+        fj = min(f, cols - j * f) if n == total else f
+        src = ctx.load(x, p, cols, j, fj)
+        part = ctx.tile("part", (p, 1), "float32", j)
+        sq = ctx.tile("sq", (p, fj), "float32", j)
+        b.activation(sq, src, "square", reduce_res=part)   # square + free row sum on ScalarE
+        b.tensor_tensor(acc, acc, part, "add")
+    partition_sum(ctx, acc, p, 1, None)
+
+
+@lowers("aten::_fused_adam", "aten::_fused_adamw", "aten::_fused_sgd", "aten::_fused_adagrad")
+def fused_optimizer(ctx, op):
+    lists = _lists(op)
+    tag = id(op)
+    flat = [_flat(lst, tag, k) for k, lst in enumerate(lists[:4])]
+    params = flat[0]
+    if op.op == "aten::_fused_sgd":
+        recipe = [(TT, "multiply"), (TT, "add"), (TS, "multiply"), (TT, "subtract")]
+        outs = [params] + flat[2:3]
+    else:
+        recipe = [(TS, "multiply"), (TT, "add"),              # m = b1*m + (1-b1)*g
+                  (TT, "multiply"), (TT, "add"),              # v = b2*v + (1-b2)*g*g
+                  (ACT, "sqrt"), (TS, "add"),                 # sqrt(v / bc2) + eps
+                  (TT, "divide"), (TS, "multiply"), (TT, "subtract")]   # p -= lr * m / denom
+        outs = [params] + flat[2:4]
+    outs = [TensorSpec(o.shape, o.dtype, None, ("upd",) + tuple(o.id)) for o in outs]
+
+    def body(srcs, dsts, p, f, j):
+        run_recipe(ctx, recipe, srcs, dsts[0], p, f, j)
+        for k, d in enumerate(dsts[1:]):      # the new moments are written while computing
+            ctx.b.tensor_copy(d, srcs[min(k + 2, len(srcs) - 1)])
+    ctx.stream(outs[0], flat, body, outs=outs)
+
+
+_ = OpSpec
