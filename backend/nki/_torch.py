@@ -14,11 +14,9 @@ Imported lazily: ``nki`` with NumPy inputs never imports torch.
 from __future__ import annotations
 
 import os
-import sys
 
 from neuron_sim.nki import launch
 
-_NP_TO_TORCH = {}
 
 
 def _torch_dtype(np_dtype):

@@ -13,9 +13,12 @@ import math
 
 import numpy as np
 
+from ..isa import alu as core_alu
+from ..isa.scalar import activation as core_activation
+from ..isa.tensor import nc_matmul as core_matmul
 from . import dtypes
 from .errors import NkiValidationError
-from .ops import ACT, ALU, ActFn, AluOp, act, alu
+from .ops import ALU, AluOp, act, alu
 from .tensor import NkiTensor
 from .tracer import current, user_loc
 
@@ -236,10 +239,29 @@ def _act(ctx, op):
         ctx.fail(f"op={op!r} is not an activation function (nl.exp, nl.relu, nl.copy, ...)")
 
 
+_CORE_ALU_OK: dict = {}
+
+
+def _core_alu_knows(name):
+    ok = _CORE_ALU_OK.get(name)
+    if ok is None:
+        try:
+            core_alu.binary(name)
+            ok = True
+        except Exception:
+            ok = False
+        _CORE_ALU_OK[name] = ok
+    return ok
+
+
 def _apply(op: AluOp, a, b, reverse=False):
+    """The ALU operator's semantics: the simulator core's definition (neuron_sim/isa/alu.py)
+    when it has the operator, else the front end's NumPy one (ops.py)."""
     if reverse:
         a, b = b, a
     with np.errstate(all="ignore"):
+        if op.kind != "bitvec" and _core_alu_knows(op.name):
+            return core_alu.apply(op.name, a, np.asarray(b, dtype=np.float32) if b is not None else b)
         return op.fn(a, b)
 
 
@@ -373,7 +395,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
             ctx.trace.check_initialized(dst, "nisa.nc_matmul", "dst (accumulate=True)", ctx.loc)
     vals = None
     if ctx.numerics:
-        prod = s.T @ m
+        prod = core_matmul.reference(s, m)      # the core's semantics: FP32 accumulation
         old = np.asarray(dst.np(), dtype=np.float32).reshape(M, N)
         vals = np.where(acc, old + prod, prod)
     ctx.write(dst, vals)
@@ -573,11 +595,13 @@ def _activation(ctx, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
     x = ctx.read(data, "data")
     vals = None
     if ctx.numerics:
-        with np.errstate(all="ignore"):
-            y = x * (sv if sv is not None else np.float32(1.0))
-            if bv is not None:
-                y = y + bv
-            vals = f.fn(y).astype(np.float32)
+        sc = sv if sv is not None else np.float32(1.0)
+        bi = bv if bv is not None else np.float32(0.0)
+        if f.name in core_activation.FUNCTIONS:      # the core's semantics for ScalarE functions
+            vals = core_activation.reference(x, f.name, sc, bi)
+        else:
+            with np.errstate(all="ignore"):
+                vals = f.fn(x * sc + bi).astype(np.float32)
         part = None
         if rop is not None:
             part = rop.reduce(vals, axis=1)

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import time
 
 import numpy as np
 
-from . import _blas, dtypes
+from . import _blas, dtypes, settings
 from .errors import NkiLaunchError
 from .memory import plan_memory
 from .report import KernelReport
@@ -39,11 +38,6 @@ LAUNCH_HOOKS: list = []
 def last_report() -> KernelReport | None:
     """The report of the most recent kernel run in this process."""
     return _LAST_REPORT[0]
-
-
-def _env_flag(name, default):
-    v = os.environ.get(name)
-    return default if v is None else v.strip().lower() not in ("0", "false", "no", "off", "")
 
 
 # ---- argument conversion ---------------------------------------------------------------------
@@ -152,12 +146,12 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
     t0 = time.perf_counter()
     _blas.single_thread()
     target = get_target(resolve_name(platform_target or kernel.platform_target))
-    precise = _env_flag("NKI_PRECISE_FP", True)
-    mode = on_uninitialized or os.environ.get("NKI_SIM_ON_UNINITIALIZED", "error")
+    precise = settings.get("NKI_PRECISE_FP")
+    mode = on_uninitialized or settings.get("NKI_SIM_ON_UNINITIALIZED")
     grid = kernel.grid
     n_prog = math.prod(grid)
     lnc = lnc if lnc is not None else (grid[0] if len(grid) == 1 and grid[0] in (1, 2) else 1)
-    env_lnc = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
+    env_lnc = settings.get("NEURON_LOGICAL_NC_CONFIG")
     if env_lnc and len(grid) == 1 and grid[0] in (1, 2) and int(env_lnc) != grid[0]:
         raise NkiLaunchError(f"kernel launched with LNC={grid[0]} (kernel[{grid[0]}]) but "
                              f"NEURON_LOGICAL_NC_CONFIG={env_lnc}; they must match")

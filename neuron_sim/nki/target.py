@@ -8,7 +8,6 @@ The numbers themselves are read from the simulator's hardware data (``neuron_sim
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -42,7 +41,8 @@ class NkiTarget:
 
 
 def resolve_name(platform_target: str | None = None) -> str:
-    raw = platform_target or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or DEFAULT_TARGET
+    from . import settings
+    raw = platform_target or settings.get("NEURON_PLATFORM_TARGET_OVERRIDE") or DEFAULT_TARGET
     key = str(raw).strip().lower()
     if key not in _ALIASES:
         raise NkiLaunchError(

@@ -114,3 +114,13 @@ def test_timing_only_mode_traces_without_data():
     nki.simulate(mt.matmul_tiled, platform_target="trn1", numerics=False)(lhsT, rhs)
     rep = nki.last_report()
     assert rep.total_ns > 0 and rep.instructions == 2 * 2 * 4 * 3 + 2 * 2 * 2
+
+
+def test_nki_imports_without_torch():
+    import subprocess
+    import sys
+    code = ("import sys; import nki, nki.language, nki.isa; import numpy as np; "
+            "assert 'torch' not in sys.modules, 'nki imported torch'")
+    env = dict(__import__("os").environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env["PYTHONPATH"] = __import__("os").pathsep.join(sys.path)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)

@@ -1,6 +1,5 @@
 """NkiTensor views follow the NKI language guide: shapes, strides, offsets, partition rules."""
 
-import numpy as np
 import pytest
 
 import nki

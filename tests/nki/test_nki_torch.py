@@ -1,7 +1,6 @@
 """NKI kernels with PyTorch: neuron-device tensors (time charged to the stream), nki_op custom
 ops (fake kernel from a shapes-only trace), torch.compile."""
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
