@@ -15,6 +15,7 @@ _MODULES = {
     "memset": "vector.memset", "bn_stats": "vector.bn_stats", "bn_aggr": "vector.bn_aggr",
     "select": "vector.select", "tensor_tensor_scan": "vector.tensor_tensor_scan",
     "reciprocal": "vector.reciprocal", "exponential": "vector.exponential",
+    "quantize_mx": "vector.quantize_mx",
     "activation": "scalar.activation", "activation_reduce": "scalar.activation",
     "iota": "gpsimd.iota", "affine_select": "gpsimd.affine_select",
     "local_gather": "gpsimd.local_gather",

@@ -4,7 +4,8 @@
 - Stochastic rounding: round up with probability equal to the distance from the lower neighbour
   over the gap between the neighbours (unbiased in expectation), for any float storage type.
 - MX quantization (NC-v4 `quantize_mx`, OCP MX v1.0): blocks of 32 values share an E8M0 scale
-  2^(floor(log2(amax)) - emax_elem); elements are the values divided by the scale, cast RNE.
+  2^(floor(log2(amax)) - emax_elem); elements are the values divided by the scale, saturated to
+  the format's largest normal and cast RNE.
 Denormals: FP32 keeps IEEE subnormals; narrow casts follow ml_dtypes (which keeps the format's
 subnormals). Whether hardware flushes them is undocumented (data sheet §5)."""
 
@@ -85,7 +86,10 @@ def quantize_mx(x, elem_dtype: str = "float8_e4m3fn", block: int = 32):
         e = np.where(amax > 0, np.floor(np.log2(amax)), -127.0) - _EMAX[elem_dtype]
     e = np.clip(e, -127, 127)
     scale = np.exp2(e).astype(np.float32)
-    elems = (blocks / scale[..., None]).astype(np_dtype(elem_dtype)).reshape(shp)
+    top = float(ml_dtypes.finfo(np_dtype(elem_dtype)).max)
+    # values in [2^emax, 2^(emax+1)) can exceed the format's largest normal: saturate (OCP MX)
+    scaled = np.clip(blocks / scale[..., None], -top, top)
+    elems = scaled.astype(np_dtype(elem_dtype)).reshape(shp)
     return elems, (e + 127).astype(np.uint8)
 
 

@@ -323,6 +323,12 @@ class ProgramBuilder:
                                              None if reduce_res is None else as_ap(reduce_res)),
                            **kw)
 
+    def quantize_mx(self, dst, scale, data, **kw) -> int:
+        """NC-v4: quantize data [P, 4F] into x4-packed MXFP8 dst [P, F] and E8M0 scale [P/8, F]."""
+        from ..isa.vector import quantize_mx
+        return self.append(quantize_mx.build(self.chip, as_ap(dst), as_ap(scale), as_ap(data)),
+                           **kw)
+
     # ---- ScalarE ----------------------------------------------------------------------------
     def activation(self, dst, data, op="copy", *, bias=None, scale=1.0, reduce_res=None,
                    reduce_op="add", **kw) -> int:

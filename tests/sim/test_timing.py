@@ -112,3 +112,20 @@ def test_dma_shares_hbm_bandwidth():
     assert r.total_ns >= hbm_bound
     assert r.total_ns == pytest.approx(hbm_bound + c.dma_fixed_latency_s * 1e9, rel=0.05)
     assert r.summary["dma_bytes"]["hbm->sbuf"] == nbytes
+
+
+def test_union_length_kernel_matches_python():
+    from neuron_sim.kernels.timing import _union_length
+    rng = np.random.default_rng(9)
+    s = rng.uniform(0, 1000, 500)
+    e = s + rng.uniform(0, 50, 500)
+    covered, cur_s, cur_e = 0.0, None, None
+    for a, b in sorted(zip(s, e)):
+        if cur_e is None or a > cur_e:
+            covered += 0 if cur_e is None else cur_e - cur_s
+            cur_s, cur_e = a, b
+        else:
+            cur_e = max(cur_e, b)
+    covered += cur_e - cur_s
+    assert _union_length(s, e) == pytest.approx(covered)
+    assert _union_length(np.zeros(0), np.zeros(0)) == 0.0
