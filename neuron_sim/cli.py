@@ -1,0 +1,57 @@
+"""`neuron-sim` command line: look at the hardware data and run the calibration.
+
+  neuron-sim instances          instances with chips, logical cores, HBM per logical core
+  neuron-sim chips              chips with clocks, SBUF, capabilities
+  neuron-sim assumptions        every assumed hardware number with its reasoning
+  neuron-sim calibrate          the calibration table (same as python -m neuron_sim.calibrate)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .hardware import ASSUMPTIONS, get_chip, get_instance, list_chips, list_instances
+
+
+def _instances() -> None:
+    print(f"{'instance':<28} {'chip':<5} {'chips':>5} {'lnc':>4} {'logical':>8} "
+          f"{'HBM/logical GiB':>16}  note")
+    for name in list_instances():
+        i = get_instance(name)
+        print(f"{name:<28} {i.chip.name:<5} {i.chips:>5} {i.lnc_default:>4} "
+              f"{i.logical_cores():>8} {i.hbm_bytes_per_logical_core() / 2**30:>16.1f}  "
+              f"{'(assumed) ' if i.assumed else ''}{i.note[:60]}")
+
+
+def _chips() -> None:
+    for name in list_chips():
+        c = get_chip(name)
+        caps = [k for k in c.__dataclass_fields__ if k.startswith("has_") and getattr(c, k)]
+        print(f"{name}: NC-v{c.neuroncore_version}, {c.cores_per_chip} cores; clocks GHz "
+              f"PE {c.tensor_clock_hz / 1e9} DVE {c.vector_clock_hz / 1e9} "
+              f"ACT {c.scalar_clock_hz / 1e9} POOL {c.gpsimd_clock_hz / 1e9}; SBUF "
+              f"{c.sbuf_bytes_per_partition // 1024} KiB/partition; BF16 peak "
+              f"{c.tensor_peak_flops() / 1e12:.1f} TF/core; {', '.join(caps)}")
+
+
+def _assumptions() -> None:
+    for a in ASSUMPTIONS.values():
+        print(f"{a.name} [{a.unit}] = {a.values}\n    {a.reasoning}\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="neuron-sim", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["instances", "chips", "assumptions", "calibrate"])
+    args = ap.parse_args(argv)
+    if args.command == "calibrate":
+        from .calibrate import format_table, run
+        print(format_table(run()))
+    else:
+        {"instances": _instances, "chips": _chips, "assumptions": _assumptions}[args.command]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
