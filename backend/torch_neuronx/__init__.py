@@ -140,3 +140,5 @@ def set_adaptive_eager(enabled) -> None:
     _C._drain()
     _state["cost_model"].aee_override = None if enabled is None else bool(enabled)
 
+
+from . import distributed  # noqa: E402,F401  registers backend="neuron" with torch.distributed

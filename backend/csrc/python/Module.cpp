@@ -2,6 +2,7 @@
 // the cost-function hook, op policy, generators).
 #include "aten/CpuFallback.h"
 #include "aten/OpPolicy.h"
+#include "distributed/NeuronBackend.h"
 #include "runtime/NeuronGenerator.h"
 #include "runtime/NeuronGuard.h"
 #include "runtime/NeuronQueue.h"
@@ -92,8 +93,10 @@ PYBIND11_MODULE(_C, m) {
   set_interpreter_lock(&hold_interpreter);
 
   m.def("_configure", [](int device_count, int64_t hbm_bytes, const std::string& instance,
-                         bool host_cc_streams) {
+                         bool host_cc_streams, int owned_device, const std::string& owner) {
     RuntimeConfig cfg;
+    cfg.owned_device = static_cast<c10::DeviceIndex>(owned_device);
+    cfg.owner = owner;
     TORCH_CHECK(device_count >= 0 && device_count <= kMaxDevices,
                 "Neuron runtime init failed: ", device_count, " NeuronCores are visible but a "
                 "PyTorch process can index at most ", kMaxDevices, " devices. Reduce the visible "
@@ -103,7 +106,9 @@ PYBIND11_MODULE(_C, m) {
     cfg.instance_name = instance;
     cfg.host_cc_streams = host_cc_streams;
     configure(cfg);
-  });
+  }, py::arg("device_count"), py::arg("hbm_bytes"), py::arg("instance"),
+     py::arg("host_cc_streams"), py::arg("owned_device") = -1, py::arg("owner") = "");
+  m.def("_owned_device", [] { return static_cast<int>(config().owned_device); });
   m.def("_device_count", [] { return static_cast<int>(config().device_count); });
   m.def("_hbm_bytes_per_device", [] { return config().hbm_bytes_per_device; });
   m.def("_instance_name", [] { return config().instance_name; });
@@ -162,6 +167,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_only_for_unimplemented", &set_fallback_only_for_unimplemented);
   m.def("_fallback_ops", &fallback_op_names);
   m.def("_clear_fallback_ops", &clear_fallback_ops);
+
+  // The backend="neuron" process group type; defined on demand, after torch.distributed
+  // has registered its Backend base class.
+  m.def("_init_distributed", [m]() { init_distributed_bindings(m); });
 
   m.def("_get_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(

@@ -84,6 +84,7 @@ c10::DeviceIndex current_device_checked() {
   lazy_init();
   const c10::DeviceIndex device = current_device();
   check_device_index(device);
+  check_device_owned(device);
   return device;
 }
 

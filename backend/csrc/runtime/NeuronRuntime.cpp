@@ -59,4 +59,13 @@ void check_device_index(c10::DeviceIndex index) {
               "). Use an index in [0, ", static_cast<int>(g_config.device_count), ").");
 }
 
+void check_device_owned(c10::DeviceIndex index) {
+  const c10::DeviceIndex owned = g_config.owned_device;
+  TORCH_CHECK(owned < 0 || index == owned,
+              "Neuron error: neuron:", static_cast<int>(index), " belongs to another rank. Under "
+              "torch.distributed each process owns one logical NeuronCore, and this process (",
+              g_config.owner, ") owns neuron:", static_cast<int>(owned), ". Put its tensors on "
+              "torch.device('neuron', int(os.environ['LOCAL_RANK'])) or plain 'neuron'.");
+}
+
 }  // namespace neuron

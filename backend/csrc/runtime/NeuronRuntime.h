@@ -19,6 +19,9 @@ struct RuntimeConfig {
   int64_t hbm_bytes_per_device = 24LL << 30;    // one Trn2 HBM stack per LNC=2 core
   std::string instance_name = "trn2.3xlarge";
   bool host_cc_streams = false;  // NEURON_RT_ENABLE_HOST_CC: new streams are real streams
+  // Under torch.distributed each rank owns one index (its LOCAL_RANK); -1: all indices.
+  c10::DeviceIndex owned_device = -1;
+  std::string owner;             // who owns it, for error messages ("rank 1 (LOCAL_RANK 1)")
 };
 
 const RuntimeConfig& config();
@@ -34,5 +37,7 @@ bool in_bad_fork();
 
 // Raises a CUDA-like error for an index outside [0, device_count).
 void check_device_index(c10::DeviceIndex index);
+// Raises when this process places memory on an index another rank owns (distributed runs).
+void check_device_owned(c10::DeviceIndex index);
 
 }  // namespace neuron
