@@ -8,8 +8,8 @@ torch) in and out, plus the simulated time in ``nki.last_report()``. The impleme
 
 from neuron_sim.nki import (Kernel, KernelReport, NkiCapacityError, NkiError, NkiLaunchError,
                             NkiOverlapError, NkiPartitionError, NkiUninitializedReadError,
-                            NkiUninitializedReadWarning, NkiValidationError, benchmark, jit,
-                            last_report, simulate, simulate_kernel)
+                            NkiUninitializedReadWarning, NkiValidationError, baremetal, benchmark,
+                            jit, last_report, profile, simulate, simulate_kernel)
 from neuron_sim.nki.tracer import register_package_dir as _register
 
 _register(__file__)
@@ -22,5 +22,5 @@ _torch.install()
 __version__ = "0.3.0+neuronsim"
 __all__ = ["Kernel", "KernelReport", "NkiCapacityError", "NkiError", "NkiLaunchError", "NkiOverlapError",
            "NkiPartitionError", "NkiUninitializedReadError", "NkiUninitializedReadWarning",
-           "NkiValidationError", "benchmark", "isa", "jit", "language", "last_report", "simulate",
+           "NkiValidationError", "baremetal", "benchmark", "profile", "isa", "jit", "language", "last_report", "simulate",
            "simulate_kernel"]

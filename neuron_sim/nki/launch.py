@@ -311,3 +311,39 @@ def benchmark(kernel=None, warmup=5, iters=10, save_neff_name=None, save_trace_n
 def simulate_kernel(kernel, *args, **kwargs):
     """Legacy ``nki.simulate_kernel(kernel, *args)``."""
     return Simulated(kernel)(*args, **kwargs)
+
+
+class _Profiled(_Benchmarked):
+    def __init__(self, kernel, working_directory, save_trace_name, options):
+        super().__init__(kernel, 0, 1, options)
+        self.working_directory, self.save_trace_name = working_directory, save_trace_name
+
+    def __getitem__(self, grid):
+        return _Profiled(self.kernel[grid], self.working_directory, self.save_trace_name, self.options)
+
+    def __call__(self, *args, **kwargs):
+        import os
+        out = super().__call__(*args, **kwargs)
+        rep = last_report()
+        if rep is not None and rep.timing and rep.timing[0] is not None:
+            d = self.working_directory or "."
+            os.makedirs(d, exist_ok=True)
+            name = os.path.splitext(self.save_trace_name or "profile")[0] + ".json"
+            rep.write_chrome_trace(os.path.join(d, name))
+        return out
+
+
+def profile(func=None, working_directory=None, save_neff_name=None, save_trace_name="profile.json",
+            additional_compile_opt=None, overwrite=False, profile_nth=1, **options):
+    """Legacy ``nki.profile``: simulates and writes the instruction timeline as Chrome/Perfetto
+    JSON (``<working_directory>/<save_trace_name>.json``) instead of an NTFF."""
+    if func is None:
+        return lambda k: _Profiled(k, working_directory, save_trace_name, options)
+    return _Profiled(func, working_directory, save_trace_name, options)
+
+
+def baremetal(kernel=None, **options):
+    """Legacy ``nki.baremetal``: NumPy in and out, run on the simulator."""
+    if kernel is None:
+        return lambda k: Simulated(k)
+    return Simulated(kernel)

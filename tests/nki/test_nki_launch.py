@@ -124,3 +124,11 @@ def test_nki_imports_without_torch():
     env = dict(__import__("os").environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     env["PYTHONPATH"] = __import__("os").pathsep.join(sys.path)
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_legacy_profile_writes_a_chrome_trace(tmp_path):
+    import json
+    prof = nki.profile(working_directory=str(tmp_path), save_trace_name="mm.ntff")(spmd_halves[2])
+    prof(np.zeros((256, 64), np.float32))
+    trace = json.load(open(tmp_path / "mm.json"))
+    assert trace["traceEvents"] and prof.benchmark_result.nc_latency.get_latency_percentile(50) > 0

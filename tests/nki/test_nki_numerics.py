@@ -110,3 +110,42 @@ def test_bn_stats_iota_affine_select_scan():
         prev = io[:, i] * prev + io[:, i]
         ref[:, i] = prev
     np.testing.assert_allclose(scan, ref, rtol=1e-6)
+
+
+@nki.jit
+def _legacy_style(lhsT, rhs):
+    """The pre-0.3 tutorial style: index grids, nl.load/nl.matmul/nl.copy/nl.store."""
+    result = nl.ndarray((64, 512), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    i_lhsT_p, i_lhsT_f = nl.mgrid[0:128, 0:64]
+    i_rhs_p, i_rhs_f = nl.mgrid[0:128, 0:512]
+    i_out_p, i_out_f = nl.mgrid[0:64, 0:512]
+    lhs_tile = nl.load(lhsT[i_lhsT_p, i_lhsT_f])
+    rhs_tile = nl.load(rhs[i_rhs_p, i_rhs_f])
+    result_psum = nl.matmul(lhs_tile, rhs_tile, transpose_x=True)
+    result_sbuf = nl.copy(result_psum, dtype=result.dtype)
+    nl.store(result[i_out_p, i_out_f], value=result_sbuf)
+    return result
+
+
+def test_legacy_language_style_kernel():
+    rng = np.random.default_rng(3)
+    lhsT = rng.standard_normal((128, 64)).astype(np.float32)
+    rhs = rng.standard_normal((128, 512)).astype(np.float32)
+    np.testing.assert_allclose(run(_legacy_style, lhsT, rhs), lhsT.T @ rhs, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def _rmw(x):
+    t = nl.load(x)
+    t[:, 0:4] = 7.0                 # memset through __setitem__
+    t += 1.0                        # in-place tensor_scalar
+    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    o[...] = t                      # dma through __setitem__
+    return o
+
+
+def test_setitem_and_inplace_sugar():
+    x = np.zeros((128, 8), np.float32)
+    out = run(_rmw, x)
+    np.testing.assert_array_equal(out[:, :4], 8.0)
+    np.testing.assert_array_equal(out[:, 4:], 1.0)
