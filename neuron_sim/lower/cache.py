@@ -9,7 +9,7 @@ from collections import Counter
 
 from .api import Timing, _chip, lower_op, lower_sequence
 from .estimate import estimate
-from .registry import LoweringError, has_rule
+from .registry import has_rule
 from .spec import OpSpec
 
 
@@ -37,8 +37,8 @@ class ProgramCache:
         if has_rule(op.name):
             try:
                 t = lower_op(op, c, lnc)
-            except LoweringError as e:
-                self.estimate_reasons.setdefault(op.name, str(e))
+            except Exception as e:  # noqa: BLE001 - any rule failure degrades to the estimate
+                self.estimate_reasons.setdefault(op.name, f"{type(e).__name__}: {e}")
                 t = estimate(op, c, lnc)
         else:
             self.estimate_reasons.setdefault(op.name, "no lowering rule")
@@ -58,7 +58,15 @@ class ProgramCache:
             return t
         self.misses += 1
         t0 = time.perf_counter()
-        t = lower_sequence(ops, c, lnc, standalone=standalone, live_outputs=live_outputs)
+        try:
+            t = lower_sequence(ops, c, lnc, standalone=standalone, live_outputs=live_outputs)
+        except Exception as e:  # noqa: BLE001 - an unfusable group runs op by op
+            self.estimate_reasons.setdefault("<fusion>", f"{type(e).__name__}: {e}")
+            alone = standalone or [self.lower_op(o, c, lnc) for o in ops]
+            t = Timing(sum(a.total_ns for a in alone), {}, sum(a.hbm_bytes for a in alone),
+                       sum(a.flops for a in alone), sum(a.instructions for a in alone),
+                       ops=tuple(o.name for o in ops), per_op_ns=tuple(a.total_ns for a in alone),
+                       note="fusion failed; ops timed one by one")
         self.lower_s += time.perf_counter() - t0
         self._seqs[k] = t
         return t

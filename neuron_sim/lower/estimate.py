@@ -29,8 +29,15 @@ def _flops(op: OpSpec) -> float:
     return 2.0 * op.outputs[0].numel * k
 
 
+def _itemsize(dtype) -> float:
+    try:
+        return itemsize(dtype)
+    except ValueError:        # a dtype the device has no native format for (complex, ...)
+        return 4.0
+
+
 def estimate_parts(op: OpSpec):
-    nbytes = sum(t.numel * itemsize(t.dtype) for t in list(op.inputs) + list(op.outputs)
+    nbytes = sum(t.numel * _itemsize(t.dtype) for t in list(op.inputs) + list(op.outputs)
                  if t.on_device)
     dtype = next((t.dtype for t in op.inputs), op.outputs[0].dtype if op.outputs else "float32")
     return _flops(op), float(nbytes), dtype
@@ -42,7 +49,7 @@ def estimate(op: OpSpec, chip, lnc: int = 1):
     flops, nbytes, dtype = estimate_parts(op)
     try:
         ns = roofline_ns(flops, nbytes, dtype, c, lnc=lnc)
-    except Exception:
+    except (ValueError, KeyError):
         ns = roofline_ns(flops, nbytes, "float32", c, lnc=lnc)
     ns += 2 * c.dma_fixed_latency_s * 1e9
     return Timing(ns, {"DMA": nbytes / (c.hbm_bytes_per_s_per_core * lnc) * 1e9}, nbytes, flops,

@@ -168,8 +168,7 @@ class AccessPattern:
         lo = self.offset + sum(min(0, (s - 1) * st) for s, st in self.dims)
         hi = self.offset + sum(max(0, (s - 1) * st) for s, st in self.dims) + 1
         if self.memory == Memory.HBM:
-            base = self.p_start * (self.p_stride if self.p_size > 1 else
-                                   int(prod(self.tensor.shape[1:])))
+            base = self.p_start * int(prod(self.tensor.shape[1:]))   # first row's first element
             return (0, 1, base + lo, base + (self.p_size - 1) * self.p_stride + hi)
         return (self.p_start, self.p_start + self.p_size, lo, hi)
 

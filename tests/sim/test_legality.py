@@ -175,3 +175,13 @@ def test_cyclic_waits_deadlock_in_the_timing_engine(b):
     assert set(e.value.engines) == {"VectorE", "ScalarE"}
     with pytest.raises(E.DeadlockError):
         ns.simulate(prog, reference=True)
+
+
+def test_matmul_output_must_stay_in_one_psum_bank(b):
+    st = b.sbuf("st", (128, 128), "bfloat16")
+    mv = b.sbuf("mv", (128, 512), "bfloat16")
+    two_banks = b.psum("two", (128, 1024), "float32")
+    b.nc_matmul(two_banks[:, 512:1024], st, mv)          # the second bank: fine
+    with pytest.raises(E.FreeSizeError) as e:
+        b.nc_matmul(two_banks[:, 256:768], st, mv)       # straddles two banks
+    _named(e, "nc_matmul", "dst")

@@ -20,8 +20,8 @@ from math import ceil
 import numpy as np
 
 from ...engines import Engine, Kind
-from ...errors import CapabilityError, DtypeError, PartitionError
-from ...numerics.formats import FLOAT32_FAMILY, FP8
+from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
+from ...numerics.formats import FLOAT32_FAMILY, FP8, itemsize
 from ...program.ap import Memory
 from ..common import check_free, check_memory, check_partitions, make
 
@@ -59,6 +59,7 @@ def check(chip, dst, stationary, moving, perf_mode=None):
                "tile M into blocks of 128")
     check_free(NAME, "moving", n, chip.matmul_moving_fmax(dst.dtype), chip, "moving free size",
                "tile N into blocks of one PSUM bank (512 FP32)")
+    check_psum_bank(NAME, dst, chip)
     if dst.p_size != m or dst.free_size != n:
         raise PartitionError(NAME, "dst", f"shape [{m}, {n}] (M on partitions)", list(dst.shape),
                              chip.name)
@@ -72,6 +73,22 @@ def check(chip, dst, stationary, moving, perf_mode=None):
     elif perf_mode not in (None, "none"):
         raise CapabilityError(NAME, "perf_mode", "None or 'double_row'", perf_mode, chip.name)
     return m, n, rows
+
+
+def check_psum_bank(instr, dst, chip):
+    """An accumulation group lives in one 2 KiB PSUM bank per partition [ArchV2][Tile]; NC-v4's
+    larger moving sizes may span consecutive banks from a bank boundary [ISA]."""
+    bank = chip.psum_bank_bytes_per_partition
+    lo = dst.tensor.byte_offset + dst.box()[2] * itemsize(dst.dtype)
+    hi = dst.tensor.byte_offset + dst.box()[3] * itemsize(dst.dtype)
+    if chip.matmul_moving_fmax_bf16_out > chip.matmul_moving_fmax_fp32_out:   # NC-v4
+        ok = (hi - lo) <= bank or lo % bank == 0
+    else:
+        ok = lo // bank == (hi - 1) // bank
+    if not ok:
+        raise FreeSizeError(instr, "dst", f"an accumulation group inside one {bank} B PSUM bank "
+                            "per partition", f"bytes {lo}..{hi} of the partition", chip.name,
+                            "start the output tile on a bank boundary")
 
 
 def cost_cycles(chip, n_stationary, n_moving, fp32):

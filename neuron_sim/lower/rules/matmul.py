@@ -109,7 +109,8 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     if bias is not None:
         bias_tile = ctx.tile("bias", (MT, BN), bias.dtype, 0)
         b.dma_copy(bias_tile, AccessPattern(ctx.hbm(bias), 0, MT, 0, ((BN, 1),), 0))
-    b_tiles, cur_panel, ot = {}, None, 0
+    b_tiles, cur_panel, ot, npanel = {}, None, 0, 0
+    b_slots = 2 if 2 * kt_n * BN * rows * isz <= PANEL_BUDGET else 1   # double-buffer small panels
     store = ctx.live is None or out.id is None or ctx.key(out) in ctx.live
     for blk in range(n):
         bi, rest = divmod(blk, panels * m_tiles)
@@ -121,10 +122,11 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         bm.base = bi * b_batch_stride
         if (bi, pi) != cur_panel:             # load the B panel (all K) for this N range
             cur_panel = (bi, pi)
+            npanel += 1
             for kk in range(kt_n):
                 kp = ceil(min(KT, K - kk * KT) / rows)
                 b_tiles[kk] = _load_k_major(ctx, bm, True, kk * KT, kp, n0, bn * rows, dtype,
-                                            f"B{kk}", 0)
+                                            f"B{kk}", npanel % b_slots)
         a_tiles = {}
         for kk in range(kt_n):
             kp = ceil(min(KT, K - kk * KT) / rows)
