@@ -683,6 +683,22 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
              src_buffer=predicate.buffer, dst_buffer=dst.buffer)
 
 
+def select(dst, predicate, on_true, on_false, name=None):
+    """``dst = predicate ? on_true : on_false`` element-wise on VectorE (the core's ``select``;
+    ``nl.where`` lowers to it)."""
+    ctx = _Ctx("select")
+    for n, t in (("dst", dst), ("predicate", predicate), ("on_true", on_true), ("on_false", on_false)):
+        ctx.onchip(t, n)
+    for n, t in (("predicate", predicate), ("on_true", on_true), ("on_false", on_false)):
+        ctx.same_pf(dst, t, "dst", n)
+    pr, a, b = ctx.read(predicate, "predicate"), ctx.read(on_true, "on_true"), ctx.read(on_false, "on_false")
+    from ..isa.vector import select as core_select
+    ctx.write(dst, core_select.reference(pr, a, b) if ctx.numerics else None)
+    ctx.emit("vector", [predicate, on_true, on_false], [dst], N=dst.free_size, P=dst.num_partitions,
+             in_dtype=_dtype_str(on_true), out_dtype=_dtype_str(dst), src_buffer=on_true.buffer,
+             dst_buffer=dst.buffer)
+
+
 def bn_stats(dst, data, name=None):
     ctx = _Ctx("bn_stats")
     ctx.onchip(dst, "dst")

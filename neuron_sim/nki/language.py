@@ -300,12 +300,13 @@ def rsqrt(x, dtype=None):
 
 
 def where(condition, x, y, dtype=None):
+    """Element-wise ``condition ? x : y`` (VectorE select); scalars become filled tiles."""
+    def tile(v):
+        if isinstance(v, NkiTensor):
+            return _on_sbuf(v)
+        return full(condition.shape, v, float32)
     out = ndarray(condition.shape, _result_dtype(x, y, dtype=dtype), buffer=sbuf)
-    if isinstance(y, NkiTensor):
-        _isa.tensor_copy(dst=out, src=y)
-    else:
-        _isa.memset(dst=out, value=y)
-    _isa.tensor_copy_predicated(dst=out, src=x, predicate=condition)
+    _isa.select(dst=out, predicate=_on_sbuf(condition), on_true=tile(x), on_false=tile(y))
     return out
 
 

@@ -149,3 +149,19 @@ def test_setitem_and_inplace_sugar():
     out = run(_rmw, x)
     np.testing.assert_array_equal(out[:, :4], 8.0)
     np.testing.assert_array_equal(out[:, 4:], 1.0)
+
+
+@nki.jit
+def _where(x):
+    t = nl.load(x)
+    pos = nl.greater(t, 0.0)
+    w = nl.where(pos, t, -1.0)
+    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(o, w)
+    return o
+
+
+def test_where_uses_select():
+    x = np.random.default_rng(4).standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_array_equal(run(_where, x), np.where(x > 0, x, -1.0))
+    assert "select" in nki.last_report().programs[0].opnames
