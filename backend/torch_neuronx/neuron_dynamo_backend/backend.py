@@ -27,7 +27,7 @@ from torch._dynamo.backends.common import aot_autograd
 from .. import _C
 from . import cache, metrics
 from .errors import CPUInputError, DynamicShapeError, NEFFCompilationError
-from .graph_cost import COST_SOURCE, GraphCost, Target, cost_graph, describe_graph
+from .graph_cost import COST_SOURCE, GraphCost, Target, cost_graph
 from .options import CompileOptions
 
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
@@ -94,8 +94,10 @@ def _reject_dynamic(example_inputs) -> None:
 # ---- CPU inputs -----------------------------------------------------------------------------
 
 def _cpu_positions(example_inputs) -> list:
+    # 0-dim CPU tensors stay where they are: device ops accept them as scalars (as in eager),
+    # and state such as an optimizer's step count must be updated in place where it lives.
     return [i for i, x in enumerate(example_inputs)
-            if isinstance(x, torch.Tensor) and x.device.type == "cpu"]
+            if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() > 0]
 
 
 def _retarget_devices(gm: torch.fx.GraphModule, device: torch.device) -> None:
@@ -146,10 +148,15 @@ def _with_autocopy(compiled, positions, opts: CompileOptions, boxed: bool):
     def run(*args):
         args = list(args[0]) if boxed else list(args)
         device = torch.device("neuron", torch.neuron.current_device())
+        copies = []
         for i in positions:
             if isinstance(args[i], torch.Tensor) and args[i].device.type == "cpu":
-                args[i] = args[i].to(device)
+                original, args[i] = args[i], args[i].to(device)
+                copies.append((original, args[i], args[i]._version))
         out = compiled(args) if boxed else compiled(*args)
+        for original, moved, version in copies:   # the graph mutated an input in place
+            if moved._version != version:
+                original.copy_(moved)
         if opts.retain_device:   # outputs go back where the inputs came from
             out = type(out)(o.cpu() if isinstance(o, torch.Tensor) else o for o in out)
         return out
@@ -187,14 +194,14 @@ def _input_signature(example_inputs) -> str:
     return ";".join(parts)
 
 
-def _graph_name(kind: str) -> str:
+def _graph_name(model_name: str, kind: str) -> str:
     try:
         from torch._functorch._aot_autograd.logging_utils import get_aot_graph_name
         aot_name = get_aot_graph_name()              # e.g. "model__0_forward_1"
     except Exception:                                # naming only: never fail a compile on it
         aot_name = f"model__{kind}"
     suffix = aot_name.split("__", 1)[-1]
-    return f"{get_model_name()}_{suffix}"
+    return f"{model_name}_{suffix}"
 
 
 def _device_index(example_inputs) -> int:
@@ -222,7 +229,7 @@ def _compile_or_load(gm, example_inputs, opts: CompileOptions):
             metrics.count("cache_corrupted")
         metrics.count("cache_miss")
         logger.info("[NEFF_CACHE] Cache MISS for key: %s", key)
-    cost = cost_graph(describe_graph(gm), target)
+    cost = cost_graph(gm, target)
     if opts.use_cache:
         cache.store(key, {"cost": cost.to_json(), "target": target.key(),
                           "graph_node_count": len(gm.graph.nodes)})
@@ -250,6 +257,7 @@ class _GraphCompiler:
     def __init__(self, opts: CompileOptions, source: str):
         self.opts = opts
         self.source = source
+        self.model_name = opts.model_name or get_model_name()
 
     def forward(self, gm, example_inputs):
         return self._compile(gm, example_inputs, "forward")
@@ -262,9 +270,9 @@ class _GraphCompiler:
 
     def _compile(self, gm, example_inputs, kind):
         start = time.perf_counter()
-        name = _graph_name(kind)
+        name = _graph_name(self.model_name, kind)
         record = metrics.NeuronCompilationMetrics(
-            graph_id="", graph_name=name, model_name=get_model_name(), kind=kind,
+            graph_id="", graph_name=name, model_name=self.model_name, kind=kind,
             graph_node_count=len(gm.graph.nodes), source=self.source,
             has_collectives="_c10d_functional" in gm.code)
         try:
@@ -287,7 +295,7 @@ class _GraphCompiler:
         record.cost_source = cost.cost_source
         record.engine_busy_ns = dict(cost.engine_busy_ns)
         for f in ("dma_bytes", "spill_bytes", "spills", "ops", "eager_launches",
-                  "eager_dma_bytes"):
+                  "eager_dma_bytes", "estimated_ops"):
             setattr(record, f, getattr(cost, f))
         record.wall_compile_s = time.perf_counter() - start
         metrics.record(record)

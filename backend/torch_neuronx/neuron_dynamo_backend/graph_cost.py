@@ -7,12 +7,16 @@ outputs. `cost_graph(spec, target)` turns that into a `GraphCost`: the simulated
 graph as ONE program, with the busy time of each engine, DMA bytes, spills and launches.
 
 Which cost is used (`GraphCost.cost_source`):
-  "interim-analytic"  (now)  Per-op engine work from the chip data (TensorE FLOPs, VectorE and
-      ScalarE element throughput), DMA only at graph boundaries and for spills, intermediates
-      kept in SBUF while the live set fits, one launch. Each op overlaps its own DMA; ops run
-      one after another (no cross-op pipelining: conservative).
-  "neuron_sim.lower"  (when issue 5 lands) one ISA program for the whole op sequence, timed by
-      `neuron_sim.simulate`. Only `cost_graph` changes.
+  "neuron_sim.lower"  (default when neuron_sim.lower is importable) the graph's ops are lowered
+      with `lower_sequence` into ONE ISA program (tensor identity from the FX graph, so an
+      intermediate a later op reads stays in SBUF; only graph outputs are stored to HBM) and
+      timed by `neuron_sim.simulate`. Ops with no lowering rule are timed by the lowering's
+      roofline `estimate` and added in series (counted in `estimated_ops`).
+  "interim-analytic"  (fallback) Per-op engine work from the chip data (TensorE FLOPs, VectorE
+      and ScalarE element throughput), DMA only at graph boundaries and for spills, one launch.
+      Each op overlaps its own DMA; ops run one after another (no cross-op pipelining).
+Both add one program launch. `spills`, `sbuf_peak_bytes`, `eager_*` always come from the
+backend's own liveness scan of the graph (`_analyse`).
 """
 
 from __future__ import annotations
@@ -23,10 +27,22 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..cost import EAGER_OP_LAUNCH_S
 from .errors import NEFFCompilationError
 
-COST_SOURCE = "interim-analytic"
+INTERIM = "interim-analytic"
+LOWERED = "neuron_sim.lower"
+
+
+def _lowering():
+    """The neuron_sim.lower module, or None where it does not exist yet."""
+    try:
+        import neuron_sim.lower as lower
+    except ImportError:
+        return None
+    return lower
+
+
+COST_SOURCE = LOWERED if _lowering() is not None else INTERIM
 
 # ---- op families (ATen names without overload) ------------------------------------------
 
@@ -170,6 +186,16 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
     return spec
 
 
+def _launch_s(chip: str) -> float:
+    """One program launch: the same per-NEFF start cost eager ops pay (one assumption, kept
+    with the eager cost model)."""
+    try:
+        from neuron_sim.lower import EAGER_LAUNCH_S
+    except ImportError:                      # before neuron_sim.lower existed
+        from ..cost import EAGER_OP_LAUNCH_S as EAGER_LAUNCH_S
+    return EAGER_LAUNCH_S[chip]
+
+
 # ---- the target ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -194,7 +220,7 @@ class Target:
         return cls(chip=chip.name, instance=inst.name, lnc=lnc,
                    hbm_bytes_per_s=inst.hbm_bytes_per_s_per_logical_core(lnc),
                    sbuf_bytes=chip.sbuf_partitions * chip.sbuf_usable_bytes_per_partition * lnc,
-                   launch_ns=1e9 * EAGER_OP_LAUNCH_S[chip.name],
+                   launch_ns=1e9 * _launch_s(chip.name),
                    tensor_flops=flops,
                    vector_elems_per_s={
                        "16bit": chip.vector_elems_per_cycle_16bit * chip.vector_clock_hz * lnc,
@@ -225,7 +251,8 @@ class GraphCost:
     # The same ops run one by one in eager mode, for the explanation (not charged):
     eager_launches: int
     eager_dma_bytes: int
-    cost_source: str = COST_SOURCE
+    cost_source: str = INTERIM
+    estimated_ops: list = field(default_factory=list)   # timed by roofline, not lowered
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -342,9 +369,8 @@ def _check_lowerable(spec: GraphSpec) -> None:
             "True}) to run this graph eagerly.")
 
 
-def cost_graph(spec: GraphSpec, target: Target) -> GraphCost:
-    """Simulated time of `spec` as one program on one logical core of `target`."""
-    _check_lowerable(spec)
+def _analyse(spec: GraphSpec, target: Target) -> GraphCost:
+    """The interim analytic cost of `spec`, with the liveness scan (spills, SBUF peak)."""
     # Last use of each base buffer, for the SBUF live set.
     last_use = {}
     for pos, op in enumerate(spec.ops):
@@ -404,3 +430,112 @@ def cost_graph(spec: GraphSpec, target: Target) -> GraphCost:
                      dma_bytes=int(dma_bytes), spill_bytes=int(spill_bytes), spills=spills,
                      sbuf_peak_bytes=int(peak), ops=ops, eager_launches=ops,
                      eager_dma_bytes=int(eager_dma))
+
+
+# ---- the lowered cost (neuron_sim.lower) -----------------------------------------------------
+
+_program_cache = {}    # ("op", key, chip, lnc) -> Timing, shared by every graph of the process
+
+
+def _convert(a, lower):
+    """An FX argument as the lowering sees it: tensors as TensorSpec with the graph's ids."""
+    if isinstance(a, torch.fx.Node):
+        val = a.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return lower.TensorSpec(tuple(int(x) for x in val.shape), _dtype_name(val.dtype),
+                                    tuple(int(x) for x in val.stride()), id=_node_id(a),
+                                    on_device=val.device.type != "cpu" or val.dim() > 0)
+        if isinstance(val, (torch.SymInt, int, float, bool)):
+            return int(val) if isinstance(val, torch.SymInt) else val
+        return None
+    if isinstance(a, (list, tuple)):
+        return type(a)(_convert(x, lower) for x in a)
+    if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return str(a).replace("torch.", "")
+    return a
+
+
+def _node_id(node: torch.fx.Node):
+    if node.target is operator.getitem:
+        src, pos = node.args
+        return (src.name, pos)
+    return (node.name, 0)
+
+
+def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
+    """(OpSpecs in execution order, ids of the graph outputs)."""
+    ops = []
+    live = set()
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            val = node.meta.get("val")
+            vals = [val] if isinstance(val, torch.Tensor) else (
+                list(val) if isinstance(val, (tuple, list)) else [])
+            outs = tuple(lower.TensorSpec(tuple(int(x) for x in v.shape), _dtype_name(v.dtype),
+                                          tuple(int(x) for x in v.stride()),
+                                          id=(node.name, i))
+                         for i, v in enumerate(vals) if isinstance(v, torch.Tensor))
+            ops.append(lower.OpSpec(node.target.name(),
+                                    tuple(_convert(a, lower) for a in node.args), outs,
+                                    {k: _convert(v, lower) for k, v in node.kwargs.items()}))
+        elif node.op == "output":
+            torch.fx.node.map_arg(node.args, lambda n: live.add(_node_id(n)))
+    return ops, live
+
+
+def _standalone(op, lower, chip, lnc):
+    """Timing of one op alone, or None when it has no rule (or its rule rejects the shapes)."""
+    key = ("op", op.key(), chip, lnc)
+    if key not in _program_cache:
+        t = None
+        if lower.has_rule(op.name):
+            try:
+                t = lower.lower_op(op, chip, lnc)
+            except lower.LoweringError:
+                t = None
+        _program_cache[key] = t
+    return _program_cache[key]
+
+
+def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
+    analysis = _analyse(spec, target)
+    ops, live = lowering_ops(gm, lower)
+    fused, alone, serial = [], [], []
+    for op in ops:
+        t = _standalone(op, lower, target.chip, target.lnc)
+        if t is None:
+            serial.append((op.name, lower.estimate(op, target.chip, target.lnc)))
+        else:
+            fused.append(op)
+            alone.append(t)
+    note = ""
+    try:
+        program = lower.lower_sequence(fused, target.chip, target.lnc, live_outputs=live,
+                                       standalone=alone) if fused else None
+    except lower.LoweringError as e:   # the fused program failed: time the ops one by one
+        program, note = None, f" (unfused: {e})"
+        serial.extend((op.name, t) for op, t in zip(fused, alone))
+    engines = dict.fromkeys(lower.ENGINES, 0.0)
+    total, hbm = 0.0, 0.0
+    for t in ([program] if program is not None else []) + [t for _n, t in serial]:
+        total += t.total_ns
+        hbm += t.hbm_bytes
+        for e, v in t.engine_ns.items():
+            engines[e] = engines.get(e, 0.0) + v
+    analysis.total_ns = int(round(total + target.launch_ns))
+    analysis.engine_busy_ns = {e: int(round(v)) for e, v in engines.items()}
+    analysis.dma_bytes = int(hbm)
+    analysis.cost_source = LOWERED + note
+    analysis.estimated_ops = sorted({n for n, t in serial if getattr(t, "estimated", False)})
+    return analysis
+
+
+def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
+    """Simulated time of the ATen graph `gm` as ONE program on one logical core of `target`.
+    Raises NEFFCompilationError for graphs the simulated compiler cannot lower."""
+    spec = describe_graph(gm)
+    _check_lowerable(spec)
+    lower = _lowering()
+    if lower is None:
+        return _analyse(spec, target)
+    return _lowered(gm, spec, target, lower)

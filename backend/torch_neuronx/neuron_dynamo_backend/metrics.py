@@ -38,6 +38,7 @@ class NeuronCompilationMetrics:
     ops: int = 0
     eager_launches: int = 0
     eager_dma_bytes: int = 0
+    estimated_ops: list = field(default_factory=list)   # ops timed by roofline, not lowered
     source: str = ""                # user lines the graph covers (where graph breaks fall)
 
 

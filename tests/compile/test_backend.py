@@ -1,0 +1,101 @@
+"""backend="neuron": resolution, AOT forward/backward graphs, numerics equal eager, one
+charged launch per graph, simulated compile time reported apart from run time."""
+
+import pytest
+import torch
+from torch._dynamo.backends.registry import lookup_backend
+
+import torch_neuronx
+import torch_neuronx.neuron_dynamo_backend as ndb
+from conftest import device_ns
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(),
+                               torch.nn.Linear(256, 64), torch.nn.LayerNorm(64)).to("neuron")
+
+
+def test_backend_resolves_through_entry_point():
+    assert lookup_backend("neuron") is ndb.neuron_backend
+    assert "neuron" in torch._dynamo.list_backends()
+
+
+def test_quickstart_inference_matches_eager():
+    model = mlp()
+    cm = torch.compile(model, backend="neuron")
+    x = torch.randn(2, 64, device="neuron")
+    with torch.inference_mode():
+        y = cm(x)
+        ref = model(x)
+    assert y.device.type == "neuron"
+    torch.testing.assert_close(y.cpu(), ref.cpu())
+    kinds = [m.kind for m in ndb.get_dynamo_metrics()]
+    assert kinds == ["inference"]
+
+
+def test_forward_and_backward_graphs_match_eager():
+    model = mlp()
+    x = torch.randn(32, 64, device="neuron")
+    model(x).square().mean().backward()
+    ref = [p.grad.cpu().clone() for p in model.parameters()]
+    model.zero_grad()
+    cm = torch.compile(model, backend="neuron")
+    cm(x).square().mean().backward()
+    for p, r in zip(model.parameters(), ref):
+        torch.testing.assert_close(p.grad.cpu(), r)
+    kinds = sorted(m.kind for m in ndb.get_dynamo_metrics())
+    assert kinds == ["backward", "forward"]
+
+
+def test_one_launch_per_graph_charged_with_the_graph_time():
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w).softmax(-1) * 2
+
+    x = torch.randn(256, 512, device="neuron")
+    w = torch.randn(512, 512, device="neuron")
+    cf = torch.compile(f, backend="neuron")
+    cf(x, w)                                                    # compile
+    torch_neuronx.clear_op_tracking()
+    ns, y = device_ns(lambda: cf(x, w))
+    (m,) = ndb.get_dynamo_metrics()
+    assert ns == m.sim_run_ns > 0                                # exactly one program charged
+    assert not any(op.startswith("aten::") for op in torch_neuronx.get_executed_ops())
+    torch.testing.assert_close(y.cpu(), f(x, w).cpu())
+    eager_ns, _ = device_ns(lambda: f(x, w))
+    assert m.sim_run_ns < eager_ns                               # fused, one launch
+    assert m.sim_compile_ns > 1000 * m.sim_run_ns                # compile time reported apart
+    assert m.cost_source in ("neuron_sim.lower", "interim-analytic")
+    assert set(m.engine_busy_ns) >= {"TensorE", "VectorE", "ScalarE", "DMA"}
+
+
+def test_launch_shows_in_profiler_as_one_device_row():
+    cf = torch.compile(lambda x: (x.sin() + 1).cos(), backend="neuron")
+    x = torch.randn(64, 64, device="neuron")
+    cf(x)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    with torch.profiler.profile(activities=activities) as prof:
+        cf(x)
+        torch.neuron.synchronize()
+    names = [e.name for e in prof.events()]
+    assert sum(n.startswith("neuron::graph.") for n in names) >= 1
+    assert not any(n in ("aten::sin", "aten::cos") and e.device_type.name == "PrivateUse1"
+                   for n, e in zip(names, prof.events()))
+
+
+def test_set_model_name_names_graphs_and_metrics_reset():
+    ndb.set_model_name("MyNet")
+    try:
+        torch.compile(lambda x: x * 2, backend="neuron")(torch.ones(3, device="neuron"))
+    finally:
+        ndb.set_model_name(None)
+    (m,) = torch.neuron.get_dynamo_metrics()
+    assert m.model_name == "MyNet" and m.graph_name.startswith("MyNet_")
+    ndb.reset_dynamo_metrics()
+    assert ndb.get_dynamo_metrics() == []
+
+
+def test_model_name_option():
+    cf = torch.compile(lambda x: x + 1, backend="neuron", options={"model_name": "opt_name"})
+    cf(torch.ones(3, device="neuron"))
+    assert ndb.get_dynamo_metrics()[0].model_name == "opt_name"
