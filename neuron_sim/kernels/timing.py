@@ -94,6 +94,8 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
             npend += 1
             active[nact] = s
             nact += 1
+    uniform = True       # all DMA engines free at uniform_t (dma_free is stale meanwhile)
+    uniform_t = 0.0
     hbm_free = 0.0
     ls_free = 0.0
     ls_end = 0.0
@@ -188,21 +190,34 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
             ds = t + dma_fixed
             first = np.inf
             last = ds
-            e = eng0[i] % n_dma
             w = eng_ns[i]
             latest = ds
-            for j in range(n_eng[i]):
-                if e >= n_dma:
-                    e -= n_dma
-                es = dma_free[e]
-                if es < ds:
-                    es = ds
-                dma_free[e] = es + w
-                if es < first:
-                    first = es
-                if es > latest:
-                    latest = es
-                e += 1
+            if n_eng[i] == n_dma and uniform:
+                # every engine is free at the same time: one number stands for all 16
+                es = max(ds, uniform_t)
+                uniform_t = es + w
+                first = es
+                latest = es
+            elif n_eng[i] > 0:
+                if uniform:
+                    dma_free[:] = uniform_t
+                    uniform = False
+                e = eng0[i] % n_dma
+                for j in range(n_eng[i]):
+                    if e >= n_dma:
+                        e -= n_dma
+                    es = dma_free[e]
+                    if es < ds:
+                        es = ds
+                    dma_free[e] = es + w
+                    if es < first:
+                        first = es
+                    if es > latest:
+                        latest = es
+                    e += 1
+                if n_eng[i] == n_dma and first == latest:
+                    uniform = True
+                    uniform_t = latest + w
             if n_eng[i] > 0 and latest + w > last:
                 last = latest + w
             if hbm_ns[i] > 0.0:
