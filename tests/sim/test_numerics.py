@@ -119,3 +119,75 @@ def test_transpose_is_bit_exact_even_for_nan():
     xv[3, 7] = np.nan
     out = ns.execute(b.build(), {"X": xv})["Y"]
     np.testing.assert_array_equal(out.view(np.uint16), xv.T.view(np.uint16))
+
+
+def _run_vector_program(build, inputs, outputs_shape):
+    b = ns.ProgramBuilder("trn2")
+    hb = {k: b.hbm(k, v.shape, "float32") for k, v in inputs.items()}
+    sb = {k: b.sbuf(k + "_s", v.shape, "float32") for k, v in inputs.items()}
+    for k in inputs:
+        b.dma_copy(sb[k], hb[k])
+    out = b.sbuf("out_s", outputs_shape, "float32")
+    build(b, sb, out)
+    O = b.hbm("OUT", outputs_shape, "float32")
+    b.dma_copy(O, out)
+    return ns.execute(b.build(), inputs)["OUT"]
+
+
+def test_more_instruction_semantics_against_numpy():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((128, 256)).astype(np.float32)
+    y = rng.standard_normal((128, 256)).astype(np.float32)
+    got = _run_vector_program(lambda b, s, o: b.tensor_reduce(o, s["x"], "maximum"),
+                              {"x": x}, (128, 1))
+    np.testing.assert_array_equal(got[:, 0], x.max(axis=1))
+    got = _run_vector_program(lambda b, s, o: b.select(o, s["p"], s["x"], s["y"]),
+                              {"x": x, "y": y, "p": (x > 0).astype(np.float32)}, (128, 256))
+    np.testing.assert_array_equal(got, np.where(x > 0, x, y))
+    got = _run_vector_program(
+        lambda b, s, o: b.tensor_tensor_scan(o, s["x"], s["y"], 0.0, "multiply", "add"),
+        {"x": np.full_like(x, 1.0), "y": y}, (128, 256))
+    np.testing.assert_allclose(got, np.cumsum(y, axis=1), rtol=1e-4, atol=1e-4)
+    got = _run_vector_program(lambda b, s, o: b.reciprocal(o, s["x"]), {"x": x}, (128, 256))
+    np.testing.assert_array_equal(got, np.float32(1) / x)
+
+    def stats(b, s, o):
+        st = b.sbuf("st", (128, 12), "float32")
+        b.bn_stats(st[:, 0:6], s["x"][:, 0:128])
+        b.bn_stats(st[:, 6:12], s["x"][:, 128:256])
+        b.bn_aggr(o, st)
+    got = _run_vector_program(stats, {"x": x}, (128, 2))
+    np.testing.assert_allclose(got[:, 0], x.mean(1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[:, 1], x.var(1), rtol=1e-4, atol=1e-5)
+    got = _run_vector_program(
+        lambda b, s, o: b.affine_select(o, s["x"], -1e9, channel_multiplier=1,
+                                        pattern=((-1, 256),), offset=0, cmp_op="greater_equal"),
+        {"x": x}, (128, 256))
+    mask = np.arange(128)[:, None] - np.arange(256)[None, :] >= 0
+    np.testing.assert_array_equal(got, np.where(mask, x, np.float32(-1e9)))
+    got = _run_vector_program(lambda b, s, o: b.tensor_partition_reduce(o, s["x"], "add"),
+                              {"x": x}, (1, 256))
+    np.testing.assert_allclose(got[0], x.sum(0), rtol=1e-5, atol=1e-5)
+    idx = rng.integers(0, 256, (128, 32)).astype(np.float32)
+    got = _run_vector_program(lambda b, s, o: b.local_gather(o, s["x"], s["i"]),
+                              {"x": x, "i": idx}, (128, 32))
+    np.testing.assert_array_equal(got, np.take_along_axis(x, idx.astype(int), axis=1))
+
+
+def test_execute_with_stochastic_rounding_is_seeded_and_unbiased():
+    b = ns.ProgramBuilder("trn2")
+    X = b.hbm("X", (128, 512), "float32")
+    Y = b.hbm("Y", (128, 512), "bfloat16")
+    x = b.sbuf("x", (128, 512), "float32")
+    y = b.sbuf("y", (128, 512), "bfloat16")
+    b.dma_copy(x, X)
+    b.tensor_copy(y, x)
+    b.dma_copy(Y, y)
+    prog = b.build()
+    xv = np.full((128, 512), 1.0 + 2.0 ** -9, np.float32)   # between bf16 1.0 and 1 + 2^-7
+    rne = ns.execute(prog, {"X": xv})["Y"].astype(np.float32)
+    assert np.all(rne == 1.0)
+    a = ns.execute(prog, {"X": xv}, rounding="stochastic", seed=1)["Y"].astype(np.float32)
+    b2 = ns.execute(prog, {"X": xv}, rounding="stochastic", seed=1)["Y"].astype(np.float32)
+    np.testing.assert_array_equal(a, b2)
+    assert abs(a.mean() - xv[0, 0]) < 1e-4
