@@ -128,3 +128,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace neuron
+
+namespace neuron {
+
+// Copies resolve conjugate/negative views themselves (the CPU aliases keep those bits);
+// the math-bit fallbacks would otherwise materialise them with clone -> copy_ -> _copy_from
+// and recurse forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace neuron

@@ -10,7 +10,9 @@ from .backend import create_neuron_backend, get_model_name, neuron_backend, set_
 from .breaks import BreakReport, GraphBreak, explain_graph_breaks
 from .errors import (CPUInputError, DynamicShapeError, NEFFCompilationError, NEFFExecutionError,
                      NeuronCompileError)
-from .metrics import NeuronCompilationMetrics, cache_stats, get_dynamo_metrics, reset_dynamo_metrics
+from .explain import StepProfile, compare, measure_step
+from .metrics import (NeuronCompilationMetrics, cache_stats, get_dynamo_metrics, launch_stats,
+                      reset_dynamo_metrics)
 
 
 def _register() -> None:
@@ -30,5 +32,5 @@ _register()
 __all__ = ["BreakReport", "CPUInputError", "DynamicShapeError", "GraphBreak",
            "NEFFCompilationError", "NEFFExecutionError", "NeuronCompilationMetrics",
            "NeuronCompileError", "cache_stats", "create_neuron_backend", "explain_graph_breaks",
-           "get_dynamo_metrics", "get_model_name", "neuron_backend", "reset_dynamo_metrics",
-           "set_model_name"]
+           "get_dynamo_metrics", "get_model_name", "launch_stats", "measure_step", "compare",
+           "StepProfile", "neuron_backend", "reset_dynamo_metrics", "set_model_name"]

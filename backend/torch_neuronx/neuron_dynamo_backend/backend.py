@@ -236,9 +236,10 @@ def _compile_or_load(gm, example_inputs, opts: CompileOptions):
     return cost, False, key
 
 
-def _launcher(gm: torch.fx.GraphModule, name: str, ns: int, device: int):
+def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int):
     """Runs the graph's ops uncharged, then charges the graph as one launch."""
     launch_name = f"neuron::graph.{name}"
+    ns, engines, dma = cost.total_ns, dict(cost.engine_busy_ns), cost.dma_bytes
 
     def run(*args):
         previous = _C._set_charging(False)
@@ -247,6 +248,7 @@ def _launcher(gm: torch.fx.GraphModule, name: str, ns: int, device: int):
         finally:
             _C._set_charging(previous)
         _C._enqueue_timed(launch_name, device, ns)
+        metrics.count_launch(ns, engines, dma)
         return out
     return make_boxed_func(run)
 
@@ -299,7 +301,7 @@ class _GraphCompiler:
             setattr(record, f, getattr(cost, f))
         record.wall_compile_s = time.perf_counter() - start
         metrics.record(record)
-        return _launcher(gm, name, cost.total_ns, _device_index(example_inputs))
+        return _launcher(gm, name, cost, _device_index(example_inputs))
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mode=None):

@@ -75,3 +75,30 @@ def reset_dynamo_metrics() -> None:
     with _lock:
         _records.clear()
         counters["neuron"].clear()
+    reset_launch_stats()
+
+
+# ---- what compiled graphs did at run time ----------------------------------------------------
+
+_launch = {"launches": 0, "ns": 0, "dma_bytes": 0, "engine_ns": {}}
+
+
+def count_launch(ns: int, engine_busy_ns: dict, dma_bytes: int) -> None:
+    """Called once per compiled-graph launch (hot path: plain dict updates)."""
+    _launch["launches"] += 1
+    _launch["ns"] += ns
+    _launch["dma_bytes"] += dma_bytes
+    eng = _launch["engine_ns"]
+    for e, v in engine_busy_ns.items():
+        eng[e] = eng.get(e, 0) + v
+
+
+def launch_stats() -> dict:
+    """Launches of compiled graphs since the last reset: count, simulated ns, per-engine busy
+    ns and HBM bytes."""
+    return {"launches": _launch["launches"], "ns": _launch["ns"],
+            "dma_bytes": _launch["dma_bytes"], "engine_ns": dict(_launch["engine_ns"])}
+
+
+def reset_launch_stats() -> None:
+    _launch.update(launches=0, ns=0, dma_bytes=0, engine_ns={})
