@@ -23,18 +23,25 @@ from ..errors import CapacityError
 from ..numerics.formats import itemsize
 from ..program import ProgramBuilder
 from ..program.ap import AccessPattern, Memory, Tensor
-from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
+from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES  # noqa: F401
 from .spec import TensorSpec
 
 P = 128  # partitions [ArchV2]
 BUFS = 3  # tiles per role in flight: load / compute / store overlap
+RULE_CAPS = True  # honour a rule's lower repeat cap (tests turn it off to build ops in full)
 
 
-def chunk_elems(cols: int, dtype: str) -> int:
-    """Free elements per chunk: 2 KiB..16 KiB per partition, at least ~4 chunks when big."""
+STREAM_SBUF_BYTES = 96 * 1024   # per partition for the tiles an op streams through
+
+
+def chunk_elems(cols: int, dtype: str, streams: int = 3) -> int:
+    """Free elements per chunk: 2 KiB..16 KiB per partition and at least ~4 chunks when big,
+    and small enough that `streams` triple-buffered tiles plus two FP32 temporaries fit
+    STREAM_SBUF_BYTES."""
     isz = max(itemsize(dtype), 1)
     lo, hi = int(2048 // isz), int(16384 // isz)
-    return max(1, min(cols, max(lo, min(hi, ceil(cols / 4)))))
+    fit = int(STREAM_SBUF_BYTES // (BUFS * streams * isz + 2 * 2 * 4))
+    return max(1, min(cols, fit, max(lo, min(hi, ceil(cols / 4)))))
 
 
 class LowerCtx:
@@ -81,7 +88,7 @@ class LowerCtx:
         limit for rules whose blocks hold many instructions; the second (half-size) build of an
         extrapolation halves it too."""
         per_core = ceil(max(int(total), 1) / self.lnc)
-        limit = REPEAT_CAP if cap is None else max(2, min(int(cap), REPEAT_CAP))
+        limit = REPEAT_CAP if cap is None or not RULE_CAPS else max(2, min(int(cap), REPEAT_CAP))
         if self.cap < REPEAT_CAP:
             limit = max(1, limit // 2)
         n = min(per_core, limit)
@@ -89,15 +96,20 @@ class LowerCtx:
         return n
 
     # ---- tiles ------------------------------------------------------------------------------
-    def tile(self, role: str, shape, dtype, slot: int = 0, memory=Memory.SBUF) -> Tensor:
-        """A rotating buffer: the same Tensor for (role, shape, dtype, slot % BUFS), so reuse
+    def tile(self, role: str, shape, dtype, slot: int = 0, memory=Memory.SBUF,
+             bufs: int = BUFS) -> Tensor:
+        """A rotating buffer: the same Tensor for (role, shape, dtype, slot % bufs), so reuse
         orders itself through the builder's WAR/WAW dependencies like a multi-buffered kernel."""
-        k = (role, tuple(shape), dtype, slot % BUFS, memory)
+        k = (role, tuple(shape), dtype, slot % bufs, memory)
         t = self._pool.get(k)
         if t is None:
             mk = self.b.sbuf if memory == Memory.SBUF else self.b.psum
             t = self._pool[k] = mk(f"{role}{len(self._pool)}", tuple(shape), dtype)
         return t
+
+    def tmp(self, role: str, shape, dtype, slot: int = 0) -> Tensor:
+        """A double-buffered temporary between engines (loads/stores get BUFS buffers)."""
+        return self.tile(role, shape, dtype, slot, bufs=2)
 
     def end_op(self):
         """Release the op's streaming tiles (resident intermediates stay)."""
@@ -107,18 +119,25 @@ class LowerCtx:
 
     # ---- loads and stores in the flat chunk layout ----------------------------------------
     def hbm_chunk(self, t: TensorSpec, p: int, cols: int, off: int, f: int) -> AccessPattern:
-        """HBM access of chunk [p, f] at free offset `off` of t's flat [p, cols] view. Strided or
-        gapped tensors give one descriptor per contiguous run (DMA cost grows accordingly)."""
+        """HBM access of chunk [p, f] at free offset `off` of t's flat [p, cols] view.
+
+        Addressed as the chunk-major order [chunk, p, f] (each chunk one contiguous range):
+        the same descriptors and bytes as the row-major view, but chunk footprints do not
+        overlap, so the builder orders only truly dependent accesses. Strided or gapped
+        tensors give one descriptor per contiguous run (DMA cost grows accordingly)."""
         h = self.hbm(t)
         if t.is_contiguous or t.numel <= 1:
             dims = ((f, 1),)
+            pstride = f
         elif t.strides[-1] == 1 and t.shape[-1] > 1:
             run = min(t.shape[-1], f)
             dims = ((ceil(f / run), run + 1), (run, 1))
+            pstride = ceil(f / run) * (run + 1)
         else:
-            dims = ((f, max(2, abs(t.strides[-1]) if t.strides else 2)),)
-        pstride = cols if t.is_contiguous else max(cols, 1) * 2
-        return AccessPattern(h, 0, p, off, dims, pstride)
+            st = max(2, abs(t.strides[-1]))
+            dims = ((f, st),)
+            pstride = f * st
+        return AccessPattern(h, 0, p, off * p * (pstride // max(f, 1)), dims, pstride)
 
     def resident_ap(self, t: TensorSpec, p: int, off: int, f: int):
         r = self._resident[self.key(t)]
@@ -159,7 +178,9 @@ class LowerCtx:
 
     def _make_resident(self, t, p, cols):
         nbytes = cols * itemsize(t.dtype)
-        if self._resident_bytes + nbytes > RESIDENT_SBUF_BYTES:
+        budget = min(RESIDENT_SBUF_BYTES,
+                     self.chip.sbuf_usable_bytes_per_partition - STREAM_SBUF_BYTES - 16 * 1024)
+        if self._resident_bytes + nbytes > budget:
             return
         try:
             r = self.b.sbuf(f"res{len(self._resident)}", (p, cols), t.dtype)
@@ -174,10 +195,12 @@ class LowerCtx:
         src = tile if isinstance(tile, AccessPattern) else tile.ap()
         return self.b.dma_copy(self.hbm_chunk(t, p, cols, j * f, f), src)
 
-    def chunks(self, t: TensorSpec):
+    def chunks(self, t: TensorSpec, streams: int = 3):
         """The flat chunk plan of t: (p, cols, f, n_chunks_total)."""
         p, cols = self.flat_shape(t)
-        f = chunk_elems(cols, t.dtype)
+        f = chunk_elems(cols, t.dtype, streams)
+        n = ceil(cols / f)
+        f = ceil(cols / n)          # balanced chunks: extrapolation sees equal blocks
         return p, cols, f, ceil(cols / f)
 
     def stream(self, out: TensorSpec, ins, body, outs=None):
@@ -185,11 +208,16 @@ class LowerCtx:
         p, f, j)` emits the compute, store every output. `ins`: TensorSpecs streamed in the out
         layout (broadcasts handled), `outs`: outputs (default [out])."""
         outs = outs or [out]
-        p, cols, f, total = self.chunks(out)
+        p, cols, f, total = self.chunks(out, max(1, len(ins) + len(outs)))
         n = self.repeat(total)
         for j in range(n):
             fj = min(f, cols - j * f) if n == total else f
-            srcs = [self.load(t, p, cols, j, fj, role=f"in{i}") for i, t in enumerate(ins)]
+            srcs, seen = [], {}
+            for i, t in enumerate(ins):          # the same tensor twice (x * x) loads once
+                k = self.key(t)
+                if k not in seen:
+                    seen[k] = self.load(t, p, cols, j, fj, role=f"in{i}")
+                srcs.append(seen[k])
             dsts = [self.out_tile(o, p, cols, j, fj, role=f"out{i}") for i, o in enumerate(outs)]
             body(srcs, dsts, p, fj, j)
             for o, d in zip(outs, dsts):
@@ -201,8 +229,7 @@ class LowerCtx:
         """Rows over partitions, `r` rows per partition per block: (p, r, blocks)."""
         p = max(1, min(P, rows))
         per_part = ceil(rows / p)
-        isz = max(itemsize(dtype), 1)
-        r = max(1, min(per_part, int(8192 // isz) // max(cols, 1)))
+        r = max(1, min(per_part, 2048 // max(cols, 1)))   # <= 8 KiB of FP32 per row tile
         return p, r, ceil(per_part / r)
 
     def load_rows(self, t: TensorSpec, p: int, r: int, cols: int, j: int, role="in"):

@@ -28,7 +28,7 @@ def run_recipe(ctx, recipe, srcs, dst, p, f, j):
     cur, rest = srcs[0] if srcs else None, list(srcs[1:])
     for i, (kind, arg) in enumerate(recipe):
         last = i == len(recipe) - 1
-        out = dst if last else ctx.tile(f"tmp{i}", (p, f), "float32", j)
+        out = dst if last else ctx.tmp(f"tmp{i}", (p, f), "float32", j)
         if kind == ACT:
             b.activation(out, cur, arg)
         elif kind == TT:
@@ -178,7 +178,7 @@ def activation_backward(ctx, op):
     grad, x = op.inputs[0], op.inputs[1]
 
     def body(srcs, dsts, p, f, j):
-        d = ctx.tile("dact", (p, f), "float32", j)
+        d = ctx.tmp("dact", (p, f), "float32", j)
         ctx.b.activation(d, srcs[1], func)
         ctx.b.tensor_tensor(dsts[0], d, srcs[0], "multiply")
     ctx.stream(out, [grad, x], body)
@@ -243,9 +243,9 @@ def dropout(ctx, op):
     outs = list(op.outputs[:2])
 
     def body(srcs, dsts, p, f, j):
-        bits = ctx.tile("bits", (p, f), "float32", j)
+        bits = ctx.tmp("bits", (p, f), "float32", j)
         ctx.b.iota(bits, base=0, channel_multiplier=1)          # RNG stand-in (GpSimd)
-        mask = dsts[1] if len(dsts) > 1 else ctx.tile("mask", (p, f), "float32", j)
+        mask = dsts[1] if len(dsts) > 1 else ctx.tmp("mask", (p, f), "float32", j)
         ctx.b.tensor_scalar(mask, bits, "less", 0.5)
         ctx.b.tensor_tensor(dsts[0], srcs[0], mask, "multiply")
     ctx.stream(out, [x], body, outs=outs)

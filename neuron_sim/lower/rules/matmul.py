@@ -150,9 +150,9 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
             else:
                 b.tensor_copy(o, acc)
             ot += 1
-            if store:
-                b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + m0 * N + n0 + j * NT,
-                                         ((ns, 1),), N), o)
+            if store:   # tile-major addressing: same descriptors, disjoint footprints
+                b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + m0 * N + (n0 + j * NT) * ms,
+                                         ((ns, 1),), ns), o)
 
 
 def _mm_dims(a: TensorSpec, bt: TensorSpec):

@@ -25,6 +25,7 @@ from .elementwise import TT, elementwise
 from .movement import _indirect_rows
 
 MAX_ROWS_PER_BLOCK = 8     # rows per partition per block for per-row instructions (bn_stats)
+LONG_ROW = 4096            # longer rows are processed in pieces, two passes
 
 
 def _rows_cols(x: TensorSpec, dim=-1):
@@ -39,8 +40,22 @@ def _bcast(ap, p, f):
 
 def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extra_in=(),
                outs=None):
-    """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j)."""
+    """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j).
+
+    Rows longer than LONG_ROW elements do not fit SBUF tiles whole: they run in two passes over
+    row pieces of <= 2048 (statistics, then the normalising pass), reading x twice from HBM."""
     rows, C = _rows_cols(x)
+    if C > LONG_ROW:
+        k = ceil(C / 2048)
+        piece = lambda t: TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id)  # noqa: E731
+        stats_pass = lambda srcs, dsts, p, r, c, j: ctx.b.tensor_reduce(  # noqa: E731
+            ctx.tmp("pass1", (p, r), "float32", j), srcs[0], "maximum")
+        row_blocks(ctx, piece(x), piece(out), stats_pass, extra_in=(), outs=[])
+        outs = outs if outs is not None else [out]
+        row_blocks(ctx, piece(x), piece(out), body, per_row=per_row,
+                   extra_in=tuple(piece(t) for t in extra_in),
+                   outs=[piece(o) if o.numel == out.numel else o for o in outs])
+        return
     p, r, total = ctx.row_plan(rows, C, x.dtype)
     if per_row:
         r = min(r, MAX_ROWS_PER_BLOCK)
@@ -48,6 +63,7 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
     n = ctx.repeat(total)
     cols_total = ceil(rows / p) * C
     outs = outs if outs is not None else [out]
+    pending = None
     for j in range(n):
         srcs = [ctx.load_rows(t, p, r, C, j, role=f"in{i}") for i, t in enumerate((x,) + tuple(extra_in))]
         dsts = []
@@ -55,14 +71,29 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
             if o.numel == out.numel:
                 dsts.append(ctx.out_tile(o, p, cols_total, j, r * C, role=f"out{i}"))
             else:   # per-row statistics [rows]
-                dsts.append(ctx.tile(f"stat{i}", (p, r), "float32", j))
-        body(srcs, dsts, p, r, C, j)
+                dsts.append(ctx.tmp(f"stat{i}", (p, r), "float32", j))
+        tail = body(srcs, dsts, p, r, C, j)
+        # software pipelining: a body may return its last stage, emitted after the next
+        # block's first stage so the in-order engine queues interleave blocks as a compiler
+        # schedules them (no VectorE -> ScalarE -> VectorE round trip per block)
+        if pending is not None:
+            pending()
+        pending = _finish(ctx, tail, outs, out, dsts, p, rows, cols_total, j, r, C)
+    if pending is not None:
+        pending()
+    ctx.end_op()
+
+
+def _finish(ctx, tail, outs, out, dsts, p, rows, cols_total, j, r, C):
+    def run():
+        if tail is not None:
+            tail()
         for o, d in zip(outs, dsts):
             if o.numel == out.numel:
                 ctx.store(o, d, p, cols_total, j, r * C)
             else:
                 ctx.store(o, d, p, max(1, ceil(rows / p)), j, r)
-    ctx.end_op()
+    return run
 
 
 def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
@@ -106,11 +137,11 @@ def reduction(ctx, op):
         def body(srcs, dsts, p, r, C, j):
             src = srcs[0]
             if squares:
-                sq = ctx.tile("sq", (p, r * C), "float32", j)
+                sq = ctx.tmp("sq", (p, r * C), "float32", j)
                 b.tensor_tensor(sq, src, src, "multiply")
                 src = sq
             if op.op == "aten::logsumexp":
-                e = ctx.tile("e", (p, r * C), "float32", j)
+                e = ctx.tmp("e", (p, r * C), "float32", j)
                 b.activation(e, src, "exp")
                 src = e
             b.tensor_reduce(dsts[0], src, alu)
@@ -125,11 +156,11 @@ def reduction(ctx, op):
         fj = min(f, cols - j * f) if n == total else f
         src = ctx.load(x, p, cols, j, fj)
         if squares:
-            sq = ctx.tile("sq", (p, fj), "float32", j)
+            sq = ctx.tmp("sq", (p, fj), "float32", j)
             b.tensor_tensor(sq, src, src, "multiply")
             src = sq
         if full:
-            part = ctx.tile("part", (p, 1), "float32", j)
+            part = ctx.tmp("part", (p, 1), "float32", j)
             b.tensor_reduce(part, src, alu)
             b.tensor_tensor(acc, acc, part, alu)
         else:
@@ -143,11 +174,11 @@ def _softmax_body(ctx, log, backward=False, logback=False):
     def body(srcs, dsts, p, r, C, j):
         x = srcs[0]
         out = dsts[0]
-        stat = ctx.tile("mx", (p, r), "float32", j)
-        ssum = ctx.tile("sum", (p, r), "float32", j)
+        stat = ctx.tmp("mx", (p, r), "float32", j)
+        ssum = ctx.tmp("sum", (p, r), "float32", j)
         if backward:                       # softmax: y * (g - sum(g*y)); inputs (g, y)
             g, y = srcs[0], srcs[1]
-            gy = ctx.tile("gy", (p, r * C), "float32", j)
+            gy = ctx.tmp("gy", (p, r * C), "float32", j)
             if logback:                    # g - exp(y) * sum(g)
                 b.tensor_reduce(ssum, g, "add")
                 b.activation(gy, y, "exp")
@@ -160,25 +191,40 @@ def _softmax_body(ctx, log, backward=False, logback=False):
             b.tensor_tensor(out, gy, y, "multiply")
             return
         b.tensor_reduce(stat, x, "maximum")
-        e = ctx.tile("e", (p, r * C), "float32", j)
-        if r == 1:
-            neg = ctx.tile("negmx", (p, 1), "float32", j)
-            b.tensor_scalar(neg, stat, "multiply", -1.0)
-            b.activation(e, x, "exp", bias=neg, reduce_res=ssum)
-        else:
+        e = ctx.tmp("e", (p, r * C), "float32", j)
+        neg = ctx.tmp("negmx", (p, r), "float32", j)
+        b.tensor_scalar(neg, stat, "multiply", -1.0)
+        if r == 1 or C >= 64:
+            # per row on ScalarE: exp(x - max) with the row sum accumulated for free [ISAcost]
+            for row in range(r):
+                b.activation(_row(e, p, row, C), _row(x, p, row, C), "exp",
+                             bias=neg[0:p, row:row + 1], reduce_res=ssum[0:p, row:row + 1])
+        else:           # short rows: whole-block passes (per-row instructions cost >= 64 cycles)
             b.tensor_tensor(e, x, _bcast(stat, p, r), "subtract")
             b.activation(e, e, "exp")
             b.tensor_reduce(ssum, e, "add")
-        if log:
-            b.activation(ssum, ssum, "log")
-            b.tensor_tensor(out, x, _bcast(ssum, p, r), "subtract")
-        else:
-            b.activation(ssum, ssum, "reciprocal")
-            if r == 1:
-                b.tensor_scalar(out, e, "multiply", ssum)
+        b.activation(ssum, ssum, "log" if log else "reciprocal")
+        src = x if log else e
+
+        def tail():
+            if r == 1 or C >= 64:
+                for row in range(r):    # x - max - log(sum) / e * (1/sum): bias or scale, free
+                    if log:
+                        b.activation(_row(out, p, row, C), _row(src, p, row, C), "copy",
+                                     bias=ssum[0:p, row:row + 1])
+                    else:
+                        b.activation(_row(out, p, row, C), _row(src, p, row, C), "copy",
+                                     scale=ssum[0:p, row:row + 1])
             else:
-                b.tensor_tensor(out, e, _bcast(ssum, p, r), "multiply")
+                b.tensor_tensor(out, src, _bcast(ssum, p, r), "subtract" if log else "multiply")
+        return tail
     return body
+
+
+def _row(t, p, row, C):
+    """Row `row` ([p, C]) of a [p, r*C] block."""
+    a = t if isinstance(t, AccessPattern) else t.ap()
+    return AccessPattern(a.tensor, a.p_start, p, a.offset + row * C, ((C, 1),))
 
 
 @lowers("aten::_softmax", "aten::softmax", "aten::_safe_softmax")
@@ -210,14 +256,14 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
 
     def body(srcs, dsts, p, r, C, j):
         x, out = srcs[0], dsts[0]
-        mv = ctx.tile("mv", (p, 2 * r), "float32", j)
+        mv = ctx.tmp("mv", (p, 2 * r), "float32", j)
         if rms:
-            sq = ctx.tile("sq", (p, r * C), "float32", j)
+            sq = ctx.tmp("sq", (p, r * C), "float32", j)
             b.tensor_tensor(sq, x, x, "multiply")
             b.tensor_reduce(mv[0:p, 0:r], sq, "add")
         else:
             nchunk = ceil(C / 512)
-            stats = ctx.tile("st", (p, 6 * nchunk), "float32", j)
+            stats = ctx.tmp("st", (p, 6 * nchunk), "float32", j)
             xa = x if isinstance(x, AccessPattern) else x.ap()
             for row in range(r):
                 for c in range(nchunk):
@@ -226,23 +272,26 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
                                AccessPattern(xa.tensor, xa.p_start, p,
                                              xa.offset + row * C + c * 512, ((cn, 1),)))
                 b.bn_aggr(mv[0:p, 2 * row:2 * row + 2], stats)
-        rstd = ctx.tile("rstd", (p, r), "float32", j)
+        rstd = ctx.tmp("rstd", (p, r), "float32", j)
         b.activation(rstd, mv[0:p, 0:r], "rsqrt")       # rsqrt(var + eps) on ScalarE
-        if r == 1:
-            nb = ctx.tile("nb", (p, 1), "float32", j)
-            b.tensor_tensor(nb, mv[0:p, 0:1], rstd, "multiply")
-            b.activation(out, x, "copy", bias=nb, scale=rstd)
-        else:
-            b.tensor_tensor(out, x, mv[0:p, 0:r], "subtract")
-            b.tensor_tensor(out, out, rstd, "multiply")
-        if affine_w is not None:
-            b.tensor_tensor(out, out, affine_w, "multiply")
-        if affine_b is not None:
-            b.tensor_tensor(out, out, affine_b, "add")
-        if len(dsts) > 1:
-            b.tensor_copy(dsts[1], mv[0:p, 0:r])
-        if len(dsts) > 2:
-            b.tensor_copy(dsts[2], rstd)
+        nb = ctx.tmp("nb", (p, r), "float32", j)
+        b.tensor_tensor(nb, mv[0:p, 0:r], rstd, "multiply")
+        xa = x if isinstance(x, AccessPattern) else x.ap()
+        oa = out if isinstance(out, AccessPattern) else out.ap()
+        for row in range(r):     # (x - mean) * rstd = x * rstd + (-mean * rstd): one activation
+            b.activation(AccessPattern(oa.tensor, oa.p_start, p, oa.offset + row * C, ((C, 1),)),
+                         AccessPattern(xa.tensor, xa.p_start, p, xa.offset + row * C, ((C, 1),)),
+                         "copy", bias=nb[0:p, row:row + 1], scale=rstd[0:p, row:row + 1])
+        def tail():
+            if affine_w is not None:
+                b.tensor_tensor(out, out, affine_w, "multiply")
+            if affine_b is not None:
+                b.tensor_tensor(out, out, affine_b, "add")
+            if len(dsts) > 1:
+                b.tensor_copy(dsts[1], mv[0:p, 0:r])
+            if len(dsts) > 2:
+                b.tensor_copy(dsts[2], rstd)
+        return tail
     _ = chip_ok
     return body
 
@@ -302,10 +351,10 @@ def layer_norm_backward(ctx, op):
 
     def body(srcs, dsts, p, r, C, j):
         gg, xx = srcs[0], srcs[1]
-        xhat = ctx.tile("xhat", (p, r * C), "float32", j)
-        t = ctx.tile("t", (p, r * C), "float32", j)
-        s1 = ctx.tile("s1", (p, r), "float32", j)
-        s2 = ctx.tile("s2", (p, r), "float32", j)
+        xhat = ctx.tmp("xhat", (p, r * C), "float32", j)
+        t = ctx.tmp("t", (p, r * C), "float32", j)
+        s1 = ctx.tmp("s1", (p, r), "float32", j)
+        s2 = ctx.tmp("s2", (p, r), "float32", j)
         b.tensor_tensor(xhat, xx, s1, "subtract")        # (x - mean) * rstd
         b.tensor_tensor(xhat, xhat, s2, "multiply")
         b.tensor_tensor(t, gg, xhat, "multiply")         # g * xhat (also for grad_weight)

@@ -70,8 +70,8 @@ def foreach_norm(ctx, op):
     for j in range(n):
         fj = min(f, cols - j * f) if n == total else f
         src = ctx.load(x, p, cols, j, fj)
-        part = ctx.tile("part", (p, 1), "float32", j)
-        sq = ctx.tile("sq", (p, fj), "float32", j)
+        part = ctx.tmp("part", (p, 1), "float32", j)
+        sq = ctx.tmp("sq", (p, fj), "float32", j)
         b.activation(sq, src, "square", reduce_res=part)   # square + free row sum on ScalarE
         b.tensor_tensor(acc, acc, part, "add")
     partition_sum(ctx, acc, p, 1, None)
@@ -96,8 +96,8 @@ def fused_optimizer(ctx, op):
 
     def body(srcs, dsts, p, f, j):
         run_recipe(ctx, recipe, srcs, dsts[0], p, f, j)
-        for k, d in enumerate(dsts[1:]):      # the new moments are written while computing
-            ctx.b.tensor_copy(d, srcs[min(k + 2, len(srcs) - 1)])
+        for k, d in enumerate(dsts[1:]):      # the new moments, copied out by idle GpSimd
+            ctx.b.tensor_copy(d, srcs[min(k + 2, len(srcs) - 1)], engine="gpsimd")
     ctx.stream(outs[0], flat, body, outs=outs)
 
 
