@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from math import ceil
 
 from ..engines import ENGINE_NAMES, Engine, Kind
-from ..errors import DtypeError, FreeSizeError, MemoryAccessError, PartitionError
-from ..numerics.formats import FLOAT32_FAMILY, SIXTEEN_BIT_FLOATS, itemsize
+from ..errors import FreeSizeError, MemoryAccessError, PartitionError
+from ..numerics.formats import SIXTEEN_BIT_FLOATS, itemsize
 from ..program.ap import AccessPattern, Memory
 
 
@@ -76,12 +76,6 @@ def check_memory(instr: str, name: str, ap: AccessPattern, allowed: tuple, engin
                                 f"a {ap.memory.name} tensor {ap.tensor.name!r}", chip.name, hint)
 
 
-def check_dtype(instr: str, name: str, ap: AccessPattern, allowed: tuple, chip,
-                hint: str = "") -> None:
-    if ap.dtype not in allowed:
-        raise DtypeError(instr, name, f"dtype in ({', '.join(allowed)})", ap.dtype, chip.name, hint)
-
-
 def check_free(instr: str, name: str, n: int, limit: int, chip, what: str = "free size",
                hint: str = "") -> None:
     if n > limit:
@@ -132,10 +126,6 @@ def is16(ap: AccessPattern) -> bool:
     return ap.dtype in SIXTEEN_BIT_FLOATS
 
 
-def is32(ap: AccessPattern) -> bool:
-    return ap.dtype in FLOAT32_FAMILY
-
-
 def contiguous(ap: AccessPattern) -> bool:
     return ap.dims[-1][1] == 1 or ap.dims[-1][0] == 1
 
@@ -156,10 +146,6 @@ def vector_perf_divisor(chip, dst: AccessPattern, *srcs: AccessPattern) -> float
 def one_input_cycles(chip, n: int, divisor: float = 1.0) -> float:
     """max(64, N / perf-mode) [ISAcost][ArchV3]."""
     return max(float(chip.min_ii_cycles), ceil(n / divisor))
-
-
-def elementwise_bytes(*aps: AccessPattern) -> float:
-    return sum(ap.nbytes for ap in aps)
 
 
 def nbytes_per_elem(ap: AccessPattern) -> float:

@@ -10,12 +10,11 @@ MultiplyMoving's)."""
 
 from __future__ import annotations
 
-from ..engines import N_COMPUTE_STREAMS, Engine, Kind, stream_name
-from ..errors import DeadlockError, ProgramError
+from ..engines import N_COMPUTE_STREAMS, Engine, stream_name
+from ..errors import DeadlockError, PartitionError, ProgramError
 from ..hardware import Chip, get_chip
 from ..memory.allocator import PartitionAllocator
-from ..numerics.formats import normalize
-from .ap import AccessPattern, Memory, Tensor, as_ap
+from .ap import Memory, Tensor, as_ap
 from .program import COLUMNS, Program
 
 _ENGINE_ARG = {"tensor": Engine.TENSOR, "pe": Engine.TENSOR, "vector": Engine.VECTOR,
@@ -86,7 +85,6 @@ class ProgramBuilder:
         return self._alloc(name, Memory.PSUM, shape, dtype, partition_start, self._psum)
 
     def _alloc(self, name, memory, shape, dtype, p0, allocator) -> Tensor:
-        from ..errors import PartitionError
         t = Tensor(name, memory, shape, dtype, 0, p0)
         if t.partitions > self.chip.sbuf_partitions or t.partitions + p0 > self.chip.sbuf_partitions:
             raise PartitionError(f"{memory.name.lower()} allocation", name,
@@ -399,4 +397,4 @@ def _without(kw, key):
     return {k: v for k, v in kw.items() if k != key}
 
 
-__all__ = ["ProgramBuilder", "engine_of", "normalize", "AccessPattern"]
+__all__ = ["ProgramBuilder", "engine_of"]

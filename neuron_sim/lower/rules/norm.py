@@ -86,7 +86,7 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
 
 def _finish(ctx, tail, outs, out, dsts, p, rows, cols_total, j, r, C):
     def run():
-        if tail is not None:
+        if callable(tail):
             tail()
         for o, d in zip(outs, dsts):
             if o.numel == out.numel:
