@@ -63,11 +63,10 @@ def op_spec(name, args, outputs) -> OpSpec:
 
 
 def _freeze(args):
-    """A hashable key of an argument tuple (tensor lists become tuples)."""
-    for v in args:
-        if isinstance(v, list):
-            return tuple(tuple(v) if isinstance(v, list) else v for v in args)
-    return args
+    """A hashable cache key of an argument tuple: tensor lists become tuples, and float scalars
+    (learning rates, bias corrections that change every step) are dropped: a float never
+    changes an op's program, only its values."""
+    return tuple("f" if type(v) is float else tuple(v) if type(v) is list else v for v in args)
 
 
 def _nbytes(t) -> int:

@@ -101,8 +101,8 @@ class OpSpec:
                 return ("T",) + a.layout_key + (a.on_device,)
             if isinstance(a, (list, tuple)):
                 return tuple(k(x) for x in a)
-            if isinstance(a, float) and a != a:
-                return "nan"
+            if isinstance(a, float):     # values never change the program, only the result
+                return "f"
             return a
         return (self.op, k(self.args), k(self.outputs))
 

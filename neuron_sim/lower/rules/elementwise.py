@@ -93,7 +93,8 @@ _VEC_UNARY = {
     "aten::round": "add", "aten::trunc": "subtract", "aten::frac": "mod",
     "aten::bitwise_not": "bitwise_xor", "aten::logical_not": "equal", "aten::clamp": "maximum",
     "aten::clamp_min": "maximum", "aten::clamp_max": "minimum", "aten::clip": "maximum",
-    "aten::isnan": "not_equal", "aten::isinf": "equal", "aten::isfinite": "less",
+    "aten::isnan": "not_equal", "aten::isinf": "equal", "aten::isneginf": "equal",
+    "aten::isposinf": "equal", "aten::isreal": "equal", "aten::isfinite": "less",
     "aten::nan_to_num": "minimum", "aten::threshold": "maximum", "aten::positive": "add",
     "aten::signbit": "less", "aten::pow": "power", "aten::float_power": "power",
 }

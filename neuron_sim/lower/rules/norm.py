@@ -336,39 +336,69 @@ def layer_norm(ctx, op):
         "aten::_fused_rms_norm_backward", "aten::native_group_norm_backward",
         "aten::batch_norm_backward")
 def layer_norm_backward(ctx, op):
-    """grad_in = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row (6 VectorE passes,
-    2 row reductions); grad_weight = sum_rows(g * xhat), grad_bias = sum_rows(g) accumulate on
-    VectorE and are summed over partitions on TensorE at the end."""
+    """grad_in = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row:
+    ScalarE (scale and bias per partition are free): xhat = x*rstd - mean*rstd, the row sum of
+    g*w (accumulated for free), xhat*(-s2/C) - s1/C, and the final scaling by rstd;
+    VectorE: g*xhat, g*w, (g*xhat)*w with its row sum, and one add.
+    grad_weight = sum_rows(g * xhat) and grad_bias = sum_rows(g) are column sums over the
+    partitions: TensorE matmuls against a ones vector, accumulated in PSUM across blocks."""
     g, x = op.inputs[0], op.inputs[1]
     outs = [o for o in op.outputs if o is not None and o.numel > 0]
     gi = outs[0] if outs else x
+    params = [t for t in op.inputs[2:] if t.ndim == 1 and t.numel > 1]
     b = ctx.b
     rows, C = _rows_cols(x)
     p = max(1, min(128, rows))
     _, r, _ = ctx.row_plan(rows, C, x.dtype)
-    gw_acc = ctx.tile("gwacc", (p, r * C), "float32", 0)
-    gb_acc = ctx.tile("gbacc", (p, r * C), "float32", 0)
+    r = min(r, MAX_ROWS_PER_BLOCK)
+    w = _param_tile(ctx, params[0], p, r * C) if params else None
+    ones = ctx.tile("ones", (p, 1), "float32", 0)
+    col_sums = len(outs) > 1
+    sums = {k: ctx.tile(f"colsum{k}", (1, min(C, 512)), "float32", 0, Memory.PSUM)
+            for k in ("w", "b")} if col_sums else {}
 
     def body(srcs, dsts, p, r, C, j):
         gg, xx = srcs[0], srcs[1]
         xhat = ctx.tmp("xhat", (p, r * C), "float32", j)
-        t = ctx.tmp("t", (p, r * C), "float32", j)
+        gx = ctx.tmp("gx", (p, r * C), "float32", j)
+        gw = ctx.tmp("gw", (p, r * C), "float32", j)
         s1 = ctx.tmp("s1", (p, r), "float32", j)
         s2 = ctx.tmp("s2", (p, r), "float32", j)
-        b.tensor_tensor(xhat, xx, s1, "subtract")        # (x - mean) * rstd
-        b.tensor_tensor(xhat, xhat, s2, "multiply")
-        b.tensor_tensor(t, gg, xhat, "multiply")         # g * xhat (also for grad_weight)
-        b.tensor_tensor(gw_acc[0:p, 0:r * C], gw_acc[0:p, 0:r * C], t, "add")
-        b.tensor_tensor(gb_acc[0:p, 0:r * C], gb_acc[0:p, 0:r * C], gg, "add")
-        b.tensor_reduce(s1, gg, "add")
-        b.tensor_reduce(s2, t, "add")
-        b.tensor_tensor(t, xhat, s2, "multiply")
-        b.tensor_tensor(t, gg, t, "subtract")
-        b.tensor_tensor(t, t, s1, "subtract")
-        b.tensor_tensor(dsts[0], t, s2, "multiply")
-    row_blocks(ctx, g, gi, body, extra_in=(x,))
-    for o in outs[1:3]:
-        partition_sum(ctx, gw_acc, p, min(r * C, 4096), o)
+        for row in range(r):
+            b.activation(_row(xhat, p, row, C), _row(xx, p, row, C), "copy",
+                         bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
+        b.tensor_tensor(gx, gg, xhat, "multiply")
+        b.tensor_tensor(gw, gg, w if w is not None else gg, "multiply")
+        for row in range(r):   # s1 = sum(g*w) per row, free on ScalarE
+            b.activation(_row(xhat, p, row, C), _row(gw, p, row, C), "copy",
+                         reduce_res=s1[0:p, row:row + 1])
+        b.tensor_tensor(gx, gx, w if w is not None else gx, "multiply")
+        b.tensor_reduce(s2, gx, "add")
+
+        def tail():
+            for row in range(r):
+                b.activation(_row(xhat, p, row, C), _row(xhat, p, row, C), "copy",
+                             bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
+            b.tensor_tensor(gw, gw, xhat, "add")
+            for row in range(r):
+                b.activation(_row(dsts[0], p, row, C), _row(gw, p, row, C), "copy",
+                             scale=s2[0:p, row:row + 1])
+            for k, src in (("w", gx), ("b", gg)) if col_sums else ():
+                sa = src if isinstance(src, AccessPattern) else src.ap()
+                for row in range(r):
+                    for c0 in range(0, C, 512):
+                        cn = min(512, C - c0)
+                        b.nc_matmul(sums[k][0:1, 0:cn], ones,
+                                    AccessPattern(sa.tensor, sa.p_start, p,
+                                                  sa.offset + row * C + c0, ((cn, 1),)),
+                                    accumulate=j > 0 or row > 0)
+        return tail
+    row_blocks(ctx, g, gi, body, extra_in=(x,), per_row=True)
+    for k, o in zip(("w", "b"), outs[1:3]):
+        res = ctx.tile(f"colsum_sb{k}", (1, min(C, 512)), o.dtype, 0)
+        b.tensor_copy(res, sums[k])
+        ctx.store(o, res, 1, o.numel, 0, o.numel) if o.numel <= 512 else \
+            ctx.store(o, res, 1, min(C, 512), 0, min(C, 512))
 
 
 # ---- losses -------------------------------------------------------------------------------------
