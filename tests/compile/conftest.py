@@ -1,11 +1,17 @@
 """Each compile test starts from a clean Dynamo state, empty metrics and its own compile cache
 (never the shared /tmp/neff_cache)."""
 
+import pathlib
+import sys
+
 import pytest
 import torch
 
 import torch_neuronx
 from torch_neuronx.neuron_dynamo_backend import reset_dynamo_metrics
+
+# The small GPT of examples/compile is shared by the tests and bench/compile_time.py.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "compile"))
 
 
 @pytest.fixture(autouse=True)
