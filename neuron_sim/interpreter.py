@@ -19,6 +19,9 @@ from .numerics.rounding import cast
 from .program.ap import AccessPattern, Memory
 
 
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 class State:
     """Backing storage of every tensor a program touches, plus the rounding mode."""
 
@@ -50,7 +53,10 @@ class State:
         strides = (pstride * lanes * item,) + tuple(st * lanes * item for _, st in ap.dims)
         if packed:
             shape, strides = shape + (4,), strides + (item,)
-        return as_strided(flat[base:], shape=shape, strides=strides, writeable=True)
+        # stride over an unsigned view: NumPy cannot build strided views of some ml_dtypes
+        # (float8) directly; same item size, so viewing back is exact
+        raw = flat.view(_UINT[item])
+        return as_strided(raw[base:], shape=shape, strides=strides, writeable=True).view(flat.dtype)
 
     def read_raw(self, ap) -> np.ndarray:
         return np.array(self._view(ap))

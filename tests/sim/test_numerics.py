@@ -191,3 +191,29 @@ def test_execute_with_stochastic_rounding_is_seeded_and_unbiased():
     b2 = ns.execute(prog, {"X": xv}, rounding="stochastic", seed=1)["Y"].astype(np.float32)
     np.testing.assert_array_equal(a, b2)
     assert abs(a.mean() - xv[0, 0]) < 1e-4
+
+
+def test_fp8_double_row_matmul_contracts_256_and_costs_a_bf16_pass():
+    b = ns.ProgramBuilder("trn2")
+    S = b.hbm("S", (128, 2, 64), "float8_e4m3")
+    M = b.hbm("M", (128, 2, 256), "float8_e5m2")
+    O = b.hbm("O", (64, 256), "float32")
+    s = b.sbuf("s", (128, 2, 64), "float8_e4m3")
+    m = b.sbuf("m", (128, 2, 256), "float8_e5m2")
+    acc = b.psum("acc", (64, 256))
+    o = b.sbuf("o", (64, 256), "float32")
+    b.dma_copy(s, S)
+    b.dma_copy(m, M)
+    mm = b.nc_matmul(acc, s, m, perf_mode="double_row")
+    b.tensor_copy(o, acc)
+    b.dma_copy(O, o)
+    prog = b.build()
+    c = ns.get_chip("trn2")
+    assert prog.cols["ii_ns"][mm] == pytest.approx(256 / c.tensor_clock_hz * 1e9)
+    assert prog.cols["flops"][mm] == 2 * 256 * 64 * 256
+    rng = np.random.default_rng(7)
+    sv = rng.standard_normal((128, 2, 64)).astype(ml_dtypes.float8_e4m3)
+    mv = rng.standard_normal((128, 2, 256)).astype(ml_dtypes.float8_e5m2)
+    out = ns.execute(prog, {"S": sv, "M": mv})["O"]
+    ref = np.einsum("krm,krn->mn", sv.astype(np.float64), mv.astype(np.float64))
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
