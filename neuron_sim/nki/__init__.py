@@ -10,7 +10,7 @@ not import torch. Layout:
     tensor.py    storages and views (shape, strides, offset), indexing, reshape, ap
     tracer.py    the kernel trace: storages, instruction records, source lines, uninitialised reads
     ops.py       ALU operators and activation functions
-    isa.py       nki.isa: one function per instruction (checks, numerics, trace record)
+    isa/         nki.isa: one function per instruction (checks, numerics, trace record)
     language.py  nki.language: creation, loops, SPMD ids, tile sizes, high-level ops
     memory.py    liveness-based SBUF/PSUM allocation, capacity, overlaps, spills
     program.py   traces -> ProgramBuilder programs -> the timing model

@@ -1,0 +1,52 @@
+"""``nki.isa``: one function per NeuronCore instruction (NKI 0.3 signatures, ``dst`` first).
+
+Each function (1) checks the hardware rules NKI documents for the instruction, raising an
+error that names the kernel line, (2) computes the result on NumPy in float32 and rounds it
+to the destination dtype, unless the kernel is traced for time only, and (3) appends the
+instruction to the trace, with the attributes the timing model needs.
+
+    enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
+    _common.py        per-call context and checks, operand helpers, ALU semantics
+    dma.py            dma_copy
+    matmul.py         nc_matmul, nc_transpose (TensorE)
+    vector.py         tensor_tensor/scalar/reduce/copy, memset, bn_stats/aggr, scans, select, ...
+    scalar.py         activation, activation_reduce
+    gpsimd.py         iota, affine_select, tensor_partition_reduce
+"""
+
+from __future__ import annotations
+from ._common import _Ctx
+from .dma import dma_copy
+from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
+                    reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
+from .gpsimd import affine_select, iota, tensor_partition_reduce
+from .scalar import activation, activation_reduce
+from .matmul import nc_matmul, nc_transpose
+from .vector import (bn_aggr, bn_stats, dropout, exponential, max8, memset, reciprocal, scalar_tensor_tensor,
+                     select, tensor_copy, tensor_copy_predicated, tensor_reduce, tensor_scalar,
+                     tensor_scalar_reduce, tensor_tensor, tensor_tensor_scan)
+from ..tracer import current
+
+# ---- instructions ----------------------------------------------------------------------------
+def get_nc_version():
+    return nc_version(current().target.nc_version)
+
+
+def core_barrier(*args, **kwargs):
+    ctx = _Ctx("core_barrier")
+    ctx.fail("core_barrier between the two cores of an LNC=2 launch is not simulated yet: the simulator "
+             "traces the two programs one after the other")
+
+
+def sendrecv(*args, **kwargs):
+    ctx = _Ctx("sendrecv")
+    ctx.fail("sendrecv between the two cores of an LNC=2 launch is not simulated yet")
+
+
+__all__ = ["activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats", "core_barrier",
+           "dge_mode", "dma_copy", "dma_engine", "dropout", "engine", "exponential", "get_nc_version",
+           "gpsimd_engine", "iota", "matmul_perf_mode", "max8", "memset", "nc_matmul", "nc_transpose",
+           "nc_version", "oob_mode", "reciprocal", "reduce_cmd", "scalar_engine", "scalar_tensor_tensor",
+           "select", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce",
+           "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan",
+           "unknown_engine", "vector_engine"]

@@ -1,0 +1,229 @@
+"""Shared pieces of the instruction functions: the per-call context with its checks
+(partitions and start rules, memories each engine reaches, free sizes), operand helpers and
+the ALU semantics (the core's definitions where it has them)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...isa import alu as core_alu
+from .. import dtypes
+from ..errors import NkiValidationError
+from ..ops import AluOp, act, alu
+from ..tensor import NkiTensor
+from ..tracer import current, user_loc
+
+from .enums import engine
+
+# Which memories each engine can reach [ArchV2] [ArchV3]: TensorE reads SBUF, writes PSUM;
+# GpSimd has no PSUM port; DMA moves between HBM and SBUF (no DMA path into PSUM is documented).
+_REACH = {
+    "vector": {"sbuf", "psum"}, "scalar": {"sbuf", "psum"}, "gpsimd": {"sbuf"},
+    "dma": {"sbuf", "hbm", "shared_hbm", "private_hbm"},
+}
+
+# ---- shared checks ---------------------------------------------------------------------------
+class _Ctx:
+    """Per-instruction context: the trace, the user's line and the instruction name."""
+
+    __slots__ = ("trace", "loc", "op")
+
+    def __init__(self, op):
+        self.trace = current()
+        self.loc = user_loc()
+        self.op = op
+
+    @property
+    def target(self):
+        return self.trace.target
+
+    @property
+    def numerics(self):
+        return self.trace.numerics
+
+    def fail(self, msg):
+        raise NkiValidationError(msg, self.loc, f"nisa.{self.op}")
+
+    def tensor(self, t, operand):
+        if not isinstance(t, NkiTensor):
+            self.fail(f"operand {operand!r} must be an NKI tensor, got {type(t).__name__}")
+        return t
+
+    def onchip(self, t, operand, allowed=("sbuf", "psum")):
+        self.tensor(t, operand)
+        if t.buffer not in allowed:
+            self.fail(f"operand {operand!r} ({t.storage.describe()}) must be in "
+                      f"{' or '.join(b.upper() for b in allowed)}, found {t.buffer.upper()}")
+        self.partitions(t, operand)
+        return t
+
+    def partitions(self, t, operand):
+        if not t.on_chip:
+            return
+        n, p0 = t.num_partitions, t.partition_start
+        if n > self.target.num_partitions or p0 + n > self.target.num_partitions:
+            self.fail(f"operand {operand!r} spans partitions [{p0}, {p0 + n}); the core has "
+                      f"{self.target.num_partitions} partitions (tile the partition dimension to <= 128)")
+        # Partition start rules [ArchV2]: >64 partitions start at 0; 33-64 at 0 or 64; 1-32 at a
+        # multiple of 32. The quadrant structure of the engines' lanes imposes them.
+        if n > 64:
+            ok = p0 == 0
+            rule = "more than 64 partitions must start at partition 0"
+        elif n > 32:
+            ok = p0 in (0, 64)
+            rule = "33-64 partitions must start at partition 0 or 64"
+        else:
+            ok = p0 % 32 == 0
+            rule = "1-32 partitions must start at partition 0, 32, 64 or 96"
+        if not ok:
+            from ..errors import NkiPartitionError
+            raise NkiPartitionError(
+                f"operand {operand!r} accesses {n} partitions starting at partition {p0}: {rule}. "
+                f"Re-tile so the access starts on an allowed boundary", self.loc, f"nisa.{self.op}")
+
+    def free_limit(self, t, operand):
+        lim = self.target.psum_free_elems_max if t.buffer == "psum" else self.target.sbuf_free_elems_max
+        if t.free_size > lim:
+            self.fail(f"operand {operand!r} has {t.free_size} elements per partition; the engines accept at "
+                      f"most {lim} per instruction from {t.buffer.upper()} (split the free dimension)")
+
+    def same_pf(self, a, b, an, bn):
+        if a.num_partitions != b.num_partitions:
+            self.fail(f"{an!r} has {a.num_partitions} partitions but {bn!r} has {b.num_partitions}; they must match")
+        if a.free_size != b.free_size:
+            self.fail(f"{an!r} has {a.free_size} elements per partition but {bn!r} has {b.free_size}; they must match")
+
+    def engine(self, requested, default, allowed, operands=()):
+        name = requested.value if isinstance(requested, engine) else (requested or "unknown")
+        if name == "unknown":
+            name = default
+        if name not in allowed:
+            self.fail(f"engine {name!r} cannot run this instruction; allowed: {', '.join(allowed)}")
+        reach = _REACH.get(name)
+        if reach:
+            for opname, t in operands:
+                if isinstance(t, NkiTensor) and t.buffer not in reach:
+                    self.fail(f"the {name} engine cannot access {t.buffer.upper()} (operand {opname!r}, "
+                              f"{t.storage.describe()}); "
+                              + ("GpSimd has no PSUM port: use engine=nisa.vector_engine"
+                                 if name == "gpsimd" else "move the data through SBUF first"))
+        return name
+
+    def not_both_psum(self, a, b, an, bn):
+        if isinstance(a, NkiTensor) and isinstance(b, NkiTensor) and a.buffer == b.buffer == "psum":
+            self.fail(f"{an!r} and {bn!r} cannot both be in PSUM; copy one of them to SBUF first")
+
+    # numerics
+    def read(self, t, operand):
+        """float32 (P, F) array of an operand; checks it was written."""
+        self.trace.check_initialized(t, f"nisa.{self.op}", operand, self.loc)
+        if not self.numerics:
+            return None
+        a = t.np()
+        p = t.num_partitions if t.on_chip else 1
+        return np.asarray(a, dtype=np.float32).reshape(p, -1)
+
+    def read_raw(self, t, operand):
+        self.trace.check_initialized(t, f"nisa.{self.op}", operand, self.loc)
+        if not self.numerics:
+            return None
+        return np.ascontiguousarray(t.np()).reshape(t.num_partitions, -1)
+
+    def write(self, t, values, where=None):
+        """Round ``values`` to dst dtype and store them; mark the region written."""
+        if self.numerics and values is not None:
+            view = t.np()
+            dt = dtypes.normalize(t.dtype)
+            vals = np.asarray(values).reshape(view.shape)
+            if isinstance(dt, dtypes._TFloat32):
+                vals = dtypes.round_tf32(vals.astype(np.float32))
+            elif view.dtype.kind in "iub" and np.asarray(values).dtype.kind == "f":
+                info = np.iinfo(view.dtype) if view.dtype.kind != "b" else None
+                vals = np.nan_to_num(np.rint(vals))
+                if info is not None:
+                    vals = np.clip(vals, info.min, info.max)
+            if where is not None:
+                vals = np.where(np.asarray(where).reshape(view.shape), vals, view)
+            view[...] = vals.astype(view.dtype, copy=False)
+        t.mark_written()
+
+    def emit(self, engine_name, reads, writes, **attrs):
+        return self.trace.emit(self.op, engine_name, reads, writes, attrs, self.loc)
+
+
+def _scalar_or_vector(ctx, v, data, operand, allow_scalar=True):
+    """A compile-time scalar or a (P, 1) tensor; returns (value-for-numpy, tensor-or-None)."""
+    if isinstance(v, NkiTensor):
+        ctx.onchip(v, operand)
+        if v.num_partitions != data.num_partitions or v.free_size != 1:
+            ctx.fail(f"{operand!r} must be a scalar or a tensor of shape ({data.num_partitions}, 1), "
+                     f"got shape {v.shape}")
+        return ctx.read(v, operand), v
+    if v is None:
+        return None, None
+    if not allow_scalar:
+        ctx.fail(f"{operand!r} must be a ({data.num_partitions}, 1) tensor on this target")
+    return np.float32(v), None
+
+
+def _alu(ctx, op, operand="op"):
+    try:
+        return alu(op)
+    except KeyError:
+        ctx.fail(f"{operand}={op!r} is not an ALU operator (nl.add, nl.multiply, nl.maximum, ...)")
+
+
+def _act(ctx, op):
+    try:
+        return act(op)
+    except KeyError:
+        ctx.fail(f"op={op!r} is not an activation function (nl.exp, nl.relu, nl.copy, ...)")
+
+
+_CORE_ALU_OK: dict = {}
+
+
+def _core_alu_knows(name):
+    ok = _CORE_ALU_OK.get(name)
+    if ok is None:
+        try:
+            core_alu.binary(name)
+            ok = True
+        except Exception:
+            ok = False
+        _CORE_ALU_OK[name] = ok
+    return ok
+
+
+def _apply(op: AluOp, a, b, reverse=False):
+    """The ALU operator's semantics: the simulator core's definition (neuron_sim/isa/alu.py)
+    when it has the operator, else the front end's NumPy one (ops.py)."""
+    if reverse:
+        a, b = b, a
+    with np.errstate(all="ignore"):
+        if op.kind != "bitvec" and _core_alu_knows(op.name):
+            return core_alu.apply(op.name, a, np.asarray(b, dtype=np.float32) if b is not None else b)
+        return op.fn(a, b)
+
+
+def _dtype_str(t):
+    return dtypes.name_of(t.dtype)
+
+
+def _int_path(*ts):
+    return all(isinstance(t, NkiTensor) and dtypes.normalize(t.dtype) in (dtypes.int32, dtypes.uint32) for t in ts)
+
+
+def _regs_update(regs, P, part, cmd, op="add", init=None):
+    """Accumulator registers shared by reduce-capable instructions (one float per lane)."""
+    cmd = getattr(cmd, "value", cmd)
+    ident = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}.get(op, 0.0)
+    if cmd in ("reset", "reset_reduce"):
+        regs[:P] = ident
+    if cmd == "load_reduce":
+        regs[:P] = init if init is not None else 0.0
+    if cmd in ("reduce", "reset_reduce", "load_reduce") and part is not None:
+        fn = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}[op]
+        regs[:P] = fn(regs[:P], part)
+    return regs[:P].copy()
+

@@ -1,0 +1,111 @@
+"""TensorE instructions: ``nc_matmul``, ``nc_transpose``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+
+from ...isa.tensor import nc_matmul as core_matmul
+
+from ._common import _Ctx, _dtype_str
+from .enums import engine, matmul_perf_mode
+
+
+def _mm_checks(ctx, dst, stationary, moving):
+    ctx.onchip(stationary, "stationary", ("sbuf",))
+    ctx.onchip(moving, "moving", ("sbuf",))
+    ctx.onchip(dst, "dst", ("psum",))
+    t = ctx.target
+    K, M = stationary.num_partitions, stationary.free_size
+    K2, N = moving.num_partitions, moving.free_size
+    if K != K2:
+        ctx.fail(f"stationary and moving must have the same partition (contraction) size: {K} vs {K2}")
+    if M > t.gemm_stationary_fmax:
+        ctx.fail(f"stationary free size {M} exceeds the {t.gemm_stationary_fmax} columns of the PE array "
+                 "(nl.tile_size.gemm_stationary_fmax); tile M")
+    out_bf16 = dtypes.normalize(dst.dtype) == dtypes.bfloat16
+    nmax = t.gemm_moving_fmax_bf16 if out_bf16 else t.gemm_moving_fmax
+    if N > nmax:
+        ctx.fail(f"moving free size {N} exceeds {nmax} (nl.tile_size.gemm_moving_fmax: one PSUM bank of "
+                 f"{t.psum_bank_bytes // 4} float32 per partition); tile N")
+    if dst.num_partitions != M or dst.free_size != N:
+        ctx.fail(f"dst must be [{M}, {N}] (stationary free x moving free), got {list(dst.shape)}")
+    fp32 = [dtypes.normalize(x.dtype) in (dtypes.float32, dtypes.tfloat32) for x in (stationary, moving)]
+    if fp32[0] != fp32[1]:
+        ctx.fail("if one matmul input is float32/tfloat32 the other must be too "
+                 f"(stationary {_dtype_str(stationary)}, moving {_dtype_str(moving)})")
+    okdst = (dtypes.float32, dtypes.bfloat16) if t.nc_version >= 4 else (dtypes.float32,)
+    if dtypes.normalize(dst.dtype) not in okdst:
+        ctx.fail(f"the PSUM output of a matmul must be {' or '.join(dtypes.name_of(d) for d in okdst)} "
+                 f"on this target, got {_dtype_str(dst)}")
+    return K, M, N
+
+
+def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
+              is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
+              perf_mode=matmul_perf_mode.none, name=None):
+    ctx = _Ctx("nc_matmul")
+    K, M, N = _mm_checks(ctx, dst, stationary, moving)
+    if perf_mode == matmul_perf_mode.double_row and ctx.target.nc_version < 3:
+        ctx.fail("perf_mode=double_row needs NeuronCore-v3 or newer")
+    s = ctx.read(stationary, "stationary")
+    m = ctx.read(moving, "moving")
+    if dst.nothing_written():
+        mask = np.zeros((M, N), bool)
+    elif dst.fully_written():
+        mask = np.ones((M, N), bool)
+    else:
+        mask = np.array(dst.written_mask()).reshape(M, N)
+    if accumulate is None:
+        acc = mask                       # first write to a PSUM location overwrites [ISA]
+    else:
+        acc = np.full((M, N), bool(accumulate))
+        if accumulate:
+            ctx.trace.check_initialized(dst, "nisa.nc_matmul", "dst (accumulate=True)", ctx.loc)
+    vals = None
+    if ctx.numerics:
+        prod = core_matmul.reference(s, m)      # the core's semantics: FP32 accumulation
+        old = np.asarray(dst.np(), dtype=np.float32).reshape(M, N)
+        vals = np.where(acc, old + prod, prod)
+    ctx.write(dst, vals)
+    ctx.emit("tensor", [stationary, moving], [dst], K=K, M=M, N=N,
+             stationary_dtype=_dtype_str(stationary), moving_dtype=_dtype_str(moving),
+             out_dtype=_dtype_str(dst), is_transpose=bool(is_transpose),
+             accumulate=bool(acc.any()), perf_mode=getattr(perf_mode, "value", str(perf_mode)),
+             onezero=bool(is_stationary_onezero or is_moving_onezero))
+
+
+def nc_transpose(dst, data, engine=engine.unknown, name=None):
+    ctx = _Ctx("nc_transpose")
+    ctx.tensor(data, "data")
+    P, F = data.num_partitions, data.free_size
+    eng = engine.value if hasattr(engine, "value") else engine
+    if eng in (None, "unknown"):
+        eng = "vector" if P <= 32 and F <= 32 else "tensor"
+    if eng == "tensor":
+        ctx.onchip(data, "data", ("sbuf",))
+        ctx.onchip(dst, "dst", ("psum",))
+        if P > 128 or F > 128:
+            ctx.fail(f"Tensor Engine transpose takes at most [128, 128], got [{P}, {F}]")
+    elif eng == "vector":
+        ctx.onchip(data, "data")
+        ctx.onchip(dst, "dst")
+        if P > 32 or F > 32:
+            ctx.fail(f"Vector Engine transpose takes at most [32, 32], got [{P}, {F}]; use engine=nisa.tensor_engine")
+    else:
+        ctx.fail(f"engine {eng!r} cannot transpose; use nisa.tensor_engine or nisa.vector_engine")
+    if dst.num_partitions != F or dst.free_size != P:
+        ctx.fail(f"dst must be [{F}, {P}] (the transpose of data [{P}, {F}]), got {list(dst.shape)}")
+    if dtypes.normalize(dst.dtype) != dtypes.normalize(data.dtype):
+        ctx.fail(f"dst dtype {_dtype_str(dst)} must equal data dtype {_dtype_str(data)}")
+    x = ctx.read_raw(data, "data")
+    ctx.write(dst, x.T if x is not None else None)
+    if eng == "tensor":
+        ctx.emit("tensor", [data], [dst], K=P, M=F, N=P, stationary_dtype=_dtype_str(data),
+                 moving_dtype=_dtype_str(data), out_dtype=_dtype_str(dst), is_transpose=True,
+                 accumulate=False, perf_mode="none", onezero=True, transpose=True)
+    else:
+        ctx.emit("vector", [data], [dst], N=F, P=P, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
+                 src_buffer=data.buffer, dst_buffer=dst.buffer, transpose=True)
+

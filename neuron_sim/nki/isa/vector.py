@@ -1,0 +1,354 @@
+"""VectorE instructions (most also run on GpSimd): element-wise, reductions, statistics,
+scans, selection."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ..tensor import NkiTensor
+
+from ._common import _alu, _apply, _Ctx, _dtype_str, _int_path, _regs_update, _scalar_or_vector
+from .enums import engine, reduce_cmd
+
+
+def tensor_copy(dst, src, engine=engine.unknown, name=None):
+    ctx = _Ctx("tensor_copy")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(src, "src")
+    ctx.same_pf(dst, src, "dst", "src")
+    ctx.free_limit(src, "src")
+    eng = ctx.engine(engine, "vector", ("vector", "scalar", "gpsimd"), (("dst", dst), ("src", src)))
+    if eng == "scalar" and ctx.target.nc_version < 3:
+        ctx.fail("tensor_copy is not supported on the Scalar Engine of NeuronCore-v2; "
+                 "use nisa.activation(op=nl.copy) instead")
+    same = dtypes.normalize(dst.dtype) == dtypes.normalize(src.dtype)
+    vals = ctx.read_raw(src, "src") if same else ctx.read(src, "src")
+    ctx.write(dst, vals)
+    ctx.emit(eng, [src], [dst], N=src.free_size, P=src.num_partitions, in_dtype=_dtype_str(src),
+             out_dtype=_dtype_str(dst), src_buffer=src.buffer, dst_buffer=dst.buffer)
+
+
+def memset(dst, value, engine=engine.unknown, name=None):
+    ctx = _Ctx("memset")
+    ctx.onchip(dst, "dst")
+    eng = ctx.engine(engine, "vector", ("vector", "gpsimd"), (("dst", dst),))
+    ctx.write(dst, np.full(dst.shape, value, dtype=np.float32) if ctx.numerics else None)
+    ctx.emit(eng, [], [dst], N=dst.free_size, P=dst.num_partitions, out_dtype=_dtype_str(dst),
+             value=float(value), dst_buffer=dst.buffer)
+
+
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
+    ctx = _Ctx("tensor_tensor")
+    for n, t in (("dst", dst), ("data1", data1), ("data2", data2)):
+        ctx.onchip(t, n)
+    ctx.same_pf(data1, data2, "data1", "data2")
+    ctx.same_pf(dst, data1, "dst", "data1")
+    ctx.not_both_psum(data1, data2, "data1", "data2")
+    ctx.free_limit(data1, "data1")
+    o = _alu(ctx, op)
+    any_psum = "psum" in (dst.buffer, data1.buffer, data2.buffer)
+    default = "gpsimd" if (o.name == "power" or _int_path(dst, data1, data2)) and not any_psum else "vector"
+    eng = ctx.engine(engine, default, ("vector", "gpsimd"), (("dst", dst), ("data1", data1), ("data2", data2)))
+    if o.kind == "bitvec":
+        a, b = ctx.read_raw(data1, "data1"), ctx.read_raw(data2, "data2")
+    else:
+        a, b = ctx.read(data1, "data1"), ctx.read(data2, "data2")
+    ctx.write(dst, _apply(o, a, b) if ctx.numerics else None)
+    ctx.emit(eng, [data1, data2], [dst], N=data1.free_size, P=data1.num_partitions, alu=o.name,
+             in_dtype=_dtype_str(data1), out_dtype=_dtype_str(dst),
+             psum_inputs=sum(t.buffer == "psum" for t in (data1, data2)),
+             src_buffer=data1.buffer, dst_buffer=dst.buffer)
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  engine=engine.unknown, name=None):
+    ctx = _Ctx("tensor_scalar")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(data, "data")
+    ctx.same_pf(dst, data, "dst", "data")
+    ctx.free_limit(data, "data")
+    o0 = _alu(ctx, op0, "op0")
+    o1 = _alu(ctx, op1, "op1") if op1 is not None else None
+    if o1 is not None and (o0.kind == "bitvec") != (o1.kind == "bitvec"):
+        ctx.fail("op0 and op1 must both be bit-vector or both arithmetic operators")
+    eng = ctx.engine(engine, "vector", ("vector", "scalar", "gpsimd"),
+                     (("dst", dst), ("data", data), ("operand0", operand0), ("operand1", operand1)))
+    if eng == "scalar" and ctx.target.nc_version == 3:
+        combo = (o0.name, o1.name if o1 else None)
+        if combo not in (("multiply", "add"), ("multiply", None), ("add", None)):
+            ctx.fail(f"the Scalar Engine of NeuronCore-v3 supports only multiply+add, multiply or add, got {combo}")
+    v0, t0 = _scalar_or_vector(ctx, operand0, data, "operand0")
+    v1, t1 = _scalar_or_vector(ctx, operand1, data, "operand1")
+    x = ctx.read_raw(data, "data") if o0.kind == "bitvec" else ctx.read(data, "data")
+    vals = None
+    if ctx.numerics:
+        vals = _apply(o0, x, v0, reverse0)
+        if o1 is not None:
+            vals = _apply(o1, vals, v1, reverse1)
+    ctx.write(dst, vals)
+    ctx.emit(eng, [data] + [t for t in (t0, t1) if t is not None], [dst], N=data.free_size,
+             P=data.num_partitions, alu=o0.name, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
+             src_buffer=data.buffer, dst_buffer=dst.buffer, op1=o1.name if o1 else None,
+             operand0=operand0, operand1=operand1)
+
+
+def _reduce_axes(ctx, data, axis):
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % data.ndim for a in axes)
+    if 0 in axes:
+        ctx.fail("the partition axis (0) cannot be reduced by tensor_reduce; transpose first or use nc_matmul "
+                 "with a ones vector")
+    if sorted(axes) != list(range(data.ndim - len(axes), data.ndim)):
+        ctx.fail(f"axis={axis} must be the last contiguous free dimension(s) of the {data.ndim}-D input")
+    return axes
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    ctx = _Ctx("tensor_reduce")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(data, "data")
+    ctx.free_limit(data, "data")
+    axes = _reduce_axes(ctx, data, axis)
+    o = _alu(ctx, op)
+    if o.reduce is None:
+        ctx.fail(f"{o!r} is not a reduction operator (nl.add, nl.maximum, nl.minimum, nl.multiply, bitwise and/or)")
+    kept = math.prod(n for d, n in enumerate(data.shape[1:], 1) if d not in axes)
+    if dst.num_partitions != data.num_partitions or dst.free_size != kept:
+        ctx.fail(f"dst must have {data.num_partitions} partitions and {kept} elements per partition "
+                 f"for axis={axis} of data {list(data.shape)}, got {list(dst.shape)}")
+    vals = None
+    x = ctx.read(data, "data")
+    if ctx.numerics:
+        xs = x.reshape(data.shape[0], kept, -1)
+        vals = o.reduce(xs, axis=2)
+        if negate:
+            vals = -vals
+    ctx.write(dst, vals)
+    ctx.emit("vector", [data], [dst], N=data.free_size, P=data.num_partitions, alu=o.name,
+             in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst), src_buffer=data.buffer,
+             dst_buffer=dst.buffer, reduce=True, negate=bool(negate))
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+    ctx = _Ctx("tensor_copy_predicated")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(predicate, "predicate")
+    ctx.same_pf(dst, predicate, "dst", "predicate")
+    if isinstance(src, NkiTensor):
+        ctx.onchip(src, "src")
+        ctx.same_pf(dst, src, "dst", "src")
+        ctx.not_both_psum(src, predicate, "src", "predicate")
+    pred = ctx.read(predicate, "predicate")
+    x = ctx.read(src, "src") if isinstance(src, NkiTensor) else np.float32(src)
+    where = None
+    if ctx.numerics:
+        where = (pred != 0) != bool(reverse_pred)
+        x = np.broadcast_to(x, where.shape)
+    ctx.write(dst, x if ctx.numerics else None, where=where)
+    ctx.emit("vector", [t for t in (src, predicate) if isinstance(t, NkiTensor)], [dst], N=dst.free_size,
+             P=dst.num_partitions, in_dtype=_dtype_str(dst), out_dtype=_dtype_str(dst),
+             psum_inputs=sum(isinstance(t, NkiTensor) and t.buffer == "psum" for t in (src, predicate)),
+             src_buffer=predicate.buffer, dst_buffer=dst.buffer)
+
+
+def select(dst, predicate, on_true, on_false, name=None):
+    """``dst = predicate ? on_true : on_false`` element-wise on VectorE (the core's ``select``;
+    ``nl.where`` lowers to it)."""
+    ctx = _Ctx("select")
+    for n, t in (("dst", dst), ("predicate", predicate), ("on_true", on_true), ("on_false", on_false)):
+        ctx.onchip(t, n)
+    for n, t in (("predicate", predicate), ("on_true", on_true), ("on_false", on_false)):
+        ctx.same_pf(dst, t, "dst", n)
+    pr, a, b = ctx.read(predicate, "predicate"), ctx.read(on_true, "on_true"), ctx.read(on_false, "on_false")
+    from ...isa.vector import select as core_select
+    ctx.write(dst, core_select.reference(pr, a, b) if ctx.numerics else None)
+    ctx.emit("vector", [predicate, on_true, on_false], [dst], N=dst.free_size, P=dst.num_partitions,
+             in_dtype=_dtype_str(on_true), out_dtype=_dtype_str(dst), src_buffer=on_true.buffer,
+             dst_buffer=dst.buffer)
+
+
+def bn_stats(dst, data, name=None):
+    ctx = _Ctx("bn_stats")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(data, "data")
+    F = data.free_size
+    if F > ctx.target.bn_stats_fmax:
+        ctx.fail(f"bn_stats takes at most {ctx.target.bn_stats_fmax} elements per partition "
+                 f"(nl.tile_size.bn_stats_fmax), got {F}; call it per 512-element chunk and bn_aggr the results")
+    if dst.num_partitions != data.num_partitions or dst.free_size != 6:
+        ctx.fail(f"dst must be [{data.num_partitions}, 6], got {list(dst.shape)}")
+    x = ctx.read(data, "data")
+    vals = None
+    if ctx.numerics:
+        cols = []
+        for half in (x[:, 0::2], x[:, 1::2]):
+            n = half.shape[1]
+            mean = half.mean(axis=1) if n else np.zeros(x.shape[0], np.float32)
+            m2 = ((half - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(x.shape[0], np.float32)
+            cols += [np.full(x.shape[0], n, np.float32), mean, m2]
+        vals = np.stack(cols, axis=1)
+    ctx.write(dst, vals)
+    ctx.emit("vector", [data], [dst], N=F, P=data.num_partitions, in_dtype=_dtype_str(data),
+             out_dtype=_dtype_str(dst), src_buffer=data.buffer, dst_buffer=dst.buffer)
+
+
+def bn_aggr(dst, data, name=None):
+    ctx = _Ctx("bn_aggr")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(data, "data")
+    if data.free_size % 3:
+        ctx.fail(f"bn_aggr input must hold (count, mean, var*count) triples; {data.free_size} elements "
+                 "per partition is not a multiple of 3")
+    if dst.num_partitions != data.num_partitions or dst.free_size != 2:
+        ctx.fail(f"dst must be [{data.num_partitions}, 2], got {list(dst.shape)}")
+    x = ctx.read(data, "data")
+    vals = None
+    if ctx.numerics:
+        t = x.reshape(x.shape[0], -1, 3).astype(np.float64)
+        cnt, mean, m2 = t[..., 0], t[..., 1], t[..., 2]
+        total = cnt.sum(axis=1)
+        gmean = (cnt * mean).sum(axis=1) / np.maximum(total, 1)
+        gm2 = (m2 + cnt * (mean - gmean[:, None]) ** 2).sum(axis=1)
+        vals = np.stack([gmean, gm2 / np.maximum(total, 1)], axis=1).astype(np.float32)
+    ctx.write(dst, vals)
+    ctx.emit("vector", [data], [dst], N=data.free_size, P=data.num_partitions, in_dtype=_dtype_str(data),
+             out_dtype=_dtype_str(dst), src_buffer=data.buffer, dst_buffer=dst.buffer, aggr=True)
+
+
+def reciprocal(dst, data, name=None):
+    ctx = _Ctx("reciprocal")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(data, "data")
+    ctx.same_pf(dst, data, "dst", "data")
+    x = ctx.read(data, "data")
+    with np.errstate(all="ignore"):
+        ctx.write(dst, (np.float32(1.0) / x) if ctx.numerics else None)
+    ctx.emit("vector", [data], [dst], N=data.free_size, P=data.num_partitions, in_dtype=_dtype_str(data),
+             out_dtype=_dtype_str(dst), src_buffer=data.buffer, dst_buffer=dst.buffer, reciprocal=True)
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
+    ctx = _Ctx("exponential")
+    if ctx.target.nc_version < 4:
+        ctx.fail("nisa.exponential is available only on NeuronCore-v4 (trn3); use nisa.activation(op=nl.exp) "
+                 "with bias=-max on this target")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(src, "src")
+    ctx.same_pf(dst, src, "dst", "src")
+    mv, mt = _scalar_or_vector(ctx, max_value, src, "max_value")
+    x = ctx.read(src, "src")
+    vals = None
+    if ctx.numerics:
+        with np.errstate(all="ignore"):
+            vals = np.exp(x - mv).astype(np.float32)
+        regs = _regs_update(ctx.trace.vec_regs, src.num_partitions, vals.sum(axis=1), reduce_cmd, "add", reduce_init)
+    ctx.write(dst, vals)
+    writes = [dst]
+    if reduce_res is not None:
+        ctx.onchip(reduce_res, "reduce_res")
+        ctx.write(reduce_res, regs if ctx.numerics else None)
+        writes.append(reduce_res)
+    ctx.emit("vector", [src] + ([mt] if mt is not None else []), writes, N=src.free_size, P=src.num_partitions,
+             in_dtype=_dtype_str(src), out_dtype=_dtype_str(dst), src_buffer=src.buffer,
+             dst_buffer=dst.buffer, exp=True, max_value=max_value)
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+    ctx = _Ctx("tensor_tensor_scan")
+    for n, t in (("dst", dst), ("data0", data0), ("data1", data1)):
+        ctx.onchip(t, n)
+    ctx.same_pf(data0, data1, "data0", "data1")
+    ctx.same_pf(dst, data0, "dst", "data0")
+    ctx.not_both_psum(data0, data1, "data0", "data1")
+    o0, o1 = _alu(ctx, op0, "op0"), _alu(ctx, op1, "op1")
+    iv, it = _scalar_or_vector(ctx, initial, data0, "initial")
+    a, b = ctx.read(data0, "data0"), ctx.read(data1, "data1")
+    vals = None
+    if ctx.numerics:
+        vals = np.empty_like(a)
+        prev = np.broadcast_to(iv, (a.shape[0], 1))[:, 0] if iv is not None else np.zeros(a.shape[0], np.float32)
+        with np.errstate(all="ignore"):
+            for i in range(a.shape[1]):
+                prev = _apply(o1, _apply(o0, a[:, i], prev, reverse0), b[:, i], reverse1).astype(np.float32)
+                vals[:, i] = prev
+    ctx.write(dst, vals)
+    ctx.emit("vector", [data0, data1] + ([it] if it is not None else []), [dst], N=data0.free_size,
+             P=data0.num_partitions, alu=o1.name, in_dtype=_dtype_str(data0), out_dtype=_dtype_str(dst),
+             psum_inputs=sum(t.buffer == "psum" for t in (data0, data1)), src_buffer=data0.buffer,
+             dst_buffer=dst.buffer, scan=True, op0=o0.name, initial=initial)
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+    ctx = _Ctx("scalar_tensor_tensor")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(data, "data")
+    ctx.onchip(operand1, "operand1")
+    ctx.same_pf(dst, data, "dst", "data")
+    ctx.same_pf(data, operand1, "data", "operand1")
+    ctx.not_both_psum(data, operand1, "data", "operand1")
+    o0, o1 = _alu(ctx, op0, "op0"), _alu(ctx, op1, "op1")
+    v0, t0 = _scalar_or_vector(ctx, operand0, data, "operand0")
+    x, y = ctx.read(data, "data"), ctx.read(operand1, "operand1")
+    ctx.write(dst, _apply(o1, _apply(o0, x, v0, reverse0), y, reverse1) if ctx.numerics else None)
+    ctx.emit("vector", [data, operand1] + ([t0] if t0 is not None else []), [dst], N=data.free_size,
+             P=data.num_partitions, alu=o1.name, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
+             psum_inputs=sum(t.buffer == "psum" for t in (data, operand1)), src_buffer=data.buffer,
+             dst_buffer=dst.buffer)
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, name=None):
+    ctx = _Ctx("tensor_scalar_reduce")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(data, "data")
+    ctx.onchip(reduce_res, "reduce_res")
+    ctx.same_pf(dst, data, "dst", "data")
+    o0, ro = _alu(ctx, op0, "op0"), _alu(ctx, reduce_op, "reduce_op")
+    v0, t0 = _scalar_or_vector(ctx, operand0, data, "operand0")
+    x = ctx.read(data, "data")
+    vals = regs = None
+    if ctx.numerics:
+        vals = _apply(o0, x, v0, reverse0).astype(np.float32)
+        regs = _regs_update(ctx.trace.vec_regs, data.num_partitions, ro.reduce(vals, axis=1), reduce_cmd,
+                            ro.name, reduce_init)
+    ctx.write(dst, vals)
+    ctx.write(reduce_res, regs)
+    ctx.emit("vector", [data] + ([t0] if t0 is not None else []), [dst, reduce_res], N=data.free_size,
+             P=data.num_partitions, alu=o0.name, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
+             src_buffer=data.buffer, dst_buffer=dst.buffer, reduce_readout=True)
+
+
+def max8(dst, src, name=None):
+    ctx = _Ctx("max8")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(src, "src")
+    if not 8 <= src.free_size <= 16384:
+        ctx.fail(f"max8 reads 8 to 16384 elements per partition, got {src.free_size}")
+    if dst.num_partitions != src.num_partitions or dst.free_size != 8:
+        ctx.fail(f"dst must be [{src.num_partitions}, 8], got {list(dst.shape)}")
+    x = ctx.read(src, "src")
+    ctx.write(dst, -np.sort(-x, axis=1)[:, :8] if ctx.numerics else None)
+    ctx.emit("vector", [src], [dst], N=src.free_size, P=src.num_partitions, in_dtype=_dtype_str(src),
+             out_dtype=_dtype_str(dst), src_buffer=src.buffer, dst_buffer=dst.buffer, reduce=True)
+
+
+def dropout(dst, data, prob, name=None):
+    ctx = _Ctx("dropout")
+    ctx.onchip(dst, "dst")
+    ctx.onchip(data, "data")
+    ctx.same_pf(dst, data, "dst", "data")
+    pv, pt = _scalar_or_vector(ctx, prob, data, "prob")
+    x = ctx.read(data, "data")
+    vals = None
+    if ctx.numerics:
+        rng = np.random.default_rng(len(ctx.trace.instrs))   # deterministic per instruction
+        keep = rng.random(x.shape, dtype=np.float32) >= pv
+        vals = np.where(keep, x, np.float32(0))
+    ctx.write(dst, vals)
+    ctx.emit("vector", [data] + ([pt] if pt is not None else []), [dst], N=data.free_size,
+             P=data.num_partitions, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
+             src_buffer=data.buffer, dst_buffer=dst.buffer)
+
