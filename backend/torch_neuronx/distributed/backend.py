@@ -164,8 +164,8 @@ class Collectives:
                 "failed or stopped calling collectives; see its error.") from None
         rows = everyone.view(self.size, _FINGERPRINT).tolist()
         names = {v: k for k, v in _OP_CODES.items()}
-        for r, row in enumerate(rows):
-            if row[:7] == rows[self.rank][:7] and row[8:] == rows[self.rank][8:]:
+        for r, row in enumerate(rows):   # against the group's first rank, so all ranks agree
+            if row[:7] == rows[0][:7] and row[8:] == rows[0][8:]:
                 continue
             a, b = self._render(rows[0], names), self._render(row, names)
             ra, rb = self.global_ranks[0], self.global_ranks[r]
