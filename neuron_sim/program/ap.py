@@ -10,7 +10,7 @@ Slicing a tensor (`t[0:128, 0:512]`, `t[:, k, :]`) builds an AP."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 from ..numerics.formats import itemsize, normalize
@@ -113,6 +113,7 @@ class AccessPattern:
     offset: int           # element offset of the first element inside a partition row
     dims: tuple           # ((size, stride), ...) in elements, outermost first
     p_stride: int = 1     # elements between partition rows (HBM); 1 for SBUF/PSUM
+    _box: tuple | None = field(default=None, compare=False, repr=False)
 
     # ---- shape -----------------------------------------------------------------------------
     @property
@@ -164,7 +165,12 @@ class AccessPattern:
         return runs
 
     def box(self) -> tuple:
-        """(p0, p1, f0, f1): conservative footprint for dependency tracking."""
+        """(p0, p1, f0, f1): conservative footprint for dependency tracking (cached)."""
+        if self._box is None:
+            object.__setattr__(self, "_box", self._footprint())
+        return self._box
+
+    def _footprint(self) -> tuple:
         lo = self.offset + sum(min(0, (s - 1) * st) for s, st in self.dims)
         hi = self.offset + sum(max(0, (s - 1) * st) for s, st in self.dims) + 1
         if self.memory == Memory.HBM:

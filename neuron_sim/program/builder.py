@@ -67,6 +67,7 @@ class ProgramBuilder:
         self._waits: list[tuple[int, int, int]] = []   # (instr, sem, count)
         self._last_stationary = None
         self._next_queue = 0
+        self._clocks: dict[int, float] = {}
         c = self.chip
         self._sbuf = PartitionAllocator("SBUF", c.sbuf_usable_bytes_per_partition, c.name)
         self._psum = PartitionAllocator("PSUM", c.psum_bytes_per_partition, c.name,
@@ -137,7 +138,10 @@ class ProgramBuilder:
         if op is None:
             op = self._opindex[emit.name] = len(self._opnames)
             self._opnames.append(emit.name)
-        clock = self.chip.clock_hz(emit.engine) if emit.engine != Engine.DMA else 1e9
+        clock = self._clocks.get(emit.engine)
+        if clock is None:
+            clock = self._clocks[emit.engine] = (self.chip.clock_hz(emit.engine)
+                                                 if emit.engine != Engine.DMA else 1e9)
         c = self._cols
         c["op"].append(op)
         c["engine"].append(emit.engine)
