@@ -62,7 +62,14 @@ def _register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._register_direct_kernels()
-    set_instance(None)
+    try:
+        set_instance(None)
+    except (ValueError, RuntimeError) as e:
+        # A bad environment must not break `import torch`: the device reports no cores and
+        # its first use raises this message.
+        import warnings
+        _C._set_config_error(str(e))
+        warnings.warn(f"neuron device unavailable: {e}", stacklevel=2)
     from . import fallback
     fallback.install()
     _C._set_fallback_only_for_unimplemented(

@@ -160,8 +160,8 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (map.device < 0) map.device = current_device();
-  check_device_index(map.device);
   lazy_init();
+  check_device_index(map.device);
   fail_or_warn_fallback(id, name, map);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, map.device));
   if (has_generator_arg) {

@@ -32,6 +32,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
                                std::optional<c10::Device> device, std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   const c10::DeviceIndex index = device_index_of(device);
+  lazy_init();
   check_device_index(index);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
   return at::detail::empty_generic(size, allocator(), kNeuronKeys,
@@ -42,6 +43,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   const c10::DeviceIndex index = device_index_of(device);
+  lazy_init();
   check_device_index(index);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
   return at::detail::empty_strided_generic(size, stride, allocator(), kNeuronKeys,

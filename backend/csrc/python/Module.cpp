@@ -109,6 +109,12 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("device_count"), py::arg("hbm_bytes"), py::arg("instance"),
      py::arg("host_cc_streams"), py::arg("owned_device") = -1, py::arg("owner") = "");
   m.def("_owned_device", [] { return static_cast<int>(config().owned_device); });
+  m.def("_set_config_error", [](const std::string& message) {
+    RuntimeConfig cfg;
+    cfg.device_count = 0;
+    cfg.error = message;
+    configure(cfg);
+  });
   m.def("_device_count", [] { return static_cast<int>(config().device_count); });
   m.def("_hbm_bytes_per_device", [] { return config().hbm_bytes_per_device; });
   m.def("_instance_name", [] { return config().instance_name; });

@@ -39,6 +39,7 @@ void configure(const RuntimeConfig& cfg) {
 }
 
 void lazy_init() {
+  TORCH_CHECK(g_config.error.empty(), g_config.error);
   if (C10_UNLIKELY(g_forked_after_init.load())) {
     TORCH_CHECK(false,
                 "Cannot re-initialize Neuron runtime in forked subprocess. To use Neuron with "

@@ -19,6 +19,9 @@ struct RuntimeConfig {
   int64_t hbm_bytes_per_device = 24LL << 30;    // one Trn2 HBM stack per LNC=2 core
   std::string instance_name = "trn2.3xlarge";
   bool host_cc_streams = false;  // NEURON_RT_ENABLE_HOST_CC: new streams are real streams
+  // Set when the environment asked for an invalid instance: raised on first device use, so
+  // `import torch` itself still works.
+  std::string error;
   // Under torch.distributed each rank owns one index (its LOCAL_RANK); -1: all indices.
   c10::DeviceIndex owned_device = -1;
   std::string owner;             // who owns it, for error messages ("rank 1 (LOCAL_RANK 1)")
