@@ -26,7 +26,7 @@ class Storage:
     """One allocation. ``data`` is None when the kernel is traced for timing only."""
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
-                 "address", "first_use", "last_use", "uses", "free_elems", "trace", "on_chip", "itemsize", "row_major")
+                 "address", "first_use", "last_use", "uses", "free_elems", "trace", "on_chip", "itemsize", "row_major", "dtype_name")
 
     def __init__(self, buffer, shape, dtype, name, loc, role, trace, data=None, address=None):
         self.id = next(_ids)
@@ -44,6 +44,7 @@ class Storage:
         self.on_chip = buffer in ON_CHIP
         self.row_major = _row_major(self.shape)
         self.itemsize = dtypes.itemsize(dtype)
+        self.dtype_name = dtypes.name_of(dtype)
         self.free_elems = math.prod(self.shape[1:]) if self.on_chip else math.prod(self.shape)
         self.data = data
         n = math.prod(self.shape)
@@ -170,7 +171,7 @@ class NkiTensor:
     @property
     def free_size(self) -> int:
         """Elements per partition this view touches (all of it, for HBM)."""
-        return math.prod(self.shape[1:]) if self.on_chip else self.size
+        return math.prod(self.shape[1:]) if self.storage.on_chip else math.prod(self.shape)
 
     def byte_extent(self) -> tuple[int, int]:
         """[lo, hi) byte range touched inside each partition (on-chip) or the whole tensor (HBM)."""
@@ -195,6 +196,8 @@ class NkiTensor:
 
     def np(self):
         """The NumPy view of this tensor's data (storage dtype)."""
+        if self.covers_storage():
+            return self.storage.data.reshape(self.shape)
         return self._as_strided(self.storage.data)
 
     def covers_storage(self) -> bool:

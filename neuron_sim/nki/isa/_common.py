@@ -207,7 +207,7 @@ def _apply(op: AluOp, a, b, reverse=False):
 
 
 def _dtype_str(t):
-    return dtypes.name_of(t.dtype)
+    return t.storage.dtype_name
 
 
 def _int_path(*ts):
