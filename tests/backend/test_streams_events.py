@@ -1,0 +1,85 @@
+"""Streams and events: simulated timestamps, deterministic, across streams."""
+
+import pytest
+import torch
+
+
+def _work(n=256, reps=4):
+    a = torch.ones(n, n, device="neuron")
+    for _ in range(reps):
+        a = a @ a / n
+    return a
+
+
+def _timed(fn):
+    start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def test_elapsed_time_is_simulated_and_deterministic():
+    first = _timed(_work)
+    second = _timed(_work)
+    assert first > 0 and first == second  # same program, same simulated time
+    assert _timed(lambda: _work(reps=8)) > first
+
+
+def test_elapsed_time_matches_device_clock():
+    import torch_neuronx
+    torch.neuron.synchronize()
+    t0 = torch_neuronx.device_time_ns()
+    ms = _timed(_work)
+    t1 = torch_neuronx.device_time_ns()
+    assert t1 - t0 == pytest.approx(ms * 1e6, rel=1e-9)
+
+
+def test_event_query_synchronize_and_errors():
+    e = torch.Event(enable_timing=True)
+    e.record()
+    assert e.query()
+    e.synchronize()
+    other = torch.Event(enable_timing=True)
+    with pytest.raises(ValueError, match="Both events must be recorded"):
+        e.elapsed_time(other)  # never recorded
+
+
+def test_torch_neuronx_stream_api():
+    import torch_neuronx
+    s = torch_neuronx.Stream()
+    assert s.device.type == "neuron"
+    # Without NEURON_RT_ENABLE_HOST_CC new streams alias the default stream (TorchNeuron).
+    assert s == torch.neuron.default_stream()
+    with torch_neuronx.stream(s):
+        assert torch.neuron.current_stream() == s
+    ev = torch_neuronx.Event(enable_timing=True)
+    ev.record()
+    torch_neuronx.synchronize()
+
+
+def test_host_cc_streams_overlap_and_wait(py):
+    out = py("""
+        import torch
+        s1, s2 = torch.neuron.Stream(), torch.neuron.Stream()
+        assert s1 != s2 and s1.stream_id != 0
+        a = torch.ones(512, 512, device="neuron")
+        start = torch.Event(enable_timing=True); start.record()
+        done1 = torch.Event(enable_timing=True); done2 = torch.Event(enable_timing=True)
+        with torch.neuron.stream(s1):
+            start.wait()
+            for _ in range(4): b = a @ a
+            done1.record()
+        with torch.neuron.stream(s2):
+            start.wait()
+            for _ in range(4): c = a @ a
+            done2.record()
+        one = start.elapsed_time(done1); two = start.elapsed_time(done2)
+        torch.neuron.current_stream().wait_event(done1)
+        torch.neuron.current_stream().wait_event(done2)
+        end = torch.Event(enable_timing=True); end.record()
+        print(one, two, start.elapsed_time(end))
+    """, {"NEURON_RT_ENABLE_HOST_CC": "1"}).stdout.split()
+    one, two, joined = map(float, out)
+    assert one == pytest.approx(two) and joined == pytest.approx(max(one, two))
