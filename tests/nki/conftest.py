@@ -1,10 +1,9 @@
-"""Make ``nki`` (backend/) and ``neuron_sim`` importable when the package is not installed yet,
-and the tutorial kernels (examples/nki) importable as modules."""
+"""Make ``nki`` (backend/) and ``neuron_sim`` importable when the package is not installed yet."""
 
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-for p in (ROOT, os.path.join(ROOT, "backend"), os.path.join(ROOT, "examples", "nki")):
+for p in (ROOT, os.path.join(ROOT, "backend")):
     if p not in sys.path:
         sys.path.insert(0, p)

@@ -20,7 +20,9 @@ import pytest
 import nki
 import nki.language as nl
 
-import matmul_tutorial as mt
+from nki_examples import load_example
+
+mt = load_example("matmul_tutorial")
 
 PUBLISHED_MS = {"C1": 51.80, "C2": 42.96, "C3": 22.07, "C4": 6.97}
 C8_TENSOR_ACTIVE_MS = 28.16

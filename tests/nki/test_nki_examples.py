@@ -7,11 +7,10 @@ import pytest
 import nki
 import nki.language as nl
 
-import add
-import attention
-import matmul_tutorial as mt
-import rmsnorm
-import softmax
+from nki_examples import load_example
+
+add, attention, rmsnorm, softmax = (load_example(n) for n in ("add", "attention", "rmsnorm", "softmax"))
+mt = load_example("matmul_tutorial")
 
 
 @pytest.mark.parametrize("mod", [add, rmsnorm, softmax, attention], ids=lambda m: m.__name__)

@@ -108,7 +108,8 @@ def test_inputs_written_in_place_are_visible():
 
 
 def test_timing_only_mode_traces_without_data():
-    import matmul_tutorial as mt
+    from nki_examples import load_example
+    mt = load_example("matmul_tutorial")
     lhsT = np.zeros((512, 256), nl.bfloat16)
     rhs = np.zeros((512, 1024), nl.bfloat16)
     nki.simulate(mt.matmul_tiled, platform_target="trn1", numerics=False)(lhsT, rhs)

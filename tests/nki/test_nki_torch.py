@@ -7,7 +7,9 @@ torch = pytest.importorskip("torch")
 
 import nki  # noqa: E402
 
-import add  # noqa: E402
+from nki_examples import load_example  # noqa: E402
+
+add = load_example("add")
 
 
 def _neuron_available():
