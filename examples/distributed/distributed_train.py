@@ -97,6 +97,7 @@ def parser():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--out", help="rank 0 writes losses, parameters and timings here (JSON)")
     ap.add_argument("--checkpoint", help="save a sharded torch.distributed.checkpoint here")
@@ -110,7 +111,8 @@ def train(args, group=None) -> dict:
     device = torch.device(args.device, local_rank) if args.device == "neuron" else torch.device("cpu")
 
     torch.manual_seed(0)   # the same initial model on every rank and on both devices
-    model = GPT(dim=args.dim, heads=args.heads, layers=args.layers, context=args.seq).to(device)
+    model = GPT(vocab=args.vocab, dim=args.dim, heads=args.heads, layers=args.layers,
+                context=args.seq).to(device)
 
     if args.parallelism == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -141,7 +143,7 @@ def train(args, group=None) -> dict:
     if timed:
         from torch_neuronx.distributed import clear_collective_log, collective_log
     for step in range(args.steps):
-        data = torch.randint(0, 64, (args.batch * dp_world, args.seq + 1), generator=gen)
+        data = torch.randint(0, args.vocab, (args.batch * dp_world, args.seq + 1), generator=gen)
         mine = data[dp_rank * args.batch:(dp_rank + 1) * args.batch]
         x, y = mine[:, :-1].to(device), mine[:, 1:].to(device)
         if timed:

@@ -6,6 +6,9 @@ projects a measured training step to more ranks. See README.md."""
 from .algorithms import ALGORITHMS, AUTO, OPS, Estimate, estimate
 from .fabric import Fabric, fabric_for
 from .links import ASSUMPTIONS
+from .scale import (CollectiveCall, StepEstimate, ddp_pattern, estimate_step, fsdp2_pattern,
+                    pattern_from_log)
 
-__all__ = ["ALGORITHMS", "ASSUMPTIONS", "AUTO", "Estimate", "Fabric", "OPS", "estimate",
-           "fabric_for"]
+__all__ = ["ALGORITHMS", "ASSUMPTIONS", "AUTO", "CollectiveCall", "Estimate", "Fabric", "OPS",
+           "StepEstimate", "ddp_pattern", "estimate", "estimate_step", "fabric_for", "fsdp2_pattern",
+           "pattern_from_log"]

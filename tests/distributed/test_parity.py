@@ -49,3 +49,21 @@ def test_sharded_checkpoint_loads_on_cpu(run):
     for name, value in model.state_dict().items():
         torch.testing.assert_close(value.double().flatten(), torch.tensor(trained[name], dtype=torch.float64),
                                    rtol=0, atol=0, msg=name)
+
+
+def test_scale_patterns_match_what_the_run_logged(run):
+    """The 64-rank estimator derives FSDP2's and DDP's collectives from the model; they must be
+    the collectives the real run issued."""
+    from neuron_sim.collectives import ddp_pattern, fsdp2_pattern, pattern_from_log
+    world, results, _ = run
+    model = example.GPT()
+    root = [p.shape for n, p in model.named_parameters() if not n.startswith("blocks.")]
+    units = [[p.shape for p in b.parameters()] for b in model.blocks]
+
+    def key(calls):
+        return sorted((c.op, c.nbytes, c.count) for c in calls)
+
+    assert key(pattern_from_log(results["fsdp/neuron"]["collectives"])) == key(
+        fsdp2_pattern(root, units, world))
+    assert key(pattern_from_log(results["ddp/neuron"]["collectives"])) == key(
+        ddp_pattern([p.numel() * 4 for p in model.parameters()]))
