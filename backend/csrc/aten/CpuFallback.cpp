@@ -227,7 +227,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 int register_direct_kernels() {
   // Structured ops reach a backend without its own kernel through their .out variant
-  // (functional add becomes add.out into a fresh device tensor). Registering the fallback
+  // (functional add becomes add.out into a fresh device tensor), and a few ops with a CPU
+  // kernel fall back to a math decomposition with other numerics (native_layer_norm,
+  // addr). Registering the fallback
   // as the kernel of each such op runs the CPU kernel of the op itself: the simulator sees
   // the real op name, mixed-device checks see the user's arguments, and no empty output
   // is allocated first.
@@ -243,8 +245,10 @@ int register_direct_kernels() {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto handle = dispatcher.findOp(name);
     if (!handle.has_value()) continue;
-    if (!handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-        handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+    const bool composite =
+        handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+    if (!composite || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
         !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
       continue;
     }
