@@ -90,6 +90,10 @@ class Kernel:
         return Kernel(self.func, self.platform_target, self.mode, tuple(int(g) for g in grid), **self.options)
 
     def __call__(self, *args, **kwargs):
+        from . import tracer
+        if tracer._STACK:
+            # a kernel called from inside another kernel is inlined, as NKI specialisation does
+            return self.func(*args, **kwargs)
         # With no Neuron device the only way to run a kernel is the simulator; NKI_SIMULATOR=1
         # says so explicitly. Either way the call runs here.
         return run(self, args, kwargs)

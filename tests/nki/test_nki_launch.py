@@ -133,3 +133,25 @@ def test_legacy_profile_writes_a_chrome_trace(tmp_path):
     prof(np.zeros((256, 64), np.float32))
     trace = json.load(open(tmp_path / "mm.json"))
     assert trace["traceEvents"] and prof.benchmark_result.nc_latency.get_latency_percentile(50) > 0
+
+
+@nki.jit
+def _scale_inner(t, f):
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=f)
+    return t
+
+
+@nki.jit
+def _outer(x):
+    t = nl.load(x)
+    _scale_inner(t, 2.0)            # a jit kernel called from a kernel is inlined
+    _scale_inner(t, 3.0)
+    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=o, src=t)
+    return o
+
+
+def test_kernels_compose_by_inlining():
+    out = nki.simulate(_outer)(np.ones((128, 4), np.float32))
+    np.testing.assert_array_equal(out, 6.0)
+    assert nki.last_report().instructions == 4
