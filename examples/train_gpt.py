@@ -40,7 +40,21 @@ def main(steps: int = 8, batch: int = 8):
     import torch_neuronx
     report = getattr(torch_neuronx, "timing_report", None)
     if report is not None:
+        # one more step, timed per op and per engine (issue 5 breakdown), then the same step
+        # without Adaptive Eager Execution (every op its own program and launch)
+        torch_neuronx.reset_timing_stats()
+        start.record()
+        train_step(model, opt, x, y)
+        end.record()
+        aee_ms = start.elapsed_time(end)
         print(report())
+        torch_neuronx.set_adaptive_eager(False)
+        start.record()
+        train_step(model, opt, x, y)
+        end.record()
+        torch_neuronx.set_adaptive_eager(None)
+        print(f"Adaptive Eager Execution: simulated step {aee_ms:.3f} ms with fusion, "
+              f"{start.elapsed_time(end):.3f} ms with every op launched on its own")
 
 
 if __name__ == "__main__":
