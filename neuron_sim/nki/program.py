@@ -216,6 +216,9 @@ def _emit(b: ProgramBuilder, out, ins, m, chip, deps):
     if op == "dma_copy":
         dge = a.get("dge_mode", "unknown")
         _dma(b, W[0], R[0], dge if dge in ("none", "swdge", "hwdge") else "none", kw)
+    elif op == "dma_transpose":
+        dge = a.get("dge_mode", "unknown")
+        b.dma_transpose(W[0], R[0], dge=dge if dge in ("none", "swdge", "hwdge") else "none", **kw)
     elif op == "nc_matmul" or (op == "nc_transpose" and ins.engine == "tensor"):
         if op == "nc_transpose":
             b.nc_transpose(W[0], R[0], engine="tensor", **kw)

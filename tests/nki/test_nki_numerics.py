@@ -165,3 +165,19 @@ def test_where_uses_select():
     x = np.random.default_rng(4).standard_normal((128, 64)).astype(np.float32)
     np.testing.assert_array_equal(run(_where, x), np.where(x > 0, x, -1.0))
     assert "select" in nki.last_report().programs[0].opnames
+
+
+@nki.jit
+def _dma_t(x):
+    t = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=x)
+    o = nl.ndarray(t.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=o, src=t)
+    return o
+
+
+def test_dma_transpose():
+    x = np.arange(64 * 128, dtype=np.float32).reshape(64, 128).astype(nl.bfloat16)
+    np.testing.assert_array_equal(run(_dma_t, x), x.T)
+    with pytest.raises(nki.NkiValidationError, match="NeuronCore-v3 or newer"):
+        run(_dma_t, x, target="trn1")

@@ -7,7 +7,7 @@ instruction to the trace, with the attributes the timing model needs.
 
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
     _common.py        per-call context and checks, operand helpers, ALU semantics
-    dma.py            dma_copy
+    dma.py            dma_copy, dma_transpose
     matmul.py         nc_matmul, nc_transpose (TensorE)
     vector.py         tensor_tensor/scalar/reduce/copy, memset, bn_stats/aggr, scans, select, ...
     scalar.py         activation, activation_reduce
@@ -16,7 +16,7 @@ instruction to the trace, with the attributes the timing model needs.
 
 from __future__ import annotations
 from ._common import _Ctx
-from .dma import dma_copy
+from .dma import dma_copy, dma_transpose
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from .gpsimd import affine_select, iota, tensor_partition_reduce
@@ -44,7 +44,7 @@ def sendrecv(*args, **kwargs):
 
 
 __all__ = ["activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats", "core_barrier",
-           "dge_mode", "dma_copy", "dma_engine", "dropout", "engine", "exponential", "get_nc_version",
+           "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "dropout", "engine", "exponential", "get_nc_version",
            "gpsimd_engine", "iota", "matmul_perf_mode", "max8", "memset", "nc_matmul", "nc_transpose",
            "nc_version", "oob_mode", "reciprocal", "reduce_cmd", "scalar_engine", "scalar_tensor_tensor",
            "select", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce",
