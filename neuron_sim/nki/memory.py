@@ -271,6 +271,13 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str) -> None:
                             f"{s2.describe()} at partition {q0}, bytes [{a2}, {a2 + z2}) while both are live "
                             f"(instructions {max(f2, i)}..{min(l2, uses[sid][-1])}); move one of them",
                             ins.loc, f"{kind} allocation")
+                bank = t.psum_bank_bytes
+                if kind == "psum" and (size <= bank and addr // bank != (addr + size - 1) // bank
+                                       or size > bank and addr % bank):
+                    raise NkiCapacityError(
+                        f"{st.describe()} placed at PSUM byte {addr} ({size} B/partition) straddles a "
+                        f"{bank}-byte bank boundary: an accumulation group must stay in one bank; place it "
+                        f"at a multiple of {bank}", ins.loc, f"{kind} allocation")
                 if addr + size > cap:
                     raise NkiCapacityError(f"{st.describe()} placed at byte {addr} ends at {addr + size}, past the "
                                            f"{cap} bytes of a {kind.upper()} partition", ins.loc, f"{kind} allocation")

@@ -270,3 +270,20 @@ def test_uninitialized_read_warns_and_propagates_nan():
     assert np.isnan(out[:, 256:]).all() and (out[:, :256] == 2).all()
     assert any(issubclass(x.category, nki.NkiUninitializedReadWarning) for x in w)
     assert nki.last_report().findings[0].kind == "uninitialized-read"
+
+
+@nki.jit
+def psum_across_banks(x):
+    a = nl.load(x[:, 0:128])
+    b = nl.load(x)
+    ps = nl.psum.view(dtype=nl.float32, shape=(128, 512), address=(0, 1024))
+    nisa.nc_matmul(dst=ps, stationary=a, moving=b)   # here:bank
+    o = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=o, src=ps)
+    return _out(o)
+
+
+def test_psum_tile_must_not_straddle_a_bank():
+    with pytest.raises(nki.NkiCapacityError, match="straddles a 2048-byte bank boundary") as e:
+        sim(psum_across_banks, X)
+    check_points_here(e.value, "here:bank")
