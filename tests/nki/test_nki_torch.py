@@ -59,3 +59,25 @@ def test_fake_tensors_trace_shapes_only():
         a = torch.empty(256, 512, dtype=torch.bfloat16)
         out = add.add_kernel(a, a)
     assert tuple(out.shape) == (256, 512) and out.dtype == torch.bfloat16
+
+
+@needs_neuron
+def test_nki_op_autograd_through_register_autograd():
+    from torch_neuronx.nki_op import nki_op
+
+    @nki_op("nkitest::scaled_add", mutates_args=())
+    def scaled_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return add.add_kernel(x, y)
+
+    def setup_context(ctx, inputs, output):
+        pass
+
+    def backward(ctx, grad):
+        return grad, grad
+
+    scaled_add.register_autograd(backward, setup_context=setup_context)
+    a = torch.randn(128, 64, device="neuron", requires_grad=True)
+    b = torch.randn(128, 64, device="neuron", requires_grad=True)
+    scaled_add(a, b).sum().backward()
+    torch.testing.assert_close(a.grad.cpu(), torch.ones(128, 64))
+    torch.testing.assert_close(b.grad.cpu(), torch.ones(128, 64))
