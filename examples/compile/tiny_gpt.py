@@ -38,6 +38,11 @@ class TinyGPT(nn.Module):
         self.pos = nn.Embedding(context, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln = nn.LayerNorm(d)
+        for m in self.modules():                  # GPT-2 initialisation
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear):
+                nn.init.zeros_(m.bias)
 
     def forward(self, idx, targets):
         t = idx.shape[1]

@@ -99,3 +99,11 @@ def test_model_name_option():
     cf = torch.compile(lambda x: x + 1, backend="neuron", options={"model_name": "opt_name"})
     cf(torch.ones(3, device="neuron"))
     assert ndb.get_dynamo_metrics()[0].model_name == "opt_name"
+
+
+def test_preserved_artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "dbg"))
+    torch.compile(lambda x: x.exp() + 1, backend="neuron")(torch.ones(4, device="neuron"))
+    assert len(list((tmp_path / "dbg" / "fx_graphs" / "proc_0").glob("*.fx.txt"))) == 1
+    assert len(list((tmp_path / "dbg" / "neff").glob("*.program.json"))) == 1

@@ -252,6 +252,32 @@ def _compile_or_load(gm, example_inputs, opts: CompileOptions):
     return cost, False, key
 
 
+def _save_artifacts(gm, name: str, cost: GraphCost) -> None:
+    """With TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1, keep the ATen graph and its
+    simulated program summary under TORCH_NEURONX_DEBUG_DIR (default /tmp/neuron_backend, as
+    TorchNeuron 2.33), in TorchNeuron's layout: fx_graphs/proc_{rank}/, neff/."""
+    import json
+    import os
+    from ..settings import get as setting
+    if not setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"):
+        return
+    root = setting("TORCH_NEURONX_DEBUG_DIR") or "/tmp/neuron_backend"
+    rank = os.environ.get("RANK", "0")
+    stamp = time.strftime("%Y%m%d_%H%M%S")
+    try:
+        fx_dir = os.path.join(root, "fx_graphs", f"proc_{rank}")
+        neff_dir = os.path.join(root, "neff")
+        os.makedirs(fx_dir, exist_ok=True)
+        os.makedirs(neff_dir, exist_ok=True)
+        with open(os.path.join(fx_dir, f"{name}_{stamp}.fx.txt"), "w", encoding="utf-8") as f:
+            f.write(gm.print_readable(print_output=False))
+        with open(os.path.join(neff_dir, f"{name}_{stamp}.program.json"), "w",
+                  encoding="utf-8") as f:
+            json.dump(cost.to_json(), f, indent=1, sort_keys=True)
+    except OSError as e:
+        logger.warning("cannot save compilation artifacts to %s (%s)", root, e)
+
+
 def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int):
     """Runs the graph's ops uncharged, then charges the graph as one launch."""
     launch_name = f"neuron::graph.{name}"
@@ -317,6 +343,7 @@ class _GraphCompiler:
             setattr(record, f, getattr(cost, f))
         record.wall_compile_s = time.perf_counter() - start
         metrics.record(record)
+        _save_artifacts(gm, name, cost)
         return _launcher(gm, name, cost, _device_index(example_inputs))
 
 

@@ -21,6 +21,7 @@ backend's own liveness scan of the graph (`_analyse`).
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 from dataclasses import asdict, dataclass, field
@@ -41,6 +42,8 @@ def _lowering():
         return None
     return lower
 
+
+logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
 
 COST_SOURCE = LOWERED if _lowering() is not None else INTERIM
 
@@ -491,7 +494,9 @@ def _standalone(op, lower, chip, lnc):
         if lower.has_rule(op.name):
             try:
                 t = lower.lower_op(op, chip, lnc)
-            except lower.LoweringError:
+            except Exception as e:  # noqa: BLE001  a lowering gap must not fail the user's compile
+                logger.info("neuron_sim.lower could not lower %s (%s: %s); timing it by "
+                            "roofline.", op.name, type(e).__name__, e)
                 t = None
         _program_cache[key] = t
     return _program_cache[key]
@@ -504,7 +509,9 @@ def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
     for op in ops:
         t = _standalone(op, lower, target.chip, target.lnc)
         if t is None:
-            serial.append((op.name, lower.estimate(op, target.chip, target.lnc)))
+            est = lower.estimate(op, target.chip, target.lnc)
+            est.estimated = True
+            serial.append((op.name, est))
         else:
             fused.append(op)
             alone.append(t)
@@ -512,8 +519,8 @@ def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
     try:
         program = lower.lower_sequence(fused, target.chip, target.lnc, live_outputs=live,
                                        standalone=alone) if fused else None
-    except lower.LoweringError as e:   # the fused program failed: time the ops one by one
-        program, note = None, f" (unfused: {e})"
+    except Exception as e:  # noqa: BLE001  the fused program failed: time the ops one by one
+        program, note = None, f" (unfused: {type(e).__name__}: {e})"
         serial.extend((op.name, t) for op, t in zip(fused, alone))
     engines = dict.fromkeys(lower.ENGINES, 0.0)
     total, hbm = 0.0, 0.0
