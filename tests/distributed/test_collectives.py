@@ -51,3 +51,14 @@ def test_collective_time_is_on_the_stream_and_in_the_profiler(ranks):
         assert seen["last_record"]["ns"] == want
         assert seen["all_reduce_1MiB_us"] == pytest.approx(want / 1e3, rel=0.01)
         assert "neuron::all_reduce" in seen["profiler_names"]
+
+
+def test_two_dimensional_mesh_subgroups():
+    results, _ = launch(WORKERS / "mesh2d.py", nprocs=4, timeout=150)
+    assert all(r.returncode == 0 for r in results), describe(results)
+    for r in results:
+        seen = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT "))[7:])
+        tp_peer, dp_peer = r.rank ^ 1, r.rank ^ 2
+        assert seen["tp"] == [float(r.rank + tp_peer)] * 2
+        assert seen["dp"] == [float(r.rank + dp_peer)] * 2
+        assert seen["groups"] == [sorted([r.rank, tp_peer]), sorted([r.rank, dp_peer])]
