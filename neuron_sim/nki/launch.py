@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import time
 
 import numpy as np
@@ -25,7 +26,7 @@ from .memory import plan_memory
 from .report import KernelReport
 from .target import get_target, resolve_name
 from .tensor import NkiTensor
-from .tracer import KernelTrace, tracing
+from .tracer import KernelTrace, SharedHbm, tracing
 
 _LAST_REPORT: list = [None]
 
@@ -91,7 +92,7 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         from . import tracer
-        if tracer._STACK:
+        if tracer.active():
             # a kernel called from inside another kernel is inlined, as NKI specialisation does
             return self.func(*args, **kwargs)
         # With no Neuron device the only way to run a kernel is the simulator; NKI_SIMULATOR=1
@@ -168,19 +169,26 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
     np_kwargs = {k: (_to_numpy(v) if _is_torch(v) else v) for k, v in kwargs.items()}
 
     inputs = {}          # id(user array) -> Storage, shared by all program instances (shared HBM)
-    traces, results = [], []
+    barrier = threading.Barrier(n_prog) if n_prog > 1 else None
+    shared = SharedHbm() if n_prog > 1 else None
+    traces, calls = [], []
     for pid_flat in range(n_prog):
         pid = tuple(int(x) for x in np.unravel_index(pid_flat, grid))
         tr = KernelTrace(target=target, numerics=numerics, precise_fp=precise, on_uninitialized=mode,
-                         program_id=pid, grid=grid, kernel_name=kernel.func.__name__)
+                         program_id=pid, grid=grid, kernel_name=kernel.func.__name__, barrier=barrier,
+                         shared=shared)
         with tracing(tr):
-            from . import language
-            language._sync_tile_size(target)
             a = [_wrap_input(tr, x, inputs, i, numerics, precise, lnc) for i, x in enumerate(np_args)]
             kw = {k: _wrap_input(tr, v, inputs, k, numerics, precise, lnc) for k, v in np_kwargs.items()}
-            ret = kernel.func(*a, **kw)
         traces.append(tr)
-        results.append(ret)
+        calls.append((a, kw))
+    from . import language
+    language._sync_tile_size(target)
+    if n_prog == 1:
+        with tracing(traces[0]):
+            results = [kernel.func(*calls[0][0], **calls[0][1])]
+    else:
+        results = _run_programs(kernel, traces, calls)
     t_trace = time.perf_counter() - t0
 
     plans = [plan_memory(tr) for tr in traces]
@@ -201,6 +209,30 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
     if torch_like is not None:
         out = _map(out, lambda a: _from_numpy(a, torch_like))
     return out
+
+
+def _run_programs(kernel, traces, calls):
+    """The programs of one launch, each in its own thread (nisa.core_barrier synchronises them)."""
+    results, errors = [None] * len(traces), [None] * len(traces)
+
+    def work(k):
+        try:
+            with tracing(traces[k]):
+                results[k] = kernel.func(*calls[k][0], **calls[k][1])
+        except BaseException as e:          # re-raised in the caller's thread below
+            errors[k] = e
+            if traces[k].barrier is not None:
+                traces[k].barrier.abort()    # release the other program if it waits at a barrier
+
+    threads = [threading.Thread(target=work, args=(k,), name=f"nki-program-{k}") for k in range(len(traces))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    real = [e for e in errors if e is not None and not isinstance(e, threading.BrokenBarrierError)]
+    if real or any(errors):
+        raise (real or [e for e in errors if e is not None])[0]
+    return results
 
 
 def _wrap_input(tr, x, inputs, key, numerics, precise, lnc):

@@ -270,6 +270,8 @@ def _emit(b: ProgramBuilder, out, ins, m, chip, deps):
     elif op == "affine_select":
         b.affine_select(W[0], R[0], a["on_false_value"], channel_multiplier=a["channel_multiplier"],
                         pattern=tuple(a["pattern"]), offset=a["offset"], cmp_op=a["cmp"], **kw)
+    elif op == "core_barrier":
+        b.append(make("core_barrier", Engine.SYNC, 0, 0, tuple(R), ()), **kw)
     elif op == "select":
         b.select(W[0], R[0], R[1], R[2], **kw)
     elif op == "tensor_partition_reduce":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 
 import numpy as np
 
@@ -20,6 +21,7 @@ ON_CHIP = ("sbuf", "psum")
 HBM_KINDS = ("hbm", "shared_hbm", "private_hbm")
 
 _ids = itertools.count()
+_MASK_LOCK = threading.Lock()
 
 
 class Storage:
@@ -57,10 +59,13 @@ class Storage:
         return self.shape[0] if self.on_chip else 1
 
     def mask(self) -> np.ndarray:
-        """The element-level written mask (materialised on demand)."""
+        """The element-level written mask (materialised on demand; the lock matters only when
+        the two programs of an LNC=2 launch share a tensor)."""
         if isinstance(self.written, str):
-            n = math.prod(self.shape)
-            self.written = np.ones(n, dtype=bool) if self.written == "all" else np.zeros(n, dtype=bool)
+            with _MASK_LOCK:
+                if isinstance(self.written, str):
+                    n = math.prod(self.shape)
+                    self.written = np.ones(n, dtype=bool) if self.written == "all" else np.zeros(n, dtype=bool)
         return self.written
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -93,6 +94,9 @@ class KernelTrace:
     precise_fp: bool = True                # NKI_PRECISE_FP
     on_uninitialized: str = "error"        # "error" | "warn" | "ignore"
     program_id: tuple[int, ...] = (0,)
+    barrier: object = None                 # threading.Barrier shared by the programs of a launch
+    shared: object = None                  # SharedHbm of the launch (LNC=2): one tensor per allocation site
+    n_shared: int = 0
     grid: tuple[int, ...] = (1,)
     kernel_name: str = "kernel"
     storages: list = field(default_factory=list)
@@ -115,6 +119,11 @@ class KernelTrace:
                     f"{buffer} tensor {name or ''}{list(shape)}: partition dimension {shape[0]} exceeds "
                     f"the {self.target.num_partitions} partitions; tile the first dimension",
                     loc or user_loc(), "ndarray")
+        if buffer == "shared_hbm" and role == "output" and self.shared is not None:
+            k, self.n_shared = self.n_shared, self.n_shared + 1
+            found = self.shared.lookup(k, shape, dtype)
+            if found is not None:
+                return found
         if self.numerics and data is None:
             sdt = dtypes.storage_dtype(dtype, self.precise_fp)
             # NKI fills new memory with sentinels: NaN for floats, 4 for integers [SimDoc].
@@ -122,6 +131,8 @@ class KernelTrace:
             data = np.full(shape, fill, dtype=sdt)
         s = Storage(buffer, shape, dtype, name, loc or user_loc(), role, self, data, address)
         self.storages.append(s)
+        if buffer == "shared_hbm" and role == "output" and self.shared is not None:
+            s = self.shared.register(self.n_shared - 1, s)
         return s
 
     # ---- instructions ------------------------------------------------------------------------
@@ -160,10 +171,47 @@ class KernelTrace:
                       stacklevel=4)
 
 
-_STACK: list[KernelTrace] = []
+class SharedHbm:
+    """The shared-HBM tensors of an LNC=2 launch: the k-th ``nl.ndarray(buffer=nl.shared_hbm)``
+    of every program is one tensor, as the compiler allocates it once for both cores."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.allocs = {}
+
+    def lookup(self, k, shape, dtype):
+        with self.lock:
+            s = self.allocs.get(k)
+        if s is not None and (s.shape != tuple(shape) or s.dtype != dtype):
+            raise NkiValidationError(
+                f"shared_hbm allocation #{k} is {list(shape)} {dtypes.name_of(dtype)} in this program but "
+                f"{list(s.shape)} {dtypes.name_of(s.dtype)} in another: SPMD programs must allocate shared "
+                "tensors in the same order with the same shapes", user_loc(), "nl.ndarray")
+        return s
+
+    def register(self, k, s):
+        with self.lock:
+            return self.allocs.setdefault(k, s)
+
+
+# The kernel being traced, per thread: the two programs of an LNC=2 launch trace in two threads
+# (so nisa.core_barrier can hold one until the other arrives), as AWS's simulator runs them.
+_LOCAL = threading.local()
+
+
+def _stack() -> list:
+    st = getattr(_LOCAL, "stack", None)
+    if st is None:
+        st = _LOCAL.stack = []
+    return st
+
+
+def active() -> bool:
+    return bool(_stack())
 
 
 def current() -> KernelTrace:
+    _STACK = _stack()
     if not _STACK:
         raise NkiValidationError(
             "nki.language / nki.isa calls only work inside a kernel run by nki.simulate(kernel)(...) "
@@ -178,9 +226,9 @@ class tracing:
         self.trace = trace
 
     def __enter__(self):
-        _STACK.append(self.trace)
+        _stack().append(self.trace)
         return self.trace
 
     def __exit__(self, *exc):
-        _STACK.pop()
+        _stack().pop()
         return False

@@ -155,3 +155,41 @@ def test_kernels_compose_by_inlining():
     out = nki.simulate(_outer)(np.ones((128, 4), np.float32))
     np.testing.assert_array_equal(out, 6.0)
     assert nki.last_report().instructions == 4
+
+
+@nki.jit
+def _exchange(x):
+    """LNC=2: each core writes its half of a shared tensor, then both read the whole of it."""
+    R, C = x.shape
+    pid, half = nl.program_id(0), R // 2
+    shared = nl.ndarray((R, C), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((half, C), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[pid * half:(pid + 1) * half, :])
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(pid + 1))
+    nisa.dma_copy(dst=shared[pid * half:(pid + 1) * half, :], src=t)
+    nisa.core_barrier(shared, (0, 1))                   # without it the other half is unwritten
+    whole = nl.ndarray((half, C), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=whole, src=shared[(1 - pid) * half:(2 - pid) * half, :])
+    out = nl.ndarray((R, C), dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[pid * half:(pid + 1) * half, :], src=whole)
+    return out
+
+
+def test_core_barrier_lets_lnc2_programs_exchange_data():
+    x = np.zeros((256, 32), np.float32)
+    out = nki.simulate(_exchange, platform_target="trn2")[2](x)
+    np.testing.assert_array_equal(out[:128], 2.0)      # core 0 read core 1's half
+    np.testing.assert_array_equal(out[128:], 1.0)
+    assert "core_barrier" in nki.last_report().programs[0].opnames
+
+
+def test_error_in_one_lnc2_program_is_raised_not_deadlocked():
+    @nki.jit
+    def bad(x):
+        if nl.program_id(0) == 1:
+            nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf)     # too many partitions
+        nisa.core_barrier(x, (0, 1))
+        return x
+
+    with pytest.raises(nki.NkiValidationError, match="exceeds the 128 partitions"):
+        nki.simulate(bad, platform_target="trn2")[2](np.zeros((4, 4), np.float32))

@@ -15,6 +15,9 @@ instruction to the trace, with the attributes the timing model needs.
 """
 
 from __future__ import annotations
+
+from ..tensor import NkiTensor
+from ..tracer import current
 from ._common import _Ctx
 from .dma import dma_copy, dma_transpose
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
@@ -25,17 +28,25 @@ from .matmul import nc_matmul, nc_transpose
 from .vector import (bn_aggr, bn_stats, dropout, exponential, max8, memset, reciprocal, scalar_tensor_tensor,
                      select, tensor_copy, tensor_copy_predicated, tensor_reduce, tensor_scalar,
                      tensor_scalar_reduce, tensor_tensor, tensor_tensor_scan)
-from ..tracer import current
+
 
 # ---- instructions ----------------------------------------------------------------------------
 def get_nc_version():
     return nc_version(current().target.nc_version)
 
 
-def core_barrier(*args, **kwargs):
+def core_barrier(data, cores=None, engine=engine.unknown, name=None):
+    """Both programs of an LNC=2 launch wait here until the other arrives (NC-v3+). ``data`` is
+    the shared HBM tensor they wrote; this core's barrier waits for its own writes to it. The
+    timing model runs each core's program separately, so the wait for the *other* core is not
+    timed (a known gap)."""
     ctx = _Ctx("core_barrier")
-    ctx.fail("core_barrier between the two cores of an LNC=2 launch is not simulated yet: the simulator "
-             "traces the two programs one after the other")
+    if ctx.target.nc_version < 3:
+        ctx.fail("core_barrier needs NeuronCore-v3 or newer (LNC=2 on Trn2/Trn3)")
+    reads = [data] if isinstance(data, NkiTensor) else []
+    ctx.emit("sync", reads, [], barrier=True)
+    if ctx.trace.barrier is not None:
+        ctx.trace.barrier.wait()
 
 
 def sendrecv(*args, **kwargs):
