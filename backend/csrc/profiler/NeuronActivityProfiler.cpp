@@ -28,6 +28,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
 
   void stop() override {
     activities_ = take_activities();
+    lane_names_ = lane_names();
     set_activity_logging(false);
     end_ns_ = c10::getTime();
     status_ = libkineto::TraceStatus::PROCESSING;
@@ -61,6 +62,26 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       // addMetadata would pull an fmt symbol torch does not export; quoted strings only.
       activity.addMetadataQuoted("simulated_ns", std::to_string(a.sim_end_ns - a.sim_start_ns));
       logger.handleActivity(activity);
+      emit_lanes(a, activity.startTime, logger);
+    }
+  }
+
+  // Engine lanes of one op: their own rows (tid = kLaneTidBase + lane) under the device.
+  void emit_lanes(const Activity& a, int64_t op_start, libkineto::ActivityLogger& logger) {
+    for (const LaneSpan& lane : a.lanes) {
+      // Annotation rows: shown on the device timeline, not added to key_averages device time.
+      trace_.emplace_activity(trace_.span, libkineto::ActivityType::GPU_USER_ANNOTATION, lane.label);
+      libkineto::GenericTraceActivity& row = *trace_.activities.back();
+      row.startTime = op_start + lane.offset_ns;
+      row.endTime = row.startTime + lane.duration_ns;
+      row.device = a.device;
+      row.resource = kLaneTidBase + lane.lane_id;
+      row.id = static_cast<int32_t>(a.seq);
+      row.addMetadataQuoted("device_type", "neuron");
+      row.addMetadataQuoted("op", op_name(a.name_id));
+      row.addMetadataQuoted("lane", lane_names_.size() > static_cast<size_t>(lane.lane_id)
+                                        ? lane_names_[lane.lane_id] : "");
+      logger.handleActivity(row);
     }
   }
 
@@ -68,7 +89,18 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     return std::make_unique<libkineto::DeviceInfo>(0, 0, "neuron", "Neuron (simulated)");
   }
 
-  std::vector<libkineto::ResourceInfo> getResourceInfos() override { return {}; }
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override {
+    std::vector<libkineto::ResourceInfo> infos;
+    std::set<std::pair<int32_t, int32_t>> seen;  // (device, lane)
+    for (const Activity& a : activities_) {
+      for (const LaneSpan& lane : a.lanes) {
+        if (!seen.insert({a.device, lane.lane_id}).second) continue;
+        const int64_t tid = kLaneTidBase + lane.lane_id;
+        infos.push_back(libkineto::ResourceInfo{tid, tid, a.device, lane_names_.at(lane.lane_id)});
+      }
+    }
+    return infos;
+  }
 
   std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override {
     return std::make_unique<libkineto::CpuTraceBuffer>(std::move(trace_));
@@ -80,7 +112,9 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
  private:
   int64_t start_ns_ = 0;
   int64_t end_ns_ = 0;
+  static constexpr int32_t kLaneTidBase = 1000;  // op rows use the stream id as tid
   std::vector<Activity> activities_;
+  std::vector<std::string> lane_names_;
   libkineto::CpuTraceBuffer trace_;
 };
 

@@ -166,6 +166,16 @@ PYBIND11_MODULE(_C, m) {
     return previous;
   });
   m.def("_activity_logging", &activity_logging);
+  // lanes: [(lane_name, offset_ns, duration_ns, label), ...] for the op `seq` (profiling only).
+  m.def("_record_lanes", [](uint64_t seq,
+                            const std::vector<std::tuple<std::string, int64_t, int64_t, std::string>>& lanes) {
+    std::vector<LaneSpan> spans;
+    spans.reserve(lanes.size());
+    for (const auto& [lane, offset, duration, label] : lanes) {
+      spans.push_back(LaneSpan{intern_lane_name(lane), offset, duration, label});
+    }
+    record_lanes(seq, std::move(spans));
+  });
 
   m.def("_set_op_status", [](const std::string& name, int status) {
     set_op_status(name, static_cast<OpStatus>(status));

@@ -51,6 +51,8 @@ std::atomic<bool> g_logging{false};
 std::mutex g_activity_mutex;
 std::vector<Activity> g_activities;
 thread_local std::vector<uint64_t> t_correlation_ids;
+std::unordered_map<uint64_t, std::vector<LaneSpan>> g_pending_lanes;  // guarded by g_activity_mutex
+std::vector<std::string> g_lane_names;                                 // guarded by g_activity_mutex
 
 size_t stream_slot(c10::StreamId id) {
   return std::min<size_t>(static_cast<size_t>(id), kStreamSlots - 1);
@@ -157,7 +159,7 @@ void drain(bool at_sync) {
           const int64_t trace_start = std::max(op.host_wall_ns, trace_end);
           trace_end = trace_start + (clock - start);
           activities.push_back(Activity{op.seq, op.name_id, op.device, op.stream,
-                                        op.correlation_id, start, clock, trace_start});
+                                        op.correlation_id, start, clock, trace_start, {}});
         }
         break;
       }
@@ -171,6 +173,12 @@ void drain(bool at_sync) {
   }
   if (!activities.empty()) {
     std::lock_guard<std::mutex> lock(g_activity_mutex);
+    for (Activity& a : activities) {
+      auto it = g_pending_lanes.find(a.seq);
+      if (it == g_pending_lanes.end()) continue;
+      a.lanes = std::move(it->second);
+      g_pending_lanes.erase(it);
+    }
     g_activities.insert(g_activities.end(), activities.begin(), activities.end());
   }
 }
@@ -207,7 +215,27 @@ std::vector<Activity> take_activities() {
   std::lock_guard<std::mutex> lock(g_activity_mutex);
   std::vector<Activity> out;
   std::swap(out, g_activities);
+  g_pending_lanes.clear();
   return out;
+}
+
+void record_lanes(uint64_t seq, std::vector<LaneSpan>&& lanes) {
+  std::lock_guard<std::mutex> lock(g_activity_mutex);
+  g_pending_lanes[seq] = std::move(lanes);
+}
+
+int32_t intern_lane_name(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_activity_mutex);
+  for (size_t i = 0; i < g_lane_names.size(); ++i) {
+    if (g_lane_names[i] == name) return static_cast<int32_t>(i);
+  }
+  g_lane_names.push_back(name);
+  return static_cast<int32_t>(g_lane_names.size() - 1);
+}
+
+std::vector<std::string> lane_names() {
+  std::lock_guard<std::mutex> lock(g_activity_mutex);
+  return g_lane_names;
 }
 
 void push_correlation_id(uint64_t id) { t_correlation_ids.push_back(id); }

@@ -51,6 +51,15 @@ struct SimEvent {
 };
 using SimEventPtr = std::shared_ptr<SimEvent>;
 
+// Engine-level detail of one op for the profiler: a lane (TensorE, VectorE, a DMA queue...)
+// busy from `offset_ns` after the op's start for `duration_ns`, doing `label`.
+struct LaneSpan {
+  int32_t lane_id;       // index into lane_names()
+  int64_t offset_ns;
+  int64_t duration_ns;
+  std::string label;
+};
+
 // One row of simulated device activity for the profiler.
 struct Activity {
   uint64_t seq;
@@ -60,6 +69,7 @@ struct Activity {
   uint64_t correlation_id;
   int64_t sim_start_ns, sim_end_ns;   // simulated clock
   int64_t trace_start_ns;             // placement on the profiler's wall-clock axis
+  std::vector<LaneSpan> lanes;
 };
 
 // Interns an op name; ids are stable for the process.
@@ -95,6 +105,10 @@ void reset_clocks();
 void set_activity_logging(bool on);
 bool activity_logging();
 std::vector<Activity> take_activities();
+// The cost model attaches engine lanes to an op while profiling (by the op's seq).
+void record_lanes(uint64_t seq, std::vector<LaneSpan>&& lanes);
+int32_t intern_lane_name(const std::string& name);
+std::vector<std::string> lane_names();
 void push_correlation_id(uint64_t id);
 void pop_correlation_id();
 uint64_t current_correlation_id();
