@@ -193,3 +193,22 @@ def test_error_in_one_lnc2_program_is_raised_not_deadlocked():
 
     with pytest.raises(nki.NkiValidationError, match="exceeds the 128 partitions"):
         nki.simulate(bad, platform_target="trn2")[2](np.zeros((4, 4), np.float32))
+
+
+def test_fast_box_matches_core_box():
+    """program._AP precomputes the dependency footprint; it must equal AccessPattern.box()."""
+    from neuron_sim.nki import program, tracer
+    from neuron_sim.nki.target import get_target
+    from neuron_sim.program.ap import AccessPattern
+    tr = tracer.KernelTrace(target=get_target("trn2"))
+    plan = __import__("neuron_sim.nki.memory", fromlist=["MemoryPlan"]).MemoryPlan()
+    m = program._Mapper(plan)
+    with tracer.tracing(tr):
+        s = nl.ndarray((128, 4, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+        h = nl.ndarray((1024, 2048), dtype=nl.float32, buffer=nl.shared_hbm)
+        views = [s, s[0:64, 1, 0:256], s[32:64, :, ::2], s.permute((0, 2, 1)), s[:, 3, 511],
+                 h, h[128:256, 512:1024], h[5, :], h[::2, 0:64], h.reshape((2048 * 1024,))[7:100]]
+        for v in views:
+            ap = m.ap(v, 0)
+            core = AccessPattern(ap.tensor, ap.p_start, ap.p_size, ap.offset, ap.dims, ap.p_stride)
+            assert ap.box() == core.box(), v
