@@ -81,3 +81,13 @@ def test_nki_op_autograd_through_register_autograd():
     scaled_add(a, b).sum().backward()
     torch.testing.assert_close(a.grad.cpu(), torch.ones(128, 64))
     torch.testing.assert_close(b.grad.cpu(), torch.ones(128, 64))
+
+
+@needs_neuron
+def test_kernel_appears_in_the_profiler():
+    from torch.profiler import ProfilerActivity, profile
+    a = torch.randn(128, 256, device="neuron")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        add.add_kernel(a, a)
+        torch.neuron.synchronize()
+    assert "nki::add_kernel" in [e.name for e in prof.events()]
