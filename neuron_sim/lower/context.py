@@ -139,19 +139,28 @@ class LowerCtx:
             pstride = f * st
         return AccessPattern(h, 0, p, off * p * (pstride // max(f, 1)), dims, pstride)
 
+    @staticmethod
+    def cols(t, p: int, off: int, n: int) -> AccessPattern:
+        """Free-axis slice [p, off:off+n] of a Tensor or an AccessPattern."""
+        a = t if isinstance(t, AccessPattern) else t.ap()
+        return AccessPattern(a.tensor, a.p_start, p, a.offset + off, ((n, 1),))
+
     def resident_ap(self, t: TensorSpec, p: int, off: int, f: int):
-        r = self._resident[self.key(t)]
-        cols = r.shape[1]
-        p = min(p, r.shape[0])
-        f = min(f, cols)
-        off = min(off, cols - f)
+        """[p, f] of t's resident SBUF copy at free offset off; None when the resident layout
+        cannot serve that shape (the caller then reads HBM, which still holds every tensor)."""
+        r = self._resident.get(self.key(t))
+        if r is None or p > r.shape[0] or f > r.shape[1]:
+            return None
+        off = min(off, r.shape[1] - f)
         return r[0:p, off:off + f]
 
     def load(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="in"):
         """Chunk j ([p, f] at free offset j*f) of input t into SBUF; a resident tensor is read in
         place. A broadcast input (fewer elements than the chunk plan) is loaded once, whole."""
         if self.is_resident(t):
-            return self.resident_ap(t, p, j * f, f)
+            ap = self.resident_ap(t, p, j * f, f)
+            if ap is not None:
+                return ap
         if t.numel < p * cols:          # broadcast operand: one small load, reused by every chunk
             pb, cb = self.flat_shape(t)
             fb = min(cb, f)
@@ -173,7 +182,9 @@ class LowerCtx:
         if k in self.consumed_later and k not in self._resident and j == 0:
             self._make_resident(t, p, cols)
         if k in self._resident:
-            return self.resident_ap(t, p, j * f, f)
+            ap = self.resident_ap(t, p, j * f, f)
+            if ap is not None:
+                return ap
         return self.tile(role, (p, f), t.dtype, j)
 
     def _make_resident(self, t, p, cols):
@@ -235,7 +246,9 @@ class LowerCtx:
     def load_rows(self, t: TensorSpec, p: int, r: int, cols: int, j: int, role="in"):
         """Block j of rows: [p, r * cols] (rows are contiguous runs of `cols`)."""
         if self.is_resident(t):
-            return self.resident_ap(t, p, j * r * cols, r * cols)
+            ap = self.resident_ap(t, p, j * r * cols, r * cols)
+            if ap is not None:
+                return ap
         tile = self.tile(role, (p, r * cols), t.dtype, j)
         self.b.dma_copy(tile, self.hbm_chunk(t, p, r * cols, j * r * cols, r * cols))
         return tile

@@ -48,9 +48,11 @@ def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, sl
     b = ctx.b
     h = ctx.hbm(m.spec)
     k_stride, o_stride = (m.rs, m.cs) if k_is_rows else (m.cs, m.rs)
-    tile = ctx.tile(role, (kt, on), dtype, slot)
     if ctx.is_resident(m.spec):
-        return ctx.resident_ap(m.spec, kt, o0, on)
+        ap = ctx.resident_ap(m.spec, kt, o0, on)
+        if ap is not None and ap.dtype == dtype:
+            return ap
+    tile = ctx.tile(role, (kt, on), dtype, slot)
     if o_stride == 1 or on == 1:      # natural: each K row is contiguous along the other dim
         src = AccessPattern(h, 0, kt, m.base + k0 * k_stride + o0, ((on, 1),), max(k_stride, 1))
         b.dma_copy(tile, src)

@@ -347,6 +347,15 @@ def layer_norm_backward(ctx, op):
     gi = outs[0] if outs else x
     params = [t for t in op.inputs[2:] if t.ndim == 1 and t.numel > 1]
     b = ctx.b
+    if "batch_norm" in op.op and x.ndim >= 2:
+        # channels on partitions (rows); the per-channel weight/bias gradients are the row sums
+        # s1/s2 the body computes anyway: tiny [C] outputs, no column sums
+        c = x.shape[1]
+        x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
+        g = TensorSpec(x.shape, g.dtype, None, g.id)
+        gi = TensorSpec(x.shape, gi.dtype, None, gi.id)
+        params = []
+        outs = [gi]
     rows, C = _rows_cols(x)
     p = max(1, min(128, rows))
     _, r, _ = ctx.row_plan(rows, C, x.dtype)
@@ -397,8 +406,8 @@ def layer_norm_backward(ctx, op):
     for k, o in zip(("w", "b"), outs[1:3]):
         res = ctx.tile(f"colsum_sb{k}", (1, min(C, 512)), o.dtype, 0)
         b.tensor_copy(res, sums[k])
-        ctx.store(o, res, 1, o.numel, 0, o.numel) if o.numel <= 512 else \
-            ctx.store(o, res, 1, min(C, 512), 0, min(C, 512))
+        n = min(o.numel, res.shape[1])
+        ctx.store(o, res[0:1, 0:n], 1, n, 0, n)
 
 
 # ---- losses -------------------------------------------------------------------------------------
