@@ -39,7 +39,10 @@ def test_matmul_tutorial_stage_numerics(name):
 
 
 def test_torch_cpu_tensors_in_and_out():
-    torch = pytest.importorskip("torch")
+    try:
+        import torch
+    except Exception as e:  # torch not installed, or its 'neuron' backend failed to load
+        pytest.skip(f"torch is not importable here: {e}")
     a = torch.randn(256, 512, dtype=torch.bfloat16)
     b = torch.randn(256, 512, dtype=torch.bfloat16)
     out = nki.simulate(add.add_kernel)(a, b)

@@ -3,7 +3,10 @@ ops (fake kernel from a shapes-only trace), torch.compile."""
 
 import pytest
 
-torch = pytest.importorskip("torch")
+try:
+    import torch
+except Exception as e:      # torch not installed, or its 'neuron' backend failed to load (autoload)
+    pytest.skip(f"torch is not importable here: {e}", allow_module_level=True)
 
 import nki  # noqa: E402
 
