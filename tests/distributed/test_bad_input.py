@@ -80,3 +80,11 @@ def test_tensor_on_the_wrong_device_is_named(in_job):
 
 def test_group_still_works_after_a_refused_call(in_job):
     assert all(seen["after"] == [2.0, 2.0, 2.0] for seen in in_job)
+
+
+def test_two_ranks_given_the_same_core():
+    results, _ = launch(SCRIPT, ["same_core"], nprocs=2, timeout=90,
+                        env={"NEURON_RT_VISIBLE_CORES": "3"})
+    assert all(r.returncode not in (0, None) for r in results), describe(results)
+    for r in results:
+        assert "ranks 0 and 1 both own NeuronCore 3 of node 0" in r.stderr, describe(results)

@@ -33,7 +33,7 @@ if scenario == "device_before_init":
     init()
 elif scenario == "world_size_mismatch":
     init(world_size=world + (1 if rank == 1 else 0), rank=rank)
-elif scenario == "too_many_ranks":
+elif scenario in ("too_many_ranks", "same_core"):
     init()
 elif scenario == "rank_dies":
     init()
