@@ -7,8 +7,11 @@ extension is built against, as TorchNeuron's 2.13.3.x / 2.14.3.x families do.
 import glob
 import os
 
-import torch
-from setuptools import find_packages, setup
+# The build must not autoload the (possibly stale) installed extension it is rebuilding.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+import torch  # noqa: E402
+from setuptools import find_packages, setup  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
 
 CSRC = os.path.join("backend", "csrc")

@@ -74,6 +74,7 @@ def _register() -> None:
     fallback.install()
     _C._set_fallback_only_for_unimplemented(
         settings.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"))
+    _C._set_launch_blocking(settings.get("NEURON_LAUNCH_BLOCKING"))
 
 
 _register()

@@ -128,6 +128,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_set_cost_function", &register_cost_function);
   m.def("_drain", &release_gil_and_drain);
+  m.def("_set_launch_blocking", &set_launch_blocking);
   m.def("_stream_clock_ns", [](int device, int64_t stream_id) {
     py::gil_scoped_release release;
     return stream_clock_ns(c10::Stream(c10::Stream::UNSAFE,

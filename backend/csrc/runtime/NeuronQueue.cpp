@@ -40,6 +40,7 @@ std::array<std::array<int64_t, kStreamSlots>, kMaxDevices> g_trace_end_ns{};
 CostFn g_cost_fn;
 InterpreterLock g_interpreter_lock;
 std::atomic<uint64_t> g_next_seq{1};
+std::atomic<bool> g_launch_blocking{false};
 thread_local bool t_draining = false;
 thread_local bool t_charging = true;
 
@@ -69,7 +70,11 @@ void push_item(QueueItem&& item, OpDesc* op) {
     g_queue.items.push_back(std::move(item));
     full = g_queue.ops.size() >= kMaxQueuedOps;
   }
-  if (full) drain(/*at_sync=*/false);
+  if (g_launch_blocking.load(std::memory_order_relaxed)) {
+    drain(/*at_sync=*/true);
+  } else if (full) {
+    drain(/*at_sync=*/false);
+  }
 }
 
 }  // namespace
@@ -115,6 +120,8 @@ void enqueue_record(const SimEventPtr& event, const c10::Stream& stream) {
 void enqueue_wait(const SimEventPtr& event, const c10::Stream& stream) {
   push_item(QueueItem{QueueItem::kWait, stream.device_index(), stream.id(), 0, event}, nullptr);
 }
+
+void set_launch_blocking(bool on) { g_launch_blocking.store(on); }
 
 void set_cost_function(CostFn fn) {
   std::lock_guard<std::mutex> lock(g_drain_mutex);

@@ -94,6 +94,9 @@ void set_cost_function(CostFn fn);
 using InterpreterLock = std::function<std::shared_ptr<void>()>;
 void set_interpreter_lock(InterpreterLock lock);
 
+// NEURON_LAUNCH_BLOCKING: every op is a sync point (timed as soon as it is issued).
+void set_launch_blocking(bool on);
+
 // Times everything queued so far. Safe to call from any thread, re-entrant calls are no-ops.
 void drain(bool at_sync = true);
 
