@@ -258,15 +258,24 @@ def _wrap_input(tr, x, inputs, key, numerics, precise, lnc):
 
 
 def _copy_back_inputs(inputs):
-    """Kernels may write their HBM inputs in place; the caller's arrays see the writes [SimDoc]."""
+    """Kernels may write their HBM inputs in place (legacy kernels take their outputs as
+    arguments); the caller's arrays see every element the kernel wrote [SimDoc]."""
     for st, user in inputs.values():
-        if st.data is None or not user.flags.writeable:
+        if st.data is None or not user.flags.writeable or st.last_use is None:
             continue
-        if st.last_use is not None and NkiTensor(st).fully_written():
-            try:
-                np.copyto(user, st.data.astype(user.dtype, copy=False), casting="unsafe")
-            except (TypeError, ValueError):
-                pass
+        w = st.written
+        if isinstance(w, str) and w == "none":
+            continue
+        vals = st.data.astype(user.dtype, copy=False).reshape(user.shape)
+        try:
+            if isinstance(w, str):                      # "all": inputs start fully written
+                if not np.array_equal(vals, user):
+                    np.copyto(user, vals, casting="unsafe")
+            else:
+                mask = w.reshape(user.shape)
+                user[mask] = vals[mask]
+        except (TypeError, ValueError):
+            pass
 
 
 def _map(x, f):

@@ -212,3 +212,17 @@ def test_fast_box_matches_core_box():
             ap = m.ap(v, 0)
             core = AccessPattern(ap.tensor, ap.p_start, ap.p_size, ap.offset, ap.dims, ap.p_stride)
             assert ap.box() == core.box(), v
+
+
+def test_legacy_output_argument_is_written_back():
+    @nki.jit
+    def legacy(a, out):
+        t = nl.load(a)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+        nl.store(out[0:64, :], value=t[0:64, :])
+
+    a = np.zeros((128, 8), np.float32)
+    out = np.full((128, 8), -5.0, np.float32)
+    nki.simulate_kernel(legacy, a, out)
+    np.testing.assert_array_equal(out[:64], 1.0)
+    np.testing.assert_array_equal(out[64:], -5.0)
