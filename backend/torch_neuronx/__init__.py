@@ -7,7 +7,15 @@ comes from NEURON_SIM_INSTANCE (default trn2.3xlarge) or `set_instance()` before
 
 from __future__ import annotations
 
-import logging
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: importing this package is all it takes.
+
+    Defined before `import torch`: when this package is imported first, torch's own import
+    autoloads it again and finds this function on the partly initialised module."""
+
+
+import logging  # noqa: E402
 import os
 import sys
 
@@ -110,10 +118,6 @@ def device_time_ns(device=None) -> int:
     """Simulated time of all work issued so far on `device` (latest stream clock)."""
     from .neuron import _index
     return _C._device_clock_ns(_index(device))
-
-
-def _autoload() -> None:
-    """Entry point of the `torch.backends` group: importing this package is all it takes."""
 
 
 # ---- simulated-time reports (issue 5: lowered eager ops, AEE) ---------------------------------
