@@ -48,7 +48,7 @@ class KernelReport:
         if self.engine_active_percent:
             lines.append("  engine activity: " + ", ".join(
                 f"{k} {v:.1f}%" for k, v in self.engine_active_percent.items() if self.instructions_per_engine.get(k)))
-        if self.hfu_percent is not None:
+        if self.hfu_percent is not None and self.instructions_per_engine.get("TensorE"):
             lines.append(f"  TensorE HFU: {self.hfu_percent:.2f}%")
         lines.append(f"  SBUF peak {self.sbuf_peak_bytes_per_partition:,} of {self.sbuf_capacity_bytes_per_partition:,} "
                      f"B/partition; PSUM peak {self.psum_peak_bytes_per_partition:,} of "
