@@ -81,10 +81,10 @@ def step_profiles(kw):
     for _ in range(2):                       # warm-up: compile, fill program caches
         eager_step()
         compiled_step()
-    ndb.reset_dynamo_metrics()
+    graphs = ndb.get_dynamo_metrics()
     eager = ndb.measure_step(eager_step)
     compiled = ndb.measure_step(compiled_step)
-    return eager, compiled, eager_losses, compiled_losses
+    return eager, compiled, eager_losses, compiled_losses, graphs
 
 
 def main():
@@ -103,11 +103,12 @@ def main():
           f"({len(graphs)} neuron graphs; simulated neuronx-cc time {sim_compile_s:.1f} s, "
           "reported apart from run time)")
 
-    eager, compiled, eager_losses, compiled_losses = step_profiles(kw)
+    ndb.reset_dynamo_metrics()
+    eager, compiled, eager_losses, compiled_losses, graphs = step_profiles(kw)
     print(f"loss eager {eager_losses[-1]:.5f} compiled {compiled_losses[-1]:.5f}")
     launch_ns = Target.of(torch_neuronx._visible()).launch_ns
     print(ndb.compare(eager, compiled, launch_ns=launch_ns))
-    for g in ndb.get_dynamo_metrics():
+    for g in graphs:
         print(f"  graph {g.graph_name:28s} {g.kind:9s} {g.ops:4d} ops {g.sim_run_ns / 1e3:9.1f} us "
               f"HBM {g.dma_bytes / 1e6:6.1f} MB ({g.cost_source})")
     ratio = neuron_s / inductor_s if inductor_s > 0 else float("inf")

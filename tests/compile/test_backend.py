@@ -1,7 +1,6 @@
 """backend="neuron": resolution, AOT forward/backward graphs, numerics equal eager, one
 charged launch per graph, simulated compile time reported apart from run time."""
 
-import pytest
 import torch
 from torch._dynamo.backends.registry import lookup_backend
 

@@ -1,0 +1,198 @@
+"""The data the compile-time costing works on, torch-free after `describe_graph`: GraphSpec (the
+ATen graph's values and ops), Target (one logical NeuronCore of the simulated instance) and
+GraphCost (one program's simulated time, per engine)."""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+# Views are access patterns over the same bytes: no engine work, no data movement.
+_VIEW = {"view", "_unsafe_view", "reshape", "expand", "permute", "t", "transpose", "squeeze",
+         "unsqueeze", "slice", "select", "alias", "as_strided", "detach", "split",
+         "split_with_sizes", "unbind", "chunk", "unflatten", "flatten", "view_as", "narrow",
+         "diagonal", "lift_fresh_copy", "_reshape_alias", "expand_as", "unfold",
+         "view_as_real", "view_as_complex", "_unsafe_view_copy"}
+
+# ---- the torch-free description of a graph ----------------------------------------------
+
+@dataclass(frozen=True)
+class Value:
+    shape: tuple
+    dtype: str          # torch dtype name without "torch."
+    nbytes: int         # Trainium bytes: 64-bit types run in 32 bits
+    base: int           # index of the value whose bytes this one views (itself if not a view)
+    is_input: bool
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str           # "aten::mm"
+    ins: tuple          # value indices of tensor inputs, in argument order
+    outs: tuple         # value indices of tensor outputs
+    is_view: bool
+
+
+@dataclass
+class GraphSpec:
+    values: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    outputs: tuple = ()  # value indices written back to HBM
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _trainium_itemsize(dtype) -> int:
+    return min(dtype.itemsize, 4)  # float64/int64 are computed and stored as 32-bit
+
+
+def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
+    """Values and ops of an ATen FX graph whose nodes carry `meta["val"]` (AOT graphs do)."""
+    spec = GraphSpec()
+    index_of = {}   # (node, position) -> value index
+
+    def add_value(t, base, is_input) -> int:
+        shape = tuple(int(s) for s in t.shape)
+        idx = len(spec.values)
+        spec.values.append(Value(shape, _dtype_name(t.dtype),
+                                 math.prod(shape) * _trainium_itemsize(t.dtype),
+                                 idx if base is None else base, is_input))
+        return idx
+
+    def tensors_of(val):
+        if isinstance(val, torch.Tensor):
+            return [(0, val)]
+        if isinstance(val, (tuple, list)):
+            return [(i, v) for i, v in enumerate(val) if isinstance(v, torch.Tensor)]
+        return []
+
+    def input_indices(node):
+        found = []
+
+        def visit(a):
+            if isinstance(a, torch.fx.Node) and (a, 0) in index_of:
+                found.append(index_of[(a, 0)])
+            elif isinstance(a, (tuple, list)):
+                for e in a:
+                    visit(e)
+        visit(node.args)
+        visit(tuple(node.kwargs.values()))
+        return tuple(found)
+
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "placeholder":
+            if isinstance(val, torch.Tensor):
+                index_of[(node, 0)] = add_value(val, None, True)
+        elif node.op == "call_function":
+            if node.target is operator.getitem:
+                src, pos = node.args
+                if (src, pos) in index_of:
+                    index_of[(node, 0)] = index_of[(src, pos)]
+                continue
+            if not isinstance(node.target, torch._ops.OpOverload):
+                continue  # symbolic-size arithmetic and the like: host side
+            name = node.target._schema.name
+            base_name = name.split("::", 1)[-1]
+            ins = input_indices(node)
+            is_view = base_name in _VIEW
+            outs = []
+            for pos, t in tensors_of(val):
+                base = spec.values[ins[0]].base if (is_view and ins) else None
+                idx = add_value(t, base, False)
+                index_of[(node, pos)] = idx
+                outs.append(idx)
+            spec.ops.append(Op(name, ins, tuple(outs), is_view))
+        elif node.op == "output":
+            outs = []
+
+            def visit(a):
+                if isinstance(a, torch.fx.Node) and (a, 0) in index_of:
+                    outs.append(index_of[(a, 0)])
+                elif isinstance(a, (tuple, list)):
+                    for e in a:
+                        visit(e)
+            visit(node.args)
+            spec.outputs = tuple(outs)
+    return spec
+
+
+def _launch_s(chip: str) -> float:
+    """One program launch: the same per-NEFF start cost eager ops pay (one assumption, kept
+    with the eager cost model)."""
+    try:
+        from neuron_sim.lower import EAGER_LAUNCH_S
+    except ImportError:                      # before neuron_sim.lower existed
+        from ..cost import EAGER_OP_LAUNCH_S as EAGER_LAUNCH_S
+    return EAGER_LAUNCH_S[chip]
+
+
+# ---- the target ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Target:
+    """Rates of one logical NeuronCore of the simulated instance (all from the chip data)."""
+    chip: str
+    instance: str
+    lnc: int
+    hbm_bytes_per_s: float
+    sbuf_bytes: int
+    launch_ns: float
+    tensor_flops: dict          # dtype name -> FLOP/s
+    vector_elems_per_s: dict    # "16bit" / "32bit" -> elements/s
+    scalar_elems_per_s: dict
+
+    @classmethod
+    def of(cls, visible) -> "Target":
+        inst, lnc = visible.instance, visible.lnc
+        chip = inst.chip
+        flops = {d: inst.peak_flops_per_logical_core(d, lnc)
+                 for d in ("float32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2")}
+        return cls(chip=chip.name, instance=inst.name, lnc=lnc,
+                   hbm_bytes_per_s=inst.hbm_bytes_per_s_per_logical_core(lnc),
+                   sbuf_bytes=chip.sbuf_partitions * chip.sbuf_usable_bytes_per_partition * lnc,
+                   launch_ns=1e9 * _launch_s(chip.name),
+                   tensor_flops=flops,
+                   vector_elems_per_s={
+                       "16bit": chip.vector_elems_per_cycle_16bit * chip.vector_clock_hz * lnc,
+                       "32bit": chip.vector_elems_per_cycle_32bit * chip.vector_clock_hz * lnc},
+                   scalar_elems_per_s={
+                       "16bit": chip.scalar_elems_per_cycle_16bit * chip.scalar_clock_hz * lnc,
+                       "32bit": chip.scalar_elems_per_cycle_32bit * chip.scalar_clock_hz * lnc})
+
+    def key(self) -> str:
+        return f"{self.instance}/lnc{self.lnc}"
+
+
+# ---- the cost -----------------------------------------------------------------------------
+
+@dataclass
+class GraphCost:
+    total_ns: int                  # one launch of the whole graph, as charged to the stream
+    launch_ns: int
+    engine_busy_ns: dict           # engine -> busy ns inside the program
+    dma_bytes: int                 # HBM traffic: graph inputs, outputs and spills
+    spill_bytes: int               # intermediates that did not fit in SBUF (written + re-read)
+    spills: int                    # how many intermediates spilled
+    sbuf_peak_bytes: int           # largest live set of intermediates
+    ops: int                       # compute ops (views excluded)
+    # The same ops run one by one in eager mode, for the explanation (not charged):
+    eager_launches: int
+    eager_dma_bytes: int
+    cost_source: str = "interim-analytic"
+    estimated_ops: list = field(default_factory=list)   # timed by roofline, not lowered
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "GraphCost":
+        out = cls(**data)
+        if not isinstance(out.total_ns, int) or out.total_ns < 0:
+            raise ValueError(f"total_ns must be a non-negative int, got {out.total_ns!r}")
+        return out
