@@ -1,0 +1,19 @@
+"""torch_neuronx.profiling: TorchNeuron's profiling surface on the simulator.
+
+    from torch.profiler import profile, ProfilerActivity
+    from torch_neuronx.profiling import NeuronConfig, ProfileMode, NeuronProfiler
+
+    cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir="out")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                 experimental_config=cfg, on_trace_ready=NeuronProfiler(cfg).export_trace) as p:
+        step(); torch.neuron.synchronize()
+
+Device rows come from the Kineto plugin (backend/csrc/profiler); per-engine lanes from hook.py;
+`explorer_summary(prof)` is the Explorer-style summary (neuron_sim.explorer)."""
+
+from .config import NeuronConfig, ProfileMode
+from .hook import LANE_SETTINGS, OPTIONS as lane_options
+from .profiler import NeuronProfiler, device_rows, explorer_summary, profile_call
+
+__all__ = ["NeuronConfig", "ProfileMode", "NeuronProfiler", "explorer_summary", "profile_call",
+           "device_rows", "lane_options", "LANE_SETTINGS"]

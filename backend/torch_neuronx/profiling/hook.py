@@ -1,0 +1,297 @@
+"""While torch.profiler records the neuron device, give every drained op its engine lanes and an
+Explorer record.
+
+`cost.LoweredCostModel.__call__` calls `on_drain(model, batch, out)` after timing a batch (one
+additive line). When `_C._activity_logging()` is off this returns at once. Otherwise, for each op:
+
+- its representative program is rebuilt with operands kept (`neuron_sim.explorer.op_program`,
+  cached per op key: the lowering's cache keeps only a Timing), and its lanes are attached with
+  `_C._record_lanes(seq, ...)`: a "Runtime" span for the eager launch, then each engine's busy
+  spans (at most `max_spans_per_lane` per lane and `max_spans_per_op` per op);
+- big ops are extrapolated by the lowering: their representative program's lanes are stretched to
+  the op's time and the labels say so; ops fused by Adaptive Eager Execution show their own
+  program, stretched to their share of the fused program, labelled "AEE-fused";
+- roofline-estimated ops get one "Estimated" span, host copies one "PCIe" span, compiled graphs
+  and collectives (timed by their own issues) one "Graph" span: no engine detail exists for them
+  here, and the lane says so.
+
+The grouping below mirrors `LoweredCostModel.__call__` (AEE groups per device and stream, broken
+by unfusible ops, timed-elsewhere ops and AEE_MAX_OPS) so each op's launch share is exact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from neuron_sim.explorer import OpRecord, lane_spans, op_program
+from neuron_sim.lower import AEE_MAX_OPS, normalize_name
+
+from .. import _C
+from ..settings import Setting
+
+LANE_SETTINGS = [
+    Setting("NEURON_SIM_PROFILE_LANES", bool, True,
+            "Attach per-engine lanes (TensorE, VectorE, ScalarE, GpSimd, DMA queues) to "
+            "profiled ops."),
+    Setting("NEURON_SIM_PROFILE_MAX_SPANS_PER_LANE", int, 4,
+            "Busy spans per engine lane and op; smaller gaps are merged (labels keep the busy %)."),
+    Setting("NEURON_SIM_PROFILE_MAX_SPANS_PER_OP", int, 24,
+            "Lane spans per op in total (compute lanes first, then the busiest DMA queues)."),
+    Setting("NEURON_SIM_PROFILE_DMA_LANES", str, "queues",
+            "'queues': one lane per DMA queue ('DMA q3'); 'one': all queues in one 'DMA' lane."),
+]
+_SETTING = {s.name: s for s in LANE_SETTINGS}
+
+
+@dataclass
+class LaneOptions:
+    enabled: bool = True
+    max_spans_per_lane: int = 4
+    max_spans_per_op: int = 24
+    dma: str = "queues"
+
+    @classmethod
+    def from_env(cls) -> "LaneOptions":
+        g = {k: s.read() for k, s in _SETTING.items()}
+        return cls(g["NEURON_SIM_PROFILE_LANES"], g["NEURON_SIM_PROFILE_MAX_SPANS_PER_LANE"],
+                   g["NEURON_SIM_PROFILE_MAX_SPANS_PER_OP"], g["NEURON_SIM_PROFILE_DMA_LANES"])
+
+
+OPTIONS = LaneOptions.from_env()
+
+# Which argument of a matmul-family op is the weight (a positional heuristic; see
+# neuron_sim/explorer/summary.py).
+WEIGHT_ARG = {"aten::mm": 1, "aten::addmm": 2, "aten::linear": 1, "aten::matmul": 1,
+              "aten::convolution": 1, "aten::embedding": 0, "aten::addmv": 1, "aten::mv": 0}
+_HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
+_MAX_ENTRIES = 2_000_000     # session bound: a forgotten profiler must not grow without limit
+
+
+class _Session:
+    """Ops drained while the profiler logged: [(name, ns, OpRecord)], in drain order."""
+
+    def __init__(self):
+        self.entries = []
+        self.outputs = {}        # layout key -> True: outputs written by device ops (bounded)
+        self.open = False
+
+
+SESSION = _Session()
+_programs: dict = {}         # (op key, chip, lnc) -> (OpProgram | None, base spans, base record)
+
+
+def on_drain(model, batch, out) -> None:
+    if not _C._activity_logging():
+        SESSION.open = False
+        return
+    if not SESSION.open:          # first drain of a new profiling session
+        SESSION.entries.clear()
+        SESSION.outputs.clear()
+        SESSION.open = True
+    if len(SESSION.entries) > _MAX_ENTRIES:
+        return
+    from ..cost import _freeze, _nbytes, _is_tensor, op_spec
+    aee = model.aee_enabled()
+    group, gkey = [], None
+
+    def flush():
+        nonlocal group
+        if len(group) == 1 or not aee:
+            for g in group:
+                _emit(model, batch, out, g, model.launch_ns, None)
+        elif group:
+            alone = sum(t.total_ns for _i, _k, t in group) or 1.0
+            for g in group:
+                _emit(model, batch, out, g, model.launch_ns * g[2].total_ns / alone, "AEE-fused")
+        group = []
+
+    for i, (seq, name, device, stream, args, outputs, preset) in enumerate(batch):
+        if preset >= 0 or name in _HOST_COPIES:
+            flush()
+            ns = int(out[i])
+            if ns <= 0:
+                continue
+            if name in _HOST_COPIES:
+                moved = sum(_nbytes(t) for t in args if _is_tensor(t))
+                lane, label = "PCIe", f"{name.split('::')[1]} {moved / 1e6:.2f} MB"
+            else:
+                lane, label = "Graph", f"{name} (timed as a whole: no engine detail)"
+            _lanes(seq, [(lane, 0, ns, label)])
+            SESSION.entries.append((name, ns, OpRecord(name, 1, float(ns))))
+            continue
+        key = (name, _freeze(args), _freeze(outputs))
+        t = model._timings.get(key)
+        if t is None or (t.total_ns <= 0 and not t.estimated):
+            continue
+        fusible = aee and not t.estimated
+        if not fusible or (device, stream) != gkey or len(group) >= AEE_MAX_OPS:
+            flush()
+            gkey = (device, stream)
+        group.append((i, key, t))
+        if not fusible:
+            flush()
+    flush()
+    _remember_outputs(batch, op_spec)
+
+
+def _lanes(seq, spans) -> None:
+    if OPTIONS.enabled and spans:
+        _C._record_lanes(seq, spans)
+
+
+def _program(model, key, name, args, outputs, t):
+    pk = (key, model.chip.name, model.lnc)
+    hit = _programs.get(pk)
+    if hit is not None:
+        return hit
+    from ..cost import op_spec
+    spec = op_spec(name, args, outputs)
+    prog = None
+    if not t.estimated:
+        try:
+            prog = op_program(spec, model.chip, model.lnc)
+        except Exception:  # noqa: BLE001 - a rule the lowering could time but not rebuild here
+            prog = None
+    spans = _choose(lane_spans(prog.result, max_spans=OPTIONS.max_spans_per_lane,
+                               dma=OPTIONS.dma)) if prog is not None else []
+    hit = _programs[pk] = (prog, spans, _base_record(name, spec, prog, t))
+    return hit
+
+
+def _choose(spans):
+    """At most max_spans_per_op spans: compute lanes first, then DMA lanes by busy time."""
+    cap = OPTIONS.max_spans_per_op
+    compute = [s for s in spans if not s.lane.startswith("DMA")]
+    dma = [s for s in spans if s.lane.startswith("DMA")]
+    if len(compute) + len(dma) <= cap:
+        return spans
+    busy = {}
+    for s in dma:
+        busy[s.lane] = busy.get(s.lane, 0.0) + s.duration_ns
+    keep = []
+    for lane in sorted(busy, key=lambda x: -busy[x]):
+        lane_spans_ = [s for s in dma if s.lane == lane]
+        if len(compute) + len(keep) + len(lane_spans_) > cap:
+            break
+        keep.extend(lane_spans_)
+    return compute[:cap] + keep
+
+
+def _base_record(name, spec, prog, t) -> OpRecord:
+    """One call's record without region context (weights / intermediates decided per call)."""
+    r = OpRecord(name, 1, 0.0, engine_ns=dict(t.engine_ns), tensor_flops=t.flops,
+                 estimated=int(bool(t.estimated)))
+    if prog is None:
+        r.dma_bytes = {"inputs": t.hbm_bytes}
+        return r
+    res = prog.result
+    c = res.program.cols
+    prog_flops = float(c["flops"].sum())
+    mm = sum(float(c["flops"][i]) for i in range(len(res.program))
+             if res.program.opnames[int(c["op"][i])].startswith("nc_matmul")) if prog_flops else 0.0
+    r.model_flops = t.flops * (mm / prog_flops) if prog_flops else 0.0
+    moved = (sum(prog.read_bytes_by_arg.values()) + prog.write_bytes + prog.spill_save_bytes
+             + prog.spill_reload_bytes)
+    scale = t.hbm_bytes / moved if moved else 0.0
+    r.dma_bytes = {"outputs": prog.write_bytes * scale,
+                   "spill_save": prog.spill_save_bytes * scale,
+                   "spill_reload": prog.spill_reload_bytes * scale}
+    r._reads = {j: b * scale for j, b in prog.read_bytes_by_arg.items()}  # classified per call
+    r.transpose_ns = prog.transpose_ns * (t.total_ns / res.total_ns if res.total_ns else 1.0)
+    r.sbuf_peak_bytes_per_partition = prog.sbuf_peak_bytes_per_partition
+    r.psum_peak_bytes_per_partition = prog.psum_peak_bytes_per_partition
+    return r
+
+
+def _emit(model, batch, out, g, launch_ns, how) -> None:
+    i, key, t = g
+    seq, name, _device, _stream, args, outputs, _preset = batch[i]
+    ns = int(out[i])
+    if ns <= 0:
+        return
+    prog, spans, base = _program(model, key, name, args, outputs, t)
+    launch = min(float(launch_ns), float(ns))
+    rec = OpRecord(name, 1, float(ns), launch, dict(base.engine_ns), base.tensor_flops,
+                   base.model_flops, base.transpose_ns, dict(base.dma_bytes),
+                   base.sbuf_peak_bytes_per_partition, base.psum_peak_bytes_per_partition,
+                   base.estimated)
+    _classify_reads(rec, base, name, args)
+    SESSION.entries.append((name, ns, rec))
+    if not OPTIONS.enabled:
+        return
+    rows = [("Runtime", 0, max(1, int(round(launch))), "launch" + (" share (AEE group)" if how
+                                                               else ""))] if launch >= 1 else []
+    body = ns - launch
+    if prog is None:
+        rows.append(("Estimated", int(round(launch)), max(1, int(round(body))),
+                     f"{name}: roofline estimate, no program"))
+    elif spans:
+        scale = body / prog.result.total_ns if prog.result.total_ns else 1.0
+        note = []
+        if prog.extrapolated:
+            note.append("representative blocks, stretched")   # no numbers: keeps
+        elif how:                                                 # key_averages rows few
+            note.append(how)
+        suffix = f" [{'; '.join(note)}]" if note else ""
+        rows.extend((s.lane, int(round(launch + s.offset_ns * scale)),
+                     max(1, int(round(s.duration_ns * scale))), s.label + suffix) for s in spans)
+    _lanes(seq, rows)
+
+
+def _classify_reads(rec, base, name, args) -> None:
+    reads = getattr(base, "_reads", None)
+    if reads is None:
+        return
+    w = WEIGHT_ARG.get(normalize_name(name))
+    for j, b in reads.items():
+        a = args[j] if 0 <= j < len(args) else None
+        if j == w:
+            kind = "weights"
+        elif _layout(a) in SESSION.outputs:
+            kind = "intermediates"
+        else:
+            kind = "inputs"
+        rec.dma_bytes[kind] = rec.dma_bytes.get(kind, 0.0) + b
+
+
+def _layout(a):
+    if isinstance(a, tuple) and len(a) == 4 and isinstance(a[0], tuple):
+        return (a[0], a[1], str(a[2]))
+    return None
+
+
+def _remember_outputs(batch, _op_spec) -> None:
+    for _seq, _name, _d, _s, _args, outputs, preset in batch:
+        if preset >= 0:
+            continue
+        for o in outputs:
+            k = _layout(o)
+            if k is not None:
+                SESSION.outputs[k] = True
+    if len(SESSION.outputs) > 4096:
+        for k in list(SESSION.outputs)[:2048]:
+            del SESSION.outputs[k]
+
+
+def session_records(device_rows=None) -> list:
+    """The OpRecords of the current (or last) profiling session, merged per op name. With
+    `device_rows` [(name, ns), ...] from a trace, only the latest entries matching those rows are
+    used (a warm-up or an earlier session drained under the same logging flag is left out)."""
+    entries = SESSION.entries
+    if device_rows is not None:
+        want = {}
+        for k in device_rows:
+            want[k] = want.get(k, 0) + 1
+        picked = []
+        for name, ns, rec in reversed(entries):
+            if want.get((name, ns), 0) > 0:
+                want[(name, ns)] -= 1
+                picked.append((name, ns, rec))
+        entries = picked[::-1]
+    merged = {}
+    for name, _ns, rec in entries:
+        m = merged.get(name)
+        if m is None:
+            merged[name] = m = OpRecord(name)
+        m.add(rec)
+    return list(merged.values())
+

@@ -1,0 +1,13 @@
+"""Neuron Explorer-style views of simulated programs, torch-free: engine lanes for profiler traces,
+the Summary (active %, HFU/MFU/MBU, DMA bytes by kind, peaks, verdict, recommendations), reading a
+saved trace back, and matplotlib figures (plots.py, imported on demand)."""
+
+from .lanes import LaneSpan, lane_spans
+from .programs import OpProgram, op_program, program_of_result
+from .summary import (DMA_KINDS, ENGINES, OpRecord, Summary, format_text, record_of_program,
+                      summarize, summarize_result)
+from .trace import EXPLORER_KEY, load_trace, summary_from_trace
+
+__all__ = ["LaneSpan", "lane_spans", "OpProgram", "op_program", "program_of_result", "DMA_KINDS",
+           "ENGINES", "OpRecord", "Summary", "format_text", "record_of_program", "summarize",
+           "summarize_result", "EXPLORER_KEY", "load_trace", "summary_from_trace"]

@@ -1,0 +1,85 @@
+"""Read a saved torch.profiler / Chrome trace back into a Summary (for `neuron-sim explorer`).
+
+A trace written by `torch_neuronx.profiling.NeuronProfiler` carries the full summary under the
+top-level key `neuronExplorer` (Chrome's trace format allows extra top-level keys; Perfetto and
+chrome://tracing ignore them). Any other trace with neuron device rows is summarised from its
+events alone: device time per op from the device rows, engine activity from the engine-lane rows
+(each span's busy share is in its label); HFU, MFU, MBU and DMA bytes are then unknown and the
+summary says so."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .summary import DMA_KINDS, ENGINES, OpRecord, Summary, summarize
+
+EXPLORER_KEY = "neuronExplorer"
+_BUSY = re.compile(r"(\d+)% busy")
+
+
+def load_trace(path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _union(spans) -> float:
+    total, reach = 0.0, float("-inf")
+    for s, e in sorted(spans):
+        if e <= reach:
+            continue
+        total += e - max(s, reach)
+        reach = e
+    return total
+
+
+def device_events(trace: dict):
+    """(op rows, lane rows) of the neuron device in a Chrome trace."""
+    ops, lanes = [], []
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") != "X":
+            continue
+        args = e.get("args") or {}
+        if args.get("device_type") != "neuron":
+            continue
+        (lanes if "lane" in args else ops).append(e)
+    return ops, lanes
+
+
+def summary_from_trace(trace: dict) -> Summary:
+    if EXPLORER_KEY in trace and "summary" in trace[EXPLORER_KEY]:
+        return Summary.from_dict(trace[EXPLORER_KEY]["summary"])
+    ops, lanes = device_events(trace)
+    if not ops:
+        raise ValueError("no neuron device rows in this trace: profile with "
+                         "activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]")
+    recs = {}
+    for e in ops:
+        r = recs.setdefault(e["name"], OpRecord(e["name"]))
+        r.count += 1
+        r.device_ns += float(e.get("dur", 0.0)) * 1e3
+    busy = {k: 0.0 for k in ENGINES}
+    dma_spans = []
+    for e in lanes:
+        lane = e["args"]["lane"]
+        m = _BUSY.search(e.get("name", ""))
+        frac = int(m.group(1)) / 100.0 if m else 1.0
+        dur = float(e.get("dur", 0.0)) * 1e3
+        if lane.startswith("DMA"):
+            ts = float(e["ts"]) * 1e3
+            dma_spans.append((ts, ts + dur * frac))
+        elif lane in busy:
+            busy[lane] += dur * frac
+    busy["DMA"] = _union(dma_spans)
+    total = sum(r.device_ns for r in recs.values())
+    # engine time is known only region-wide: give it to one pseudo-record
+    carrier = OpRecord("(engine lanes)", 0, 0.0, engine_ns=busy)
+    s = summarize(list(recs.values()) + [carrier], chip="unknown", peak_flops=1.0,
+                  hbm_bytes_per_s=1.0, total_ns=total,
+                  notes=["summarised from trace events only (no neuronExplorer section): HFU, "
+                         "MFU, MBU, DMA bytes and memory peaks are unknown; DMA activity is the "
+                         "union of the busy parts of the DMA lanes"])
+    s.top_ops = [o for o in s.top_ops if o["name"] != "(engine lanes)"]
+    s.hfu = s.mfu = s.mbu = 0.0
+    s.dma_bytes = {k: 0.0 for k in DMA_KINDS}
+    return s
