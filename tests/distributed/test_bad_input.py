@@ -46,7 +46,8 @@ def test_a_rank_that_dies_does_not_hang_the_others():
     seen = result(results[0])
     assert seen is not None, describe(results)
     assert seen["error"] is not None
-    assert "rank 0" in seen["error"]["message"]
+    assert seen["error"]["type"] == "PeerLostError"
+    assert "rank 0 could not reach the other ranks of its group [0, 1]" in seen["error"]["message"]
     assert seen["seconds"] < 25          # the 20 s timeout at most
 
 

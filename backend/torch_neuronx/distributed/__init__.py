@@ -6,10 +6,10 @@ each collective's simulated NeuronLink time to the stream."""
 
 from .backend import CollectiveRecord, clear_collective_log, collective_log, placement, register
 from .errors import (CollectiveDeviceError, CollectiveMismatchError, DistributedSetupError,
-                     NeuronDistributedError)
+                     NeuronDistributedError, PeerLostError)
 
 register()
 
 __all__ = ["CollectiveDeviceError", "CollectiveMismatchError", "CollectiveRecord",
-           "DistributedSetupError", "NeuronDistributedError", "clear_collective_log",
+           "DistributedSetupError", "NeuronDistributedError", "PeerLostError", "clear_collective_log",
            "collective_log", "placement"]

@@ -28,7 +28,8 @@ from neuron_sim.collectives import estimate, fabric_for
 from .. import _C
 from . import placement as _placement
 from . import settings
-from .errors import CollectiveDeviceError, CollectiveMismatchError, DistributedSetupError
+from .errors import (CollectiveDeviceError, CollectiveMismatchError, DistributedSetupError,
+                     PeerLostError)
 
 # Ops whose every tensor must match across ranks, and which tensors ("in"/"out") to compare.
 _SAME_ON_ALL_RANKS = {
@@ -158,7 +159,7 @@ class Collectives:
         try:
             work.wait()
         except RuntimeError as e:
-            raise CollectiveMismatchError(
+            raise PeerLostError(
                 f"{op}: {self._who()} could not reach the other ranks of its group "
                 f"{list(self.global_ranks)} ({str(e).splitlines()[0]}). Another rank probably "
                 "failed or stopped calling collectives; see its error.") from None
@@ -252,7 +253,7 @@ def _handshake(store, p, timeout: timedelta) -> dict:
                 "smaller world_size.")
         time.sleep(0.02)
     cores = {}
-    for r, q in seen.items():
+    for r, q in sorted(seen.items()):
         key = (q["node"], q["core"])
         if key in cores:
             raise DistributedSetupError(

@@ -19,3 +19,7 @@ class CollectiveDeviceError(NeuronDistributedError, ValueError):
 
 class CollectiveMismatchError(NeuronDistributedError, ValueError):
     """Ranks called different collectives, or the same one with different shapes or dtypes."""
+
+
+class PeerLostError(NeuronDistributedError):
+    """Another rank of the group failed or stopped calling collectives."""
