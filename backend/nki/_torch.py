@@ -1,5 +1,6 @@
 """Kernels called with torch tensors that live on the ``neuron`` device, or are fake.
 
+- CPU tensors: NumPy views of them go to the simulator; results come back as CPU tensors.
 - ``neuron`` tensors: the kernel runs on the simulator against CPU copies (uncharged), results
   go back to the device, and the kernel's simulated time is charged to the current stream as
   one launch named ``nki::<kernel>``, so ``torch.Event`` timing and the profiler see it.
@@ -53,8 +54,39 @@ def hook(kernel, args, kwargs, opts):
         return _fake(kernel, args, kwargs, opts, tensors)
     dev = next((t.device for t in tensors if t.device.type == "neuron"), None)
     if dev is None:
-        return NotImplemented
+        return _on_cpu(kernel, args, kwargs, opts)
     return _on_device(kernel, args, kwargs, opts, dev)
+
+
+def _to_numpy(t):
+    """CPU torch tensor -> NumPy sharing memory (bf16 through its int16 bits: NumPy has no bf16)."""
+    import torch
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        from neuron_sim.nki import dtypes
+        return t.contiguous().view(torch.int16).numpy().view(dtypes.bfloat16)
+    return t.contiguous().numpy() if not t.is_contiguous() else t.numpy()
+
+
+def _from_numpy(a):
+    import numpy as np
+    import torch
+    from neuron_sim.nki import dtypes
+    if a.dtype == dtypes.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _on_cpu(kernel, args, kwargs, opts):
+    """CPU torch tensors in, CPU torch tensors out; in-place writes reach the input tensors."""
+    import numpy as np
+    conv = lambda a: _to_numpy(a) if _is_tensor(a) else a          # noqa: E731
+    np_args = [conv(a) for a in args]
+    out = launch.run(kernel, np_args, {k: conv(v) for k, v in kwargs.items()}, **opts)
+    for a, n in zip(args, np_args):        # contiguous tensors shared memory with their arrays already
+        if _is_tensor(a) and not a.is_contiguous():
+            a.copy_(_from_numpy(n))
+    return _map(out, lambda x: _from_numpy(x) if isinstance(x, np.ndarray) else x)
 
 
 def _fake(kernel, args, kwargs, opts, tensors):
@@ -89,7 +121,7 @@ def _on_device(kernel, args, kwargs, opts, dev):
     try:
         cpu_args = [a.cpu() if _is_tensor(a) and a.device.type == "neuron" else a for a in args]
         cpu_kwargs = {k: (v.cpu() if _is_tensor(v) and v.device.type == "neuron" else v) for k, v in kwargs.items()}
-        out = launch.run(kernel, cpu_args, cpu_kwargs, **opts)
+        out = _on_cpu(kernel, cpu_args, cpu_kwargs, opts)
         for a, c in zip(args, cpu_args):          # kernels may write their HBM inputs in place
             if _is_tensor(a) and a.device.type == "neuron" and c is not a:
                 a.copy_(c)

@@ -2,8 +2,9 @@
 
 One call traces the kernel once per program instance (``kernel[2](...)`` gives two), plans
 on-chip memory, builds one ISA program per NeuronCore and simulates it. The outputs come back
-as NumPy arrays (or CPU torch tensors when torch tensors went in); the simulated time, engine
-utilisation and findings are in ``KernelReport`` (``sim.report`` / ``nki.last_report()``).
+as NumPy arrays; the simulated time, engine utilisation and findings are in ``KernelReport``
+(``sim.report`` / ``nki.last_report()``). Torch tensors are handled by a launch hook that the
+``nki`` package installs (backend/nki/_torch.py): this package never imports torch.
 
 Environment [SimDoc]: ``NEURON_PLATFORM_TARGET_OVERRIDE`` picks the target, ``NKI_PRECISE_FP=0``
 stores low-precision floats as float32, ``NKI_SIMULATOR=1`` makes every ``@nki.jit`` call run
@@ -39,33 +40,6 @@ LAUNCH_HOOKS: list = []
 def last_report() -> KernelReport | None:
     """The report of the most recent kernel run in this process."""
     return _LAST_REPORT[0]
-
-
-# ---- argument conversion ---------------------------------------------------------------------
-def _is_torch(x):
-    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
-
-
-def _to_numpy(x):
-    """torch tensor -> NumPy (bf16 through int16 bits, so torch's missing bf16 NumPy type is fine)."""
-    t = x.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    name = str(t.dtype).replace("torch.", "")
-    if name == "bfloat16":
-        import torch
-        return t.contiguous().view(torch.int16).numpy().view(dtypes.bfloat16)
-    return t.contiguous().numpy()
-
-
-def _from_numpy(a, like):
-    import torch
-    if a.dtype == dtypes.bfloat16:
-        out = torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
-    else:
-        out = torch.from_numpy(np.ascontiguousarray(a))
-    dev = getattr(like, "device", None)
-    return out.to(dev) if dev is not None and dev.type != "cpu" else out
 
 
 # ---- the kernel object -------------------------------------------------------------------------
@@ -164,9 +138,7 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
         raise NkiLaunchError(f"LNC={lnc} needs Trn2 or Trn3; {target.name} has no logical NeuronCores "
                              "(launch kernel[1] or pick platform_target='trn2')")
 
-    torch_like = next((a for a in list(args) + list(kwargs.values()) if _is_torch(a)), None)
-    np_args = [(_to_numpy(a) if _is_torch(a) else a) for a in args]
-    np_kwargs = {k: (_to_numpy(v) if _is_torch(v) else v) for k, v in kwargs.items()}
+    np_args, np_kwargs = list(args), dict(kwargs)     # torch tensors were converted by the hook
 
     inputs = {}          # id(user array) -> Storage, shared by all program instances (shared HBM)
     barrier = threading.Barrier(n_prog) if n_prog > 1 else None
@@ -205,10 +177,7 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
     _LAST_REPORT[0] = report
 
     _copy_back_inputs(inputs)
-    out = _collect(results, traces)
-    if torch_like is not None:
-        out = _map(out, lambda a: _from_numpy(a, torch_like))
-    return out
+    return _collect(results, traces)
 
 
 def _run_programs(kernel, traces, calls):
@@ -276,16 +245,6 @@ def _copy_back_inputs(inputs):
                 user[mask] = vals[mask]
         except (TypeError, ValueError):
             pass
-
-
-def _map(x, f):
-    if isinstance(x, tuple):
-        return tuple(_map(v, f) for v in x)
-    if isinstance(x, list):
-        return [_map(v, f) for v in x]
-    if isinstance(x, dict):
-        return {k: _map(v, f) for k, v in x.items()}
-    return f(x) if isinstance(x, np.ndarray) else x
 
 
 def _collect(results, traces):
