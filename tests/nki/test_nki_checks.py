@@ -287,3 +287,18 @@ def test_psum_tile_must_not_straddle_a_bank():
     with pytest.raises(nki.NkiCapacityError, match="straddles a 2048-byte bank boundary") as e:
         sim(psum_across_banks, X)
     check_points_here(e.value, "here:bank")
+
+
+@nki.jit
+def five_free_dims(x):
+    t = nl.ndarray((128, 2, 3, 5, 7, 11), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    u = nl.ndarray((128, 11, 7, 5, 3, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=u, src=t.permute((0, 5, 4, 3, 2, 1)))   # here:dims
+    return x
+
+
+def test_access_pattern_free_dimension_limit():
+    with pytest.raises(nki.NkiValidationError, match="5 free dimensions") as e:
+        sim(five_free_dims, X)
+    check_points_here(e.value, "here:dims")

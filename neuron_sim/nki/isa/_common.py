@@ -17,6 +17,8 @@ from .enums import engine
 
 # Which memories each engine can reach [ArchV2] [ArchV3]: TensorE reads SBUF, writes PSUM;
 # GpSimd has no PSUM port; DMA moves between HBM and SBUF (no DMA path into PSUM is documented).
+MAX_FREE_DIMS = 4
+
 _REACH = {
     "vector": {"sbuf", "psum"}, "scalar": {"sbuf", "psum"}, "gpsimd": {"sbuf"},
     "dma": {"sbuf", "hbm", "shared_hbm", "private_hbm"},
@@ -55,7 +57,23 @@ class _Ctx:
             self.fail(f"operand {operand!r} ({t.storage.describe()}) must be in "
                       f"{' or '.join(b.upper() for b in allowed)}, found {t.buffer.upper()}")
         self.partitions(t, operand)
+        self.pattern_dims(t, operand)
         return t
+
+    def pattern_dims(self, t, operand):
+        """An engine access pattern has at most 4 free dimensions [ArchV2] [nki-aps]: count the
+        view's free dimensions after merging the ones that are contiguous with each other."""
+        dims = [(n, s) for n, s in zip(t.shape[1:], t.strides[1:]) if n != 1]
+        merged = 0
+        prev = None
+        for n, s in dims:
+            if prev is None or prev[1] != n * s:
+                merged += 1
+            prev = (n, s)
+        if merged > MAX_FREE_DIMS:
+            self.fail(f"operand {operand!r} needs an access pattern with {merged} free dimensions "
+                      f"(view shape {list(t.shape)}, strides {list(t.strides)}); the engines take at most "
+                      f"{MAX_FREE_DIMS}: copy it to a contiguous tile first")
 
     def partitions(self, t, operand):
         if not t.on_chip:
