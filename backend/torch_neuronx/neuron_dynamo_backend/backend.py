@@ -27,7 +27,7 @@ from torch._dynamo.backends.common import aot_autograd
 from .. import _C
 from . import cache, metrics
 from .errors import CPUInputError, DynamicShapeError, NEFFCompilationError
-from .graph_cost import COST_SOURCE, GraphCost, Target, cost_graph
+from .graph_cost import GraphCost, Target, cost_graph, cost_model_version
 from .options import CompileOptions
 
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
@@ -232,7 +232,7 @@ def _compile_or_load(gm, example_inputs, opts: CompileOptions):
     from ..settings import get as setting
     target = _target()
     key = cache.make_key(gm.code, _input_signature(example_inputs), target.key(),
-                         setting("NEURON_CC_FLAGS"), COST_SOURCE)
+                         setting("NEURON_CC_FLAGS"), cost_model_version())
     if opts.use_cache:
         try:
             payload = cache.load(key)

@@ -20,8 +20,11 @@ backend's own liveness scan of the graph (`analytic.analyse` on `graph_spec.desc
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import operator
+import pathlib
 
 import torch
 
@@ -45,6 +48,20 @@ def _lowering():
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
 
 COST_SOURCE = LOWERED if _lowering() is not None else INTERIM
+
+
+@functools.lru_cache(maxsize=1)
+def cost_model_version() -> str:
+    """A digest of the simulator's and this package's sources: the "compiler version" part of
+    the compile-cache key, so a changed lowering or timing model never serves stale times."""
+    import neuron_sim
+    h = hashlib.sha256(COST_SOURCE.encode())
+    for root in (pathlib.Path(neuron_sim.__file__).parent, pathlib.Path(__file__).parent):
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".json") and path.is_file():
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _no_lowering() -> frozenset:
@@ -71,33 +88,32 @@ def _check_lowerable(spec: GraphSpec) -> None:
 _program_cache = {}    # ("op", key, chip, lnc) -> Timing, shared by every graph of the process
 
 
-def _convert(a, lower):
-    """An FX argument as the lowering sees it: tensors as TensorSpec with the graph's ids."""
-    if isinstance(a, torch.fx.Node):
-        val = a.meta.get("val")
-        if isinstance(val, torch.Tensor):
-            return lower.TensorSpec(tuple(int(x) for x in val.shape), _dtype_name(val.dtype),
-                                    tuple(int(x) for x in val.stride()), id=_node_id(a),
-                                    on_device=val.device.type != "cpu" or val.dim() > 0)
-        if isinstance(val, (torch.SymInt, int, float, bool)):
-            return int(val) if isinstance(val, torch.SymInt) else val
-        return None
-    if isinstance(a, (list, tuple)):
-        return type(a)(_convert(x, lower) for x in a)
-    if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
-        return str(a).replace("torch.", "")
-    return a
-
-
-def _node_id(node: torch.fx.Node):
-    if node.target is operator.getitem:
-        src, pos = node.args
-        return (src.name, pos)
-    return (node.name, 0)
-
-
 def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
-    """(OpSpecs in execution order, ids of the graph outputs)."""
+    """(OpSpecs in execution order, ids of the graph outputs). Every value has its own
+    identity, views included: a consumer of a view of an intermediate reads it from HBM.
+    (Giving reshapes their input's identity was tried: the lowering then timed the GPT forward
+    graph 27% slower, so views stay conservative.)"""
+    def ident(node, pos=0):
+        if node.target is operator.getitem:
+            node, pos = node.args
+        return (node.name, pos)
+
+    def convert(a):
+        if isinstance(a, torch.fx.Node):
+            val = a.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                return lower.TensorSpec(tuple(int(x) for x in val.shape), _dtype_name(val.dtype),
+                                        tuple(int(x) for x in val.stride()), id=ident(a),
+                                        on_device=val.device.type != "cpu" or val.dim() > 0)
+            if isinstance(val, (torch.SymInt, int, float, bool)):
+                return int(val) if isinstance(val, torch.SymInt) else val
+            return None
+        if isinstance(a, (list, tuple)):
+            return type(a)(convert(x) for x in a)
+        if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+            return str(a).replace("torch.", "")
+        return a
+
     ops = []
     live = set()
     for node in gm.graph.nodes:
@@ -105,15 +121,14 @@ def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
             val = node.meta.get("val")
             vals = [val] if isinstance(val, torch.Tensor) else (
                 list(val) if isinstance(val, (tuple, list)) else [])
+            name = node.target.name()
             outs = tuple(lower.TensorSpec(tuple(int(x) for x in v.shape), _dtype_name(v.dtype),
-                                          tuple(int(x) for x in v.stride()),
-                                          id=(node.name, i))
+                                          tuple(int(x) for x in v.stride()), id=ident(node, i))
                          for i, v in enumerate(vals) if isinstance(v, torch.Tensor))
-            ops.append(lower.OpSpec(node.target.name(),
-                                    tuple(_convert(a, lower) for a in node.args), outs,
-                                    {k: _convert(v, lower) for k, v in node.kwargs.items()}))
+            ops.append(lower.OpSpec(name, tuple(convert(a) for a in node.args), outs,
+                                    {k: convert(v) for k, v in node.kwargs.items()}))
         elif node.op == "output":
-            torch.fx.node.map_arg(node.args, lambda n: live.add(_node_id(n)))
+            torch.fx.node.map_arg(node.args, lambda n: live.add(ident(n)))
     return ops, live
 
 
