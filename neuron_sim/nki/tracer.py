@@ -43,35 +43,28 @@ def user_loc() -> tuple[str, int] | None:
     return None
 
 
-class Access:
-    """The memory one operand touches: partitions [p0, p0+np) x bytes [lo, hi) of a storage."""
-
-    __slots__ = ("storage", "p0", "np", "lo", "hi", "elems")
-
-    def __init__(self, t: NkiTensor):
-        self.storage = t.storage
-        self.p0 = t.partition_start
-        self.np = t.num_partitions
-        self.lo, self.hi = t.byte_extent()
-        self.elems = t.free_size
-
-    def __repr__(self):
-        return f"{self.storage.name}[p{self.p0}:{self.p0 + self.np}, b{self.lo}:{self.hi}]"
-
-
 class Instr:
     """One ISA instruction of the traced program."""
 
-    __slots__ = ("index", "op", "engine", "reads", "writes", "attrs", "loc", "rviews", "wviews")
+    __slots__ = ("index", "op", "engine", "reads", "writes", "attrs", "loc")
 
-    def __init__(self, index, op, engine, reads, writes, attrs, loc, rviews=(), wviews=()):
+    def __init__(self, index, op, engine, reads, writes, attrs, loc):
         self.index, self.op, self.engine = index, op, engine
-        self.reads, self.writes, self.attrs, self.loc = reads, writes, attrs, loc
-        self.rviews, self.wviews = rviews, wviews      # the operand views, in call order
+        self.reads, self.writes = reads, writes        # the operand views (NkiTensor), in call order
+        self.attrs, self.loc = attrs, loc
+
+    @property
+    def rviews(self):
+        return self.reads
+
+    @property
+    def wviews(self):
+        return self.writes
 
     def __repr__(self):
         where = f"{os.path.basename(self.loc[0])}:{self.loc[1]}" if self.loc else "?"
-        return f"#{self.index} {self.engine}.{self.op} w={self.writes} r={self.reads} @ {where}"
+        names = lambda vs: [f"{v.storage.name}{list(v.shape)}" for v in vs]     # noqa: E731
+        return f"#{self.index} {self.engine}.{self.op} w={names(self.writes)} r={names(self.reads)} @ {where}"
 
 
 @dataclass
@@ -140,17 +133,15 @@ class KernelTrace:
         """Record an instruction. ``reads``/``writes`` are tensors (views)."""
         loc = loc or user_loc()
         idx = len(self.instrs)
-        rv = tuple(t for t in reads if isinstance(t, NkiTensor))
-        wv = tuple(t for t in writes if isinstance(t, NkiTensor))
-        r = tuple(Access(t) for t in rv)
-        w = tuple(Access(t) for t in wv)
+        r = tuple(t for t in reads if isinstance(t, NkiTensor))
+        w = tuple(t for t in writes if isinstance(t, NkiTensor))
         for a in r + w:
             s = a.storage
             if s.first_use is None:
                 s.first_use = idx
             s.last_use = idx
             s.uses += 1
-        ins = Instr(idx, op, engine, r, w, attrs or {}, loc, rv, wv)
+        ins = Instr(idx, op, engine, r, w, attrs or {}, loc)
         self.instrs.append(ins)
         return ins
 
