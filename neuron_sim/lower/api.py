@@ -125,6 +125,11 @@ def lower_op(op: OpSpec, chip="trn2", lnc: int = 1) -> Timing:
                             "time it with neuron_sim.lower.estimate or add a @lowers rule")
 
     op = _with_ids(op, lambda t, is_out, k: ("o" if is_out else "x", k))
+    if (op.outputs and all(o.numel == 0 for o in op.outputs)) or \
+            (not op.outputs and op.inputs and all(t.numel == 0 for t in op.inputs)):
+        # zero-element result: nothing to move or compute
+        return Timing(0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0, ops=(op.name,),
+                      note="empty tensors")
 
     def emit(ctx):
         rule(ctx, op)

@@ -177,3 +177,13 @@ def test_import_without_torch():
     code = "import sys; sys.modules['torch'] = None; import neuron_sim.lower; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize("op", [
+    OpSpec("aten::exp", (T((1, 0, 3)),), (T((1, 0, 3)),)),
+    OpSpec("aten::mm", (T((0, 5)), T((5, 10))), (T((0, 10)),)),
+    OpSpec("aten::mm", (T((4, 0)), T((0, 10))), (T((4, 10)),)),
+], ids=["empty-exp", "empty-mm", "k0-mm"])
+def test_empty_tensors_lower(op):
+    t = lower_op(op)
+    assert not t.estimated and t.total_ns >= 0

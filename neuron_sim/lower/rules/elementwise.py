@@ -76,6 +76,16 @@ _ACT_FUNCS = {
     "aten::hardtanh": "relu", "aten::hardswish": "silu", "aten::hardsigmoid": "sigmoid",
     "aten::logit": "log", "aten::erfinv": "erf", "aten::relu6": "relu", "aten::celu": "relu",
     "aten::selu": "relu", "aten::_log_softmax_stable": "log",
+    # functions without their own ScalarE table are charged as one activation (the cost of an
+    # activation does not depend on the function [ISAcost]); e.g. asin via arctan/sqrt forms
+    "aten::acos": "arctan", "aten::asin": "arctan", "aten::asinh": "log", "aten::acosh": "log",
+    "aten::atanh": "log", "aten::sinh": "exp", "aten::cosh": "exp", "aten::tan": "sin",
+    "aten::erfc": "erf", "aten::digamma": "log", "aten::lgamma": "log", "aten::sgn": "sign",
+    "aten::sinc": "sin", "aten::hardshrink": "relu", "aten::softshrink": "relu",
+    "aten::log_sigmoid_forward": "softplus", "aten::i0": "exp", "aten::special_i0e": "exp",
+    "aten::special_i1": "exp", "aten::special_i1e": "exp", "aten::special_ndtri": "erf",
+    "aten::special_log_ndtr": "erf", "aten::special_erfcx": "erf", "aten::special_entr": "log",
+    "aten::special_xlog1py": "log", "aten::polygamma": "log", "aten::_prelu_kernel": "relu",
 }
 
 
@@ -129,6 +139,8 @@ _BINARY = {
     "aten::threshold_backward": "multiply", "aten::hardtanh_backward": "multiply",
     "aten::leaky_relu_backward": "multiply", "aten::elu_backward": "multiply",
     "aten::relu_backward": "multiply", "aten::isclose": "less_equal",
+    "aten::logaddexp": "maximum", "aten::logaddexp2": "maximum", "aten::nextafter": "add",
+    "aten::igamma": "multiply", "aten::igammac": "multiply", "aten::special_zeta": "multiply",
 }
 
 

@@ -84,6 +84,9 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     B once, A once per N panel. The repeated block is one M tile of one panel."""
     b = ctx.b
     chip = ctx.chip
+    if K == 0 or M == 0 or N == 0:      # empty contraction: the output is zeros (or bias)
+        ctx.stream(out, [], lambda s, d, p, f, j: b.memset(d[0], 0.0))
+        return
     dtype = dtype or a.spec.dtype
     if dtype in ("int32", "int8", "uint8", "bool", "int16", "uint32"):
         dtype = "float32"     # matmul has no integer data path: converted to FP32 [DTypes]
