@@ -4,6 +4,8 @@
   neuron-sim chips              chips with clocks, SBUF, capabilities
   neuron-sim assumptions        every assumed hardware number with its reasoning
   neuron-sim calibrate          the calibration table (same as python -m neuron_sim.calibrate)
+  neuron-sim explorer TRACE     Explorer-style summary of a saved torch.profiler trace.json
+                                (--top N, --json, --plot out.png)
 """
 
 from __future__ import annotations
@@ -40,11 +42,40 @@ def _assumptions() -> None:
         print(f"{a.name} [{a.unit}] = {a.values}\n    {a.reasoning}\n")
 
 
+def _explorer(args) -> int:
+    import json
+
+    from .explorer import load_trace, summary_from_trace
+    if not args.trace:
+        print("neuron-sim explorer: give the trace.json to read (torch.profiler's "
+              "export_chrome_trace or torch_neuronx.profiling.NeuronProfiler output)",
+              file=sys.stderr)
+        return 2
+    try:
+        s = summary_from_trace(load_trace(args.trace))
+    except (OSError, ValueError) as e:
+        print(f"neuron-sim explorer: {args.trace}: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(s.to_dict(), indent=1) if args.json else s.text(args.top))
+    if args.plot:
+        from .explorer.plots import plot_summary
+        plot_summary(s, args.top).savefig(args.plot, dpi=100)
+        print(f"figure written to {args.plot}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="neuron-sim", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["instances", "chips", "assumptions", "calibrate"])
+    ap.add_argument("command", choices=["instances", "chips", "assumptions", "calibrate",
+                                        "explorer"])
+    ap.add_argument("trace", nargs="?", help="explorer: a trace.json written by torch.profiler")
+    ap.add_argument("--top", type=int, default=10, help="explorer: ops listed")
+    ap.add_argument("--json", action="store_true", help="explorer: print the summary as JSON")
+    ap.add_argument("--plot", metavar="PNG", help="explorer: also save the summary figure")
     args = ap.parse_args(argv)
+    if args.command == "explorer":
+        return _explorer(args)
     if args.command == "calibrate":
         from .calibrate import format_table, run
         print(format_table(run()))

@@ -143,7 +143,7 @@ def recommendations(s: Summary) -> list:
             "batch, keep weights resident, use bf16 instead of fp32.",
             f"DMA active {100 * act['DMA']:.0f}%",
             f">= {100 * DMA_BOUND_ACTIVE:.0f}% and >= {DMA_BOUND_RATIO}x compute")
-    if tensor_busy >= MATMUL_TIME_SHARE and s.hfu < LOW_TENSOR_UTIL:
+    if s.tensor_flops > 0 and tensor_busy >= MATMUL_TIME_SHARE and s.hfu < LOW_TENSOR_UTIL:
         rec(1.0 - s.hfu, "Low TensorE utilisation",
             f"HFU is {100 * s.hfu:.1f}% while TensorE is busy {100 * tensor_busy:.0f}% of the time:"
             " the PE array runs partly empty (matmul dimensions below 128, small moving tiles) or "

@@ -13,7 +13,8 @@ Device rows come from the Kineto plugin (backend/csrc/profiler); per-engine lane
 
 from .config import NeuronConfig, ProfileMode
 from .hook import LANE_SETTINGS, OPTIONS as lane_options
-from .profiler import NeuronProfiler, device_rows, explorer_summary, profile_call
+from .profiler import (NeuronProfiler, add_analysis_fields, device_rows, explorer_summary,
+                       prepare_trace, profile_call)
 
 __all__ = ["NeuronConfig", "ProfileMode", "NeuronProfiler", "explorer_summary", "profile_call",
-           "device_rows", "lane_options", "LANE_SETTINGS"]
+           "device_rows", "lane_options", "LANE_SETTINGS", "add_analysis_fields", "prepare_trace"]
