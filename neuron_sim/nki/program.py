@@ -71,6 +71,7 @@ class _Mapper:
     def __init__(self, plan):
         self.plan = plan
         self.tensors = {}
+        self.geometry = {}
 
     def tensor(self, st, index):
         t = self.tensors.get(st.id)
@@ -84,18 +85,30 @@ class _Mapper:
     def ap(self, v: NkiTensor, index) -> AccessPattern:
         st = v.storage
         t = self.tensor(st, index)
-        span = sum((n - 1) * s for n, s in zip(v.shape[1:], v.strides[1:]) if n > 0)
+        key = (v.shape, v.strides, st.on_chip)
+        geo = self.geometry.get(key)
+        if geo is None:       # views of the same shape and strides recur thousands of times
+            if st.on_chip or v.ndim >= 2:
+                span = 0
+                for n, s in zip(v.shape[1:], v.strides[1:]):
+                    if n > 0:
+                        span += (n - 1) * s
+                geo = (_merge_dims(v.shape[1:], v.strides[1:]), span + (0 if st.on_chip else (v.shape[0] - 1) * v.strides[0]))
+            else:
+                geo = (_merge_dims(v.shape, v.strides), (v.shape[0] - 1) * v.strides[0])
+            self.geometry[key] = geo
+        dims, span = geo
         if st.on_chip:
             p0 = t.partition_start + v.partition_start
             lo = v.offset % st.free_elems
-            ap = _AP(t, p0, v.shape[0], lo, _merge_dims(v.shape[1:], v.strides[1:]), 1)
+            ap = _AP(t, p0, v.shape[0], lo, dims, 1)
             box = (p0, p0 + v.shape[0], lo, lo + span + 1)
         elif v.ndim >= 2:
-            ap = _AP(t, 0, v.shape[0], v.offset, _merge_dims(v.shape[1:], v.strides[1:]), v.strides[0])
-            box = (0, 1, v.offset, v.offset + (v.shape[0] - 1) * v.strides[0] + span + 1)
+            ap = _AP(t, 0, v.shape[0], v.offset, dims, v.strides[0])
+            box = (0, 1, v.offset, v.offset + span + 1)
         else:
-            ap = _AP(t, 0, 1, v.offset, _merge_dims(v.shape, v.strides), 1)
-            box = (0, 1, v.offset, v.offset + (v.shape[0] - 1) * v.strides[0] + 1)
+            ap = _AP(t, 0, 1, v.offset, dims, 1)
+            box = (0, 1, v.offset, v.offset + span + 1)
         object.__setattr__(ap, "_box", box)
         return ap
 
