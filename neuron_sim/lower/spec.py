@@ -16,6 +16,7 @@ from math import prod
 DTYPE_ALIASES = {
     "float64": "float32", "double": "float32", "float": "float32", "int64": "int32",
     "long": "int32", "uint64": "uint32", "half": "float16", "complex64": "float32",
+    "complex128": "float32", "complex32": "float16", "uint16": "uint16",
     "float8_e4m3fnuz": "float8_e4m3", "float8_e5m2fnuz": "float8_e5m2",
 }
 

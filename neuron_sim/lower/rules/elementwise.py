@@ -86,6 +86,7 @@ _ACT_FUNCS = {
     "aten::special_i1": "exp", "aten::special_i1e": "exp", "aten::special_ndtri": "erf",
     "aten::special_log_ndtr": "erf", "aten::special_erfcx": "erf", "aten::special_entr": "log",
     "aten::special_xlog1py": "log", "aten::polygamma": "log", "aten::_prelu_kernel": "relu",
+    "aten::glu": "sigmoid",
 }
 
 
@@ -154,7 +155,7 @@ def binary(ctx, op):
 
 
 # ---- ternary ------------------------------------------------------------------------------------
-@lowers("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::where",
+@lowers("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::where", "aten::addr",
         "aten::_masked_scale", "aten::masked_scatter")
 def ternary(ctx, op):
     name = op.op

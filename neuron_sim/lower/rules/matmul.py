@@ -92,6 +92,9 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         dtype = "float32"     # matmul has no integer data path: converted to FP32 [DTypes]
     if dtype != bm.spec.dtype and "float32" in (dtype, bm.spec.dtype):
         dtype = "float32"
+    if dtype == "float8_e4m3fn" and not chip.has_mx_matmul:
+        # OCP e4m3fn is NC-v4 only; Trn2 runs its own FP8 e4m3 (checkpoints are rescaled)
+        dtype = "float8_e4m3"
     double = dtype in FP8 and chip.has_fp8_double_row
     rows = 2 if double else 1
     KT = 128 * rows
@@ -176,7 +179,8 @@ def _batch_stride(t: TensorSpec):
 
 
 @lowers("aten::mm", "aten::bmm", "aten::matmul", "aten::mv", "aten::dot", "aten::vdot",
-        "aten::inner", "aten::_grouped_mm")
+        "aten::inner", "aten::_grouped_mm", "aten::_scaled_mm", "aten::_scaled_mm_v2",
+        "aten::_scaled_grouped_mm")
 def mm(ctx, op):
     a, bt = op.inputs[0], op.inputs[1]
     if a.ndim == 1 and bt.ndim == 1:       # dot

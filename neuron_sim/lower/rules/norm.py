@@ -308,13 +308,16 @@ def _param_tile(ctx, t: TensorSpec, p, n):
 @lowers("aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
         "aten::native_batch_norm", "aten::_native_batch_norm_legit",
         "aten::_native_batch_norm_legit_no_training", "aten::batch_norm",
-        "aten::native_group_norm", "aten::group_norm", "aten::instance_norm")
+        "aten::native_group_norm", "aten::group_norm", "aten::instance_norm",
+        "aten::_batch_norm_with_update", "aten::_native_batch_norm_legit_functional",
+        "aten::_batch_norm_no_update")
 def layer_norm(ctx, op):
     x, out = op.inputs[0], op.outputs[0]
     rms = op.op in ("aten::rms_norm", "aten::_fused_rms_norm")
     rest = op.inputs[1:]
     params = [t for t in rest if t.ndim == 1 and t.numel > 1][:2]
-    if op.op.startswith(("aten::native_batch_norm", "aten::_native_batch_norm", "aten::batch_norm")) \
+    if op.op.startswith(("aten::native_batch_norm", "aten::_native_batch_norm", "aten::batch_norm",
+                         "aten::_batch_norm")) \
             and x.ndim >= 2:
         # channels on partitions: rows = channels, row length = N * spatial
         c = x.shape[1]
