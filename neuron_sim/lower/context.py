@@ -200,8 +200,18 @@ class LowerCtx:
         self._resident[self.key(t)] = r
         self._resident_bytes += nbytes
 
+    def needs_store(self, t: TensorSpec) -> bool:
+        """An output goes to HBM unless the caller said it is dead outside the sequence
+        (`live_outputs`) AND no later op needs it from HBM (it is resident, or unread)."""
+        if self.live is None or t.id is None:
+            return True
+        k = self.key(t)
+        if k in self.live:
+            return True
+        return k in self.consumed_later and k not in self._resident
+
     def store(self, t: TensorSpec, tile, p: int, cols: int, j: int, f: int):
-        if self.live is not None and self.key(t) not in self.live and t.id is not None:
+        if not self.needs_store(t):
             return None
         src = tile if isinstance(tile, AccessPattern) else tile.ap()
         return self.b.dma_copy(self.hbm_chunk(t, p, cols, j * f, f), src)

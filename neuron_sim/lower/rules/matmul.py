@@ -119,7 +119,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         b.dma_copy(bias_tile, AccessPattern(ctx.hbm(bias), 0, MT, 0, ((BN, 1),), 0))
     b_tiles, cur_panel, ot, npanel = {}, None, 0, 0
     b_slots = 2 if 2 * kt_n * BN * rows * isz <= PANEL_BUDGET else 1   # double-buffer small panels
-    store = ctx.live is None or out.id is None or ctx.key(out) in ctx.live
+    store = ctx.needs_store(out)
     for blk in range(n):
         bi, rest = divmod(blk, panels * m_tiles)
         pi, mi = divmod(rest, m_tiles)

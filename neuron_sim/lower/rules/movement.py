@@ -47,7 +47,7 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
     isz = itemsize(src.dtype)
     per = max(1, int((4 << 20) // max(run * isz, 1)))
     hs, hd = ctx.hbm(src), ctx.hbm(out)
-    if ctx.live is not None and out.id is not None and ctx.key(out) not in ctx.live:
+    if not ctx.needs_store(out):
         return
     for r0 in range(0, rows, per):
         rn = min(per, rows - r0)
