@@ -38,6 +38,9 @@ LANE_SETTINGS = [
             "Lane spans per op in total (compute lanes first, then the busiest DMA queues)."),
     Setting("NEURON_SIM_PROFILE_DMA_LANES", str, "queues",
             "'queues': one lane per DMA queue ('DMA q3'); 'one': all queues in one 'DMA' lane."),
+    Setting("NEURON_SIM_PROFILE_MAX_LANE_ROWS", int, 100_000,
+            "Lane rows per profiling session (about 24 MB of trace); later ops keep their device "
+            "row and their summary record but get no lanes."),
 ]
 _SETTING = {s.name: s for s in LANE_SETTINGS}
 
@@ -48,12 +51,14 @@ class LaneOptions:
     max_spans_per_lane: int = 4
     max_spans_per_op: int = 24
     dma: str = "queues"
+    max_rows: int = 100_000
 
     @classmethod
     def from_env(cls) -> "LaneOptions":
         g = {k: s.read() for k, s in _SETTING.items()}
         return cls(g["NEURON_SIM_PROFILE_LANES"], g["NEURON_SIM_PROFILE_MAX_SPANS_PER_LANE"],
-                   g["NEURON_SIM_PROFILE_MAX_SPANS_PER_OP"], g["NEURON_SIM_PROFILE_DMA_LANES"])
+                   g["NEURON_SIM_PROFILE_MAX_SPANS_PER_OP"], g["NEURON_SIM_PROFILE_DMA_LANES"],
+                   g["NEURON_SIM_PROFILE_MAX_LANE_ROWS"])
 
 
 OPTIONS = LaneOptions.from_env()
@@ -73,10 +78,13 @@ class _Session:
         self.entries = []
         self.outputs = {}        # layout key -> True: outputs written by device ops (bounded)
         self.open = False
+        self.lane_rows = 0       # rows attached so far (bounded by LaneOptions.max_rows)
+        self.lanes_dropped = 0   # ops left without lanes once the budget was spent
 
 
 SESSION = _Session()
 _programs: dict = {}         # (op key, chip, lnc) -> (OpProgram | None, base spans, base record)
+_rows: dict = {}             # (program key, ns, launch, how) -> lane rows (steady state: lookups)
 
 
 def on_drain(model, batch, out) -> None:
@@ -86,6 +94,8 @@ def on_drain(model, batch, out) -> None:
     if not SESSION.open:          # first drain of a new profiling session
         SESSION.entries.clear()
         SESSION.outputs.clear()
+        SESSION.lane_rows = SESSION.lanes_dropped = 0
+        _rows.clear()
         SESSION.open = True
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
@@ -134,8 +144,13 @@ def on_drain(model, batch, out) -> None:
 
 
 def _lanes(seq, spans) -> None:
-    if OPTIONS.enabled and spans:
-        _C._record_lanes(seq, spans)
+    if not (OPTIONS.enabled and spans):
+        return
+    if SESSION.lane_rows + len(spans) > OPTIONS.max_rows:
+        SESSION.lanes_dropped += 1
+        return
+    SESSION.lane_rows += len(spans)
+    _C._record_lanes(seq, spans)
 
 
 def _program(model, key, name, args, outputs, t):
@@ -216,10 +231,22 @@ def _emit(model, batch, out, g, launch_ns, how) -> None:
                    base.estimated)
     _classify_reads(rec, base, name, args)
     SESSION.entries.append((name, ns, rec))
-    if not OPTIONS.enabled:
+    if not OPTIONS.enabled or SESSION.lane_rows >= OPTIONS.max_rows:
+        SESSION.lanes_dropped += OPTIONS.enabled
         return
-    rows = [("Runtime", 0, max(1, int(round(launch))), "launch" + (" share (AEE group)" if how
-                                                               else ""))] if launch >= 1 else []
+    rk = (key, ns, int(round(launch)), how)
+    rows = _rows.get(rk)
+    if rows is None:
+        if len(_rows) > 50_000:
+            _rows.clear()
+        rows = _rows[rk] = _lane_rows(name, prog, spans, ns, launch, how)
+    _lanes(seq, rows)
+
+
+def _lane_rows(name, prog, spans, ns, launch, how) -> list:
+    # The launch gets its own span only for a standalone op: in an AEE group it is shared.
+    rows = [("Runtime", 0, max(1, int(round(launch))), "launch")] if launch >= 1 and not how \
+        else []
     body = ns - launch
     if prog is None:
         rows.append(("Estimated", int(round(launch)), max(1, int(round(body))),
@@ -234,7 +261,7 @@ def _emit(model, batch, out, g, launch_ns, how) -> None:
         suffix = f" [{'; '.join(note)}]" if note else ""
         rows.extend((s.lane, int(round(launch + s.offset_ns * scale)),
                      max(1, int(round(s.duration_ns * scale))), s.label + suffix) for s in spans)
-    _lanes(seq, rows)
+    return rows
 
 
 def _classify_reads(rec, base, name, args) -> None:

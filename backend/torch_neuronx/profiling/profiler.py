@@ -73,6 +73,10 @@ def explorer_summary(prof=None, *, notes=()) -> Summary:
     if rows is not None and len(rows) != sum(r.count for r in recs):
         notes.append(f"{len(rows)} device rows in the trace, {sum(r.count for r in recs)} "
                      "matched to simulated programs")
+    from .hook import OPTIONS, SESSION
+    if SESSION.lanes_dropped:
+        notes.append(f"{SESSION.lanes_dropped} ops got no engine lanes: the session's lane budget "
+                     f"({OPTIONS.max_rows} rows, NEURON_SIM_PROFILE_MAX_LANE_ROWS) was spent")
     notes.append("DMA bytes by kind: weights = the weight operand of matmul-family ops; "
                  "intermediates = reads matching an earlier output's shape/dtype; AEE-fused ops "
                  "are itemised by their own programs")
@@ -160,14 +164,14 @@ class NeuronProfiler:
         os.remove(tmp)
         dropped = self._filter(trace)
         add_analysis_fields(trace)
-        notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows"] \
+        notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows (lanes of uncaptured cores or past the cap)"] \
             if dropped else []
         s = explorer_summary(prof, notes=notes)
         m = _cost_model()
         trace[EXPLORER_KEY] = {"simulated": True, "instance": m.instance.name, "lnc": m.lnc,
                                "modes": [x.name for x in cfg.modes], "summary": s.to_dict()}
         with open(os.path.join(out, "trace.json"), "w") as f:
-            json.dump(trace, f)
+            json.dump(trace, f, separators=(",", ":"))
         manifest = {"simulated": True, "note": "neuron-sim has no hardware capture; each mode "
                     "lists what the simulator wrote instead", "modes": {}}
         for mode in cfg.modes:
@@ -193,7 +197,9 @@ class NeuronProfiler:
         return out
 
     def _filter(self, trace) -> int:
-        """Apply capture_enabled_for_nc and max_events_per_nc to the device rows."""
+        """capture_enabled_for_nc keeps the device rows of those cores; max_events_per_nc caps
+        the instruction-level rows (engine lanes) per core, as on hardware it caps captured
+        events. Op rows always stay: they carry the device time."""
         cores, cap = self.config.cores, self.config.max_events_per_nc
         if cores is None and cap is None:
             return 0
@@ -204,6 +210,9 @@ class NeuronProfiler:
                 nc = e.get("pid")
                 if cores is not None and nc not in cores:
                     dropped += 1
+                    continue
+                if "lane" not in args:
+                    kept.append(e)
                     continue
                 per_nc[nc] = per_nc.get(nc, 0) + 1
                 if cap is not None and per_nc[nc] > cap:
