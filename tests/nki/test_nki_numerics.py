@@ -222,3 +222,27 @@ def test_core_interpreter_reproduces_traced_numerics(example):
     outs = [t for n, t in hbm.items() if not n.startswith("arg")]
     got = state.buffer(outs[-1]).astype(np.float32)
     np.testing.assert_allclose(got, out.astype(np.float32), rtol=2e-2, atol=2e-2)
+
+
+@nki.jit
+def _fp8_double_row(a, b):
+    # a: [128, 2, 64] FP8 stationary, b: [128, 2, 256] FP8 moving -> [64, 256], contraction 256
+    at = nl.load(a)
+    bt = nl.load(b)
+    ps = nl.ndarray((64, 256), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=ps, stationary=at, moving=bt, perf_mode=nisa.matmul_perf_mode.double_row)
+    o = nl.ndarray((64, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(o, ps)
+    return o
+
+
+def test_fp8_double_row_matmul():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((128, 2, 64)).astype(nl.float8_e4m3)
+    b = rng.standard_normal((128, 2, 256)).astype(nl.float8_e4m3)
+    out = run(_fp8_double_row, a, b)
+    a2 = np.concatenate([a[:, 0], a[:, 1]]).astype(np.float32)
+    b2 = np.concatenate([b[:, 0], b[:, 1]]).astype(np.float32)
+    np.testing.assert_allclose(out, a2.T @ b2, rtol=1e-5, atol=1e-4)
+    with pytest.raises(nki.NkiValidationError, match="double_row needs NeuronCore-v3"):
+        run(_fp8_double_row, a, b, target="trn1")

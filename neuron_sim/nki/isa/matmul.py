@@ -4,21 +4,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-
 from ...isa.tensor import nc_matmul as core_matmul
-
+from .. import dtypes
 from ._common import _Ctx, _dtype_str
 from .enums import engine, matmul_perf_mode
 
 
-def _mm_checks(ctx, dst, stationary, moving):
+_FP8 = (dtypes.float8_e4m3, dtypes.float8_e5m2, dtypes.float8_e4m3fn)
+
+
+def _mm_checks(ctx, dst, stationary, moving, rows=1):
+    """rows=2 is FP8 double_row: the contraction is the partitions times the first free
+    dimension, which must be 2 ([128, 2, M] stationary, [128, 2, N] moving) [ISA]."""
     ctx.onchip(stationary, "stationary", ("sbuf",))
     ctx.onchip(moving, "moving", ("sbuf",))
     ctx.onchip(dst, "dst", ("psum",))
     t = ctx.target
-    K, M = stationary.num_partitions, stationary.free_size
-    K2, N = moving.num_partitions, moving.free_size
+    if rows == 2:
+        for nm, x in (("stationary", stationary), ("moving", moving)):
+            if x.ndim < 3 or x.shape[1] != 2:
+                ctx.fail(f"perf_mode=double_row needs {nm} shaped [K, 2, ...] (the first free dimension "
+                         f"holds the second contraction row), got {list(x.shape)}")
+            if dtypes.normalize(x.dtype) not in _FP8:
+                ctx.fail(f"perf_mode=double_row needs FP8 operands; {nm} is {_dtype_str(x)}")
+    K, M = stationary.num_partitions, stationary.free_size // rows
+    K2, N = moving.num_partitions, moving.free_size // rows
     if K != K2:
         ctx.fail(f"stationary and moving must have the same partition (contraction) size: {K} vs {K2}")
     if M > t.gemm_stationary_fmax:
@@ -46,11 +56,15 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
               is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
               perf_mode=matmul_perf_mode.none, name=None):
     ctx = _Ctx("nc_matmul")
-    K, M, N = _mm_checks(ctx, dst, stationary, moving)
-    if perf_mode == matmul_perf_mode.double_row and ctx.target.nc_version < 3:
+    double = perf_mode == matmul_perf_mode.double_row or getattr(perf_mode, "value", perf_mode) == "double_row"
+    if double and ctx.target.nc_version < 3:
         ctx.fail("perf_mode=double_row needs NeuronCore-v3 or newer")
+    K, M, N = _mm_checks(ctx, dst, stationary, moving, rows=2 if double else 1)
     s = ctx.read(stationary, "stationary")
     m = ctx.read(moving, "moving")
+    if double and ctx.numerics:      # [K, 2, X] -> [2K, X]: both rows are contracted
+        s = np.concatenate([s.reshape(K, 2, M)[:, 0], s.reshape(K, 2, M)[:, 1]])
+        m = np.concatenate([m.reshape(K, 2, N)[:, 0], m.reshape(K, 2, N)[:, 1]])
     if dst.nothing_written():
         mask = np.zeros((M, N), bool)
     elif dst.fully_written():
@@ -72,7 +86,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     ctx.emit("tensor", [stationary, moving], [dst], K=K, M=M, N=N,
              stationary_dtype=_dtype_str(stationary), moving_dtype=_dtype_str(moving),
              out_dtype=_dtype_str(dst), is_transpose=bool(is_transpose),
-             accumulate=bool(acc.any()), perf_mode=getattr(perf_mode, "value", str(perf_mode)),
+             accumulate=bool(acc.any()), perf_mode="double_row" if double else "none",
              onezero=bool(is_stationary_onezero or is_moving_onezero))
 
 
