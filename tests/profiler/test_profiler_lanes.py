@@ -53,7 +53,8 @@ def test_engine_lanes_are_named_rows_inside_their_op(traced):
     ops, lanes = _device(trace)
     names = {e["args"]["name"] for e in trace["traceEvents"]
              if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == 0}
-    assert ENGINE_LANES & names and any(n.startswith("DMA q") for n in names) and "Runtime" in names
+    assert ENGINE_LANES & names and any(n.startswith("DMA q") for n in names)
+    assert any(e["name"].endswith("[AEE-fused]") for e in lanes)   # AEE groups say so
     assert {e["args"]["lane"] for e in lanes} <= names
     assert all(e["name"] and e["dur"] > 0 for e in lanes)
     by_op = {}
@@ -186,3 +187,20 @@ def test_lanes_can_be_turned_off(tmp_path):
     prof.export_chrome_trace(str(tmp_path / "t.json"))
     ops, lanes = _device(json.load(open(tmp_path / "t.json")))
     assert ops and not lanes
+
+
+def test_standalone_ops_show_their_launch(tmp_path):
+    import torch_neuronx
+    x, w = _inputs()
+    torch_neuronx.set_adaptive_eager(False)
+    try:
+        with profile(activities=ACT) as prof:
+            _step(x, w)
+            torch.neuron.synchronize()
+    finally:
+        torch_neuronx.set_adaptive_eager(None)
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    ops, lanes = _device(json.load(open(tmp_path / "t.json")))
+    launches = [e for e in lanes if e["args"]["lane"] == "Runtime"]
+    assert len(launches) == len(ops) and all(e["name"] == "launch" for e in launches)
+    assert not any("AEE" in e["name"] for e in lanes)
