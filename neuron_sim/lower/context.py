@@ -224,7 +224,7 @@ class LowerCtx:
         f = ceil(cols / n)          # balanced chunks: extrapolation sees equal blocks
         return p, cols, f, ceil(cols / f)
 
-    def stream(self, out: TensorSpec, ins, body, outs=None):
+    def stream(self, out: TensorSpec, ins, body, outs=None, store=True):
         """The element-wise skeleton: for each chunk, load every input, `body(ins_aps, out_aps,
         p, f, j)` emits the compute, store every output. `ins`: TensorSpecs streamed in the out
         layout (broadcasts handled), `outs`: outputs (default [out])."""
@@ -241,7 +241,7 @@ class LowerCtx:
                 srcs.append(seen[k])
             dsts = [self.out_tile(o, p, cols, j, fj, role=f"out{i}") for i, o in enumerate(outs)]
             body(srcs, dsts, p, fj, j)
-            for o, d in zip(outs, dsts):
+            for o, d in zip(outs, dsts) if store else ():
                 self.store(o, d, p, cols, j, fj)
         self.end_op()
 

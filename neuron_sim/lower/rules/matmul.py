@@ -29,8 +29,9 @@ PANEL_BUDGET = 128 * 1024  # SBUF bytes per partition for the resident B panel (
 class _Mat:
     """A 2-D operand view [R, C] of a TensorSpec: row/column strides and a base offset."""
 
-    def __init__(self, spec: TensorSpec, rows, cols, rs, cs, base=0):
+    def __init__(self, spec: TensorSpec, rows, cols, rs, cs, base=0, reuse=1):
         self.spec, self.rows, self.cols, self.rs, self.cs, self.base = spec, rows, cols, rs, cs, base
+        self.reuse = reuse      # >1: an im2col view; each loaded element serves `reuse` columns
 
 
 def _mat2d(t: TensorSpec, batch_index=0):
@@ -54,6 +55,13 @@ def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, sl
             return ap
     tile = ctx.tile(role, (kt, on), dtype, slot)
     if o_stride == 1 or on == 1:      # natural: each K row is contiguous along the other dim
+        if m.reuse > 1:
+            # implicit GEMM: the patch matrix is built from shifted views of input rows already
+            # in SBUF, so HBM supplies only 1/reuse of its elements (the input, read once)
+            nl = max(1, ceil(on / m.reuse))
+            b.dma_copy(tile[0:kt, 0:nl], AccessPattern(h, 0, kt, m.base + k0 * k_stride + o0,
+                                                       ((nl, 1),), max(k_stride, 1)))
+            return tile
         src = AccessPattern(h, 0, kt, m.base + k0 * k_stride + o0, ((on, 1),), max(k_stride, 1))
         b.dma_copy(tile, src)
         return tile
@@ -108,8 +116,24 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     BN = min(N, tn * NT)
     panels = ceil(N / BN)
     m_tiles = ceil(M / MT)
-    total = batch * panels * m_tiles
-    per_block = kt_n * (1 + 2 * tn) + 2 * tn
+    # several M tiles per block when one tile's matmuls are short (small K or N): one DMA then
+    # fetches their A columns together and the ~1 us DMA latency is amortised, as a compiler
+    # sizes its tiles; bounded by two A buffers of <= 48 KiB per partition
+    mult = chip.fp32_matmul_cost_multiplier if dtype in ("float32", "tfloat32") else 1
+    mtile_s = kt_n * max(64 * ceil(BN / NT), BN) * mult / chip.tensor_clock_hz
+    mtb = max(1, min(8, m_tiles, ceil(2e-6 / max(mtile_s, 1e-12)),
+                     (48 * 1024) // max(2 * kt_n * MT * rows * isz, 1)))
+    m_blocks = ceil(m_tiles / mtb)
+    # tiny batched products (attention heads): G batches per block, each with its own buffers,
+    # so the DMA latencies of G batches overlap instead of forming a chain
+    G = 1
+    if batch > 1 and panels == 1 and m_blocks == 1:
+        per_batch = 2 * kt_n * (BN + mtb * MT) * rows * isz
+        G = max(1, min(8, batch, ceil(2e-6 / max(mtile_s * m_tiles, 1e-12)),
+                       (64 * 1024) // max(per_batch, 1)))
+    total = ceil(batch / G) * panels * m_blocks
+    n_sub = ceil(BN / NT)
+    per_block = kt_n * (1 + 2 * n_sub * mtb) + 2 * n_sub * mtb
     n = ctx.repeat(total, cap=max(2, 900 // max(per_block, 1)))
     out_dt = out.dtype
     oh = ctx.hbm(out)
@@ -120,12 +144,15 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     b_tiles, cur_panel, ot, npanel = {}, None, 0, 0
     b_slots = 2 if 2 * kt_n * BN * rows * isz <= PANEL_BUDGET else 1   # double-buffer small panels
     store = ctx.needs_store(out)
-    for blk in range(n):
-        bi, rest = divmod(blk, panels * m_tiles)
-        pi, mi = divmod(rest, m_tiles)
-        n0, m0 = pi * BN, mi * MT
+    for blk, g in ((blk, g) for blk in range(n) for g in range(G)):
+        bg, rest = divmod(blk, panels * m_blocks)
+        bi = bg * G + g
+        if bi >= batch:
+            continue
+        pi, mi = divmod(rest, m_blocks)
+        n0, m0 = pi * BN, mi * mtb * MT
         bn = min(BN, N - n0)
-        ms = min(MT, M - m0)
+        mcols = min(mtb * MT, M - m0)
         a.base = bi * a_batch_stride
         bm.base = bi * b_batch_stride
         if (bi, pi) != cur_panel:             # load the B panel (all K) for this N range
@@ -134,33 +161,51 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
             for kk in range(kt_n):
                 kp = ceil(min(KT, K - kk * KT) / rows)
                 b_tiles[kk] = _load_k_major(ctx, bm, True, kk * KT, kp, n0, bn * rows, dtype,
-                                            f"B{kk}", npanel % b_slots)
+                                            f"B{kk}_{g}", npanel % b_slots if G == 1 else blk)
         a_tiles = {}
         for kk in range(kt_n):
             kp = ceil(min(KT, K - kk * KT) / rows)
-            a_tiles[kk] = _load_k_major(ctx, a, False, kk * KT, kp, m0, ms * rows, dtype,
-                                        f"A{kk}", blk % 2)
-        for j in range(ceil(bn / NT)):
-            ns = min(NT, bn - j * NT)
-            acc = ctx.tile("acc", (ms, ns), "float32", ot, Memory.PSUM)
-            for kk in range(kt_n):
-                at = a_tiles[kk] if isinstance(a_tiles[kk], AccessPattern) else a_tiles[kk].ap()
-                bt = b_tiles[kk] if isinstance(b_tiles[kk], AccessPattern) else b_tiles[kk].ap()
-                mv = AccessPattern(bt.tensor, bt.p_start, bt.p_size, bt.offset + j * NT * rows,
-                                   ((ns * rows, 1),))
-                b.nc_matmul(acc, at, mv, accumulate=kk > 0,
-                            perf_mode="double_row" if double else None)
-            o = ctx.tile("o", (ms, ns), out_dt, ot)
-            if bias_tile is not None:
-                b.tensor_tensor(o, acc, bias_tile[0:ms, j * NT:j * NT + ns], "add")
-            elif ot % 2:
-                b.activation(o, acc, "copy")
-            else:
-                b.tensor_copy(o, acc)
-            ot += 1
-            if store:   # tile-major addressing: same descriptors, disjoint footprints
-                b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + m0 * N + (n0 + j * NT) * ms,
-                                         ((ns, 1),), ns), o)
+            a_tiles[kk] = _load_k_major(ctx, a, False, kk * KT, kp, m0, mcols * rows, dtype,
+                                        f"A{kk}_{g}", blk % 2)
+        mcount = ceil(mcols / MT)
+        # small outputs of one block are gathered in one SBUF tile and stored by one DMA (one
+        # ~1 us DMA latency per block instead of per [128, N] tile)
+        coalesce = mcount * bn * itemsize(out_dt) <= 16 * 1024 and mcount > 1
+        oblk = ctx.tile(f"oblk{g}", (min(MT, mcols), mcount * bn), out_dt, blk) \
+            if coalesce else None
+        for t in range(mcount):
+            ms = min(MT, mcols - t * MT)
+            for j in range(ceil(bn / NT)):
+                ns = min(NT, bn - j * NT)
+                acc = ctx.tile("acc", (ms, ns), "float32", ot, Memory.PSUM)
+                for kk in range(kt_n):
+                    at = a_tiles[kk] if isinstance(a_tiles[kk], AccessPattern) \
+                        else a_tiles[kk].ap()
+                    st = AccessPattern(at.tensor, at.p_start, at.p_size,
+                                       at.offset + t * MT * rows, ((ms * rows, 1),))
+                    bt = b_tiles[kk] if isinstance(b_tiles[kk], AccessPattern) \
+                        else b_tiles[kk].ap()
+                    mv = AccessPattern(bt.tensor, bt.p_start, bt.p_size,
+                                       bt.offset + j * NT * rows, ((ns * rows, 1),))
+                    b.nc_matmul(acc, st, mv, accumulate=kk > 0,
+                                perf_mode="double_row" if double else None)
+                o = oblk[0:ms, t * bn + j * NT:t * bn + j * NT + ns] if coalesce \
+                    else ctx.tile(f"o{g}", (ms, ns), out_dt, ot)
+                if bias_tile is not None:
+                    b.tensor_tensor(o, acc, bias_tile[0:ms, j * NT:j * NT + ns], "add")
+                elif ot % 2:
+                    b.activation(o, acc, "copy")
+                else:
+                    b.tensor_copy(o, acc)
+                ot += 1
+                if store and not coalesce:   # tile-major addressing: disjoint footprints
+                    mrow = m0 + t * MT
+                    b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + mrow * N + (n0 + j * NT) * ms,
+                                             ((ns, 1),), ns), o)
+        if store and coalesce:       # rows of mcount M tiles: mcount runs of bn per partition
+            p0 = min(MT, mcols)
+            b.dma_copy(AccessPattern(oh, 0, p0, bi * M * N + m0 * N + n0 * mcols,
+                                     ((mcount, bn + 1), (bn, 1)), mcount * (bn + 1)), oblk)
 
 
 def _mm_dims(a: TensorSpec, bt: TensorSpec):
@@ -238,7 +283,9 @@ def convolution(ctx, op):
     M, K, N = _conv_gemm_dims(x, w, out)
     a = TensorSpec((M, K), x.dtype, (1, M), x.id)          # K-major: natural loads
     bsp = TensorSpec((K, N), w.dtype, (N, 1), w.id)
-    gemm(ctx, 1, M, K, N, _Mat(a, M, K, 1, M), _Mat(bsp, K, N, N, 1), out, bias=bias)
+    taps = max(1, (w.numel // max(w.shape[0], 1)) // max(w.shape[1], 1))   # kh * kw
+    gemm(ctx, 1, M, K, N, _Mat(a, M, K, 1, M, reuse=taps), _Mat(bsp, K, N, N, 1), out,
+         bias=bias)
 
 
 @lowers("aten::convolution_backward", "aten::_slow_conv2d_backward",
@@ -257,5 +304,6 @@ def convolution_backward(ctx, op):
     xs = TensorSpec((M, K), x.dtype, (K, 1), x.id)
     go = TensorSpec((M, N), gout.dtype, (N, 1), ("go", gout.id))
     gw = outs[1] if len(outs) > 1 else w
-    gemm(ctx, 1, K, M, N, _Mat(xs, K, M, 1, K), _Mat(go, M, N, N, 1),
+    taps = max(1, (w.numel // max(w.shape[0], 1)) // max(w.shape[1], 1))
+    gemm(ctx, 1, K, M, N, _Mat(xs, K, M, 1, K, reuse=taps), _Mat(go, M, N, N, 1),
          TensorSpec((K, N), gw.dtype, None, ("gw", gw.id)))

@@ -21,7 +21,7 @@ from math import ceil
 from ...program.ap import AccessPattern, Memory
 from ..registry import lowers
 from ..spec import TensorSpec
-from .elementwise import TT, elementwise
+from .elementwise import TT, elementwise, run_recipe
 from .movement import _indirect_rows
 
 MAX_ROWS_PER_BLOCK = 8     # rows per partition per block for per-row instructions (bn_stats)
@@ -443,20 +443,29 @@ def nll_loss_backward(ctx, op):
         "aten::binary_cross_entropy", "aten::binary_cross_entropy_with_logits",
         "aten::soft_margin_loss", "aten::kl_div")
 def pointwise_loss(ctx, op):
-    """Element-wise difference/penalty on VectorE/ScalarE, then a mean (partition sum)."""
+    """Element-wise difference/penalty on VectorE/ScalarE, reduced in SBUF chunk by chunk (the
+    per-element losses never go to HBM), then a mean over partitions on TensorE."""
     x = op.inputs[0]
     out = op.outputs[0]
     reduce = out.numel == 1 and x.numel > 1
-    tmp = TensorSpec(x.shape, "float32", None, ("lossel", x.id)) if reduce else out
     steps = [(TT, "subtract"), (TT, "multiply")]
     if "cross_entropy" in op.op:
         steps = [("act", "sigmoid"), ("act", "log"), (TT, "multiply"), (TT, "add")]
-    elementwise(ctx, type(op)(op.name, op.args, (tmp,)), steps, n_inputs=2)
-    if reduce:
-        p, cols, f, total = ctx.chunks(x)
-        acc = ctx.tile("acc", (p, 1), "float32", 0)
-        ctx.b.tensor_reduce(acc, ctx.tile("le", (p, min(cols, f)), "float32", 0), "add")
-        partition_sum(ctx, acc, p, 1, out)
+    if not reduce:
+        elementwise(ctx, op, steps, n_inputs=2)
+        return
+    tmp = TensorSpec(x.shape, "float32", None, ("lossel", x.id))
+    p = ctx.flat_shape(x)[0]
+    acc = ctx.tile("acc", (p, 1), "float32", 0)
+    ins = [t for t in op.inputs if t.numel == x.numel][:2]
+
+    def body(srcs, dsts, pp, f, j):
+        part = ctx.tmp("part", (pp, 1), "float32", j)
+        y = run_recipe(ctx, steps, srcs, dsts[0], pp, f, j)
+        ctx.b.tensor_reduce(part, y, "add")
+        ctx.b.tensor_tensor(acc[0:pp, 0:1], acc[0:pp, 0:1], part, "add")
+    ctx.stream(tmp, ins, body, store=False)
+    partition_sum(ctx, acc, p, 1, out)
 
 
 @lowers("aten::mse_loss_backward", "aten::l1_loss_backward", "aten::smooth_l1_loss_backward",
