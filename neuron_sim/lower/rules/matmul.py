@@ -123,6 +123,11 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     mtile_s = kt_n * max(64 * ceil(BN / NT), BN) * mult / chip.tensor_clock_hz
     mtb = max(1, min(8, m_tiles, ceil(2e-6 / max(mtile_s, 1e-12)),
                      (48 * 1024) // max(2 * kt_n * MT * rows * isz, 1)))
+    if 2 * kt_n * MT * rows * isz > 64 * 1024 or kt_n * min(N, NT) * rows * isz > PANEL_BUDGET:
+        # K too long for whole-K panels in SBUF (weight gradients over many tokens)
+        _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_batch_stride,
+                       b_batch_stride)
+        return
     m_blocks = ceil(m_tiles / mtb)
     # tiny batched products (attention heads): G batches per block, each with its own buffers,
     # so the DMA latencies of G batches overlap instead of forming a chain
@@ -206,6 +211,66 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
             p0 = min(MT, mcols)
             b.dma_copy(AccessPattern(oh, 0, p0, bi * M * N + m0 * N + n0 * mcols,
                                      ((mcount, bn + 1), (bn, 1)), mcount * (bn + 1)), oblk)
+
+
+def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_bs):
+    """Output-stationary blocking for long K: an output block of TM x TN tiles (<= 4 PSUM banks,
+    double-buffered) accumulates over K chunks whose A [kc, TM*128] and B [kc, TN*512] tiles are
+    streamed (two chunks in flight). HBM traffic: A once per N block, B once per M block.
+    The repeated unit is one K chunk of one output block."""
+    b = ctx.b
+    KT, MT, NT = 128 * rows, 128, 512
+    isz = itemsize(dtype)
+    kt_n = ceil(K / KT)
+    m_tiles, n_tiles = ceil(M / MT), ceil(N / NT)
+    TN = min(n_tiles, 2)
+    TM = max(1, min(m_tiles, 4 // TN))
+    kc = max(1, min(kt_n, (96 * 1024) // max(2 * (TM * MT + TN * NT) * rows * isz, 1)))
+    chunks = ceil(kt_n / kc)
+    mb, nb = ceil(m_tiles / TM), ceil(n_tiles / TN)
+    total = batch * mb * nb * chunks
+    n = ctx.repeat(total, cap=max(2, 900 // max(kc * (2 + 2 * TM * TN), 1)))
+    double = rows == 2
+    store = ctx.needs_store(out)
+    oh = ctx.hbm(out)
+    accs = {}
+    for u in range(n):
+        ob, ci = divmod(u, chunks)
+        bi, rest = divmod(ob, mb * nb)
+        mi, ni = divmod(rest, nb)
+        m0, n0 = mi * TM * MT, ni * TN * NT
+        mcols, ncols = min(TM * MT, M - m0), min(TN * NT, N - n0)
+        a.base, bm.base = bi * a_bs, bi * b_bs
+        if ci == 0:
+            accs = {(t, j): ctx.tile(f"kacc{t}_{j}", (min(MT, mcols - t * MT),
+                                                      min(NT, ncols - j * NT)),
+                                     "float32", ob, Memory.PSUM, bufs=2)
+                    for t in range(ceil(mcols / MT)) for j in range(ceil(ncols / NT))}
+        for kk in range(ci * kc, min(kt_n, (ci + 1) * kc)):
+            kp = ceil(min(KT, K - kk * KT) / rows)
+            at = _load_k_major(ctx, a, False, kk * KT, kp, m0, mcols * rows, dtype,
+                               f"Ak{kk - ci * kc}", u)
+            bt = _load_k_major(ctx, bm, True, kk * KT, kp, n0, ncols * rows, dtype,
+                               f"Bk{kk - ci * kc}", u)
+            at = at if isinstance(at, AccessPattern) else at.ap()
+            bt = bt if isinstance(bt, AccessPattern) else bt.ap()
+            for (t, j), acc in accs.items():
+                ms, ns = acc.shape
+                st = AccessPattern(at.tensor, at.p_start, at.p_size, at.offset + t * MT * rows,
+                                   ((ms * rows, 1),))
+                mv = AccessPattern(bt.tensor, bt.p_start, bt.p_size, bt.offset + j * NT * rows,
+                                   ((ns * rows, 1),))
+                b.nc_matmul(acc, st, mv, accumulate=kk > 0,
+                            perf_mode="double_row" if double else None)
+        if ci == chunks - 1:
+            for (t, j), acc in accs.items():
+                ms, ns = acc.shape
+                o = ctx.tile("ko", (ms, ns), out.dtype, t * 2 + j)
+                (b.activation if (t + j) % 2 else b.tensor_copy)(o, acc)
+                if store:
+                    mrow = m0 + t * MT
+                    b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + mrow * N + (n0 + j * NT) * ms,
+                                             ((ns, 1),), ns), o)
 
 
 def _mm_dims(a: TensorSpec, bt: TensorSpec):
