@@ -164,3 +164,68 @@ def test_lnc2_splits_work_across_both_cores():
     one, two = lower_op(op, "trn2", 1), lower_op(op, "trn2", 2)
     assert 0.45 < two.total_ns / one.total_ns < 0.6
     assert two.hbm_bytes == pytest.approx(one.hbm_bytes, rel=0.01)
+
+
+# ---- one hand-computed shape per remaining family ---------------------------------------------
+N2 = 4096 * 4096
+DMA_ENGINES_BPS = TRN2.dma_engines_per_core * TRN2.dma_engine_bytes_per_s   # 16 x 23 B/ns
+
+
+def test_contiguous_copy_and_cat_move_bytes_twice_through_hbm():
+    ideal = 2 * N2 * 4 / HBM * 1e9             # HBM -> HBM: read and write on the core's share
+    copy = lower_op(OpSpec("neuron::copy_d2d", (T((4096, 4096)),), (T((4096, 4096)),)))
+    cat = lower_op(OpSpec("aten::cat", ([T((2048, 4096)), T((2048, 4096))], 0),
+                          (T((4096, 4096)),)))
+    for t in (copy, cat):
+        assert ideal <= t.total_ns <= 1.05 * ideal
+
+
+def test_transpose_copy_uses_dma_transpose():
+    # load with dma_transpose at 90% of the engines' rate, store at full rate, same 16 engines
+    src = T((4096, 4096), "bfloat16", (1, 4096))
+    t = lower_op(OpSpec("neuron::copy_d2d", (src,), (T((4096, 4096), "bfloat16"),)))
+    nbytes = N2 * 2
+    ideal = (nbytes / (0.9 * DMA_ENGINES_BPS) + nbytes / DMA_ENGINES_BPS) * 1e9
+    assert ideal <= t.total_ns <= 1.15 * ideal
+
+
+def test_rng_is_store_bound():
+    t = lower_op(OpSpec("aten::uniform_", (T((4096, 4096)), 0.0, 1.0, None), (T((4096, 4096)),)))
+    store = N2 * 4 / HBM * 1e9                  # GpSimd 150+N and VectorE N are both shorter
+    assert store <= t.total_ns <= 1.1 * store
+    assert t.engine_ns["GpSimd"] > 0
+
+
+def test_mse_loss_is_vector_bound():
+    t = lower_op(OpSpec("aten::mse_loss", (T((4096, 4096)), T((4096, 4096)), 1), (T(()),)))
+    n = N2 // 128
+    # subtract (2N, two FP32 inputs), square (tensor_scalar N), row-chunk reduce (N)
+    vec = 4 * n / VEC * 1e9
+    assert vec <= t.total_ns <= 1.15 * vec
+
+
+def test_convolution_reaches_tensore_peak():
+    x, w, out = (16, 128, 56, 56), (128, 128, 3, 3), (16, 128, 56, 56)
+    op = OpSpec("aten::convolution", (T(x, "bfloat16"), T(w, "bfloat16"), None, (1, 1), (1, 1),
+                                      (1, 1), False, (0, 0), 1), (T(out, "bfloat16"),))
+    t = lower_op(op)
+    ideal = 2 * 16 * 56 * 56 * 128 * 128 * 9 / peak("bfloat16") * 1e9
+    assert ideal <= t.total_ns <= 1.10 * ideal
+
+
+def test_activation_backward_is_hbm_bound():
+    op = OpSpec("aten::gelu_backward", (T((4096, 4096)), T((4096, 4096)), "none"),
+                (T((4096, 4096)),))
+    t = lower_op(op)
+    ideal = 3 * N2 * 4 / HBM * 1e9            # read grad and x, write grad_in
+    assert ideal <= t.total_ns <= 1.05 * ideal
+    assert t.engine_ns["ScalarE"] > 0 and t.engine_ns["VectorE"] > 0
+
+
+def test_long_k_weight_gradient_is_compute_bound():
+    # dW = x.T @ dy over 65536 tokens: K-blocked, output-stationary
+    op = OpSpec("aten::mm", (T((768, 65536), "bfloat16", (1, 768)), T((65536, 3072), "bfloat16")),
+                (T((768, 3072), "float32"),))
+    t = lower_op(op)
+    ideal = 2 * 768 * 65536 * 3072 / peak("bfloat16") * 1e9
+    assert ideal <= t.total_ns <= 1.15 * ideal
