@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 import torch
 
 from neuron_sim.lower import (AEE_MAX_OPS, EAGER_LAUNCH_S, ENGINES, PCIE_BYTES_PER_S, OpSpec,
-                              ProgramCache, TensorSpec)
+                              ProgramCache, TensorSpec, Timing)
 
 from . import settings
 from .profiling.hook import on_drain as _profiling_hook
@@ -122,7 +122,15 @@ class LoweredCostModel:
         if t is not None:
             self.cache.hits += 1
             return t
-        t = self.cache.lower_op(op_spec(name, args, outputs), self.chip, self.lnc)
+        try:
+            t = self.cache.lower_op(op_spec(name, args, outputs), self.chip, self.lnc)
+        except Exception as e:  # noqa: BLE001 - timing must never break the user's program
+            self.cache.estimate_reasons.setdefault(name, f"{type(e).__name__}: {e}")
+            moved = sum(_nbytes(t) for t in args if _is_tensor(t)) + \
+                sum(_nbytes(t) for t in outputs)
+            t = Timing(1e9 * moved / self.instance.hbm_bytes_per_s_per_logical_core(self.lnc)
+                       + 2e9 * self.chip.dma_fixed_latency_s, {}, float(moved), 0.0, 0,
+                       estimated=True, ops=(name,), note="bytes-only estimate (descriptor error)")
         self._timings[key] = t
         return t
 
@@ -199,9 +207,13 @@ class LoweredCostModel:
         keys = tuple(g[2] for g in group)
         ft = self._fused.get(keys)
         if ft is None:
-            specs = [op_spec(name, a, o) for _i, name, _k, _t, a, o in group]
-            ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,
-                                           standalone=[g[3] for g in group])
+            try:
+                specs = [op_spec(name, a, o) for _i, name, _k, _t, a, o in group]
+                ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,
+                                               standalone=[g[3] for g in group])
+            except Exception as e:  # noqa: BLE001 - an unfusable group runs op by op
+                self.cache.estimate_reasons.setdefault("<fusion>", f"{type(e).__name__}: {e}")
+                ft = Timing(sum(g[3].total_ns for g in group), {}, 0.0, 0.0, 0)
             self._fused[keys] = ft
         else:
             self.cache.hits += 1
