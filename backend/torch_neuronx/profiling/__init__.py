@@ -12,9 +12,10 @@ Device rows come from the Kineto plugin (backend/csrc/profiler); per-engine lane
 `explorer_summary(prof)` is the Explorer-style summary (neuron_sim.explorer)."""
 
 from .config import NeuronConfig, ProfileMode
-from .hook import LANE_SETTINGS, OPTIONS as lane_options
+from .hook import LANE_SETTINGS, OPTIONS as lane_options, session_programs
 from .profiler import (NeuronProfiler, add_analysis_fields, device_rows, explorer_summary,
                        prepare_trace, profile_call)
 
 __all__ = ["NeuronConfig", "ProfileMode", "NeuronProfiler", "explorer_summary", "profile_call",
-           "device_rows", "lane_options", "LANE_SETTINGS", "add_analysis_fields", "prepare_trace"]
+           "device_rows", "lane_options", "LANE_SETTINGS", "add_analysis_fields", "prepare_trace",
+           "session_programs"]

@@ -99,7 +99,7 @@ def on_drain(model, batch, out) -> None:
         SESSION.open = True
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
-    from ..cost import _freeze, _nbytes, _is_tensor, op_spec
+    from ..cost import _freeze, _is_tensor, _nbytes
     aee = model.aee_enabled()
     group, gkey = [], None
 
@@ -140,7 +140,6 @@ def on_drain(model, batch, out) -> None:
         if not fusible:
             flush()
     flush()
-    _remember_outputs(batch, op_spec)
 
 
 def _lanes(seq, spans) -> None:
@@ -230,6 +229,7 @@ def _emit(model, batch, out, g, launch_ns, how) -> None:
                    base.sbuf_peak_bytes_per_partition, base.psum_peak_bytes_per_partition,
                    base.estimated)
     _classify_reads(rec, base, name, args)
+    _remember(outputs)
     SESSION.entries.append((name, ns, rec))
     if not OPTIONS.enabled or SESSION.lane_rows >= OPTIONS.max_rows:
         SESSION.lanes_dropped += OPTIONS.enabled
@@ -286,14 +286,12 @@ def _layout(a):
     return None
 
 
-def _remember_outputs(batch, _op_spec) -> None:
-    for _seq, _name, _d, _s, _args, outputs, preset in batch:
-        if preset >= 0:
-            continue
-        for o in outputs:
-            k = _layout(o)
-            if k is not None:
-                SESSION.outputs[k] = True
+def _remember(outputs) -> None:
+    """Outputs of a device op, so a later op of the region reading them counts intermediates."""
+    for o in outputs:
+        k = _layout(o)
+        if k is not None:
+            SESSION.outputs[k] = True
     if len(SESSION.outputs) > 4096:
         for k in list(SESSION.outputs)[:2048]:
             del SESSION.outputs[k]
@@ -322,3 +320,13 @@ def session_records(device_rows=None) -> list:
         m.add(rec)
     return list(merged.values())
 
+
+
+def session_programs() -> dict:
+    """{op name: OpProgram} of the ops profiled so far (the latest program per name): the
+    representative program behind each op's lanes, for per-op views (notebooks/02)."""
+    out = {}
+    for prog, _spans, base in _programs.values():
+        if prog is not None:
+            out[base.name] = prog
+    return out
