@@ -153,3 +153,31 @@ def test_numerics_unchanged_by_aee():
     torch_neuronx.set_adaptive_eager(False)
     b = _chain(4).cpu()
     assert torch.equal(a, b)
+
+
+def _desc(seq, name, shape=(256, 256), stream=0, preset=-1, device=0):
+    t = (shape, (shape[1], 1), torch.float32, True)
+    return (seq, name, device, stream, (t, t, 1), (t,), preset)
+
+
+def test_cost_function_batches(model):
+    """The drain's contract, on synthetic descriptors: presets are kept, views cost nothing,
+    fused groups end at AEE_MAX_OPS, at a stream change and at an unfusable op."""
+    from neuron_sim.lower import AEE_MAX_OPS
+    torch_neuronx.set_adaptive_eager(True)
+    model.reset_stats()
+    batch = [_desc(i, "aten::add.Tensor") for i in range(AEE_MAX_OPS + 3)]
+    batch.append(_desc(100, "aten::add.Tensor", stream=1))
+    batch.append(_desc(101, "neuron::collective", preset=12345))
+    view = ((256, 256), (256, 1), torch.float32, True)
+    batch.append((102, "aten::view", 0, 0, (view, (65536,)), (((65536,), (1,), torch.float32,
+                                                                True),), -1))
+    out = model(batch, True)
+    assert len(out) == len(batch)
+    assert out[-2] == 12345 and out[-1] == 0
+    b = model.breakdown()
+    # groups: AEE_MAX_OPS ops, 3 ops (then the stream changes), 1 op on stream 1 (single: no
+    # fusion); the preset and the view launch nothing
+    assert b["fused_groups"] == 2 and b["fused_ops"] == AEE_MAX_OPS + 3
+    assert b["launches"] == 3
+    assert all(ns > 0 for ns in out[:-1])
