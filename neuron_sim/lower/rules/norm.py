@@ -273,7 +273,9 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
                                              xa.offset + row * C + c * 512, ((cn, 1),)))
                 b.bn_aggr(mv[0:p, 2 * row:2 * row + 2], stats)
         rstd = ctx.tmp("rstd", (p, r), "float32", j)
-        b.activation(rstd, mv[0:p, 0:r], "rsqrt")       # rsqrt(var + eps) on ScalarE
+        # rstd = (var + eps) ^ -0.5 as one VectorE tensor_scalar (add, power): no round trip
+        # to ScalarE between the statistics and nb below
+        b.tensor_scalar(rstd, mv[0:p, 0:r], "add", 1e-5, "power", -0.5)
         nb = ctx.tmp("nb", (p, r), "float32", j)
         b.tensor_tensor(nb, mv[0:p, 0:r], rstd, "multiply")
         xa = x if isinstance(x, AccessPattern) else x.ap()
