@@ -91,6 +91,7 @@ from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # 
                      memory_allocated, memory_reserved, memory_stats, memory_summary,
                      reset_accumulated_memory_stats, reset_peak_memory_stats)
 from .streams import Event, Stream, current_stream, stream, synchronize  # noqa: E402,F401
+from .nki_op import nki_op, wrap_nki  # noqa: E402,F401
 
 
 def get_fallback_ops() -> set[str]:

@@ -115,6 +115,11 @@ def test_autoload_and_its_off_switch(py):
     assert proc.stdout.split("\n")[:2] == ["not registered", "neuron:0"]
 
 
+def test_import_torch_neuronx_first(py):
+    out = py("import torch_neuronx, torch; print(torch.ones(1, device='neuron').device)").stdout
+    assert out.strip() == "neuron:0"
+
+
 def test_version_identity():
     import importlib.metadata
 
