@@ -67,10 +67,11 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
-def tp_plan():
+def tp_plan(layers: int):
+    """Megatron-style: q, k, v and fc1 split by output columns, o and fc2 by input rows."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
     plan = {}
-    for i in range(64):
+    for i in range(layers):
         plan.update({f"blocks.{i}.{n}": ColwiseParallel() for n in ("q", "k", "v", "fc1")})
         plan.update({f"blocks.{i}.{n}": RowwiseParallel() for n in ("o", "fc2")})
     return plan
@@ -128,8 +129,7 @@ def train(args, group=None) -> dict:
             fully_shard(model, mesh=mesh)
         else:
             from torch.distributed.tensor.parallel import parallelize_module
-            parallelize_module(model, mesh, {k: v for k, v in tp_plan().items()
-                                             if int(k.split(".")[1]) < args.layers})
+            parallelize_module(model, mesh, tp_plan(args.layers))
 
     # foreach=False: under TP some parameters are DTensors and some plain tensors, which the
     # multi-tensor kernels (the default on accelerators) refuse to mix; CUDA behaves the same.

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,28 +44,35 @@ def launch(script, args=(), nprocs=2, env=None, timeout=150, per_rank_env=None):
                 PYTHONUNBUFFERED="1", TORCH_CPP_LOG_LEVEL="ERROR")
     base.update(env or {})
     start = time.monotonic()
+    # Output goes to files, not pipes: a rank blocked on a full pipe would stall the collective
+    # the others wait in.
+    logs = []
     for rank in range(nprocs):
         env_r = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
         env_r.update((per_rank_env or {}).get(rank, {}))
+        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        logs.append((out, err))
         procs.append(subprocess.Popen([sys.executable, str(script), *map(str, args)], env=env_r,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      cwd=str(ROOT)))
-    results = []
+                                      stdout=out, stderr=err, text=True, cwd=str(ROOT)))
+    codes = {}
     for rank, p in enumerate(procs):
-        left = max(1.0, timeout - (time.monotonic() - start))
         try:
-            out, err = p.communicate(timeout=left)
-            results.append(RankResult(rank, p.returncode, out, err))
+            codes[rank] = p.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
         except subprocess.TimeoutExpired:
-            for q in procs:            # only the processes this call started
+            for other, q in enumerate(procs):   # only the processes this call started
                 if q.poll() is None:
                     q.kill()
-            out, err = p.communicate()
-            results.append(RankResult(rank, None, out, err))
-    for q in procs:
-        if q.poll() is None:
-            q.kill()
-            q.wait()
+                    codes[other] = None          # killed at the timeout: it hung
+            break
+    results = []
+    for rank, (p, (out, err)) in enumerate(zip(procs, logs)):
+        p.wait()
+        out.seek(0)
+        err.seek(0)
+        results.append(RankResult(rank, codes.get(rank, p.returncode), out.read(),
+                                  err.read()))
+        out.close()
+        err.close()
     return results, time.monotonic() - start
 
 

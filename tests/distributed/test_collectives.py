@@ -53,12 +53,30 @@ def test_collective_time_is_on_the_stream_and_in_the_profiler(ranks):
         assert "neuron::all_reduce" in seen["profiler_names"]
 
 
-def test_two_dimensional_mesh_subgroups():
-    results, _ = launch(WORKERS / "mesh2d.py", nprocs=4, timeout=150)
+@pytest.fixture(scope="module")
+def mesh2d():
+    results, _ = launch(WORKERS / "mesh2d.py", nprocs=4, timeout=170)
     assert all(r.returncode == 0 for r in results), describe(results)
-    for r in results:
-        seen = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT "))[7:])
-        tp_peer, dp_peer = r.rank ^ 1, r.rank ^ 2
-        assert seen["tp"] == [float(r.rank + tp_peer)] * 2
-        assert seen["dp"] == [float(r.rank + dp_peer)] * 2
-        assert seen["groups"] == [sorted([r.rank, tp_peer]), sorted([r.rank, dp_peer])]
+    return [json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT "))[7:])
+            for r in results]
+
+
+def test_two_dimensional_mesh_subgroups(mesh2d):
+    for rank, seen in enumerate(mesh2d):
+        tp_peer, dp_peer = rank ^ 1, rank ^ 2
+        assert seen["tp"] == [float(rank + tp_peer)] * 2
+        assert seen["dp"] == [float(rank + dp_peer)] * 2
+        assert seen["groups"] == [sorted([rank, tp_peer]), sorted([rank, dp_peer])]
+
+
+def test_fsdp2_with_tensor_parallel_and_bf16_trains(mesh2d):
+    losses = [seen["losses"] for seen in mesh2d]
+    assert all(len(x) == 2 and all(v == v for v in x) for x in losses)   # finite, not NaN
+    assert losses[0] == losses[1] and losses[2] == losses[3]            # TP peers agree
+    assert losses[0][0] != losses[0][1]
+
+
+def test_a_late_rank_makes_the_others_wait_in_simulated_time(mesh2d):
+    waits = [seen["wait_ns"] for seen in mesh2d]
+    assert waits[1] == 0 and all(w > 0 for i, w in enumerate(waits) if i != 1)
+    assert len({seen["clock_ns"] for seen in mesh2d}) == 1   # everyone leaves together
