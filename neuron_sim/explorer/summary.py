@@ -34,6 +34,8 @@ DMA_BOUND_RATIO = 1.5         # ... and >= 1.5x the busiest compute engine
 LAUNCH_SHARE = 0.30           # eager launch overhead > 30% of device time
 ESTIMATED_SHARE = 0.10        # ops timed by the roofline > 10% of device time
 
+COMPILED_GRAPH_PREFIX = "neuron::graph."   # how the torch.compile backend names its launches
+
 
 @dataclass
 class OpRecord:
@@ -108,7 +110,7 @@ def _share(a: float, b: float) -> float:
 def verdict(active: dict, launch_share: float) -> str:
     """What bounds the region: the busiest engine if it is busy most of the time."""
     if launch_share >= 0.5:
-        return "launch-bound (eager per-op launch overhead dominates)"
+        return "launch-bound (per-program launch overhead dominates)"
     compute = {e: v for e, v in active.items() if e not in ("DMA", "SyncE")}
     top_c = max(compute, key=compute.get) if compute else "TensorE"
     dma = active.get("DMA", 0.0)
@@ -164,7 +166,15 @@ def recommendations(s: Summary) -> list:
             "contraction dimension is already on partitions, or use dma_transpose.",
             f"transpose {100 * share:.0f}% of TensorE", f"> {100 * TRANSPOSE_SHARE:.0f}%")
     launch = _share(s.launch_ns, total)
-    if launch > LAUNCH_SHARE:
+    graphs = _share(sum(o["device_ns"] for o in s.top_ops
+                        if o["name"].startswith(COMPILED_GRAPH_PREFIX)), total)
+    if launch > LAUNCH_SHARE and graphs >= 0.5:
+        rec(launch, "Launch overhead dominates the compiled graphs",
+            f"{100 * launch:.0f}% of device time is program launch overhead: each graph does "
+            "too little work. Give each graph more (bigger batch, several steps per graph, "
+            "fewer graph breaks: torch._dynamo.explain).",
+            f"launch {100 * launch:.0f}%", f"> {100 * LAUNCH_SHARE:.0f}%")
+    elif launch > LAUNCH_SHARE:
         rec(launch, "Per-op launch overhead dominates",
             f"{100 * launch:.0f}% of device time is eager launch overhead. Compile the region "
             "with torch.compile(backend='neuron'), or let Adaptive Eager Execution fuse more "

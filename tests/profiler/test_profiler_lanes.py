@@ -204,3 +204,26 @@ def test_standalone_ops_show_their_launch(tmp_path):
     launches = [e for e in lanes if e["args"]["lane"] == "Runtime"]
     assert len(launches) == len(ops) and all(e["name"] == "launch" for e in launches)
     assert not any("AEE" in e["name"] for e in lanes)
+
+
+def test_compiled_graph_has_engine_lanes_and_a_summary(tmp_path):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                            torch.nn.Linear(512, 256)).to("neuron")
+    cm = torch.compile(m, backend="neuron")
+    x = torch.randn(64, 256, device="neuron")
+    with torch.no_grad():
+        cm(x).sum().item()
+        with profile(activities=ACT) as prof:
+            cm(x)
+            torch.neuron.synchronize()
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    ops, lanes = _device(json.load(open(tmp_path / "t.json")))
+    assert [e["name"] for e in ops] == ["neuron::graph.model_0_inference_0"] or \
+        all(e["name"].startswith("neuron::graph.") for e in ops)
+    assert {e["args"]["lane"] for e in lanes} >= {"Runtime", "TensorE", "DMA"}
+    assert all("compiled graph" in e["name"] for e in lanes if e["args"]["lane"] != "Runtime")
+    s = profiling.explorer_summary(prof)
+    assert s.top_ops[0]["name"].startswith("neuron::graph.")
+    assert s.engine_active_ns["TensorE"] > 0 and s.hbm_bytes > 0
+    assert any("compiled graphs" in n for n in s.notes)

@@ -282,6 +282,8 @@ def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int)
     """Runs the graph's ops uncharged, then charges the graph as one launch."""
     launch_name = f"neuron::graph.{name}"
     ns, engines, dma = cost.total_ns, dict(cost.engine_busy_ns), cost.dma_bytes
+    from ..profiling.hook import register_graph   # issue 7: profiler lanes + Explorer summary
+    register_graph(launch_name, cost)
 
     def run(*args):
         previous = _C._set_charging(False)

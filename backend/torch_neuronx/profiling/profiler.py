@@ -74,6 +74,9 @@ def explorer_summary(prof=None, *, notes=()) -> Summary:
         notes.append(f"{len(rows)} device rows in the trace, {sum(r.count for r in recs)} "
                      "matched to simulated programs")
     from .hook import OPTIONS, SESSION
+    if any(r.name.startswith("neuron::graph.") for r in recs):
+        notes.append("compiled graphs: engine busy, DMA/spill bytes and SBUF peak from their "
+                     "graph cost; no FLOPs there, so HFU/MFU count eager ops only")
     if SESSION.lanes_dropped:
         notes.append(f"{SESSION.lanes_dropped} ops got no engine lanes: the session's lane budget "
                      f"({OPTIONS.max_rows} rows, NEURON_SIM_PROFILE_MAX_LANE_ROWS) was spent")
