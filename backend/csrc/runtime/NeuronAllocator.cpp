@@ -125,14 +125,22 @@ DeviceStats NeuronAllocator::getDeviceStats(c10::DeviceIndex device) {
   return g_stats[device];
 }
 
+namespace {
+// Applies `fn` to every Stat the allocator keeps for one device.
+template <typename Fn>
+void for_each_stat(DeviceStats& s, Fn fn) {
+  for (auto* stats : {&s.allocated_bytes, &s.active_bytes, &s.allocation, &s.active,
+                      &s.requested_bytes, &s.reserved_bytes, &s.segment}) {
+    for (Stat& stat : *stats) fn(stat);
+  }
+}
+}  // namespace
+
 void NeuronAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   check_device_index(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceStats& s = g_stats[device];
-  for (auto* stats : {&s.allocated_bytes, &s.active_bytes, &s.allocation, &s.active,
-                      &s.requested_bytes, &s.reserved_bytes, &s.segment}) {
-    for (auto& stat : *stats) stat.reset_accumulated();
-  }
+  for_each_stat(s, [](Stat& stat) { stat.reset_accumulated(); });
   s.num_ooms = 0;
   s.num_alloc_retries = 0;
 }
@@ -140,11 +148,7 @@ void NeuronAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 void NeuronAllocator::resetPeakStats(c10::DeviceIndex device) {
   check_device_index(device);
   std::lock_guard<std::mutex> lock(g_mutex);
-  DeviceStats& s = g_stats[device];
-  for (auto* stats : {&s.allocated_bytes, &s.active_bytes, &s.allocation, &s.active,
-                      &s.requested_bytes, &s.reserved_bytes, &s.segment}) {
-    for (auto& stat : *stats) stat.reset_peak();
-  }
+  for_each_stat(g_stats[device], [](Stat& stat) { stat.reset_peak(); });
 }
 
 std::pair<size_t, size_t> NeuronAllocator::getMemoryInfo(c10::DeviceIndex device) {
