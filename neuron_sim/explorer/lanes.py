@@ -20,6 +20,8 @@ import numpy as np
 from ..engines import N_COMPUTE_STREAMS, Engine, ENGINE_NAMES
 
 MAX_SPANS_PER_LANE = 32        # default cap per stream and op
+MIN_GAP_NS = 2.0               # shorter idle gaps are merged: invisible, and below the ~1 ns
+                               # resolution of trace timestamps in microseconds
 DMA_LANES = ("queues", "one")  # one lane per DMA queue, or all queues folded into "DMA"
 
 
@@ -61,12 +63,12 @@ def _merge(start, end, ops, opnames, max_spans, lane):
     if len(gaps) + 1 > max_spans:
         # keep the (max_spans - 1) largest gaps as breaks; ties break towards earlier gaps
         cut = np.sort(gaps)[::-1][max_spans - 2] if max_spans > 1 else np.inf
-        breaks = gaps > cut
-        if breaks.sum() < max_spans - 1:               # equal gaps at the cut: take some of them
+        breaks = (gaps > cut) & (gaps > MIN_GAP_NS)
+        if breaks.sum() < max_spans - 1 and cut > MIN_GAP_NS:               # equal gaps at the cut: take some of them
             extra = np.nonzero(gaps == cut)[0][:max_spans - 1 - int(breaks.sum())]
             breaks[extra] = True
     else:
-        breaks = gaps > 0
+        breaks = gaps > MIN_GAP_NS
     bounds = np.concatenate(([0], np.nonzero(breaks)[0] + 1, [len(start)]))
     spans = []
     for a, b in zip(bounds[:-1], bounds[1:]):

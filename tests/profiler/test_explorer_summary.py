@@ -118,3 +118,10 @@ def test_figures(tmp_path):
     plot_summary(s).savefig(tmp_path / "s.png")
     plot_lanes(lane_spans(res)).savefig(tmp_path / "l.png")
     assert (tmp_path / "s.png").stat().st_size > 1000 and (tmp_path / "l.png").stat().st_size > 1000
+
+
+def test_explorer_imports_without_torch_or_matplotlib():
+    import subprocess
+    code = ("import sys, neuron_sim.explorer; "
+            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -227,3 +227,41 @@ def test_compiled_graph_has_engine_lanes_and_a_summary(tmp_path):
     assert s.top_ops[0]["name"].startswith("neuron::graph.")
     assert s.engine_active_ns["TensorE"] > 0 and s.hbm_bytes > 0
     assert any("compiled graphs" in n for n in s.notes)
+
+
+def _partial_overlaps(trace):
+    threads, bad = {}, 0
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            threads.setdefault((e["pid"], e["tid"]), []).append(e)
+    for rows in threads.values():
+        rows.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []
+        for e in rows:
+            while stack and stack[-1] <= e["ts"]:
+                stack.pop()
+            if stack and e["ts"] + e["dur"] > stack[-1]:
+                bad += 1
+            stack.append(e["ts"] + e["dur"])
+    return bad
+
+
+def test_neuron_profiler_trace_nests_cleanly_for_perfetto(tmp_path):
+    x, w = _inputs()
+    exporter = NeuronProfiler(NeuronConfig(profile_output_dir=str(tmp_path)))
+    with profile(activities=ACT, on_trace_ready=exporter.export_trace):
+        for _ in range(3):
+            _step(x, w)
+        torch.neuron.synchronize()
+    trace = json.load(open(os.path.join(exporter.last_output_dir, "trace.json")))
+    ops, lanes = _device(trace)
+    assert ops and lanes and all("name" in e and "ts" in e and "pid" in e for e in ops + lanes)
+    assert _partial_overlaps({"traceEvents": ops + lanes}) == 0
+
+
+def test_profile_call_summarises_a_single_call():
+    x, w = _inputs()
+    out, s, _prof = profiling.profile_call(_step, x, w)
+    assert out.device.type == "neuron"
+    assert {o["name"] for o in s.top_ops} >= {"aten::mm", "aten::gelu", "aten::_softmax"}
+    assert s.total_ns > 0 and 0 < s.engine_active_percent["TensorE"] <= 100

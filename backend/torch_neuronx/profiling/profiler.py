@@ -119,11 +119,27 @@ def add_analysis_fields(trace: dict) -> dict:
         args.setdefault("device", int(e.get("pid", 0)))
         if "External id" in args:
             args.setdefault("correlation", args["External id"])
+    _trim_overlaps(trace)
     rank = 0
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         rank = torch.distributed.get_rank()
     trace.setdefault("distributedInfo", {"rank": rank})
     return trace
+
+
+def _trim_overlaps(trace: dict) -> None:
+    """Device rows of one thread are flat (serial ops, merged lane spans), but timestamps in
+    microseconds of a ~1e12 us clock keep only about 1 ns, so neighbours can overlap by a
+    nanosecond, which Perfetto reports as improperly nested slices. Trim the earlier row."""
+    threads = {}
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") == "X" and (e.get("args") or {}).get("device_type") == "neuron":
+            threads.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    for rows in threads.values():
+        rows.sort(key=lambda e: e["ts"])
+        for a, b in zip(rows, rows[1:]):
+            if a["ts"] + a["dur"] > b["ts"]:
+                a["dur"] = max(round(b["ts"] - a["ts"], 3), 0.0)
 
 
 def prepare_trace(path) -> str:
