@@ -83,7 +83,7 @@ class _Session:
 
 
 SESSION = _Session()
-_programs: dict = {}         # (op key, chip, lnc) -> (OpProgram | None, base spans, base record)
+_programs: dict = {}         # (op key, chip, lnc) -> (OpProgram | None, spans, record, reads)
 _rows: dict = {}             # (program key, ns, launch, how) -> lane rows (steady state: lookups)
 
 
@@ -202,7 +202,7 @@ def _program(model, key, name, args, outputs, t):
             prog = None
     spans = _choose(lane_spans(prog.result, max_spans=OPTIONS.max_spans_per_lane,
                                dma=OPTIONS.dma)) if prog is not None else []
-    hit = _programs[pk] = (prog, spans, _base_record(name, spec, prog, t))
+    hit = _programs[pk] = (prog, spans) + _base_record(name, spec, prog, t)
     return hit
 
 
@@ -225,13 +225,14 @@ def _choose(spans):
     return compute[:cap] + keep
 
 
-def _base_record(name, spec, prog, t) -> OpRecord:
-    """One call's record without region context (weights / intermediates decided per call)."""
+def _base_record(name, spec, prog, t) -> tuple:
+    """(record of one call without region context, HBM bytes read per argument): weights and
+    intermediates are decided per call, from the region."""
     r = OpRecord(name, 1, 0.0, engine_ns=dict(t.engine_ns), tensor_flops=t.flops,
                  estimated=int(bool(t.estimated)))
     if prog is None:
         r.dma_bytes = {"inputs": t.hbm_bytes}
-        return r
+        return r, {}
     res = prog.result
     c = res.program.cols
     prog_flops = float(c["flops"].sum())
@@ -244,11 +245,11 @@ def _base_record(name, spec, prog, t) -> OpRecord:
     r.dma_bytes = {"outputs": prog.write_bytes * scale,
                    "spill_save": prog.spill_save_bytes * scale,
                    "spill_reload": prog.spill_reload_bytes * scale}
-    r._reads = {j: b * scale for j, b in prog.read_bytes_by_arg.items()}  # classified per call
+    reads = {j: b * scale for j, b in prog.read_bytes_by_arg.items()}
     r.transpose_ns = prog.transpose_ns * (t.total_ns / res.total_ns if res.total_ns else 1.0)
     r.sbuf_peak_bytes_per_partition = prog.sbuf_peak_bytes_per_partition
     r.psum_peak_bytes_per_partition = prog.psum_peak_bytes_per_partition
-    return r
+    return r, reads
 
 
 def _emit(model, batch, out, g, launch_ns, how) -> None:
@@ -257,13 +258,13 @@ def _emit(model, batch, out, g, launch_ns, how) -> None:
     ns = int(out[i])
     if ns <= 0:
         return
-    prog, spans, base = _program(model, key, name, args, outputs, t)
+    prog, spans, base, reads = _program(model, key, name, args, outputs, t)
     launch = min(float(launch_ns), float(ns))
     rec = OpRecord(name, 1, float(ns), launch, dict(base.engine_ns), base.tensor_flops,
                    base.model_flops, base.transpose_ns, dict(base.dma_bytes),
                    base.sbuf_peak_bytes_per_partition, base.psum_peak_bytes_per_partition,
                    base.estimated)
-    _classify_reads(rec, base, name, args)
+    _classify_reads(rec, reads, name, args)
     _remember(outputs)
     SESSION.entries.append((name, ns, rec))
     if not OPTIONS.enabled or SESSION.lane_rows >= OPTIONS.max_rows:
@@ -299,10 +300,7 @@ def _lane_rows(name, prog, spans, ns, launch, how) -> list:
     return rows
 
 
-def _classify_reads(rec, base, name, args) -> None:
-    reads = getattr(base, "_reads", None)
-    if reads is None:
-        return
+def _classify_reads(rec, reads, name, args) -> None:
     w = WEIGHT_ARG.get(normalize_name(name))
     for j, b in reads.items():
         a = args[j] if 0 <= j < len(args) else None
@@ -361,7 +359,7 @@ def session_programs() -> dict:
     """{op name: OpProgram} of the ops profiled so far (the latest program per name): the
     representative program behind each op's lanes, for per-op views (notebooks/02)."""
     out = {}
-    for prog, _spans, base in _programs.values():
+    for prog, _spans, base, _reads in _programs.values():
         if prog is not None:
             out[base.name] = prog
     return out
