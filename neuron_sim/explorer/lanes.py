@@ -44,6 +44,16 @@ def lane_name(stream: int, dma: str = "queues") -> str:
     return "DMA" if dma == "one" else f"DMA q{stream - N_COMPUTE_STREAMS}"
 
 
+_ORDER = ("Runtime", "TensorE", "VectorE", "ScalarE", "GpSimd", "SyncE", "DMA")
+
+
+def lane_order(name: str) -> tuple:
+    """Sort key: the engines in hardware order, then DMA queues by number, then the rest."""
+    if name.startswith("DMA q") and name[5:].isdigit():
+        return (len(_ORDER), int(name[5:]), name)
+    return (_ORDER.index(name) if name in _ORDER else len(_ORDER) + 1, 0, name)
+
+
 def _intervals(result):
     """(stream, start, end, opname index) of every instruction with non-zero occupancy."""
     c = result.program.cols
@@ -104,7 +114,7 @@ def lane_spans(result, *, max_spans: int = MAX_SPANS_PER_LANE, dma: str = "queue
     stream, start, end, ops = _intervals(result)
     names = [lane_name(int(s), dma) for s in stream]
     out = []
-    lanes = sorted(set(names), key=lambda n: (n.startswith("DMA"), len(n), n))
+    lanes = sorted(set(names), key=lane_order)
     names = np.asarray(names, dtype=object)
     for lane in lanes:
         m = names == lane

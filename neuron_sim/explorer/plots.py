@@ -3,6 +3,7 @@ only when a figure is asked for: `neuron_sim` does not depend on it)."""
 
 from __future__ import annotations
 
+from .lanes import lane_order
 from .summary import DMA_KINDS, ENGINES
 
 _COLORS = {"TensorE": "#d62728", "VectorE": "#1f77b4", "ScalarE": "#2ca02c", "GpSimd": "#9467bd",
@@ -40,7 +41,8 @@ def plot_summary(summary, top: int = 8):
                 f"MBU {100 * summary.mbu:.0f}%)")
     b.bar(range(len(DMA_KINDS)), [summary.dma_bytes.get(k, 0.0) / 1e6 for k in DMA_KINDS],
           color="#ff7f0e")
-    b.set_xticks(range(len(DMA_KINDS)), [k.replace("_", "\n") for k in DMA_KINDS])
+    b.set_xticks(range(len(DMA_KINDS)), [k.replace("_", " ") for k in DMA_KINDS], rotation=30,
+                 ha="right")
     b.set_ylabel("MB")
     b.set_title("DMA bytes by kind")
     ops = summary.top_ops[:top]
@@ -57,7 +59,7 @@ def plot_lanes(spans, title: str = "engine lanes", ax=None):
     plt = _plt()
     rows = [(s.lane, s.offset_ns, s.duration_ns) if hasattr(s, "lane") else tuple(s[:3])
             for s in spans]
-    lanes = sorted({r[0] for r in rows}, key=lambda n: (n.startswith("DMA"), len(n), n))
+    lanes = sorted({r[0] for r in rows}, key=lane_order)
     if ax is None:
         fig, ax = plt.subplots(figsize=(12, 0.35 * len(lanes) + 1.2), constrained_layout=True)
     else:
