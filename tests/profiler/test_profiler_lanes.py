@@ -265,3 +265,12 @@ def test_profile_call_summarises_a_single_call():
     assert out.device.type == "neuron"
     assert {o["name"] for o in s.top_ops} >= {"aten::mm", "aten::gelu", "aten::_softmax"}
     assert s.total_ns > 0 and 0 < s.engine_active_percent["TensorE"] <= 100
+
+
+def test_cli_summary_from_a_plain_export(traced, tmp_path):
+    from neuron_sim.explorer import summary_from_trace
+    _prof, trace = traced
+    s = summary_from_trace(trace)                     # no neuronExplorer section: events only
+    assert s.top_ops[0]["name"] == "aten::mm"
+    assert s.engine_active_percent["TensorE"] > 0 and s.engine_active_percent["DMA"] > 0
+    assert any("trace events only" in n for n in s.notes)
