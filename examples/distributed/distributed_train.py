@@ -180,8 +180,8 @@ def train(args, group=None) -> dict:
               "device": args.device,
               "params": {k: v.double().flatten().tolist() for k, v in params.items()}}
     if timed:
-        from torch_neuronx.distributed import placement
-        result.update(step_ns=step_ns, instance=placement().instance,
+        from torch_neuronx.distributed import rank_placement
+        result.update(step_ns=step_ns, instance=rank_placement().instance,
                       collectives=[vars(r) | {"group": list(r.group)} for r in coll])
     return result
 

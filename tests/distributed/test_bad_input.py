@@ -1,9 +1,16 @@
 """Bad input gives clear errors naming the rank and the tensor on every rank, and nothing hangs
-beyond the configured timeout (20 s in the workers)."""
+beyond the configured timeout (20 s in the workers). Set-up checks that only need the store run
+in this process (a HashStore stands for the job's TCPStore); the rest start real ranks."""
 
 import json
+from datetime import timedelta
 
 import pytest
+import torch.distributed as dist
+
+from torch_neuronx.distributed import DistributedSetupError
+from torch_neuronx.distributed import backend as neuron_backend
+import torch_neuronx.distributed.placement as neuron_placement
 
 from dist_launch import WORKERS, describe, launch
 
@@ -21,23 +28,6 @@ def test_device_used_before_init_process_group_fails_on_every_rank():
     assert "should not be initialized before init_process_group" in results[0].stderr
     assert "rank 0 failed to set up" in results[1].stderr
     assert wall < 60
-
-
-def test_mismatched_world_size_names_both_ranks():
-    results, wall = launch(SCRIPT, ["world_size_mismatch"], nprocs=2, timeout=90)
-    assert all(r.returncode not in (0, None) for r in results), describe(results)
-    for r in results:
-        assert "mismatched world size" in r.stderr, describe(results)
-    assert "rank 1 with world_size=3" in results[0].stderr
-
-
-def test_more_ranks_than_the_instance_has_cores():
-    results, _ = launch(SCRIPT, ["too_many_ranks"], nprocs=3, timeout=90,
-                        env={"NEURON_SIM_INSTANCE": "trn1.2xlarge"})
-    assert all(r.returncode not in (0, None) for r in results), describe(results)
-    assert "rank 2 (LOCAL_RANK 2) has no NeuronCore" in results[2].stderr, describe(results)
-    assert "--nproc_per_node" in results[2].stderr
-    assert "rank 2 failed to set up" in results[0].stderr
 
 
 def test_a_rank_that_dies_does_not_hang_the_others():
@@ -83,9 +73,60 @@ def test_group_still_works_after_a_refused_call(in_job):
     assert all(seen["after"] == [2.0, 2.0, 2.0] for seen in in_job)
 
 
+def _rank_info(rank, world_size, core, node=0):
+    return {"rank": rank, "world_size": world_size, "node": node, "core": core,
+            "cores_per_node": 4, "error": None}
+
+
+def test_mismatched_world_size_names_both_ranks():
+    store = dist.HashStore()
+    store.set("neuron_init/1", json.dumps(_rank_info(1, 3, 1)))
+    with pytest.raises(DistributedSetupError, match=r"mismatched world size: rank 0 was started "
+                       r"with world_size=2 but rank 1 with world_size=3"):
+        neuron_backend._handshake(store, _rank_info(0, 2, 0), timedelta(seconds=5))
+
+
+def test_a_missing_rank_is_named_after_the_timeout():
+    store = dist.HashStore()
+    with pytest.raises(DistributedSetupError, match=r"ranks \[1\] did not join"):
+        neuron_backend._handshake(store, _rank_info(0, 2, 0), timedelta(seconds=0.2))
+
+
 def test_two_ranks_given_the_same_core():
-    results, _ = launch(SCRIPT, ["same_core"], nprocs=2, timeout=90,
-                        env={"NEURON_RT_VISIBLE_CORES": "3"})
-    assert all(r.returncode not in (0, None) for r in results), describe(results)
-    for r in results:
-        assert "ranks 0 and 1 both own NeuronCore 3 of node 0" in r.stderr, describe(results)
+    store = dist.HashStore()
+    store.set("neuron_init/1", json.dumps(_rank_info(1, 2, 3)))
+    with pytest.raises(DistributedSetupError, match="ranks 0 and 1 both own NeuronCore 3 of node 0"):
+        neuron_backend._handshake(store, _rank_info(0, 2, 3), timedelta(seconds=5))
+
+
+def test_another_ranks_setup_error_stops_this_rank():
+    store = dist.HashStore()
+    store.set("neuron_init/1", json.dumps(dict(_rank_info(1, 2, 1), error="boom")))
+    with pytest.raises(DistributedSetupError, match="rank 1 failed to set up: boom"):
+        neuron_backend._handshake(store, _rank_info(0, 2, 0), timedelta(seconds=5))
+
+
+def test_more_ranks_than_the_instance_has_cores(monkeypatch):
+    for name in ("NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NEURON_SIM_INSTANCE", "trn1.2xlarge")
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    with pytest.raises(DistributedSetupError) as e:
+        neuron_placement.from_environment(2, 3)
+    assert "rank 2 (LOCAL_RANK 2) has no NeuronCore" in str(e.value)
+    assert "trn1.2xlarge has 2 logical cores" in str(e.value)
+    assert "--nproc_per_node" in str(e.value)
+
+
+def test_placement_follows_torchrun(monkeypatch):
+    for name in ("NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NEURON_SIM_INSTANCE", "trn2.48xlarge")
+    monkeypatch.setenv("LOCAL_RANK", "5")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    monkeypatch.setenv("GROUP_RANK", "0")
+    p = neuron_placement.from_environment(5, 8)
+    assert (p.local_rank, p.local_world_size, p.core, p.global_core) == (5, 8, 5, 5)
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "8-15")     # a list the local ranks index
+    assert neuron_placement.from_environment(5, 8).core == 13

@@ -4,7 +4,8 @@ Importing torch_neuronx registers it; `dist.init_process_group(backend="neuron")
 each rank one logical NeuronCore, moves collective data with gloo on host memory and charges
 each collective's simulated NeuronLink time to the stream."""
 
-from .backend import CollectiveRecord, clear_collective_log, collective_log, placement, register
+from .backend import (CollectiveRecord, clear_collective_log, collective_log, rank_placement,
+                      register)
 from .errors import (CollectiveDeviceError, CollectiveMismatchError, DistributedSetupError,
                      NeuronDistributedError, PeerLostError)
 
@@ -12,4 +13,4 @@ register()
 
 __all__ = ["CollectiveDeviceError", "CollectiveMismatchError", "CollectiveRecord",
            "DistributedSetupError", "NeuronDistributedError", "PeerLostError", "clear_collective_log",
-           "collective_log", "placement"]
+           "collective_log", "rank_placement"]

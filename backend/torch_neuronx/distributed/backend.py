@@ -15,6 +15,7 @@ operation, calls `Collectives.__call__` here, which
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -101,13 +102,11 @@ class Collectives:
 
     # ---- called by _NeuronBackend before every operation -----------------------------------
     def __call__(self, op, inputs, outputs, reduce_op, peer):
-        tensors = list(inputs) + list(outputs)
         self._check_local(op, inputs, outputs)
         clocks = None
         if self.check and op not in ("send", "recv"):
             clocks = self._check_group(op, inputs, outputs, reduce_op, peer)
         self._charge(op, inputs, outputs, peer, clocks)
-        del tensors
 
     def _who(self) -> str:
         return f"rank {self.global_ranks[self.rank]}"
@@ -265,7 +264,6 @@ def _handshake(store, p, timeout: timedelta) -> dict:
 
 
 def _host_backend(store, rank, size, timeout):
-    import os
     addr = os.environ.get("MASTER_ADDR", "")
     if not os.environ.get("GLOO_SOCKET_IFNAME") and addr in ("127.0.0.1", "localhost"):
         opts = ProcessGroupGloo._Options()
@@ -323,6 +321,6 @@ def clear_collective_log() -> None:
     _LOG.clear()
 
 
-def placement():
+def rank_placement():
     """This rank's Placement (None before init_process_group(backend='neuron'))."""
     return _STATE["placement"]
