@@ -74,7 +74,7 @@ def _merge(start, end, ops, opnames, max_spans, lane):
         # keep the (max_spans - 1) largest gaps as breaks; ties break towards earlier gaps
         cut = np.sort(gaps)[::-1][max_spans - 2] if max_spans > 1 else np.inf
         breaks = (gaps > cut) & (gaps > MIN_GAP_NS)
-        if breaks.sum() < max_spans - 1 and cut > MIN_GAP_NS:               # equal gaps at the cut: take some of them
+        if breaks.sum() < max_spans - 1 and cut > MIN_GAP_NS:   # equal gaps at the cut: some
             extra = np.nonzero(gaps == cut)[0][:max_spans - 1 - int(breaks.sum())]
             breaks[extra] = True
     else:
@@ -90,7 +90,8 @@ def _merge(start, end, ops, opnames, max_spans, lane):
         if len(names) > 2:
             what += f", +{len(names) - 2} more"
         pct = 100.0 * busy / (s1 - s0) if s1 > s0 else 100.0
-        spans.append(LaneSpan(lane, s0, s1 - s0, what if pct >= 99.5 else f"{what}, {pct:.0f}% busy"))
+        label = what if pct >= 99.5 else f"{what}, {pct:.0f}% busy"
+        spans.append(LaneSpan(lane, s0, s1 - s0, label))
     return spans
 
 

@@ -288,7 +288,7 @@ def format_text(s: Summary, top: int = 10) -> str:
              + (f"   HBM {s.hbm_peak_bytes / 2**20:.1f} MiB" if s.hbm_peak_bytes is not None
                 else "")]
     if s.top_ops:
-        lines.append(f"  top ops by device time:")
+        lines.append("  top ops by device time:")
         lines.append(f"    {'op':40s} {'calls':>6s} {'ms':>9s} {'%':>6s} {'HBM MB':>8s}")
         for o in s.top_ops[:top]:
             lines.append(f"    {o['name'][:40]:40s} {o['count']:6d} {o['device_ns'] / 1e6:9.3f} "

@@ -68,7 +68,8 @@ def test_low_tensor_utilisation_and_transposes():
 
 
 def test_launch_bound_region_from_records():
-    recs = [OpRecord("aten::add.Tensor", 10, 30_000.0, 25_000.0, {"VectorE": 3000.0, "DMA": 4000.0})]
+    recs = [OpRecord("aten::add.Tensor", 10, 30_000.0, 25_000.0,
+                     {"VectorE": 3000.0, "DMA": 4000.0})]
     s = summarize(recs, chip="trn2", peak_flops=1e14, hbm_bytes_per_s=1e12)
     assert s.verdict.startswith("launch-bound")
     assert _titles(s) == ["Per-op launch overhead dominates"]

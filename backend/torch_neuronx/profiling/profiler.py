@@ -5,12 +5,12 @@ Output layout (torchneuron-api.md section 8): `<out>/<host>_pid_<pid>/<timestamp
 one directory per export. The simulator has no NEFF, NTFF or runtime protobufs to write, and writes
 no files under those names; instead:
 
-| mode        | on Trainium                          | here                                                  |
-|-------------|--------------------------------------|-------------------------------------------------------|
-| DEVICE      | neff_*.neff + profile_nc_*.ntff      | engine lanes in trace.json; device_summary.json/.txt  |
-| RUNTIME     | ntrace.pb + trace_info.pb            | device rows (pid = device) in trace.json              |
-| CPU_UTIL    | cpu_util.pb                          | cpu_util.json (process CPU times, load average)       |
-| HOST_MEMORY | host_mem.pb                          | host_mem.json (peak resident set size)                |
+| mode        | on Trainium                     | here                                          |
+|-------------|---------------------------------|-----------------------------------------------|
+| DEVICE      | neff_*.neff + profile_nc_*.ntff | engine lanes in trace.json; device_summary.*  |
+| RUNTIME     | ntrace.pb + trace_info.pb       | device rows (pid = device) in trace.json      |
+| CPU_UTIL    | cpu_util.pb                     | cpu_util.json (process CPU times, load)       |
+| HOST_MEMORY | host_mem.pb                     | host_mem.json (peak resident set size)        |
 
 `modes.json` in the same directory records this per requested mode. trace.json also carries the
 summary under the top-level key `neuronExplorer` for `neuron-sim explorer trace.json`."""
@@ -183,8 +183,8 @@ class NeuronProfiler:
         os.remove(tmp)
         dropped = self._filter(trace)
         add_analysis_fields(trace)
-        notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows (lanes of uncaptured cores or past the cap)"] \
-            if dropped else []
+        notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows "
+                 "(lanes of uncaptured cores or past the cap)"] if dropped else []
         s = explorer_summary(prof, notes=notes)
         m = _cost_model()
         trace[EXPLORER_KEY] = {"simulated": True, "instance": m.instance.name, "lnc": m.lnc,
