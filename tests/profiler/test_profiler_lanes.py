@@ -274,3 +274,16 @@ def test_cli_summary_from_a_plain_export(traced, tmp_path):
     assert s.top_ops[0]["name"] == "aten::mm"
     assert s.engine_active_percent["TensorE"] > 0 and s.engine_active_percent["DMA"] > 0
     assert any("trace events only" in n for n in s.notes)
+
+
+def test_max_events_per_nc_caps_lanes_not_device_time(tmp_path):
+    x, w = _inputs()
+    cfg = NeuronConfig(profile_output_dir=str(tmp_path), max_events_per_nc=5)
+    exporter = NeuronProfiler(cfg)
+    with profile(activities=ACT, experimental_config=cfg, on_trace_ready=exporter.export_trace):
+        _step(x, w)
+        torch.neuron.synchronize()
+    trace = json.load(open(os.path.join(exporter.last_output_dir, "trace.json")))
+    ops, lanes = _device(trace)
+    assert len(lanes) == 5 and {e["name"] for e in ops} >= {"aten::mm", "aten::gelu"}
+    assert any("max_events_per_nc" in n for n in trace["neuronExplorer"]["summary"]["notes"])
