@@ -8,11 +8,13 @@ import sys
 import pytest
 import torch
 
-import torch_neuronx
 from torch_neuronx.neuron_dynamo_backend import reset_dynamo_metrics
 
-# The small GPT of examples/compile is shared by the tests and bench/compile_time.py.
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "compile"))
+# With pytest's importlib import mode this folder is not on sys.path by itself (the tests import
+# compile_helpers); the small GPT of examples/compile is shared with bench/compile_time.py.
+_HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+sys.path.insert(0, str(_HERE.parents[1] / "examples" / "compile"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,12 +40,3 @@ def clean_compile_state(tmp_path, monkeypatch):
     reset_dynamo_metrics()
     yield tmp_path / "neff_cache"
     torch._dynamo.reset()
-
-
-def device_ns(fn):
-    """Simulated device time `fn()` adds, and its result."""
-    torch.neuron.synchronize()
-    start = torch_neuronx.device_time_ns()
-    out = fn()
-    torch.neuron.synchronize()
-    return torch_neuronx.device_time_ns() - start, out

@@ -6,7 +6,7 @@ from torch._dynamo.backends.registry import lookup_backend
 
 import torch_neuronx
 import torch_neuronx.neuron_dynamo_backend as ndb
-from conftest import device_ns
+from compile_helpers import device_ns
 
 
 def mlp():
