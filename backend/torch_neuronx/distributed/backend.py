@@ -56,8 +56,12 @@ _OP_CODES = {name: i for i, name in enumerate(sorted(_MODEL_OP))}
 _DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32,
            torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64,
            torch.float8_e4m3fn, torch.float8_e5m2]
+# One rank's fingerprint of a call, exchanged before the data moves: what must match across the
+# group, then the rank's simulated clock, then the first compared tensor's dims (-1 padded).
+_FIELDS = ("op", "reduce_op", "peer", "count", "dtype", "ndim", "numel")
+_CLOCK = len(_FIELDS)
 _MAX_DIMS = 6
-_FINGERPRINT = 8 + _MAX_DIMS   # op, reduce, peer, n tensors, dtype, ndim, numel, clock, dims
+_FINGERPRINT = _CLOCK + 1 + _MAX_DIMS
 
 
 @dataclass
@@ -87,12 +91,11 @@ def _nbytes(tensors) -> int:
 class Collectives:
     """The Python half of one neuron process group (see the module docstring)."""
 
-    def __init__(self, host, group_rank: int, group_size: int, global_ranks, group_name: str):
+    def __init__(self, host, group_rank: int, group_size: int, global_ranks):
         self.host = host
         self.rank = group_rank
         self.size = group_size
         self.global_ranks = tuple(global_ranks)
-        self.group_name = group_name
         p = _STATE["placement"]
         self.fabric = fabric_for(p.instance, p.lnc)
         self.cores = [_STATE["cores"][r] for r in self.global_ranks]
@@ -146,8 +149,8 @@ class Collectives:
                  else -1)
         numel = sum(t.numel() for t in compared)
         row = [_OP_CODES[op], reduce_op, peer, len(compared), dtype,
-               first.dim() if first is not None else -1, numel, clock]
-        return row + dims + [-1] * (_MAX_DIMS - len(dims))
+               first.dim() if first is not None else -1, numel]
+        return row + [clock] + dims + [-1] * (_MAX_DIMS - len(dims))
 
     def _check_group(self, op, inputs, outputs, reduce_op, peer):
         clock = self._clock()
@@ -164,8 +167,11 @@ class Collectives:
                 "failed or stopped calling collectives; see its error.") from None
         rows = everyone.view(self.size, _FINGERPRINT).tolist()
         names = {v: k for k, v in _OP_CODES.items()}
+        def call(row):   # everything but the clock
+            return row[:_CLOCK] + row[_CLOCK + 1:]
+
         for r, row in enumerate(rows):   # against the group's first rank, so all ranks agree
-            if row[:7] == rows[0][:7] and row[8:] == rows[0][8:]:
+            if call(row) == call(rows[0]):
                 continue
             a, b = self._render(rows[0], names), self._render(row, names)
             ra, rb = self.global_ranks[0], self.global_ranks[r]
@@ -174,14 +180,14 @@ class Collectives:
                 f"{a} but rank {rb} called {b}. Every rank must call the same collectives in "
                 f"the same order, with the same shapes and dtypes (reported by "
                 f"{self._who()}).")
-        return [row[7] for row in rows]
+        return [row[_CLOCK] for row in rows]
 
     @staticmethod
     def _render(row, names) -> str:
-        op, reduce_op, peer, count, dtype, ndim, numel = row[:7]
+        op, reduce_op, peer, count, dtype, ndim, numel = row[:_CLOCK]
         text = names[op]
         if count > 0:
-            dims = row[8:8 + max(ndim, 0)]
+            dims = row[_CLOCK + 1:_CLOCK + 1 + max(ndim, 0)]
             dt = str(_DTYPES[dtype]).replace("torch.", "") if dtype >= 0 else "?"
             text += f" on {count} tensor(s), the first {dt}{dims}, {numel} elements in all"
         if reduce_op >= 0:
@@ -303,7 +309,7 @@ def create(opts, pg_options=None):
         _setup_default_group(store, rank, size, timeout)
     host = _host_backend(store, rank, size, timeout)
     _C._init_distributed()
-    hook = Collectives(host, rank, size, global_ranks, opts.group_id)
+    hook = Collectives(host, rank, size, global_ranks)
     return _C._NeuronBackend(host, hook)
 
 
