@@ -48,7 +48,8 @@ _MODEL_OP = {
     "all_gather_into_tensor_coalesced": ("all_gather", "out"),
     "reduce_scatter": ("reduce_scatter", "in"), "reduce_scatter_tensor": ("reduce_scatter", "in"),
     "reduce_scatter_tensor_coalesced": ("reduce_scatter", "in"),
-    "gather": ("all_gather", "out"), "scatter": ("all_gather", "in"),
+    # gather/scatter hold the full list on the root only: every rank counts its own part x p
+    "gather": ("all_gather", "in*p"), "scatter": ("all_gather", "out*p"),
     "all_to_all": ("all_to_all", "in"), "all_to_all_single": ("all_to_all", "in"),
     "send": ("send_recv", "in"), "recv": ("send_recv", "out"), "barrier": ("barrier", None),
 }
@@ -202,7 +203,9 @@ class Collectives:
 
     def _charge(self, op, inputs, outputs, peer, clocks):
         model_op, side = _MODEL_OP[op]
-        nbytes = _nbytes(inputs if side == "in" else outputs) if side else 0
+        nbytes = _nbytes(inputs if side.startswith("in") else outputs) if side else 0
+        if side and side.endswith("*p"):
+            nbytes *= self.size
         if model_op == "send_recv":
             if peer < 0:
                 cores = [self.cores[self.rank], self.cores[(self.rank + 1) % self.size]]

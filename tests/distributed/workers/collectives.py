@@ -11,6 +11,8 @@ import torch.distributed._functional_collectives as funcol
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
 
+from torch_neuronx.distributed import collective_log
+
 dist.init_process_group(backend="neuron")
 rank, world = dist.get_rank(), dist.get_world_size()
 seen = {"device_count": torch.neuron.device_count(), "current": torch.neuron.current_device(),
@@ -62,6 +64,16 @@ t = torch.full((3,), r, device=dev)
 dist.broadcast(t, src=world - 1)
 check("broadcast", t, torch.full((3,), float(world)))
 
+gathered = [torch.empty(2, device=dev) for _ in range(world)] if rank == 0 else None
+dist.gather(torch.full((2,), r, device=dev), gathered, dst=0)
+check("gather", torch.cat(gathered) if rank == 0 else torch.zeros(0),
+      torch.arange(1, world + 1.).repeat_interleave(2) if rank == 0 else torch.zeros(0))
+got = torch.empty(2, device=dev)
+dist.scatter(got, [torch.full((2,), float(i), device=dev) for i in range(world)] if rank == 0
+             else None, src=0)
+check("scatter", got, torch.full((2,), float(rank)))
+seen["gather_scatter_ns"] = [rec.ns for rec in collective_log()[-2:]]
+
 peer = (rank + 1) % world
 src = (rank - 1) % world
 buf = torch.empty(2, device=dev)
@@ -112,8 +124,6 @@ with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as
     dist.all_reduce(big)
     torch.neuron.synchronize()
 seen["profiler_names"] = sorted({e.name for e in prof.events() if e.name.startswith("neuron::")})
-from torch_neuronx.distributed import collective_log  # noqa: E402
-
 seen["last_record"] = {k: v for k, v in vars(collective_log()[-1]).items() if k != "group"}
 seen["ok"] = ok
 dist.destroy_process_group()
