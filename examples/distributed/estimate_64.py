@@ -65,20 +65,20 @@ def main(argv=None):
     compute_s = start.elapsed_time(end) * 1e-3
 
     elem = 4   # fp32 parameters and gradients, as the script trains
-    if args.parallelism == "fsdp":
-        root = [p.shape for n, p in model.named_parameters() if not n.startswith("blocks.")]
-        units = [[p.shape for p in b.parameters()] for b in model.blocks]
-        calls = fsdp2_pattern(root, units, args.ranks, elem)
-    else:
-        calls = ddp_pattern([p.numel() * elem for p in model.parameters()])
+    root = [p.shape for n, p in model.named_parameters() if not n.startswith("blocks.")]
+    units = [[p.shape for p in b.parameters()] for b in model.blocks]
+
+    def pattern(ranks):
+        if args.parallelism == "fsdp":
+            return fsdp2_pattern(root, units, ranks, elem)   # padding depends on the group size
+        return ddp_pattern([p.numel() * elem for p in model.parameters()])
+
     params = sum(p.numel() for p in model.parameters())
     print(f"model: {params / 1e6:.1f} M parameters, {args.layers} layers, hidden {args.dim}, "
           f"sequence {args.seq}, batch {args.batch} per rank, {args.parallelism}")
     print(f"one rank's program on one {args.instance} NeuronCore: {compute_s * 1e3:.3f} ms")
     for ranks in sorted({2, args.ranks}):
-        est = estimate_step(compute_s, calls if ranks == args.ranks else (
-            fsdp2_pattern(root, units, ranks, elem) if args.parallelism == "fsdp" else calls),
-            args.instance, {"dp": ranks})
+        est = estimate_step(compute_s, pattern(ranks), args.instance, {"dp": ranks})
         print(est.summary())
     print(f"RESULT ranks={args.ranks} instance={args.instance} parallelism={args.parallelism} "
           f"params_M={params / 1e6:.1f} compute_ms={compute_s * 1e3:.3f} "

@@ -23,6 +23,7 @@ by that amount). Host-side costs (data loading, Python) are not in simulated tim
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .algorithms import estimate
@@ -47,10 +48,7 @@ class StepEstimate:
 
     @property
     def ranks(self) -> int:
-        n = 1
-        for size in self.mesh.values():
-            n *= size
-        return n
+        return math.prod(self.mesh.values())
 
     @property
     def serial_s(self) -> float:
@@ -88,9 +86,7 @@ def estimate_step(compute_s: float, calls, instance: str, mesh: dict, lnc: int |
                   algorithm: str | None = None) -> StepEstimate:
     """Step time on `instance` with ranks arranged as `mesh` (e.g. {"dp": 64})."""
     fabric = fabric_for(instance, lnc)
-    ranks = 1
-    for size in mesh.values():
-        ranks *= size
+    ranks = math.prod(mesh.values())
     if ranks > fabric.cores:
         raise ValueError(f"a mesh of {ranks} ranks does not fit {instance}: it has "
                          f"{fabric.cores} logical cores at LNC={fabric.lnc}")
