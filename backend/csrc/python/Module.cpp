@@ -166,6 +166,9 @@ PYBIND11_MODULE(_C, m) {
     set_charging(on);
     return previous;
   });
+  // Nanoseconds of timed work (NKI kernels, collectives) issued on this thread while charging
+  // was off, since the last call; resets the count.
+  m.def("_take_captured_ns", &take_captured_ns);
   m.def("_activity_logging", &activity_logging);
   // lanes: [(lane_name, offset_ns, duration_ns, label), ...] for the op `seq` (profiling only).
   m.def("_record_lanes", [](uint64_t seq,

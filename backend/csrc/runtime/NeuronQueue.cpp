@@ -43,6 +43,7 @@ std::atomic<uint64_t> g_next_seq{1};
 std::atomic<bool> g_launch_blocking{false};
 thread_local bool t_draining = false;
 thread_local bool t_charging = true;
+thread_local int64_t t_captured_ns = 0;
 
 std::mutex g_names_mutex;
 std::vector<std::string> g_names{"<unknown>"};
@@ -102,8 +103,17 @@ size_t op_name_count() {
 void set_charging(bool on) { t_charging = on; }
 bool charging() { return t_charging; }
 
+int64_t take_captured_ns() {
+  const int64_t ns = t_captured_ns;
+  t_captured_ns = 0;
+  return ns;
+}
+
 void enqueue_op(OpDesc&& op) {
-  if (!t_charging) return;
+  if (!t_charging) {
+    if (op.preset_ns > 0) t_captured_ns += op.preset_ns;
+    return;
+  }
   op.seq = g_next_seq++;
   if (g_logging.load(std::memory_order_relaxed)) {
     op.correlation_id = current_correlation_id();

@@ -80,8 +80,11 @@ size_t op_name_count();
 void enqueue_op(OpDesc&& op);
 // Per-thread switch: while off, enqueue_op drops ops instead of queueing them. A compiled
 // graph runs its ops with charging off and is charged once, as one program.
+// Work of known duration (an NKI kernel, a collective) issued while charging is off is not
+// dropped: its nanoseconds accumulate per thread, and the compiled graph adds them to its launch.
 void set_charging(bool on);
 bool charging();
+int64_t take_captured_ns();
 void enqueue_record(const SimEventPtr& event, const c10::Stream& stream);
 void enqueue_wait(const SimEventPtr& event, const c10::Stream& stream);
 

@@ -12,7 +12,7 @@ from .errors import (CPUInputError, DynamicShapeError, NEFFCompilationError, NEF
                      NeuronCompileError)
 from .explain import StepProfile, compare, measure_step
 from .metrics import (NeuronCompilationMetrics, cache_stats, get_dynamo_metrics, launch_stats,
-                      reset_dynamo_metrics)
+                      reset_dynamo_metrics, reset_launch_stats)
 
 
 def _register() -> None:
@@ -33,4 +33,4 @@ __all__ = ["BreakReport", "CPUInputError", "DynamicShapeError", "GraphBreak",
            "NEFFCompilationError", "NEFFExecutionError", "NeuronCompilationMetrics",
            "NeuronCompileError", "cache_stats", "create_neuron_backend", "explain_graph_breaks",
            "get_dynamo_metrics", "get_model_name", "launch_stats", "measure_step", "compare",
-           "StepProfile", "neuron_backend", "reset_dynamo_metrics", "set_model_name"]
+           "StepProfile", "neuron_backend", "reset_dynamo_metrics", "reset_launch_stats", "set_model_name"]

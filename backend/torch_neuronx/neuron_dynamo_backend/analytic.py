@@ -143,6 +143,7 @@ def analyse(spec: GraphSpec, target: Target) -> GraphCost:
     live = {}               # base value -> bytes resident in SBUF
     dma_bytes = spill_bytes = spills = peak = ops = 0
     eager_dma = 0
+    custom_ns = 0.0
     for pos, op in enumerate(spec.ops):
         if op.is_view:
             continue
@@ -182,11 +183,14 @@ def analyse(spec: GraphSpec, target: Target) -> GraphCost:
         for engine, ns in work.items():
             busy[engine] += ns
         busy["DMA"] += dma_ns
-        total += max(sum(work.values()), dma_ns)   # an op's engines in sequence, DMA overlapped
+        op_ns = max(sum(work.values()), dma_ns)   # an op's engines in sequence, DMA overlapped
+        total += op_ns
+        if op.name.split("::", 1)[0] not in ("aten", "prims"):
+            custom_ns += op_ns
     # Graph outputs that no op produced (inputs returned as they are) cost nothing.
     return GraphCost(total_ns=int(round(total + target.launch_ns)),
                      launch_ns=int(round(target.launch_ns)),
                      engine_busy_ns={k: int(round(v)) for k, v in busy.items()},
                      dma_bytes=int(dma_bytes), spill_bytes=int(spill_bytes), spills=spills,
                      sbuf_peak_bytes=int(peak), ops=ops, eager_launches=ops,
-                     eager_dma_bytes=int(eager_dma))
+                     eager_dma_bytes=int(eager_dma), custom_ops_ns=int(round(custom_ns)))

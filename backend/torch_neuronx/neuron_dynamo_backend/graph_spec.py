@@ -186,6 +186,9 @@ class GraphCost:
     eager_dma_bytes: int
     cost_source: str = "interim-analytic"
     estimated_ops: list = field(default_factory=list)   # timed by roofline, not lowered
+    # Part of total_ns that is the roofline estimate of custom (non-ATen) ops. When those ops
+    # time themselves at run time (NKI kernels), the launcher swaps this for their real time.
+    custom_ops_ns: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -39,6 +39,8 @@ class NeuronCompilationMetrics:
     eager_launches: int = 0
     eager_dma_bytes: int = 0
     estimated_ops: list = field(default_factory=list)   # ops timed by roofline, not lowered
+    custom_ops_ns: int = 0          # of sim_run_ns: roofline of custom ops (NKI), replaced at
+                                    # run time by the kernels' own simulated time
     source: str = ""                # user lines the graph covers (where graph breaks fall)
 
 
