@@ -350,6 +350,10 @@ class _GraphCompiler:
             setattr(record, f, getattr(cost, f))
         record.wall_compile_s = time.perf_counter() - start
         metrics.record(record)
+        logger.info("compiled %s (%s, %d ops%s): %.1f us per launch, simulated compile %.2f s "
+                    "(%s)", name, kind, cost.ops, f", user lines {self.source}" if self.source
+                    else "", cost.total_ns / 1e3, record.sim_compile_ns / 1e9,
+                    "cache hit" if hit else "cache miss")
         _save_artifacts(gm, name, cost)
         return _launcher(gm, name, cost, _device_index(example_inputs))
 
