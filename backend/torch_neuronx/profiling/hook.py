@@ -120,8 +120,9 @@ def on_drain(model, batch, out) -> None:
             ns = int(out[i])
             if ns <= 0:
                 continue
-            if name in _GRAPHS:
-                _graph(seq, name, ns, _GRAPHS[name])
+            cost = _graph_cost(name, model) if name.startswith(GRAPH_PREFIX) else None
+            if cost is not None:
+                _graph(seq, name, ns, cost)
                 continue
             if name in _HOST_COPIES:
                 moved = sum(_nbytes(t) for t in args if _is_tensor(t))
@@ -145,12 +146,43 @@ def on_drain(model, batch, out) -> None:
     flush()
 
 
-_GRAPHS: dict = {}           # launch name of a compiled graph -> its GraphCost (issue 6)
+GRAPH_PREFIX = "neuron::graph."   # launches of the torch.compile backend (issue 6)
+_GRAPHS: dict = {}           # launch name of a compiled graph -> its cost (GraphCost or metrics)
 
 
 def register_graph(launch_name: str, cost) -> None:
-    """Called by the torch.compile backend for each compiled graph it launches."""
+    """The torch.compile backend may register each graph's GraphCost here (launch_ns,
+    engine_busy_ns, dma_bytes, spill_bytes, sbuf_peak_bytes); otherwise the graph's compile
+    metrics are used (no SBUF peak there)."""
     _GRAPHS[launch_name] = cost
+
+
+class _MetricsCost:
+    """A compiled graph's cost as its compile metrics record it."""
+
+    def __init__(self, m, launch_ns):
+        self.launch_ns = launch_ns
+        self.engine_busy_ns = dict(getattr(m, "engine_busy_ns", None) or {})
+        self.dma_bytes = getattr(m, "dma_bytes", 0) or 0
+        self.spill_bytes = getattr(m, "spill_bytes", 0) or 0
+        self.sbuf_peak_bytes = 0
+        self.cost_source = getattr(m, "cost_source", "") or ""
+
+
+def _graph_cost(name, model):
+    cost = _GRAPHS.get(name)
+    if cost is not None:
+        return cost
+    try:
+        from ..neuron_dynamo_backend.metrics import get_dynamo_metrics
+    except ImportError:
+        return None
+    short = name[len(GRAPH_PREFIX):]
+    for m in reversed(get_dynamo_metrics()):
+        if getattr(m, "graph_name", None) == short and getattr(m, "engine_busy_ns", None):
+            cost = _GRAPHS[name] = _MetricsCost(m, model.launch_ns)
+            return cost
+    return None
 
 
 def _graph(seq, name, ns, cost) -> None:
