@@ -157,6 +157,9 @@ def test_tensorboard_trace_handler_with_schedule(tmp_path):
     ops, lanes = _device(trace)
     assert sum(e["name"] == "aten::mm" for e in ops) == 2 and lanes
     assert any(e["name"].startswith("ProfilerStep#") for e in trace["traceEvents"])
+    profiling.prepare_trace(files[0])                 # analysis fields for HTA, in place
+    ops, _lanes = _device(json.load(open(files[0])))
+    assert all(e["args"]["stream"] == e["tid"] for e in ops)
 
 
 def test_holistic_trace_analysis_kernel_breakdown(tmp_path):
