@@ -285,6 +285,8 @@ def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int)
     launch_name = f"neuron::graph.{name}"
     ns, engines, dma = cost.total_ns, dict(cost.engine_busy_ns), cost.dma_bytes
     without_custom = ns - cost.custom_ops_ns
+    from ..profiling.hook import register_graph   # profiler lanes + Explorer summary (issue 7)
+    register_graph(launch_name, cost)
 
     def run(*args):
         previous = _C._set_charging(False)
