@@ -29,6 +29,15 @@ def session_cache_dir(tmp_path_factory):
         os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = previous
 
 
+@pytest.fixture(scope="module", autouse=True)
+def restore_dynamo_config():
+    """The backend turns Dynamo's automatic dynamic shapes off for the process (static shapes
+    only); other test modules get the setting back."""
+    automatic_dynamic = torch._dynamo.config.automatic_dynamic_shapes
+    yield
+    torch._dynamo.config.automatic_dynamic_shapes = automatic_dynamic
+
+
 @pytest.fixture(autouse=True)
 def clean_compile_state(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff_cache"))
