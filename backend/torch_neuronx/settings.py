@@ -69,10 +69,31 @@ def get(name: str, environ=None):
     return _BY_NAME[name].read(environ)
 
 
+def _declarations():
+    """Every settings list of the project, by the part that reads it. Each part declares its
+    own (neuron_sim cannot import torch_neuronx); this is the one place that lists them all."""
+    from neuron_sim import config as sim_config
+    from neuron_sim.nki import settings as nki_settings
+
+    from .distributed import settings as distributed_settings
+    from .neuron_dynamo_backend import options as compile_options
+    from .profiling import hook as profiling_hook
+    return [
+        ("device", SETTINGS),
+        ("torch.compile", compile_options.SETTINGS),
+        ("profiling", profiling_hook.LANE_SETTINGS),
+        ("distributed", distributed_settings.SETTINGS),
+        ("NKI", list(nki_settings.SETTINGS.values())),
+        ("simulator", list(sim_config.SETTINGS.values())),
+    ]
+
+
 def markdown_table() -> str:
-    rows = ["| variable | type | default | meaning |", "|---|---|---|---|"]
-    for s in SETTINGS:
-        rows.append(f"| `{s.name}` | {s.kind.__name__} | {s.default!r} | {s.help} |")
+    rows = ["| variable | read by | type | default | meaning |", "|---|---|---|---|---|"]
+    for part, declared in _declarations():
+        for s in declared:
+            kind = getattr(s, "kind", None) or getattr(s, "type")
+            rows.append(f"| `{s.name}` | {part} | {kind.__name__} | {s.default!r} | {s.help} |")
     return "\n".join(rows)
 
 
