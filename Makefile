@@ -12,7 +12,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml setup.py $(wildcard backend/csrc/*/*.cpp backend/csrc/*/*.h)
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip setuptools wheel ninja
-	$(PIP) install -q "$(TORCH)"
+	$(PIP) install -q "$(TORCH)" numpy
 	$(PIP) install -q --no-build-isolation -e ".[test]"
 	touch $(STAMP)
 
