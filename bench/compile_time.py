@@ -31,6 +31,7 @@ from torch_neuronx.neuron_dynamo_backend.graph_cost import Target  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "compile"))
 from tiny_gpt import batch, make  # noqa: E402
+from train_step import trainer  # noqa: E402
 
 
 def first_step_compile_s(model, x, y) -> float:
@@ -59,25 +60,10 @@ def compile_times(kw) -> tuple:
     return neuron_s, inductor_s
 
 
-def trainer(model, compiled, vocab):
-    x, y = batch("neuron", vocab=vocab)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    step = torch.compile(opt.step, backend="neuron") if compiled else opt.step
-    losses = []
-
-    def one_step():
-        loss = model(x, y)
-        loss.backward()
-        step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    return one_step, losses
-
-
 def step_profiles(kw):
-    eager_step, eager_losses = trainer(make("neuron", **kw), False, kw["vocab"])
+    eager_step, eager_losses = trainer(make("neuron", **kw), False, vocab=kw["vocab"])
     compiled_step, compiled_losses = trainer(torch.compile(make("neuron", **kw), backend="neuron"),
-                                             True, kw["vocab"])
+                                             True, vocab=kw["vocab"])
     for _ in range(2):                       # warm-up: compile, fill program caches
         eager_step()
         compiled_step()

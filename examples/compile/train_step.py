@@ -12,8 +12,9 @@ import torch_neuronx.neuron_dynamo_backend as ndb
 from tiny_gpt import batch, make
 
 
-def trainer(model, compiled):
-    x, y = batch()
+def trainer(model, compiled, **batch_kwargs):
+    """One training step (eager, or with the optimizer step compiled too) and its loss log."""
+    x, y = batch(**batch_kwargs)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     step = torch.compile(opt.step, backend="neuron") if compiled else opt.step
     losses = []

@@ -7,32 +7,17 @@ import torch
 
 import torch_neuronx
 import torch_neuronx.neuron_dynamo_backend as ndb
-from tiny_gpt import batch, make
-
-
-def trainer(model, compile_optimizer):
-    x, y = batch()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    step = torch.compile(opt.step, backend="neuron") if compile_optimizer else opt.step
-    losses = []
-
-    def one_step():
-        loss = model(x, y)
-        loss.backward()
-        step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    return one_step, losses
+from tiny_gpt import make
+from train_step import trainer
 
 
 @pytest.fixture(scope="module")
 def profiles():
-    eager_step, eager_losses = trainer(make(), compile_optimizer=False)
+    eager_step, eager_losses = trainer(make(), False)
     eager_step()
     eager_step()
     eager = ndb.measure_step(eager_step)
-    compiled_step, compiled_losses = trainer(torch.compile(make(), backend="neuron"),
-                                             compile_optimizer=True)
+    compiled_step, compiled_losses = trainer(torch.compile(make(), backend="neuron"), True)
     compiled_step()
     compiled_step()
     compiled = ndb.measure_step(compiled_step)
