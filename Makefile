@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py $(wildcard backend/csrc/*/*.cpp backend/csrc/*
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/train_gpt.py
+	$(PY) examples/gpt/train_gpt.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests

@@ -1,4 +1,4 @@
-"""The demo GPT (examples/gpt_model.py, as `make demo` trains it) with torch.compile(backend=
+"""The demo GPT (examples/gpt/gpt_model.py, as `make demo` trains it) with torch.compile(backend=
 "neuron"): forward/backward graphs plus a compiled AdamW step, against the same eager step.
 
 Run: .venv/bin/python examples/compile/train_gpt.py [--steps 4]
@@ -13,7 +13,7 @@ import torch
 
 import torch_neuronx.neuron_dynamo_backend as ndb
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gpt"))
 from gpt_model import GPT, GPTConfig, make_batch  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import torch
 import torch_neuronx
 from torch_neuronx import _state
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "gpt"))
 from gpt_model import GPT, GPTConfig, make_batch, train_step  # noqa: E402
 
 
