@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
@@ -46,7 +47,8 @@ thread_local bool t_charging = true;
 thread_local int64_t t_captured_ns = 0;
 
 std::mutex g_names_mutex;
-std::vector<std::string> g_names{"<unknown>"};
+// A deque: op_name() hands out references that must survive later interning.
+std::deque<std::string> g_names{"<unknown>"};
 std::unordered_map<std::string, int32_t> g_name_ids;
 
 std::atomic<bool> g_logging{false};
