@@ -59,6 +59,7 @@ class LowerCtx:
         self._resident_bytes = 0
         self._pool: dict = {}
         self._seq = 0
+        self.ops_done = 0                     # ops lowered so far: a stable per-op tag
 
     # ---- identity and placement ----------------------------------------------------------------
     @staticmethod
@@ -116,6 +117,12 @@ class LowerCtx:
         for t in self._pool.values():
             self.b.free(t)
         self._pool.clear()
+        self.ops_done += 1
+
+    def tiles_named(self, prefix: str) -> int:
+        """How many pool tiles of this op have a role starting with `prefix` (for distinct,
+        deterministic roles; never object ids, whose values change from run to run)."""
+        return sum(1 for k in self._pool if k[0].startswith(prefix))
 
     # ---- loads and stores in the flat chunk layout ----------------------------------------
     def hbm_chunk(self, t: TensorSpec, p: int, cols: int, off: int, f: int) -> AccessPattern:

@@ -83,3 +83,24 @@ def test_host_cc_streams_overlap_and_wait(py):
     """, {"NEURON_RT_ENABLE_HOST_CC": "1"}).stdout.split()
     one, two, joined = map(float, out)
     assert one == pytest.approx(two) and joined == pytest.approx(max(one, two))
+
+
+def test_simulated_time_is_the_same_in_every_process(py):
+    # With Adaptive Eager Execution on, fused programs are lowered fresh in each process: their
+    # timing must not depend on object addresses or anything else that changes between runs.
+    code = """
+        import sys, torch
+        sys.path.insert(0, "examples/gpt")
+        from gpt_model import GPT, GPTConfig, make_batch, train_step
+        torch.manual_seed(0)
+        cfg = GPTConfig()  # the demo model: big enough for many fused programs
+        model = GPT(cfg).to("neuron")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = (t.to("neuron") for t in make_batch(cfg, 8))
+        train_step(model, opt, x, y).item()
+        start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
+        start.record(); train_step(model, opt, x, y).item(); end.record()
+        print(repr(start.elapsed_time(end)))
+    """
+    runs = {py(code).stdout.strip() for _ in range(3)}
+    assert len(runs) == 1, runs

@@ -302,7 +302,7 @@ def _param_tile(ctx, t: TensorSpec, p, n):
     """A per-feature parameter (weight/bias [C]) broadcast to all partitions, loaded once."""
     if t is None:
         return None
-    tile = ctx.tile("param", (p, n), t.dtype, id(t) % 3)
+    tile = ctx.tile(f"param{ctx.tiles_named('param')}", (p, n), t.dtype)
     ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, p, 0, ((n, 1),), 0))
     return tile
 

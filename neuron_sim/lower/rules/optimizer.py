@@ -47,7 +47,7 @@ def foreach(ctx, op):
     lists = _lists(op)
     if not lists:
         return
-    tag = id(op)
+    tag = ctx.ops_done
     ins = [_flat(lst, tag, k) for k, lst in enumerate(lists)]
     out = _flat(list(op.outputs) or lists[0], tag, "out")
     recipe = _RECIPES[kind]
@@ -62,7 +62,7 @@ def foreach(ctx, op):
 @lowers("aten::_foreach_norm")
 def foreach_norm(ctx, op):
     lists = _lists(op)
-    x = _flat(lists[0], id(op), 0)
+    x = _flat(lists[0], ctx.ops_done, 0)
     b = ctx.b
     p, cols, f, total = ctx.chunks(x)
     n = ctx.repeat(total)
@@ -80,7 +80,7 @@ def foreach_norm(ctx, op):
 @lowers("aten::_fused_adam", "aten::_fused_adamw", "aten::_fused_sgd", "aten::_fused_adagrad")
 def fused_optimizer(ctx, op):
     lists = _lists(op)
-    tag = id(op)
+    tag = ctx.ops_done
     flat = [_flat(lst, tag, k) for k, lst in enumerate(lists[:4])]
     params = flat[0]
     if op.op == "aten::_fused_sgd":
