@@ -16,8 +16,6 @@ def _autoload() -> None:
 
 
 import logging  # noqa: E402
-import os
-import sys
 
 import torch
 

@@ -23,8 +23,7 @@ def memory_stats(device=None) -> dict:
     nested = {}
     for key in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes",
                 "allocation", "active", "segment"):
-        entry = flat.get(key, {}).get("all", {}) if isinstance(flat.get(key), dict) else {}
-        nested[key] = {k: entry.get(k, 0) for k in ("current", "peak", "allocated", "freed")}
+        nested[key] = dict(flat[key]["all"])  # current, peak, allocated, freed
     for key in ("num_alloc_retries", "num_ooms"):
         nested[key] = flat.get(key, 0)
     nested["num_tensor_frees"] = nested["allocation"]["freed"]
