@@ -68,6 +68,8 @@ class ProgramBuilder:
         self._last_stationary = None
         self._next_queue = 0
         self._clocks: dict[int, float] = {}
+        self._spill_slots: set[int] = set()
+        self._spill_bytes = 0.0
         c = self.chip
         self._sbuf = PartitionAllocator("SBUF", c.sbuf_usable_bytes_per_partition, c.name)
         self._psum = PartitionAllocator("PSUM", c.psum_bytes_per_partition, c.name,
@@ -111,6 +113,17 @@ class ProgramBuilder:
     @property
     def psum_peak_bytes_per_partition(self) -> int:
         return self._psum.peak
+
+    @property
+    def sbuf_free_bytes_per_partition(self) -> int:
+        """Usable SBUF bytes per partition not held by a live tile (what a program can still
+        allocate before it has to spill)."""
+        return self._sbuf.capacity - self._sbuf.used
+
+    @property
+    def spill_bytes(self) -> float:
+        """DMA bytes of spill_store and spill_reload instructions so far."""
+        return self._spill_bytes
 
     # ---- the append path ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -385,6 +398,37 @@ class ProgramBuilder:
         from ..isa.dma import dma_transpose
         return self.append(dma_transpose.build(self.chip, as_ap(dst), as_ap(src),
                                                self._queue(queue), engines, dge), **kw)
+
+    # ---- spills: SBUF data the program keeps in HBM because it does not fit ----------------
+    def spill_slot(self, name: str, shape, dtype) -> Tensor:
+        """An HBM scratch tensor that holds SBUF data while it is spilled (named '<name>.spill',
+        as the NKI front end names its spill scratch)."""
+        t = self.hbm(f"{name}.spill", shape, dtype)
+        self._spill_slots.add(t.id)
+        return t
+
+    def spill_store(self, slot, src, *, queue=None, engines=None, **kw) -> int:
+        """Write SBUF `src` to its spill slot in HBM: a dma_copy SBUF->HBM (same cost, same
+        semantics) marked `spill="store"`, so summaries count its bytes as spill traffic."""
+        return self._spill("store", as_ap(slot), as_ap(src), queue, engines, kw)
+
+    def spill_reload(self, dst, slot, *, queue=None, engines=None, **kw) -> int:
+        """Read a spilled tile back from its HBM slot into SBUF `dst` before its next use: a
+        dma_copy HBM->SBUF marked `spill="reload"`."""
+        return self._spill("reload", as_ap(dst), as_ap(slot), queue, engines, kw)
+
+    def _spill(self, when, dst, src, queue, engines, kw) -> int:
+        from ..isa.dma import dma_copy
+        hbm_side, sbuf_side = (dst, src) if when == "store" else (src, dst)
+        if hbm_side.tensor.id not in self._spill_slots or sbuf_side.memory != Memory.SBUF:
+            raise ProgramError(
+                f"spill_{when}: expected an SBUF tile and a slot made by spill_slot(), found "
+                f"{sbuf_side.memory.name} {sbuf_side.tensor.name!r} and {hbm_side.memory.name} "
+                f"{hbm_side.tensor.name!r}; use dma_copy for ordinary transfers")
+        emit = dma_copy.build(self.chip, dst, src, self._queue(queue), engines, "none")
+        emit.params["spill"] = when
+        self._spill_bytes += emit.dma.bytes
+        return self.append(emit, **kw)
 
     # ---- control ----------------------------------------------------------------------------
     def nop(self, engine="sync", **kw) -> int:
