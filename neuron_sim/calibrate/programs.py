@@ -9,6 +9,7 @@ as far as the buffers allow."""
 
 from __future__ import annotations
 
+from ..numerics.formats import itemsize
 from ..program import ProgramBuilder
 
 TILE_K, TILE_M, TILE_N = 128, 128, 512
@@ -16,6 +17,9 @@ TILE_K, TILE_M, TILE_N = 128, 128, 512
 # triggers the loads of each operand and the stores from their own instruction streams, so one
 # operand waiting for a free buffer does not hold up the others.
 Q_LHS, Q_RHS, Q_OUT = 0, 1, 2
+# Spill reloads and spill stores are triggered around VectorE's accumulation, each from its own
+# stream like the operand loads.
+Q_SPILL_IN, Q_SPILL_OUT = 3, 4
 
 
 class Pool:
@@ -127,25 +131,87 @@ def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_
     return b.build()
 
 
+class Accumulators:
+    """The SBUF partial sums of the fully blocked kernel: one [128, TILE_N] slice per key, in the
+    order the K loop updates them. When they do not all fit, the compiler spills as its allocator
+    does (neuron_sim/nki/memory.py, [MMtut]): when the working set first overflows (at the first
+    lhsT block load, the partial sums already live) it sends to HBM the live slices whose next use
+    is furthest away, i.e. the last ones in update order. A spilled slice lives in an HBM slot,
+    is reloaded into one of `staging_bufs` buffers before each use and stored after it."""
+
+    def __init__(self, b, order, shape, dtype, resident, staging_bufs):
+        self.b, self.home, self.slot = b, {}, {}
+        resident = min(resident, len(order))
+        spilled = order[resident:]
+        if resident:
+            res = b.sbuf("result_tiles", (shape[0], resident, shape[1]), dtype)
+            self.home = {key: res[:, j, :] for j, key in enumerate(order[:resident])}
+        if spilled:
+            slots = b.spill_slot("result_tiles", (shape[0], len(spilled), shape[1]), dtype)
+            self.slot = {key: slots[:, j, :] for j, key in enumerate(spilled)}
+            self.stage = Pool(b, "result_stage", shape, dtype, staging_bufs)
+
+    def zero(self, key):
+        if key in self.home:
+            self.b.memset(self.home[key], 0.0)
+        else:
+            t = self.stage.next()
+            self.b.memset(t, 0.0)
+            self.b.spill_store(self.slot[key], t, queue=Q_SPILL_OUT)
+
+    def load(self, key):
+        """The SBUF tile holding `key` for one use (reloaded when spilled)."""
+        if key in self.home:
+            return self.home[key]
+        t = self.stage.next()
+        self.b.spill_reload(t, self.slot[key], queue=Q_SPILL_IN)
+        return t
+
+    def store(self, key, t):
+        """After a use that updated `key`: a spilled slice goes back to its slot."""
+        if key not in self.home:
+            self.b.spill_store(self.slot[key], t, queue=Q_SPILL_OUT)
+
+
+def _fit_blocked(free, acc_bytes, n_acc, block_bytes, packed_bytes, bufs):
+    """(buffers per operand block and packed tile, resident accumulator slices, staging buffers)
+    for `free` bytes per partition, as the compiler's allocator chooses: all partial sums in SBUF
+    if any buffer count allows it, giving up multi-buffering before spilling (a spill moves bytes,
+    a lost buffer only overlap); otherwise one buffer each, `bufs` staging buffers for the spilled
+    slices and as many resident slices as fit beside them."""
+    for nb in range(bufs, 0, -1):
+        if nb * (block_bytes + packed_bytes) + n_acc * acc_bytes <= free:
+            return nb, n_acc, 0
+    return 1, (free - block_bytes - packed_bytes) // acc_bytes - bufs, bufs
+
+
 def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", tiles_m=16,
-                         tiles_n=2, tiles_k=8, bufs=2, check_capacity=True, name="C4 fully blocked"):
+                         tiles_n=2, tiles_k=8, bufs=2, fit_sbuf=True, name="C4 fully blocked"):
     """C4 (BF16, Trn1) and C8 (FP32, Trn2): nki_matmul_fully_optimized_ / kernel-optimisation
     v5: all three dimensions blocked, partial sums accumulated in SBUF by VectorE, results packed
-    into [128, BLOCK_N] rows before the store."""
-    b = ProgramBuilder(chip, name=name, check_capacity=check_capacity)
+    into [128, BLOCK_N] rows before the store. Buffer counts and spills follow from the chip's
+    usable SBUF (_fit_blocked, Accumulators); `fit_sbuf=False` keeps `bufs` buffers and every
+    partial sum in SBUF whether or not they fit (capacity check off)."""
+    b = ProgramBuilder(chip, name=name, check_capacity=fit_sbuf)
     lhsT, rhs, result = _io(b, M, K, N, dtype)
     BM, BN, BK = TILE_M * tiles_m, TILE_N * tiles_n, TILE_K * tiles_k
     NBM, NBN, NBK = M // BM, N // BN, K // BK
-    res = b.sbuf("result_tiles", (TILE_M, NBM, tiles_m, tiles_n, TILE_N), dtype)
-    rp = Pool(b, "rhs_tiles", (TILE_K, tiles_k, BN), dtype, bufs)
-    lp = Pool(b, "lhsT_tiles", (TILE_K, tiles_k, BM), dtype, bufs)
+    isz = int(itemsize(dtype))
+    order = [(m, bm, bn) for m in range(NBM) for bn in range(tiles_n) for bm in range(tiles_m)]
+    nb, resident, staging = bufs, len(order), 0
+    if fit_sbuf:
+        nb, resident, staging = _fit_blocked(b.sbuf_free_bytes_per_partition, TILE_N * isz,
+                                             len(order), tiles_k * (BN + BM) * isz, BN * isz, bufs)
+    rp = Pool(b, "rhs_tiles", (TILE_K, tiles_k, BN), dtype, nb)
+    lp = Pool(b, "lhsT_tiles", (TILE_K, tiles_k, BM), dtype, nb)
     pp = Pool(b, "res_tile", (TILE_M, TILE_N), "float32", 8, psum=True)
-    kp = Pool(b, "result_packed", (TILE_K, BN), dtype, 2)
+    kp = Pool(b, "result_packed", (TILE_K, BN), dtype, nb)
+    acc = Accumulators(b, order, (TILE_M, TILE_N), dtype, resident, staging)
     for n in range(NBN):
         for m in range(NBM):
             for bm in range(tiles_m):
                 for bn in range(tiles_n):
-                    b.memset(res[:, m, bm, bn, :], 0.0)
+                    acc.zero((m, bm, bn))
         for k in range(NBK):
             rt = rp.next()
             for bk in range(tiles_k):
@@ -158,29 +224,31 @@ def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", 
                     b.dma_copy(lt[:, bk, :], lhsT[r0:r0 + TILE_K, BM * m:BM * (m + 1)], queue=Q_LHS)
                 for bn in range(tiles_n):
                     for bm in range(tiles_m):
-                        acc = pp.next()
+                        ps = pp.next()
                         for bk in range(tiles_k):
-                            b.nc_matmul(acc, lt[:, bk, bm * TILE_M:(bm + 1) * TILE_M],
+                            b.nc_matmul(ps, lt[:, bk, bm * TILE_M:(bm + 1) * TILE_M],
                                         rt[:, bk, bn * TILE_N:(bn + 1) * TILE_N],
                                         accumulate=bk > 0)
-                        dst = res[:, m, bm, bn, :]
-                        b.tensor_tensor(dst, dst, acc, "add")
+                        dst = acc.load((m, bm, bn))
+                        b.tensor_tensor(dst, dst, ps, "add")
+                        acc.store((m, bm, bn), dst)
         for m in range(NBM):
             for bm in range(tiles_m):
                 packed = kp.next()
                 for bn in range(tiles_n):
-                    b.tensor_copy(packed[:, bn * TILE_N:(bn + 1) * TILE_N], res[:, m, bm, bn, :])
+                    b.tensor_copy(packed[:, bn * TILE_N:(bn + 1) * TILE_N], acc.load((m, bm, bn)))
                 r0 = (tiles_m * m + bm) * TILE_K
                 b.dma_copy(result[r0:r0 + TILE_K, BN * n:BN * (n + 1)], packed, queue=Q_OUT)
     return b.build()
 
 
-def kernel_opt_v5(chip="trn2"):
+def kernel_opt_v5(chip="trn2", fit_sbuf=True):
     """C8: the v5 kernel in FP32. Its own SBUF use (result tiles 128 KiB + one rhs block 32 KiB
     + one lhsT block 64 KiB per partition, before any double buffering) exceeds Trn2's usable
-    208 KiB per partition; the compiler resolves that (spilling), which is not modelled, so the
-    capacity check is off for this program only."""
-    return matmul_fully_blocked(chip, dtype="float32", check_capacity=False,
+    208 KiB per partition, so the program keeps one buffer per block and spills the partial sums
+    that do not fit (matmul_fully_blocked). `fit_sbuf=False`: the kernel as if SBUF were large
+    enough for double-buffered blocks and every partial sum (no spills, capacity check off)."""
+    return matmul_fully_blocked(chip, dtype="float32", fit_sbuf=fit_sbuf,
                                 name="C8 kernel-optimisation v5 (FP32)")
 
 

@@ -36,3 +36,13 @@ def test_unasserted_rows_say_why(rows):
 def test_table_ends_with_result_line(rows):
     last = calibrate.format_table(rows).splitlines()[-1]
     assert last.startswith("RESULT median_err=") and " max_err=" in last and " n=" in last
+
+
+def test_c8_traffic_rows_come_from_the_spilling_kernel(rows):
+    c8 = {r.metric: r for r in rows if r.id == "C8"}
+    assert c8["dma_active_ms"].asserted and c8["mbu_percent"].asserted
+    assert "spill" in c8["mbu_percent"].note
+    # the fitting kernel stalls TensorE on its single-buffered blocks; the percentage is not
+    # comparable until that is understood
+    assert not c8["dma_active_percent"].asserted
+    assert [r for r in rows if not r.asserted] == [c8["dma_active_percent"]]
