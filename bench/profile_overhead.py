@@ -25,6 +25,7 @@ from gpt_model import GPT, GPTConfig, make_batch, train_step  # noqa: E402
 
 
 def main(steps: int, warmup: int = 3):
+    from neuron_sim.explorer import device_events
     from torch_neuronx.profiling import NeuronConfig, NeuronProfiler
     torch.manual_seed(0)
     cfg = GPTConfig()
@@ -52,17 +53,15 @@ def main(steps: int, warmup: int = 3):
         path = os.path.join(exporter.last_output_dir, "trace.json")
         mb = os.path.getsize(path) / 1e6
         trace = json.load(open(path))
-    dev = [e for e in trace["traceEvents"] if e.get("ph") == "X"
-           and (e.get("args") or {}).get("device_type") == "neuron"]
-    lanes = sum("lane" in e["args"] for e in dev)
+    ops, lanes = device_events(trace)
     print(trace["neuronExplorer"]["summary"]["verdict"])
     print(f"unprofiled {plain:.2f} s, profiled {profiled:.2f} s for {steps} steps "
           f"({in_region:.2f} s of steps, {profiled - in_region:.2f} s collecting and exporting)")
     print(f"RESULT overhead_ratio={profiled / plain:.2f} trace_mb={mb:.1f} steps={steps} "
-          f"lanes={lanes} device_rows={len(dev) - lanes}")
+          f"lanes={len(lanes)} device_rows={len(ops)}")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=100)
     main(ap.parse_args().steps)

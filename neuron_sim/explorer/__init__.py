@@ -6,8 +6,10 @@ from .lanes import LaneSpan, lane_spans
 from .programs import OpProgram, op_program, program_of_result
 from .summary import (DMA_KINDS, ENGINES, OpRecord, Summary, format_text, record_of_program,
                       summarize, summarize_result)
-from .trace import EXPLORER_KEY, load_trace, summary_from_trace
+from .trace import (EXPLORER_KEY, compact_trace, device_events, is_lane_row, is_op_row, load_trace,
+                    rebase_timestamps, summary_from_trace)
 
 __all__ = ["LaneSpan", "lane_spans", "OpProgram", "op_program", "program_of_result", "DMA_KINDS",
            "ENGINES", "OpRecord", "Summary", "format_text", "record_of_program", "summarize",
-           "summarize_result", "EXPLORER_KEY", "load_trace", "summary_from_trace"]
+           "summarize_result", "EXPLORER_KEY", "compact_trace", "device_events", "is_lane_row", "is_op_row",
+           "load_trace", "rebase_timestamps", "summary_from_trace"]

@@ -33,17 +33,58 @@ def _union(spans) -> float:
     return total
 
 
+def is_op_row(e: dict) -> bool:
+    """A neuron device row of one op or compiled graph (its duration is the simulated time)."""
+    return e.get("ph") == "X" and (e.get("args") or {}).get("device_type") == "neuron"
+
+
+def is_lane_row(e: dict) -> bool:
+    """An engine-lane row (TensorE, VectorE, a DMA queue...) of a neuron device."""
+    return e.get("ph") == "X" and "lane" in (e.get("args") or {})
+
+
 def device_events(trace: dict):
     """(op rows, lane rows) of the neuron device in a Chrome trace."""
     ops, lanes = [], []
     for e in trace.get("traceEvents", []):
-        if e.get("ph") != "X":
-            continue
-        args = e.get("args") or {}
-        if args.get("device_type") != "neuron":
-            continue
-        (lanes if "lane" in args else ops).append(e)
+        if is_op_row(e):
+            ops.append(e)
+        elif is_lane_row(e):
+            lanes.append(e)
     return ops, lanes
+
+
+def rebase_timestamps(trace: dict) -> float:
+    """Shift every timestamp so the trace starts near 0 and move the shift into
+    `baseTimeNanoseconds`: absolute times (and so the alignment of several ranks' traces) are
+    unchanged, but each event's "ts" loses about seven digits, a tenth of a long trace's size.
+    Returns the shift in microseconds."""
+    events = trace.get("traceEvents", [])
+    stamps = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
+    if not stamps:
+        return 0.0
+    shift = float(int(min(stamps)))
+    if shift <= 0:
+        return 0.0
+    for e in events:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = round(e["ts"] - shift, 3)
+    if isinstance(trace.get("baseTimeNanoseconds"), int):
+        trace["baseTimeNanoseconds"] += int(shift) * 1000
+    return shift
+
+
+def compact_trace(trace: dict) -> dict:
+    """Make a trace smaller without losing anything a viewer or analyser reads: timestamps
+    rebased (above) and torch's "Record function id" dropped where it is 0, as it is for every
+    op unless record-function ids are turned on. Written with `separators=(",", ":")`, a
+    100-step profile of the demo model stays under 100 MB."""
+    rebase_timestamps(trace)
+    for e in trace.get("traceEvents", []):
+        args = e.get("args")
+        if args and args.get("Record function id") == 0:
+            del args["Record function id"]
+    return trace
 
 
 def summary_from_trace(trace: dict) -> Summary:

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
+from neuron_sim.explorer import device_events
 from torch_neuronx import profiling
 from torch_neuronx.profiling import NeuronConfig, NeuronProfiler, ProfileMode
 
@@ -43,9 +44,7 @@ def traced(tmp_path_factory):
 
 
 def _device(trace):
-    ev = [e for e in trace["traceEvents"] if e.get("ph") == "X"
-          and (e.get("args") or {}).get("device_type") == "neuron"]
-    return ([e for e in ev if "lane" not in e["args"]], [e for e in ev if "lane" in e["args"]])
+    return device_events(trace)
 
 
 def test_engine_lanes_are_named_rows_inside_their_op(traced):

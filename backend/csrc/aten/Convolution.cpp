@@ -45,6 +45,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                        c10::IntArrayRef output_padding, int64_t groups) {
   c10::DeviceGuard guard(input.device());
+  DeviceWorkScope device_work;
   std::optional<at::Tensor> cpu_bias;
   if (bias.has_value() && bias->defined()) cpu_bias = cpu_alias(*bias);
   at::Tensor out = at::convolution(cpu_alias(input), cpu_alias(weight), cpu_bias, stride, padding,
@@ -60,6 +61,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
   c10::DeviceGuard guard(input.device());
+  DeviceWorkScope device_work;
   const c10::DeviceIndex device = input.device().index();
   // The bias gradient needs only its size; the CPU kernel reads the channel count from it.
   std::optional<c10::IntArrayRef> bias_sizes;

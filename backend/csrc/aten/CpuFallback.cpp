@@ -160,6 +160,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (map.device < 0) map.device = current_device();
+  DeviceWorkScope device_work;
   lazy_init();
   check_device_index(map.device);
   fail_or_warn_fallback(id, name, map);

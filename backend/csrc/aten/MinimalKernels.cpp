@@ -59,8 +59,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   const bool from_device = on_neuron(self);
   at::Tensor src_cpu = from_device ? cpu_alias(self) : self;
   at::Tensor dst_cpu = to_device ? cpu_alias(dst) : dst;
-  dst_cpu.copy_(src_cpu, non_blocking);
-  if (to_device && !from_device) apply_dtype_policy(dst_cpu);
+  {
+    DeviceWorkScope device_work;
+    dst_cpu.copy_(src_cpu, non_blocking);
+    if (to_device && !from_device) apply_dtype_policy(dst_cpu);
+  }
 
   const at::Tensor& device_side = to_device ? dst : self;
   static const int32_t h2d = intern_op_name("neuron::copy_h2d");
@@ -82,6 +85,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   drain();
+  DeviceWorkScope device_work;
   return cpu_alias(self).item();
 }
 

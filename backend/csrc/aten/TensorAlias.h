@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/record_function.h>
 
 namespace neuron {
 
@@ -21,5 +22,10 @@ at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like);
 void apply_dtype_policy(const at::Tensor& cpu);
 
 c10::Storage make_neuron_storage(size_t nbytes, c10::DataPtr data);
+
+// Held while CPU kernels compute what the device would: the ATen calls they make inside
+// stand in for device execution, so torch.profiler must not list them as host ops (on
+// Trainium the host sees only the op that launched the kernel).
+using DeviceWorkScope = at::DisableRecordFunctionGuard;
 
 }  // namespace neuron

@@ -38,9 +38,10 @@ LANE_SETTINGS = [
             "Lane spans per op in total (compute lanes first, then the busiest DMA queues)."),
     Setting("NEURON_SIM_PROFILE_DMA_LANES", str, "queues",
             "'queues': one lane per DMA queue ('DMA q3'); 'one': all queues in one 'DMA' lane."),
-    Setting("NEURON_SIM_PROFILE_MAX_LANE_ROWS", int, 100_000,
-            "Lane rows per profiling session (about 24 MB of trace); later ops keep their device "
-            "row and their summary record but get no lanes."),
+    Setting("NEURON_SIM_PROFILE_MAX_LANE_ROWS", int, 50_000,
+            "Lane rows per profiling session (about 9 MB of trace; the demo GPT training step "
+            "has about 5,000); later ops keep their device row and their summary record but get "
+            "no lanes."),
 ]
 _SETTING = {s.name: s for s in LANE_SETTINGS}
 
@@ -51,7 +52,7 @@ class LaneOptions:
     max_spans_per_lane: int = 4
     max_spans_per_op: int = 24
     dma: str = "queues"
-    max_rows: int = 100_000
+    max_rows: int = 50_000
 
     @classmethod
     def from_env(cls) -> "LaneOptions":

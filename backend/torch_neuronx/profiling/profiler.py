@@ -25,7 +25,8 @@ import time
 
 import torch
 
-from neuron_sim.explorer import EXPLORER_KEY, Summary, summarize
+from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_row, is_op_row,
+                                 summarize)
 
 from .config import NeuronConfig, ProfileMode
 from .hook import session_records
@@ -112,9 +113,9 @@ def add_analysis_fields(trace: dict) -> dict:
     event with `args.stream` >= 0 as a device kernel): stream, device, correlation; and name the
     rank (`distributedInfo`). Lane rows stay annotations, so kernel time is not counted twice."""
     for e in trace.get("traceEvents", []):
-        args = e.get("args")
-        if e.get("ph") != "X" or not args or args.get("device_type") != "neuron" or "lane" in args:
+        if not is_op_row(e):
             continue
+        args = e["args"]
         args.setdefault("stream", int(e.get("tid", 0)))
         args.setdefault("device", int(e.get("pid", 0)))
         if "External id" in args:
@@ -133,7 +134,7 @@ def _trim_overlaps(trace: dict) -> None:
     nanosecond, which Perfetto reports as improperly nested slices. Trim the earlier row."""
     threads = {}
     for e in trace.get("traceEvents", []):
-        if e.get("ph") == "X" and (e.get("args") or {}).get("device_type") == "neuron":
+        if is_op_row(e) or is_lane_row(e):
             threads.setdefault((e.get("pid"), e.get("tid")), []).append(e)
     for rows in threads.values():
         rows.sort(key=lambda e: e["ts"])
@@ -143,12 +144,13 @@ def _trim_overlaps(trace: dict) -> None:
 
 
 def prepare_trace(path) -> str:
-    """Rewrite a trace saved by `prof.export_chrome_trace` (or tensorboard_trace_handler) with
-    the analysis fields above, in place; returns the path."""
+    """Rewrite a trace saved by `prof.export_chrome_trace` (or tensorboard_trace_handler) in
+    place, compact, with the analysis fields above; returns the path."""
     with open(path) as f:
         trace = json.load(f)
+    compact_trace(add_analysis_fields(trace))
     with open(path, "w") as f:
-        json.dump(add_analysis_fields(trace), f)
+        json.dump(trace, f, separators=(",", ":"))
     return path
 
 
@@ -182,7 +184,7 @@ class NeuronProfiler:
             trace = json.load(f)
         os.remove(tmp)
         dropped = self._filter(trace)
-        add_analysis_fields(trace)
+        compact_trace(add_analysis_fields(trace))
         notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows "
                  "(lanes of uncaptured cores or past the cap)"] if dropped else []
         s = explorer_summary(prof, notes=notes)
@@ -224,13 +226,13 @@ class NeuronProfiler:
             return 0
         kept, per_nc, dropped = [], {}, 0
         for e in trace.get("traceEvents", []):
-            args = e.get("args") or {}
-            if e.get("ph") == "X" and args.get("device_type") == "neuron":
+            lane = is_lane_row(e)
+            if lane or is_op_row(e):
                 nc = e.get("pid")
                 if cores is not None and nc not in cores:
                     dropped += 1
                     continue
-                if "lane" not in args:
+                if not lane:
                     kept.append(e)
                     continue
                 per_nc[nc] = per_nc.get(nc, 0) + 1
