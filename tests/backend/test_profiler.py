@@ -23,11 +23,18 @@ def test_device_rows_with_simulated_durations(tmp_path):
     kernels = [e for e in events if e.get("cat") == "kernel"]
     names = [e["name"] for e in kernels if e.get("tid") == 0]
     assert names.count("aten::mm") == 3 and names.count("aten::relu") == 3
-    for e in kernels:
-        if e.get("tid") == 0:
-            assert e["pid"] == 0 and float(e["args"]["simulated_ns"]) / 1e3 == e["dur"]
-    flow_ends = [e for e in events if e.get("cat") == "ac2g" and e.get("ph") == "f"]
-    assert len(flow_ends) == 6  # each device row linked to the CPU op that launched it
+    assert all(e["pid"] == 0 and e["args"]["device_type"] == "neuron" for e in kernels)
+    # each device row is linked to the CPU op that launched it: the flow starts on a
+    # launch row inside that op (same thread, within its span) and ends at the device row
+    cpu = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op"}
+    starts = {e["id"]: e for e in events if e.get("cat") == "ac2g" and e.get("ph") == "s"}
+    ends = {e["id"]: e for e in events if e.get("cat") == "ac2g" and e.get("ph") == "f"}
+    assert len(ends) == 6 and set(starts) == set(ends)
+    for k in kernels:
+        op, start = cpu[k["args"]["External id"]], starts[k["args"]["External id"]]
+        assert op["name"] == k["name"] and (start["pid"], start["tid"]) == (op["pid"], op["tid"])
+        assert op["ts"] <= start["ts"] <= op["ts"] + op["dur"]
+        assert start["ts"] <= k["ts"] + 1e-3            # the device starts after the launch
 
 
 def test_key_averages_has_device_time(tmp_path):

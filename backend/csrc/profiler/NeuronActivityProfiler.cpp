@@ -12,6 +12,7 @@
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
 #include <set>
+#include <unistd.h>
 #include <string>
 
 namespace neuron {
@@ -58,12 +59,33 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       if (get_linked && a.correlation_id != 0) {
         activity.linked = get_linked(static_cast<int32_t>(a.correlation_id));
       }
+      // The duration is the simulated time (kineto writes it to the nanosecond).
       activity.addMetadataQuoted("device_type", "neuron");
-      // addMetadata would pull an fmt symbol torch does not export; quoted strings only.
-      activity.addMetadataQuoted("simulated_ns", std::to_string(a.sim_end_ns - a.sim_start_ns));
+      emit_launch(a, activity.linked, logger);
       logger.handleActivity(activity);
       emit_lanes(a, activity.startTime, logger);
     }
+  }
+
+  // The host side of a launch: a runtime row on the issuing thread, inside the CPU op, where
+  // the flow to the device row starts (trace viewers draw an arrow only between a start and
+  // an end event; kineto writes the start only for an activity flagged as flow start).
+  void emit_launch(const Activity& a, const libkineto::ITraceActivity* cpu_op,
+                   libkineto::ActivityLogger& logger) {
+    if (a.correlation_id == 0 || a.host_wall_ns == 0) return;
+    trace_.emplace_activity(trace_.span, libkineto::ActivityType::PRIVATEUSE1_RUNTIME,
+                            "neuron::launch");
+    libkineto::GenericTraceActivity& launch = *trace_.activities.back();
+    launch.startTime = a.host_wall_ns;
+    launch.endTime = a.host_wall_ns + 1;
+    launch.device = static_cast<int32_t>(::getpid());
+    launch.resource = a.host_tid;
+    launch.id = static_cast<int32_t>(a.seq);
+    launch.flow.id = a.correlation_id;
+    launch.flow.type = libkineto::kLinkAsyncCpuGpu;
+    launch.flow.start = true;
+    launch.linked = cpu_op;
+    logger.handleActivity(launch);
   }
 
   // Engine lanes of one op: their own rows (tid = kLaneTidBase + lane) under the device.
@@ -76,8 +98,9 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       row.endTime = row.startTime + lane.duration_ns;
       row.device = a.device;
       row.resource = kLaneTidBase + lane.lane_id;
-      row.id = static_cast<int32_t>(a.seq);
-      row.addMetadataQuoted("device_type", "neuron");
+      // Lanes are the bulk of a trace: only what identifies them ("lane" marks a lane row),
+      // no id (an unlinked row's id would be written as a made-up "External id").
+      row.id = 0;
       row.addMetadataQuoted("op", op_name(a.name_id));
       row.addMetadataQuoted("lane", lane_names_.size() > static_cast<size_t>(lane.lane_id)
                                         ? lane_names_[lane.lane_id] : "");

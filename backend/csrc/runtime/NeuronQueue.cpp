@@ -5,6 +5,8 @@
 
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -120,6 +122,7 @@ void enqueue_op(OpDesc&& op) {
   if (g_logging.load(std::memory_order_relaxed)) {
     op.correlation_id = current_correlation_id();
     op.host_wall_ns = c10::getTime();
+    op.host_tid = static_cast<int32_t>(::syscall(SYS_gettid));  // the tid torch.profiler shows
   }
   push_item(QueueItem{QueueItem::kOp, op.device, op.stream, 0, nullptr}, &op);
 }
@@ -178,7 +181,8 @@ void drain(bool at_sync) {
           const int64_t trace_start = std::max(op.host_wall_ns, trace_end);
           trace_end = trace_start + (clock - start);
           activities.push_back(Activity{op.seq, op.name_id, op.device, op.stream,
-                                        op.correlation_id, start, clock, trace_start, {}});
+                                        op.correlation_id, start, clock, trace_start,
+                                        op.host_wall_ns, op.host_tid, {}});
         }
         break;
       }

@@ -39,6 +39,7 @@ struct OpDesc {
   c10::StreamId stream = 0;
   uint64_t correlation_id = 0;    // profiler's id of the launching CPU op, 0 if none
   int64_t host_wall_ns = 0;       // when the host issued it (only while profiling)
+  int32_t host_tid = 0;           // the issuing thread's system id (only while profiling)
   int64_t preset_ns = -1;         // known duration (compiled graph, collective, NKI kernel)
   std::vector<ArgDesc> args;
   std::vector<TensorDesc> outputs;
@@ -69,6 +70,8 @@ struct Activity {
   uint64_t correlation_id;
   int64_t sim_start_ns, sim_end_ns;   // simulated clock
   int64_t trace_start_ns;             // placement on the profiler's wall-clock axis
+  int64_t host_wall_ns;               // when and on which thread the host launched it
+  int32_t host_tid;
   std::vector<LaneSpan> lanes;
 };
 
