@@ -5,7 +5,9 @@ C1-C4 follow the loop structure of the NKI matmul tutorial [MMtut-old] kernel by
 fully blocked kernel in FP32 as the kernel-optimisation tutorial's v5 [KOpt]. Tiles declared
 inside a loop come from a small pool of buffers (`bufs`), as the compiler allocates them; the
 dependency tracker then lets loads of the next iteration overlap the matmuls of this one exactly
-as far as the buffers allow."""
+as far as the buffers allow. Each DMA loads one matmul operand (a [128, 128] stationary or
+[128, 512] moving piece), the granularity at which the compiler orders a load after the reads of
+the memory it overwrites."""
 
 from __future__ import annotations
 
@@ -173,6 +175,20 @@ class Accumulators:
             self.b.spill_store(self.slot[key], t, queue=Q_SPILL_OUT)
 
 
+def _load_by_operand(b, block, src, k_tile0, col0, width, queue):
+    """Fill a [TILE_K, tiles_k, cols] block from `src` rows k_tile0*TILE_K.. and columns col0..
+    with one DMA per matmul operand (a [TILE_K, width] piece), column piece by column piece.
+    The compiler orders a DMA after the instructions that read the memory it overwrites; one DMA
+    per operand lets a single-buffered block be refilled piece by piece as its last readers
+    finish, instead of after the block's last matmul."""
+    tiles_k, cols = block.shape[1], block.shape[2]
+    for c in range(0, cols, width):
+        for bk in range(tiles_k):
+            r0 = (k_tile0 + bk) * TILE_K
+            b.dma_copy(block[:, bk, c:c + width], src[r0:r0 + TILE_K, col0 + c:col0 + c + width],
+                       queue=queue)
+
+
 def _fit_blocked(free, acc_bytes, n_acc, block_bytes, packed_bytes, bufs):
     """(buffers per operand block and packed tile, resident accumulator slices, staging buffers)
     for `free` bytes per partition, as the compiler's allocator chooses: all partial sums in SBUF
@@ -186,22 +202,20 @@ def _fit_blocked(free, acc_bytes, n_acc, block_bytes, packed_bytes, bufs):
 
 
 def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", tiles_m=16,
-                         tiles_n=2, tiles_k=8, bufs=2, fit_sbuf=True, name="C4 fully blocked"):
+                         tiles_n=2, tiles_k=8, bufs=2, name="C4 fully blocked"):
     """C4 (BF16, Trn1) and C8 (FP32, Trn2): nki_matmul_fully_optimized_ / kernel-optimisation
     v5: all three dimensions blocked, partial sums accumulated in SBUF by VectorE, results packed
     into [128, BLOCK_N] rows before the store. Buffer counts and spills follow from the chip's
-    usable SBUF (_fit_blocked, Accumulators); `fit_sbuf=False` keeps `bufs` buffers and every
-    partial sum in SBUF whether or not they fit (capacity check off)."""
-    b = ProgramBuilder(chip, name=name, check_capacity=fit_sbuf)
+    usable SBUF (_fit_blocked, Accumulators); blocks are loaded operand by operand
+    (_load_by_operand)."""
+    b = ProgramBuilder(chip, name=name)
     lhsT, rhs, result = _io(b, M, K, N, dtype)
     BM, BN, BK = TILE_M * tiles_m, TILE_N * tiles_n, TILE_K * tiles_k
     NBM, NBN, NBK = M // BM, N // BN, K // BK
     isz = int(itemsize(dtype))
     order = [(m, bm, bn) for m in range(NBM) for bn in range(tiles_n) for bm in range(tiles_m)]
-    nb, resident, staging = bufs, len(order), 0
-    if fit_sbuf:
-        nb, resident, staging = _fit_blocked(b.sbuf_free_bytes_per_partition, TILE_N * isz,
-                                             len(order), tiles_k * (BN + BM) * isz, BN * isz, bufs)
+    nb, resident, staging = _fit_blocked(b.sbuf_free_bytes_per_partition, TILE_N * isz,
+                                         len(order), tiles_k * (BN + BM) * isz, BN * isz, bufs)
     rp = Pool(b, "rhs_tiles", (TILE_K, tiles_k, BN), dtype, nb)
     lp = Pool(b, "lhsT_tiles", (TILE_K, tiles_k, BM), dtype, nb)
     pp = Pool(b, "res_tile", (TILE_M, TILE_N), "float32", 8, psum=True)
@@ -214,14 +228,10 @@ def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", 
                     acc.zero((m, bm, bn))
         for k in range(NBK):
             rt = rp.next()
-            for bk in range(tiles_k):
-                r0 = (tiles_k * k + bk) * TILE_K
-                b.dma_copy(rt[:, bk, :], rhs[r0:r0 + TILE_K, BN * n:BN * (n + 1)], queue=Q_RHS)
+            _load_by_operand(b, rt, rhs, tiles_k * k, BN * n, TILE_N, Q_RHS)
             for m in range(NBM):
                 lt = lp.next()
-                for bk in range(tiles_k):
-                    r0 = (tiles_k * k + bk) * TILE_K
-                    b.dma_copy(lt[:, bk, :], lhsT[r0:r0 + TILE_K, BM * m:BM * (m + 1)], queue=Q_LHS)
+                _load_by_operand(b, lt, lhsT, tiles_k * k, BM * m, TILE_M, Q_LHS)
                 for bn in range(tiles_n):
                     for bm in range(tiles_m):
                         ps = pp.next()
@@ -242,14 +252,12 @@ def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", 
     return b.build()
 
 
-def kernel_opt_v5(chip="trn2", fit_sbuf=True):
+def kernel_opt_v5(chip="trn2"):
     """C8: the v5 kernel in FP32. Its own SBUF use (result tiles 128 KiB + one rhs block 32 KiB
     + one lhsT block 64 KiB per partition, before any double buffering) exceeds Trn2's usable
     208 KiB per partition, so the program keeps one buffer per block and spills the partial sums
-    that do not fit (matmul_fully_blocked). `fit_sbuf=False`: the kernel as if SBUF were large
-    enough for double-buffered blocks and every partial sum (no spills, capacity check off)."""
-    return matmul_fully_blocked(chip, dtype="float32", fit_sbuf=fit_sbuf,
-                                name="C8 kernel-optimisation v5 (FP32)")
+    that do not fit (matmul_fully_blocked)."""
+    return matmul_fully_blocked(chip, dtype="float32", name="C8 kernel-optimisation v5 (FP32)")
 
 
 def dma_one_engine(chip="trn2"):
