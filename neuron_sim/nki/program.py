@@ -5,10 +5,13 @@ chip and gives its cost (neuron_sim/isa/<engine>/<instr>.py). Dependencies:
 
 - inside one tensor's lifetime, the builder finds read-after-write, write-after-read and
   write-after-write from the operands' regions, as the compiler's semaphores would;
-- when the memory plan reuses the bytes of a dead tensor for a new one, the new tensor's first
-  instruction waits for the last readers/writers of the old one (the write-after-read the
-  compiler enforces before overwriting a buffer). That is what bounds how far loop iterations
-  can overlap: the deeper the free memory, the more iterations are in flight.
+- when the memory plan reuses the bytes of a dead tensor for a new one, a write to the new
+  tensor waits for the last readers/writers of the old one's bytes it overwrites (the
+  write-after-read the compiler enforces before overwriting a buffer). That is what bounds how
+  far loop iterations can overlap: the deeper the free memory, the more iterations are in flight;
+- a DMA into an SBUF tile whose readers take regions that partition its columns (the operands
+  of matmuls) becomes one DMA per region (``_dma_pieces``), so a reused buffer is refilled
+  region by region as each region's last readers finish.
 
 Instructions the builder does not have yet are costed here with the documented generic rules
 (``_generic_cycles``) so that every kernel gets a time; each such use is listed in the report.
@@ -82,9 +85,8 @@ class _Mapper:
             self.tensors[st.id] = t
         return t
 
-    def ap(self, v: NkiTensor, index) -> AccessPattern:
+    def _geo(self, v: NkiTensor):
         st = v.storage
-        t = self.tensor(st, index)
         key = (v.shape, v.strides, st.on_chip)
         geo = self.geometry.get(key)
         if geo is None:       # views of the same shape and strides recur thousands of times
@@ -97,7 +99,25 @@ class _Mapper:
             else:
                 geo = (_merge_dims(v.shape, v.strides), (v.shape[0] - 1) * v.strides[0])
             self.geometry[key] = geo
-        dims, span = geo
+        return geo
+
+    def free_range(self, v: NkiTensor) -> tuple[int, int]:
+        """[lo, hi) elements of an on-chip view inside each partition of its storage (the free
+        extent of its dependency footprint)."""
+        lo = v.offset % v.storage.free_elems
+        return lo, lo + self._geo(v)[1] + 1
+
+    def byte_range(self, v: NkiTensor, index) -> tuple[float, float]:
+        """[lo, hi) bytes of an on-chip view inside each partition, at its address at `index`."""
+        lo, hi = self.free_range(v)
+        addr = self.plan.address(v.storage, index)[1]
+        isz = v.storage.itemsize
+        return addr + lo * isz, addr + hi * isz
+
+    def ap(self, v: NkiTensor, index) -> AccessPattern:
+        st = v.storage
+        t = self.tensor(st, index)
+        dims, span = self._geo(v)
         if st.on_chip:
             p0 = t.partition_start + v.partition_start
             lo = v.offset % st.free_elems
@@ -148,14 +168,21 @@ def build_programs(traces, plans, lnc=1):
     return built
 
 
+# A dead buffer's last users are remembered per region (bytes and engine). Past this many
+# regions, its last few users are kept for the whole buffer instead (the coarser rule), so a
+# tile read element by element does not give every later write thousands of dependencies.
+_MAX_REGIONS = 64
+_COARSE_USERS = 8
+
+
 def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, chip):
     m = _Mapper(plan)
     spills = {}
     for before, sp in plan.spills:
         spills.setdefault(before, []).append(sp)
-    graveyard = {"sbuf": [], "psum": []}       # (lo, hi, frontier rows) of dead buffers
-    frontier = {}                               # storage id -> rows that last touched it
-    first_row_deps = {}                         # storage id -> extra deps for its first access
+    graveyard = {"sbuf": [], "psum": []}       # (lo, hi, [(row, lo, hi)]) of dead buffers
+    frontier = {}                               # storage id -> {(lo, hi, engine): last row}
+    first_row_deps = {}                         # storage id -> [(row, lo, hi)] its bytes' previous users
     seg_start = {}
     # when each storage's segment starts, collect the frontier of dead buffers it overlaps
     for sid, segs in plan.segments.items():
@@ -166,10 +193,24 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, chip):
         for s in segs:
             ends.setdefault(s.end, []).append((sid, s))
     storages = {st.id: st for st in tr.storages}
+    pieces = _dma_pieces(tr.instrs, m)
 
-    def note(row, views):
+    def note(row, views, i, engine):
         for v in views:
-            frontier.setdefault(v.storage.id, []).append(row)
+            if v.storage.on_chip:
+                lo, hi = m.byte_range(v, i)
+                frontier.setdefault(v.storage.id, {})[(lo, hi, engine)] = row
+
+    def reuse_deps(views, i):
+        # every write into a reused buffer waits for the previous occupant's last users of the
+        # bytes it overwrites
+        deps = []
+        for v in views:
+            d = first_row_deps.get(v.storage.id)
+            if d:
+                lo, hi = m.byte_range(v, i)
+                deps.extend(r for r, a, z in d if a < hi and lo < z)
+        return deps
 
     for ins in tr.instrs:
         i = ins.index
@@ -182,66 +223,125 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, chip):
             lo, hi = seg.addr, seg.addr + seg.size
             deps = []
             keep = []
-            for (glo, ghi, rows) in gy:
+            for (glo, ghi, users) in gy:
                 if glo < hi and lo < ghi:
-                    deps.extend(rows)
+                    deps.extend(u for u in users if u[1] < hi and lo < u[2])
                     if not (lo <= glo and ghi <= hi):
-                        keep.append((glo, ghi, rows))
+                        keep.append((glo, ghi, users))
                 else:
-                    keep.append((glo, ghi, rows))
+                    keep.append((glo, ghi, users))
             graveyard[st.buffer] = keep
             first_row_deps[sid] = deps
         for sp in spills.get(i, ()):
-            _emit_spill(b, out, k, sp, m, i, frontier, first_row_deps)
-        deps = []
-        for v in ins.wviews:
-            # every write into a reused buffer waits for the previous occupant's last users
-            d = first_row_deps.get(v.storage.id)
-            if d:
-                deps.extend(d)
+            _emit_spill(b, out, k, sp, m, i, note, reuse_deps)
         try:
-            rows = _emit(b, out, ins, m, chip, deps)
+            if i in pieces:
+                _emit_pieces(b, out, ins, m, chip, pieces[i], note, reuse_deps)
+            else:
+                rows = _emit(b, out, ins, m, chip, reuse_deps(ins.wviews, i))
+                note(rows[-1], ins.wviews + ins.rviews, i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
-        for r in rows:
+        while len(out.source_index) < len(b):
             out.source_index.append((k, i))
-        note(rows[-1], ins.wviews + ins.rviews)
         # buffers dying at i become graveyard entries
         for sid, seg in ends.get(i, ()):
             st = storages.get(sid)
             if st is None or not st.on_chip:
                 continue
-            rows_ = frontier.pop(sid, [])
-            graveyard[st.buffer].append((seg.addr, seg.addr + seg.size, rows_[-8:]))
+            glo, ghi = seg.addr, seg.addr + seg.size
+            users = sorted((r, lo, hi) for (lo, hi, _), r in frontier.pop(sid, {}).items())
+            if len(users) > _MAX_REGIONS:
+                users = [(r, glo, ghi) for r, _, _ in users[-_COARSE_USERS:]]
+            graveyard[st.buffer].append((glo, ghi, users))
 
 
-def _emit_spill(b, out, k, sp, m, i, frontier, first_row_deps):
+def _dma_pieces(instrs, m):
+    """DMA index -> the column ranges to split it into, one DMA each. A dma_copy into an SBUF
+    tile is split when the instructions that read the tile before it is next written take
+    regions that partition its columns (e.g. the [128, 128] stationary or [128, 512] moving
+    operands matmuls take from a loaded block). The compiler orders a DMA after the readers of
+    the memory it overwrites at this granularity, so a reused buffer is refilled piece by piece
+    as each piece's last readers finish, not after the last reader of the whole tile."""
+    windows = {}        # storage id -> [[dma index, lo, hi, read ranges or None]] still open
+    out = {}
+
+    def close(w):
+        i, lo, hi, reads = w
+        if not reads or len(reads) < 2:
+            return      # unread, read whole, or read across the pieces
+        iv = sorted(reads)
+        if iv[0][0] == lo and iv[-1][1] == hi and all(x[1] == y[0] for x, y in zip(iv, iv[1:])):
+            out[i] = [(a - lo, z - lo) for a, z in iv]
+
+    for ins in instrs:
+        for v in ins.rviews:
+            for w in windows.get(v.storage.id, ()):
+                a, z = m.free_range(v)
+                if w[3] is not None and a < w[2] and w[1] < z:
+                    if w[1] <= a and z <= w[2]:
+                        w[3].add((a, z))
+                    else:
+                        w[3] = None
+        for v in ins.wviews:
+            ws = windows.get(v.storage.id)
+            if ws:
+                a, z = m.free_range(v)
+                for w in [w for w in ws if a < w[2] and w[1] < z]:
+                    close(w)
+                    ws.remove(w)
+        if ins.op == "dma_copy" and _splittable(ins.wviews[0], ins.rviews[0]):
+            lo, hi = m.free_range(ins.wviews[0])
+            windows.setdefault(ins.wviews[0].storage.id, []).append([ins.index, lo, hi, set()])
+    for ws in windows.values():
+        for w in ws:
+            close(w)
+    return out
+
+
+def _splittable(dst, src):
+    """A 2-D copy into SBUF whose free dim is contiguous, so element ranges are column slices."""
+    return (dst.storage.buffer == "sbuf" and dst.ndim == 2 and dst.strides[1] == 1
+            and src.shape == dst.shape)
+
+
+def _emit_pieces(b, out, ins, m, chip, cols, note, reuse_deps):
+    """One dma_copy per column range, each ordered after the previous users of its own bytes."""
+    dst, src = ins.wviews[0], ins.rviews[0]
+    for c0, c1 in cols:
+        d, s = dst[:, c0:c1], src[:, c0:c1]
+        rows = _emit(b, out, ins, m, chip, reuse_deps([d], ins.index), reads=[s], writes=[d])
+        note(rows[-1], [d, s], ins.index, ins.engine)
+
+
+def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     st = sp.attrs["storage"]
-    t = m.tensor(st, i)
     scratch = m.tensors.get(("spill", st.id))
     if scratch is None:
         scratch = Tensor(f"{st.name}.spill", Memory.HBM, st.shape, dtypes.name_of(st.dtype))
         m.tensors[("spill", st.id)] = scratch
-    whole = m.ap(NkiTensor(st), i)          # same footprint convention as every other access of st
+    view = NkiTensor(st)
+    whole = m.ap(view, i)          # same footprint convention as every other access of st
     if sp.attrs["when"] == "store":
         row = b.dma_copy(scratch.ap(), whole)
     else:   # the reload writes the tensor's new bytes: wait for their previous users
-        d = first_row_deps.get(st.id)
+        d = reuse_deps([view], i)
         row = b.dma_copy(whole, scratch.ap(), **({"deps": d} if d else {}))
     out.source_index.append((k, -1))
-    frontier.setdefault(st.id, []).append(row)
+    note(row, [view], i, "dma")
 
 
 def _num(x):
     return x if not isinstance(x, NkiTensor) else None
 
 
-def _emit(b: ProgramBuilder, out, ins, m, chip, deps):
-    """The builder call for one traced instruction; returns the program rows it appended."""
+def _emit(b: ProgramBuilder, out, ins, m, chip, deps, reads=None, writes=None):
+    """The builder call for one traced instruction (on `reads`/`writes` instead of its own
+    operand views if given); returns the program rows it appended."""
     a = ins.attrs
     i = ins.index
-    R = [m.ap(v, i) for v in ins.rviews]
-    W = [m.ap(v, i) for v in ins.wviews]
+    R = [m.ap(v, i) for v in (ins.rviews if reads is None else reads)]
+    W = [m.ap(v, i) for v in (ins.wviews if writes is None else writes)]
     kw = {"deps": deps} if deps else {}
     op = ins.op
     n0 = len(b)

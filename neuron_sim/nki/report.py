@@ -20,6 +20,7 @@ class KernelReport:
     engine_active_percent: dict = field(default_factory=dict)
     instructions_per_engine: dict = field(default_factory=dict)
     hfu_percent: float | None = None
+    mbu_percent: float | None = None          # HBM bandwidth utilisation (the busiest core)
     dma_bytes: float = 0.0
     spill_bytes: int = 0
     spills: int = 0
@@ -96,20 +97,22 @@ def _name(engine: str) -> str:
 
 
 def _fill_timing(rep, timing):
-    """Read the core's per-core Results: total time, per-engine active time, HFU, DMA bytes."""
-    totals, busy, hfu, dma_bytes = [], {}, [], 0.0
+    """Read the core's per-core Results: total time, per-engine active time, HFU, MBU, DMA bytes."""
+    totals, busy, hfu, mbu, dma_bytes = [], {}, [], [], 0.0
     for res in timing.timelines:
         sm = res.summary
         totals.append(sm["total_ns"])
         for k, v in sm["engine_active_ns"].items():
             busy[k] = max(busy.get(k, 0.0), float(v))
         hfu.append(sm["hfu"])
+        mbu.append(sm["mbu"])
         dma_bytes += sum(sm["dma_bytes"].values())
     rep.total_ns = max(totals)
     rep.engine_busy_ns = busy
     if rep.total_ns > 0:
         rep.engine_active_percent = {k: 100.0 * v / rep.total_ns for k, v in busy.items()}
     rep.hfu_percent = 100.0 * max(hfu) if hfu else None
+    rep.mbu_percent = 100.0 * max(mbu) if mbu else None
     rep.dma_bytes = dma_bytes
 
 

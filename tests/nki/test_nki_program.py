@@ -1,0 +1,69 @@
+"""Lowering a trace to program rows (neuron_sim/nki/program.py): DMAs split by operand, and the
+write-after-read order on reused buffers."""
+
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+def _dma_rows(prog):
+    return [i for i in range(len(prog)) if prog.opname(i) == "dma_copy"]
+
+
+def _matmul_rows(prog):
+    return [i for i in range(len(prog)) if prog.opname(i) == "nc_matmul"]
+
+
+@nki.jit
+def column_reads(lhsT, rhs, cuts):
+    """Load lhsT [128, 256] in one DMA per iteration, then read the columns `cuts` as matmul
+    stationaries (one PSUM tile and one store each)."""
+    out = nl.ndarray((len(cuts), 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=b, src=rhs)
+    for it in range(3):
+        a = nl.ndarray((128, 256), dtype=lhsT.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=lhsT[:, it * 256:(it + 1) * 256])
+        for j, (c0, c1) in enumerate(cuts):
+            ps = nl.ndarray((c1 - c0, 512), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=ps, stationary=a[:, c0:c1], moving=b)
+            if it == 2:
+                r = nl.ndarray((c1 - c0, 512), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.tensor_copy(dst=r, src=ps)
+                nisa.dma_copy(dst=out[j, 0:c1 - c0, :], src=r)
+    return out
+
+
+def _run(cuts, numerics=False):
+    rng = np.random.default_rng(0)
+    lhsT = rng.standard_normal((128, 768)).astype(np.float32)
+    rhs = rng.standard_normal((128, 512)).astype(np.float32)
+    out = nki.simulate(column_reads, platform_target="trn2", numerics=numerics)(lhsT, rhs, cuts)
+    return lhsT, rhs, out, nki.last_report().programs[0]
+
+
+def test_dma_is_split_into_the_operands_its_readers_take():
+    lhsT, rhs, out, prog = _run(((0, 128), (128, 256)), numerics=True)
+    # rhs is read whole by every matmul: one DMA; each lhsT tile is read in two halves: two DMAs
+    assert len(_dma_rows(prog)) == 1 + 3 * 2 + 2
+    for j, c0 in enumerate((0, 128)):
+        np.testing.assert_allclose(out[j], lhsT[:, 512 + c0:640 + c0].T @ rhs, rtol=1e-4, atol=1e-3)
+
+
+def test_dma_is_not_split_when_reads_do_not_partition_it():
+    # one read, reads that leave columns out, overlapping reads that cover all columns
+    for cuts in (((0, 128),), ((0, 64), (128, 256)), ((0, 128), (96, 224), (128, 256))):
+        assert len(_dma_rows(_run(cuts)[3])) == 1 + 3 + len(cuts), cuts
+
+
+def test_reused_buffer_piece_waits_only_for_its_own_readers():
+    """Iteration 2's tile reuses iteration 0's bytes (two buffers per allocation site); each of
+    its pieces waits for the matmul that read those columns, not for the other one."""
+    _, _, _, prog = _run(((0, 128), (128, 256)))
+    dma, mm = _dma_rows(prog), _matmul_rows(prog)
+    piece0, piece1 = dma[5], dma[6]           # after the rhs load and iterations 0 and 1
+    read0, read1 = mm[0], mm[1]               # iteration 0's matmuls, columns 0:128 and 128:256
+    assert read0 in prog.deps_of(piece0) and read1 not in prog.deps_of(piece0)
+    assert read1 in prog.deps_of(piece1) and read0 not in prog.deps_of(piece1)
