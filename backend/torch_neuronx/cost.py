@@ -270,7 +270,8 @@ class LoweredCostModel:
                              f"{e.get(k, 0.0) / 1e6:8.3f}"
                              for k in ("TensorE", "VectorE", "ScalarE", "GpSimd", "DMA"))
                          + ("  (estimated)" if s["estimated"] else ""))
-        est = b["estimated_ops"]
+        # the same window as the table (since reset_stats), not the process-wide estimated_ops
+        est = {name: s["estimated"] for name, s in b["ops"].items() if s["estimated"]}
         lines.append("estimated (roofline, no lowering rule): " +
                      (", ".join(f"{k} x{v}" for k, v in sorted(est.items())) if est else "none"))
         return "\n".join(lines)

@@ -108,6 +108,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t first = stack->size() - num_args;
   const int32_t id = name_id_of(op);
   const std::string& name = op_name(id);
+  DeviceWorkScope device_work;
 
   ArgumentMap map;
   std::vector<ArgDesc> described;
@@ -160,7 +161,6 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (map.device < 0) map.device = current_device();
-  DeviceWorkScope device_work;
   lazy_init();
   check_device_index(map.device);
   fail_or_warn_fallback(id, name, map);
