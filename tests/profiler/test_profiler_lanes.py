@@ -229,6 +229,9 @@ def test_compiled_graph_has_engine_lanes_and_a_summary(tmp_path):
     assert s.top_ops[0]["name"].startswith("neuron::graph.")
     assert s.engine_active_ns["TensorE"] > 0 and s.hbm_bytes > 0
     assert any("compiled graphs" in n for n in s.notes)
+    # the graph's FLOPs count: two linears, 2*M*N*K each
+    assert s.model_flops == pytest.approx(2 * 64 * 256 * 512 * 2)
+    assert s.tensor_flops >= s.model_flops and 0 < s.mfu <= s.hfu < 1
 
 
 def _partial_overlaps(trace):

@@ -80,6 +80,27 @@ def _conv_flops(name: str, spec: GraphSpec, op: Op) -> float:
     return 2.0 * _numel(spec.values[op.outs[0]]) * _numel(weight) / max(weight.shape[0], 1)
 
 
+def _attention_flops(spec: GraphSpec, op: Op) -> float:
+    q, k = spec.values[op.ins[0]], spec.values[op.ins[1]]
+    b_h = math.prod(q.shape[:-2]) if len(q.shape) > 2 else 1
+    passes = 2 if "backward" in op.name else 1
+    return passes * 4.0 * b_h * q.shape[-2] * k.shape[-2] * q.shape[-1]
+
+
+def model_flops(spec: GraphSpec, op: Op) -> float:
+    """The matmul FLOPs of one op as the model defines them (2 per multiply-add; no padding,
+    transposes or recomputation): what MFU counts."""
+    base = op.name.split("::", 1)[-1].split(".")[0]
+    if base in _MATMUL:
+        return _matmul_flops(op.name, spec, op)
+    if base in _CONV:
+        return _conv_flops(op.name, spec, op)
+    if (base.startswith("_scaled_dot_product") or base == "scaled_dot_product_attention") \
+            and len(op.ins) > 1:
+        return _attention_flops(spec, op)
+    return 0.0
+
+
 def _engine_work(spec: GraphSpec, op: Op, t: Target) -> dict:
     """Busy ns per engine for one op, and the indirect-DMA bytes it moves."""
     base = op.name.split("::", 1)[-1]
@@ -99,20 +120,18 @@ def _engine_work(spec: GraphSpec, op: Op, t: Target) -> dict:
     if base in _FREE:
         return work
     if base in _MATMUL or base in _CONV:
-        flops = (_matmul_flops if base in _MATMUL else _conv_flops)(op.name, spec, op)
         dtype = ins[0].dtype if ins else "float32"
         peak = t.tensor_flops.get(dtype, t.tensor_flops["float32"])
-        work["TensorE"] = 1e9 * flops / peak
+        work["TensorE"] = 1e9 * model_flops(spec, op) / peak
         vector(out_elems)                   # PSUM -> SBUF evacuation (and bias add)
     elif base.startswith("_scaled_dot_product") or base == "scaled_dot_product_attention":
         q, k = ins[0], ins[1]
         b_h = math.prod(q.shape[:-2]) if len(q.shape) > 2 else 1
-        l_len, s_len, e = q.shape[-2], k.shape[-2], q.shape[-1]
         passes = 2 if "backward" in base else 1
         peak = t.tensor_flops.get(q.dtype, t.tensor_flops["float32"])
-        work["TensorE"] = passes * 1e9 * 4.0 * b_h * l_len * s_len * e / peak
-        scalar(passes * b_h * l_len * s_len)
-        vector(passes * 2 * b_h * l_len * s_len)
+        work["TensorE"] = 1e9 * _attention_flops(spec, op) / peak
+        scalar(passes * b_h * q.shape[-2] * k.shape[-2])
+        vector(passes * 2 * b_h * q.shape[-2] * k.shape[-2])
     elif base in _SOFTMAX or base in _NORM:
         s_passes, v_passes = _SOFTMAX.get(base) or _NORM[base]
         elems = _numel(ins[0]) if ins else out_elems
@@ -143,6 +162,7 @@ def analyse(spec: GraphSpec, target: Target) -> GraphCost:
     live = {}               # base value -> bytes resident in SBUF
     dma_bytes = spill_bytes = spills = peak = ops = 0
     eager_dma = 0
+    flops = 0.0
     custom_ns = 0.0
     for pos, op in enumerate(spec.ops):
         if op.is_view:
@@ -150,6 +170,7 @@ def analyse(spec: GraphSpec, target: Target) -> GraphCost:
         ops += 1
         eager_dma += sum(spec.values[i].nbytes for i in op.ins + op.outs)
         work = _engine_work(spec, op, target)
+        flops += model_flops(spec, op)
         op_dma = work.pop("DMA_bytes", 0.0)
         for i in op.ins:
             b = spec.values[i].base
@@ -193,4 +214,5 @@ def analyse(spec: GraphSpec, target: Target) -> GraphCost:
                      engine_busy_ns={k: int(round(v)) for k, v in busy.items()},
                      dma_bytes=int(dma_bytes), spill_bytes=int(spill_bytes), spills=spills,
                      sbuf_peak_bytes=int(peak), ops=ops, eager_launches=ops,
-                     eager_dma_bytes=int(eager_dma), custom_ops_ns=int(round(custom_ns)))
+                     eager_dma_bytes=int(eager_dma), custom_ops_ns=int(round(custom_ns)),
+                     tensor_flops=flops, model_flops=flops)

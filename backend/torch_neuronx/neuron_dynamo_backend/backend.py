@@ -348,7 +348,8 @@ class _GraphCompiler:
         record.cost_source = cost.cost_source
         record.engine_busy_ns = dict(cost.engine_busy_ns)
         for f in ("dma_bytes", "spill_bytes", "spills", "ops", "eager_launches",
-                  "eager_dma_bytes", "estimated_ops", "custom_ops_ns"):
+                  "eager_dma_bytes", "estimated_ops", "custom_ops_ns", "tensor_flops",
+                  "model_flops"):
             setattr(record, f, getattr(cost, f))
         record.wall_compile_s = time.perf_counter() - start
         metrics.record(record)

@@ -179,15 +179,17 @@ def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
         program, note = None, f" (unfused: {type(e).__name__}: {e})"
         serial.extend((op.name, t) for op, t in zip(fused, alone))
     engines = dict.fromkeys(lower.ENGINES, 0.0)
-    total, hbm = 0.0, 0.0
+    total, hbm, flops = 0.0, 0.0, 0.0
     for t in ([program] if program is not None else []) + [t for _n, t in serial]:
         total += t.total_ns
         hbm += t.hbm_bytes
+        flops += t.flops
         for e, v in t.engine_ns.items():
             engines[e] = engines.get(e, 0.0) + v
     analysis.total_ns = int(round(total + target.launch_ns))
     analysis.engine_busy_ns = {e: int(round(v)) for e, v in engines.items()}
     analysis.dma_bytes = int(hbm)
+    analysis.tensor_flops = float(flops)    # model_flops: analyse's, from the graph's shapes
     analysis.custom_ops_ns = int(round(custom_ns))
     analysis.cost_source = LOWERED + note
     analysis.estimated_ops = sorted({n for n, t in serial if getattr(t, "estimated", False)})

@@ -189,6 +189,8 @@ class GraphCost:
     # Part of total_ns that is the roofline estimate of custom (non-ATen) ops. When those ops
     # time themselves at run time (NKI kernels), the launcher swaps this for their real time.
     custom_ops_ns: int = 0
+    tensor_flops: float = 0.0      # FLOPs TensorE executes (the lowered programs' matmuls)
+    model_flops: float = 0.0       # the graph's matmul FLOPs as the model defines them (MFU)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -42,6 +42,8 @@ class NeuronCompilationMetrics:
     custom_ops_ns: int = 0          # of sim_run_ns: roofline of custom ops (NKI), replaced at
                                     # run time by the kernels' own simulated time
     source: str = ""                # user lines the graph covers (where graph breaks fall)
+    tensor_flops: float = 0.0       # per launch: TensorE FLOPs, and the model's matmul FLOPs
+    model_flops: float = 0.0
 
 
 def record(m: NeuronCompilationMetrics) -> None:

@@ -168,6 +168,8 @@ class _MetricsCost:
         self.spill_bytes = getattr(m, "spill_bytes", 0) or 0
         self.sbuf_peak_bytes = 0
         self.cost_source = getattr(m, "cost_source", "") or ""
+        self.tensor_flops = getattr(m, "tensor_flops", 0.0) or 0.0
+        self.model_flops = getattr(m, "model_flops", 0.0) or 0.0
 
 
 def _graph_cost(name, model):
@@ -195,6 +197,8 @@ def _graph(seq, name, ns, cost) -> None:
     eng = {k: float(v) for k, v in dict(cost.engine_busy_ns).items()}
     spill = float(getattr(cost, "spill_bytes", 0) or 0)
     rec = OpRecord(name, 1, float(ns), launch, eng,
+                   tensor_flops=float(getattr(cost, "tensor_flops", 0.0) or 0.0),
+                   model_flops=float(getattr(cost, "model_flops", 0.0) or 0.0),
                    dma_bytes={"inputs": max(float(cost.dma_bytes) - spill, 0.0),
                               "spill_save": spill / 2, "spill_reload": spill / 2},
                    sbuf_peak_bytes_per_partition=int(getattr(cost, "sbuf_peak_bytes", 0) or 0)

@@ -76,8 +76,8 @@ def explorer_summary(prof=None, *, notes=()) -> Summary:
                      "matched to simulated programs")
     from .hook import OPTIONS, SESSION
     if any(r.name.startswith("neuron::graph.") for r in recs):
-        notes.append("compiled graphs: engine busy, DMA/spill bytes and SBUF peak from their "
-                     "graph cost; no FLOPs there, so HFU/MFU count eager ops only")
+        notes.append("compiled graphs: engine busy, FLOPs, DMA/spill bytes and SBUF peak from "
+                     "their graph cost (totals per launch, no instruction timeline)")
     if SESSION.lanes_dropped:
         notes.append(f"{SESSION.lanes_dropped} ops got no engine lanes: the session's lane budget "
                      f"({OPTIONS.max_rows} rows, NEURON_SIM_PROFILE_MAX_LANE_ROWS) was spent")
