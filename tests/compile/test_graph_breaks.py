@@ -53,3 +53,19 @@ def test_eager_pieces_are_charged_per_op_and_graphs_once():
     stats = ndb.launch_stats()
     assert stats["launches"] == 2                 # the graphs before and after the break
     assert ns > stats["ns"]                       # plus the eager ops in between
+
+
+def test_other_backends_never_trace_the_simulator():
+    """A drain at a graph break runs the cost model (Python) while Dynamo's frame hook is active:
+    with any backend, only the user's frames are compiled, never neuron-sim's (unshielded,
+    aot_eager converted over two thousand frames here)."""
+    from torch._dynamo.utils import counters
+    x = torch.randn(32, 32, device="neuron") / 8
+    frames = {}
+    for backend in ("neuron", "aot_eager", "eager"):
+        torch._dynamo.reset()
+        counters.clear()
+        cf = torch.compile(with_breaks, backend=backend)
+        torch.testing.assert_close(cf(x).cpu(), with_breaks(x).cpu())
+        frames[backend] = counters["frames"]["total"]
+    assert frames["aot_eager"] == frames["eager"] == frames["neuron"] < 8, frames

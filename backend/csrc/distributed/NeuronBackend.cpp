@@ -1,6 +1,7 @@
 #include "distributed/NeuronBackend.h"
 
 #include "aten/TensorAlias.h"
+#include "python/DynamoOff.h"
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -250,6 +251,7 @@ class NeuronBackend : public c10d::Backend {
   void check(const char* op, const std::vector<at::Tensor>& inputs,
              const std::vector<at::Tensor>& outputs, int reduce, int peer) {
     py::gil_scoped_acquire gil;
+    DynamoOff not_traced;
     (*hook_)(op, inputs, outputs, reduce, peer);
   }
 

@@ -3,6 +3,7 @@
 #include "aten/CpuFallback.h"
 #include "aten/OpPolicy.h"
 #include "distributed/NeuronBackend.h"
+#include "python/DynamoOff.h"
 #include "runtime/NeuronGenerator.h"
 #include "runtime/NeuronGuard.h"
 #include "runtime/NeuronQueue.h"
@@ -65,6 +66,7 @@ void register_cost_function(py::function fn) {
                                   op.stream, std::move(args), std::move(outputs), op.preset_ns));
     }
     try {
+      DynamoOff not_traced;
       return (*shared)(batch, at_sync).cast<std::vector<int64_t>>();
     } catch (py::error_already_set& e) {
       TORCH_CHECK(false, "neuron-sim cost model failed while timing ", ops.size(), " ops: ",

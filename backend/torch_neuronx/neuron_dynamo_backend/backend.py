@@ -51,22 +51,6 @@ def get_model_name() -> str:
     return _model_name["value"] or "model"
 
 
-def _shield_cost_function() -> None:
-    """The device drains its op queue through a Python cost function (neuron_sim). A drain can
-    happen inside a compiled function (a graph break that calls .item() or print), while
-    Dynamo's frame hook is active: Dynamo must not trace the simulator. Install the cost
-    function wrapped in torch._dynamo.disable (again if set_instance() replaced it)."""
-    import torch_neuronx
-    model = torch_neuronx._state.get("cost_model")
-    if model is None or _shielded.get("model") is model:
-        return
-    _C._set_cost_function(torch._dynamo.disable(model, reason="neuron-sim cost model"))
-    _shielded["model"] = model
-
-
-_shielded = {}
-
-
 def _target() -> Target:
     from .. import _visible
     return Target.of(_visible())
@@ -364,7 +348,6 @@ class _GraphCompiler:
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mode=None):
     """The Dynamo backend registered as "neuron"."""
     opts = CompileOptions.resolve(options, mode)
-    _shield_cost_function()
     _force_static_shapes()
     _reject_dynamic(example_inputs)
     boxed = isinstance(gm, torch._dynamo.utils.GmWrapper)
