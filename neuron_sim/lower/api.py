@@ -78,8 +78,8 @@ def _timed(emit, chip, lnc, name, **ctx_kw) -> Timing:
         hbm = _lin(hbm1, hbm, k, extra)
         flops = _lin(flops1, flops, k, extra)
         extrapolated = True
-    lnc = max(1, int(lnc))
-    return Timing(tot, eng, hbm * lnc, flops * lnc, n, extrapolated=extrapolated,
+    cores = ctx.cores_of_work()
+    return Timing(tot, eng, hbm * cores, flops * cores, n, extrapolated=extrapolated,
                   lower_s=time.perf_counter() - t0, ops=(name,))
 
 
@@ -100,9 +100,9 @@ def _with_ids(op: OpSpec, fn) -> OpSpec:
 
 
 def assign_ids(ops):
-    """Give every tensor of a sequence an identity: an input equal in (shape, strides, dtype) to
-    the most recent earlier output is that output; everything else is a distinct tensor. (The
-    eager queue carries no tensor identity; compiled graphs pass explicit ids instead.)"""
+    """Give every tensor of a sequence that has no id an identity: an input equal in (shape,
+    strides, dtype) to the most recent earlier output is that output; everything else is a
+    distinct tensor. (Compiled graphs and the eager backend pass explicit ids.)"""
     latest, out = {}, []
     for i, op in enumerate(ops):
         def fn(t, is_out, k, i=i):
@@ -184,7 +184,7 @@ def lower_sequence(ops, chip="trn2", lnc: int = 1, *, live_outputs=None,
             raise LoweringError(f"fused sequence could not be lowered: {type(e).__name__}: {e}") \
                 from e
         tot, eng, hbm, flops, n = _measure(ctx)
-        hbm, flops = hbm * lnc, flops * lnc
+        hbm, flops = hbm * ctx.cores_of_work(), flops * ctx.cores_of_work()
     else:
         tot, eng, hbm, flops, n = 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
     for a, b in zip(alone, big):

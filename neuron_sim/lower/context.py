@@ -54,6 +54,7 @@ class LowerCtx:
         self.live = live                      # None: every output is stored to HBM
         self.consumed_later = consumed_later  # keys of outputs a later op of the sequence reads
         self.repeats: list = []               # (R per core, emitted) of each repeat() call
+        self._blocks: list = []               # (R in total, R per core) of each repeat() call
         self._hbm: dict = {}
         self._resident: dict = {}             # key -> SBUF Tensor [P, cols]
         self._resident_bytes = 0
@@ -94,7 +95,17 @@ class LowerCtx:
             limit = max(1, limit // 2)
         n = min(per_core, limit)
         self.repeats.append((per_core, n))
+        self._blocks.append((max(int(total), 1), per_core))
         return n
+
+    def cores_of_work(self) -> float:
+        """How many times this core's work the logical core does in all: `lnc` when every
+        physical core gets as many blocks as this one, less when the blocks do not divide
+        (one block on LNC=2: the second core idles). Taken from the largest repeat()."""
+        if not self._blocks:
+            return float(self.lnc)
+        total, per_core = max(self._blocks, key=lambda b: b[1])
+        return min(float(self.lnc), total / per_core)
 
     # ---- tiles ------------------------------------------------------------------------------
     def tile(self, role: str, shape, dtype, slot: int = 0, memory=Memory.SBUF,

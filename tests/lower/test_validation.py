@@ -166,6 +166,15 @@ def test_lnc2_splits_work_across_both_cores():
     assert two.hbm_bytes == pytest.approx(one.hbm_bytes, rel=0.01)
 
 
+def test_lnc2_a_single_block_is_not_counted_twice():
+    # [256, 256] FP32: one block, which one core runs while the other idles: same bytes and
+    # FLOPs as on one core (the program is not duplicated), and no faster
+    op = OpSpec("aten::add.Tensor", (T((256, 256)), T((256, 256)), 1), (T((256, 256)),))
+    one, two = lower_op(op, "trn2", 1), lower_op(op, "trn2", 2)
+    assert two.hbm_bytes == pytest.approx(one.hbm_bytes) == 3 * 256 * 256 * 4
+    assert two.total_ns == pytest.approx(one.total_ns, rel=0.01)
+
+
 # ---- one hand-computed shape per remaining family ---------------------------------------------
 N2 = 4096 * 4096
 DMA_ENGINES_BPS = TRN2.dma_engines_per_core * TRN2.dma_engine_bytes_per_s   # 16 x 23 B/ns
