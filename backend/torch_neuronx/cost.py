@@ -34,44 +34,95 @@ from .profiling.hook import on_drain as _profiling_hook
 _HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 
 
+# A tensor as the C++ queue describes it: (sizes, strides, dtype, on_neuron, storage, offset).
+# `storage` identifies the allocation (0: none) while it is alive, `offset` is in elements.
+
 def _is_tensor(a) -> bool:
-    return isinstance(a, tuple) and len(a) == 4 and isinstance(a[0], tuple) and isinstance(a[3], bool)
+    return (isinstance(a, tuple) and len(a) == 6 and isinstance(a[0], tuple)
+            and isinstance(a[3], bool))
+
+
+def _identity(t):
+    """Where a device tensor's data is: (storage, offset, sizes, strides, dtype); None for a CPU
+    scalar or a tensor without storage."""
+    return (t[4], t[5], t[0], t[1], t[2]) if t[3] and t[4] else None
 
 
 def _dtype_name(dt) -> str:
     return str(dt).replace("torch.", "")
 
 
-def _spec(t):
-    sizes, strides, dtype, on_neuron = t
+def _spec(t, ident=None):
+    sizes, strides, dtype, on_neuron = t[:4]
     if dtype is None:
         return None
-    return TensorSpec(sizes, _dtype_name(dtype), strides, on_device=on_neuron)
+    return TensorSpec(sizes, _dtype_name(dtype), strides, on_device=on_neuron,
+                      id=None if ident is None else ident(t))
 
 
-def _arg(a):
+def _arg(a, ident=None):
     if _is_tensor(a):
-        return _spec(a)
+        return _spec(a, ident)
     if isinstance(a, list):
-        return [_spec(t) for t in a if t[2] is not None]
+        return [_spec(t, ident) for t in a if t[2] is not None]
     return a
 
 
-def op_spec(name, args, outputs) -> OpSpec:
-    """The torch-free description of one queued op."""
-    outs = tuple(o for o in (_spec(t) for t in outputs) if o is not None)
-    return OpSpec(name, tuple(_arg(a) for a in args), outs)
+def op_spec(name, args, outputs, *, ids=None) -> OpSpec:
+    """The torch-free description of one queued op. `ids(tensor, is_output)` gives each
+    TensorSpec its identity inside a fused sequence (default: none; layouts are matched)."""
+    def ident(out):
+        return None if ids is None else (lambda t: ids(t, out))
+    ins = tuple(_arg(a, ident(False)) for a in args)     # inputs first: an in-place op reads
+    outs = tuple(o for o in (_spec(t, ident(True)) for t in outputs) if o is not None)
+    return OpSpec(name, ins, outs)                       # the value before its own write
+
+
+def fused_specs(group):
+    """OpSpecs of a fused group [(name, args, outputs)] with tensor identities from the device's
+    storages, and the identity pattern (hashable) that, with the ops' keys, keys the fused
+    program. An input is the latest earlier output of the group at the same place (storage,
+    offset, layout): every write to device memory inside a group is one of its ops, so that is
+    the dataflow, whatever the allocator reused. Any other input is its own outside tensor: two
+    such reads sharing a place may be one tensor or a freed one's successor, written before the
+    group, so they are not merged. Ids are positions, so the same dataflow keys the same
+    program every step."""
+    latest, pattern = {}, []
+
+    def ids_of(i):
+        k = [0]
+
+        def ids(t, is_out):
+            k[0] += 1
+            place = _identity(t)
+            if is_out:
+                tid = ("o", i, k[0])
+                if place is not None:
+                    latest[place] = tid
+            else:
+                tid = latest.get(place, ("x", i, k[0])) if place is not None else ("x", i, k[0])
+            pattern.append(tid)
+            return tid
+        return ids
+    specs = [op_spec(name, a, o, ids=ids_of(i)) for i, (name, a, o) in enumerate(group)]
+    return specs, tuple(pattern)
 
 
 def _freeze(args):
-    """A hashable cache key of an argument tuple: tensor lists become tuples, and float scalars
-    (learning rates, bias corrections that change every step) are dropped: a float never
-    changes an op's program, only its values."""
-    return tuple("f" if type(v) is float else tuple(v) if type(v) is list else v for v in args)
+    """A hashable cache key of an argument tuple, with the layout of each tensor (not where it
+    lives), tensor lists as tuples, and float scalars (learning rates, bias corrections that
+    change every step) dropped: a float never changes an op's program, only its values."""
+    def key(v):
+        if type(v) is float:
+            return "f"
+        if type(v) is list:
+            return tuple(t[:4] for t in v)
+        return v[:4] if _is_tensor(v) else v
+    return tuple(key(v) for v in args)
 
 
 def _nbytes(t) -> int:
-    sizes, _s, dtype, _o = t
+    sizes, dtype = t[0], t[2]
     return math.prod(sizes) * min(dtype.itemsize, 4) if dtype is not None else 0
 
 
@@ -204,11 +255,11 @@ class LoweredCostModel:
             if len(group) > 1:   # cannot happen (non-AEE groups are single ops); kept defensive
                 self.launches += len(group) - 1
             return
-        keys = tuple(g[2] for g in group)
+        specs, pattern = fused_specs([(name, a, o) for _i, name, _k, _t, a, o in group])
+        keys = tuple(g[2] for g in group) + (pattern,)
         ft = self._fused.get(keys)
         if ft is None:
             try:
-                specs = [op_spec(name, a, o) for _i, name, _k, _t, a, o in group]
                 ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,
                                                standalone=[g[3] for g in group])
             except Exception as e:  # noqa: BLE001 - an unfusable group runs op by op

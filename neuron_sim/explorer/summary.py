@@ -12,7 +12,7 @@ neuron_sim/trace/summary.py (and Neuron Explorer's Summary Viewer, anchors.md se
 - MBU = HBM bytes / (total time x the HBM bandwidth of one core's stack);
 - DMA bytes by kind: inputs (activations read), weights (the weight operand of matmul-family ops,
   a positional heuristic: the eager queue carries no parameter identity), intermediates (reads of
-  a tensor an earlier device op of the region wrote, matched by shape/strides/dtype), outputs
+  a tensor an earlier device op of the region wrote, matched by storage, offset and layout), outputs
   (writes of results), spill_save / spill_reload (an HBM scratch tensor written then read back
   inside one program).
 """

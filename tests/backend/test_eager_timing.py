@@ -155,9 +155,14 @@ def test_numerics_unchanged_by_aee():
     assert torch.equal(a, b)
 
 
-def _desc(seq, name, shape=(256, 256), stream=0, preset=-1, device=0):
-    t = (shape, (shape[1], 1), torch.float32, True)
-    return (seq, name, device, stream, (t, t, 1), (t,), preset)
+def _tensor(shape=(256, 256), storage=1):
+    """A tensor as the queue describes it: (sizes, strides, dtype, on_neuron, storage, offset)."""
+    return (shape, (shape[1], 1), torch.float32, True, storage, 0)
+
+
+def _desc(seq, name, shape=(256, 256), stream=0, preset=-1, device=0, ins=(1, 1), out=1):
+    a, b = (_tensor(shape, s) for s in ins)
+    return (seq, name, device, stream, (a, b, 1), (_tensor(shape, out),), preset)
 
 
 def test_cost_function_batches(model):
@@ -169,9 +174,7 @@ def test_cost_function_batches(model):
     batch = [_desc(i, "aten::add.Tensor") for i in range(AEE_MAX_OPS + 3)]
     batch.append(_desc(100, "aten::add.Tensor", stream=1))
     batch.append(_desc(101, "neuron::collective", preset=12345))
-    view = ((256, 256), (256, 1), torch.float32, True)
-    batch.append((102, "aten::view", 0, 0, (view, (65536,)), (((65536,), (1,), torch.float32,
-                                                                True),), -1))
+    batch.append((102, "aten::view", 0, 0, (_tensor(), (65536,)), (_tensor((65536, 1)),), -1))
     out = model(batch, True)
     assert len(out) == len(batch)
     assert out[-2] == 12345 and out[-1] == 0
@@ -181,3 +184,20 @@ def test_cost_function_batches(model):
     assert b["fused_groups"] == 2 and b["fused_ops"] == AEE_MAX_OPS + 3
     assert b["launches"] == 3
     assert all(ns > 0 for ns in out[:-1])
+
+
+def test_fusion_follows_tensor_identity_not_layout():
+    """In a fused group, an op reads an earlier op's output from SBUF only when it is that
+    tensor (same storage), not another tensor of the same shape: that one comes from HBM."""
+    from neuron_sim.lower import lower_sequence
+    from torch_neuronx.cost import fused_specs
+
+    def fused(second_input_storage):
+        group = [_desc(0, "aten::add.Tensor", ins=(1, 2), out=3),
+                 _desc(1, "aten::mul.Tensor", ins=(second_input_storage, 4), out=5)]
+        specs, pattern = fused_specs([(d[1], d[4], d[5]) for d in group])
+        return lower_sequence(specs, "trn2", 2).hbm_bytes, pattern
+
+    (chained, p1), (unrelated, p2) = fused(3), fused(7)
+    assert p1 != p2 and p1[3] == p1[2]            # mul's first input is add's output
+    assert unrelated - chained == pytest.approx(256 * 256 * 4, rel=0.01)   # one more HBM read

@@ -11,6 +11,10 @@ TensorDesc describe_tensor(const at::Tensor& t) {
   d.strides.assign(t.strides().begin(), t.strides().end());
   d.dtype = t.scalar_type();
   d.device_type = t.device().type() == c10::DeviceType::PrivateUse1 ? 0 : 1;
+  if (t.has_storage()) {
+    d.storage = reinterpret_cast<uintptr_t>(t.storage().unsafeGetStorageImpl());
+    d.offset = t.storage_offset();
+  }
   return d;
 }
 

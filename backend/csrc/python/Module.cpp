@@ -31,7 +31,7 @@ py::object dtype_object(c10::ScalarType t) {
 
 py::tuple to_python(const TensorDesc& d) {
   return py::make_tuple(py::tuple(py::cast(d.sizes)), py::tuple(py::cast(d.strides)),
-                        dtype_object(d.dtype), d.device_type == 0);
+                        dtype_object(d.dtype), d.device_type == 0, d.storage, d.offset);
 }
 
 py::object to_python(const ArgDesc& a) {
@@ -51,7 +51,8 @@ py::object to_python(const ArgDesc& a) {
 }
 
 // Python's cost function sees each op as
-// (seq, name, device, stream, args, outputs); a tensor is (sizes, strides, dtype, on_neuron).
+// (seq, name, device, stream, args, outputs, preset_ns); a tensor is
+// (sizes, strides, dtype, on_neuron, storage, offset).
 void register_cost_function(py::function fn) {
   // Never freed: static destructors run after the interpreter is gone.
   auto* shared = new py::function(std::move(fn));

@@ -21,6 +21,10 @@ struct TensorDesc {
   std::vector<int64_t> strides;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   int8_t device_type = 0;  // 0 neuron, 1 cpu (0-dim scalars allowed into neuron ops)
+  // Where the data lives: the storage (its address while alive; 0 for none) and the element
+  // offset into it. Lets the cost model tell which op reads which earlier op's output.
+  uint64_t storage = 0;
+  int64_t offset = 0;
 };
 
 // One argument of an op, as much as a cost model needs.

@@ -343,23 +343,23 @@ def _classify_reads(rec, reads, name, args) -> None:
         a = args[j] if 0 <= j < len(args) else None
         if j == w:
             kind = "weights"
-        elif _layout(a) in SESSION.outputs:
+        elif _place(a) in SESSION.outputs:
             kind = "intermediates"
         else:
             kind = "inputs"
         rec.dma_bytes[kind] = rec.dma_bytes.get(kind, 0.0) + b
 
 
-def _layout(a):
-    if isinstance(a, tuple) and len(a) == 4 and isinstance(a[0], tuple):
-        return (a[0], a[1], str(a[2]))
-    return None
+def _place(a):
+    from ..cost import _identity, _is_tensor
+    return _identity(a) if _is_tensor(a) else None
 
 
 def _remember(outputs) -> None:
-    """Outputs of a device op, so a later op of the region reading them counts intermediates."""
+    """Where the outputs of a device op live, so a later op of the region reading one of them
+    counts an intermediate (until another op writes there)."""
     for o in outputs:
-        k = _layout(o)
+        k = _place(o)
         if k is not None:
             SESSION.outputs[k] = True
     if len(SESSION.outputs) > 4096:

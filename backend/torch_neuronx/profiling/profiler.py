@@ -82,7 +82,7 @@ def explorer_summary(prof=None, *, notes=()) -> Summary:
         notes.append(f"{SESSION.lanes_dropped} ops got no engine lanes: the session's lane budget "
                      f"({OPTIONS.max_rows} rows, NEURON_SIM_PROFILE_MAX_LANE_ROWS) was spent")
     notes.append("DMA bytes by kind: weights = the weight operand of matmul-family ops; "
-                 "intermediates = reads matching an earlier output's shape/dtype; AEE-fused ops "
+                 "intermediates = reads of an earlier op's output (same storage); AEE-fused ops "
                  "are itemised by their own programs")
     hbm_peak = None
     try:
