@@ -420,10 +420,19 @@ def _geometry(ap):
 def _dma(b, dst, src, dge, kw):
     """dma_copy with its cost computed once per geometry: a kernel's DMAs repeat a few shapes
     thousands of times, and the cost module's checks and arithmetic were ~70% of the builder's
-    time per DMA (measured 19.6 of 28 us). The queue rotates as the builder's own does."""
+    time per DMA (measured 19.6 of 28 us). The queue rotates as the builder's own does, except
+    for hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time (~600 ns
+    each [DGE]) and a core has `hwdge_units_per_core` of them (2 on Trn2, driven from SyncE and
+    ScalarE [ArchV3]), so those rotate over that many queues; spread over all 16 they would
+    generate descriptors 16 at a time. (Trn3 publishes no unit count: all queues, as before.)"""
     cache = b.__dict__.setdefault("_nki_dma_cost_cache", {})
-    q = b.__dict__.get("_nki_next_queue", 0)
-    b._nki_next_queue = (q + 1) % b.chip.dma_queues_per_engine
+    units = b.chip.hwdge_units_per_core if dge == "hwdge" else 0
+    if units:
+        q = b.__dict__.get("_nki_next_dge_queue", 0)
+        b._nki_next_dge_queue = (q + 1) % units
+    else:
+        q = b.__dict__.get("_nki_next_queue", 0)
+        b._nki_next_queue = (q + 1) % b.chip.dma_queues_per_engine
     key = (_geometry(dst), _geometry(src), dge)
     cost = cache.get(key)
     if cost is None:

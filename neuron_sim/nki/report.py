@@ -33,6 +33,9 @@ class KernelReport:
     wall_s: dict = field(default_factory=dict)
     timing: object = None                     # the core's raw results (timelines), for plots
     programs: list = field(default_factory=list)
+    # per core: program row -> (traced nisa op, kernel (file, line)); None for rows the memory
+    # plan added (spills). Read through instruction_times().
+    sources: list = field(default_factory=list, repr=False)
 
     @property
     def total_us(self):
@@ -86,9 +89,49 @@ class KernelReport:
                 for k, v in bp.generic_ops.items():
                     rep.generic_cost_ops[k] = rep.generic_cost_ops.get(k, 0) + v
             rep.timing = timing.timelines
+            ops = [[(ins.op, ins.loc) for ins in tr.instrs] for tr in traces]
+            rep.sources = [[ops[k][i] if i >= 0 else None for k, i in bp.source_index]
+                           for bp in timing.built]
             if all(t is not None for t in timing.timelines):
                 _fill_timing(rep, timing)
         return rep
+
+
+@dataclass(frozen=True)
+class InstructionTime:
+    """When one program row ran on its core (what a profiler's instruction track shows)."""
+    row: int                  # index in the core's program
+    name: str                 # program instruction: a matmul is load_stationary + nc_matmul rows
+    kind: str                 # "generic", "load_stationary", "multiply_moving" or "dma"
+    stream: str               # engine (TensorE, ...) or DMA queue that issued it
+    op: str | None            # the traced nisa call it came from (None: a spill of the memory plan)
+    loc: tuple | None         # that call's (file, line) in the kernel
+    start_ns: float           # issue (DMA: trigger)
+    data_start_ns: float      # DMA: first byte moves; others: start_ns
+    end_ns: float
+    busy_ns: float            # engine occupancy (DMA: data phase)
+    ii_ns: float              # the instruction's own initiation interval (before any throttling)
+
+
+def instruction_times(report, core=0, op=None) -> list[InstructionTime]:
+    """Every program row of `core` with its simulated times, in program order; with `op`, only
+    the rows traced from that nisa call (``op="activation"``)."""
+    if not report.timing or report.timing[core] is None:
+        return []
+    from ..engines import Kind, stream_name
+    res = report.timing[core]
+    c = res.program.cols
+    src = report.sources[core] if report.sources else [None] * len(res.program)
+    out = []
+    for i, s in enumerate(src):
+        if op is not None and (s is None or s[0] != op):
+            continue
+        out.append(InstructionTime(
+            i, res.program.opname(i), Kind(int(c["kind"][i])).name.lower(),
+            stream_name(int(c["stream"][i])), s[0] if s else None, s[1] if s else None,
+            float(res.start_ns[i]), float(res.data_start_ns[i]), float(res.end_ns[i]),
+            float(res.busy_ns[i]), float(c["ii_ns"][i])))
+    return out
 
 
 def _name(engine: str) -> str:
@@ -167,4 +210,5 @@ def write_chrome_trace(report, path, core=0, limit=None):
 
 
 KernelReport.timeline = timeline_text
+KernelReport.instruction_times = instruction_times
 KernelReport.write_chrome_trace = write_chrome_trace

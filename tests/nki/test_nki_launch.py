@@ -135,6 +135,18 @@ def test_legacy_profile_writes_a_chrome_trace(tmp_path):
     assert trace["traceEvents"] and prof.benchmark_result.nc_latency.get_latency_percentile(50) > 0
 
 
+def test_instruction_times_name_the_kernel_call_of_each_row():
+    nki.simulate(version_kernel, platform_target="trn2")(X)
+    rep = nki.last_report()
+    rows = rep.instruction_times()
+    assert [r.op for r in rows] == ["memset", "dma_copy"]
+    memset, dma = rows
+    assert memset.loc[0] == __file__ and memset.stream == "VectorE" and dma.kind == "dma"
+    # the store waits for the memset; its data phase ends the kernel
+    assert memset.end_ns <= dma.start_ns < dma.data_start_ns < dma.end_ns == rep.total_ns
+    assert rep.instruction_times(op="dma_copy") == [dma]
+
+
 @nki.jit
 def _scale_inner(t, f):
     nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=f)
