@@ -171,9 +171,16 @@ class AccessPattern:
         return self._box
 
     def _footprint(self) -> tuple:
-        lo = self.offset + sum(min(0, (s - 1) * st) for s, st in self.dims)
-        hi = self.offset + sum(max(0, (s - 1) * st) for s, st in self.dims) + 1
-        if self.memory == Memory.HBM:
+        # a plain loop, not sums of generators: this runs for every operand of every instruction
+        lo = hi = self.offset
+        for s, st in self.dims:
+            reach = (s - 1) * st
+            if reach < 0:
+                lo += reach
+            else:
+                hi += reach
+        hi += 1
+        if self.tensor.memory == Memory.HBM:
             base = self.p_start * int(prod(self.tensor.shape[1:]))   # first row's first element
             return (0, 1, base + lo, base + (self.p_size - 1) * self.p_stride + hi)
         return (self.p_start, self.p_start + self.p_size, lo, hi)

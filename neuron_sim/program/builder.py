@@ -10,6 +10,8 @@ MultiplyMoving's)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+
 from ..engines import N_COMPUTE_STREAMS, Engine, stream_name
 from ..errors import DeadlockError, PartitionError, ProgramError
 from ..hardware import Chip, get_chip
@@ -40,12 +42,84 @@ def _covers(a, b) -> bool:
     return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
 
 
+class _Accesses:
+    """The (box, instr) accesses of one tensor still able to order later ones, indexed by the start
+    of their free range. A query box can only overlap entries that start within the longest stored
+    free range before it, so it looks at that window of the sorted list instead of at every entry
+    (big programs keep hundreds of live accesses per tile; checking all of them was quadratic).
+    Boxes with an empty free range (f1 <= f0) fall outside that argument and are kept in a plain
+    list. The answers are exactly those of checking `_overlap` / `_covers` against every entry."""
+    __slots__ = ("starts", "items", "lengths", "longest", "odd")
+
+    def __init__(self):
+        self.starts, self.items = [], []        # f0 of each entry, ascending; (box, instr)
+        self.lengths: dict[int, int] = {}       # f1 - f0 -> how many entries have it
+        self.longest = 0
+        self.odd = []
+
+    def add(self, box, i) -> None:
+        f0, n = box[2], box[3] - box[2]
+        if n <= 0:
+            self.odd.append((box, i))
+            return
+        k = bisect_right(self.starts, f0)
+        self.starts.insert(k, f0)
+        self.items.insert(k, (box, i))
+        self.lengths[n] = self.lengths.get(n, 0) + 1
+        if n > self.longest:
+            self.longest = n
+
+    def _window(self, box):
+        return (bisect_right(self.starts, box[2] - self.longest),
+                bisect_left(self.starts, box[3]))
+
+    def overlapping(self, box):
+        """The instructions of the entries whose boxes overlap `box`."""
+        if not self.starts and not self.odd:     # e.g. an input tensor that is only ever read
+            return []
+        lo, hi = self._window(box)
+        found = [i for b, i in self.items[lo:hi] if _overlap(box, b)]
+        if self.odd:
+            found += [i for b, i in self.odd if _overlap(box, b)]
+        return found
+
+    def overlapping_then_prune(self, box):
+        """`overlapping(box)`, then drop the entries `box` covers (a later write hides them)."""
+        lo, hi = self._window(box)
+        found, keep = [], []
+        p0, p1, f0, f1 = box
+        for e in self.items[lo:hi]:
+            b = e[0]
+            if p0 < b[1] and b[0] < p1 and f0 < b[3] and b[2] < f1:        # _overlap(box, b)
+                found.append(e[1])
+            if p0 <= b[0] and b[1] <= p1 and f0 <= b[2] and b[3] <= f1:    # _covers(box, b)
+                self._forget(b[3] - b[2])
+            else:
+                keep.append(e)
+        if len(keep) != hi - lo:
+            self.items[lo:hi] = keep
+            self.starts[lo:hi] = [b[2] for b, _ in keep]
+        if self.odd:
+            found += [i for b, i in self.odd if _overlap(box, b)]
+            self.odd = [e for e in self.odd if not _covers(box, e[0])]
+        return found
+
+    def _forget(self, n) -> None:
+        left = self.lengths[n] - 1
+        if left:
+            self.lengths[n] = left
+        else:
+            del self.lengths[n]
+            if n == self.longest:
+                self.longest = max(self.lengths, default=0)
+
+
 class _Track:
     """Accesses of one tensor still able to order later ones."""
     __slots__ = ("writes", "reads", "version")
 
     def __init__(self):
-        self.writes, self.reads, self.version = [], [], 0
+        self.writes, self.reads, self.version = _Accesses(), _Accesses(), 0
 
 
 class ProgramBuilder:
@@ -185,25 +259,25 @@ class ProgramBuilder:
     def _auto(self, i, stream, emit, d):
         streams = self._cols["stream"]
         for ap in emit.reads:
-            tr = self._track.setdefault(ap.tensor.id, _Track())
+            tr = self._track_of(ap)
             box = ap.box()
-            for wbox, w in tr.writes:
-                if _overlap(box, wbox):
-                    d.add(w)
-            tr.reads.append((box, i))
+            d.update(tr.writes.overlapping(box))
+            tr.reads.add(box, i)
         for ap in emit.writes:
-            tr = self._track.setdefault(ap.tensor.id, _Track())
+            tr = self._track_of(ap)
             box = ap.box()
-            for wbox, w in tr.writes:
-                if streams[w] != stream and _overlap(box, wbox):
-                    d.add(w)
-            for rbox, r in tr.reads:
-                if r != i and streams[r] != stream and _overlap(box, rbox):
-                    d.add(r)
-            tr.writes = [(b, w) for b, w in tr.writes if not _covers(box, b)]
-            tr.reads = [(b, r) for b, r in tr.reads if not _covers(box, b)]
-            tr.writes.append((box, i))
+            d.update(w for w in tr.writes.overlapping_then_prune(box)
+                     if w != i and streams[w] != stream)
+            d.update(r for r in tr.reads.overlapping_then_prune(box)
+                     if r != i and streams[r] != stream)
+            tr.writes.add(box, i)
             tr.version += 1
+
+    def _track_of(self, ap) -> _Track:
+        tr = self._track.get(ap.tensor.id)
+        if tr is None:
+            tr = self._track[ap.tensor.id] = _Track()
+        return tr
 
     def build(self) -> Program:
         import numpy as np

@@ -1,0 +1,98 @@
+"""ProgramBuilder throughput: build the big calibration programs (C8 kernel_opt_v5 on Trn2, 90k
+instructions; C4 matmul_fully_blocked on Trn1, 88k; C1 matmul_tiled on Trn1 with M=512, 17k) and
+report instructions built per second, with the share spent finding dependencies (`_auto`).
+
+`--check` also builds each program with the plain reference of the dependency rules (every new
+access checked against every live access of its tensor with `_overlap` / `_covers`, the way the
+builder did before it indexed them) and asserts that every instruction gets the same dependency
+list. Last line: RESULT instr_per_s=<n> auto_share=<fraction> (over the three programs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from neuron_sim.calibrate import programs as P  # noqa: E402
+from neuron_sim.program import builder as B  # noqa: E402
+
+PROGRAMS = {
+    "C8 kernel_opt_v5 trn2": lambda: P.kernel_opt_v5("trn2"),
+    "C4 matmul_fully_blocked trn1": lambda: P.matmul_fully_blocked("trn1"),
+    "C1 matmul_tiled trn1 M=512": lambda: P.matmul_tiled("trn1", M=512),
+}
+
+
+class _LinearAccesses:
+    """The reference: a plain list, every query checks every entry."""
+
+    def __init__(self):
+        self.entries = []
+
+    def add(self, box, i):
+        self.entries.append((box, i))
+
+    def overlapping(self, box):
+        return [i for b, i in self.entries if B._overlap(box, b)]
+
+    def overlapping_then_prune(self, box):
+        found = self.overlapping(box)
+        self.entries = [(b, i) for b, i in self.entries if not B._covers(box, b)]
+        return found
+
+
+def _timed_auto():
+    """Wrap ProgramBuilder._auto to add up its wall time; returns (accumulator, undo)."""
+    spent, orig = [0.0], B.ProgramBuilder._auto
+
+    def _auto(self, *args):
+        t = time.perf_counter()
+        orig(self, *args)
+        spent[0] += time.perf_counter() - t
+    B.ProgramBuilder._auto = _auto
+    return spent, lambda: setattr(B.ProgramBuilder, "_auto", orig)
+
+
+def _reference_build(make):
+    indexed = B._Accesses
+    B._Accesses = _LinearAccesses
+    try:
+        return make()
+    finally:
+        B._Accesses = indexed
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true",
+                    help="compare every dependency list with the linear reference (slow)")
+    args = ap.parse_args(argv)
+    n_total = t_total = auto_total = 0.0
+    for name, make in PROGRAMS.items():
+        spent, undo = _timed_auto()
+        t = time.perf_counter()
+        prog = make()
+        dt = time.perf_counter() - t
+        undo()
+        n_total, t_total, auto_total = n_total + len(prog), t_total + dt, auto_total + spent[0]
+        print(f"{name:30s} {len(prog):7,} instr  build {dt:6.2f} s  _auto {spent[0]:5.2f} s  "
+              f"{len(prog) / dt / 1e3:6.1f} k instr/s")
+        if args.check:
+            t = time.perf_counter()
+            ref = _reference_build(make)
+            same = (np.array_equal(prog.dep_ptr, ref.dep_ptr)
+                    and np.array_equal(prog.dep_idx, ref.dep_idx))
+            print(f"  linear reference: build {time.perf_counter() - t:6.2f} s, "
+                  f"same dependencies: {same}")
+            assert same, name
+    print(f"RESULT instr_per_s={n_total / t_total:.0f} auto_share={auto_total / t_total:.2f}")
+
+
+if __name__ == "__main__":
+    main()
