@@ -48,6 +48,14 @@ def _identity(t):
     return (t[4], t[5], t[0], t[1], t[2]) if t[3] and t[4] else None
 
 
+def _extent(t) -> tuple:
+    """[first, end) elements of its storage a described tensor covers."""
+    sizes, strides, offset = t[0], t[1], t[5]
+    if any(n == 0 for n in sizes):
+        return offset, offset
+    return offset, offset + 1 + sum((n - 1) * abs(st) for n, st in zip(sizes, strides))
+
+
 def _dtype_name(dt) -> str:
     return str(dt).replace("torch.", "")
 
@@ -88,6 +96,21 @@ def fused_specs(group):
     group, so they are not merged. Ids are positions, so the same dataflow keys the same
     program every step."""
     latest, pattern = {}, []
+    written = {}        # storage -> [(first, end) element range, place] of the group's writes
+
+    def overwrite(t, place):
+        """A write to `place` ends every other place of that storage it overlaps: the bytes
+        are no longer what the op that wrote there produced (a freed output's address, reused
+        for a tensor of another layout, must not pass for that output)."""
+        lo, hi = _extent(t)
+        keep = []
+        for (l2, h2), p2 in written.get(t[4], ()):
+            if p2 != place and l2 < hi and lo < h2:
+                latest.pop(p2, None)
+            else:
+                keep.append(((l2, h2), p2))
+        keep.append(((lo, hi), place))
+        written[t[4]] = keep
 
     def ids_of(i):
         k = [0]
@@ -98,6 +121,7 @@ def fused_specs(group):
             if is_out:
                 tid = ("o", i, k[0])
                 if place is not None:
+                    overwrite(t, place)
                     latest[place] = tid
             else:
                 tid = latest.get(place, ("x", i, k[0])) if place is not None else ("x", i, k[0])
