@@ -86,22 +86,31 @@ def op_spec(name, args, outputs, *, ids=None) -> OpSpec:
     return OpSpec(name, ins, outs)                       # the value before its own write
 
 
-def fused_specs(group):
-    """OpSpecs of a fused group [(name, args, outputs)] with tensor identities from the device's
-    storages, and the identity pattern (hashable) that, with the ops' keys, keys the fused
-    program. An input is the latest earlier output of the group at the same place (storage,
-    offset, layout): every write to device memory inside a group is one of its ops, so that is
-    the dataflow, whatever the allocator reused. Any other input is its own outside tensor: two
-    such reads sharing a place may be one tensor or a freed one's successor, written before the
-    group, so they are not merged. Ids are positions, so the same dataflow keys the same
-    program every step."""
+def _described(args, outputs):
+    """(tensor, is_output) of an op's described tensors, in the order op_spec builds them."""
+    for a in args:
+        if _is_tensor(a):
+            if a[2] is not None:
+                yield a, False
+        elif isinstance(a, list):
+            yield from ((t, False) for t in a if t[2] is not None)
+    yield from ((t, True) for t in outputs if t[2] is not None)
+
+
+def identity_pattern(group) -> tuple:
+    """The dataflow of a fused group [(name, args, outputs)] from the device's storages: one id
+    per described tensor, in op_spec's order. An input is the latest earlier output of the
+    group at the same place (storage, offset, layout): every write to device memory inside a
+    group is one of its ops, so that is the dataflow, whatever the allocator reused. Any other
+    input is its own outside tensor: two such reads sharing a place may be one tensor or a freed
+    one's successor, so they are not merged. Ids are positions, so the same dataflow gives the
+    same pattern (and keys the same fused program) every step."""
     latest, pattern = {}, []
-    written = {}        # storage -> [(first, end) element range, place] of the group's writes
+    written = {}        # storage -> [((first, end) elements, place)] of the group's writes
 
     def overwrite(t, place):
-        """A write to `place` ends every other place of that storage it overlaps: the bytes
-        are no longer what the op that wrote there produced (a freed output's address, reused
-        for a tensor of another layout, must not pass for that output)."""
+        # A write ends every other place of its storage it overlaps: a freed output's address,
+        # reused for a tensor of another layout, must not pass for that output.
         lo, hi = _extent(t)
         keep = []
         for (l2, h2), p2 in written.get(t[4], ()):
@@ -112,24 +121,24 @@ def fused_specs(group):
         keep.append(((lo, hi), place))
         written[t[4]] = keep
 
-    def ids_of(i):
-        k = [0]
-
-        def ids(t, is_out):
-            k[0] += 1
+    for i, (_name, args, outputs) in enumerate(group):
+        for k, (t, is_out) in enumerate(_described(args, outputs), 1):
             place = _identity(t)
             if is_out:
-                tid = ("o", i, k[0])
+                tid = ("o", i, k)
                 if place is not None:
                     overwrite(t, place)
                     latest[place] = tid
             else:
-                tid = latest.get(place, ("x", i, k[0])) if place is not None else ("x", i, k[0])
+                tid = latest.get(place, ("x", i, k)) if place is not None else ("x", i, k)
             pattern.append(tid)
-            return tid
-        return ids
-    specs = [op_spec(name, a, o, ids=ids_of(i)) for i, (name, a, o) in enumerate(group)]
-    return specs, tuple(pattern)
+    return tuple(pattern)
+
+
+def fused_specs(group, pattern=None):
+    """OpSpecs of a fused group whose TensorSpecs carry the ids of `identity_pattern`."""
+    ids = iter(pattern if pattern is not None else identity_pattern(group))
+    return [op_spec(name, a, o, ids=lambda _t, _out: next(ids)) for name, a, o in group]
 
 
 def _freeze(args):
@@ -279,11 +288,13 @@ class LoweredCostModel:
             if len(group) > 1:   # cannot happen (non-AEE groups are single ops); kept defensive
                 self.launches += len(group) - 1
             return
-        specs, pattern = fused_specs([(name, a, o) for _i, name, _k, _t, a, o in group])
+        ops = [(name, a, o) for _i, name, _k, _t, a, o in group]
+        pattern = identity_pattern(ops)
         keys = tuple(g[2] for g in group) + (pattern,)
         ft = self._fused.get(keys)
         if ft is None:
             try:
+                specs = fused_specs(ops, pattern)
                 ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,
                                                standalone=[g[3] for g in group])
             except Exception as e:  # noqa: BLE001 - an unfusable group runs op by op

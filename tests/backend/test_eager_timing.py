@@ -190,13 +190,14 @@ def test_fusion_follows_tensor_identity_not_layout():
     """In a fused group, an op reads an earlier op's output from SBUF only when it is that
     tensor (same storage), not another tensor of the same shape: that one comes from HBM."""
     from neuron_sim.lower import lower_sequence
-    from torch_neuronx.cost import fused_specs
+    from torch_neuronx.cost import fused_specs, identity_pattern
 
     def fused(second_input_storage):
-        group = [_desc(0, "aten::add.Tensor", ins=(1, 2), out=3),
-                 _desc(1, "aten::mul.Tensor", ins=(second_input_storage, 4), out=5)]
-        specs, pattern = fused_specs([(d[1], d[4], d[5]) for d in group])
-        return lower_sequence(specs, "trn2", 2).hbm_bytes, pattern
+        group = [(d[1], d[4], d[5]) for d in (
+            _desc(0, "aten::add.Tensor", ins=(1, 2), out=3),
+            _desc(1, "aten::mul.Tensor", ins=(second_input_storage, 4), out=5))]
+        pattern = identity_pattern(group)
+        return lower_sequence(fused_specs(group, pattern), "trn2", 2).hbm_bytes, pattern
 
     (chained, p1), (unrelated, p2) = fused(3), fused(7)
     assert p1 != p2 and p1[3] == p1[2]            # mul's first input is add's output
@@ -207,9 +208,9 @@ def test_a_reused_address_is_not_an_earlier_output():
     """op 0 writes storage 3 as [256, 256]; op 1 writes the same bytes as [128, 512] (the
     allocator reused a freed output's memory); op 2 reading [256, 256] there reads op 1's
     bytes through a view, not op 0's output: it comes from HBM, in every process alike."""
-    from torch_neuronx.cost import fused_specs
+    from torch_neuronx.cost import identity_pattern
     group = [_desc(0, "aten::add.Tensor", ins=(1, 2), out=3),
              _desc(1, "aten::mul.Tensor", shape=(128, 512), ins=(4, 5), out=3),
              _desc(2, "aten::add.Tensor", ins=(3, 6), out=7)]
-    _specs, pattern = fused_specs([(d[1], d[4], d[5]) for d in group])
+    pattern = identity_pattern([(d[1], d[4], d[5]) for d in group])
     assert pattern[6][0] == "x"          # op 2's first input: an outside tensor
