@@ -357,7 +357,7 @@ def _place(a):
 
 def _remember(outputs) -> None:
     """Where the outputs of a device op live, so a later op of the region reading one of them
-    counts an intermediate (until another op writes there)."""
+    counts an intermediate."""
     for o in outputs:
         k = _place(o)
         if k is not None:
