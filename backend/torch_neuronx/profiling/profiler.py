@@ -149,9 +149,15 @@ def prepare_trace(path) -> str:
     with open(path) as f:
         trace = json.load(f)
     compact_trace(add_analysis_fields(trace))
-    with open(path, "w") as f:
-        json.dump(trace, f, separators=(",", ":"))
+    _write_compact(path, trace)
     return path
+
+
+def _write_compact(path, trace: dict) -> None:
+    # json.dumps encodes in one C call; json.dump(obj, file) goes chunk by chunk through Python,
+    # about three times slower on a 90 MB trace.
+    with open(path, "w") as f:
+        f.write(json.dumps(trace, separators=(",", ":")))
 
 
 class NeuronProfiler:
@@ -191,8 +197,7 @@ class NeuronProfiler:
         m = _cost_model()
         trace[EXPLORER_KEY] = {"simulated": True, "instance": m.instance.name, "lnc": m.lnc,
                                "modes": [x.name for x in cfg.modes], "summary": s.to_dict()}
-        with open(os.path.join(out, "trace.json"), "w") as f:
-            json.dump(trace, f, separators=(",", ":"))
+        _write_compact(os.path.join(out, "trace.json"), trace)
         manifest = {"simulated": True, "note": "neuron-sim has no hardware capture; each mode "
                     "lists what the simulator wrote instead", "modes": {}}
         for mode in cfg.modes:
