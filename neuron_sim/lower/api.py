@@ -184,7 +184,8 @@ def lower_sequence(ops, chip="trn2", lnc: int = 1, *, live_outputs=None,
             raise LoweringError(f"fused sequence could not be lowered: {type(e).__name__}: {e}") \
                 from e
         tot, eng, hbm, flops, n = _measure(ctx)
-        hbm, flops = hbm * ctx.cores_of_work(), flops * ctx.cores_of_work()
+        cores = ctx.cores_of_work()
+        hbm, flops = hbm * cores, flops * cores
     else:
         tot, eng, hbm, flops, n = 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
     for a, b in zip(alone, big):
