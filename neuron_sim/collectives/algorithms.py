@@ -1,13 +1,17 @@
-"""Collective algorithms as cost formulas over a `Fabric`: ring, mesh (direct all-to-all sends) and
-recursive halving/doubling (RDH), the algorithms nccom-test names [nccom].
+"""Collective algorithms as cost formulas over a `Fabric`: the ones the Neuron runtime documents
+(intranode- and internode-collective-comm.rst): ring, KangaRing, mesh (direct sends), recursive
+halving/doubling (RDH), and the hierarchical composition used when a group spans instances.
 
-Every algorithm is a sequence of synchronised steps. A step lasts
-    max(peers x cc_step_sync_s, bytes moved by the busiest rank in the step / its bandwidth)
-where peers is the number of ranks a rank hand-shakes with in that step (1 in a ring step,
-p-1 in a mesh step)
-and a collective adds cc_launch_s once (links.py gives both and their fit to the nccom-test
-examples). `estimate()` picks the fastest algorithm that applies, as the runtime's automatic
-choice does, unless one is named."""
+Every algorithm is a sequence of synchronised steps; a step costs its hop latency (NeuronLink
+~1.5 us, EFA ~15 us: fabrics.json) plus the bytes the busiest rank moves in it over its
+bandwidth. A stand-alone collective (launched by the runtime: eager torch.distributed, nccom-test)
+lasts max(cc_launch_floor_s, cc_setup_s + steps); inside a compiled graph only the steps count.
+
+The algorithm is chosen as the runtime does (`choose`): inside an instance by message size
+(the runtime documents mesh below 1 MiB, RDH up to 56 MiB, KangaRing above; here the fastest
+applicable formula, which lands on those ranges), and hierarchically across instances
+(intra-instance reduce-scatter, inter-instance all-reduce over EFA, intra-instance all-gather),
+each stage choosing for its own size."""
 
 from __future__ import annotations
 
@@ -19,11 +23,9 @@ from .links import assumed
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
        "send_recv", "barrier")
-ALGORITHMS = ("ring", "mesh", "rdh")
-# What "auto" chooses from. RDH is left out: the nccom-test floors the latencies are fitted to
-# (links.py) grow with the rank count as ring/mesh hand-shakes do, which suggests the runtime did
-# not use it there; name it (NEURON_SIM_CC_ALGORITHM=rdh) to see what it would give.
-AUTO = ("ring", "mesh")
+ALGORITHMS = ("ring", "kangaring", "mesh", "rdh", "hierarchical")
+AUTO = "auto"   # the runtime's choice by size and topology
+_RS_AG = ("all_reduce", "all_gather", "reduce_scatter")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Estimate:
     nbytes: int          # the full buffer (see estimate())
     seconds: float
     steps: int
+    in_graph: bool = False
 
     @property
     def ns(self) -> int:
@@ -48,44 +51,65 @@ class Estimate:
         return self.nbytes / self.seconds * factor if self.seconds else 0.0
 
 
-def _step(fabric: Fabric, nbytes: float, bw: float, peers: int = 1) -> float:
-    """One synchronised step: a hand-shake with each peer, overlapped with the data."""
-    return max(peers * assumed("cc_step_sync_s", fabric.chip), nbytes / bw)
+def _hop_s(fabric: Fabric, cores) -> float:
+    """Step latency of a group: EFA when it spans instances."""
+    return fabric.efa_hop_s if len(fabric.by_node(cores)) > 1 else fabric.link_hop_s
 
 
 def _ring_bandwidth(fabric: Fabric, cores) -> float:
     ring = fabric.ring_order(cores)
-    hops = [fabric.hop_bytes_per_s(a, b) for a, b in zip(ring, ring[1:] + ring[:1])]
-    inter = [bw for (a, b), bw in zip(zip(ring, ring[1:] + ring[:1]), hops)
-             if fabric.chip_of(a) != fabric.chip_of(b)]
+    pairs = list(zip(ring, ring[1:] + ring[:1]))
+    inter = [fabric.hop_bytes_per_s(a, b) for a, b in pairs if fabric.chip_of(a) != fabric.chip_of(b)]
     slowest_inter = min(inter) * fabric.ring_channels(cores) if inter else math.inf
-    slowest_intra = min((bw for (a, b), bw in zip(zip(ring, ring[1:] + ring[:1]), hops)
+    slowest_intra = min((fabric.hop_bytes_per_s(a, b) for a, b in pairs
                          if fabric.chip_of(a) == fabric.chip_of(b)), default=math.inf)
     return min(slowest_inter, slowest_intra)
 
 
-def _ring(op, fabric, cores, nbytes):
-    p = len(cores)
+def _ring_like(op, fabric, cores, nbytes, members):
+    """A ring of `members` ranks carrying the group's buffer (ring: every rank; KangaRing: the
+    primaries, each also carrying its secondary's chunk)."""
+    p = members
     bw = _ring_bandwidth(fabric, cores)
+    hop = _hop_s(fabric, cores)
     chunk = nbytes / p
     if op == "all_reduce":
         steps = 2 * (p - 1)
-        return steps, steps * _step(fabric, chunk, bw)
+        return steps, steps * (hop + chunk / bw)
     if op in ("all_gather", "reduce_scatter"):
-        return p - 1, (p - 1) * _step(fabric, chunk, bw)
+        return p - 1, (p - 1) * (hop + chunk / bw)
     if op in ("broadcast", "reduce"):
-        # pipelined along the ring: p-1 hand-shakes, the buffer crosses each link once
-        return p - 1, (p - 1) * assumed("cc_step_sync_s", fabric.chip) + nbytes / bw
+        # pipelined along the ring: p-1 hops, the buffer crosses each link once
+        return p - 1, (p - 1) * hop + nbytes / bw
     if op == "all_to_all":
         # each chunk travels on average p/2 hops around the ring
-        return p - 1, (p - 1) * _step(fabric, chunk * p / 2, bw)
+        return p - 1, (p - 1) * (hop + chunk * p / 2 / bw)
     return None
+
+
+def _ring(op, fabric, cores, nbytes):
+    return _ring_like(op, fabric, cores, nbytes, len(cores))
+
+
+def _kangaring_applies(fabric, cores) -> bool:
+    per_chip = {}
+    for c in cores:
+        per_chip[fabric.chip_of(c)] = per_chip.get(fabric.chip_of(c), 0) + 1
+    return len(per_chip) > 1 and all(n >= 2 and n % 2 == 0 for n in per_chip.values())
+
+
+def _kangaring(op, fabric, cores, nbytes):
+    """Ranks of a chip paired primary/secondary; only primaries form the ring (half the hops);
+    a transfer duplicates its write to the secondary (intranode-collective-comm.rst)."""
+    if op not in _RS_AG or not _kangaring_applies(fabric, cores):
+        return None
+    return _ring_like(op, fabric, cores, nbytes, len(cores) // 2)
 
 
 def _mesh_bandwidth(fabric: Fabric, cores) -> float:
     """What one rank can send to all others at once: the chip's injection bandwidth shared by
     the group's cores on that chip, divided by the mean hop count (each byte loads that many
-    links in a torus)."""
+    links in a torus: the over-subscription the runtime documents)."""
     per_chip = {}
     for c in cores:
         per_chip[fabric.chip_of(c)] = per_chip.get(fabric.chip_of(c), 0) + 1
@@ -93,6 +117,8 @@ def _mesh_bandwidth(fabric: Fabric, cores) -> float:
         return fabric.intra_chip_bytes_per_s
     c0 = cores[0]
     others = [c for c in cores if fabric.chip_of(c) != fabric.chip_of(c0)]
+    if len(fabric.by_node(cores)) > 1:     # flat mesh over EFA: the node's EFA, shared
+        return fabric.efa_bytes_per_s / max(len(fabric.by_node(cores)[fabric.node_of(c0)]), 1)
     mean_hops = sum(fabric.hops(c0, c) for c in others) / len(others)
     sharing = max(per_chip.values())
     bw = fabric.injection_bytes_per_s(c0) / sharing / max(mean_hops, 1.0)
@@ -102,73 +128,153 @@ def _mesh_bandwidth(fabric: Fabric, cores) -> float:
 def _mesh(op, fabric, cores, nbytes):
     p = len(cores)
     bw = _mesh_bandwidth(fabric, cores)
+    hop = _hop_s(fabric, cores)
     out = nbytes * (p - 1) / p    # bytes each rank sends in one direct exchange
     if op == "all_reduce":        # direct reduce-scatter, then direct all-gather
-        return 2, 2 * _step(fabric, out, bw, p - 1)
+        return 2, 2 * (hop + out / bw)
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return 1, _step(fabric, out, bw, p - 1)
+        return 1, hop + out / bw
     if op in ("broadcast", "reduce"):
-        return 1, _step(fabric, nbytes * (p - 1), bw, p - 1)
+        return 1, hop + nbytes * (p - 1) / bw
     return None
 
 
+def _per_chip(fabric, cores) -> dict:
+    out = {}
+    for c in cores:
+        out.setdefault(fabric.chip_of(c), []).append(c)
+    return out
+
+
 def _rdh(op, fabric, cores, nbytes):
-    p = len(cores)
-    if not is_power_of_two(p) or op not in ("all_reduce", "all_gather", "reduce_scatter"):
+    """As the runtime runs it on a torus (intranode-collective-comm.rst): an intra-chip stage
+    (the y ranks of a chip reduce-scatter B to B / y), then recursive halving over the x chips,
+    which the 2D torus embeds as a hypercube (Gray-code order: every partner one hop away), one
+    axis direction per step; all-gather mirrors it. The y ranks of a chip run their inter-chip
+    exchanges at once and share the chip's ports."""
+    chips = _per_chip(fabric, cores)
+    per = {len(v) for v in chips.values()}
+    x = len(chips)
+    if op not in _RS_AG or len(per) != 1 or not is_power_of_two(x) \
+            or not is_power_of_two(next(iter(per))):
         return None
-    ring = fabric.ring_order(cores)
-    total, steps, size = 0.0, 0, nbytes
-    for k in range(int(math.log2(p))):
-        size /= 2
-        dist = 1 << k
-        # partners 2^k apart; their traffic crosses that many links, which it shares
-        a, b = ring[0], ring[dist]
-        bw = fabric.hop_bytes_per_s(a, b) / max(fabric.hops(a, b), 1)
-        total += _step(fabric, size, bw)
+    y = per.pop()
+    total, steps = 0.0, 0
+    if y > 1:                      # intra-chip stage through HBM
+        total += fabric.link_hop_s + nbytes * (y - 1) / y / fabric.intra_chip_bytes_per_s
         steps += 1
+    if x > 1:
+        ring = fabric.ring_order([v[0] for v in chips.values()])
+        pairs = list(zip(ring, ring[1:] + ring[:1]))
+        bw = min(fabric.hop_bytes_per_s(a, b) for a, b in pairs)
+        if fabric.kind == "torus" and len(fabric.by_node(cores)) == 1:
+            bw *= min(fabric.ports, y) / y
+        hop = max(fabric.hop_latency_s(a, b) for a, b in pairs)
+        size = nbytes / y
+        for _k in range(int(math.log2(x))):
+            size /= 2
+            total += hop + size / bw
+            steps += 1
     if op == "all_reduce":        # halving then doubling
         total, steps = 2 * total, 2 * steps
     return steps, total
 
 
-_FORMULAS = {"ring": _ring, "mesh": _mesh, "rdh": _rdh}
+def _hierarchical(op, fabric, cores, nbytes):
+    """A group spanning instances (internode-collective-comm.rst, 'Hierarchical'): with X
+    instances of Y ranks each, all-reduce = intra reduce-scatter (B over Y) + inter all-reduce
+    (B / Y over X, the Y inter groups sharing the instance's EFA) + intra all-gather; all-gather
+    runs inter first, reduce-scatter intra first. Each stage chooses its own algorithm."""
+    groups = fabric.by_node(cores)
+    sizes = {len(g) for g in groups.values()}
+    if op not in _RS_AG or len(groups) < 2 or len(sizes) != 1:
+        return None
+    y = sizes.pop()
+    x = len(groups)
+    local = next(iter(groups.values()))
+    total, steps = 0.0, 0
+    if y > 1:
+        intra_op = {"all_reduce": ("reduce_scatter", "all_gather"),
+                    "all_gather": ("all_gather",), "reduce_scatter": ("reduce_scatter",)}[op]
+        for sub in intra_op:
+            s, t = _FORMULAS[choose(sub, nbytes, local, fabric)](sub, fabric, local, nbytes)
+            total, steps = total + t, steps + s
+    # the inter-instance stage: one rank per instance, B / Y each, Y groups at once on the EFA;
+    # mesh, RDH or ring over the instances, whichever is fastest for this shard
+    shard = nbytes / y
+    efa_share = fabric.efa_bytes_per_s / y
+    hop = fabric.efa_hop_s
+    k = 2 if op == "all_reduce" else 1
+    forms = [(k, k * (hop + shard * (x - 1) / x / efa_share)),                     # mesh
+             (k * (x - 1), k * (x - 1) * (hop + shard / x / efa_share))]           # ring
+    if is_power_of_two(x):                                                         # RDH
+        forms.append((k * int(math.log2(x)),
+                      k * (int(math.log2(x)) * hop + shard * (x - 1) / x / efa_share)))
+    s, t = min(forms, key=lambda f: f[1])
+    return steps + s, total + t
 
 
-def estimate(op: str, nbytes: int, cores, fabric: Fabric, algorithm: str | None = None) -> Estimate:
+_FORMULAS = {"ring": _ring, "kangaring": _kangaring, "mesh": _mesh, "rdh": _rdh,
+             "hierarchical": _hierarchical}
+
+
+def choose(op: str, nbytes: int, cores, fabric: Fabric) -> str:
+    """The algorithm the runtime picks: hierarchical for a group spanning instances (when its
+    instances hold as many ranks each), otherwise the fastest that applies. The runtime's
+    documented size ranges (mesh < 1 MiB, RDH 1-56 MiB, KangaRing above: fabrics.json) are what
+    this gives on a trn2.48xlarge; tests/distributed/test_collective_model.py checks it."""
+    cores = list(cores)
+    if len(fabric.by_node(cores)) > 1 and _hierarchical(op, fabric, cores, nbytes) is not None:
+        return "hierarchical"
+    best, best_s = None, math.inf
+    for name in ("mesh", "rdh", "kangaring", "ring"):
+        r = _FORMULAS[name](op, fabric, cores, nbytes)
+        if r is not None and r[1] < best_s:
+            best, best_s = name, r[1]
+    return best
+
+
+def estimate(op: str, nbytes: int, cores, fabric: Fabric, algorithm: str | None = None,
+             in_graph: bool = False) -> Estimate:
     """Simulated time of collective `op` over the logical cores `cores` (global ids on `fabric`).
 
     `nbytes` is the full buffer: the all-reduce buffer, the all-gather *output*, the
     reduce-scatter *input*, the all-to-all input of one rank, the broadcast buffer, or the
-    message of a send/recv."""
+    message of a send/recv. `algorithm`: None/'auto' for the runtime's choice, or one of
+    ALGORITHMS. `in_graph`: the collective is part of a compiled graph (no stand-alone launch)."""
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
     cores = list(cores)
     if len(set(cores)) != len(cores):
         raise ValueError(f"a collective group names a core twice: {cores}")
+    for c in cores:
+        fabric.chip_of(c)   # raises for a core that does not exist
     p = len(cores)
-    launch = assumed("cc_launch_s", fabric.chip)
     if p == 1:
-        return Estimate(op, "local", 1, nbytes, 0.0, 0)
+        return Estimate(op, "local", 1, nbytes, 0.0, 0, in_graph)
+
+    def total(alg_s):
+        if in_graph:
+            return alg_s
+        return max(assumed("cc_launch_floor_s"), assumed("cc_setup_s") + alg_s)
+
     if op == "barrier":
         steps = math.ceil(math.log2(p))
-        return Estimate(op, "dissemination", p, 0,
-                        launch + steps * assumed("cc_step_sync_s", fabric.chip), steps)
+        return Estimate(op, "dissemination", p, 0, total(steps * _hop_s(fabric, cores)), steps,
+                        in_graph)
     if op == "send_recv":
         a, b = cores[0], cores[1]
         bw = fabric.hop_bytes_per_s(a, b) / max(fabric.hops(a, b), 1)
-        return Estimate(op, "p2p", p, nbytes, launch + _step(fabric, nbytes, bw), 1)
-    names = AUTO if algorithm in (None, "auto") else (algorithm,)
-    best = None
-    for name in names:
-        if name not in _FORMULAS:
-            raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}, auto")
-        result = _FORMULAS[name](op, fabric, cores, nbytes)
-        if result is None:
-            continue
-        steps, seconds = result
-        if best is None or seconds < best.seconds:
-            best = Estimate(op, name, p, nbytes, launch + seconds, steps)
-    if best is None:
-        raise ValueError(f"algorithm {algorithm!r} cannot run {op} on {p} ranks "
-                         "(recursive halving/doubling needs a power-of-two group).")
-    return best
+        return Estimate(op, "p2p", p, nbytes,
+                        total(fabric.hop_latency_s(a, b) + nbytes / bw), 1, in_graph)
+    name = choose(op, nbytes, cores, fabric) if algorithm in (None, AUTO) else algorithm
+    if name not in _FORMULAS:
+        raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}, auto")
+    result = _FORMULAS[name](op, fabric, cores, nbytes)
+    if result is None:
+        raise ValueError(f"algorithm {name!r} cannot run {op} on this group of {p} ranks "
+                         "(recursive halving/doubling needs a power-of-two group; KangaRing "
+                         "pairs of ranks on each chip; hierarchical a group spanning instances "
+                         "with as many ranks on each). Use algorithm='auto'.")
+    steps, seconds = result
+    return Estimate(op, name, p, nbytes, total(seconds), steps, in_graph)

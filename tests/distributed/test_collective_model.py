@@ -1,15 +1,22 @@
-"""neuron_sim.collectives, torch-free: the C32 calibration (shape), the fabric geometry, the
-algorithms' basic laws, and the scale-on-paper estimator."""
+"""neuron_sim.collectives, torch-free: the C32 calibration, latency growing with size, the
+runtime's algorithm choice by size and topology, the in-graph path, multi-instance (EFA) fabrics,
+the fabric geometry and the scale-on-paper estimator."""
 
+import pathlib
 import subprocess
 import sys
 
 import pytest
 
-from neuron_sim.collectives import (CollectiveCall, ddp_pattern, estimate, estimate_step,
+from neuron_sim.collectives import (CollectiveCall, choose, ddp_pattern, estimate, estimate_step,
                                     fabric_for, fsdp2_pattern)
-from neuron_sim.collectives.calibration import fit_c32
+from neuron_sim.collectives.calibration import fit_c32, two_instance_points
+from neuron_sim.collectives.links import algorithm_range, fabric_data
 from neuron_sim.collectives.scale import group_cores
+
+SIZES = [4 << i for i in range(29)]            # 4 B .. 1 GiB
+MESH_BELOW = algorithm_range("mesh_below_bytes")
+RDH_BELOW = algorithm_range("rdh_below_bytes")
 
 
 def test_imports_without_torch():
@@ -20,21 +27,117 @@ def test_imports_without_torch():
     assert int(out.stdout) > 0
 
 
-def test_c32_shape_reproduced_with_one_fitted_bandwidth():
+def test_c32_within_15_percent_with_one_fitted_bandwidth():
     fit = fit_c32()
     for point in fit["points"]:
-        assert abs(point["error"]) < 0.10, point
+        assert abs(point["error"]) < 0.15, point
     # the fitted bandwidth of the unknown C32 hardware is below one Trn2 NeuronLink port
     assert 20e9 < fit["bytes_per_s"] < fabric_for("trn2.48xlarge").link_bytes_per_s
 
 
-def test_small_messages_sit_on_the_latency_floor_and_large_ones_grow_linearly():
+GROUPS = {
+    "2 ranks, one chip": ("trn2.48xlarge", 1, [0, 1]),
+    "4 ranks, one chip": ("trn2.48xlarge", 1, [0, 1, 2, 3]),
+    "16 ranks, one per chip": ("trn2.48xlarge", 1, list(range(0, 64, 4))),
+    "64 ranks, one instance": ("trn2.48xlarge", 1, list(range(64))),
+    "6 ranks": ("trn2.48xlarge", 1, list(range(6))),
+    "64 ranks, two trn2.48xlarge": ("trn2.48xlarge", 2,
+                                    list(range(0, 64, 2)) + list(range(64, 128, 2))),
+    "128 ranks, two trn2.48xlarge": ("trn2.48xlarge", 2, list(range(128))),
+    "64 ranks, two trn1.32xlarge": ("trn1.32xlarge", 2, list(range(64))),
+    "64 ranks, trn3": ("trn3.48xlarge", 1, list(range(64))),
+}
+
+
+@pytest.mark.parametrize("name", list(GROUPS))
+def test_latency_grows_with_size_from_4_bytes_to_1_GiB(name):
+    instance, nodes, cores = GROUPS[name]
+    f = fabric_for(instance, nodes=nodes)
+    # every size, plus both sides of the runtime's documented algorithm boundaries
+    sizes = sorted(set(SIZES + [MESH_BELOW - 4, MESH_BELOW, RDH_BELOW - 4, RDH_BELOW]))
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):
+        standalone = [estimate(op, n, cores, f).seconds for n in sizes]
+        graph = [estimate(op, n, cores, f, in_graph=True).seconds for n in sizes]
+        for series in (standalone, graph):
+            for n, a, b in zip(sizes[1:], series, series[1:]):
+                assert b >= a * (1 - 1e-12), (op, n, a, b)
+        # not flat: the stand-alone floor holds small messages only; in a graph every size costs
+        assert standalone[-1] > 20 * standalone[0], (op, standalone[0], standalone[-1])
+        assert graph[-1] > 100 * graph[0]
+        assert all(b > a for a, b in zip(graph[::4], graph[4::4])), op   # x16 bytes: more time
+    # the flat ~300 us of the old model is gone: 32 MiB on 16 ranks costs more than 1 KiB
+    t = {n: estimate("all_reduce", n, cores, f).seconds for n in (1 << 10, 32 << 20)}
+    assert t[32 << 20] > 2 * t[1 << 10]
+
+
+def test_algorithm_chosen_by_size_as_the_runtime_documents():
+    """The runtime's sweet ranges on a trn2.48xlarge (intranode-collective-comm.rst): mesh
+    < 1 MiB, RDH 1-56 MiB, KangaRing above; the model's crossovers land within 2x of them."""
     f = fabric_for("trn2.48xlarge")
-    group = list(range(0, 64, 4))           # one core per chip
-    t = {n: estimate("all_reduce", n, group, f).seconds for n in (1 << 10, 1 << 16, 1 << 30, 1 << 31)}
-    assert t[1 << 10] == pytest.approx(t[1 << 16], rel=1e-6)
-    assert t[1 << 10] == pytest.approx(300e-6, rel=0.01)      # nccom example, 16 ranks
-    assert t[1 << 31] / t[1 << 30] == pytest.approx(2.0, rel=0.05)
+    group = list(range(64))
+    assert estimate("all_reduce", 64 << 10, group, f).algorithm == "mesh"
+    assert estimate("all_reduce", 4 << 20, group, f).algorithm == "rdh"
+    assert estimate("all_reduce", 256 << 20, group, f).algorithm == "kangaring"
+    chosen = [(n, choose("all_reduce", n, group, f)) for n in SIZES]
+    first = {alg: min(n for n, a in chosen if a == alg) for alg in ("rdh", "kangaring")}
+    assert MESH_BELOW / 2 <= first["rdh"] <= MESH_BELOW * 2
+    assert RDH_BELOW / 2 <= first["kangaring"] <= RDH_BELOW * 2
+    # topology: one rank per chip cannot pair ranks on a chip, so no KangaRing: ring
+    assert estimate("all_reduce", 1 << 30, list(range(0, 64, 4)), f).algorithm == "ring"
+    # a group over two instances runs hierarchically at every size
+    f2 = fabric_for("trn2.48xlarge", nodes=2)
+    for n in (4, 1 << 20, 1 << 30):
+        assert estimate("all_reduce", n, list(range(128)), f2).algorithm == "hierarchical"
+    # a named algorithm is used; one that cannot run says why
+    assert estimate("all_reduce", 1 << 20, list(range(8)), f, "rdh").algorithm == "rdh"
+    with pytest.raises(ValueError, match="power-of-two"):
+        estimate("all_reduce", 1 << 20, list(range(6)), f, "rdh")
+
+
+def test_in_graph_collectives_skip_the_stand_alone_launch():
+    f = fabric_for("trn2.48xlarge")
+    setup = fabric_data()["assumptions"]["cc_setup_s"]["value"]
+    floor = fabric_data()["assumptions"]["cc_launch_floor_s"]["value"]
+    for n in (4, 1 << 20, 1 << 30):
+        alone = estimate("all_reduce", n, list(range(64)), f)
+        graph = estimate("all_reduce", n, list(range(64)), f, in_graph=True)
+        assert graph.in_graph and not alone.in_graph
+        assert alone.seconds == pytest.approx(max(floor, setup + graph.seconds))
+    # a small in-graph all-reduce is two mesh steps of the documented ~1.5 us hop
+    assert estimate("all_reduce", 1024, [0, 1, 2, 3], f, in_graph=True).seconds < 5e-6
+    assert estimate("all_reduce", 1024, [0, 1, 2, 3], f).seconds == pytest.approx(floor)
+
+
+def test_64_rank_two_instance_all_reduce():
+    f = fabric_for("trn2.48xlarge", nodes=2)
+    assert f.cores == 128 and f.nodes == 2
+    assert f.efa_bytes_per_s == pytest.approx(3.2e12 / 8)     # EFAv3, 3,200 Gbit/s
+    group = list(range(0, 64, 2)) + list(range(64, 128, 2))    # 32 ranks on each instance
+    two = estimate("all_reduce", 1 << 30, group, f)
+    one = estimate("all_reduce", 1 << 30, list(range(64)), fabric_for("trn2.48xlarge"))
+    assert two.algorithm == "hierarchical" and two.ranks == 64
+    assert two.seconds > one.seconds          # EFA is slower than NeuronLink inside an instance
+    # small messages pay EFA's ~15 us per step on top of the instance's own steps
+    small = estimate("all_reduce", 8, group, f, in_graph=True).seconds
+    assert 2 * 15e-6 <= small < 60e-6
+    # trn1.32xlarge pair against the nccom-test multi-instance example, bandwidth-bound sizes
+    points = two_instance_points()
+    assert sum(p["compared"] for p in points) >= 4
+    for p in points:
+        if p["compared"]:
+            assert abs(p["error"]) < 0.20, p
+    with pytest.raises(ValueError, match="no EFA bandwidth"):
+        fabric_for("trn2.3xlarge", nodes=2)
+    with pytest.raises(ValueError, match="does not exist"):
+        estimate("all_reduce", 8, [0, 128], f)
+
+
+def test_no_chip_name_branches_in_the_collective_model():
+    src = pathlib.Path(__file__).resolve().parents[2] / "neuron_sim" / "collectives"
+    for path in src.glob("*.py"):
+        text = path.read_text()
+        for chip in ("trn1", "trn2", "trn3"):
+            assert f'== "{chip}"' not in text and f'"{chip}":' not in text, (path.name, chip)
 
 
 def test_torus_geometry():
@@ -50,6 +153,9 @@ def test_torus_geometry():
     assert f.ring_channels([0, 1]) == 1
     assert fabric_for("trn3.48xlarge").kind == "switched"
     assert fabric_for("trn2u.48xlarge-ultraserver").cores == 256
+    f2 = fabric_for("trn2.48xlarge", nodes=2)
+    assert f2.node_of(63) == 0 and f2.node_of(64) == 1
+    assert f2.hop_latency_s(0, 64) > 5 * f2.hop_latency_s(0, 4)
 
 
 def test_more_ranks_or_bytes_never_take_less_time():
@@ -63,20 +169,20 @@ def test_more_ranks_or_bytes_never_take_less_time():
         assert estimate(op, 1 << 26, list(range(8)), f).seconds > estimate(op, 1 << 20, list(range(8)), f).seconds
 
 
-def test_algorithms_and_errors():
+def test_errors():
     f = fabric_for("trn2.48xlarge")
-    assert estimate("all_reduce", 1 << 20, list(range(8)), f, "rdh").algorithm == "rdh"
-    with pytest.raises(ValueError, match="power-of-two"):
-        estimate("all_reduce", 1 << 20, list(range(6)), f, "rdh")
     with pytest.raises(ValueError, match="unknown collective"):
         estimate("all_sum", 1, [0, 1], f)
     with pytest.raises(ValueError, match="does not exist"):
         estimate("all_reduce", 1, [0, 64], f)
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        estimate("all_reduce", 1, [0, 1], f, "tree")
     assert estimate("all_reduce", 1 << 20, [5], f).seconds == 0.0
 
 
 def test_scale_estimate_for_64_ranks():
-    calls = [CollectiveCall("all_gather", 4 << 20, "dp", 8), CollectiveCall("reduce_scatter", 4 << 20, "dp", 4)]
+    calls = [CollectiveCall("all_gather", 64 << 20, "dp", 8),
+             CollectiveCall("reduce_scatter", 64 << 20, "dp", 4)]
     two = estimate_step(1e-3, calls, "trn2.48xlarge", {"dp": 2})
     sixty_four = estimate_step(1e-3, calls, "trn2.48xlarge", {"dp": 64})
     assert sixty_four.ranks == 64

@@ -85,6 +85,14 @@ def _describe(t) -> str:
     return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)} on {t.device}"
 
 
+def _charging() -> bool:
+    """Whether this thread's device work is charged op by op (False while a compiled graph's
+    ops run: the graph is charged as one program)."""
+    previous = _C._set_charging(False)
+    _C._set_charging(previous)
+    return bool(previous)
+
+
 def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -214,10 +222,13 @@ class Collectives:
         else:
             cores = self.cores
         algorithm = None if self.algorithm == "auto" else self.algorithm
+        # Inside a compiled graph (its ops run uncharged) the collective is one of the graph's
+        # instructions: no stand-alone runtime launch (neuron_sim.collectives.estimate).
+        in_graph = not _charging()
         try:
-            est = estimate(model_op, nbytes, cores, self.fabric, algorithm)
+            est = estimate(model_op, nbytes, cores, self.fabric, algorithm, in_graph=in_graph)
         except ValueError:   # e.g. rdh on a group that is not a power of two
-            est = estimate(model_op, nbytes, cores, self.fabric, None)
+            est = estimate(model_op, nbytes, cores, self.fabric, None, in_graph=in_graph)
         wait = 0
         if clocks is not None:
             wait = max(clocks) - clocks[self.rank]
