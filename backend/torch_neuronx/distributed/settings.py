@@ -6,8 +6,8 @@ from ..settings import Setting
 
 SETTINGS = [
     Setting("NEURON_SIM_CC_ALGORITHM", str, "auto",
-            "Collective algorithm the timing model uses: auto (fastest of ring and mesh), ring, "
-            "mesh or rdh (recursive halving/doubling)."),
+            "Collective algorithm the timing model uses: auto (the runtime's choice by size and "
+            "topology), mesh, rdh (recursive halving/doubling), kangaring, ring or hierarchical."),
     Setting("NEURON_SIM_CHECK_COLLECTIVES", bool, True,
             "Before each collective, ranks compare op, shapes, dtypes and simulated clocks (one "
             "small gloo all-gather): mismatches raise on every rank, and a rank that arrives "
