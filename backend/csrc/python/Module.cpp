@@ -70,6 +70,9 @@ void register_cost_function(py::function fn) {
       DynamoOff not_traced;
       return (*shared)(batch, at_sync).cast<std::vector<int64_t>>();
     } catch (py::error_already_set& e) {
+      // KeyboardInterrupt / SystemExit are the user's, not a failure of the model: they
+      // propagate as themselves (the queue keeps the batch for the next sync).
+      if (!e.matches(PyExc_Exception)) throw;
       TORCH_CHECK(false, "neuron-sim cost model failed while timing ", ops.size(), " ops: ",
                   e.what());
     }
@@ -84,6 +87,14 @@ std::shared_ptr<void> hold_interpreter() {
   return std::shared_ptr<void>(&token, [state](void*) { PyGILState_Release(state); });
 }
 
+// Lets the GIL go while this thread waits for the drain lock (null if it does not hold it).
+std::shared_ptr<void> release_interpreter() {
+  static int token;
+  if (!Py_IsInitialized() || _Py_IsFinalizing() || !PyGILState_Check()) return nullptr;
+  PyThreadState* state = PyEval_SaveThread();
+  return std::shared_ptr<void>(&token, [state](void*) { PyEval_RestoreThread(state); });
+}
+
 void release_gil_and_drain() {
   py::gil_scoped_release release;
   drain();
@@ -93,7 +104,7 @@ void release_gil_and_drain() {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "neuron-sim C++ runtime: simulated Trainium device for PyTorch";
-  set_interpreter_lock(&hold_interpreter);
+  set_interpreter_lock(&hold_interpreter, &release_interpreter);
 
   m.def("_configure", [](int device_count, int64_t hbm_bytes, const std::string& instance,
                          bool host_cc_streams, int owned_device, const std::string& owner) {
@@ -132,6 +143,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cost_function", &register_cost_function);
   m.def("_drain", &release_gil_and_drain);
   m.def("_set_launch_blocking", &set_launch_blocking);
+  m.def("_set_event_record_ns", [](int64_t ns) {
+    TORCH_CHECK(ns >= 0, "an event record's simulated duration must be >= 0 ns, got ", ns);
+    set_event_record_ns(ns);
+  });
   m.def("_stream_clock_ns", [](int device, int64_t stream_id) {
     py::gil_scoped_release release;
     return stream_clock_ns(c10::Stream(c10::Stream::UNSAFE,

@@ -12,6 +12,9 @@ namespace {
 thread_local c10::DeviceIndex t_current_device = 0;
 
 SimEventPtr& as_event(void* event) { return *static_cast<SimEventPtr*>(event); }
+
+// c10 passes index -1 for "the current device" (torch.Stream(device="neuron")).
+c10::DeviceIndex resolve(c10::Device d) { return d.has_index() ? d.index() : t_current_device; }
 }  // namespace
 
 c10::DeviceIndex current_device() { return t_current_device; }
@@ -40,18 +43,18 @@ void NeuronGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
   t_current_device = d.index();
 }
 
-c10::Stream NeuronGuardImpl::getStream(c10::Device d) const { return current_stream(d.index()); }
+c10::Stream NeuronGuardImpl::getStream(c10::Device d) const { return current_stream(resolve(d)); }
 
 c10::Stream NeuronGuardImpl::getDefaultStream(c10::Device d) const {
-  return default_stream(d.index());
+  return default_stream(resolve(d));
 }
 
 c10::Stream NeuronGuardImpl::getStreamFromGlobalPool(c10::Device d, bool) const {
-  return stream_from_pool(d.index());
+  return stream_from_pool(resolve(d));
 }
 
 c10::Stream NeuronGuardImpl::getNewStream(c10::Device d, int) const {
-  return stream_from_pool(d.index());
+  return stream_from_pool(resolve(d));
 }
 
 c10::Stream NeuronGuardImpl::exchangeStream(c10::Stream s) const { return exchange_stream(s); }

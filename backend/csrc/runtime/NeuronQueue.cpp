@@ -35,15 +35,20 @@ struct Queue {
   std::vector<OpDesc> ops;
 };
 
-std::mutex g_queue_mutex;     // guards g_queue
+// Lock order (see set_interpreter_lock in the header): g_drain_mutex -> GIL -> leaf locks
+// (g_queue_mutex, g_activity_mutex, g_names_mutex). Lock g_drain_mutex only through
+// DrainLock, which never waits for it while holding the GIL.
+std::mutex g_queue_mutex;     // leaf; guards g_queue
 Queue g_queue;
 std::mutex g_drain_mutex;     // one drain at a time, clocks belong to it
 std::array<std::array<int64_t, kStreamSlots>, kMaxDevices> g_clock_ns{};
 std::array<std::array<int64_t, kStreamSlots>, kMaxDevices> g_trace_end_ns{};
 CostFn g_cost_fn;
 InterpreterLock g_interpreter_lock;
+InterpreterLock g_interpreter_release;
 std::atomic<uint64_t> g_next_seq{1};
 std::atomic<bool> g_launch_blocking{false};
+std::atomic<int64_t> g_event_record_ns{0};
 thread_local bool t_draining = false;
 thread_local bool t_charging = true;
 thread_local int64_t t_captured_ns = 0;
@@ -59,6 +64,27 @@ std::vector<Activity> g_activities;
 thread_local std::vector<uint64_t> t_correlation_ids;
 std::unordered_map<uint64_t, std::vector<LaneSpan>> g_pending_lanes;  // guarded by g_activity_mutex
 std::vector<std::string> g_lane_names;                                 // guarded by g_activity_mutex
+
+// Holds g_drain_mutex. If it is taken, the GIL is let go for the wait (when this thread
+// holds it) and taken back after the mutex is unlocked again.
+class DrainLock {
+ public:
+  DrainLock() : lock_(g_drain_mutex, std::try_to_lock) {
+    if (lock_.owns_lock()) return;
+    released_ = g_interpreter_release ? g_interpreter_release() : nullptr;
+    lock_.lock();
+  }
+  ~DrainLock() {
+    lock_.unlock();
+    released_.reset();
+  }
+  DrainLock(const DrainLock&) = delete;
+  DrainLock& operator=(const DrainLock&) = delete;
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  std::shared_ptr<void> released_;
+};
 
 size_t stream_slot(c10::StreamId id) {
   return std::min<size_t>(static_cast<size_t>(id), kStreamSlots - 1);
@@ -138,30 +164,37 @@ void enqueue_wait(const SimEventPtr& event, const c10::Stream& stream) {
 
 void set_launch_blocking(bool on) { g_launch_blocking.store(on); }
 
+void set_event_record_ns(int64_t ns) { g_event_record_ns.store(ns); }
+
 void set_cost_function(CostFn fn) {
-  std::lock_guard<std::mutex> lock(g_drain_mutex);
+  DrainLock lock;
   g_cost_fn = std::move(fn);
 }
 
-void set_interpreter_lock(InterpreterLock lock) { g_interpreter_lock = std::move(lock); }
+void set_interpreter_lock(InterpreterLock acquire, InterpreterLock release) {
+  g_interpreter_lock = std::move(acquire);
+  g_interpreter_release = std::move(release);
+}
 
-void drain(bool at_sync) {
-  if (t_draining) return;  // the cost function itself must not re-enter
-  t_draining = true;
-  struct Reset { ~Reset() { t_draining = false; } } reset;
+namespace {
 
-  std::shared_ptr<void> interpreter = g_interpreter_lock ? g_interpreter_lock() : nullptr;
-  std::lock_guard<std::mutex> drain_lock(g_drain_mutex);
-  Queue batch;
-  {
-    std::lock_guard<std::mutex> lock(g_queue_mutex);
-    std::swap(batch, g_queue);
+// A batch whose timing was interrupted goes back in front of what was queued since.
+void requeue_at_head(Queue&& batch) {
+  std::lock_guard<std::mutex> lock(g_queue_mutex);
+  const size_t shift = batch.ops.size();
+  for (QueueItem& item : g_queue.items) {
+    if (item.kind == QueueItem::kOp) item.op_index += shift;
   }
-  if (batch.items.empty()) return;
+  batch.items.insert(batch.items.end(), std::make_move_iterator(g_queue.items.begin()),
+                     std::make_move_iterator(g_queue.items.end()));
+  batch.ops.insert(batch.ops.end(), std::make_move_iterator(g_queue.ops.begin()),
+                   std::make_move_iterator(g_queue.ops.end()));
+  g_queue = std::move(batch);
+}
 
-  std::vector<int64_t> durations;
-  const bool can_cost = !g_interpreter_lock || interpreter != nullptr;
-  if (g_cost_fn && can_cost && !batch.ops.empty()) durations = g_cost_fn(batch.ops, at_sync);
+// Advances the stream clocks over a timed batch, stamps its events and logs its activity.
+// Called with g_drain_mutex held.
+void charge_batch(const Queue& batch, std::vector<int64_t> durations) {
   durations.resize(batch.ops.size(), 0);
 
   const bool logging = g_logging.load();
@@ -187,6 +220,8 @@ void drain(bool at_sync) {
         break;
       }
       case QueueItem::kRecord:
+        // The record itself is a semaphore write on the stream: it takes time too.
+        clock += g_event_record_ns.load(std::memory_order_relaxed);
         item.event->time_ns = clock;
         break;
       case QueueItem::kWait:
@@ -206,22 +241,56 @@ void drain(bool at_sync) {
   }
 }
 
+}  // namespace
+
+void drain(bool at_sync) {
+  if (t_draining) return;  // the cost function itself must not re-enter
+  t_draining = true;
+  struct Reset { ~Reset() { t_draining = false; } } reset;
+
+  DrainLock drain_lock;
+  Queue batch;
+  {
+    std::lock_guard<std::mutex> lock(g_queue_mutex);
+    std::swap(batch, g_queue);
+  }
+  if (batch.items.empty()) return;
+
+  std::vector<int64_t> durations;
+  if (g_cost_fn && !batch.ops.empty()) {
+    // The GIL is taken after the drain lock and let go before the clocks advance.
+    std::shared_ptr<void> interpreter = g_interpreter_lock ? g_interpreter_lock() : nullptr;
+    if (!g_interpreter_lock || interpreter != nullptr) {
+      try {
+        durations = g_cost_fn(batch.ops, at_sync);
+      } catch (const c10::Error&) {
+        charge_batch(batch, {});
+        throw;
+      } catch (...) {
+        requeue_at_head(std::move(batch));
+        throw;
+      }
+    }
+  }
+  charge_batch(batch, std::move(durations));
+}
+
 int64_t stream_clock_ns(const c10::Stream& stream) {
   drain();
-  std::lock_guard<std::mutex> lock(g_drain_mutex);
+  DrainLock lock;
   return g_clock_ns[stream.device_index()][stream_slot(stream.id())];
 }
 
 int64_t device_clock_ns(c10::DeviceIndex device) {
   drain();
-  std::lock_guard<std::mutex> lock(g_drain_mutex);
+  DrainLock lock;
   const auto& clocks = g_clock_ns[device];
   return *std::max_element(clocks.begin(), clocks.end());
 }
 
 void reset_clocks() {
   drain();
-  std::lock_guard<std::mutex> lock(g_drain_mutex);
+  DrainLock lock;
   for (auto& clocks : g_clock_ns) clocks.fill(0);
   for (auto& ends : g_trace_end_ns) ends.fill(0);
 }

@@ -97,15 +97,30 @@ void enqueue_wait(const SimEventPtr& event, const c10::Stream& stream);
 
 // Cost function: simulated ns per op, in the order given. `at_sync` is false when the
 // drain only happens because the queue reached its length bound.
+// If it throws c10::Error it failed on this batch: the batch is charged without its
+// estimates (events still read recorded) and the error propagates. Any other exception
+// (Python's KeyboardInterrupt) puts the batch back at the head of the queue, so the next
+// sync charges it, and propagates unchanged.
 using CostFn = std::function<std::vector<int64_t>(const std::vector<OpDesc>&, bool at_sync)>;
 void set_cost_function(CostFn fn);
-// The cost function runs Python: a drain takes the interpreter lock (through this
-// scope object) before any runtime lock, so lock order is always GIL -> drain lock.
+// The cost function runs Python, so a drain needs the interpreter lock (GIL). Lock order,
+// which makes a deadlock between threads impossible:
+//   drain lock  ->  GIL  ->  leaf locks (queue, activity log, names, allocator, op policy)
+// A thread never waits for the drain lock while holding the GIL: `release` lets the GIL
+// go for the wait (Python may switch threads inside the cost function at any bytecode, so
+// a GIL holder waiting here would block the drainer forever). Leaf locks are held briefly
+// and nothing waits for the GIL or the drain lock while holding one.
+// Both hooks return a scope object: `acquire` holds the GIL (null when the interpreter is
+// not running: the drain then skips the cost model), `release` lets it go if this thread
+// holds it (null otherwise) and takes it back when destroyed.
 using InterpreterLock = std::function<std::shared_ptr<void>()>;
-void set_interpreter_lock(InterpreterLock lock);
+void set_interpreter_lock(InterpreterLock acquire, InterpreterLock release);
 
 // NEURON_LAUNCH_BLOCKING: every op is a sync point (timed as soon as it is issued).
 void set_launch_blocking(bool on);
+
+// Simulated duration of an event record (advances its stream's clock before the stamp).
+void set_event_record_ns(int64_t ns);
 
 // Times everything queued so far. Safe to call from any thread, re-entrant calls are no-ops.
 void drain(bool at_sync = true);

@@ -27,6 +27,7 @@ c10::Stream stream_from_pool(c10::DeviceIndex device) {
 }
 
 c10::Stream current_stream(c10::DeviceIndex device) {
+  check_device_index(device);
   return make_stream(device, t_current_stream[device]);
 }
 
