@@ -2,9 +2,13 @@
 ../shared/calibration/public.json shipped with the package).
 
 `run()` builds every single-core workload as an ISA program (programs.py), simulates it and
-returns one Row per published metric. Rows marked `asserted=False` are printed with the reason
-they cannot be compared; the tolerance (each asserted row within 15%, median within 7%) applies
-to the others. `python -m neuron_sim.calibrate` prints the table."""
+returns one Row per published metric. A row either sets a simulator constant ("fit": public.json
+names the constant under the target's "fit" map) or only checks a prediction ("predict"); the
+table prints the two groups apart and ends with one RESULT line. Rows marked `asserted=False`
+are printed with the reason they cannot be compared.
+
+Targets (issue 13): fit rows within 10%; predict rows median within 10%, each within 25%, at
+least 15 of them. `python -m neuron_sim.calibrate` prints the table."""
 
 from __future__ import annotations
 
@@ -19,8 +23,10 @@ from ..engines import Engine, Kind
 from ..timing import simulate
 from . import programs as P
 
-TOLERANCE_EACH = 0.15
-TOLERANCE_MEDIAN = 0.07
+TOLERANCE_FIT = 0.10
+TOLERANCE_PREDICT_EACH = 0.25
+TOLERANCE_PREDICT_MEDIAN = 0.10
+MIN_PREDICT_ROWS = 15
 
 
 @dataclass
@@ -32,6 +38,11 @@ class Row:
     simulated: float
     asserted: bool = True
     note: str = ""
+    sets: str = ""  # the constant this row fits ("" = a prediction only)
+
+    @property
+    def role(self) -> str:
+        return "fit" if self.sets else "predict"
 
     @property
     def error(self) -> float:
@@ -41,6 +52,14 @@ class Row:
 def published() -> dict:
     with resources.files(__package__).joinpath("public.json").open() as f:
         return {t["id"]: t for t in json.load(f)["targets"]}
+
+
+def _mark(rows, target, key_of=None) -> list[Row]:
+    """Set each row's `sets` from the target's "fit" map (keyed by published result name)."""
+    fit = target.get("fit", {})
+    for r in rows:
+        r.sets = fit.get((key_of or {}).get(r.metric, r.metric), "")
+    return rows
 
 
 def _matmul_rows(pub) -> list[Row]:
@@ -129,24 +148,80 @@ def _throttle_rows(pub) -> list[Row]:
                 note="burst start until a MultiplyMoving runs at full rate")]
 
 
-def run() -> list[Row]:
+# Mamba rows run a quarter of the 4096 channels and scale the time by 4: channel tiles are
+# independent iterations of the outer loop, so the dropped ones repeat the kept ones (checked
+# against the full shape: within 1%).
+MAMBA_CHANNEL_SCALE = 4
+
+
+def _mamba_ms(version, channels, seq, cache) -> float:
+    key = (version, channels, seq)
+    if key not in cache:
+        from ..nki.launch import last_report, simulate
+        from . import mamba
+        scale = MAMBA_CHANNEL_SCALE if channels >= 128 * MAMBA_CHANNEL_SCALE else 1
+        simulate(mamba.KERNELS[version], platform_target="trn1", numerics=False)(
+            *mamba.inputs(channels // scale, seq))
+        cache[key] = last_report().total_ms * scale
+    return cache[key]
+
+
+def _mamba_rows(pub) -> list[Row]:
+    """C9-C13: the Fused Mamba tutorial's kernels (calibrate/mamba.py) on Trn1, FP32, state 16."""
+    cache = {}
+    lat = pub["C9-C12"]["result"]["latency_ms"]
+    cases = [("C9", "v1", 256, 512, "v1, 256 channels"), ("C10", "v1", 4096, 512, "v1, 4K channels"),
+             ("C11", "v2", 4096, 512, "v2 (loops reordered)"),
+             ("C12", "v2", 4096, 8192, "v2, seq 8192")]
+    rows = [Row(cid, "latency_ms", "trn1", lat[k], _mamba_ms(v, ch, seq, cache), note=note)
+            for k, (cid, v, ch, seq, note) in enumerate(cases)]
+    sweep = pub["C13"]["result"]
+    for v in ("v2", "v3"):
+        for seq, ms in zip(sweep["seq_len"], sweep[f"{v}_ms"]):
+            rows.append(Row("C13", f"{v}_ms@seq{seq}", "trn1", ms, _mamba_ms(v, 4096, seq, cache),
+                            note=f"{v}, 4K channels"))
+    return rows
+
+
+def run(mamba: bool = True) -> list[Row]:
     pub = published()
-    return (_matmul_rows(pub) + _c8_rows(pub) + _dma_rows(pub) + [_scalar_row(pub)]
-            + [_dge_row(pub)] + _throttle_rows(pub))
+    rows = (_mark(_matmul_rows(pub), pub["C1-C4"]) + _mark(_c8_rows(pub), pub["C8"]))
+    if mamba:
+        rows += _mamba_rows(pub)
+    dma = _dma_rows(pub)
+    rows += _mark(dma[:1], pub["C15"]) + _mark(dma[1:], pub["C16"],
+                                               {"trigger_to_done_us": "trigger_to_done_us_approx"})
+    rows += _mark([_scalar_row(pub)], pub["C17"]) + _mark([_dge_row(pub)], pub["C18"])
+    rows += _mark(_throttle_rows(pub), pub["C19"])
+    return rows
 
 
-def stats(rows) -> tuple[float, float, int]:
-    errs = [r.error for r in rows if r.asserted]
+def stats(rows, role=None) -> tuple[float, float, int]:
+    """(median error, max error, count) of the asserted rows (of one role when given)."""
+    errs = [r.error for r in rows if r.asserted and (role is None or r.role == role)]
+    if not errs:
+        return float("nan"), float("nan"), 0
     return statistics.median(errs), max(errs), len(errs)
 
 
 def format_table(rows) -> str:
-    lines = [f"{'id':<5} {'metric':<24} {'hw':<5} {'published':>12} {'simulated':>12} "
-             f"{'error':>8}  note"]
-    for r in rows:
-        flag = "" if r.asserted else " (not asserted)"
-        lines.append(f"{r.id:<5} {r.metric:<24} {r.hardware:<5} {r.published:>12.4g} "
-                     f"{r.simulated:>12.4g} {100 * r.error:>7.2f}%  {r.note}{flag}")
+    head = (f"{'id':<5} {'metric':<24} {'hw':<5} {'published':>12} {'simulated':>12} "
+            f"{'error':>8}  ")
+    lines = []
+    for role, title in (("fit", "fit rows (each sets the constant named)"),
+                        ("predict", "predict rows (check only)")):
+        lines += [f"== {title}", head + ("sets" if role == "fit" else "note")]
+        for r in rows:
+            if r.role != role:
+                continue
+            flag = "" if r.asserted else " (not asserted)"
+            what = r.sets + (f"; {r.note}" if r.note else "") if role == "fit" else r.note
+            lines.append(f"{r.id:<5} {r.metric:<24} {r.hardware:<5} {r.published:>12.4g} "
+                         f"{r.simulated:>12.4g} {100 * r.error:>7.2f}%  {what}{flag}")
     med, mx, n = stats(rows)
-    lines.append(f"RESULT median_err={med:.4f} max_err={mx:.4f} n={n}")
+    pmed, pmx, pn = stats(rows, "predict")
+    fmed, fmx, fn = stats(rows, "fit")
+    lines.append(f"RESULT median_err={med:.4f} max_err={mx:.4f} n={n} "
+                 f"predict_median_err={pmed:.4f} predict_max_err={pmx:.4f} n_predict={pn} "
+                 f"fit_max_err={fmx:.4f} n_fit={fn}")
     return "\n".join(lines)

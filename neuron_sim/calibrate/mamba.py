@@ -1,0 +1,132 @@
+"""Fused Mamba (selective-scan) kernels of the NKI tutorial [Mamba], written from its algorithm
+(C9-C13 of public.json). Shapes: delta, u [batch, channels, seq]; A [channels, state];
+B, C [batch, state, seq]; out [batch, channels, seq]; FP32.
+
+Per (channel tile of 128, state) the tutorial's six steps:
+  1+2. deltaA = exp(delta * A_i)          one ScalarE activation (A_i as the per-partition scale)
+  3.   deltaBu = (delta * u) * B_i        two VectorE tensor_tensor, B_i broadcast over partitions
+  4.   scan = deltaA[t] * scan[t-1] + deltaBu[t]   one VectorE tensor_tensor_scan
+  5.   scanC = scan * C_i                 one VectorE tensor_tensor, C_i broadcast
+  6.   accum += scanC                     one VectorE tensor_tensor (loop-carried over states)
+
+v1 loops state-outer / channel-tile-inner and reloads delta and u per state; v2 reorders the
+loops (channel tiles outer, delta/u loaded once per tile, accumulator per tile); v3 also tiles
+the sequence (512 columns) inside the state loop, the scan carried across sequence tiles."""
+
+from __future__ import annotations
+
+from ..nki import isa as nisa
+from ..nki import language as nl
+from ..nki.launch import jit
+
+SEQ_TILE = 512
+
+
+def _state_step(delta_t, u_t, A_i, B_i, C_i, accum, scan_init, P, F):
+    """Steps 1-6 on [P, F] tiles; returns the scan tile (its last column carries on)."""
+    deltaA = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=deltaA, op=nl.exp, data=delta_t, scale=A_i)
+    deltaU = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=deltaU, data1=delta_t, data2=u_t, op=nl.multiply)
+    deltaBu = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=deltaBu, data1=deltaU, data2=B_i.broadcast_to((P, F)), op=nl.multiply)
+    scan = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor_scan(dst=scan, data0=deltaA, data1=deltaBu, initial=scan_init,
+                            op0=nl.multiply, op1=nl.add)
+    scanC = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=scanC, data1=scan, data2=C_i.broadcast_to((P, F)), op=nl.multiply)
+    nisa.tensor_tensor(dst=accum, data1=accum, data2=scanC, op=nl.add)
+    return scan
+
+
+def _load(src, shape):
+    t = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=src)
+    return t
+
+
+@jit
+def mamba_v1(delta, u, A, B, C):
+    batch, channels, seq = delta.shape
+    state = A.shape[1]
+    P = nl.tile_size.pmax
+    n_ct = channels // P
+    out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        accum = nl.ndarray((P, n_ct, seq), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=accum, value=0.0)
+        for s in nl.affine_range(state):
+            for c in nl.affine_range(n_ct):
+                ch = slice(c * P, (c + 1) * P)
+                delta_t = _load(delta[b, ch, :], (P, seq))
+                u_t = _load(u[b, ch, :], (P, seq))
+                A_i = _load(A[ch, s:s + 1], (P, 1))
+                B_i = _load(B[b, s:s + 1, :], (1, seq))
+                C_i = _load(C[b, s:s + 1, :], (1, seq))
+                _state_step(delta_t, u_t, A_i, B_i, C_i, accum[:, c, :], 0.0, P, seq)
+        for c in nl.affine_range(n_ct):
+            nisa.dma_copy(dst=out[b, c * P:(c + 1) * P, :], src=accum[:, c, :])
+    return out
+
+
+@jit
+def mamba_v2(delta, u, A, B, C):
+    batch, channels, seq = delta.shape
+    state = A.shape[1]
+    P = nl.tile_size.pmax
+    out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        for c in nl.affine_range(channels // P):
+            ch = slice(c * P, (c + 1) * P)
+            accum = nl.ndarray((P, seq), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(dst=accum, value=0.0)
+            delta_t = _load(delta[b, ch, :], (P, seq))
+            u_t = _load(u[b, ch, :], (P, seq))
+            for s in nl.affine_range(state):
+                A_i = _load(A[ch, s:s + 1], (P, 1))
+                B_i = _load(B[b, s:s + 1, :], (1, seq))
+                C_i = _load(C[b, s:s + 1, :], (1, seq))
+                _state_step(delta_t, u_t, A_i, B_i, C_i, accum, 0.0, P, seq)
+            nisa.dma_copy(dst=out[b, ch, :], src=accum)
+    return out
+
+
+@jit
+def mamba_v3(delta, u, A, B, C):
+    batch, channels, seq = delta.shape
+    state = A.shape[1]
+    P = nl.tile_size.pmax
+    F = min(SEQ_TILE, seq)
+    out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        for c in nl.affine_range(channels // P):
+            ch = slice(c * P, (c + 1) * P)
+            accum = nl.ndarray((P, seq), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(dst=accum, value=0.0)
+            delta_t = _load(delta[b, ch, :], (P, seq))
+            u_t = _load(u[b, ch, :], (P, seq))
+            for s in nl.affine_range(state):
+                A_i = _load(A[ch, s:s + 1], (P, 1))
+                carry = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.memset(dst=carry, value=0.0)
+                for t in nl.sequential_range(seq // F):
+                    cols = slice(t * F, (t + 1) * F)
+                    B_i = _load(B[b, s:s + 1, cols], (1, F))
+                    C_i = _load(C[b, s:s + 1, cols], (1, F))
+                    scan = _state_step(delta_t[:, cols], u_t[:, cols], A_i, B_i, C_i,
+                                       accum[:, cols], carry, P, F)
+                    nisa.tensor_copy(dst=carry, src=scan[:, F - 1:F])
+            nisa.dma_copy(dst=out[b, ch, :], src=accum)
+    return out
+
+
+KERNELS = {"v1": mamba_v1, "v2": mamba_v2, "v3": mamba_v3}
+
+
+def inputs(channels, seq, batch=1, state=16):
+    """Zero-filled inputs of the published shapes (timing only: numerics=False)."""
+    import numpy as np
+    f = np.float32
+    return (np.zeros((batch, channels, seq), f), np.zeros((batch, channels, seq), f),
+            np.zeros((channels, state), f), np.zeros((batch, state, seq), f),
+            np.zeros((batch, state, seq), f))
