@@ -98,6 +98,15 @@ class LowerCtx:
         self._blocks.append((max(int(total), 1), per_core))
         return n
 
+    def split(self, total: int) -> int:
+        """How many of `total` pieces this physical core takes when a logical core's pair shares
+        them (ceil(total / lnc)), all emitted (no representative cap: for work that is already a
+        few big instructions, such as HBM -> HBM copies). Counted by cores_of_work like repeat()."""
+        total = max(int(total), 1)
+        per_core = ceil(total / self.lnc)
+        self._blocks.append((total, per_core))
+        return per_core
+
     def cores_of_work(self) -> float:
         """How many times this core's work the logical core does in all: `lnc` when every
         physical core gets as many blocks as this one, less when the blocks do not divide

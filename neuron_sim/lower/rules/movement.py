@@ -36,32 +36,46 @@ def view(ctx, op):
     """Metadata only: no instructions."""
 
 
+PIECE_BYTES = 4 << 20      # one copy instruction: big enough for full DMA rate, several in flight
+MIN_SPLIT_BYTES = 64 << 10  # below this a copy stays on one core (the second DMA's ~1 us fixed
+                            # latency would cost more than half the transfer saves)
+
+
 def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None, run=None):
-    """HBM -> HBM copy of src into out (at element offset), as `rows` runs of `run` elements."""
+    """HBM -> HBM copy of src into out (at element offset), as `rows` runs of `run` elements.
+
+    The copy is cut into pieces of at most PIECE_BYTES (so the DMA queues run in parallel) and,
+    at LNC=2, the pieces are shared by the two physical cores of the logical core like any
+    other op's blocks (`ctx.split`): each core's DMA engines move their half through their
+    share of the pair's HBM stack."""
     n = src.numel
     if n == 0:
         return
     if rows is None:
         rows, run = 1, n
-    # split big copies over several instructions so queues run in parallel (4 MiB each)
     isz = itemsize(src.dtype)
-    per = max(1, int((4 << 20) // max(run * isz, 1)))
     hs, hd = ctx.hbm(src), ctx.hbm(out)
     if not ctx.needs_store(out):
         return
+    total_bytes = rows * run * isz
+    piece = min(PIECE_BYTES, max(MIN_SPLIT_BYTES, ceil(total_bytes / ctx.lnc)))
+    pieces = []                         # (dst AP, src AP)
+    per = max(1, int(piece // max(run * isz, 1)))      # whole runs per piece
     for r0 in range(0, rows, per):
         rn = min(per, rows - r0)
-        if rn == 1 and run * isz > (4 << 20):
-            parts = ceil(run * isz / (4 << 20))
+        if rn == 1 and run * isz > piece:           # one long run: cut it, 16 partitions wide
+            parts = ceil(run * isz / piece)
             step = ceil(run / parts)
-            for c0 in range(0, run, step):
-                cn = min(step, run - c0)
-                ctx.b.dma_copy(AccessPattern(hd, 0, 16, out_offset + c0, ((ceil(cn / 16), 1),),
+            for c0 in range(r0 * run, r0 * run + run, step):
+                cn = min(step, r0 * run + run - c0)
+                pieces.append((AccessPattern(hd, 0, 16, out_offset + c0, ((ceil(cn / 16), 1),),
                                              ceil(cn / 16)),
-                               AccessPattern(hs, 0, 16, c0, ((ceil(cn / 16), 1),), ceil(cn / 16)))
+                               AccessPattern(hs, 0, 16, c0, ((ceil(cn / 16), 1),), ceil(cn / 16))))
             continue
-        ctx.b.dma_copy(AccessPattern(hd, 0, rn, out_offset + r0 * run, ((run, 1),), run),
-                       AccessPattern(hs, 0, rn, r0 * run, ((run, 1),), run))
+        pieces.append((AccessPattern(hd, 0, rn, out_offset + r0 * run, ((run, 1),), run),
+                       AccessPattern(hs, 0, rn, r0 * run, ((run, 1),), run)))
+    for dst, s in pieces[:ctx.split(len(pieces))]:
+        ctx.b.dma_copy(dst, s)
 
 
 def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
