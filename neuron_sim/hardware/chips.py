@@ -90,9 +90,15 @@ class Chip:
     has_hwdge: bool
     has_tensor_didt_throttle: bool
     has_tensor_transpose_mode: bool          # is_transpose=True bit-exact mode (NC-v3+)
+    has_scalar_v3_ops: bool                  # NC-v3+ ScalarE: tensor_copy, immediate bias, reduce ops
     sources: MappingProxyType = field(repr=False, compare=False, default=None)
 
     # ---- derived quantities -------------------------------------------------------------
+    @property
+    def has_lnc2(self) -> bool:
+        """Two physical cores can run as one logical core (LNC=2), with core_barrier [ISA]."""
+        return 2 in self.lnc_supported
+
     @property
     def sbuf_bytes_per_core(self) -> int:
         return self.sbuf_partitions * self.sbuf_bytes_per_partition
@@ -233,6 +239,7 @@ def _load(name: str) -> Chip:
         has_hwdge=v("hwdge_units_per_core") is not None or name == "trn3",
         has_tensor_didt_throttle=didt is not None,
         has_tensor_transpose_mode=has_double_row,
+        has_scalar_v3_ops=v("neuroncore_version") >= 3,
         sources=MappingProxyType(sources),
     )
     return chip
@@ -242,6 +249,8 @@ def _load(name: str) -> Chip:
 # - has_hwdge on trn3: [ArchV4] says DGE is "present (not counted)"; the json has no unit count.
 # - has_bf16_psum: NC-v4 writes BF16 into PSUM [ArchV4]; the data give a BF16-output moving limit.
 # - has_tensor_transpose_mode: is_transpose=True exists from NC-v3 [ArchV3], like double_row.
+# - has_scalar_v3_ops: ScalarE of NC-v2 runs no tensor_copy (activation(op=copy) instead), takes no
+#   immediate activation bias and reduces only with add [ISA] tensor_copy, activation.
 
 
 def get_chip(name: str) -> Chip:

@@ -5,7 +5,9 @@ cost in its engine's cycles with its source, the semantics on NumPy tiles and a 
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 
 _MODULES = {
     "nc_matmul": "tensor.nc_matmul", "load_stationary": "tensor.nc_matmul",
@@ -15,12 +17,16 @@ _MODULES = {
     "memset": "vector.memset", "bn_stats": "vector.bn_stats", "bn_aggr": "vector.bn_aggr",
     "select": "vector.select", "tensor_tensor_scan": "vector.tensor_tensor_scan",
     "reciprocal": "vector.reciprocal", "exponential": "vector.exponential",
-    "quantize_mx": "vector.quantize_mx",
+    "quantize_mx": "vector.quantize_mx", "max8": "vector.max8", "dropout": "vector.dropout",
+    "scalar_tensor_tensor": "vector.scalar_tensor_tensor",
+    "tensor_scalar_reduce": "vector.tensor_scalar_reduce",
+    "tensor_copy_predicated": "vector.tensor_copy_predicated",
     "activation": "scalar.activation", "activation_reduce": "scalar.activation",
     "iota": "gpsimd.iota", "affine_select": "gpsimd.affine_select",
     "local_gather": "gpsimd.local_gather",
     "tensor_partition_reduce": "gpsimd.tensor_partition_reduce",
     "dma_copy": "dma.dma_copy", "dma_transpose": "dma.dma_transpose",
+    "core_barrier": "sync.core_barrier",
 }
 
 
@@ -32,3 +38,9 @@ def module_for(name: str):
 
 def instruction_names() -> list[str]:
     return sorted(_MODULES)
+
+
+@functools.cache
+def build_params(mod) -> frozenset:
+    """The keyword names a module's `build` takes after the chip."""
+    return frozenset(list(inspect.signature(mod.build).parameters)[1:])

@@ -12,9 +12,6 @@ chip and gives its cost (neuron_sim/isa/<engine>/<instr>.py). Dependencies:
 - a DMA into an SBUF tile whose readers take regions that partition its columns (the operands
   of matmuls) becomes one DMA per region (``_dma_pieces``), so a reused buffer is refilled
   region by region as each region's last readers finish.
-
-Instructions the builder does not have yet are costed here with the documented generic rules
-(``_generic_cycles``) so that every kernel gets a time; each such use is listed in the report.
 """
 
 from __future__ import annotations
@@ -33,8 +30,6 @@ from .errors import NkiValidationError
 from .tensor import NkiTensor
 
 _MEM = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}
-_ENG = {"tensor": Engine.TENSOR, "vector": Engine.VECTOR, "scalar": Engine.SCALAR,
-        "gpsimd": Engine.GPSIMD, "sync": Engine.SYNC, "dma": Engine.DMA}
 
 
 @dataclass
@@ -42,7 +37,6 @@ class BuiltProgram:
     program: object
     core: int
     source_index: list = field(default_factory=list)    # program row -> (trace no, instr index)
-    generic_ops: dict = field(default_factory=dict)      # op -> count costed by the generic rule
 
 
 def _merge_dims(shape, strides):
@@ -133,26 +127,6 @@ class _Mapper:
         return ap
 
 
-def _generic_cycles(chip, ins) -> float:
-    """Documented per-instruction rules for instructions the core has no module for yet
-    [ISAcost] [ArchV2]: one input max(64, N); two inputs max(64, 2N); reciprocal max(64, 8N);
-    bn_aggr max(64, 13N/3); accumulator read-out +64; GpSimd 150 + N."""
-    a = ins.attrs
-    n = a.get("N", 1)
-    lo = chip.min_ii_cycles
-    if ins.engine == "gpsimd":
-        return chip.gpsimd_start_cycles + n
-    if a.get("reciprocal"):
-        return max(lo, 8 * n)
-    if a.get("aggr"):
-        return max(lo, 13 * n / 3)
-    if ins.op in ("tensor_tensor_scan", "scalar_tensor_tensor", "tensor_copy_predicated") and a.get("psum_inputs", 0) == 0:
-        c = max(lo, 2 * n)
-    else:
-        c = max(lo, n)
-    return c + (lo if a.get("reduce_readout") else 0)
-
-
 def build_programs(traces, plans, lnc=1):
     """One BuiltProgram per physical core; SPMD instances are dealt round-robin to the cores."""
     chip = get_chip(traces[0].target.name)
@@ -162,7 +136,7 @@ def build_programs(traces, plans, lnc=1):
     built = [BuiltProgram(None, c) for c in range(n_cores)]
     for k, (tr, plan) in enumerate(zip(traces, plans)):
         core = k % n_cores
-        _emit_trace(builders[core], built[core], k, tr, plan, chip)
+        _emit_trace(builders[core], built[core], k, tr, plan)
     for b, out in zip(builders, built):
         out.program = b.build()
     return built
@@ -175,7 +149,7 @@ _MAX_REGIONS = 64
 _COARSE_USERS = 8
 
 
-def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, chip):
+def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
     m = _Mapper(plan)
     spills = {}
     for before, sp in plan.spills:
@@ -236,9 +210,9 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, chip):
             _emit_spill(b, out, k, sp, m, i, note, reuse_deps)
         try:
             if i in pieces:
-                _emit_pieces(b, out, ins, m, chip, pieces[i], note, reuse_deps)
+                _emit_pieces(b, ins, m, pieces[i], note, reuse_deps)
             else:
-                rows = _emit(b, out, ins, m, chip, reuse_deps(ins.wviews, i))
+                rows = _emit(b, ins, m, reuse_deps(ins.wviews, i))
                 note(rows[-1], ins.wviews + ins.rviews, i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
@@ -305,12 +279,12 @@ def _splittable(dst, src):
             and src.shape == dst.shape)
 
 
-def _emit_pieces(b, out, ins, m, chip, cols, note, reuse_deps):
+def _emit_pieces(b, ins, m, cols, note, reuse_deps):
     """One dma_copy per column range, each ordered after the previous users of its own bytes."""
     dst, src = ins.wviews[0], ins.rviews[0]
     for c0, c1 in cols:
         d, s = dst[:, c0:c1], src[:, c0:c1]
-        rows = _emit(b, out, ins, m, chip, reuse_deps([d], ins.index), reads=[s], writes=[d])
+        rows = _emit(b, ins, m, reuse_deps([d], ins.index), dst=d, src=s)
         note(rows[-1], [d, s], ins.index, ins.engine)
 
 
@@ -331,85 +305,20 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     note(row, [view], i, "dma")
 
 
-def _num(x):
-    return x if not isinstance(x, NkiTensor) else None
-
-
-def _emit(b: ProgramBuilder, out, ins, m, chip, deps, reads=None, writes=None):
-    """The builder call for one traced instruction (on `reads`/`writes` instead of its own
-    operand views if given); returns the program rows it appended."""
-    a = ins.attrs
+def _emit(b: ProgramBuilder, ins, m, deps, **operands):
+    """The builder row(s) of one traced instruction: its ISA module's `build` on the arguments the
+    nisa call recorded, views mapped to access patterns (`operands` replaces some, e.g. with a
+    piece of a DMA). Returns the program rows it appended."""
     i = ins.index
-    R = [m.ap(v, i) for v in (ins.rviews if reads is None else reads)]
-    W = [m.ap(v, i) for v in (ins.wviews if writes is None else writes)]
-    kw = {"deps": deps} if deps else {}
-    op = ins.op
+    args = {k: m.ap(v, i) if isinstance(v, NkiTensor) else v
+            for k, v in (ins.attrs | operands).items()}
+    if deps:
+        args["deps"] = deps
     n0 = len(b)
-    if op == "dma_copy":
-        dge = a.get("dge_mode", "unknown")
-        _dma(b, W[0], R[0], dge if dge in ("none", "swdge", "hwdge") else "none", kw)
-    elif op == "dma_transpose":
-        dge = a.get("dge_mode", "unknown")
-        b.dma_transpose(W[0], R[0], dge=dge if dge in ("none", "swdge", "hwdge") else "none", **kw)
-    elif op == "nc_matmul" or (op == "nc_transpose" and ins.engine == "tensor"):
-        if op == "nc_transpose":
-            b.nc_transpose(W[0], R[0], engine="tensor", **kw)
-        else:
-            b.nc_matmul(W[0], R[0], R[1], accumulate=a.get("accumulate", False),
-                        perf_mode=None if a.get("perf_mode") in (None, "none") else a["perf_mode"],
-                        is_transpose=a.get("is_transpose", False), **kw)
-    elif op == "nc_transpose":
-        b.nc_transpose(W[0], R[0], engine="vector", **kw)
-    elif op == "tensor_copy":
-        b.tensor_copy(W[0], R[0], engine=ins.engine, **kw)
-    elif op == "memset":
-        b.memset(W[0], a.get("value", 0.0), engine=ins.engine, **kw)
-    elif op == "tensor_tensor":
-        b.tensor_tensor(W[0], R[0], R[1], op=a["alu"], engine=ins.engine, **kw)
-    elif op == "tensor_scalar":
-        ri = iter(R[1:])
-        o0 = a.get("operand0")
-        o1 = a.get("operand1")
-        o0 = next(ri) if isinstance(o0, NkiTensor) else float(o0)
-        o1 = (next(ri) if isinstance(o1, NkiTensor) else float(o1)) if o1 is not None else None
-        b.tensor_scalar(W[0], R[0], a["alu"], o0, a.get("op1"), o1, engine=ins.engine, **kw)
-    elif op == "tensor_reduce":
-        b.tensor_reduce(W[0], R[0], op=a["alu"], negate=a.get("negate", False), **kw)
-    elif op in ("activation", "activation_reduce") and hasattr(b, "activation") and _has("scalar", "activation"):
-        ri = iter(R[1:])
-        scale, bias = a.get("scale", 1.0), a.get("bias")
-        scale = next(ri) if isinstance(scale, NkiTensor) else float(scale)
-        bias = next(ri) if isinstance(bias, NkiTensor) else (None if bias is None else float(bias))
-        b.activation(W[0], R[0], a.get("func", "copy"), bias=bias, scale=scale,
-                     reduce_res=W[1] if len(W) > 1 else None, reduce_op=a.get("reduce_op") or "add", **kw)
-    elif op == "bn_stats" and _has("vector", "bn_stats"):
-        b.bn_stats(W[0], R[0], **kw)
-    elif op == "bn_aggr" and _has("vector", "bn_aggr"):
-        b.bn_aggr(W[0], R[0], **kw)
-    elif op == "reciprocal":
-        b.reciprocal(W[0], R[0], **kw)
-    elif op == "exponential":
-        mv = a.get("max_value", 0.0)
-        b.exponential(W[0], R[0], max_value=R[1] if isinstance(mv, NkiTensor) else float(mv),
-                      reduce_res=W[1] if len(W) > 1 else None, **kw)
-    elif op == "tensor_tensor_scan":
-        init = a.get("initial", 0.0)
-        b.tensor_tensor_scan(W[0], R[0], R[1], initial=R[2] if isinstance(init, NkiTensor) else float(init),
-                             op0=a["op0"], op1=a["alu"], **kw)
-    elif op == "iota":
-        b.iota(W[0], base=a["offset"], channel_multiplier=a["channel_multiplier"],
-               pattern=tuple(a["pattern"]), **kw)
-    elif op == "affine_select":
-        b.affine_select(W[0], R[0], a["on_false_value"], channel_multiplier=a["channel_multiplier"],
-                        pattern=tuple(a["pattern"]), offset=a["offset"], cmp_op=a["cmp"], **kw)
-    elif op == "core_barrier":
-        b.append(make("core_barrier", Engine.SYNC, 0, 0, tuple(R), ()), **kw)
-    elif op == "select":
-        b.select(W[0], R[0], R[1], R[2], **kw)
-    elif op == "tensor_partition_reduce":
-        b.tensor_partition_reduce(W[0], R[0], op=a["alu"], **kw)
+    if ins.op == "dma_copy":
+        _dma(b, **args)
     else:
-        _emit_generic(b, out, ins, R, W, chip, kw)
+        b.instruction(ins.op, **args)
     return list(range(n0, len(b)))
 
 
@@ -417,7 +326,7 @@ def _geometry(ap):
     return (ap.tensor.memory, ap.tensor.dtype, ap.p_size, ap.dims, ap.p_stride)
 
 
-def _dma(b, dst, src, dge, kw):
+def _dma(b, dst, src, dge, deps=()):
     """dma_copy with its cost computed once per geometry: a kernel's DMAs repeat a few shapes
     thousands of times, and the cost module's checks and arithmetic were ~70% of the builder's
     time per DMA (measured 19.6 of 28 us). The queue rotates as the builder's own does, except
@@ -438,28 +347,11 @@ def _dma(b, dst, src, dge, kw):
     if cost is None:
         em = core_dma.build(b.chip, dst, src, q, None, dge)      # checks + cost, once
         cache[key] = em.dma
-        return b.append(em, **kw)
+        return b.append(em, deps=deps)
     c = DmaCost(cost.bytes, cost.hbm_bytes, cost.descriptors, cost.engines, q % b.chip.dma_engines_per_core, q,
                 cost.dge, cost.direction, cost.engine_ns, cost.hbm_ns, cost.issue_ns)
-    return b.append(make(core_dma.NAME, Engine.DMA, 0, 0, (src,), (dst,), {"queue": q}, kind=Kind.DMA, dma=c), **kw)
-
-
-def _has(engine_dir, module):
-    import importlib
-    try:
-        importlib.import_module(f"neuron_sim.isa.{engine_dir}.{module}")
-        return True
-    except ImportError:
-        return False
-
-
-def _emit_generic(b, out, ins, R, W, chip, kw):
-    from ..isa.common import access_latency, make
-    eng = _ENG[ins.engine]
-    cyc = _generic_cycles(chip, ins)
-    em = make(ins.op, eng, cyc, access_latency(chip, len(R) + len(W)), tuple(R), tuple(W), dict(ins.attrs))
-    out.generic_ops[ins.op] = out.generic_ops.get(ins.op, 0) + 1
-    b.append(em, **kw)
+    return b.append(make(core_dma.NAME, Engine.DMA, 0, 0, (src,), (dst,), {"queue": q}, kind=Kind.DMA,
+                         dma=c), deps=deps)
 
 
 def simulate_programs(traces, plans, lnc=1):

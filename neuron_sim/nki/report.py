@@ -28,7 +28,6 @@ class KernelReport:
     psum_peak_bytes_per_partition: int = 0
     sbuf_capacity_bytes_per_partition: int = 0
     psum_capacity_bytes_per_partition: int = 0
-    generic_cost_ops: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
     wall_s: dict = field(default_factory=dict)
     timing: object = None                     # the core's raw results (timelines), for plots
@@ -59,8 +58,6 @@ class KernelReport:
                      f"{self.psum_capacity_bytes_per_partition:,}")
         if self.spills:
             lines.append(f"  spills: {self.spills} ({self.spill_bytes:,} bytes of DMA traffic)")
-        if self.generic_cost_ops:
-            lines.append(f"  costed by the front end's generic rule: {self.generic_cost_ops}")
         for f in self.findings:
             lines.append(f"  {f}")
         return "\n".join(lines)
@@ -85,9 +82,6 @@ class KernelReport:
         if timing is not None:
             rep.programs = [bp.program for bp in timing.built]
             rep.program_rows = sum(len(bp.program) for bp in timing.built)
-            for bp in timing.built:
-                for k, v in bp.generic_ops.items():
-                    rep.generic_cost_ops[k] = rep.generic_cost_ops.get(k, 0) + v
             rep.timing = timing.timelines
             ops = [[(ins.op, ins.loc) for ins in tr.instrs] for tr in traces]
             rep.sources = [[ops[k][i] if i >= 0 else None for k, i in bp.source_index]

@@ -312,6 +312,39 @@ class ProgramBuilder:
             return q
         return int(queue)
 
+    # ---- any instruction, by its name in the ISA registry -------------------------------------
+    def instruction(self, name: str, **args) -> int:
+        """Append instruction `name` with its operands by keyword, as its module's `build`
+        (neuron_sim/isa/<engine>/<name>.py) names them; `deps`, `wait`, `signal` as everywhere.
+        Returns the index of its last row. The named methods below are the same, spelled out."""
+        from .. import isa
+        kw = {k: args.pop(k) for k in ("deps", "wait", "signal") if k in args}
+        mod = isa.module_for(name)
+        if mod is None:
+            raise ProgramError(f"unknown instruction {name!r}; known: "
+                               f"{', '.join(isa.instruction_names())}")
+        if "engine" in args:
+            args["engine"] = engine_of(args["engine"])
+        if "queue" in isa.build_params(mod) and args.get("queue") is None:
+            args["queue"] = self._queue(None)
+        out = mod.build(self.chip, **args)
+        if not isinstance(out, (tuple, list)):
+            return self.append(out, **kw)
+        # a TensorE pass: LoadStationary row(s), then the array pass. nc_matmul skips a
+        # LoadStationary whose operand is still loaded; anything else on TensorE replaces it.
+        *pre, last = out
+        reuse = getattr(mod, "REUSES_STATIONARY", False)
+        for em in pre:
+            if reuse:
+                key = self._stationary_key(em.reads[0])
+                if key == self._last_stationary:
+                    continue
+                self._last_stationary = key
+            self.append(em, **_only(kw, "wait"))
+        if not reuse and last.engine == Engine.TENSOR:
+            self._last_stationary = None
+        return self.append(last, **(_without(kw, "wait") if pre else kw))
+
     # ---- TensorE ----------------------------------------------------------------------------
     def nc_matmul(self, dst, stationary, moving, *, accumulate: bool = False,
                   perf_mode: str | None = None, is_transpose: bool = False, **kw) -> int:

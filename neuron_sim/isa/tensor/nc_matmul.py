@@ -26,6 +26,8 @@ from ...program.ap import Memory
 from ..common import check_free, check_memory, check_partitions, make
 
 NAME = "nc_matmul"
+# the builder skips the LoadStationary row when the same stationary is still loaded
+REUSES_STATIONARY = True
 INPUT_DTYPES = ("bfloat16", "float16", "float32", "tfloat32") + FP8
 
 

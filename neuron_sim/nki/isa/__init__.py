@@ -44,7 +44,7 @@ def core_barrier(data, cores=None, engine=engine.unknown, name=None):
     if ctx.target.nc_version < 3:
         ctx.fail("core_barrier needs NeuronCore-v3 or newer (LNC=2 on Trn2/Trn3)")
     reads = [data] if isinstance(data, NkiTensor) else []
-    ctx.emit("sync", reads, [], barrier=True)
+    ctx.emit("sync", reads, [], data=reads[0] if reads else None)
     if ctx.trace.barrier is not None:
         ctx.trace.barrier.wait()
 

@@ -184,6 +184,12 @@ def _scalar_or_vector(ctx, v, data, operand, allow_scalar=True):
     return np.float32(v), None
 
 
+def _arg(v):
+    """How a nisa call records an operand for its ISA module's `build`: a tensor view as it is,
+    a number as a Python float (None stays None)."""
+    return v if v is None or isinstance(v, NkiTensor) else float(v)
+
+
 def _alu(ctx, op, operand="op"):
     try:
         return alu(op)

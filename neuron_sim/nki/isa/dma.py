@@ -5,25 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..tensor import NkiTensor
 
 from ._common import _Ctx
 from .enums import dge_mode, engine, oob_mode
 
 
-def _contiguous_runs(t: NkiTensor) -> int:
-    """Number of contiguous memory runs (DMA descriptors) needed to move this view."""
-    dims = list(zip(t.shape, t.strides))
-    start = 1 if t.on_chip else 0
-    inner, expect = 1, 1
-    for n, st in reversed(dims[start:]):
-        if n == 1:
-            continue
-        if st != expect:
-            break
-        inner *= n
-        expect *= n
-    return max(1, t.size // max(inner, 1))
+def _dge(mode):
+    """The descriptor mode the ISA module takes; `unknown` (the compiler's choice) is static."""
+    m = getattr(mode, "value", str(mode))
+    return m if m in ("none", "swdge", "hwdge") else "none"
 
 
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
@@ -46,11 +36,7 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
             raw = raw.astype(np.float32)     # DMA casts through float32 [ISA]
         vals = raw
     ctx.write(dst, vals)
-    nbytes = dst.size * dtypes.itemsize(dst.dtype)
-    n_desc = max(_contiguous_runs(src), _contiguous_runs(dst))
-    ctx.emit("dma", [src], [dst], bytes=nbytes, descriptors=n_desc, src_buffer=src.buffer,
-             dst_buffer=dst.buffer, dge_mode=getattr(dge_mode, "value", str(dge_mode)),
-             partitions=max(dst.num_partitions, src.num_partitions))
+    ctx.emit("dma", [src], [dst], dst=dst, src=src, dge=_dge(dge_mode))
 
 
 
@@ -81,6 +67,4 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
         ctx.fail(f"DMA transpose moves 2- or 4-byte elements, src is {src.storage.dtype_name}")
     ctx.trace.check_initialized(src, "nisa.dma_transpose", "src", ctx.loc)
     ctx.write(dst, np.transpose(np.asarray(src.np()), perm) if ctx.numerics else None)
-    ctx.emit("dma", [src], [dst], bytes=dst.size * dst.storage.itemsize, descriptors=dst.num_partitions,
-             src_buffer=src.buffer, dst_buffer=dst.buffer, partitions=dst.num_partitions,
-             dge_mode=getattr(dge_mode, "value", str(dge_mode)), transpose=True)
+    ctx.emit("dma", [src], [dst], dst=dst, src=src, dge=_dge(dge_mode))

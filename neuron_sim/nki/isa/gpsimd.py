@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ops import ALU
 
-from ._common import _alu, _Ctx, _dtype_str
+from ._common import _alu, _Ctx
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
@@ -20,8 +20,7 @@ def tensor_partition_reduce(dst, op, data, name=None):
         ctx.fail(f"dst must be [1, {data.free_size}], got {list(dst.shape)}")
     x = ctx.read(data, "data")
     ctx.write(dst, o.reduce(x, axis=0) if ctx.numerics else None)
-    ctx.emit("gpsimd", [data], [dst], N=data.free_size, P=data.num_partitions, alu=o.name,
-             in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst))
+    ctx.emit("gpsimd", [data], [dst], dst=dst, data=data, op=o.name)
 
 
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
@@ -29,9 +28,8 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     ctx.onchip(dst, "dst", ("sbuf",))
     vals = _affine(ctx, dst, pattern, offset, channel_multiplier)
     ctx.write(dst, vals)
-    ctx.emit("gpsimd", [], [dst], N=dst.free_size, P=dst.num_partitions, out_dtype=_dtype_str(dst),
-             pattern=[tuple(int(v) for v in x) for x in pattern], offset=int(offset),
-             channel_multiplier=int(channel_multiplier))
+    ctx.emit("gpsimd", [], [dst], dst=dst, base=int(offset), channel_multiplier=int(channel_multiplier),
+             pattern=_pattern(pattern))
 
 
 def _affine(ctx, dst, pattern, offset, channel_multiplier):
@@ -62,8 +60,11 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
         pred = cmp.fn(aff, np.zeros_like(aff)) != 0
         vals = np.where(pred, x, np.float32(on_false_value))
     ctx.write(dst, vals)
-    ctx.emit("gpsimd", [on_true_tile], [dst], N=dst.free_size, P=dst.num_partitions,
-             in_dtype=_dtype_str(on_true_tile), out_dtype=_dtype_str(dst),
-             pattern=[tuple(int(v) for v in x) for x in pattern], offset=int(offset),
-             channel_multiplier=int(channel_multiplier), on_false_value=float(on_false_value), cmp=cmp.name)
+    ctx.emit("gpsimd", [on_true_tile], [dst], dst=dst, on_true=on_true_tile,
+             on_false_value=float(on_false_value), cm=int(channel_multiplier), pattern=_pattern(pattern),
+             offset=int(offset), cmp_op=cmp.name)
+
+
+def _pattern(pattern):
+    return tuple(tuple(int(v) for v in x) for x in pattern)
 

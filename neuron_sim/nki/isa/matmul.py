@@ -83,11 +83,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         old = np.asarray(dst.np(), dtype=np.float32).reshape(M, N)
         vals = np.where(acc, old + prod, prod)
     ctx.write(dst, vals)
-    ctx.emit("tensor", [stationary, moving], [dst], K=K, M=M, N=N,
-             stationary_dtype=_dtype_str(stationary), moving_dtype=_dtype_str(moving),
-             out_dtype=_dtype_str(dst), is_transpose=bool(is_transpose),
-             accumulate=bool(acc.any()), perf_mode="double_row" if double else "none",
-             onezero=bool(is_stationary_onezero or is_moving_onezero))
+    ctx.emit("tensor", [stationary, moving], [dst], dst=dst, stationary=stationary, moving=moving,
+             accumulate=bool(acc.any()), perf_mode="double_row" if double else None,
+             is_transpose=bool(is_transpose))
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
@@ -115,11 +113,5 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
         ctx.fail(f"dst dtype {_dtype_str(dst)} must equal data dtype {_dtype_str(data)}")
     x = ctx.read_raw(data, "data")
     ctx.write(dst, x.T if x is not None else None)
-    if eng == "tensor":
-        ctx.emit("tensor", [data], [dst], K=P, M=F, N=P, stationary_dtype=_dtype_str(data),
-                 moving_dtype=_dtype_str(data), out_dtype=_dtype_str(dst), is_transpose=True,
-                 accumulate=False, perf_mode="none", onezero=True, transpose=True)
-    else:
-        ctx.emit("vector", [data], [dst], N=F, P=P, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
-                 src_buffer=data.buffer, dst_buffer=dst.buffer, transpose=True)
+    ctx.emit(eng, [data], [dst], dst=dst, src=data, engine=eng)
 

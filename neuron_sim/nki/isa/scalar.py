@@ -6,7 +6,7 @@ import numpy as np
 
 from ...isa.scalar import activation as core_activation
 
-from ._common import _act, _alu, _Ctx, _dtype_str, _regs_update, _scalar_or_vector
+from ._common import _act, _alu, _arg, _Ctx, _regs_update, _scalar_or_vector
 from .enums import reduce_cmd
 
 
@@ -58,8 +58,7 @@ def _activation(ctx, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
     if reduce_res is not None:
         ctx.write(reduce_res, regs if ctx.numerics else None)
         writes.append(reduce_res)
-    ctx.emit("scalar", [data] + [t for t in (st, bt) if t is not None], writes, N=data.free_size, P=P,
-             func=f.name, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst), src_buffer=data.buffer,
-             dst_buffer=dst.buffer, reduce_readout=reduce_res is not None, bias=bias, scale=scale,
-             reduce_op=rop.name if rop else None)
+    ctx.emit("scalar", [data] + [t for t in (st, bt) if t is not None], writes, dst=dst, data=data,
+             op=f.name, bias=_arg(bias), scale=_arg(scale), reduce_res=reduce_res,
+             reduce_op=rop.name if rop else "add")
 

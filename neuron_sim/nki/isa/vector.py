@@ -10,7 +10,7 @@ import numpy as np
 from .. import dtypes
 from ..tensor import NkiTensor
 
-from ._common import _alu, _apply, _Ctx, _dtype_str, _int_path, _regs_update, _scalar_or_vector
+from ._common import _alu, _apply, _arg, _Ctx, _dtype_str, _int_path, _regs_update, _scalar_or_vector
 from .enums import engine, reduce_cmd
 
 
@@ -27,8 +27,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
     same = dtypes.normalize(dst.dtype) == dtypes.normalize(src.dtype)
     vals = ctx.read_raw(src, "src") if same else ctx.read(src, "src")
     ctx.write(dst, vals)
-    ctx.emit(eng, [src], [dst], N=src.free_size, P=src.num_partitions, in_dtype=_dtype_str(src),
-             out_dtype=_dtype_str(dst), src_buffer=src.buffer, dst_buffer=dst.buffer)
+    ctx.emit(eng, [src], [dst], dst=dst, src=src, engine=eng)
 
 
 def memset(dst, value, engine=engine.unknown, name=None):
@@ -36,8 +35,7 @@ def memset(dst, value, engine=engine.unknown, name=None):
     ctx.onchip(dst, "dst")
     eng = ctx.engine(engine, "vector", ("vector", "gpsimd"), (("dst", dst),))
     ctx.write(dst, np.full(dst.shape, value, dtype=np.float32) if ctx.numerics else None)
-    ctx.emit(eng, [], [dst], N=dst.free_size, P=dst.num_partitions, out_dtype=_dtype_str(dst),
-             value=float(value), dst_buffer=dst.buffer)
+    ctx.emit(eng, [], [dst], dst=dst, value=float(value), engine=eng)
 
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
@@ -57,10 +55,7 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     else:
         a, b = ctx.read(data1, "data1"), ctx.read(data2, "data2")
     ctx.write(dst, _apply(o, a, b) if ctx.numerics else None)
-    ctx.emit(eng, [data1, data2], [dst], N=data1.free_size, P=data1.num_partitions, alu=o.name,
-             in_dtype=_dtype_str(data1), out_dtype=_dtype_str(dst),
-             psum_inputs=sum(t.buffer == "psum" for t in (data1, data2)),
-             src_buffer=data1.buffer, dst_buffer=dst.buffer)
+    ctx.emit(eng, [data1, data2], [dst], dst=dst, a=data1, b=data2, op=o.name, engine=eng)
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
@@ -89,10 +84,9 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
         if o1 is not None:
             vals = _apply(o1, vals, v1, reverse1)
     ctx.write(dst, vals)
-    ctx.emit(eng, [data] + [t for t in (t0, t1) if t is not None], [dst], N=data.free_size,
-             P=data.num_partitions, alu=o0.name, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
-             src_buffer=data.buffer, dst_buffer=dst.buffer, op1=o1.name if o1 else None,
-             operand0=operand0, operand1=operand1)
+    ctx.emit(eng, [data] + [t for t in (t0, t1) if t is not None], [dst], dst=dst, data=data,
+             op0=o0.name, operand0=_arg(operand0), op1=o1.name if o1 else None,
+             operand1=_arg(operand1), engine=eng)
 
 
 def _reduce_axes(ctx, data, axis):
@@ -127,9 +121,7 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
         if negate:
             vals = -vals
     ctx.write(dst, vals)
-    ctx.emit("vector", [data], [dst], N=data.free_size, P=data.num_partitions, alu=o.name,
-             in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst), src_buffer=data.buffer,
-             dst_buffer=dst.buffer, reduce=True, negate=bool(negate))
+    ctx.emit("vector", [data], [dst], dst=dst, data=data, op=o.name, negate=bool(negate))
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
@@ -148,10 +140,8 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
         where = (pred != 0) != bool(reverse_pred)
         x = np.broadcast_to(x, where.shape)
     ctx.write(dst, x if ctx.numerics else None, where=where)
-    ctx.emit("vector", [t for t in (src, predicate) if isinstance(t, NkiTensor)], [dst], N=dst.free_size,
-             P=dst.num_partitions, in_dtype=_dtype_str(dst), out_dtype=_dtype_str(dst),
-             psum_inputs=sum(isinstance(t, NkiTensor) and t.buffer == "psum" for t in (src, predicate)),
-             src_buffer=predicate.buffer, dst_buffer=dst.buffer)
+    ctx.emit("vector", [t for t in (src, predicate) if isinstance(t, NkiTensor)], [dst], dst=dst,
+             src=_arg(src), predicate=predicate, reverse_pred=bool(reverse_pred))
 
 
 def select(dst, predicate, on_true, on_false, name=None):
@@ -165,9 +155,8 @@ def select(dst, predicate, on_true, on_false, name=None):
     pr, a, b = ctx.read(predicate, "predicate"), ctx.read(on_true, "on_true"), ctx.read(on_false, "on_false")
     from ...isa.vector import select as core_select
     ctx.write(dst, core_select.reference(pr, a, b) if ctx.numerics else None)
-    ctx.emit("vector", [predicate, on_true, on_false], [dst], N=dst.free_size, P=dst.num_partitions,
-             in_dtype=_dtype_str(on_true), out_dtype=_dtype_str(dst), src_buffer=on_true.buffer,
-             dst_buffer=dst.buffer)
+    ctx.emit("vector", [predicate, on_true, on_false], [dst], dst=dst, pred=predicate, on_true=on_true,
+             on_false=on_false)
 
 
 def bn_stats(dst, data, name=None):
@@ -191,8 +180,7 @@ def bn_stats(dst, data, name=None):
             cols += [np.full(x.shape[0], n, np.float32), mean, m2]
         vals = np.stack(cols, axis=1)
     ctx.write(dst, vals)
-    ctx.emit("vector", [data], [dst], N=F, P=data.num_partitions, in_dtype=_dtype_str(data),
-             out_dtype=_dtype_str(dst), src_buffer=data.buffer, dst_buffer=dst.buffer)
+    ctx.emit("vector", [data], [dst], dst=dst, data=data)
 
 
 def bn_aggr(dst, data, name=None):
@@ -214,8 +202,7 @@ def bn_aggr(dst, data, name=None):
         gm2 = (m2 + cnt * (mean - gmean[:, None]) ** 2).sum(axis=1)
         vals = np.stack([gmean, gm2 / np.maximum(total, 1)], axis=1).astype(np.float32)
     ctx.write(dst, vals)
-    ctx.emit("vector", [data], [dst], N=data.free_size, P=data.num_partitions, in_dtype=_dtype_str(data),
-             out_dtype=_dtype_str(dst), src_buffer=data.buffer, dst_buffer=dst.buffer, aggr=True)
+    ctx.emit("vector", [data], [dst], dst=dst, data=data)
 
 
 def reciprocal(dst, data, name=None):
@@ -226,8 +213,7 @@ def reciprocal(dst, data, name=None):
     x = ctx.read(data, "data")
     with np.errstate(all="ignore"):
         ctx.write(dst, (np.float32(1.0) / x) if ctx.numerics else None)
-    ctx.emit("vector", [data], [dst], N=data.free_size, P=data.num_partitions, in_dtype=_dtype_str(data),
-             out_dtype=_dtype_str(dst), src_buffer=data.buffer, dst_buffer=dst.buffer, reciprocal=True)
+    ctx.emit("vector", [data], [dst], dst=dst, data=data)
 
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
@@ -251,9 +237,8 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
         ctx.onchip(reduce_res, "reduce_res")
         ctx.write(reduce_res, regs if ctx.numerics else None)
         writes.append(reduce_res)
-    ctx.emit("vector", [src] + ([mt] if mt is not None else []), writes, N=src.free_size, P=src.num_partitions,
-             in_dtype=_dtype_str(src), out_dtype=_dtype_str(dst), src_buffer=src.buffer,
-             dst_buffer=dst.buffer, exp=True, max_value=max_value)
+    ctx.emit("vector", [src] + ([mt] if mt is not None else []), writes, dst=dst, data=src,
+             max_value=_arg(max_value), reduce_res=reduce_res)
 
 
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
@@ -275,10 +260,8 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
                 prev = _apply(o1, _apply(o0, a[:, i], prev, reverse0), b[:, i], reverse1).astype(np.float32)
                 vals[:, i] = prev
     ctx.write(dst, vals)
-    ctx.emit("vector", [data0, data1] + ([it] if it is not None else []), [dst], N=data0.free_size,
-             P=data0.num_partitions, alu=o1.name, in_dtype=_dtype_str(data0), out_dtype=_dtype_str(dst),
-             psum_inputs=sum(t.buffer == "psum" for t in (data0, data1)), src_buffer=data0.buffer,
-             dst_buffer=dst.buffer, scan=True, op0=o0.name, initial=initial)
+    ctx.emit("vector", [data0, data1] + ([it] if it is not None else []), [dst], dst=dst, d0=data0,
+             d1=data1, initial=_arg(initial), op0=o0.name, op1=o1.name)
 
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
@@ -293,10 +276,8 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     v0, t0 = _scalar_or_vector(ctx, operand0, data, "operand0")
     x, y = ctx.read(data, "data"), ctx.read(operand1, "operand1")
     ctx.write(dst, _apply(o1, _apply(o0, x, v0, reverse0), y, reverse1) if ctx.numerics else None)
-    ctx.emit("vector", [data, operand1] + ([t0] if t0 is not None else []), [dst], N=data.free_size,
-             P=data.num_partitions, alu=o1.name, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
-             psum_inputs=sum(t.buffer == "psum" for t in (data, operand1)), src_buffer=data.buffer,
-             dst_buffer=dst.buffer)
+    ctx.emit("vector", [data, operand1] + ([t0] if t0 is not None else []), [dst], dst=dst, data=data,
+             op0=o0.name, operand0=_arg(operand0), op1=o1.name, operand1=operand1)
 
 
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
@@ -316,9 +297,8 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
                             ro.name, reduce_init)
     ctx.write(dst, vals)
     ctx.write(reduce_res, regs)
-    ctx.emit("vector", [data] + ([t0] if t0 is not None else []), [dst, reduce_res], N=data.free_size,
-             P=data.num_partitions, alu=o0.name, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
-             src_buffer=data.buffer, dst_buffer=dst.buffer, reduce_readout=True)
+    ctx.emit("vector", [data] + ([t0] if t0 is not None else []), [dst, reduce_res], dst=dst, data=data,
+             op0=o0.name, operand0=_arg(operand0), reduce_op=ro.name, reduce_res=reduce_res)
 
 
 def max8(dst, src, name=None):
@@ -331,8 +311,7 @@ def max8(dst, src, name=None):
         ctx.fail(f"dst must be [{src.num_partitions}, 8], got {list(dst.shape)}")
     x = ctx.read(src, "src")
     ctx.write(dst, -np.sort(-x, axis=1)[:, :8] if ctx.numerics else None)
-    ctx.emit("vector", [src], [dst], N=src.free_size, P=src.num_partitions, in_dtype=_dtype_str(src),
-             out_dtype=_dtype_str(dst), src_buffer=src.buffer, dst_buffer=dst.buffer, reduce=True)
+    ctx.emit("vector", [src], [dst], dst=dst, src=src)
 
 
 def dropout(dst, data, prob, name=None):
@@ -341,14 +320,14 @@ def dropout(dst, data, prob, name=None):
     ctx.onchip(data, "data")
     ctx.same_pf(dst, data, "dst", "data")
     pv, pt = _scalar_or_vector(ctx, prob, data, "prob")
+    seed = len(ctx.trace.instrs)
     x = ctx.read(data, "data")
     vals = None
     if ctx.numerics:
-        rng = np.random.default_rng(len(ctx.trace.instrs))   # deterministic per instruction
+        rng = np.random.default_rng(seed)   # deterministic per instruction
         keep = rng.random(x.shape, dtype=np.float32) >= pv
         vals = np.where(keep, x, np.float32(0))
     ctx.write(dst, vals)
-    ctx.emit("vector", [data] + ([pt] if pt is not None else []), [dst], N=data.free_size,
-             P=data.num_partitions, in_dtype=_dtype_str(data), out_dtype=_dtype_str(dst),
-             src_buffer=data.buffer, dst_buffer=dst.buffer)
+    ctx.emit("vector", [data] + ([pt] if pt is not None else []), [dst], dst=dst, data=data,
+             prob=_arg(prob), seed=seed)
 

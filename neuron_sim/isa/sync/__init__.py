@@ -1,0 +1,1 @@
+"""SyncE instructions: synchronisation between programs."""

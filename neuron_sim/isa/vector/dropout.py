@@ -1,0 +1,39 @@
+"""dropout: dst = data where a random draw >= prob, else 0, on VectorE [ISA]. prob is a scalar
+or a [P, 1] tensor. The draw is deterministic here (seeded per instruction), not the hardware RNG.
+Cost max(64, N) VectorE cycles (one-input instructions [ISAcost])."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engines import Engine
+from ..common import (access_latency, check_engine_operand, check_same_partitions, make,
+                      one_input_cycles, stride_factor)
+
+NAME = "dropout"
+
+
+def build(chip, dst, data, prob, seed=0):
+    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
+    check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
+    check_same_partitions(NAME, "dst", dst, "data", data, chip)
+    reads = [data]
+    if not isinstance(prob, (int, float)):
+        check_engine_operand(NAME, "prob", prob, Engine.VECTOR, chip)
+        reads.append(prob)
+    return make(NAME, Engine.VECTOR, one_input_cycles(chip, data.free_size) * stride_factor(dst, data),
+                access_latency(chip, 1 + len(reads)), reads, (dst,), {"prob": prob, "seed": int(seed)})
+
+
+def reference(x, prob, seed=0):
+    keep = np.random.default_rng(seed).random(x.shape, dtype=np.float32) >= prob
+    return np.where(keep, x, np.float32(0))
+
+
+def semantics(state, emit):
+    x = state.read(emit.reads[0])
+    p = emit.params["prob"]
+    if not isinstance(p, (int, float)):
+        p = state.read(emit.reads[1]).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
+    (dst,) = emit.writes
+    state.write(dst, reference(x, p, emit.params["seed"]).reshape(dst.shape))

@@ -1,0 +1,37 @@
+"""max8: dst[P, 8] = the 8 largest values of each partition of src, in descending order, on VectorE.
+src holds 8 to 16,384 elements per partition [ISA].
+Cost: N VectorE cycles [ISAcost] `max8`, never below MIN_II (every VectorE instruction [ISAcost])."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engines import Engine
+from ...errors import FreeSizeError
+from ..common import access_latency, check_engine_operand, make, stride_factor
+
+NAME = "max8"
+MIN_ELEMS, MAX_ELEMS = 8, 16384     # [ISA] max8
+
+
+def build(chip, dst, src):
+    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
+    check_engine_operand(NAME, "src", src, Engine.VECTOR, chip)
+    n = src.free_size
+    if not MIN_ELEMS <= n <= MAX_ELEMS:
+        raise FreeSizeError(NAME, "src", f"{MIN_ELEMS} to {MAX_ELEMS} elements per partition", n,
+                            chip.name)
+    if dst.p_size != src.p_size or dst.free_size != 8:
+        raise FreeSizeError(NAME, "dst", f"shape [{src.p_size}, 8]", list(dst.shape), chip.name)
+    return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, n) * stride_factor(dst, src),
+                access_latency(chip, 2), (src,), (dst,))
+
+
+def reference(x):
+    x = x.reshape(x.shape[0], -1).astype(np.float32)
+    return -np.sort(-x, axis=1)[:, :8]
+
+
+def semantics(state, emit):
+    (src,), (dst,) = emit.reads, emit.writes
+    state.write(dst, reference(state.read(src)).reshape(dst.shape))

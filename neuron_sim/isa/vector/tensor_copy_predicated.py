@@ -1,0 +1,51 @@
+"""tensor_copy_predicated: dst = src where predicate != 0 (inverted by reverse_pred), dst kept
+elsewhere, on VectorE; src is a tile or a scalar [ISA].
+
+Cost (VectorE cycles) [ISAcost] `tensor_copy_predicated`: max(64, N) when one of src/predicate
+is in PSUM and the other in SBUF; max(64, 2N) when both are in SBUF."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engines import Engine
+from ...errors import MemoryAccessError
+from ...program.ap import Memory
+from ..common import access_latency, check_engine_operand, check_same_partitions, make, stride_factor
+
+NAME = "tensor_copy_predicated"
+
+
+def build(chip, dst, src, predicate, reverse_pred=False):
+    tile_src = not isinstance(src, (int, float))
+    operands = (("dst", dst), ("predicate", predicate)) + ((("src", src),) if tile_src else ())
+    for nm, ap in operands:
+        check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
+        check_same_partitions(NAME, "dst", dst, nm, ap, chip)
+    psum = [ap.memory == Memory.PSUM for ap in ((src,) if tile_src else ()) + (predicate,)]
+    if all(psum) and len(psum) == 2:
+        raise MemoryAccessError(NAME, "predicate", "src and predicate not both in PSUM",
+                                "both in PSUM", chip.name, "copy one of them to SBUF first")
+    per_elem = 1 if any(psum) else 2
+    c = max(chip.min_ii_cycles, per_elem * dst.free_size) * stride_factor(dst, predicate)
+    reads = ((src,) if tile_src else ()) + (predicate,)
+    return make(NAME, Engine.VECTOR, c, access_latency(chip, 1 + len(reads)), reads, (dst,),
+                {"src": src if not tile_src else None, "reverse_pred": bool(reverse_pred)})
+
+
+def keep(predicate, reverse_pred=False):
+    """Where src is copied."""
+    return (np.asarray(predicate) != 0) != bool(reverse_pred)
+
+
+def reference(old, src, predicate, reverse_pred=False):
+    return np.where(keep(predicate, reverse_pred), src, old)
+
+
+def semantics(state, emit):
+    (dst,) = emit.writes
+    src = emit.params["src"]
+    if src is None:
+        src = state.read(emit.reads[0]).reshape(dst.shape)
+    pred = state.read(emit.reads[-1]).reshape(dst.shape)
+    state.write(dst, reference(state.read(dst), src, pred, emit.params["reverse_pred"]))
