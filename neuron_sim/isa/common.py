@@ -50,17 +50,31 @@ class Emit:
 
 # ---- legality ---------------------------------------------------------------------------------
 
+# Which memories each engine's ports reach [ArchV2][ISA]: TensorE reads SBUF and writes PSUM;
+# GpSimd has no PSUM port; DMA moves between HBM and SBUF (no DMA path into PSUM).
+REACH = {Engine.TENSOR: (Memory.SBUF, Memory.PSUM), Engine.VECTOR: (Memory.SBUF, Memory.PSUM),
+         Engine.SCALAR: (Memory.SBUF, Memory.PSUM), Engine.GPSIMD: (Memory.SBUF,),
+         Engine.DMA: (Memory.HBM, Memory.SBUF)}
+
+
+def partition_starts(n: int, partitions: int) -> tuple:
+    """Where an access of n partitions may start [ArchV2]: the engines' lanes come in quadrants,
+    so more than half the partitions start at 0, more than a quadrant at 0 or the half, and up to
+    a quadrant at any quadrant boundary."""
+    quadrant, half = partitions // 4, partitions // 2
+    return (0,) if n > half else (0, half) if n > quadrant else tuple(range(0, partitions, quadrant))
+
+
 def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
-    """P <= 128, and the start rules: >64 partitions start at 0; 33-64 at 0 or 64; 1-32 at a
-    multiple of 32 [ArchV2]."""
+    """At most the core's partitions, starting where `partition_starts` allows."""
     if ap.memory == Memory.HBM:
         return
-    n, p0 = ap.p_size, ap.p_start
-    if n < 1 or n > chip.sbuf_partitions or p0 + n > chip.sbuf_partitions:
-        raise PartitionError(instr, name, f"1..{chip.sbuf_partitions} partitions inside 0..127",
+    n, p0, parts = ap.p_size, ap.p_start, chip.sbuf_partitions
+    if n < 1 or n > parts or p0 + n > parts:
+        raise PartitionError(instr, name, f"1..{parts} partitions inside 0..{parts - 1}",
                              f"{n} partitions from {p0}", chip.name,
                              "split the tile along the partition dimension")
-    allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
+    allowed = partition_starts(n, parts)
     if p0 not in allowed:
         raise PartitionError(instr, name, f"an access of {n} partitions to start at one of "
                              f"{allowed}", f"start partition {p0}", chip.name,
@@ -99,12 +113,10 @@ def check_engine_operand(instr, name, ap, engine, chip):
     """The partition rules plus each engine's memory ports: TensorE reads SBUF, writes PSUM;
     GpSimd has no PSUM port; VectorE/ScalarE reach SBUF and PSUM [ArchV2][ISA]."""
     check_partitions(instr, name, ap, chip)
-    if engine == Engine.GPSIMD:
-        check_memory(instr, name, ap, (Memory.SBUF,), engine, chip,
-                     "GpSimd has no PSUM port: copy through VectorE or ScalarE first")
-    else:
-        check_memory(instr, name, ap, (Memory.SBUF, Memory.PSUM), engine, chip,
-                     "compute engines reach only SBUF and PSUM: load from HBM with dma_copy")
+    check_memory(instr, name, ap, REACH[Engine(engine)], engine, chip,
+                 "GpSimd has no PSUM port: copy through VectorE or ScalarE first"
+                 if engine == Engine.GPSIMD else
+                 "compute engines reach only SBUF and PSUM: load from HBM with dma_copy")
     limit = PSUM_FREE_LIMIT if ap.memory == Memory.PSUM else SBUF_FREE_LIMIT
     check_free(instr, name, ap.free_size, limit, chip,
                f"free elements per partition in {ap.memory.name}")

@@ -60,7 +60,7 @@ class tile_size:
 
 def _sync_tile_size(target) -> None:
     """Called at kernel start so nl.tile_size reflects the launch target."""
-    tile_size.gemm_moving_fmax = 512 if target.nc_version < 4 else target.gemm_moving_fmax
+    tile_size.gemm_moving_fmax = target.gemm_moving_fmax
     tile_size.psum_num_banks = target.psum_num_banks
     tile_size.total_available_sbuf_size = target.num_partitions * target.sbuf_bytes_per_partition
 

@@ -15,6 +15,7 @@ from ...program.ap import Memory
 from ..common import access_latency, check_engine_operand, check_memory, check_partitions, make
 
 NAME = "nc_transpose"
+VECTOR_BLOCK = 32       # VectorE transposes within one 32-partition reshape bank [ArchV2]
 
 
 def build(chip, dst, src, *, engine=Engine.TENSOR):
@@ -33,8 +34,9 @@ def build(chip, dst, src, *, engine=Engine.TENSOR):
                   chip.tensor_mm_latency_extra_cycles, (src,), (dst,), {},
                   kind=Kind.MULTIPLY_MOVING, flops=2.0 * p * f * p)
         return [ls, mm]
-    if p > 32 or f > 32:
-        raise FreeSizeError(NAME, "src", "P <= 32 and F <= 32 on VectorE (one reshape bank)",
+    if p > VECTOR_BLOCK or f > VECTOR_BLOCK:
+        raise FreeSizeError(NAME, "src", f"P <= {VECTOR_BLOCK} and F <= {VECTOR_BLOCK} on VectorE (one "
+                            "reshape bank)",
                             [p, f], chip.name, "use engine='tensor' for larger tiles")
     check_engine_operand(NAME, "src", src, engine, chip)
     check_engine_operand(NAME, "dst", dst, engine, chip)

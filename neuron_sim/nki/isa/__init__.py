@@ -41,7 +41,7 @@ def core_barrier(data, cores=None, engine=engine.unknown, name=None):
     timing model runs each core's program separately, so the wait for the *other* core is not
     timed (a known gap)."""
     ctx = _Ctx("core_barrier")
-    if ctx.target.nc_version < 3:
+    if not ctx.chip.has_lnc2:
         ctx.fail("core_barrier needs NeuronCore-v3 or newer (LNC=2 on Trn2/Trn3)")
     reads = [data] if isinstance(data, NkiTensor) else []
     ctx.emit("sync", reads, [], data=reads[0] if reads else None)

@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...hardware import get_chip
 from ...isa import alu as core_alu
+from ...isa.common import REACH, partition_starts
+from ...program.ap import Memory
+from ...program.builder import engine_of
 from .. import dtypes
-from ..errors import NkiValidationError
+from ..errors import NkiPartitionError, NkiValidationError
 from ..ops import AluOp, act, alu
 from ..tensor import NkiTensor
 from ..tracer import current, user_loc
 
 from .enums import engine
 
-# Which memories each engine can reach [ArchV2] [ArchV3]: TensorE reads SBUF, writes PSUM;
-# GpSimd has no PSUM port; DMA moves between HBM and SBUF (no DMA path into PSUM is documented).
 MAX_FREE_DIMS = 4
-
-_REACH = {
-    "vector": {"sbuf", "psum"}, "scalar": {"sbuf", "psum"}, "gpsimd": {"sbuf"},
-    "dma": {"sbuf", "hbm", "shared_hbm", "private_hbm"},
-}
+_MEMORY = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}     # every other buffer is in HBM
 
 # ---- shared checks ---------------------------------------------------------------------------
 class _Ctx:
@@ -38,6 +36,11 @@ class _Ctx:
     @property
     def target(self):
         return self.trace.target
+
+    @property
+    def chip(self):
+        """The core's hardware data; generation differences are its capability flags."""
+        return get_chip(self.trace.target.name)
 
     @property
     def numerics(self):
@@ -82,19 +85,14 @@ class _Ctx:
         if n > self.target.num_partitions or p0 + n > self.target.num_partitions:
             self.fail(f"operand {operand!r} spans partitions [{p0}, {p0 + n}); the core has "
                       f"{self.target.num_partitions} partitions (tile the partition dimension to <= 128)")
-        # Partition start rules [ArchV2]: >64 partitions start at 0; 33-64 at 0 or 64; 1-32 at a
-        # multiple of 32. The quadrant structure of the engines' lanes imposes them.
-        if n > 64:
-            ok = p0 == 0
-            rule = "more than 64 partitions must start at partition 0"
-        elif n > 32:
-            ok = p0 in (0, 64)
-            rule = "33-64 partitions must start at partition 0 or 64"
-        else:
-            ok = p0 % 32 == 0
-            rule = "1-32 partitions must start at partition 0, 32, 64 or 96"
-        if not ok:
-            from ..errors import NkiPartitionError
+        parts = self.target.num_partitions
+        allowed = partition_starts(n, parts)
+        if p0 not in allowed:
+            quadrant, half = parts // 4, parts // 2
+            span = f"more than {half}" if n > half else f"{quadrant + 1}-{half}" if n > quadrant \
+                else f"1-{quadrant}"
+            starts = " or ".join(filter(None, (", ".join(map(str, allowed[:-1])), str(allowed[-1]))))
+            rule = f"{span} partitions must start at partition {starts}"
             raise NkiPartitionError(
                 f"operand {operand!r} accesses {n} partitions starting at partition {p0}: {rule}. "
                 f"Re-tile so the access starts on an allowed boundary", self.loc, f"nisa.{self.op}")
@@ -117,14 +115,13 @@ class _Ctx:
             name = default
         if name not in allowed:
             self.fail(f"engine {name!r} cannot run this instruction; allowed: {', '.join(allowed)}")
-        reach = _REACH.get(name)
-        if reach:
-            for opname, t in operands:
-                if isinstance(t, NkiTensor) and t.buffer not in reach:
-                    self.fail(f"the {name} engine cannot access {t.buffer.upper()} (operand {opname!r}, "
-                              f"{t.storage.describe()}); "
-                              + ("GpSimd has no PSUM port: use engine=nisa.vector_engine"
-                                 if name == "gpsimd" else "move the data through SBUF first"))
+        reach = REACH[engine_of(name)]
+        for opname, t in operands:
+            if isinstance(t, NkiTensor) and _MEMORY.get(t.buffer, Memory.HBM) not in reach:
+                self.fail(f"the {name} engine cannot access {t.buffer.upper()} (operand {opname!r}, "
+                          f"{t.storage.describe()}); "
+                          + ("GpSimd has no PSUM port: use engine=nisa.vector_engine"
+                             if name == "gpsimd" else "move the data through SBUF first"))
         return name
 
     def not_both_psum(self, a, b, an, bn):

@@ -49,7 +49,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     ctx = _Ctx("dma_transpose")
     ctx.tensor(dst, "dst")
     ctx.tensor(src, "src")
-    if ctx.target.nc_version < 3:
+    if not ctx.chip.has_tensor_transpose_mode:
         ctx.fail("dma_transpose needs NeuronCore-v3 or newer; transpose on TensorE with nisa.nc_transpose")
     ctx.onchip(dst, "dst", ("sbuf",))
     if src.buffer == "psum":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...isa.tensor import nc_matmul as core_matmul
+from ...isa.tensor.nc_transpose import VECTOR_BLOCK
 from .. import dtypes
 from ._common import _Ctx, _dtype_str
 from .enums import engine, matmul_perf_mode
@@ -45,7 +46,7 @@ def _mm_checks(ctx, dst, stationary, moving, rows=1):
     if fp32[0] != fp32[1]:
         ctx.fail("if one matmul input is float32/tfloat32 the other must be too "
                  f"(stationary {_dtype_str(stationary)}, moving {_dtype_str(moving)})")
-    okdst = (dtypes.float32, dtypes.bfloat16) if t.nc_version >= 4 else (dtypes.float32,)
+    okdst = (dtypes.float32, dtypes.bfloat16) if ctx.chip.has_bf16_psum else (dtypes.float32,)
     if dtypes.normalize(dst.dtype) not in okdst:
         ctx.fail(f"the PSUM output of a matmul must be {' or '.join(dtypes.name_of(d) for d in okdst)} "
                  f"on this target, got {_dtype_str(dst)}")
@@ -57,7 +58,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
               perf_mode=matmul_perf_mode.none, name=None):
     ctx = _Ctx("nc_matmul")
     double = perf_mode == matmul_perf_mode.double_row or getattr(perf_mode, "value", perf_mode) == "double_row"
-    if double and ctx.target.nc_version < 3:
+    if double and not ctx.chip.has_fp8_double_row:
         ctx.fail("perf_mode=double_row needs NeuronCore-v3 or newer")
     K, M, N = _mm_checks(ctx, dst, stationary, moving, rows=2 if double else 1)
     s = ctx.read(stationary, "stationary")
@@ -94,17 +95,19 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
     P, F = data.num_partitions, data.free_size
     eng = engine.value if hasattr(engine, "value") else engine
     if eng in (None, "unknown"):
-        eng = "vector" if P <= 32 and F <= 32 else "tensor"
+        eng = "vector" if P <= VECTOR_BLOCK and F <= VECTOR_BLOCK else "tensor"
     if eng == "tensor":
         ctx.onchip(data, "data", ("sbuf",))
         ctx.onchip(dst, "dst", ("psum",))
-        if P > 128 or F > 128:
-            ctx.fail(f"Tensor Engine transpose takes at most [128, 128], got [{P}, {F}]")
+        lim = ctx.target.num_partitions
+        if P > lim or F > lim:
+            ctx.fail(f"Tensor Engine transpose takes at most [{lim}, {lim}], got [{P}, {F}]")
     elif eng == "vector":
         ctx.onchip(data, "data")
         ctx.onchip(dst, "dst")
-        if P > 32 or F > 32:
-            ctx.fail(f"Vector Engine transpose takes at most [32, 32], got [{P}, {F}]; use engine=nisa.tensor_engine")
+        if P > VECTOR_BLOCK or F > VECTOR_BLOCK:
+            ctx.fail(f"Vector Engine transpose takes at most [{VECTOR_BLOCK}, {VECTOR_BLOCK}], got [{P}, {F}]; "
+                     "use engine=nisa.tensor_engine")
     else:
         ctx.fail(f"engine {eng!r} cannot transpose; use nisa.tensor_engine or nisa.vector_engine")
     if dst.num_partitions != F or dst.free_size != P:

@@ -29,11 +29,11 @@ def _activation(ctx, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
     f = _act(ctx, op)
     P = data.num_partitions
     sv, st = _scalar_or_vector(ctx, scale, data, "scale")
-    bv, bt = _scalar_or_vector(ctx, bias, data, "bias", allow_scalar=ctx.target.nc_version >= 3)
+    bv, bt = _scalar_or_vector(ctx, bias, data, "bias", allow_scalar=ctx.chip.has_scalar_v3_ops)
     rop = None
     if reduce_op is not None:
         rop = _alu(ctx, reduce_op, "reduce_op")
-        if ctx.target.nc_version < 3 and rop.name != "add":
+        if not ctx.chip.has_scalar_v3_ops and rop.name != "add":
             ctx.fail("on NeuronCore-v2 the activation reduction must be nl.add")
     if reduce_res is not None:
         ctx.onchip(reduce_res, "reduce_res")

@@ -21,7 +21,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
     ctx.same_pf(dst, src, "dst", "src")
     ctx.free_limit(src, "src")
     eng = ctx.engine(engine, "vector", ("vector", "scalar", "gpsimd"), (("dst", dst), ("src", src)))
-    if eng == "scalar" and ctx.target.nc_version < 3:
+    if eng == "scalar" and not ctx.chip.has_scalar_v3_ops:
         ctx.fail("tensor_copy is not supported on the Scalar Engine of NeuronCore-v2; "
                  "use nisa.activation(op=nl.copy) instead")
     same = dtypes.normalize(dst.dtype) == dtypes.normalize(src.dtype)
@@ -71,7 +71,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
         ctx.fail("op0 and op1 must both be bit-vector or both arithmetic operators")
     eng = ctx.engine(engine, "vector", ("vector", "scalar", "gpsimd"),
                      (("dst", dst), ("data", data), ("operand0", operand0), ("operand1", operand1)))
-    if eng == "scalar" and ctx.target.nc_version == 3:
+    if eng == "scalar" and ctx.chip.has_scalar_v3_ops and not ctx.chip.has_scalar_tensor_scalar:
         combo = (o0.name, o1.name if o1 else None)
         if combo not in (("multiply", "add"), ("multiply", None), ("add", None)):
             ctx.fail(f"the Scalar Engine of NeuronCore-v3 supports only multiply+add, multiply or add, got {combo}")
@@ -218,7 +218,7 @@ def reciprocal(dst, data, name=None):
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
     ctx = _Ctx("exponential")
-    if ctx.target.nc_version < 4:
+    if not ctx.chip.has_vector_exponential:
         ctx.fail("nisa.exponential is available only on NeuronCore-v4 (trn3); use nisa.activation(op=nl.exp) "
                  "with bias=-max on this target")
     ctx.onchip(dst, "dst")
