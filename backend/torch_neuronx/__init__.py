@@ -78,8 +78,9 @@ def _register() -> None:
         import warnings
         _C._set_config_error(str(e))
         warnings.warn(f"neuron device unavailable: {e}", stacklevel=2)
-    from . import fallback
+    from . import fallback, module_apply
     fallback.install()
+    module_apply.install()          # shared buffers stay shared through .to("neuron")
     _C._set_fallback_only_for_unimplemented(
         settings.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"))
     _C._set_launch_blocking(settings.get("NEURON_LAUNCH_BLOCKING"))
