@@ -1,5 +1,6 @@
 """ALU operators shared by VectorE, ScalarE and GpSimd instructions, by their nki.language names
-[Shared]. Arithmetic is FP32 [ArchV2]; comparison results are 1.0/0.0."""
+[Shared]: the one definition, which nki.language's operator objects use too. Arithmetic is FP32
+[ArchV2]; comparison results are 1.0/0.0; bit-vector operators act on the integer bits."""
 
 from __future__ import annotations
 
@@ -23,15 +24,22 @@ BINARY = {
     "bitwise_and": lambda a, b: _bits(np.bitwise_and, a, b),
     "bitwise_or": lambda a, b: _bits(np.bitwise_or, a, b),
     "bitwise_xor": lambda a, b: _bits(np.bitwise_xor, a, b),
+    "left_shift": lambda a, b: _bits(np.left_shift, a, b),
+    "right_shift": lambda a, b: _bits(np.right_shift, a, b),
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
+    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
+    "bypass": lambda a, b: a,
 }
+BITVEC = ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")
 
 REDUCE = {"add": np.sum, "maximum": np.max, "max": np.max, "minimum": np.min, "min": np.min,
-          "multiply": np.prod, "abs_max": lambda x, axis: np.max(np.abs(x), axis=axis)}
+          "multiply": np.prod, "abs_max": lambda x, axis: np.max(np.abs(x), axis=axis),
+          "abs_min": lambda x, axis: np.min(np.abs(x), axis=axis),
+          "bitwise_and": np.bitwise_and.reduce, "bitwise_or": np.bitwise_or.reduce}
 
 
 def _bits(f, a, b):
-    return f(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)).astype(np.float32)
+    return f(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
 
 
 def op_name(op) -> str:

@@ -39,7 +39,9 @@ FUNCTIONS = {
     "softplus": lambda x: np.logaddexp(0, x), "mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
     "erf": _erf, "exp": np.exp, "log": np.log, "sin": np.sin, "arctan": np.arctan,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "reciprocal": lambda x: 1.0 / x,
-    "sign": np.sign, "abs": np.abs,
+    "sign": np.sign, "abs": np.abs, "cos": np.cos, "tan": np.tan, "negative": np.negative,
+    "ceil": np.ceil, "floor": np.floor, "trunc": np.trunc,
+    "erf_dx": lambda x: 2.0 / np.sqrt(np.pi) * np.exp(-x * x),
 }
 
 

@@ -19,12 +19,13 @@ def build(chip, dst, data):
 
 
 def reference(stats):
-    s = stats.reshape(stats.shape[0], -1, 6).astype(np.float64)
-    mean, var, cnt = s[..., 0], s[..., 1], s[..., 2]
+    """(mean, variance) per partition from bn_stats' (count, mean, count * variance) triples."""
+    t = stats.reshape(stats.shape[0], -1, 3).astype(np.float64)
+    cnt, mean, m2 = t[..., 0], t[..., 1], t[..., 2]
     total = cnt.sum(axis=1)
-    m = (mean * cnt).sum(axis=1) / total
-    v = ((var + (mean - m[:, None]) ** 2) * cnt).sum(axis=1) / total
-    return np.stack([m, v], axis=1).astype(np.float32)
+    gmean = (cnt * mean).sum(axis=1) / np.maximum(total, 1)
+    gm2 = (m2 + cnt * (mean - gmean[:, None]) ** 2).sum(axis=1)
+    return np.stack([gmean, gm2 / np.maximum(total, 1)], axis=1).astype(np.float32)
 
 
 def semantics(state, emit):

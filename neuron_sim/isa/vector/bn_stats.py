@@ -1,7 +1,8 @@
 """bn_stats: per-partition statistics of up to 512 elements, for layer/batch norm.
 
-Output [P, 6] per call: (mean, variance, count, 0, 0, 0) — the layout bn_aggr consumes here; the
-hardware's exact 6-value layout is not documented. Cost max(64, N), N <= 512 [ISAcost]."""
+Output [P, 6] per call: (count, mean, count * variance) of the even and of the odd elements, the
+layout bn_aggr consumes here; the hardware's exact 6-value layout is not documented.
+Cost max(64, N), N <= 512 [ISAcost]."""
 
 from __future__ import annotations
 
@@ -24,12 +25,16 @@ def build(chip, dst, data):
 
 
 def reference(x):
-    x2 = x.reshape(x.shape[0], -1).astype(np.float64)
-    out = np.zeros((x2.shape[0], 6), np.float32)
-    out[:, 0] = x2.mean(axis=1)
-    out[:, 1] = x2.var(axis=1)
-    out[:, 2] = x2.shape[1]
-    return out
+    """(count, mean, count * variance) of the even and of the odd elements of each partition, in
+    FP32: six values that bn_aggr combines."""
+    x = x.reshape(x.shape[0], -1).astype(np.float32)
+    cols = []
+    for half in (x[:, 0::2], x[:, 1::2]):
+        n = half.shape[1]
+        mean = half.mean(axis=1) if n else np.zeros(x.shape[0], np.float32)
+        m2 = ((half - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(x.shape[0], np.float32)
+        cols += [np.full(x.shape[0], n, np.float32), mean, m2]
+    return np.stack(cols, axis=1)
 
 
 def semantics(state, emit):

@@ -32,7 +32,7 @@ def build(chip, dst, data, max_value=0.0, reduce_res=None):
 
 
 def reference(x, m=0.0):
-    with np.errstate(over="ignore"):
+    with np.errstate(all="ignore"):
         return np.exp(x.astype(np.float32) - np.float32(m) if np.isscalar(m)
                       else x - m).astype(np.float32)
 

@@ -201,28 +201,13 @@ def _act(ctx, op):
         ctx.fail(f"op={op!r} is not an activation function (nl.exp, nl.relu, nl.copy, ...)")
 
 
-_CORE_ALU_OK: dict = {}
-
-
-def _core_alu_knows(name):
-    ok = _CORE_ALU_OK.get(name)
-    if ok is None:
-        try:
-            core_alu.binary(name)
-            ok = True
-        except Exception:
-            ok = False
-        _CORE_ALU_OK[name] = ok
-    return ok
-
-
 def _apply(op: AluOp, a, b, reverse=False):
-    """The ALU operator's semantics: the simulator core's definition (neuron_sim/isa/alu.py)
-    when it has the operator, else the front end's NumPy one (ops.py)."""
+    """The ALU operator's semantics (neuron_sim/isa/alu.py): FP32, or on the integer bits of a
+    bit-vector operator's raw operands."""
     if reverse:
         a, b = b, a
     with np.errstate(all="ignore"):
-        if op.kind != "bitvec" and _core_alu_knows(op.name):
+        if op.kind != "bitvec":
             return core_alu.apply(op.name, a, np.asarray(b, dtype=np.float32) if b is not None else b)
         return op.fn(a, b)
 

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ...isa import module_for as core
 from .. import dtypes
 from ..tensor import NkiTensor
 
@@ -137,7 +138,7 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     x = ctx.read(src, "src") if isinstance(src, NkiTensor) else np.float32(src)
     where = None
     if ctx.numerics:
-        where = (pred != 0) != bool(reverse_pred)
+        where = core("tensor_copy_predicated").keep(pred, reverse_pred)
         x = np.broadcast_to(x, where.shape)
     ctx.write(dst, x if ctx.numerics else None, where=where)
     ctx.emit("vector", [t for t in (src, predicate) if isinstance(t, NkiTensor)], [dst], dst=dst,
@@ -153,8 +154,7 @@ def select(dst, predicate, on_true, on_false, name=None):
     for n, t in (("predicate", predicate), ("on_true", on_true), ("on_false", on_false)):
         ctx.same_pf(dst, t, "dst", n)
     pr, a, b = ctx.read(predicate, "predicate"), ctx.read(on_true, "on_true"), ctx.read(on_false, "on_false")
-    from ...isa.vector import select as core_select
-    ctx.write(dst, core_select.reference(pr, a, b) if ctx.numerics else None)
+    ctx.write(dst, core("select").reference(pr, a, b) if ctx.numerics else None)
     ctx.emit("vector", [predicate, on_true, on_false], [dst], dst=dst, pred=predicate, on_true=on_true,
              on_false=on_false)
 
@@ -170,16 +170,7 @@ def bn_stats(dst, data, name=None):
     if dst.num_partitions != data.num_partitions or dst.free_size != 6:
         ctx.fail(f"dst must be [{data.num_partitions}, 6], got {list(dst.shape)}")
     x = ctx.read(data, "data")
-    vals = None
-    if ctx.numerics:
-        cols = []
-        for half in (x[:, 0::2], x[:, 1::2]):
-            n = half.shape[1]
-            mean = half.mean(axis=1) if n else np.zeros(x.shape[0], np.float32)
-            m2 = ((half - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(x.shape[0], np.float32)
-            cols += [np.full(x.shape[0], n, np.float32), mean, m2]
-        vals = np.stack(cols, axis=1)
-    ctx.write(dst, vals)
+    ctx.write(dst, core("bn_stats").reference(x) if ctx.numerics else None)
     ctx.emit("vector", [data], [dst], dst=dst, data=data)
 
 
@@ -193,15 +184,7 @@ def bn_aggr(dst, data, name=None):
     if dst.num_partitions != data.num_partitions or dst.free_size != 2:
         ctx.fail(f"dst must be [{data.num_partitions}, 2], got {list(dst.shape)}")
     x = ctx.read(data, "data")
-    vals = None
-    if ctx.numerics:
-        t = x.reshape(x.shape[0], -1, 3).astype(np.float64)
-        cnt, mean, m2 = t[..., 0], t[..., 1], t[..., 2]
-        total = cnt.sum(axis=1)
-        gmean = (cnt * mean).sum(axis=1) / np.maximum(total, 1)
-        gm2 = (m2 + cnt * (mean - gmean[:, None]) ** 2).sum(axis=1)
-        vals = np.stack([gmean, gm2 / np.maximum(total, 1)], axis=1).astype(np.float32)
-    ctx.write(dst, vals)
+    ctx.write(dst, core("bn_aggr").reference(x) if ctx.numerics else None)
     ctx.emit("vector", [data], [dst], dst=dst, data=data)
 
 
@@ -211,8 +194,7 @@ def reciprocal(dst, data, name=None):
     ctx.onchip(data, "data")
     ctx.same_pf(dst, data, "dst", "data")
     x = ctx.read(data, "data")
-    with np.errstate(all="ignore"):
-        ctx.write(dst, (np.float32(1.0) / x) if ctx.numerics else None)
+    ctx.write(dst, core("reciprocal").reference(x) if ctx.numerics else None)
     ctx.emit("vector", [data], [dst], dst=dst, data=data)
 
 
@@ -228,8 +210,7 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
     x = ctx.read(src, "src")
     vals = None
     if ctx.numerics:
-        with np.errstate(all="ignore"):
-            vals = np.exp(x - mv).astype(np.float32)
+        vals = core("exponential").reference(x, mv)
         regs = _regs_update(ctx.trace.vec_regs, src.num_partitions, vals.sum(axis=1), reduce_cmd, "add", reduce_init)
     ctx.write(dst, vals)
     writes = [dst]
@@ -310,7 +291,7 @@ def max8(dst, src, name=None):
     if dst.num_partitions != src.num_partitions or dst.free_size != 8:
         ctx.fail(f"dst must be [{src.num_partitions}, 8], got {list(dst.shape)}")
     x = ctx.read(src, "src")
-    ctx.write(dst, -np.sort(-x, axis=1)[:, :8] if ctx.numerics else None)
+    ctx.write(dst, core("max8").reference(x) if ctx.numerics else None)
     ctx.emit("vector", [src], [dst], dst=dst, src=src)
 
 
@@ -322,12 +303,7 @@ def dropout(dst, data, prob, name=None):
     pv, pt = _scalar_or_vector(ctx, prob, data, "prob")
     seed = len(ctx.trace.instrs)
     x = ctx.read(data, "data")
-    vals = None
-    if ctx.numerics:
-        rng = np.random.default_rng(seed)   # deterministic per instruction
-        keep = rng.random(x.shape, dtype=np.float32) >= pv
-        vals = np.where(keep, x, np.float32(0))
-    ctx.write(dst, vals)
+    ctx.write(dst, core("dropout").reference(x, pv, seed) if ctx.numerics else None)
     ctx.emit("vector", [data] + ([pt] if pt is not None else []), [dst], dst=dst, data=data,
              prob=_arg(prob), seed=seed)
 
