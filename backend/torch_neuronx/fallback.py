@@ -2,6 +2,9 @@
 
 The op-coverage table of torch-neuronx could not be retrieved, so this list is the
 simulator's assumption, by reason. Everything else runs as a (simulated) Neuron op.
+Ops that CUDA runs for more dtypes than their CPU kernel (integer histc, bool abs, half
+avg_pool3d, ...) are computed in a dtype the CPU kernel has and converted back, as CUDA
+would return them: that list and its mechanism are in csrc/aten/DtypeWidening.cpp.
 """
 
 from . import _C

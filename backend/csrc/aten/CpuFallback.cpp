@@ -2,6 +2,7 @@
 // kernel on zero-copy CPU aliases of device memory, its results are mapped back to
 // device tensors, and its descriptor is queued for the simulator.
 #include "aten/CpuFallback.h"
+#include "aten/DtypeWidening.h"
 #include "aten/OpDescriptor.h"
 #include "aten/OpPolicy.h"
 #include "aten/TensorAlias.h"
@@ -170,7 +171,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     (*stack)[generator_slot] = cpu_generator_of(default_generator(map.device));
   }
 
+  // Dtypes CUDA takes and this op's CPU kernel lacks are computed in one it has.
+  WidenedCall widened(widening_for(id, name), stack, first, num_args);
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  widened.finish(schema, stack);
 
   // Map results: mutable returns are their arguments; others are views or adopted.
   const auto& returns = schema.returns();
