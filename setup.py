@@ -22,8 +22,10 @@ torch_major, torch_minor = torch.__version__.split(".")[:2]
 setup(
     version=f"{torch_major}.{torch_minor}.3.0+sim",
     packages=find_packages(include=["neuron_sim", "neuron_sim.*"])
-    + find_packages("backend", include=["torch_neuronx", "torch_neuronx.*", "nki", "nki.*"]),
-    package_dir={"torch_neuronx": "backend/torch_neuronx", "nki": "backend/nki"},
+    + find_packages("backend", include=["torch_neuronx", "torch_neuronx.*", "nki", "nki.*",
+                                        "neuronxcc", "neuronxcc.*"]),
+    package_dir={"torch_neuronx": "backend/torch_neuronx", "nki": "backend/nki",
+                 "neuronxcc": "backend/neuronxcc"},
     ext_modules=[
         CppExtension(
             name="torch_neuronx._C",

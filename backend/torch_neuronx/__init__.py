@@ -93,6 +93,9 @@ from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # 
                      reset_accumulated_memory_stats, reset_peak_memory_stats)
 from .streams import Event, Stream, current_stream, stream, synchronize  # noqa: E402,F401
 from .nki_op import nki_op, wrap_nki  # noqa: E402,F401
+from . import status as _status  # noqa: E402
+
+_status.start()         # neuron-ls / neuron-top see this process once it uses the device
 
 
 def get_fallback_ops() -> set[str]:

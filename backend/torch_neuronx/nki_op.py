@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import torch
 
+from nki import _dynamo
+
+_dynamo.install()       # @nki.jit kernels called inside torch.compile become one graph node
+
 
 def nki_op(name, fn=None, *, mutates_args=(), device_types=None, schema=None):
     def wrap(f):
@@ -27,8 +31,9 @@ def nki_op(name, fn=None, *, mutates_args=(), device_types=None, schema=None):
 
 
 def wrap_nki(kernel):
-    """Kept for AWS-compatible code: NKI kernels are traceable through ``nki_op`` here, so the
-    kernel itself is returned (``wrap_nki(k)[grid](...)`` works as ``k[grid](...)``)."""
+    """Kept for AWS-compatible code: an ``@nki.jit`` kernel called inside ``torch.compile`` is
+    already one graph node here (nki/_dynamo.py), so the kernel itself is returned
+    (``wrap_nki(k)[grid](...)`` works as ``k[grid](...)``)."""
     return kernel
 
 

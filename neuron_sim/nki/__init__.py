@@ -20,9 +20,9 @@ not import torch. Layout:
 
 from .errors import (NkiCapacityError, NkiError, NkiLaunchError, NkiOverlapError, NkiPartitionError,
                      NkiUninitializedReadError, NkiUninitializedReadWarning, NkiValidationError)
-from .launch import Kernel, baremetal, benchmark, jit, last_report, profile, simulate, simulate_kernel
+from .launch import Kernel, baremetal, benchmark, execute, jit, last_report, profile, simulate, simulate_kernel
 from .report import KernelReport
 
 __all__ = ["Kernel", "KernelReport", "NkiCapacityError", "NkiError", "NkiLaunchError", "NkiOverlapError",
            "NkiPartitionError", "NkiUninitializedReadError", "NkiUninitializedReadWarning",
-           "NkiValidationError", "baremetal", "benchmark", "profile", "jit", "last_report", "simulate", "simulate_kernel"]
+           "NkiValidationError", "baremetal", "benchmark", "execute", "profile", "jit", "last_report", "simulate", "simulate_kernel"]

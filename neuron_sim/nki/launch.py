@@ -35,6 +35,12 @@ _LAST_REPORT: list = [None]
 # hook(kernel, args, kwargs, options) -> result, or NotImplemented to let the plain path run.
 # neuron_sim never imports them; they import us.
 LAUNCH_HOOKS: list = []
+# hook(kernel, args, kwargs) -> result or NotImplemented, consulted first by Kernel.__call__ (before
+# anything a graph tracer such as torch.compile could not follow): the torch front end turns a
+# kernel call it meets while tracing into one graph node.
+CALL_HOOKS: list = []
+# uid -> kernel as decorated (grid (1,)): graph nodes name a kernel by this number.
+KERNELS: dict = {}
 
 
 def last_report() -> KernelReport | None:
@@ -46,12 +52,16 @@ def last_report() -> KernelReport | None:
 class Kernel:
     """An ``@nki.jit`` kernel. ``kernel[lnc](...)`` or ``kernel[grid...](...)`` sets the launch."""
 
-    def __init__(self, func, platform_target=None, mode="auto", grid=(1,), **options):
+    def __init__(self, func, platform_target=None, mode="auto", grid=(1,), uid=None, **options):
         self.func = func
         self.platform_target = platform_target
         self.mode = mode
         self.grid = tuple(grid)
         self.options = options
+        if uid is None:
+            uid = len(KERNELS)
+            KERNELS[uid] = self
+        self.uid = uid
         functools.update_wrapper(self, func)
         # `sbuf`, `psum`, `hbm` are keywords inside NKI kernels (the quickstart's `sbuf.view(...)`).
         from . import language
@@ -62,9 +72,14 @@ class Kernel:
 
     def __getitem__(self, grid):
         grid = grid if isinstance(grid, tuple) else (grid,)
-        return Kernel(self.func, self.platform_target, self.mode, tuple(int(g) for g in grid), **self.options)
+        return Kernel(self.func, self.platform_target, self.mode, tuple(int(g) for g in grid), uid=self.uid,
+                      **self.options)
 
     def __call__(self, *args, **kwargs):
+        for hook in CALL_HOOKS:
+            res = hook(self, args, kwargs)
+            if res is not NotImplemented:
+                return res
         from . import tracer
         if tracer.active():
             # a kernel called from inside another kernel is inlined, as NKI specialisation does
@@ -270,6 +285,22 @@ def _collect(results, traces):
         vals = [conv(v, [r[i] for r in rest if isinstance(r, (tuple, list))]) for i, v in enumerate(first)]
         return type(first)(vals)
     return conv(first, rest)
+
+
+_PLAIN_KERNELS: dict = {}     # plain function -> its Kernel, so repeated execute calls reuse one
+
+
+def execute(kernel, *args, **kwargs):
+    """``nki.execute(kernel, *args, **kwargs)``: specialise the kernel for these arguments and run
+    it once, NumPy in and out, returning what the kernel returns. ``kernel`` is an ``@nki.jit``
+    kernel (``kernel[2]`` for LNC=2) or a plain function. On hardware this builds and runs a
+    NEFF; here it runs on the simulator, and ``nki.last_report()`` holds the simulated time."""
+    if not isinstance(kernel, Kernel):
+        if not callable(kernel):
+            raise TypeError(f"nki.execute: kernel must be an @nki.jit kernel or a function, got "
+                            f"{type(kernel).__name__}")
+        kernel = _PLAIN_KERNELS.get(kernel) or _PLAIN_KERNELS.setdefault(kernel, jit(kernel))
+    return run(kernel, args, kwargs)
 
 
 # ---- legacy helpers ----------------------------------------------------------------------------

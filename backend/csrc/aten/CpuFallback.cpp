@@ -5,6 +5,7 @@
 #include "aten/DtypeWidening.h"
 #include "aten/OpDescriptor.h"
 #include "aten/OpPolicy.h"
+#include "aten/RandomOps.h"
 #include "aten/TensorAlias.h"
 #include "runtime/NeuronGenerator.h"
 #include "runtime/NeuronGuard.h"
@@ -16,6 +17,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <unordered_map>
 
 namespace neuron {
@@ -120,6 +122,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<at::Tensor> mutable_args(num_args);
   bool has_generator_arg = false;
   size_t generator_slot = 0;
+  std::optional<OpRandomness> rng;  // a random op's draw from a neuron generator
 
   for (size_t i = 0; i < num_args; ++i) {
     c10::IValue& value = (*stack)[first + i];
@@ -153,7 +156,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
     } else if (value.isGenerator()) {
       const at::Generator& gen = value.toGenerator();
-      if (gen.device().type() == c10::DeviceType::PrivateUse1) value = cpu_generator_of(gen);
+      if (gen.device().type() == c10::DeviceType::PrivateUse1) {
+        rng.emplace(gen);
+        value = rng->cpu();
+      }
     } else if (value.isNone() && arguments[i].type()->kind() == c10::TypeKind::OptionalType &&
                arguments[i].type()->castRaw<c10::OptionalType>()->getElementType()->kind() ==
                    c10::TypeKind::GeneratorType) {
@@ -168,12 +174,19 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, map.device));
   if (has_generator_arg) {
     // Ops that would use the CPU default generator use this device's own stream.
-    (*stack)[generator_slot] = cpu_generator_of(default_generator(map.device));
+    rng.emplace(default_generator(map.device));
+    (*stack)[generator_slot] = rng->cpu();
   }
 
   // Dtypes CUDA takes and this op's CPU kernel lacks are computed in one it has.
   WidenedCall widened(widening_for(id, name), stack, first, num_args);
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  if (draws_from_global_generator(name)) {
+    // Its CPU kernel would use the global CPU generator: run it with this device's.
+    rng.emplace(default_generator(map.device));
+    run_random_op(name, stack, rng->cpu());
+  } else {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
   widened.finish(schema, stack);
 
   // Map results: mutable returns are their arguments; others are views or adopted.
@@ -224,6 +237,15 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         outputs.push_back(describe_tensor(list[j]));
       }
     }
+  }
+  if (rng.has_value()) {
+    uint64_t values = 0;
+    for (const TensorDesc& out : outputs) {
+      uint64_t n = 1;
+      for (int64_t size : out.sizes) n *= static_cast<uint64_t>(size);
+      values += n;
+    }
+    rng->consumed(values);
   }
   charge(id, map.device, std::move(described), std::move(outputs));
 }

@@ -3,37 +3,103 @@
 #include "runtime/NeuronRuntime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/DistributionsHelper.h>
+#include <c10/core/TensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <ATen/ops/empty.h>
+
 #include <array>
+#include <cstring>
 #include <mutex>
 
 namespace neuron {
 
+namespace {
+// SplitMix64 finaliser: spreads (seed, offset) pairs over mt19937 seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+NeuronGeneratorImpl* neuron_impl(const at::Generator& gen) {
+  auto* impl = dynamic_cast<NeuronGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
+  TORCH_CHECK(impl != nullptr, "Expected a neuron generator, got one for ", gen.device());
+  return impl;
+}
+}  // namespace
+
 NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      cpu_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+      seed_(seed) {}
 
-void NeuronGeneratorImpl::set_current_seed(uint64_t seed) { cpu_.set_current_seed(seed); }
-void NeuronGeneratorImpl::set_offset(uint64_t offset) { cpu_.set_offset(offset); }
-uint64_t NeuronGeneratorImpl::get_offset() const { return cpu_.get_offset(); }
-uint64_t NeuronGeneratorImpl::current_seed() const { return cpu_.current_seed(); }
-uint64_t NeuronGeneratorImpl::seed() { return cpu_.seed(); }
+void NeuronGeneratorImpl::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+
+void NeuronGeneratorImpl::set_offset(uint64_t offset) { offset_ = offset; }
+uint64_t NeuronGeneratorImpl::get_offset() const { return offset_; }
+uint64_t NeuronGeneratorImpl::current_seed() const { return seed_; }
+
+uint64_t NeuronGeneratorImpl::seed() {
+  const uint64_t random = c10::detail::getNonDeterministicRandom(true);
+  set_current_seed(random);
+  return random;
+}
 
 void NeuronGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
-  cpu_.unsafeGetGeneratorImpl()->set_state(new_state);
+  TORCH_CHECK_TYPE(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
+                   "RNG state must be a torch.ByteTensor (uint8), got ", new_state.dtype());
+  TORCH_CHECK(new_state.numel() == static_cast<int64_t>(kStateBytes),
+              "Invalid neuron RNG state: expected ", kStateBytes, " bytes (an 8-byte seed, then "
+              "an 8-byte offset, as torch.neuron.get_rng_state() returns), got ",
+              new_state.numel(), ". States saved from a CPU generator do not apply to 'neuron'.");
+  const auto* bytes = static_cast<const uint8_t*>(new_state.data());
+  uint64_t seed = 0, offset = 0;
+  std::memcpy(&seed, bytes, 8);
+  std::memcpy(&offset, bytes + 8, 8);
+  seed_ = seed;
+  offset_ = offset;
 }
 
 c10::intrusive_ptr<c10::TensorImpl> NeuronGeneratorImpl::get_state() const {
-  return cpu_.unsafeGetGeneratorImpl()->get_state();
+  at::Tensor state = at::empty({static_cast<int64_t>(kStateBytes)},
+                               at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+  auto* bytes = state.data_ptr<uint8_t>();
+  std::memcpy(bytes, &seed_, 8);
+  std::memcpy(bytes + 8, &offset_, 8);
+  return state.getIntrusivePtr();
+}
+
+at::Generator NeuronGeneratorImpl::cpu_generator_at_offset() const {
+  // At offset 0 the CPU generator is seeded with the seed itself, so the first random op
+  // after manual_seed(s) gives what CPU gives after manual_seed(s).
+  return at::make_generator<at::CPUGeneratorImpl>(offset_ == 0 ? seed_ : mix(seed_ ^ mix(offset_)));
+}
+
+void NeuronGeneratorImpl::advance(uint64_t values) {
+  offset_ += (std::max<uint64_t>(values, 1) + 3) / 4 * 4;
 }
 
 NeuronGeneratorImpl* NeuronGeneratorImpl::clone_impl() const {
-  auto* copy = new NeuronGeneratorImpl(device().index(), 0);
-  copy->cpu_ = cpu_.clone();
+  auto* copy = new NeuronGeneratorImpl(device().index(), seed_);
+  copy->offset_ = offset_;
   return copy;
+}
+
+OpRandomness::OpRandomness(const at::Generator& gen) : gen_(gen) {
+  std::lock_guard<std::mutex> lock(gen_.mutex());
+  cpu_ = neuron_impl(gen_)->cpu_generator_at_offset();
+}
+
+void OpRandomness::consumed(uint64_t values) {
+  std::lock_guard<std::mutex> lock(gen_.mutex());
+  neuron_impl(gen_)->advance(values);
 }
 
 const at::Generator& default_generator(c10::DeviceIndex device) {
@@ -56,12 +122,6 @@ at::Generator new_generator(c10::DeviceIndex device) {
   }
   check_device_index(device);
   return at::make_generator<NeuronGeneratorImpl>(device, c10::default_rng_seed_val);
-}
-
-const at::Generator& cpu_generator_of(const at::Generator& gen) {
-  auto* impl = dynamic_cast<NeuronGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
-  TORCH_CHECK(impl != nullptr, "Expected a neuron generator, got one for ", gen.device());
-  return impl->cpu_generator();
 }
 
 }  // namespace neuron

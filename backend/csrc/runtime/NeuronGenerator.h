@@ -1,15 +1,21 @@
-// Random numbers on 'neuron': one default generator per device. Each delegates to an
-// inner CPU generator, which the fallback hands to the CPU kernels it runs, so neuron
-// random streams are their own and reproducible under torch.manual_seed.
+// Random numbers on 'neuron': one default generator per device, with TorchNeuron's state
+// layout (16 bytes: an 8-byte seed, then an 8-byte offset, as Philox generators keep it and
+// DTensor's RNG tracker reads it). A random op runs its CPU kernel with a CPU generator
+// derived from (seed, offset) and advances the offset by the values it drew, so the same
+// state always gives the same values and neuron random streams are independent of CPU's.
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
+#include <cstdint>
+
 namespace neuron {
 
 class NeuronGeneratorImpl final : public c10::GeneratorImpl {
  public:
+  static constexpr size_t kStateBytes = 16;
+
   NeuronGeneratorImpl(c10::DeviceIndex device, uint64_t seed);
 
   void set_current_seed(uint64_t seed) override;
@@ -21,16 +27,31 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
-  const at::Generator& cpu_generator() const { return cpu_; }
+  // The CPU generator one op draws from: a function of (seed, offset) only.
+  at::Generator cpu_generator_at_offset() const;
+  // Moves the offset past `values` drawn values, in Philox's steps of 4.
+  void advance(uint64_t values);
 
  private:
   NeuronGeneratorImpl* clone_impl() const override;
-  at::Generator cpu_;
+  uint64_t seed_;
+  uint64_t offset_ = 0;
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
-// The CPU generator to give a CPU kernel in place of `gen` (a neuron generator).
-const at::Generator& cpu_generator_of(const at::Generator& gen);
+
+// A random op's view of a neuron generator: the CPU generator its CPU kernel uses, and
+// after the kernel ran, the offset advanced by the number of values it produced.
+class OpRandomness {
+ public:
+  explicit OpRandomness(const at::Generator& gen);
+  const at::Generator& cpu() const { return cpu_; }
+  void consumed(uint64_t values);
+
+ private:
+  at::Generator gen_;
+  at::Generator cpu_;
+};
 
 }  // namespace neuron

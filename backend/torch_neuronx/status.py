@@ -1,0 +1,66 @@
+"""Tells neuron-ls and neuron-top what this process holds on the simulated devices.
+
+Once the device is initialised, a daemon thread publishes (about once a second) the process's
+command, instance, LNC, visible runtime cores and, per core, HBM in use and simulated device time
+to the registry in neuron_sim/tools/procs.py; the file is removed at exit. The thread only reads
+counters; a process that never touches the device publishes nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+
+from neuron_sim.tools import procs
+
+INTERVAL_S = 1.0
+_started: list = []
+
+
+def snapshot() -> dict:
+    import torch
+
+    from . import __version__, _C, _visible
+    vis = _visible()
+    devices = {}
+    for i, core in enumerate(vis.cores):
+        stats = torch._C._accelerator_getDeviceStats(i)["allocated_bytes"]["all"]
+        devices[str(core)] = {"allocated": int(stats["current"]), "peak": int(stats["peak"]),
+                              "device_ns": int(_C._device_clock_ns(i))}
+    pid = os.getpid()
+    return {"pid": pid, "command": procs.command_line(pid) or " ".join([sys.executable] + sys.argv),
+            "instance": vis.instance.name, "lnc": vis.lnc, "cores": list(vis.cores),
+            "runtime_version": __version__, "updated": time.time(), "devices": devices}
+
+
+def publish_now() -> bool:
+    """Publish once if the device is initialised (the thread does this every INTERVAL_S)."""
+    from . import _C
+    if not _C._is_initialized():
+        return False
+    procs.publish(snapshot())
+    return True
+
+
+def _loop(pid):
+    while True:
+        time.sleep(INTERVAL_S)
+        if os.getpid() != pid:       # a forked child: the parent publishes for itself
+            return
+        try:
+            publish_now()
+        except Exception:            # noqa: BLE001  shutting down, or a full disk: never disturb the run
+            pass
+
+
+def start() -> None:
+    if _started:
+        return
+    pid = os.getpid()
+    t = threading.Thread(target=_loop, args=(pid,), name="neuron-sim-status", daemon=True)
+    t.start()
+    _started.append(t)
+    atexit.register(lambda: procs.remove(pid) if os.getpid() == pid else None)

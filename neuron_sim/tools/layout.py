@@ -1,0 +1,83 @@
+"""The simulated instance as the Neuron tools show it: devices (chips), their NeuronCores, the
+logical core ids at the configured LNC, HBM, and the devices each one has a NeuronLink to.
+
+The instance and LNC are the ones a new process would get: NEURON_SIM_INSTANCE and
+NEURON_LOGICAL_NC_CONFIG (declared in torch_neuronx.settings; read here without torch)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..hardware import get_instance, list_instances
+
+
+@dataclass(frozen=True)
+class Device:
+    index: int
+    cores: int                 # physical NeuronCores
+    core_ids: tuple            # logical (runtime) core ids at the instance's LNC
+    memory_bytes: int
+    connected: tuple           # device indexes one NeuronLink hop away
+    bdf: str                   # simulated PCI address (there is no PCI device behind it)
+
+
+@dataclass(frozen=True)
+class Layout:
+    instance: str
+    lnc: int
+    neuroncore_version: str    # as neuron-top names it: v2, v3 (LNC=1), v3d (LNC=2), ...
+    devices: tuple
+
+    def device_of(self, core_id: int) -> int:
+        return core_id // len(self.devices[0].core_ids)
+
+
+def current(environ=None) -> Layout:
+    env = os.environ if environ is None else environ
+    name = env.get("NEURON_SIM_INSTANCE") or "trn2.3xlarge"
+    if name not in list_instances():
+        raise ValueError(f"NEURON_SIM_INSTANCE={name!r} is not a simulated instance; valid: "
+                         f"{', '.join(list_instances())}")
+    inst = get_instance(name)
+    raw = env.get("NEURON_LOGICAL_NC_CONFIG") or ""
+    try:
+        lnc = int(raw) if raw.strip() else inst.lnc_default
+    except ValueError:
+        raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={raw!r} must be 1 or 2") from None
+    if lnc not in inst.lnc_allowed:
+        raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={lnc} is not valid for {name}; valid: "
+                         f"{', '.join(str(v) for v in inst.lnc_allowed)}")
+    per = inst.logical_cores_per_chip(lnc)
+    links = _links(name, lnc, inst.chips, per)
+    devices = tuple(Device(index=d, cores=inst.physical_cores_per_chip,
+                           core_ids=tuple(range(d * per, (d + 1) * per)),
+                           memory_bytes=inst.chip.hbm_bytes, connected=links[d], bdf=f"{d:02x}:00.0")
+                    for d in range(inst.chips))
+    version = f"v{inst.chip.neuroncore_version}" + ("d" if lnc == 2 else "")
+    return Layout(instance=name, lnc=lnc, neuroncore_version=version, devices=devices)
+
+
+def _links(name, lnc, chips, per):
+    """Devices one NeuronLink hop away, from the collective fabric of the instance."""
+    if chips == 1:
+        return {0: ()}
+    from ..collectives.fabric import fabric_for
+    fab = fabric_for(name, lnc)
+    return {c: tuple(d for d in range(chips) if d != c and fab.hops(c * per, d * per) == 1)
+            for c in range(chips)}
+
+
+def core_ranges(ids) -> str:
+    """(0, 1, 2, 3) -> '0-3'; (0, 2) -> '0, 2'."""
+    ids = sorted(ids)
+    if not ids:
+        return ""
+    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 1:
+        return f"{ids[0]}-{ids[-1]}"
+    return ", ".join(str(i) for i in ids)
+
+
+def gb(n: int) -> str:
+    """Device memory as neuron-ls prints it ('96 GB')."""
+    return f"{n / 2**30:.0f} GB"

@@ -1,0 +1,100 @@
+"""`neuron-ls` and `neuron-top` show the simulated instance as AWS's tools lay it out, and the
+processes that use its devices (a real child process that puts tensors on `neuron`)."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHILD = """
+import sys, time, torch
+x = torch.ones(1024, 1024, device="neuron")      # 4 MiB of HBM
+y = (x @ x).sum().item()
+print("ready", flush=True)
+sys.stdin.read()                                  # until the test closes stdin
+"""
+
+
+def _env(tmp_path, **extra):
+    env = dict(os.environ, TMPDIR=str(tmp_path), **extra)   # a private process registry
+    for k in ("NEURON_SIM_INSTANCE", "NEURON_LOGICAL_NC_CONFIG", "NEURON_RT_VISIBLE_CORES"):
+        if k not in extra:
+            env.pop(k, None)
+    return env
+
+
+def _tool(name, tmp_path, *args, **env):
+    r = subprocess.run([sys.executable, "-m", f"neuron_sim.tools.{name}", *args], env=_env(tmp_path, **env),
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return r
+
+
+def test_console_scripts_are_declared():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["neuron-ls"] == "neuron_sim.tools.neuron_ls:main"
+    assert scripts["neuron-top"] == "neuron_sim.tools.neuron_top:main"
+    exe = shutil.which("neuron-ls", path=str(pathlib.Path(sys.executable).parent))
+    if exe:                                   # installed (pip install -e .): the command itself runs
+        assert "NEURON" in subprocess.run([exe], capture_output=True, text=True, timeout=60).stdout
+
+
+def test_neuron_ls_lays_out_the_instance(tmp_path):
+    r = _tool("neuron_ls", tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("instance-type: trn2.3xlarge") and lines[2] == "logical-neuroncore-config: 2"
+    assert lines[3].startswith("+--------+") and "| NEURON | NEURON |" in lines[4]
+    assert "| DEVICE | CORES  | CORE IDS | MEMORY |" in lines[5]
+    assert [l.split("|")[1:5] for l in lines if l.startswith("| 0 ")] == [[" 0      ", " 8      ", " 0-3      ", " 96 GB  "]]
+
+    big = _tool("neuron_ls", tmp_path, "--json-output", NEURON_SIM_INSTANCE="trn2.48xlarge", NEURON_LOGICAL_NC_CONFIG="1")
+    devices = json.loads(big.stdout)
+    assert len(devices) == 16 and devices[0]["nc_count"] == 8
+    assert devices[1]["neuroncore_ids"] == list(range(8, 16))       # LNC=1: 8 logical cores per device
+    assert devices[0]["connected_to"] == [1, 3, 4, 12]              # the 4x4 NeuronLink torus wraps
+
+
+def test_bad_instance_is_reported_with_the_valid_ones(tmp_path):
+    r = _tool("neuron_ls", tmp_path, NEURON_SIM_INSTANCE="trn9.huge")
+    assert r.returncode == 2 and "trn9.huge" in r.stderr and "trn2.48xlarge" in r.stderr
+
+
+def test_a_process_using_the_device_is_listed_and_leaves(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", CHILD], env=_env(tmp_path), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        deadline = time.time() + 30
+        while time.time() < deadline:              # the child publishes about once a second
+            ls = _tool("neuron_ls", tmp_path)
+            if f"| {child.pid} " in ls.stdout:
+                break
+            time.sleep(0.5)
+        assert f"| {child.pid} " in ls.stdout, ls.stdout
+        assert "PID" in ls.stdout and "COMMAND" in ls.stdout and "RUNTIME" in ls.stdout
+        procs = json.loads(_tool("neuron_ls", tmp_path, "-j").stdout)[0]["neuron_processes"]
+        assert [p["pid"] for p in procs] == [child.pid] and "python" in procs[0]["command"]
+
+        top = _tool("neuron_top", tmp_path)          # not a terminal: one frame, then exit
+        assert top.returncode == 0
+        assert "NeuronCore v3d Utilization" in top.stdout and "Memory Usage Summary" in top.stdout
+        assert "Device Used Memory   Total 4.0 MiB" in top.stdout
+        assert f"{child.pid}:python" in top.stdout
+        nc0 = next(l for l in top.stdout.splitlines() if l.strip().startswith("NC0 ") and "ms" in l)
+        assert float(nc0.split()[1]) > 0                 # simulated device time of the matmul
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+    assert f"| {child.pid} " not in _tool("neuron_ls", tmp_path).stdout     # removed at exit
+
+
+def test_neuron_top_rejects_a_bad_delay(tmp_path):
+    r = _tool("neuron_top", tmp_path, "--delay", "0")
+    assert r.returncode == 2 and "--delay" in r.stderr
