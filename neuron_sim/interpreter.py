@@ -95,13 +95,14 @@ class State:
         self.buffers[tensor.id] = a.astype(np_dtype(tensor.dtype))
 
 
-def execute(program, inputs=None, *, rounding: str = "rne", seed: int = 0) -> dict:
-    """Run `program` (built with keep_operands=True). `inputs` maps HBM tensor names to arrays.
-    Returns every HBM tensor's final contents by name. rounding: 'rne' or 'stochastic'."""
+def execute(program, inputs=None, *, rounding: str = "rne", seed: int = 0, state=None) -> dict:
+    """Run `program` (built with keep_operands=True). `inputs` maps HBM tensor names to arrays
+    (or pass a `state` already loaded). Returns every HBM tensor's final contents by name.
+    rounding: 'rne' or 'stochastic'."""
     if program.emits is None:
         raise ProgramError("this program keeps no operands (built in bulk); it can be timed but "
                            "not executed")
-    state = State(rounding, seed)
+    state = state or State(rounding, seed)
     hbm = {t.name: t for t in program.tensors if t.memory == Memory.HBM}
     for name, arr in (inputs or {}).items():
         if name not in hbm:

@@ -104,6 +104,15 @@ def check_same_partitions(instr: str, a_name: str, a: AccessPattern, b_name: str
                              f"{b.p_size}", chip.name)
 
 
+def check_same_shape(instr: str, a_name: str, a: AccessPattern, b_name: str, b: AccessPattern,
+                     chip) -> None:
+    """Element-wise operands: as many partitions and elements per partition as each other."""
+    check_same_partitions(instr, a_name, a, b_name, b, chip)
+    if a.free_size != b.free_size:
+        raise FreeSizeError(instr, b_name, f"{a.free_size} elements per partition like {a_name}",
+                            b.free_size, chip.name)
+
+
 # Free-size limits of VectorE/ScalarE operands: 64K elements in SBUF, 4K in PSUM [ArchV2].
 SBUF_FREE_LIMIT = 65536
 PSUM_FREE_LIMIT = 4096

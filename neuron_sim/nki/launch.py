@@ -123,16 +123,17 @@ def simulate(kernel, **options):
 
     Options (ours): ``numerics=False`` traces shapes only (timing of kernels too large to compute),
     ``timing=False`` skips the timing model, ``on_uninitialized="error"|"warn"|"ignore"``,
-    ``platform_target=`` overrides the kernel's target.
+    ``platform_target=`` overrides the kernel's target, ``check_semantics=True`` runs the built
+    program through the ISA modules' NumPy semantics and raises if it differs (debug mode).
     """
     return Simulated(kernel, **options)
 
 
 # ---- one launch --------------------------------------------------------------------------------
 def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitialized=None,
-        platform_target=None, lnc=None):
+        platform_target=None, lnc=None, check_semantics=False):
     opts = dict(numerics=numerics, timing=timing, on_uninitialized=on_uninitialized,
-                platform_target=platform_target, lnc=lnc)
+                platform_target=platform_target, lnc=lnc, check_semantics=check_semantics)
     for hook in LAUNCH_HOOKS:
         res = hook(kernel, args, kwargs, opts)
         if res is not NotImplemented:
@@ -184,7 +185,7 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
     timing_result = None
     if timing:
         from .program import simulate_programs
-        timing_result = simulate_programs(traces, plans, lnc=lnc)
+        timing_result = simulate_programs(traces, plans, lnc=lnc, check=check_semantics)
     t_total = time.perf_counter() - t0
 
     report = KernelReport.build(kernel.func.__name__, target, traces, plans, timing_result,

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .. import errors as core_errors
 from ..engines import Engine, Kind
 from ..isa.common import DmaCost, make
@@ -28,6 +30,7 @@ from ..program.builder import ProgramBuilder
 from . import dtypes
 from .errors import NkiValidationError
 from .tensor import NkiTensor
+from .tracer import Finding
 
 _MEM = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}
 
@@ -37,6 +40,7 @@ class BuiltProgram:
     program: object
     core: int
     source_index: list = field(default_factory=list)    # program row -> (trace no, instr index)
+    tensors: dict = field(default_factory=dict)          # storage id -> the program's Tensor
 
 
 def _merge_dims(shape, strides):
@@ -151,6 +155,7 @@ _COARSE_USERS = 8
 
 def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
     m = _Mapper(plan)
+    out.tensors = m.tensors
     spills = {}
     for before, sp in plan.spills:
         spills.setdefault(before, []).append(sp)
@@ -354,9 +359,49 @@ def _dma(b, dst, src, dge, deps=()):
                          dma=c), deps=deps)
 
 
-def simulate_programs(traces, plans, lnc=1):
-    """Build and time one program per core. Returns ``TimingResult`` or None without a timing model."""
+def check_semantics(traces, built, rtol=1e-2, atol=1e-2) -> list[str]:
+    """Debug mode (the slow version is the specification): run the built program through the ISA
+    modules' NumPy semantics (neuron_sim.interpreter) from the kernel's inputs and compare each
+    tensor the kernel returns with what the traced nisa calls computed. Returns what differs
+    (empty: they agree). One program per launch, numerics traced, inputs not written in place;
+    the tolerance covers bfloat16 rounding done in a different order."""
+    from ..interpreter import State, execute
+    if len(traces) != 1 or not traces[0].numerics:
+        return ["not checked: the semantics check takes one traced program with numerics"]
+    tr, bp = traces[0], built[0]
+    written = {v.storage.id for ins in tr.instrs for v in ins.wviews}
+    inputs = [st for st in tr.storages if st.role == "input" and st.id in bp.tensors]
+    if any(st.id in written for st in inputs):
+        return ["not checked: the kernel writes an input in place (its first values are gone)"]
+    state = State()
+    for st in inputs:
+        state.load(bp.tensors[st.id], st.data)
+    execute(bp.program, state=state)
+    bad = []
+    for st in tr.storages:
+        t = bp.tensors.get(st.id)
+        if st.role != "output" or t is None:
+            continue
+        got = state.buffer(t).astype(np.float32)
+        want = np.asarray(st.data, np.float32)
+        if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+            err = np.nanmax(np.abs(got - want))
+            bad.append(f"output {st.describe()}: the ISA semantics give values up to {err:.3g} away "
+                       f"from the traced result")
+    return bad
+
+
+def simulate_programs(traces, plans, lnc=1, check=False):
+    """Build and time one program per core (`check`: and run `check_semantics` on them). Returns
+    ``TimingResult`` or None without a timing model."""
     built = build_programs(traces, plans, lnc=lnc)
+    if check:
+        bad = check_semantics(traces, built)
+        if bad and bad[0].startswith("not checked"):
+            traces[0].findings.append(Finding("semantics check", bad[0], None))
+        elif bad:
+            raise NkiValidationError("check_semantics: the program differs from the traced "
+                                     "kernel: " + "; ".join(bad), None, traces[0].kernel_name)
     from ..timing.simulate import simulate as core_simulate
     return TimingResult(built, [core_simulate(bp.program) for bp in built])
 

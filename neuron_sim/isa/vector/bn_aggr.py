@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
+from ...errors import FreeSizeError
 from ..common import access_latency, check_engine_operand, make
 
 NAME = "bn_aggr"
@@ -14,6 +15,11 @@ NAME = "bn_aggr"
 def build(chip, dst, data):
     check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
     check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
+    if data.free_size % 3:
+        raise FreeSizeError(NAME, "data", "(count, mean, count * variance) triples: a multiple of 3 "
+                            "elements per partition", data.free_size, chip.name)
+    if dst.p_size != data.p_size or dst.free_size != 2:
+        raise FreeSizeError(NAME, "dst", f"shape [{data.p_size}, 2]", list(dst.shape), chip.name)
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, 13 * data.free_size / 3),
                 access_latency(chip, 2), (data,), (dst,))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ..common import access_latency, check_engine_operand, make
+from ..common import access_latency, check_engine_operand, check_same_shape, make
 
 NAME = "reciprocal"
 
@@ -14,6 +14,7 @@ NAME = "reciprocal"
 def build(chip, dst, data):
     check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
     check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
+    check_same_shape(NAME, "dst", dst, "data", data, chip)
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, 8 * data.free_size),
                 access_latency(chip, 2), (data,), (dst,))
 

@@ -1,15 +1,18 @@
 """``nki.isa``: one function per NeuronCore instruction (NKI 0.3 signatures, ``dst`` first).
 
-Each function (1) checks the hardware rules NKI documents for the instruction, raising an
-error that names the kernel line, (2) computes the result on NumPy in float32 and rounds it
-to the destination dtype, unless the kernel is traced for time only, and (3) appends the
-instruction to the trace, with the attributes the timing model needs.
+The instruction itself is its module in neuron_sim/isa (checks, cost, NumPy semantics). Each
+function here adapts a call to it: (1) checks what NKI documents for the call, raising an error
+that names the kernel line, (2) computes the result with the module's NumPy reference and rounds
+it to the destination dtype, unless the kernel is traced for time only, and (3) records the
+module's ``build`` arguments for the program build. Every registry instruction without a
+hand-written function here gets one from ``_generic.adapter``.
 
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
     _common.py        per-call context and checks, operand helpers, ALU semantics
+    _generic.py       nisa.<instr> made from an ISA module alone (max8, reciprocal, select, ...)
     dma.py            dma_copy, dma_transpose
     matmul.py         nc_matmul, nc_transpose (TensorE)
-    vector.py         tensor_tensor/scalar/reduce/copy, memset, bn_stats/aggr, scans, select, ...
+    vector.py         tensor_tensor/scalar/reduce/copy, memset, bn_stats, scans, ...
     scalar.py         activation, activation_reduce
     gpsimd.py         iota, affine_select, tensor_partition_reduce
 """
@@ -18,16 +21,18 @@ from __future__ import annotations
 
 from ..tensor import NkiTensor
 from ..tracer import current
+from ...isa import instruction_names, module_for
 from ._common import _Ctx
+from ._generic import adapter
 from .dma import dma_copy, dma_transpose
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from .gpsimd import affine_select, iota, tensor_partition_reduce
 from .scalar import activation, activation_reduce
 from .matmul import nc_matmul, nc_transpose
-from .vector import (bn_aggr, bn_stats, dropout, exponential, max8, memset, reciprocal, scalar_tensor_tensor,
-                     select, tensor_copy, tensor_copy_predicated, tensor_reduce, tensor_scalar,
-                     tensor_scalar_reduce, tensor_tensor, tensor_tensor_scan)
+from .vector import (bn_stats, dropout, exponential, memset, scalar_tensor_tensor, tensor_copy,
+                     tensor_copy_predicated, tensor_reduce, tensor_scalar, tensor_scalar_reduce, tensor_tensor,
+                     tensor_tensor_scan)
 
 
 # ---- instructions ----------------------------------------------------------------------------
@@ -49,15 +54,21 @@ def core_barrier(data, cores=None, engine=engine.unknown, name=None):
         ctx.trace.barrier.wait()
 
 
+# every other instruction of the ISA registry: nisa.<name> made from its module
+_generated = [n for n in instruction_names() if n not in globals() and module_for(n).NAME == n]
+for _name in _generated:
+    globals()[_name] = adapter(_name)
+
+
 def sendrecv(*args, **kwargs):
     ctx = _Ctx("sendrecv")
     ctx.fail("sendrecv between the two cores of an LNC=2 launch is not simulated yet")
 
 
-__all__ = ["activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats", "core_barrier",
+__all__ = _generated + [
+           "activation", "activation_reduce", "affine_select", "bn_stats", "core_barrier",
            "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "dropout", "engine", "exponential", "get_nc_version",
-           "gpsimd_engine", "iota", "matmul_perf_mode", "max8", "memset", "nc_matmul", "nc_transpose",
-           "nc_version", "oob_mode", "reciprocal", "reduce_cmd", "scalar_engine", "scalar_tensor_tensor",
-           "select", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce",
+           "gpsimd_engine", "iota", "matmul_perf_mode", "memset", "nc_matmul", "nc_transpose",
+           "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "scalar_tensor_tensor", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce",
            "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan",
            "unknown_engine", "vector_engine"]

@@ -145,20 +145,6 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
              src=_arg(src), predicate=predicate, reverse_pred=bool(reverse_pred))
 
 
-def select(dst, predicate, on_true, on_false, name=None):
-    """``dst = predicate ? on_true : on_false`` element-wise on VectorE (the core's ``select``;
-    ``nl.where`` lowers to it)."""
-    ctx = _Ctx("select")
-    for n, t in (("dst", dst), ("predicate", predicate), ("on_true", on_true), ("on_false", on_false)):
-        ctx.onchip(t, n)
-    for n, t in (("predicate", predicate), ("on_true", on_true), ("on_false", on_false)):
-        ctx.same_pf(dst, t, "dst", n)
-    pr, a, b = ctx.read(predicate, "predicate"), ctx.read(on_true, "on_true"), ctx.read(on_false, "on_false")
-    ctx.write(dst, core("select").reference(pr, a, b) if ctx.numerics else None)
-    ctx.emit("vector", [predicate, on_true, on_false], [dst], dst=dst, pred=predicate, on_true=on_true,
-             on_false=on_false)
-
-
 def bn_stats(dst, data, name=None):
     ctx = _Ctx("bn_stats")
     ctx.onchip(dst, "dst")
@@ -171,30 +157,6 @@ def bn_stats(dst, data, name=None):
         ctx.fail(f"dst must be [{data.num_partitions}, 6], got {list(dst.shape)}")
     x = ctx.read(data, "data")
     ctx.write(dst, core("bn_stats").reference(x) if ctx.numerics else None)
-    ctx.emit("vector", [data], [dst], dst=dst, data=data)
-
-
-def bn_aggr(dst, data, name=None):
-    ctx = _Ctx("bn_aggr")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(data, "data")
-    if data.free_size % 3:
-        ctx.fail(f"bn_aggr input must hold (count, mean, var*count) triples; {data.free_size} elements "
-                 "per partition is not a multiple of 3")
-    if dst.num_partitions != data.num_partitions or dst.free_size != 2:
-        ctx.fail(f"dst must be [{data.num_partitions}, 2], got {list(dst.shape)}")
-    x = ctx.read(data, "data")
-    ctx.write(dst, core("bn_aggr").reference(x) if ctx.numerics else None)
-    ctx.emit("vector", [data], [dst], dst=dst, data=data)
-
-
-def reciprocal(dst, data, name=None):
-    ctx = _Ctx("reciprocal")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(data, "data")
-    ctx.same_pf(dst, data, "dst", "data")
-    x = ctx.read(data, "data")
-    ctx.write(dst, core("reciprocal").reference(x) if ctx.numerics else None)
     ctx.emit("vector", [data], [dst], dst=dst, data=data)
 
 
@@ -280,19 +242,6 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     ctx.write(reduce_res, regs)
     ctx.emit("vector", [data] + ([t0] if t0 is not None else []), [dst, reduce_res], dst=dst, data=data,
              op0=o0.name, operand0=_arg(operand0), reduce_op=ro.name, reduce_res=reduce_res)
-
-
-def max8(dst, src, name=None):
-    ctx = _Ctx("max8")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(src, "src")
-    if not 8 <= src.free_size <= 16384:
-        ctx.fail(f"max8 reads 8 to 16384 elements per partition, got {src.free_size}")
-    if dst.num_partitions != src.num_partitions or dst.free_size != 8:
-        ctx.fail(f"dst must be [{src.num_partitions}, 8], got {list(dst.shape)}")
-    x = ctx.read(src, "src")
-    ctx.write(dst, core("max8").reference(x) if ctx.numerics else None)
-    ctx.emit("vector", [src], [dst], dst=dst, src=src)
 
 
 def dropout(dst, data, prob, name=None):

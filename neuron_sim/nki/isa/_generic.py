@@ -1,0 +1,104 @@
+"""``nisa.<instr>`` for any instruction of the ISA registry, made from its module alone.
+
+The adapter binds the call to the module's ``build`` signature (``dst`` first, as in NKI), maps
+the tensor views to access patterns, lets the module check and cost the instruction on the
+target's chip (an error names the kernel's line), computes the result with the module's
+``semantics`` on the kernel's own tensors, and records the instruction for the program build.
+Instructions whose NKI form needs more than their module (accumulator registers, PSUM write
+masks, reversed operands, the compiler's engine choice) have hand-written adapters beside it."""
+
+from __future__ import annotations
+
+import inspect
+
+from ...engines import Engine
+from ...errors import NeuronSimError
+from ...isa import module_for
+from ..errors import NkiValidationError
+from ..program import _Mapper
+from ..tensor import NkiTensor
+from ._common import _arg, _Ctx
+
+
+class _TracePlan:
+    """Addresses while tracing: the explicit ones, else partition 0 and byte 0. The memory plan
+    assigns the real ones later and the program build checks again with them."""
+
+    @staticmethod
+    def address(st, index):
+        return st.address or (0, 0)
+
+
+class _Views:
+    """The interpreter's state interface (neuron_sim/interpreter.py) over the kernel's tensors,
+    so that a module's ``semantics`` computes the nisa call's numerics."""
+
+    def __init__(self, ctx, views):
+        self.ctx, self.views = ctx, views          # id(access pattern) -> (operand, view)
+
+    def read(self, ap):
+        name, v = self.views[id(ap)]
+        return self.ctx.read(v, name).reshape(ap.shape)
+
+    def read_raw(self, ap):
+        name, v = self.views[id(ap)]
+        return self.ctx.read_raw(v, name).reshape(ap.shape)
+
+    def write(self, ap, values, exact_from=None):
+        if exact_from is not None and exact_from.dtype == ap.dtype:
+            values = self.read_raw(exact_from)
+        self.ctx.write(self.views[id(ap)][1], values)
+
+    def write_raw(self, ap, raw):
+        self.ctx.write(self.views[id(ap)][1], raw)
+
+
+def adapter(name: str):
+    """The nisa function of instruction `name`."""
+    mod = module_for(name)
+    params = list(inspect.signature(mod.build).parameters.values())[1:]
+    sig = inspect.Signature(params + [inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY,
+                                                        default=None)])
+
+    def call(*args, **kwargs):
+        ctx = _Ctx(name)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            ctx.fail(f"{e}; the call is nisa.{name}{sig}")
+        bound.apply_defaults()
+        given = {k: v for k, v in bound.arguments.items() if k != "name"}
+        mapper, views, operands = _Mapper(_TracePlan()), {}, {}
+        for k, v in given.items():
+            if isinstance(v, NkiTensor):
+                ctx.pattern_dims(v, k)
+                ap = operands[k] = mapper.ap(v, len(ctx.trace.instrs))
+                views[id(ap)] = (k, v)
+            else:
+                operands[k] = v if isinstance(v, (bool, str)) or v is None else _arg(v) \
+                    if isinstance(v, (int, float)) else v
+        try:
+            out = mod.build(ctx.chip, **operands)
+        except NeuronSimError as e:
+            raise NkiValidationError(str(e), ctx.loc, f"nisa.{name}") from e
+        except (AttributeError, TypeError) as e:
+            ctx.fail(f"the operands of nisa.{name}{sig} do not fit it ({e})")
+        emits = out if isinstance(out, (list, tuple)) else (out,)
+        reads = list({id(a): views[id(a)] for e in emits for a in e.reads if id(a) in views}.values())
+        writes = list({id(a): views[id(a)] for e in emits for a in e.writes if id(a) in views}.values())
+        if ctx.numerics:
+            state = _Views(ctx, views)
+            for e in emits:
+                mod.semantics(state, e)
+        else:
+            for k, v in reads:
+                ctx.trace.check_initialized(v, f"nisa.{name}", k, ctx.loc)
+            for _, v in writes:
+                ctx.write(v, None)
+        ctx.emit(Engine(emits[-1].engine).name.lower(), [v for _, v in reads], [v for _, v in writes],
+                 **{k: operands[k] if not isinstance(v, NkiTensor) else v for k, v in given.items()})
+
+    call.__name__ = call.__qualname__ = name
+    call.__signature__ = sig
+    call.__doc__ = mod.__doc__
+    return call

@@ -1,0 +1,146 @@
+"""One definition per instruction: every nisa call is its ISA module (neuron_sim/isa/<engine>/),
+costed by the module's documented formula, and the built program run through the modules' NumPy
+semantics gives what the traced kernel computed (check_semantics=True)."""
+
+import numpy as np
+import pytest
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from neuron_sim.hardware import get_chip
+from neuron_sim.isa import instruction_names, module_for
+
+
+def _run(kernel, *args, target="trn2", check=False):
+    out = nki.simulate(kernel, platform_target=target, check_semantics=check)(*args)
+    return out, nki.last_report()
+
+
+def _rows(rep, name):
+    """ii (engine cycles) of the program rows named `name`."""
+    prog = rep.programs[0]
+    return [e.ii_cycles for e in prog.emits if e.name == name]
+
+
+@nki.jit
+def _vector_family(x, y, m):
+    a, b, mask = nl.load(x), nl.load(y), nl.load(m)
+    top = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.max8(dst=top, src=a)
+    stt = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=stt, data=a, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=b)
+    tsr = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    rs = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=tsr, data=a, op0=nl.subtract, operand0=1.0, reduce_op=nl.add,
+                              reduce_res=rs)
+    sel = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=sel, src=b)
+    nisa.tensor_copy_predicated(dst=sel, src=a, predicate=mask)
+    outs = []
+    for t in (top, stt, tsr, rs, sel):
+        o = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=o, src=t)
+        outs.append(o)
+    return tuple(outs)
+
+
+def _inputs():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((128, 512)).astype(np.float32)
+    y = rng.standard_normal((128, 512)).astype(np.float32)
+    m = (rng.random((128, 512)) > 0.5).astype(np.uint8)
+    return x, y, m
+
+
+def test_nki_only_instructions_compute_their_documented_results():
+    x, y, m = _inputs()
+    (top, stt, tsr, rs, sel), _ = _run(_vector_family, x, y, m)
+    np.testing.assert_array_equal(top, -np.sort(-x, axis=1)[:, :8])
+    np.testing.assert_allclose(stt, x * 2 + y, rtol=1e-6)
+    np.testing.assert_allclose(tsr, x - 1, rtol=1e-6)
+    np.testing.assert_allclose(rs[:, 0], (x - 1).sum(axis=1), rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(sel, np.where(m != 0, x, y))
+
+
+def test_nki_only_instructions_cost_their_documented_cycles():
+    """[ISAcost]: max8 N; scalar_tensor_tensor 2N (two SBUF inputs); tensor_scalar_reduce N + 64;
+    tensor_copy_predicated 2N (src and predicate in SBUF); N = 512 elements per partition."""
+    x, y, m = _inputs()
+    _, rep = _run(_vector_family, x, y, m)
+    n, lo = 512, get_chip("trn2").min_ii_cycles
+    assert _rows(rep, "max8") == [n]
+    assert _rows(rep, "scalar_tensor_tensor") == [2 * n]
+    assert _rows(rep, "tensor_scalar_reduce") == [n + lo]
+    assert _rows(rep, "tensor_copy_predicated") == [2 * n]
+
+
+def test_every_nisa_instruction_is_an_isa_module():
+    """The registry is the list: each nisa instruction has a core module, and registry
+    instructions without a hand-written adapter (nc_matmul_mx, quantize_mx, local_gather ...)
+    get a nisa function made from their module."""
+    enums_and_helpers = {"dge_mode", "dma_engine", "engine", "get_nc_version", "gpsimd_engine",
+                         "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd", "scalar_engine",
+                         "sendrecv", "tensor_engine", "unknown_engine", "vector_engine"}
+    for name in set(nisa.__all__) - enums_and_helpers:
+        assert module_for(name) is not None, name
+    for name in instruction_names():
+        if module_for(name).NAME == name:
+            assert callable(getattr(nisa, name)), name
+
+
+@nki.jit
+def _generic_ops(x):
+    a = nl.load(x)
+    r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.reciprocal(dst=r, data=a)
+    top = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.max8(dst=top, src=r)
+    o = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=o, src=top)
+    return o
+
+
+@nki.jit
+def _max8_too_narrow(x):
+    a = nl.load(x[:, 0:4])
+    top = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.max8(dst=top, src=a)   # here:max8
+    return x
+
+
+def test_generic_adapter_checks_with_the_module_and_points_at_the_kernel_line():
+    x = np.random.default_rng(0).uniform(1, 2, (128, 64)).astype(np.float32)
+    out, _ = _run(_generic_ops, x)
+    np.testing.assert_allclose(out, -np.sort(-(1 / x), axis=1)[:, :8], rtol=1e-6)
+    with pytest.raises(nki.NkiValidationError, match="8 to 16384 elements") as e:
+        _run(_max8_too_narrow, x)
+    assert "nisa.max8" in str(e.value)
+    assert e.value.loc is not None and e.value.loc[0] == __file__
+
+
+@pytest.mark.parametrize("example", ["softmax", "attention"])
+def test_semantics_check_mode_agrees_on_examples(example):
+    from nki_examples import load_example
+    rng = np.random.default_rng(7)
+    mod = load_example(example)
+    if example == "softmax":
+        _run(mod.softmax_kernel, rng.standard_normal((256, 512)).astype(np.float32), check=True)
+    else:
+        args = [rng.standard_normal(s).astype(nl.bfloat16) for s in ((64, 256), (64, 256), (256, 64))]
+        _run(mod.attention_kernel, *args, check=True)
+    assert not [f for f in nki.last_report().findings if f.kind == "semantics check"]
+
+
+def test_semantics_check_mode_on_nki_only_instructions():
+    _run(_vector_family, *_inputs(), check=True)
+    assert not [f for f in nki.last_report().findings if f.kind == "semantics check"]
+
+
+def test_semantics_check_mode_finds_a_divergence(monkeypatch):
+    """A module whose semantics disagree with what the nisa call computed is reported (the
+    scalar_tensor_tensor adapter computes on its own ALU calls, the program on the module)."""
+    from neuron_sim.isa.vector import scalar_tensor_tensor
+    monkeypatch.setattr(scalar_tensor_tensor, "reference", lambda x, op0, s0, op1, y: x)
+    with pytest.raises(nki.NkiValidationError, match="differs from the traced kernel"):
+        _run(_vector_family, *_inputs(), check=True)
