@@ -2,6 +2,8 @@
 // kernel on zero-copy CPU aliases of device memory, its results are mapped back to
 // device tensors, and its descriptor is queued for the simulator.
 #include "aten/CpuFallback.h"
+#include "aten/DeviceMemoryCheck.h"
+#include "aten/DtypePolicy.h"
 #include "aten/DtypeWidening.h"
 #include "aten/OpDescriptor.h"
 #include "aten/OpPolicy.h"
@@ -32,6 +34,7 @@ struct ArgumentMap {
   std::vector<at::Tensor> neuron_tensors;  // originals, to map results back
   std::vector<at::Tensor> cpu_aliases;     // parallel to neuron_tensors
   c10::DeviceIndex device = -1;
+  c10::DeviceIndex tensor_device = -1;  // of the first neuron tensor argument
   bool has_complex = false;
 };
 
@@ -52,9 +55,22 @@ at::Tensor to_cpu_operand(const at::Tensor& t, size_t arg_index, const std::stri
                           ArgumentMap& map) {
   if (!t.defined()) return t;
   if (on_neuron(t)) {
-    if (map.device < 0) map.device = t.device().index();
+    const c10::DeviceIndex index = t.device().index();
+    if (map.tensor_device < 0) map.tensor_device = index;
+    // As on CUDA: one op, one device (copies between devices go through copy_).
+    TORCH_CHECK(index == map.tensor_device,
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                "neuron:", static_cast<int>(map.tensor_device), " and neuron:",
+                static_cast<int>(index), "! (", op, ")");
+    if (map.device < 0) map.device = index;
     if (c10::isComplexType(t.scalar_type())) map.has_complex = true;
-    at::Tensor alias = cpu_alias(t);
+    // Arguments over one device storage share one CPU storage, so the CPU kernel's overlap
+    // checks (copy_ of overlapping slices, out= aliasing an input) see what CPU would see.
+    const at::Tensor* sibling = nullptr;
+    for (size_t i = 0; i < map.neuron_tensors.size() && sibling == nullptr; ++i) {
+      if (map.neuron_tensors[i].storage().is_alias_of(t.storage())) sibling = &map.cpu_aliases[i];
+    }
+    at::Tensor alias = sibling != nullptr ? cpu_alias_sharing(t, *sibling) : cpu_alias(t);
     map.neuron_tensors.push_back(t);
     map.cpu_aliases.push_back(alias);
     return alias;
@@ -76,12 +92,12 @@ const at::Tensor* aliased_input(const at::Tensor& cpu_result, const ArgumentMap&
   return nullptr;
 }
 
-at::Tensor to_neuron_result(const at::Tensor& cpu_result, const ArgumentMap& map) {
+at::Tensor to_neuron_result(const at::Tensor& cpu_result, const ArgumentMap& map, int32_t id) {
   if (!cpu_result.defined() || on_neuron(cpu_result)) return cpu_result;
   if (const at::Tensor* input = aliased_input(cpu_result, map)) {
     return neuron_view(input->storage(), cpu_result);
   }
-  apply_dtype_policy(cpu_result);
+  apply_dtype_policy(cpu_result, id);
   return adopt_cpu_tensor(cpu_result, map.device);
 }
 
@@ -180,12 +196,15 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Dtypes CUDA takes and this op's CPU kernel lacks are computed in one it has.
   WidenedCall widened(widening_for(id, name), stack, first, num_args);
-  if (draws_from_global_generator(name)) {
-    // Its CPU kernel would use the global CPU generator: run it with this device's.
-    rng.emplace(default_generator(map.device));
-    run_random_op(name, stack, rng->cpu());
-  } else {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  {
+    DeviceMemoryScope device_memory(map.device);
+    if (draws_from_global_generator(name)) {
+      // Its CPU kernel would use the global CPU generator: run it with this device's.
+      rng.emplace(default_generator(map.device));
+      run_random_op(name, stack, rng->cpu());
+    } else {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    }
   }
   widened.finish(schema, stack);
 
@@ -203,7 +222,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         const auto* arg_alias = arguments[i].alias_info();
         if (arg_alias && arg_alias->isWrite() && arg_alias->beforeSets() == ret_alias->beforeSets()) {
           const at::Tensor cpu_out = value.toTensor();
-          apply_dtype_policy(cpu_out);
+          apply_dtype_policy(cpu_out, id);
           value = mutable_args[i];
           const at::Tensor& device_out = mutable_args[i];
           if (on_neuron(device_out) && cpu_out.storage().data() == device_out.storage().data() &&
@@ -228,12 +247,12 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       continue;
     }
     if (value.isTensor()) {
-      value = to_neuron_result(value.toTensor(), map);
+      value = to_neuron_result(value.toTensor(), map, id);
       outputs.push_back(describe_tensor(value.toTensor()));
     } else if (value.isTensorList()) {
       auto list = value.toTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
-        list[j] = to_neuron_result(list[j], map);
+        list[j] = to_neuron_result(list[j], map, id);
         outputs.push_back(describe_tensor(list[j]));
       }
     }

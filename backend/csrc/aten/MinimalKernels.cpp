@@ -53,16 +53,21 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 bool on_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
 // Copies between host and device, or within the device, through CPU aliases; DMA time
-// is charged on the device side. A copy to the host is a sync point.
+// is charged on the device side. A copy to the host is a sync point. Copies keep every
+// bit, 64-bit values included (DMA moves bytes; only compute is 32-bit on Trainium).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const bool to_device = on_neuron(dst);
   const bool from_device = on_neuron(self);
-  at::Tensor src_cpu = from_device ? cpu_alias(self) : self;
   at::Tensor dst_cpu = to_device ? cpu_alias(dst) : dst;
+  // Both sides over one device storage share one CPU storage: CPU's copy_ then rejects a
+  // partial overlap (z[1:].copy_(z[:-1])) with its own error, as on CPU.
+  at::Tensor src_cpu = !from_device ? self
+                       : to_device && self.storage().is_alias_of(dst.storage())
+                           ? cpu_alias_sharing(self, dst_cpu)
+                           : cpu_alias(self);
   {
     DeviceWorkScope device_work;
     dst_cpu.copy_(src_cpu, non_blocking);
-    if (to_device && !from_device) apply_dtype_policy(dst_cpu);
   }
 
   const at::Tensor& device_side = to_device ? dst : self;

@@ -36,6 +36,10 @@ at::Tensor cpu_alias(const at::Tensor& neuron_tensor) {
   return tensor_over(std::move(cpu_storage), c10::DispatchKey::CPU, neuron_tensor);
 }
 
+at::Tensor cpu_alias_sharing(const at::Tensor& neuron_tensor, const at::Tensor& sibling) {
+  return tensor_over(sibling.storage(), c10::DispatchKey::CPU, neuron_tensor);
+}
+
 at::Tensor adopt_cpu_tensor(const at::Tensor& cpu, c10::DeviceIndex device) {
   const c10::Storage& cpu_storage = cpu.storage();
   c10::Storage storage = make_neuron_storage(cpu_storage.nbytes(),
@@ -45,19 +49,6 @@ at::Tensor adopt_cpu_tensor(const at::Tensor& cpu, c10::DeviceIndex device) {
 
 at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like) {
   return tensor_over(storage, c10::DispatchKey::PrivateUse1, like);
-}
-
-void apply_dtype_policy(const at::Tensor& cpu) {
-  switch (cpu.scalar_type()) {
-    case c10::ScalarType::Double:
-      cpu.copy_(cpu.to(c10::ScalarType::Float));
-      break;
-    case c10::ScalarType::Long:
-      cpu.copy_(cpu.to(c10::ScalarType::Int));
-      break;
-    default:
-      break;
-  }
 }
 
 }  // namespace neuron

@@ -103,7 +103,10 @@ void NeuronGuardImpl::synchronizeStream(const c10::Stream&) const { drain(); }
 
 void NeuronGuardImpl::synchronizeEvent(void*) const { drain(); }
 
-void NeuronGuardImpl::synchronizeDevice(const c10::DeviceIndex) const { drain(); }
+void NeuronGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) const {
+  if (device_index >= 0) check_device_index(device_index);  // -1: the current device
+  drain();
+}
 
 double NeuronGuardImpl::elapsedTime(void* event1, void* event2,
                                     const c10::DeviceIndex device_index) const {
