@@ -14,10 +14,8 @@ Imported lazily: ``nki`` with NumPy inputs never imports torch.
 
 from __future__ import annotations
 
-import os
-
-from neuron_sim.nki import launch
-
+from neuron_sim.nki import launch, settings
+from neuron_sim.nki.errors import NkiLaunchError
 
 
 def _torch_dtype(np_dtype):
@@ -52,10 +50,36 @@ def hook(kernel, args, kwargs, opts):
         return NotImplemented
     if any(_is_fake(t) for t in tensors):
         return _fake(kernel, args, kwargs, opts, tensors)
-    dev = next((t.device for t in tensors if t.device.type == "neuron"), None)
+    dev = _common_device(kernel, args, kwargs)
     if dev is None:
         return _on_cpu(kernel, args, kwargs, opts)
     return _on_device(kernel, args, kwargs, opts, dev)
+
+
+def _common_device(kernel, args, kwargs):
+    """The one neuron device of the tensor arguments (None: all on CPU). A kernel runs on one
+    NeuronCore and reads its HBM: tensors on CPU or another core are an error, as a CUDA kernel
+    launch with tensors on two devices is."""
+    import torch
+    named = [(f"argument {i}", a) for i, a in enumerate(args)] + [(repr(k), v) for k, v in kwargs.items()]
+    named = [(n, t) for n, t in named if _is_tensor(t)]
+    devices = []
+    for _, t in named:
+        d = t.device
+        if d.type == "neuron" and d.index is None:
+            d = torch.device("neuron", torch.neuron.current_device())
+        devices.append(d)
+    neuron = [d for d in devices if d.type == "neuron"]
+    if not neuron:
+        return None
+    first = neuron[0]
+    for (name, _), d in zip(named, devices):
+        if d != first:
+            raise NkiLaunchError(
+                f"kernel {kernel.func.__name__!r}: {name} is on {d} but other tensor arguments are "
+                f"on {first}; an NKI kernel reads the HBM of one NeuronCore. Move every tensor "
+                f"argument to {first} (tensor.to('{first}')) before the call.")
+    return first
 
 
 def _to_numpy(t):
@@ -83,10 +107,33 @@ def _on_cpu(kernel, args, kwargs, opts):
     conv = lambda a: _to_numpy(a) if _is_tensor(a) else a          # noqa: E731
     np_args = [conv(a) for a in args]
     out = launch.run(kernel, np_args, {k: conv(v) for k, v in kwargs.items()}, **opts)
-    for a, n in zip(args, np_args):        # contiguous tensors shared memory with their arrays already
-        if _is_tensor(a) and not a.is_contiguous():
-            a.copy_(_from_numpy(n))
-    return _map(out, lambda x: _from_numpy(x) if isinstance(x, np.ndarray) else x)
+    import torch
+    with torch.no_grad():
+        for a, n in zip(args, np_args):    # contiguous tensors shared memory with their arrays already
+            if _is_tensor(a) and not a.is_contiguous() and not _same_bits(a, _from_numpy(n)):
+                a.copy_(_from_numpy(n))
+    widen = _widened_dtypes(list(args) + list(kwargs.values()))
+    return _map(out, lambda x: _widen(_from_numpy(x), widen) if isinstance(x, np.ndarray) else x)
+
+
+def _widened_dtypes(inputs) -> dict:
+    """{32-bit dtype: 64-bit dtype} for the 64-bit kinds the caller passed. Trainium computes
+    float64/int64 in 32 bits, so a kernel declaring its output with its input's dtype gets the
+    32-bit one; the caller gets its own dtype back (values as computed in 32 bits). Only when
+    the caller passed no tensor of the 32-bit dtype itself: then the kernel's choice is kept."""
+    import torch
+    dtypes = {t.dtype for t in inputs if _is_tensor(t)}
+    return {narrow: wide for narrow, wide in ((torch.float32, torch.float64), (torch.int32, torch.int64))
+            if wide in dtypes and narrow not in dtypes}
+
+
+def _widen_dtype(dtype, widen: dict):
+    return widen.get(dtype, dtype)
+
+
+def _widen(t, widen: dict):
+    wide = _widen_dtype(t.dtype, widen)
+    return t.to(wide) if wide != t.dtype else t
 
 
 def _fake(kernel, args, kwargs, opts, tensors):
@@ -103,7 +150,9 @@ def _fake(kernel, args, kwargs, opts, tensors):
 
     o = dict(opts, numerics=False, timing=False)
     out = launch.run(kernel, [shape_only(a) for a in args], {k: shape_only(v) for k, v in kwargs.items()}, **o)
-    return _map(out, lambda a: torch.empty(a.shape, dtype=_torch_dtype(a.dtype), device=like.device)
+    widen = _widened_dtypes(tensors)
+    return _map(out, lambda a: torch.empty(a.shape, dtype=_widen_dtype(_torch_dtype(a.dtype), widen),
+                                           device=like.device)
                 if isinstance(a, np.ndarray) else a)
 
 
@@ -113,25 +162,44 @@ def _np_dtype(name):
 
 
 def _on_device(kernel, args, kwargs, opts, dev):
+    """The kernel runs against CPU copies of the neuron tensors (uncharged); a neuron tensor gets
+    the copy back only when the kernel changed it (bit-wise), so inputs a kernel only reads keep
+    their autograd version and requires-grad leaves can be passed."""
+    import torch
     from torch_neuronx import _C
     if not opts.get("platform_target") and not kernel.platform_target and \
-            not os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE"):
+            not settings.get("NEURON_PLATFORM_TARGET_OVERRIDE"):
         opts = dict(opts, platform_target=_C._instance_name().split(".")[0])
+    on_device = lambda a: _is_tensor(a) and a.device.type == "neuron"          # noqa: E731
     previous = _C._set_charging(False)
     try:
-        cpu_args = [a.cpu() if _is_tensor(a) and a.device.type == "neuron" else a for a in args]
-        cpu_kwargs = {k: (v.cpu() if _is_tensor(v) and v.device.type == "neuron" else v) for k, v in kwargs.items()}
+        cpu_args = [a.detach().cpu() if on_device(a) else a for a in args]
+        cpu_kwargs = {k: (v.detach().cpu() if on_device(v) else v) for k, v in kwargs.items()}
+        before = [c.clone() if on_device(a) else None for a, c in zip(args, cpu_args)]
+        before_kw = {k: cpu_kwargs[k].clone() for k, v in kwargs.items() if on_device(v)}
         out = _on_cpu(kernel, cpu_args, cpu_kwargs, opts)
-        for a, c in zip(args, cpu_args):          # kernels may write their HBM inputs in place
-            if _is_tensor(a) and a.device.type == "neuron" and c is not a:
+        written = [(a, c) for a, c, b in zip(args, cpu_args, before) if b is not None and not _same_bits(b, c)]
+        written += [(kwargs[k], cpu_kwargs[k]) for k, b in before_kw.items()
+                    if not _same_bits(b, cpu_kwargs[k])]
+        with torch.no_grad():       # the kernel wrote device memory, as hardware does
+            for a, c in written:
                 a.copy_(c)
         out = _map(out, lambda t: t.to(dev) if _is_tensor(t) else t)
     finally:
         _C._set_charging(previous)
     rep = launch.last_report()
     if rep is not None and rep.total_ns is not None:
-        _C._enqueue_timed(f"nki::{kernel.func.__name__}", dev.index or 0, int(round(rep.total_ns)))
+        _C._enqueue_timed(f"nki::{kernel.func.__name__}", dev.index, int(round(rep.total_ns)))
     return out
+
+
+def _same_bits(a, b) -> bool:
+    """Equal bit patterns (NaN payloads and -0.0 included): a kernel that wrote anything different
+    wrote the tensor."""
+    import torch
+    if a.numel() == 0:
+        return True
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
 def install():

@@ -26,7 +26,10 @@ from .instance import resolve as _resolve
 __version__ = f"{torch.__version__.split('+')[0].rsplit('.', 1)[0]}.3.0+sim"
 
 logger = logging.getLogger("torch_neuronx")
-logger.setLevel(settings.get("TORCH_NEURONX_LOG_LEVEL").upper())
+try:
+    logger.setLevel(settings.get("TORCH_NEURONX_LOG_LEVEL"))
+except settings.SettingError:
+    pass    # reported with every other bad setting at first device use (_register)
 
 _state = {}
 
@@ -71,6 +74,7 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._register_direct_kernels()
     try:
+        settings.validate()          # every declared setting, in one place
         set_instance(None)
     except (ValueError, RuntimeError) as e:
         # A bad environment must not break `import torch`: the device reports no cores and
@@ -78,12 +82,13 @@ def _register() -> None:
         import warnings
         _C._set_config_error(str(e))
         warnings.warn(f"neuron device unavailable: {e}", stacklevel=2)
+    else:
+        _C._set_fallback_only_for_unimplemented(
+            settings.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"))
+        _C._set_launch_blocking(settings.get("NEURON_LAUNCH_BLOCKING"))
     from . import fallback, module_apply
     fallback.install()
     module_apply.install()          # shared buffers stay shared through .to("neuron")
-    _C._set_fallback_only_for_unimplemented(
-        settings.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"))
-    _C._set_launch_blocking(settings.get("NEURON_LAUNCH_BLOCKING"))
 
 
 _register()

@@ -1,50 +1,32 @@
-"""Every environment variable neuron-sim reads, declared once with type, default and help.
+"""Every environment variable torch_neuronx reads, declared once with type, default, valid
+values and help, with the project's one `Setting` class (`neuron_sim.config`; the simulator and
+the NKI front end declare theirs there).
 
 Names are TorchNeuron's and the Neuron runtime's where they exist, so scripts written for
 real Trainium keep their meaning; `NEURON_SIM_*` are the simulator's own. The README's
-settings table is generated from this list (`python -m torch_neuronx.settings`).
+settings table is generated from these declarations (`python -m torch_neuronx.settings`).
+`validate()` checks them all; a bad value becomes an error at first device use (never at
+`import torch`), naming the variable and its valid values.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from neuron_sim.config import Setting, SettingError, check_all, declare, declared
+from neuron_sim.config import get as _get
 
+__all__ = ["Setting", "SettingError", "SETTINGS", "get", "validate", "markdown_table"]
 
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    kind: type
-    default: object
-    help: str
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
-    def read(self, environ=None):
-        raw = (os.environ if environ is None else environ).get(self.name)
-        if raw is None or raw == "":
-            return self.default
-        if self.kind is bool:
-            lowered = raw.strip().lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(f"{self.name}={raw!r} is not a boolean; use 0/1/true/false.")
-        if self.kind is int:
-            try:
-                return int(raw)
-            except ValueError:
-                raise ValueError(f"{self.name}={raw!r} is not an integer.") from None
-        return raw
-
-
-SETTINGS = [
+SETTINGS = list(declare(
+    "device",
     Setting("NEURON_SIM_INSTANCE", str, "trn2.3xlarge",
-            "Simulated instance (trn2.3xlarge, trn2.48xlarge, trn3.48xlarge, trn1.32xlarge, ...)."),
-    Setting("NEURON_LOGICAL_NC_CONFIG", int, None,
-            "Logical NeuronCore size, 1 or 2 (default: the chip's, 2 on Trn2)."),
+            "Simulated instance (trn2.3xlarge, trn2.48xlarge, trn3.48xlarge, trn1.32xlarge, ...; "
+            "`torch_neuronx.list_instances()`), checked when the device starts."),
     Setting("NEURON_RT_VISIBLE_CORES", str, None,
             "Logical cores this process sees: one index or a range such as 0-3."),
-    Setting("NEURON_RT_NUM_CORES", int, 0, "Number of logical cores to use; 0 means all."),
+    Setting("NEURON_RT_NUM_CORES", int, 0, "Number of logical cores to use; 0 means all.",
+            minimum=0),
     Setting("NEURON_RT_ENABLE_HOST_CC", bool, False,
             "New streams are real streams (otherwise they alias the default stream)."),
     Setting("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", bool, False,
@@ -53,47 +35,93 @@ SETTINGS = [
             "Adaptive Eager Execution: fuse queued eager ops between sync points."),
     Setting("NEURON_LAUNCH_BLOCKING", bool, False,
             "Time every op as soon as it is issued (synchronous execution, for debugging)."),
-    Setting("TORCH_NEURONX_NEFF_CACHE_DIR", str, "/tmp/neff_cache",
-            "Directory of the compiled-program cache."),
-    Setting("TORCH_NEURONX_LOG_LEVEL", str, "WARNING", "Log level of the torch_neuronx logger."),
-    Setting("TORCH_NEURONX_DEBUG_DIR", str, None, "Where debug artifacts are written."),
+    Setting("TORCH_NEURONX_NEFF_CACHE_DIR", str, None,
+            "Directory of the compiled-program cache (default: $XDG_CACHE_HOME/torch_neuronx/neff, "
+            "else ~/.cache/torch_neuronx/neff, created 0700). A directory owned by another user "
+            "or writable by group/others is refused: compiles then run uncached, with a warning."),
+    Setting("TORCH_NEURONX_LOG_LEVEL", str, "WARNING", "Log level of the torch_neuronx logger.",
+            choices=_LOG_LEVELS, case_insensitive=True),
+    Setting("TORCH_NEURONX_DEBUG_DIR", str, None,
+            "Where debug artifacts are written (default: neuron_backend-<uid> in the temporary "
+            "directory, created 0700; refused like the cache directory when not private)."),
     Setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", bool, False,
             "Keep intermediate compilation artifacts."),
     Setting("NEURON_CC_FLAGS", str, "", "Compiler flags (accepted; recorded in the compile cache key)."),
-]
+).values())
 
-_BY_NAME = {s.name: s for s in SETTINGS}
+COMPILE_SETTINGS = list(declare(
+    "torch.compile",
+    Setting("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", bool, True,
+            "A graph that fails to compile raises (True, the 2.33 default) instead of running "
+            "eagerly; the `fallback_execution` option overrides it."),
+    Setting("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", bool, False,
+            "CPU tensors passed to a compiled function raise instead of being copied to neuron."),
+    Setting("TORCH_NEURONX_RETAIN_DEVICE_MODE", bool, False,
+            "Outputs of a compiled function go back to the device its CPU inputs came from."),
+    Setting("TORCH_NEURONX_NEFF_DISABLE_CACHE", bool, False,
+            "Do not read or write the persistent compile cache."),
+).values())
+
+PROFILING_SETTINGS = list(declare(
+    "profiling",
+    Setting("NEURON_SIM_PROFILE_LANES", bool, True,
+            "Attach per-engine lanes (TensorE, VectorE, ScalarE, GpSimd, DMA queues) to "
+            "profiled ops."),
+    Setting("NEURON_SIM_PROFILE_MAX_SPANS_PER_LANE", int, 4,
+            "Busy spans per engine lane and op; smaller gaps are merged (labels keep the busy %).",
+            minimum=1),
+    Setting("NEURON_SIM_PROFILE_MAX_SPANS_PER_OP", int, 24,
+            "Lane spans per op in total (compute lanes first, then the busiest DMA queues).",
+            minimum=1),
+    Setting("NEURON_SIM_PROFILE_DMA_LANES", str, "queues",
+            "'queues': one lane per DMA queue ('DMA q3'); 'one': all queues in one 'DMA' lane.",
+            choices=("queues", "one")),
+    Setting("NEURON_SIM_PROFILE_MAX_LANE_ROWS", int, 50_000,
+            "Lane rows per profiling session (about 9 MB of trace; the demo GPT training step "
+            "has about 5,000); later ops keep their device row and their summary record but get "
+            "no lanes.", minimum=0),
+).values())
+
+DISTRIBUTED_SETTINGS = list(declare(
+    "distributed",
+    Setting("NEURON_SIM_CC_ALGORITHM", str, "auto",
+            "Collective algorithm the timing model uses: auto (the runtime's choice by size and "
+            "topology), mesh, rdh (recursive halving/doubling), kangaring, ring or hierarchical.",
+            choices=("auto", "mesh", "rdh", "kangaring", "ring", "hierarchical")),
+    Setting("NEURON_SIM_CHECK_COLLECTIVES", bool, True,
+            "Before each collective, ranks compare op, shapes, dtypes and simulated clocks (one "
+            "small gloo all-gather): mismatches raise on every rank, and a rank that arrives "
+            "later in simulated time makes the others wait. 0 skips both."),
+).values())
 
 
 def get(name: str, environ=None):
-    return _BY_NAME[name].read(environ)
+    """The parsed value of any declared setting (torch_neuronx's, NKI's or the simulator's)."""
+    return _get(name, environ)
 
 
-def _declarations():
-    """Every settings list of the project, by the part that reads it. Each part declares its
-    own (neuron_sim cannot import torch_neuronx); this is the one place that lists them all."""
-    from neuron_sim import config as sim_config
-    from neuron_sim.nki import settings as nki_settings
+def validate(environ=None) -> None:
+    """Raises SettingError listing every declared setting whose value is invalid."""
+    errors = check_all(environ)
+    if errors:
+        raise SettingError("invalid neuron settings: " + " ".join(errors))
 
-    from .distributed import settings as distributed_settings
-    from .neuron_dynamo_backend import options as compile_options
-    from .profiling import hook as profiling_hook
-    return [
-        ("device", SETTINGS),
-        ("torch.compile", compile_options.SETTINGS),
-        ("profiling", profiling_hook.LANE_SETTINGS),
-        ("distributed", distributed_settings.SETTINGS),
-        ("NKI", list(nki_settings.SETTINGS.values())),
-        ("simulator", list(sim_config.SETTINGS.values())),
-    ]
+
+# The README table's order; parts declared elsewhere follow.
+_PART_ORDER = ("device", "device, NKI", "torch.compile", "profiling", "distributed", "NKI",
+               "simulator")
 
 
 def markdown_table() -> str:
-    rows = ["| variable | read by | type | default | meaning |", "|---|---|---|---|---|"]
-    for part, declared in _declarations():
-        for s in declared:
-            kind = getattr(s, "kind", None) or getattr(s, "type")
-            rows.append(f"| `{s.name}` | {part} | {kind.__name__} | {s.default!r} | {s.help} |")
+    parts = dict(declared())
+    order = [p for p in _PART_ORDER if p in parts] + [p for p in parts if p not in _PART_ORDER]
+    rows = ["| variable | read by | type | default | valid values | meaning |",
+            "|---|---|---|---|---|---|"]
+    for part in order:
+        for s in parts[part]:
+            valid = s.valid_values() if (s.kind is not str or s.choices) else "text"
+            rows.append(f"| `{s.name}` | {part} | {s.kind.__name__} | {s.default!r} | {valid} "
+                        f"| {s.help} |")
     return "\n".join(rows)
 
 

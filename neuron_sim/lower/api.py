@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..engines import DmaDir, Engine, ENGINE_NAMES
 from ..errors import NeuronSimError
+from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..timing import simulate
 from .assumptions import REPEAT_CAP
@@ -35,7 +36,7 @@ class Timing:
 
 
 def _chip(chip) -> Chip:
-    return chip if isinstance(chip, Chip) else get_chip(chip or "trn2")
+    return chip if isinstance(chip, Chip) else get_chip(chip or default_chip())
 
 
 def _measure(ctx: LowerCtx):
@@ -116,7 +117,7 @@ def assign_ids(ops):
     return out
 
 
-def lower_op(op: OpSpec, chip="trn2", lnc: int = 1) -> Timing:
+def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
     """Lower and simulate one op. Raises LoweringError when no rule applies (use `estimate`)."""
     chip = _chip(chip)
     rule = rule_for(op.name)
@@ -143,7 +144,7 @@ def lower_op(op: OpSpec, chip="trn2", lnc: int = 1) -> Timing:
                             f"{op.args!r}: {type(e).__name__}: {e}") from e
 
 
-def lower_sequence(ops, chip="trn2", lnc: int = 1, *, live_outputs=None,
+def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
                    standalone=None) -> Timing:
     """Lower `ops` (in order) into ONE program whose intermediates stay in SBUF when a later op
     reads them and they fit (RESIDENT_SBUF_BYTES). Tensor identity: `TensorSpec.id` when set,

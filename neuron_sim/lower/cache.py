@@ -25,7 +25,7 @@ class ProgramCache:
     def clear(self):
         self.__init__()
 
-    def lower_op(self, op: OpSpec, chip="trn2", lnc: int = 1, key=None) -> Timing:
+    def lower_op(self, op: OpSpec, chip=None, lnc: int = 1, key=None) -> Timing:
         c = _chip(chip)
         k = (key if key is not None else op.key(), c.name, lnc)
         t = self._ops.get(k)
@@ -47,7 +47,7 @@ class ProgramCache:
         self._ops[k] = t
         return t
 
-    def lower_sequence(self, ops, chip="trn2", lnc: int = 1, keys=None, standalone=None,
+    def lower_sequence(self, ops, chip=None, lnc: int = 1, keys=None, standalone=None,
                        live_outputs=None) -> Timing:
         c = _chip(chip)
         keys = tuple(keys) if keys is not None else tuple(o.key() for o in ops)

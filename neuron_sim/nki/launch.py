@@ -18,11 +18,12 @@ import functools
 import math
 import threading
 import time
+import warnings
 
 import numpy as np
 
 from . import _blas, dtypes, settings
-from .errors import NkiLaunchError
+from .errors import NkiLaunchError, NkiUninitializedReadError, NkiUninitializedReadWarning
 from .memory import plan_memory
 from .report import KernelReport
 from .target import get_target, resolve_name
@@ -264,8 +265,9 @@ def _copy_back_inputs(inputs):
 
 
 def _collect(results, traces):
-    """Turn the returned tensors into arrays; merge the SPMD instances' writes to shared outputs."""
-    def conv(t, others):
+    """Turn the returned tensors into arrays; merge the SPMD instances' writes to shared outputs.
+    An output with elements no program wrote (NaN-filled) is reported per NKI_SIM_ON_UNINITIALIZED."""
+    def conv(t, others, index):
         if not isinstance(t, NkiTensor):
             return t
         st = t.storage
@@ -278,14 +280,31 @@ def _collect(results, traces):
                 m = o.written_mask()
                 arr[m & ~mask] = o.np()[m & ~mask]
                 mask |= m
+        _check_output_written(t, mask, index, traces[0])
         return arr
 
     first = results[0]
     rest = results[1:]
     if isinstance(first, (tuple, list)):
-        vals = [conv(v, [r[i] for r in rest if isinstance(r, (tuple, list))]) for i, v in enumerate(first)]
+        vals = [conv(v, [r[i] for r in rest if isinstance(r, (tuple, list))], i) for i, v in enumerate(first)]
         return type(first)(vals)
-    return conv(first, rest)
+    return conv(first, rest, None)
+
+
+def _check_output_written(t: NkiTensor, mask, index, trace) -> None:
+    mode = trace.on_uninitialized
+    if mode == "ignore" or mask.all():
+        return
+    missing = int(mask.size - np.count_nonzero(mask))
+    which = "output" if index is None else f"output {index}"
+    what = ("was never written" if missing == mask.size
+            else f"has {missing} of {mask.size} elements that were never written")
+    msg = (f"kernel {trace.kernel_name!r}: returned {which} {t.storage.describe()} {what} (the "
+           f"simulator filled them with NaN). Write every element before returning it "
+           f"(nl.store / nisa.dma_copy), or set NKI_SIM_ON_UNINITIALIZED=warn or ignore.")
+    if mode == "error":
+        raise NkiUninitializedReadError(msg)
+    warnings.warn(NkiUninitializedReadWarning(msg), stacklevel=4)
 
 
 _PLAIN_KERNELS: dict = {}     # plain function -> its Kernel, so repeated execute calls reuse one

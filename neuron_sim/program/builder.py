@@ -14,6 +14,7 @@ from bisect import bisect_left, bisect_right
 
 from ..engines import N_COMPUTE_STREAMS, Engine, stream_name
 from ..errors import DeadlockError, PartitionError, ProgramError
+from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..memory.allocator import PartitionAllocator
 from .ap import Memory, Tensor, as_ap
@@ -123,9 +124,9 @@ class _Track:
 
 
 class ProgramBuilder:
-    def __init__(self, chip: Chip | str = "trn2", *, name: str = "program",
+    def __init__(self, chip: Chip | str | None = None, *, name: str = "program",
                  auto_deps: bool = True, check_capacity: bool = True, keep_operands: bool = True):
-        self.chip = chip if isinstance(chip, Chip) else get_chip(chip)
+        self.chip = chip if isinstance(chip, Chip) else get_chip(chip or default_chip())
         self.name = name
         self.auto_deps = auto_deps
         self.check_capacity = check_capacity

@@ -1,5 +1,5 @@
 """Each compile test starts from a clean Dynamo state, empty metrics and its own compile cache
-(never the shared /tmp/neff_cache)."""
+(never the per-user default)."""
 
 import os
 import pathlib

@@ -238,28 +238,43 @@ def _compile_or_load(gm, example_inputs, opts: CompileOptions):
 
 def _save_artifacts(gm, name: str, cost: GraphCost) -> None:
     """With TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1, keep the ATen graph and its
-    simulated program summary under TORCH_NEURONX_DEBUG_DIR (default /tmp/neuron_backend, as
-    TorchNeuron 2.33), in TorchNeuron's layout: fx_graphs/proc_{rank}/, neff/."""
+    simulated program summary under TORCH_NEURONX_DEBUG_DIR (default neuron_backend-<uid> in the
+    temporary directory: TorchNeuron's /tmp/neuron_backend, made per user), in TorchNeuron's
+    layout: fx_graphs/proc_{rank}/, neff/. Directories must be private to this user and files
+    are created exclusively without following links (private_files)."""
     import json
     import os
+    from ..private_files import create_private, private_dir, user_temp_dir
     from ..settings import get as setting
     if not setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"):
         return
-    root = setting("TORCH_NEURONX_DEBUG_DIR") or "/tmp/neuron_backend"
+    root = setting("TORCH_NEURONX_DEBUG_DIR") or user_temp_dir("neuron_backend")
     rank = os.environ.get("RANK", "0")
     stamp = time.strftime("%Y%m%d_%H%M%S")
+    what = "compilation artifacts (TORCH_NEURONX_DEBUG_DIR)"
+    if private_dir(root, what) is None:      # checked before anything is created inside it
+        return
+    fx_dir = private_dir(os.path.join(root, "fx_graphs", f"proc_{rank}"), what)
+    neff_dir = private_dir(os.path.join(root, "neff"), what)
+    if fx_dir is None or neff_dir is None:
+        return
     try:
-        fx_dir = os.path.join(root, "fx_graphs", f"proc_{rank}")
-        neff_dir = os.path.join(root, "neff")
-        os.makedirs(fx_dir, exist_ok=True)
-        os.makedirs(neff_dir, exist_ok=True)
-        with open(os.path.join(fx_dir, f"{name}_{stamp}.fx.txt"), "w", encoding="utf-8") as f:
-            f.write(gm.print_readable(print_output=False))
-        with open(os.path.join(neff_dir, f"{name}_{stamp}.program.json"), "w",
-                  encoding="utf-8") as f:
-            json.dump(cost.to_json(), f, indent=1, sort_keys=True)
+        create_private(_unused_name(fx_dir, f"{name}_{stamp}", ".fx.txt"),
+                       gm.print_readable(print_output=False))
+        create_private(_unused_name(neff_dir, f"{name}_{stamp}", ".program.json"),
+                       json.dumps(cost.to_json(), indent=1, sort_keys=True))
     except OSError as e:
         logger.warning("cannot save compilation artifacts to %s (%s)", root, e)
+
+
+def _unused_name(directory: str, stem: str, suffix: str) -> str:
+    """directory/stem+suffix, or stem_1, stem_2... when taken (two graphs in the same second)."""
+    import os
+    for i in range(1000):
+        path = os.path.join(directory, f"{stem}{f'_{i}' if i else ''}{suffix}")
+        if not os.path.lexists(path):
+            return path
+    return path      # create_private then fails on it: reported, never overwritten
 
 
 def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int):

@@ -1,4 +1,5 @@
-"""The persistent compile cache in TORCH_NEURONX_NEFF_CACHE_DIR (default /tmp/neff_cache).
+"""The persistent compile cache in TORCH_NEURONX_NEFF_CACHE_DIR (default: per user,
+$XDG_CACHE_HOME/torch_neuronx/neff or ~/.cache/torch_neuronx/neff, created 0700).
 
 An entry is what compiling a graph produced: its simulated cost (the stand-in for a NEFF) and
 its simulated compile time. Keyed by the graph's code, input shapes/strides/dtypes, the
@@ -7,6 +8,10 @@ with the same graph hits. Writes go to a temporary file in the same directory an
 renamed into place (atomic on POSIX): two processes compiling the same graph at once both
 write a complete entry and the last rename wins; a reader never sees half an entry. An
 entry that cannot be read or does not validate is reported, ignored and rebuilt.
+
+Entries decide simulated times, so the cache trusts only a directory no other user controls
+(`private_files.private_dir`: refused with one warning, and compiles run uncached, otherwise)
+and reads entries without following links, regular files of this user only, size-capped.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import logging
 import os
 import tempfile
 
+from ..private_files import private_dir, read_private, user_cache_dir
 from ..settings import get as _setting
 
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
@@ -25,8 +31,18 @@ logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
 FORMAT = "neuron-sim-graph/1"
 
 
+# An entry is a few kB (estimated op names dominate); anything far larger is not ours.
+MAX_ENTRY_BYTES = 4 << 20
+
+
 def cache_dir() -> str:
-    return _setting("TORCH_NEURONX_NEFF_CACHE_DIR")
+    """The configured directory (not yet checked; `usable_dir` checks it)."""
+    return _setting("TORCH_NEURONX_NEFF_CACHE_DIR") or user_cache_dir("torch_neuronx", "neff")
+
+
+def usable_dir(directory: str | None = None) -> str | None:
+    """The cache directory when it is private to this user (created if missing), else None."""
+    return private_dir(directory or cache_dir(), "compile cache (TORCH_NEURONX_NEFF_CACHE_DIR)")
 
 
 def make_key(*parts: str) -> str:
@@ -42,20 +58,25 @@ def _path(directory: str, key: str) -> str:
 
 
 def load(key: str, directory: str | None = None):
-    """The entry's payload, or None on a miss. A corrupted entry counts as 'corrupted' + miss."""
-    path = _path(directory or cache_dir(), key)
+    """The entry's payload, or None on a miss (or when the directory is not usable). A corrupted
+    or unsafe entry counts as 'corrupted' + miss."""
+    directory = usable_dir(directory)
+    if directory is None:
+        return None
+    path = _path(directory, key)
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        raw = read_private(path, MAX_ENTRY_BYTES)
+        if raw is None:
+            return None
+        data = json.loads(raw.decode("utf-8"))
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("key") != key:
             raise ValueError("format or key does not match")
         payload = data["payload"]
         if not isinstance(payload, dict):
             raise ValueError("payload is not an object")
         return payload
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as e:   # JSONDecodeError is a ValueError
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        # JSONDecodeError and UnicodeDecodeError are ValueErrors; UnsafeFile an OSError.
         logger.warning("[NEFF_CACHE] ignoring unreadable entry %s (%s); recompiling.", path, e)
         raise CorruptedEntry(path) from e
 
@@ -66,9 +87,10 @@ class CorruptedEntry(Exception):
 
 def store(key: str, payload: dict, directory: str | None = None) -> str | None:
     """Writes the entry atomically; returns its path (None if the directory is not writable)."""
-    directory = directory or cache_dir()
+    directory = usable_dir(directory)
+    if directory is None:
+        return None
     try:
-        os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

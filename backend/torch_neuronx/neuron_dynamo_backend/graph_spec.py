@@ -197,7 +197,41 @@ class GraphCost:
 
     @classmethod
     def from_json(cls, data: dict) -> "GraphCost":
+        """Rebuilds a cost read from the compile cache; every field's type and range is checked
+        (an entry is data from disk: a bad one raises ValueError and is recompiled)."""
+        if not isinstance(data, dict):
+            raise ValueError("cost is not an object")
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown fields {sorted(unknown)}")
         out = cls(**data)
-        if not isinstance(out.total_ns, int) or out.total_ns < 0:
-            raise ValueError(f"total_ns must be a non-negative int, got {out.total_ns!r}")
+        for name in _INT_FIELDS:
+            _check_count(name, getattr(out, name))
+        for name in ("tensor_flops", "model_flops"):
+            v = getattr(out, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                raise ValueError(f"{name} must be a finite non-negative number, got {v!r}")
+        if not isinstance(out.engine_busy_ns, dict):
+            raise ValueError("engine_busy_ns is not an object")
+        for engine, ns in out.engine_busy_ns.items():
+            _check_count(f"engine_busy_ns[{engine!r}]", ns)
+        if not isinstance(out.cost_source, str):
+            raise ValueError("cost_source is not a string")
+        if not (isinstance(out.estimated_ops, list)
+                and all(isinstance(n, str) for n in out.estimated_ops)):
+            raise ValueError("estimated_ops is not a list of op names")
+        if out.custom_ops_ns > out.total_ns:
+            raise ValueError(f"custom_ops_ns {out.custom_ops_ns} exceeds total_ns {out.total_ns}")
         return out
+
+
+_INT_FIELDS = ("total_ns", "launch_ns", "dma_bytes", "spill_bytes", "spills", "sbuf_peak_bytes",
+               "ops", "eager_launches", "eager_dma_bytes", "custom_ops_ns")
+# The runtime keeps simulated clocks in int64 ns; a cached count must leave room to add to them
+# (2**62 ns is 146 years of simulated time).
+_MAX_COUNT = 2**62
+
+
+def _check_count(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _MAX_COUNT:
+        raise ValueError(f"{name} must be an int in [0, 2**62), got {v!r}")

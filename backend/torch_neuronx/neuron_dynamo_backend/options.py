@@ -1,7 +1,7 @@
 """Settings and per-call options of torch.compile(backend="neuron").
 
 Environment variables keep TorchNeuron's names and defaults (see the API reference, section 4);
-they are declared once here, with the same `Setting` record as `torch_neuronx.settings`.
+they are declared once, in `torch_neuronx.settings` (part "torch.compile").
 `torch.compile(..., options={...})` overrides them per call.
 """
 
@@ -10,22 +10,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..settings import Setting
+from ..settings import COMPILE_SETTINGS as SETTINGS
+from ..settings import get as _get
 
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
-
-SETTINGS = [
-    Setting("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", bool, True,
-            "A graph that fails to compile raises (True, the 2.33 default) instead of running "
-            "eagerly; the `fallback_execution` option overrides it."),
-    Setting("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", bool, False,
-            "CPU tensors passed to a compiled function raise instead of being copied to neuron."),
-    Setting("TORCH_NEURONX_RETAIN_DEVICE_MODE", bool, False,
-            "Outputs of a compiled function go back to the device its CPU inputs came from."),
-    Setting("TORCH_NEURONX_NEFF_DISABLE_CACHE", bool, False,
-            "Do not read or write the persistent compile cache."),
-]
-_BY_NAME = {s.name: s for s in SETTINGS}
 
 # Keys of `options` the backend reads; others are accepted and ignored with a warning, as
 # TorchNeuron reads only a few keys.
@@ -33,7 +21,7 @@ KNOWN_OPTIONS = ("fallback_execution", "model_name")
 
 
 def setting(name: str):
-    return _BY_NAME[name].read()
+    return _get(name)
 
 
 @dataclass(frozen=True)

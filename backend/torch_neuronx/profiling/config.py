@@ -15,6 +15,7 @@ import os
 from torch._C._profiler import _ExperimentalConfig
 
 from .. import settings
+from ..private_files import user_cache_dir
 
 
 class ProfileMode(enum.Enum):
@@ -64,7 +65,8 @@ class NeuronConfig(_ExperimentalConfig):
         self.capture_enabled_for_nc = capture_enabled_for_nc
         self.cores = _parse_cores(capture_enabled_for_nc)
         self.profile_output_dir = os.fspath(profile_output_dir)
-        self.neff_cache_dir = neff_cache_dir or settings.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+        self.neff_cache_dir = (neff_cache_dir or settings.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+                               or user_cache_dir("torch_neuronx", "neff"))
         self.precache_node_info = bool(precache_node_info)
 
     def __repr__(self):

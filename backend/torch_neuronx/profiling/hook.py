@@ -26,23 +26,8 @@ from neuron_sim.explorer import OpRecord, lane_spans, op_program
 from neuron_sim.lower import AEE_MAX_OPS, normalize_name
 
 from .. import _C
-from ..settings import Setting
+from ..settings import PROFILING_SETTINGS as LANE_SETTINGS
 
-LANE_SETTINGS = [
-    Setting("NEURON_SIM_PROFILE_LANES", bool, True,
-            "Attach per-engine lanes (TensorE, VectorE, ScalarE, GpSimd, DMA queues) to "
-            "profiled ops."),
-    Setting("NEURON_SIM_PROFILE_MAX_SPANS_PER_LANE", int, 4,
-            "Busy spans per engine lane and op; smaller gaps are merged (labels keep the busy %)."),
-    Setting("NEURON_SIM_PROFILE_MAX_SPANS_PER_OP", int, 24,
-            "Lane spans per op in total (compute lanes first, then the busiest DMA queues)."),
-    Setting("NEURON_SIM_PROFILE_DMA_LANES", str, "queues",
-            "'queues': one lane per DMA queue ('DMA q3'); 'one': all queues in one 'DMA' lane."),
-    Setting("NEURON_SIM_PROFILE_MAX_LANE_ROWS", int, 50_000,
-            "Lane rows per profiling session (about 9 MB of trace; the demo GPT training step "
-            "has about 5,000); later ops keep their device row and their summary record but get "
-            "no lanes."),
-]
 _SETTING = {s.name: s for s in LANE_SETTINGS}
 
 
