@@ -1,5 +1,11 @@
 """Hugging Face: a small causal LM built from a config (no download) generates with a static
-cache under torch.compile(backend="neuron"), as TorchNeuron's HF inference tutorial does."""
+cache under torch.compile(backend="neuron"), as TorchNeuron's HF inference tutorial does.
+A tied-embedding model (GPT-2) and a mixture of experts (Qwen3-MoE) from the model suite's
+tiny configs (tests/models/hf_tiny.py) do the same, token for token with CPU."""
+
+import pathlib
+import sys
+import warnings
 
 import pytest
 import torch
@@ -11,6 +17,9 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
                                    "(it is in the test extra)")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 from transformers.generation.configuration_utils import CompileConfig  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "models"))
+from hf_tiny import tiny_causal_lm, tokens  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +58,23 @@ def test_static_cache_generation_compiles_and_matches_eager(model_and_prompt):
     assert torch.equal(compiled_again.cpu(), eager.cpu())
     assert len(ndb.get_dynamo_metrics()) == 1                   # static cache: no recompile
     assert compiled_ns < eager_ns
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "qwen3_moe"])
+def test_tied_and_moe_models_generate_like_cpu_eager_and_compiled(model_type):
+    model = tiny_causal_lm(model_type).eval()
+    prompt = tokens(batch=1, length=8)
+    cpu_tokens = model.generate(prompt, max_new_tokens=8, do_sample=False,
+                                cache_implementation="static")
+    model.to("neuron")
+    if model_type == "gpt2":
+        assert model.lm_head.weight is model.transformer.wte.weight
+    prompt = prompt.to("neuron")
+    config = CompileConfig(backend="neuron", fullgraph=True, dynamic=False, mode="default")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # MoE routing's histc falls back to CPU, warned once
+        eager, _ = generate(model, prompt, disable_compile=True)
+        compiled, _ = generate(model, prompt, compile_config=config)
+    assert torch.equal(eager.cpu(), cpu_tokens)
+    assert torch.equal(compiled.cpu(), cpu_tokens)
+    assert len(ndb.get_dynamo_metrics()) == 1       # the decode step, compiled once

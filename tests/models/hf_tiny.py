@@ -18,7 +18,7 @@ MOE = dict(num_experts_per_tok=2)
 # model_type -> config overrides. Grouped as the issue names them: tied input/output
 # embeddings first, then untied dense models, then mixtures of experts.
 TIED = {
-    "gpt2": dict(n_inner=64),
+    "gpt2": dict(n_inner=64, bos_token_id=1, eos_token_id=2),     # defaults are 50256
     "gemma": {}, "gemma2": {}, "gemma3_text": {},
     "opt": dict(ffn_dim=64, word_embed_proj_dim=32),
     "bloom": dict(n_layer=2, n_head=4),
