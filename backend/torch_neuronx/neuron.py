@@ -62,6 +62,7 @@ def set_device(device) -> None:
     if not 0 <= index < device_count():
         raise ValueError(f"Invalid device id: {index}; this process sees {device_count()} neuron "
                          f"device(s) ({_C._instance_name()}).")
+    _C._lazy_init()    # as torch.cuda.set_device: the runtime is initialised from here on
     _C._set_device(index)
 
 

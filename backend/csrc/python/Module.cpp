@@ -133,6 +133,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_hbm_bytes_per_device", [] { return config().hbm_bytes_per_device; });
   m.def("_instance_name", [] { return config().instance_name; });
   m.def("_is_initialized", &is_initialized);
+  m.def("_memory_placed", &memory_placed);
   m.def("_lazy_init", &lazy_init);
   m.def("_is_in_bad_fork", &in_bad_fork);
   m.def("_register_direct_kernels", &register_direct_kernels);

@@ -78,6 +78,7 @@ void reserve(c10::DeviceIndex device, size_t nbytes) {
                      "with more memory per core.");
   }
   record_alloc(device, nbytes);
+  note_memory_placed();
 }
 
 c10::DeviceIndex current_device_checked() {

@@ -20,7 +20,10 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   bool isAvailable() const override { return config().device_count > 0; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override { return config().device_count; }
-  void setCurrentDevice(c10::DeviceIndex device) const override { set_current_device(device); }
+  void setCurrentDevice(c10::DeviceIndex device) const override {
+    lazy_init();
+    set_current_device(device);
+  }
   c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
     const c10::DeviceIndex previous = current_device();

@@ -11,6 +11,7 @@ namespace neuron {
 namespace {
 RuntimeConfig g_config;
 std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_memory_placed{false};
 std::atomic<bool> g_forked_after_init{false};
 
 void mark_forked_child() {
@@ -25,7 +26,7 @@ struct ForkHandlerRegistration {
 const RuntimeConfig& config() { return g_config; }
 
 void configure(const RuntimeConfig& cfg) {
-  TORCH_CHECK(!g_initialized.load(),
+  TORCH_CHECK(!g_memory_placed.load(),
               "The simulated Neuron runtime is already initialized with ", g_config.instance_name,
               " (", static_cast<int>(g_config.device_count), " devices); choose the instance before "
               "the first tensor is placed on 'neuron' (NEURON_SIM_INSTANCE or "
@@ -49,6 +50,12 @@ void lazy_init() {
 }
 
 bool is_initialized() { return g_initialized.load(); }
+
+void note_memory_placed() {
+  if (C10_UNLIKELY(!g_memory_placed.load(std::memory_order_relaxed))) g_memory_placed.store(true);
+}
+
+bool memory_placed() { return g_memory_placed.load(); }
 
 bool in_bad_fork() { return g_forked_after_init.load(); }
 

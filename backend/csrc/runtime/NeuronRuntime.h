@@ -28,13 +28,18 @@ struct RuntimeConfig {
 };
 
 const RuntimeConfig& config();
-// Replaces the configuration; refused once a device has been used.
+// Replaces the configuration; refused once memory has been placed on a device.
 void configure(const RuntimeConfig& cfg);
 
-// Called on first use of any device; raises the TorchNeuron "use spawn" error in a
-// child forked after the runtime started.
+// Starts the runtime (first use of any device, or set_device, as CUDA's context); raises
+// the TorchNeuron "use spawn" error in a child forked after the runtime started.
 void lazy_init();
+// What torch.neuron.is_initialized() reports (FakeTensorMode then uses the current device).
 bool is_initialized();
+// Set by the first device allocation: from then on the device configuration is fixed
+// (the distributed backend checks it before taking its rank's core).
+void note_memory_placed();
+bool memory_placed();
 // True in a child forked after the runtime started (it must not touch devices).
 bool in_bad_fork();
 

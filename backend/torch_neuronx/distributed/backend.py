@@ -296,7 +296,7 @@ def _host_backend(store, rank, size, timeout):
 def _setup_default_group(store, rank, size, timeout):
     error = None
     info = {"rank": rank, "world_size": size}
-    if _C._is_initialized():
+    if _C._memory_placed():
         error = (f"rank {rank}: the Neuron runtime should not be initialized before "
                  "init_process_group: this process used a 'neuron' device (created a tensor or "
                  "moved a module there) before dist.init_process_group(backend='neuron'). Call "
