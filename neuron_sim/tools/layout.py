@@ -20,6 +20,8 @@ class Device:
     memory_bytes: int
     connected: tuple           # device indexes one NeuronLink hop away
     bdf: str                   # simulated PCI address (there is no PCI device behind it)
+    cpu_affinity: str          # host vCPUs of the device's NUMA node (simulated: vCPUs split evenly)
+    numa_node: int
 
 
 @dataclass(frozen=True)
@@ -50,9 +52,13 @@ def current(environ=None) -> Layout:
                          f"{', '.join(str(v) for v in inst.lnc_allowed)}")
     per = inst.logical_cores_per_chip(lnc)
     links = _links(name, lnc, inst.chips, per)
+    nodes = 2 if inst.chips > 1 else 1          # multi-chip instances have two sockets
+    cpus = inst.vcpus // nodes
     devices = tuple(Device(index=d, cores=inst.physical_cores_per_chip,
                            core_ids=tuple(range(d * per, (d + 1) * per)),
-                           memory_bytes=inst.chip.hbm_bytes, connected=links[d], bdf=f"{d:02x}:00.0")
+                           memory_bytes=inst.chip.hbm_bytes, connected=links[d], bdf=f"0000:{d:02x}:00.0",
+                           cpu_affinity=f"{d * nodes // inst.chips * cpus}-{(d * nodes // inst.chips + 1) * cpus - 1}",
+                           numa_node=d * nodes // inst.chips)
                     for d in range(inst.chips))
     version = f"v{inst.chip.neuroncore_version}" + ("d" if lnc == 2 else "")
     return Layout(instance=name, lnc=lnc, neuroncore_version=version, devices=devices)

@@ -1,6 +1,8 @@
 """`neuron-ls`: the simulated instance's Neuron devices and the processes using them, in the
-layout of AWS's neuron-ls (instance header, one boxed row per device; PID / COMMAND / RUNTIME
-VERSION columns when processes use the devices, one row per process)."""
+layout of AWS's neuron-ls (instance header, one boxed row per device with its cores, core ids,
+memory, NeuronLink neighbours (multi-device instances), PCI BDF, CPU affinity and NUMA node;
+PID / COMMAND / RUNTIME VERSION columns when processes use the devices, one row per process).
+Addresses, CPU affinity and NUMA nodes are simulated: there is no PCI device behind them."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from . import layout as lay
 from . import procs
 from .table import render
 
-HEADERS = [("NEURON", "DEVICE"), ("NEURON", "CORES"), ("NEURON", "CORE IDS"), ("NEURON", "MEMORY"),
-           ("CONNECTED", "DEVICES"), ("PCI", "BDF")]
+HEAD = [("NEURON", "DEVICE"), ("NEURON", "CORES"), ("NEURON", "CORE IDS"), ("NEURON", "MEMORY")]
+LINKS = [("CONNECTED", "DEVICES")]
+TAIL = [("PCI", "BDF"), ("CPU", "AFFINITY"), ("NUMA", "NODE")]
 PROC_HEADERS = [("PID", ""), ("COMMAND", ""), ("RUNTIME", "VERSION")]
 
 
@@ -38,10 +41,12 @@ def text(layout, records, wide=False, self_record=None) -> str:
         for d in by_dev:
             by_dev[d] = by_dev[d] + [self_record]
     with_procs = any(by_dev.values())
+    links = len(layout.devices) > 1
     rows, groups = [], set()
     for d in layout.devices:
-        base = [str(d.index), str(d.cores), lay.core_ranges(d.core_ids), lay.gb(d.memory_bytes),
-                ", ".join(str(c) for c in d.connected), d.bdf]
+        base = ([str(d.index), str(d.cores), lay.core_ranges(d.core_ids), lay.gb(d.memory_bytes)]
+                + ([", ".join(str(c) for c in d.connected)] if links else [])
+                + [d.bdf, d.cpu_affinity, str(d.numa_node)])
         if not with_procs:
             rows.append(base)
             continue
@@ -55,7 +60,8 @@ def text(layout, records, wide=False, self_record=None) -> str:
     head = [f"instance-type: {layout.instance} (simulated by neuron-sim)",
             "instance-id: neuron-sim",
             f"logical-neuroncore-config: {layout.lnc}"]
-    return "\n".join(head) + "\n" + render(HEADERS + (PROC_HEADERS if with_procs else []), rows, groups)
+    headers = HEAD + (LINKS if links else []) + TAIL + (PROC_HEADERS if with_procs else [])
+    return "\n".join(head) + "\n" + render(headers, rows, groups)
 
 
 def topology(layout) -> str:
@@ -77,6 +83,7 @@ def topology(layout) -> str:
 def as_json(layout, records) -> list:
     by_dev = users(layout, records)
     return [{"neuron_device": d.index, "bdf": d.bdf, "connected_to": list(d.connected),
+             "cpu_affinity": d.cpu_affinity, "numa_node": d.numa_node,
              "nc_count": d.cores, "logical_neuroncore_config": layout.lnc,
              "neuroncore_ids": list(d.core_ids), "memory_size": d.memory_bytes,
              "neuron_processes": [{"pid": p["pid"], "command": p.get("command", ""),
