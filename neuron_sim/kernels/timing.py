@@ -58,6 +58,16 @@ def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat):
 @njit(cache=True, error_model="numpy")
 def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
               params):
+    """Program order within each stream."""
+    order, sptr = _stream_order(stream, int(params[6]))
+    return _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
+                             n_eng, eng0, params, order, sptr)
+
+
+@njit(cache=True, error_model="numpy")
+def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng,
+                      eng0, params, order, sptr):
+    """Each stream runs order[sptr[s]:sptr[s+1]] in that order (the scheduling pass's)."""
     sem_lat = params[0]
     dma_fixed = params[1]
     didt_init = params[2]
@@ -66,7 +76,6 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
     n_dma = int(params[5])
     n_streams = int(params[6])
     n = stream.shape[0]
-    order, sptr = _stream_order(stream, n_streams)
     head = sptr[:-1].copy()
     start = np.zeros(n)
     end = np.zeros(n)

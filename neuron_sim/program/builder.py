@@ -133,6 +133,7 @@ class ProgramBuilder:
         self.keep_operands = keep_operands
         self._cols = {k: [] for k in COLUMNS}
         self._deps: list[list[int]] = []
+        self._ord: dict[int, list[int]] = {}   # row -> same-stream WAR/WAW predecessors
         self._emits: list = []
         self._opnames: list[str] = []
         self._opindex: dict[str, int] = {}
@@ -214,7 +215,9 @@ class ProgramBuilder:
         stream = self._stream(emit)
         d = set(int(x) for x in deps)
         if self.auto_deps:
-            self._auto(i, stream, emit, d)
+            o = self._auto(i, stream, emit, d)
+            if o:
+                self._ord[i] = sorted(o - d)
         for x in d:
             if not 0 <= x < i:
                 raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
@@ -259,6 +262,7 @@ class ProgramBuilder:
 
     def _auto(self, i, stream, emit, d):
         streams = self._cols["stream"]
+        o = set()   # same-stream WAR/WAW: implicit in program order, kept for the scheduler
         for ap in emit.reads:
             tr = self._track_of(ap)
             box = ap.box()
@@ -267,12 +271,15 @@ class ProgramBuilder:
         for ap in emit.writes:
             tr = self._track_of(ap)
             box = ap.box()
-            d.update(w for w in tr.writes.overlapping_then_prune(box)
-                     if w != i and streams[w] != stream)
-            d.update(r for r in tr.reads.overlapping_then_prune(box)
-                     if r != i and streams[r] != stream)
+            for w in tr.writes.overlapping_then_prune(box):
+                if w != i:
+                    (d if streams[w] != stream else o).add(w)
+            for r in tr.reads.overlapping_then_prune(box):
+                if r != i:
+                    (d if streams[r] != stream else o).add(r)
             tr.writes.add(box, i)
             tr.version += 1
+        return o
 
     def _track_of(self, ap) -> _Track:
         tr = self._track.get(ap.tensor.id)
@@ -300,8 +307,15 @@ class ProgramBuilder:
         idx = np.fromiter((j for x in deps for j in sorted(set(x))), np.int64, count=int(ptr[-1]))
         cols = {k: np.asarray(v, dtype=COLUMNS[k]) if v else np.zeros(0, COLUMNS[k])
                 for k, v in self._cols.items()}
+        optr = np.zeros(n + 1, np.int64)
+        for i, o in self._ord.items():
+            optr[i + 1] = len(o)
+        np.cumsum(optr, out=optr)
+        oidx = np.fromiter((j for i in sorted(self._ord) for j in self._ord[i]), np.int64,
+                           count=int(optr[-1]))
         p = Program(self.chip, cols, ptr, idx, list(self._opnames),
-                    self._emits if self.keep_operands else None, list(self._tensors), self.name)
+                    self._emits if self.keep_operands else None, list(self._tensors), self.name,
+                    optr, oidx)
         p.validate()
         return p
 

@@ -13,6 +13,7 @@ Columns (all NumPy arrays of length n):
   dma_engines, dma_engine0                             int16
   dma_dir    int8    DmaDir or -1
   dep_ptr    int64 (n+1), dep_idx int64: CSR list of instructions each row waits for
+  ord_ptr, ord_idx (optional): same-stream WAR/WAW pairs, for the scheduling pass
 `emits` keeps each instruction's operands for the semantics (None for bulk-made programs)."""
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ class Program:
     emits: list | None = None
     tensors: list | None = None
     name: str = "program"
+    # Same-stream write-after-read/write pairs (CSR like deps): program order keeps them on an
+    # in-order queue; the scheduling pass must keep them when it reorders a queue.
+    ord_ptr: np.ndarray | None = None
+    ord_idx: np.ndarray | None = None
+
+    def order_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.ord_ptr is None:
+            return np.zeros(len(self) + 1, np.int64), np.zeros(0, np.int64)
+        return self.ord_ptr, self.ord_idx
 
     def __len__(self) -> int:
         return int(self.cols["op"].shape[0])

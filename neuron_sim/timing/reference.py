@@ -43,15 +43,18 @@ def stream_order(stream, n_streams):
 
 
 def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
-             params):
+             params, order=None, sptr=None):
     """Returns (status, start, end, data_start, busy, stuck) with status 0 on success, -1 on a
-    deadlock (then `stuck` lists, per stream, the head instruction that cannot start or -1)."""
+    deadlock (then `stuck` lists, per stream, the head instruction that cannot start or -1).
+    `order`/`sptr` (CSR by stream) give each stream's issue order; default program order."""
     sem_lat, dma_fixed, didt_init, didt_ramp, didt_reset = (float(p) for p in params[:5])
     n_dma, n_streams = int(params[5]), int(params[6])
     stream, kind, ii, lat = list(stream), list(kind), list(ii), list(lat)
     dep_ptr, dep_idx = list(dep_ptr), list(dep_idx)
     n = len(stream)
-    order, sptr = stream_order(stream, n_streams)
+    if order is None:
+        order, sptr = stream_order(stream, n_streams)
+    order, sptr = [int(x) for x in order], [int(x) for x in sptr]
     head = sptr[:-1]
     start, end, dstart, busy = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
     done = [False] * n

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
-from ..engines import N_COMPUTE_STREAMS, stream_name
+from ..engines import N_COMPUTE_STREAMS, Engine, stream_name
 from ..errors import DeadlockError, ProgramError
 from ..hardware import Chip, get_chip
 from ..trace.summary import Result
@@ -34,11 +34,46 @@ def kernel_args(program, chip: Chip):
             c["dma_engine0"].astype(np.int64), timing_params(chip))
 
 
-def run_kernel(program, chip: Chip, reference: bool = False):
+# The scheduling pass's window: how many not-yet-issued instructions of a queue it looks at.
+# The compiler schedules a whole unrolled loop body; what bounds the reordering in practice is
+# the buffers (a later iteration's tile waits for the reuse of its buffer), not the window.
+# TensorE keeps program order: whether a LoadStationary can be skipped is decided in it.
+SCHEDULE_WINDOW = 8
+
+
+def schedule_window(n_streams: int) -> np.ndarray:
+    w = np.full(n_streams, SCHEDULE_WINDOW, np.int64)
+    w[int(Engine.TENSOR)] = 1
+    return w
+
+
+def issue_order(program, chip: Chip, reference: bool = False):
+    """The scheduling pass: (order, sptr), each stream's issue order as CSR by stream."""
+    from ..kernels.schedule import _list_schedule
+    c = program.cols
+    optr, oidx = program.order_edges()
+    params = timing_params(chip)
+    fn = _list_schedule.py_func if reference else _list_schedule
+    status, order, sptr = fn(c["stream"].astype(np.int64), c["kind"].astype(np.int64),
+                             c["ii_ns"], c["lat_ns"], program.dep_ptr, program.dep_idx, optr,
+                             oidx, c["dma_engine_ns"], c["dma_hbm_ns"], c["dma_issue_ns"],
+                             c["dma_engines"].astype(np.int64), c["dma_engine0"].astype(np.int64),
+                             params, schedule_window(int(params[6])))
+    if status != 0:
+        return None
+    return order, sptr
+
+
+def run_kernel(program, chip: Chip, reference: bool = False, schedule: bool = True):
     args = kernel_args(program, chip)
+    sched = issue_order(program, chip, reference) if schedule else None
     if reference:
-        status, start, end, dstart, busy, stuck = _ref.schedule(*args)
+        extra = sched if sched is not None else (None, None)
+        status, start, end, dstart, busy, stuck = _ref.schedule(*args, *extra)
         start, end, dstart, busy = (np.asarray(x, np.float64) for x in (start, end, dstart, busy))
+    elif sched is not None:
+        from ..kernels.timing import _schedule_ordered
+        status, start, end, dstart, busy, stuck = _schedule_ordered(*args, *sched)
     else:
         from ..kernels.timing import _schedule
         status, start, end, dstart, busy, stuck = _schedule(*args)
@@ -62,11 +97,11 @@ def _deadlock(program, stuck) -> DeadlockError:
 
 
 def simulate(program, chip: Chip | str | None = None, *, reference: bool | None = None,
-             model_flops: float | None = None) -> Result:
+             model_flops: float | None = None, schedule: bool = True) -> Result:
     """Time `program` on one NeuronCore of its chip. `chip`, if given, must be the chip the
     program was built for (costs are chip-specific). `reference=True` runs the pure-Python model
     (default: setting NEURON_SIM_REFERENCE). `model_flops` feeds MFU (default: the FLOPs of the
-    matmul instructions)."""
+    matmul instructions). `schedule=False` times program order (no scheduling pass)."""
     pchip = program.chip
     if chip is not None:
         c = chip if isinstance(chip, Chip) else get_chip(chip)
@@ -76,5 +111,5 @@ def simulate(program, chip: Chip | str | None = None, *, reference: bool | None 
     program.validate()
     if reference is None:
         reference = config.get("NEURON_SIM_REFERENCE")
-    start, end, dstart, busy = run_kernel(program, pchip, reference)
+    start, end, dstart, busy = run_kernel(program, pchip, reference, schedule)
     return Result(program, pchip, start, end, dstart, busy, model_flops)
