@@ -86,7 +86,7 @@ def main():
     torch_neuronx.set_adaptive_eager(None)
     estimated = torch_neuronx.estimated_ops()
     print(f"wall per step: cpu {cpu_ms:.1f} ms, neuron {neuron_ms:.1f} ms (median of {STEPS})")
-    print(f"simulated step on {torch.neuron.get_device_properties(0).name}: {sim:.3f} ms with "
+    print(f"simulated step on {torch.neuron.get_device_properties(0).instance}: {sim:.3f} ms with "
           f"Adaptive Eager Execution, {sim_noaee:.3f} ms without")
     print(f"cold cache: {1e3 * cold_lower_s:.0f} ms lowering + simulating programs in the first "
           f"{WARMUP} steps; measured steps: {100 * hit_rate:.1f}% cache hits of {lookups} lookups")

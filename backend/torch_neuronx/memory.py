@@ -44,12 +44,12 @@ def max_memory_allocated(device=None) -> int:
 
 
 def memory_reserved(device=None) -> int:
-    # No caching pool: device memory is reserved exactly when it is allocated.
-    return memory_allocated(device)
+    # No caching pool: device memory is reserved exactly while it is allocated.
+    return memory_stats(device)["reserved_bytes"]["current"]
 
 
 def max_memory_reserved(device=None) -> int:
-    return max_memory_allocated(device)
+    return memory_stats(device)["reserved_bytes"]["peak"]
 
 
 def reset_peak_memory_stats(device=None) -> None:

@@ -82,13 +82,21 @@ def get_device_name(device=None) -> str:
     return f"neuron:{_index(device)}"
 
 
+# The product name of each chip generation (what libraries log and match on, as a GPU's name).
+_CHIP_PRODUCT_NAMES = {"trn1": "Trainium1", "trn2": "Trainium2", "trn3": "Trainium3"}
+
+
 @dataclass(frozen=True)
 class NeuronDeviceProperties:
-    name: str            # the instance type, as TorchNeuron reports it
+    name: str            # the chip, e.g. "Trainium2"
     total_memory: int    # simulated HBM bytes of one logical NeuronCore
-    chip: str
+    chip: str            # short chip name, e.g. "trn2"
+    instance: str        # the simulated EC2 instance type, e.g. "trn2.3xlarge"
     logical_nc_config: int
     neuroncore_version: str
+    major: int           # (major, minor) as get_device_capability: the NeuronCore version
+    minor: int
+    multi_processor_count: int   # physical NeuronCores behind this logical core
 
 
 def get_device_properties(device=None) -> NeuronDeviceProperties:
@@ -96,9 +104,18 @@ def get_device_properties(device=None) -> NeuronDeviceProperties:
     index = _index(device)
     _C._check_device(index)
     v = _visible()
-    return NeuronDeviceProperties(name=v.instance.name, total_memory=v.hbm_bytes_per_device,
-                                  chip=v.instance.chip.name, logical_nc_config=v.lnc,
-                                  neuroncore_version=str(v.instance.chip.neuroncore_version))
+    chip = v.instance.chip
+    return NeuronDeviceProperties(
+        name=_CHIP_PRODUCT_NAMES.get(chip.name, chip.name), total_memory=v.hbm_bytes_per_device,
+        chip=chip.name, instance=v.instance.name, logical_nc_config=v.lnc,
+        neuroncore_version=str(chip.neuroncore_version), major=int(chip.neuroncore_version),
+        minor=0, multi_processor_count=v.lnc)
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    """(major, minor) of the device's NeuronCore (3 on Trainium2), as torch.cuda's."""
+    props = get_device_properties(device)
+    return props.major, props.minor
 
 
 # ---- random numbers: one default generator per device ---------------------------------------

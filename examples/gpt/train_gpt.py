@@ -24,7 +24,7 @@ def main(steps: int = 8, batch: int = 8):
     x, y = (t.to(device) for t in make_batch(cfg, batch))
 
     print(f"device: {torch.accelerator.current_accelerator()} x{torch.accelerator.device_count()}, "
-          f"instance {torch.neuron.get_device_properties(0).name}")
+          f"instance {torch.neuron.get_device_properties(0).instance}")
     print(f"model: {cfg.n_layer} layers, hidden {cfg.n_embd}, seq {cfg.block_size}, batch {batch}, "
           f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters")
     start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)

@@ -19,7 +19,8 @@ def test_accelerator_reports_neuron():
     assert torch.neuron.is_available() and torch.neuron.is_bf16_supported()
     torch.accelerator.synchronize()
     props = torch.neuron.get_device_properties(0)
-    assert props.name == "trn2.3xlarge" and props.total_memory == 24 * 2**30
+    assert props.instance == "trn2.3xlarge" and props.total_memory == 24 * 2**30
+    assert props.name == "Trainium2" and (props.major, props.minor) == (3, 0)
     assert torch.neuron.get_device_name(1) == "neuron:1"
 
 
@@ -51,7 +52,7 @@ def test_device_index_out_of_range():
 def test_instance_from_environment(py, env, count, name):
     out = py("""
         import torch
-        print(torch.neuron.device_count(), torch.neuron.get_device_properties(0).name)
+        print(torch.neuron.device_count(), torch.neuron.get_device_properties(0).instance)
     """, env).stdout.split()
     assert out == [str(count), name]
 

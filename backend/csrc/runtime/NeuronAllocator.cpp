@@ -37,8 +37,11 @@ struct Block {
   c10::Storage adopted;    // the CPU storage whose memory this block wraps
 };
 
+// Without a caching pool every block is its own segment, reserved exactly while allocated.
 void record_alloc(c10::DeviceIndex device, size_t nbytes) {
   DeviceStats& s = g_stats[device];
+  aggregate(s.reserved_bytes).increase(nbytes);
+  aggregate(s.segment).increase(1);
   aggregate(s.allocated_bytes).increase(nbytes);
   aggregate(s.active_bytes).increase(nbytes);
   aggregate(s.allocation).increase(1);
@@ -51,6 +54,8 @@ void delete_block(void* ctx) {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     DeviceStats& s = g_stats[block->device];
+    aggregate(s.reserved_bytes).decrease(block->nbytes);
+    aggregate(s.segment).decrease(1);
     aggregate(s.allocated_bytes).decrease(block->nbytes);
     aggregate(s.active_bytes).decrease(block->nbytes);
     aggregate(s.allocation).decrease(1);

@@ -61,6 +61,17 @@ c10::Stream NeuronGuardImpl::exchangeStream(c10::Stream s) const { return exchan
 
 c10::DeviceIndex NeuronGuardImpl::deviceCount() const noexcept { return config().device_count; }
 
+c10::DeviceCapability NeuronGuardImpl::getDeviceCapability(c10::Device d) const {
+  check_device_index(resolve(d));
+  // Every dtype can be allocated and converted on 'neuron' except the quantized ones (no
+  // quantized backend; complex tensors exist and their ops run on CPU).
+  c10::DeviceCapability capability;
+  auto& types = capability.capability_data.supported_scalar_types;
+  types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = 0;
+  types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
+  return capability;
+}
+
 void NeuronGuardImpl::record(void** event, const c10::Stream& stream,
                              const c10::DeviceIndex device_index,
                              const c10::EventFlag flag) const {
