@@ -64,9 +64,18 @@ def _outputs(call_id, out):
 
 @torch.library.custom_op("nki::kernel", mutates_args=())
 def kernel_op(tensors: list[torch.Tensor], call_id: int) -> list[torch.Tensor]:
-    kernel, args, kwargs = _rebuild(call_id, tensors)
-    # clones: the kernel must not see (or write) tensors AOT Autograd believes unchanged
-    return [o.clone() if any(o is t for t in tensors) else o for o in _outputs(call_id, launch.run(kernel, args, kwargs))]
+    # the kernel gets copies: the graph treats this op as pure, so a write to an input must not
+    # reach the caller's tensor unannounced; it is reported instead
+    copies = [t.clone() for t in tensors]
+    kernel, args, kwargs = _rebuild(call_id, copies)
+    outs = _outputs(call_id, launch.run(kernel, args, kwargs))
+    for i, (c, t) in enumerate(zip(copies, tensors)):
+        if not torch.equal(c, t):
+            raise RuntimeError(
+                f"NKI kernel {kernel.func.__name__} wrote its tensor argument {i} inside torch.compile, "
+                "where a kernel call is a pure graph node; return a new tensor instead, or wrap the call "
+                "in torch_neuronx.nki_op(..., mutates_args=...) to declare the write")
+    return [o.clone() if any(o is c for c in copies) else o for o in outs]
 
 
 @kernel_op.register_fake
@@ -96,11 +105,23 @@ def register():
         _TRACED[0] = torch._dynamo.nonstrict_trace(_in_graph)
 
 
+def _has_torch_tensor(args, kwargs):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return True
+    for a in kwargs.values():
+        if isinstance(a, torch.Tensor):
+            return True
+    return False
+
+
 def call_hook(kernel, args, kwargs):
     """Kernel.__call__ asks this first: under Dynamo the call becomes one ``nki::kernel`` node."""
     if not torch.compiler.is_compiling():
         if _TRACED[0] is None and "torch._dynamo" in sys.modules:
             register()
+        return NotImplemented
+    if not _has_torch_tensor(args, kwargs):     # a kernel called from a kernel (NKI tensors): inlined
         return NotImplemented
     traced = _TRACED[0]
     if traced is None:

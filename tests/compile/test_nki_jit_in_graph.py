@@ -157,6 +157,31 @@ def test_nki_rmsnorm_with_custom_backward_trains_like_pytorch():
     assert sum("nki::kernel" in m.estimated_ops for m in graphs) >= 2
 
 
+@nki.jit
+def load_plus_one(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+    return t
+
+
+@nki.jit
+def store_like(t, like):
+    out = nl.ndarray(like.shape, dtype=like.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_kernel_calling_a_kernel_in_graph():
+    @nki.jit
+    def plus_one(x):
+        return store_like(load_plus_one(x), x)     # kernels called from a kernel are inlined
+
+    x = torch.randn(128, 8, device="neuron")
+    f = torch.compile(lambda x: plus_one(x) * 2, backend="neuron", fullgraph=True)
+    torch.testing.assert_close(f(x).cpu(), (x.cpu() + 1) * 2)
+
+
 def test_kernel_returning_non_tensor_in_graph_is_a_clear_error(caplog):
     @nki.jit
     def shape_of(x):
@@ -166,3 +191,17 @@ def test_kernel_returning_non_tensor_in_graph_is_a_clear_error(caplog):
     with pytest.raises(torch._dynamo.exc.Unsupported):     # Dynamo reports our error as the cause
         f(torch.randn(128, 4, device="neuron"))
     assert "NKI kernel shape_of returned ['int'] inside torch.compile" in caplog.text
+
+
+def test_kernel_writing_its_input_in_graph_is_a_clear_error():
+    @nki.jit
+    def bump(x):
+        t = load_plus_one(x)
+        nisa.dma_copy(dst=x, src=t)              # writes its HBM input
+        return store_like(t, x)
+
+    x = torch.zeros(128, 8, device="neuron")
+    f = torch.compile(lambda x: bump(x) * 2, backend="neuron", fullgraph=True)
+    with pytest.raises(RuntimeError, match="NKI kernel bump wrote its tensor argument 0 inside torch.compile"):
+        f(x)
+    assert x.abs().sum().item() == 0          # the caller's tensor is untouched
