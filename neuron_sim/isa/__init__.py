@@ -30,7 +30,9 @@ _MODULES = {
 }
 
 
+@functools.cache
 def module_for(name: str):
+    """The module of instruction `name` (None if the registry has no such instruction)."""
     if name not in _MODULES:
         return None
     return importlib.import_module(f"{__name__}.{_MODULES[name]}")

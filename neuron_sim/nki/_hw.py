@@ -1,14 +1,13 @@
 """Adapter from the simulator's hardware data (``neuron_sim.hardware``) to the limits the NKI
-front end checks. No hardware number is written here except the two NKI API limits the chip
-data does not carry (bn_stats free size and the per-operand free-size limits [ArchV2] [ISA])."""
+front end checks. No hardware number is written here: the NKI API limits the chip data does not
+carry (bn_stats free size, per-operand free sizes) are the instruction modules' [ArchV2] [ISA]."""
 
 from __future__ import annotations
 
 from ..hardware import get_chip
 from ..isa.common import PSUM_FREE_LIMIT, SBUF_FREE_LIMIT
+from ..isa.vector.bn_stats import MAX_FREE as BN_STATS_FMAX
 from .target import NkiTarget
-
-BN_STATS_FMAX = 512   # nl.tile_size.bn_stats_fmax [ISA] bn_stats
 
 
 def nki_target(name: str) -> NkiTarget:

@@ -338,6 +338,7 @@ class ProgramBuilder:
         if mod is None:
             raise ProgramError(f"unknown instruction {name!r}; known: "
                                f"{', '.join(isa.instruction_names())}")
+        args = {k: as_ap(v) if isinstance(v, Tensor) else v for k, v in args.items()}
         if "engine" in args:
             args["engine"] = engine_of(args["engine"])
         if "queue" in isa.build_params(mod) and args.get("queue") is None:
@@ -366,26 +367,16 @@ class ProgramBuilder:
         """dst[M, N] (PSUM) (+)= stationary[K, M].T @ moving[K, N]. `accumulate=False` starts a
         PSUM accumulation group (overwrites); True adds in FP32. Emits LoadStationary (skipped
         when the same stationary is still loaded) and MultiplyMoving."""
-        from ..isa.tensor import nc_matmul
-        ls, mm = nc_matmul.build(self.chip, as_ap(dst), as_ap(stationary), as_ap(moving),
-                                 accumulate=accumulate, perf_mode=perf_mode,
-                                 is_transpose=is_transpose)
-        key = self._stationary_key(ls.reads[0])
-        if key != self._last_stationary:
-            self.append(ls, **_only(kw, "wait"))
-            self._last_stationary = key
-        return self.append(mm, **_without(kw, "wait"))
+        return self.instruction("nc_matmul", dst=dst, stationary=stationary, moving=moving,
+                                accumulate=accumulate, perf_mode=perf_mode,
+                                is_transpose=is_transpose, **kw)
 
     def nc_matmul_mx(self, dst, stationary, moving, stationary_scale, moving_scale, *,
                      accumulate: bool = False, **kw) -> int:
         """MX matmul (NC-v4): MXFP8/MXFP4 x4-packed data with E8M0 scales, K = 512 per call."""
-        from ..isa.tensor import nc_matmul_mx
-        ls, mm = nc_matmul_mx.build(self.chip, as_ap(dst), as_ap(stationary), as_ap(moving),
-                                    as_ap(stationary_scale), as_ap(moving_scale),
-                                    accumulate=accumulate)
-        self.append(ls, **_only(kw, "wait"))
-        self._last_stationary = None
-        return self.append(mm, **_without(kw, "wait"))
+        return self.instruction("nc_matmul_mx", dst=dst, stationary=stationary, moving=moving,
+                                stationary_scale=stationary_scale, moving_scale=moving_scale,
+                                accumulate=accumulate, **kw)
 
     def _stationary_key(self, ap):
         tr = self._track.get(ap.tensor.id)
@@ -394,15 +385,7 @@ class ProgramBuilder:
     def nc_transpose(self, dst, src, *, engine="tensor", **kw) -> int:
         """Transpose src[P, F] to dst[F, P]: on TensorE (matmul against identity, PSUM out) or on
         VectorE (32x32 blocks)."""
-        from ..isa.tensor import nc_transpose
-        e = engine_of(engine)
-        emits = nc_transpose.build(self.chip, as_ap(dst), as_ap(src), engine=e)
-        if e == Engine.TENSOR:
-            self._last_stationary = None
-        last = None
-        for k, em in enumerate(emits):
-            last = self.append(em, **(kw if k == len(emits) - 1 else _only(kw, "wait")))
-        return last
+        return self.instruction("nc_transpose", dst=dst, src=src, engine=engine, **kw)
 
     # ---- VectorE ----------------------------------------------------------------------------
     def tensor_tensor(self, dst, data1, data2, op="add", *, engine="vector", **kw) -> int:

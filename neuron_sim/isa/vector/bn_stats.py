@@ -9,17 +9,22 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ..common import access_latency, check_engine_operand, check_free, make
+from ...errors import FreeSizeError
+from ..common import access_latency, check_engine_operand, make
 
 NAME = "bn_stats"
-MAX_FREE = 512
+MAX_FREE = 512      # nl.tile_size.bn_stats_fmax [ISA] bn_stats
 
 
 def build(chip, dst, data):
     check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
     check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
-    check_free(NAME, "data", data.free_size, MAX_FREE, chip, "bn_stats free size",
-               "split into chunks of 512 and combine with bn_aggr")
+    if data.free_size > MAX_FREE:
+        raise FreeSizeError(NAME, "data", f"at most {MAX_FREE} elements per partition "
+                            "(nl.tile_size.bn_stats_fmax)", data.free_size, chip.name,
+                            f"call it per {MAX_FREE}-element chunk and bn_aggr the results")
+    if dst.p_size != data.p_size or dst.free_size != 6:
+        raise FreeSizeError(NAME, "dst", f"shape [{data.p_size}, 6]", list(dst.shape), chip.name)
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, data.free_size),
                 access_latency(chip, 2), (data,), (dst,))
 

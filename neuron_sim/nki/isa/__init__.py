@@ -9,10 +9,10 @@ hand-written function here gets one from ``_generic.adapter``.
 
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
     _common.py        per-call context and checks, operand helpers, ALU semantics
-    _generic.py       nisa.<instr> made from an ISA module alone (max8, reciprocal, select, ...)
+    _generic.py       nisa.<instr> made from an ISA module alone (max8, reciprocal, select, bn_stats ...)
     dma.py            dma_copy, dma_transpose
     matmul.py         nc_matmul, nc_transpose (TensorE)
-    vector.py         tensor_tensor/scalar/reduce/copy, memset, bn_stats, scans, ...
+    vector.py         tensor_tensor/scalar/reduce/copy, memset, scans, exponential, dropout, ...
     scalar.py         activation, activation_reduce
     gpsimd.py         iota, affine_select, tensor_partition_reduce
 """
@@ -30,7 +30,7 @@ from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mod
 from .gpsimd import affine_select, iota, tensor_partition_reduce
 from .scalar import activation, activation_reduce
 from .matmul import nc_matmul, nc_transpose
-from .vector import (bn_stats, dropout, exponential, memset, scalar_tensor_tensor, tensor_copy,
+from .vector import (dropout, exponential, memset, scalar_tensor_tensor, tensor_copy,
                      tensor_copy_predicated, tensor_reduce, tensor_scalar, tensor_scalar_reduce, tensor_tensor,
                      tensor_tensor_scan)
 
@@ -66,7 +66,7 @@ def sendrecv(*args, **kwargs):
 
 
 __all__ = _generated + [
-           "activation", "activation_reduce", "affine_select", "bn_stats", "core_barrier",
+           "activation", "activation_reduce", "affine_select", "core_barrier",
            "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "dropout", "engine", "exponential", "get_nc_version",
            "gpsimd_engine", "iota", "matmul_perf_mode", "memset", "nc_matmul", "nc_transpose",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "scalar_tensor_tensor", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce",

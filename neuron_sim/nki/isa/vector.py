@@ -145,21 +145,6 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
              src=_arg(src), predicate=predicate, reverse_pred=bool(reverse_pred))
 
 
-def bn_stats(dst, data, name=None):
-    ctx = _Ctx("bn_stats")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(data, "data")
-    F = data.free_size
-    if F > ctx.target.bn_stats_fmax:
-        ctx.fail(f"bn_stats takes at most {ctx.target.bn_stats_fmax} elements per partition "
-                 f"(nl.tile_size.bn_stats_fmax), got {F}; call it per 512-element chunk and bn_aggr the results")
-    if dst.num_partitions != data.num_partitions or dst.free_size != 6:
-        ctx.fail(f"dst must be [{data.num_partitions}, 6], got {list(dst.shape)}")
-    x = ctx.read(data, "data")
-    ctx.write(dst, core("bn_stats").reference(x) if ctx.numerics else None)
-    ctx.emit("vector", [data], [dst], dst=dst, data=data)
-
-
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
     ctx = _Ctx("exponential")
     if not ctx.chip.has_vector_exponential:
