@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import dtypes
+from . import broadcast, dtypes
 from .errors import NkiUninitializedReadError, NkiUninitializedReadWarning, NkiValidationError
 from .target import NkiTarget
 from .tensor import ON_CHIP, NkiTensor, Storage
@@ -132,6 +132,8 @@ class KernelTrace:
     def emit(self, op: str, engine: str, reads, writes, attrs=None, loc=None) -> Instr:
         """Record an instruction. ``reads``/``writes`` are tensors (views)."""
         loc = loc or user_loc()
+        # a partition-broadcast operand needs its own instruction first (broadcast.py)
+        reads, attrs = broadcast.lower(self, engine, reads, attrs)
         idx = len(self.instrs)
         r = tuple(t for t in reads if isinstance(t, NkiTensor))
         w = tuple(t for t in writes if isinstance(t, NkiTensor))
