@@ -6,9 +6,10 @@ dead. We do the same after tracing:
 
 - A tensor is live from the first to the last instruction that touches it.
 - Addresses go to the bytes freed longest ago, so a freed buffer is reused as late as possible:
-  consecutive loop iterations land in different buffers and can overlap on different engines,
-  as with the compiler's multi-buffering; when memory is tight they collide and the timing
-  model serialises them through the write-after-read dependency.
+  consecutive loop iterations land in different buffers (as many per allocation site as memory
+  holds) and can overlap on different engines, as with the compiler's multi-buffering; when
+  memory is tight they collide and the timing model serialises them through the
+  write-after-read dependency.
 - PSUM tensors take whole 2 KiB banks (an accumulation group lives in one bank [ArchV2]).
 - SBUF that does not fit is spilled as the compiler does [MMtut]: the live tensor whose next use
   is furthest away is written to HBM and reloaded before that use. The spill and reload DMAs
@@ -127,18 +128,23 @@ class _LruAllocator:
         self.used += size
 
 
-# Buffers per allocation site the planner keeps for a tensor declared in a loop: 2 is double
-# buffering (load iteration i+1 while computing on i), what the compiler's modulo allocation of
-# loop tensors gives when memory allows. An assumption; a kernel's measured time depends on it.
-BUFFERS_PER_SITE = 2
+# Buffers per allocation site for a tensor declared in a loop: as many as the memory holds, as
+# the compiler's allocator gives (a load -> compute -> store pipeline is otherwise serialised by
+# a few buffers x the ~1 us DMA latency). A site takes a fresh buffer while free memory lasts,
+# then reuses its own oldest; a site that finds memory full takes the oldest dead buffer of
+# another site (_evict_one) before anything live is spilled. None: the deepest plan that spills
+# no more than double buffering (plan_memory); a number fixes the depth.
+BUFFERS_PER_SITE = None
 
 
 class _SitePools:
-    """Tensors created at the same source line with the same size share up to
-    BUFFERS_PER_SITE buffers, reused round-robin (oldest first), like modulo allocation of a
-    loop's tile. Memory a site holds but does not use goes back to everyone when space runs out."""
+    """Tensors created at the same source line with the same size share the buffers the site
+    owns (up to BUFFERS_PER_SITE when set), reused round-robin (oldest first), like modulo
+    allocation of a loop's tile. Memory a site holds but does not use goes back to everyone when
+    space runs out."""
 
-    def __init__(self, lru, depth=BUFFERS_PER_SITE):
+    def __init__(self, lru, depth=None):
+        depth = float("inf") if depth is None else depth
         self.lru, self.depth = lru, depth
         self.pool = {}       # site -> [(freed_at, addr, size)]
         self.owned = {}      # site -> buffers owned (live or pooled)
@@ -189,12 +195,33 @@ class _SitePools:
         return True
 
 
+# Buffer depths tried, deepest first, when BUFFERS_PER_SITE is None; 2 is the floor.
+_DEPTHS = (None, 16, 8, 4)
+
+
 def plan_memory(trace: KernelTrace) -> MemoryPlan:
+    """The deepest multi-buffering that spills no more bytes than double buffering: extra
+    buffers only where memory holds them (greedy deep buffering can fragment SBUF and turn
+    dead buffers into spills of live data, which would cost more than the overlap gains)."""
+    if BUFFERS_PER_SITE is not None:
+        return _plan(trace, BUFFERS_PER_SITE)
+    base = _plan(trace, 2)
+    for depth in _DEPTHS:
+        try:
+            plan = _plan(trace, depth)
+        except NkiCapacityError:
+            continue
+        if plan.spill_bytes <= base.spill_bytes:
+            return plan
+    return base
+
+
+def _plan(trace: KernelTrace, depth) -> MemoryPlan:
     t = trace.target
     plan = MemoryPlan(capacity_bytes_per_partition={"sbuf": t.sbuf_bytes_per_partition,
                                                     "psum": t.psum_bytes_per_partition})
     for kind in ("psum", "sbuf"):
-        _plan_kind(trace, plan, kind)
+        _plan_kind(trace, plan, kind, depth)
     return plan
 
 
@@ -219,11 +246,11 @@ def _fmt_live(live, kind, cap):
     return f"{used} of {cap} bytes per partition live in {kind.upper()}:\n" + "\n".join(lines)
 
 
-def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str) -> None:
+def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth=None) -> None:
     t = trace.target
     cap = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
     align = SBUF_ALIGN_BYTES if kind == "sbuf" else t.psum_bank_bytes
-    ring = _SitePools(_LruAllocator(cap, align))
+    ring = _SitePools(_LruAllocator(cap, align), depth)
     uses = _uses(trace, kind)
     if not uses:
         return

@@ -58,9 +58,11 @@ def test_dma_is_not_split_when_reads_do_not_partition_it():
         assert len(_dma_rows(_run(cuts)[3])) == 1 + 3 + len(cuts), cuts
 
 
-def test_reused_buffer_piece_waits_only_for_its_own_readers():
+def test_reused_buffer_piece_waits_only_for_its_own_readers(monkeypatch):
     """Iteration 2's tile reuses iteration 0's bytes (two buffers per allocation site); each of
     its pieces waits for the matmul that read those columns, not for the other one."""
+    from neuron_sim.nki import memory
+    monkeypatch.setattr(memory, "BUFFERS_PER_SITE", 2)
     _, _, _, prog = _run(((0, 128), (128, 256)))
     dma, mm = _dma_rows(prog), _matmul_rows(prog)
     piece0, piece1 = dma[5], dma[6]           # after the rhs load and iterations 0 and 1
