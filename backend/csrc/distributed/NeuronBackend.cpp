@@ -39,6 +39,32 @@ std::vector<std::vector<at::Tensor>> host(const std::vector<std::vector<at::Tens
   return out;
 }
 
+// PREMUL_SUM (NCCL's; FSDP2 uses it for a gradient divide factor): every rank multiplies its
+// input by the factor, then the ranks sum. The host backend only sums.
+bool is_premul_sum(const c10d::ReduceOp& op) { return op.op_ == c10d::ReduceOp::PREMUL_SUM; }
+
+at::Scalar premul_factor(const c10d::ReduceOp& op) {
+  const auto* s = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(s != nullptr, "ReduceOp.PREMUL_SUM without a factor: create it with "
+              "torch.distributed._make_nccl_premul_sum(factor).");
+  if (!s->tensor_factor.defined()) return at::Scalar(s->double_factor);
+  TORCH_CHECK(s->tensor_factor.numel() == 1, "PREMUL_SUM factor must be one number, got a "
+              "tensor of shape ", s->tensor_factor.sizes(), ".");
+  return host(s->tensor_factor).item();
+}
+
+// The reduce op the host backend runs, with the host tensors already scaled (in place for
+// in-place collectives, else on copies).
+template <typename Options>
+Options summed(const Options& opts, std::vector<at::Tensor>& host_inputs, bool in_place) {
+  if (!is_premul_sum(opts.reduceOp)) return opts;
+  const at::Scalar factor = premul_factor(opts.reduceOp);
+  for (at::Tensor& t : host_inputs) t = in_place ? t.mul_(factor) : t.mul(factor);
+  Options sum = opts;
+  sum.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
+  return sum;
+}
+
 std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& ls) {
   std::vector<at::Tensor> out;
   for (const auto& l : ls) out.insert(out.end(), l.begin(), l.end());
@@ -116,20 +142,23 @@ class NeuronBackend : public c10d::Backend {
   WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     check("all_reduce", tensors, tensors, reduce_op(opts.reduceOp), -1);
     auto h = host(tensors);
-    return wrap(host_->allreduce(h, opts), tensors);
+    const auto o = summed(opts, h, /*in_place=*/true);
+    return wrap(host_->allreduce(h, o), tensors);
   }
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
                               const c10d::AllreduceCoalescedOptions& opts) override {
     check("all_reduce_coalesced", tensors, tensors, reduce_op(opts.reduceOp), -1);
     auto h = host(tensors);
-    return wrap(host_->allreduce_coalesced(h, opts), tensors);
+    const auto o = summed(opts, h, /*in_place=*/true);
+    return wrap(host_->allreduce_coalesced(h, o), tensors);
   }
 
   WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
     check("reduce", tensors, tensors, reduce_op(opts.reduceOp), static_cast<int>(opts.rootRank));
     auto h = host(tensors);
-    return wrap(host_->reduce(h, opts), tensors);
+    const auto o = summed(opts, h, /*in_place=*/true);
+    return wrap(host_->reduce(h, o), tensors);
   }
 
   WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -179,15 +208,18 @@ class NeuronBackend : public c10d::Backend {
     check("reduce_scatter", flat(inputs), outputs, reduce_op(opts.reduceOp), -1);
     auto ho = host(outputs);
     auto hi = host(inputs);
-    return wrap(host_->reduce_scatter(ho, hi, opts), outputs);
+    auto o = opts;
+    for (auto& list : hi) o = summed(opts, list, /*in_place=*/false);
+    return wrap(host_->reduce_scatter(ho, hi, o), outputs);
   }
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                const c10d::ReduceScatterOptions& opts) override {
     check("reduce_scatter_tensor", {input}, {output}, reduce_op(opts.reduceOp), -1);
     auto ho = host(output);
-    auto hi = host(input);
-    return wrap(host_->_reduce_scatter_base(ho, hi, opts), {output});
+    std::vector<at::Tensor> hi{host(input)};
+    const auto o = summed(opts, hi, /*in_place=*/false);
+    return wrap(host_->_reduce_scatter_base(ho, hi[0], o), {output});
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -196,7 +228,8 @@ class NeuronBackend : public c10d::Backend {
     check("reduce_scatter_tensor_coalesced", inputs, outputs, reduce_op(opts.reduceOp), -1);
     auto ho = host(outputs);
     auto hi = host(inputs);
-    return wrap(host_->reduce_scatter_tensor_coalesced(ho, hi, opts), outputs);
+    const auto o = summed(opts, hi, /*in_place=*/false);
+    return wrap(host_->reduce_scatter_tensor_coalesced(ho, hi, o), outputs);
   }
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
