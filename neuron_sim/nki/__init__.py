@@ -6,7 +6,7 @@ not import torch. Layout:
 
     errors.py    typed errors that carry the kernel's file:line
     dtypes.py    NKI dtypes as NumPy/ml_dtypes dtypes
-    target.py    trn1/trn2/trn3 selection; _hw.py reads the limits from neuron_sim.hardware
+    target.py    trn1/trn2/trn3 selection; the limits read from neuron_sim.hardware and the ISA modules
     tensor.py    storages and views (shape, strides, offset), indexing, reshape, ap
     tracer.py    the kernel trace: storages, instruction records, source lines, uninitialised reads
     ops.py       ALU operators and activation functions

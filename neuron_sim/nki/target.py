@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..hardware import get_chip
 from .errors import NkiLaunchError
 
 _ALIASES = {"trn1": "trn1", "gen2": "trn1", "inf2": "trn1", "trn2": "trn2", "gen3": "trn2",
@@ -53,5 +54,18 @@ def resolve_name(platform_target: str | None = None) -> str:
 
 @lru_cache(maxsize=None)
 def get_target(name: str) -> NkiTarget:
-    from . import _hw
-    return _hw.nki_target(resolve_name(name))
+    """The NKI limits of a target, read from the chip data; the NKI API limits the chip data does
+    not carry (bn_stats free size, per-operand free sizes) are the instruction modules' [ISA]."""
+    from ..isa.common import PSUM_FREE_LIMIT, SBUF_FREE_LIMIT
+    from ..isa.vector.bn_stats import MAX_FREE as BN_STATS_FMAX
+    c = get_chip(resolve_name(name))
+    return NkiTarget(
+        name=c.name, nc_version=c.neuroncore_version, num_partitions=c.sbuf_partitions,
+        sbuf_bytes_per_partition=c.sbuf_usable_bytes_per_partition,
+        psum_bytes_per_partition=c.psum_bytes_per_partition,
+        psum_bank_bytes=c.psum_bank_bytes_per_partition,
+        gemm_stationary_fmax=c.matmul_stationary_fmax,
+        gemm_moving_fmax=c.matmul_moving_fmax_fp32_out,
+        gemm_moving_fmax_bf16=c.matmul_moving_fmax_bf16_out,
+        bn_stats_fmax=BN_STATS_FMAX, sbuf_free_elems_max=SBUF_FREE_LIMIT,
+        psum_free_elems_max=PSUM_FREE_LIMIT)

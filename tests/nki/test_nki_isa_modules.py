@@ -63,6 +63,24 @@ def test_nki_only_instructions_compute_their_documented_results():
     np.testing.assert_array_equal(sel, np.where(m != 0, x, y))
 
 
+@nki.jit
+def _reversed_stt(x, y):
+    a, b = nl.load(x), nl.load(y)
+    o = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=o, data=a, op0=nl.subtract, operand0=1.0, op1=nl.divide, operand1=b,
+                              reverse0=True, reverse1=True)
+    r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=r, src=o)
+    return r
+
+
+def test_reversed_operands_in_the_module_and_the_program():
+    rng = np.random.default_rng(1)
+    x, y = rng.uniform(2, 3, (128, 64)).astype(np.float32), rng.uniform(1, 2, (128, 64)).astype(np.float32)
+    out, _ = _run(_reversed_stt, x, y, check=True)
+    np.testing.assert_allclose(out, y / (1 - x), rtol=1e-6)
+
+
 def test_nki_only_instructions_cost_their_documented_cycles():
     """[ISAcost]: max8 N; scalar_tensor_tensor 2N (two SBUF inputs); tensor_scalar_reduce N + 64;
     tensor_copy_predicated 2N (src and predicate in SBUF); N = 512 elements per partition."""
@@ -139,8 +157,8 @@ def test_semantics_check_mode_on_nki_only_instructions():
 
 def test_semantics_check_mode_finds_a_divergence(monkeypatch):
     """A module whose semantics disagree with what the nisa call computed is reported (the
-    scalar_tensor_tensor adapter computes on its own ALU calls, the program on the module)."""
-    from neuron_sim.isa.vector import scalar_tensor_tensor
-    monkeypatch.setattr(scalar_tensor_tensor, "reference", lambda x, op0, s0, op1, y: x)
+    tensor_copy adapter copies on its own, the program runs the module's semantics)."""
+    from neuron_sim.isa.vector import tensor_copy
+    monkeypatch.setattr(tensor_copy, "semantics", lambda state, emit: None)
     with pytest.raises(nki.NkiValidationError, match="differs from the traced kernel"):
         _run(_vector_family, *_inputs(), check=True)

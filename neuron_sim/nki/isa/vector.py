@@ -192,22 +192,6 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
              d1=data1, initial=_arg(initial), op0=o0.name, op1=o1.name)
 
 
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
-    ctx = _Ctx("scalar_tensor_tensor")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(data, "data")
-    ctx.onchip(operand1, "operand1")
-    ctx.same_pf(dst, data, "dst", "data")
-    ctx.same_pf(data, operand1, "data", "operand1")
-    ctx.not_both_psum(data, operand1, "data", "operand1")
-    o0, o1 = _alu(ctx, op0, "op0"), _alu(ctx, op1, "op1")
-    v0, t0 = _scalar_or_vector(ctx, operand0, data, "operand0")
-    x, y = ctx.read(data, "data"), ctx.read(operand1, "operand1")
-    ctx.write(dst, _apply(o1, _apply(o0, x, v0, reverse0), y, reverse1) if ctx.numerics else None)
-    ctx.emit("vector", [data, operand1] + ([t0] if t0 is not None else []), [dst], dst=dst, data=data,
-             op0=o0.name, operand0=_arg(operand0), op1=o1.name, operand1=operand1)
-
-
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
                          reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, name=None):
     ctx = _Ctx("tensor_scalar_reduce")
