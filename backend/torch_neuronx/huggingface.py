@@ -14,7 +14,8 @@ the callback adds, to every log line and to `trainer.state.log_history`:
   sim_mfu              model FLOPs utilisation: the Trainer's FLOP count (6 x tokens x
                        parameters for PreTrainedModels) over simulated time x the TensorE peak
                        of one logical NeuronCore in the training dtype
-  neuron_fallback_ops  ops that ran on CPU (no NeuronCore kernel), when new ones appeared
+  neuron_fallback_ops  ops of this process that ran on CPU (no NeuronCore kernel), when ones
+                       not reported yet appear (`torch_neuronx.get_fallback_ops()`)
 
 and to the final metrics `sim_train_runtime` and `sim_train_steps_per_second`. The per-run
 summary is also in `callback.summary()`.
@@ -121,7 +122,7 @@ class SimulatedTimeCallback(TrainerCallback):
             state.log_history[-1].update(added)
 
     def summary(self) -> dict:
-        """The run so far: steps, simulated time, time per step, fallback ops."""
+        """The run so far: steps, simulated time, time per step, the process's fallback ops."""
         return {"steps": self.steps, "sim_time_s": self.train_ns / 1e9,
                 "sim_step_ms": self.train_ns / self.steps / 1e6 if self.steps else None,
                 "fallback_ops": sorted(torch_neuronx.get_fallback_ops())}

@@ -1,12 +1,17 @@
-"""A buffer shared by several modules stays one tensor when a model moves to or from 'neuron'.
+"""A Parameter or buffer shared by several modules is converted once when a model moves to or
+from 'neuron'.
 
 Parameters keep their identity through `Module._apply` (`.to("neuron")`, `.cpu()`,
 `module.neuron()`, `to_empty`, dtype casts) because the extension tells PyTorch that CPU
 and neuron tensors are shallow-copy compatible (aten/ShallowCopy.cpp), as c10 does for
-CUDA. Buffers are reassigned instead (`module._buffers[key] = fn(buf)`), so a buffer
-registered in two modules would be converted, copied and charged twice. Within one
-conversion each such buffer is converted once and both modules get the same result.
-CPU<->CUDA-style conversions that never touch 'neuron' are left exactly as PyTorch does them.
+CUDA. Two things remain that `_apply` does per registration, not per tensor:
+- buffers are reassigned (`module._buffers[key] = fn(buf)`), so a buffer registered in two
+  modules would become two tensors, converted, copied and charged twice;
+- `fn` runs again on a shared Parameter's second registration: harmless for `.to()` (the
+  tensor is already there) but `to_empty` allocates a second, transient empty tensor.
+Within one conversion each shared tensor is converted once and every registration gets the
+same result. Gradients are left to PyTorch (a swapped grad must not be remembered), and
+conversions that never touch 'neuron' are left exactly as PyTorch does them.
 """
 
 from __future__ import annotations
@@ -19,19 +24,19 @@ def _on_neuron(t) -> bool:
 
 
 class _ConvertOnce:
-    """`fn` of one `_apply` call; remembers the result for each buffer it converted."""
+    """`fn` of one `_apply` call; remembers its result for each shared tensor."""
 
-    __slots__ = ("fn", "buffer_ids", "results")
+    __slots__ = ("fn", "shared_ids", "results")
 
-    def __init__(self, fn, buffer_ids):
+    def __init__(self, fn, shared_ids):
         self.fn = fn
-        self.buffer_ids = buffer_ids
-        self.results = {}       # id(buffer) -> (buffer, result); the buffer is kept alive
+        self.shared_ids = shared_ids
+        self.results = {}       # id(tensor) -> (tensor, result); the tensor is kept alive
 
     def __call__(self, t):
         key = id(t)
-        if key not in self.buffer_ids:
-            return self.fn(t)   # parameters and grads: identity is kept by set_data
+        if key not in self.shared_ids:
+            return self.fn(t)
         hit = self.results.get(key)
         if hit is not None and hit[0] is t:
             return hit[1]
@@ -46,13 +51,13 @@ _original_apply = torch.nn.Module._apply
 
 def _apply(self, fn, recurse=True):
     if not isinstance(fn, _ConvertOnce):
-        # Only buffers registered more than once are remembered: the usual model takes
-        # PyTorch's own path untouched.
+        # Only tensors registered more than once are remembered: a model without shared
+        # Parameters or buffers takes PyTorch's own path untouched.
         seen, shared = set(), set()
         for m in (self.modules() if recurse else (self,)):
-            for b in m._buffers.values():
-                if b is not None:
-                    (shared if id(b) in seen else seen).add(id(b))
+            for t in (*m._parameters.values(), *m._buffers.values()):
+                if t is not None:
+                    (shared if id(t) in seen else seen).add(id(t))
         if shared:
             fn = _ConvertOnce(fn, shared)
     return _original_apply(self, fn, recurse)

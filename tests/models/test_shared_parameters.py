@@ -208,3 +208,23 @@ def test_meta_initialised_model_is_tied_again_like_on_cuda():
     model.head.weight = model.embed.weight
     assert_shared(tied_pairs(model), "neuron")
     assert len(list(model.parameters())) == len(list(TiedLM().parameters()))
+
+
+def test_swap_tensors_conversion_keeps_sharing_and_grads():
+    """With PyTorch's opt-in swap_tensors path for conversions, as with the default path."""
+    model, pairs, x = build("tied_embedding")
+    reference = copy.deepcopy(model)
+    model(x).pow(2).mean().backward()
+    reference(x).pow(2).mean().backward()
+    previous = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        model.to("neuron")
+        assert_shared(pairs(model), "neuron")
+        assert model.head.weight.grad is model.embed.weight.grad
+        assert model.embed.weight.grad.device.type == "neuron"
+        torch.testing.assert_close(model.embed.weight.grad.cpu(), reference.embed.weight.grad)
+        model.to_empty(device="cpu")
+        assert_shared(pairs(model), "cpu")
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(previous)
