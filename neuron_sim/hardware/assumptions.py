@@ -94,6 +94,13 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
     Assumption(
         "gpsimd_elementwise_cycles", {"trn1": "150+N", "trn2": "150+N", "trn3": "150+N"}, "formula",
         "Consistent with the iota and affine_select formulas [ISAcost] (§5)."),
+    Assumption(
+        "eager_launch_s", {"trn1": 25e-6, "trn2": 25e-6, "trn3": 5e-6}, "s",
+        "Start of one eager program (one op, or one AEE-fused group): TorchNeuron runs each eager "
+        "op as a cached NEFF; the runtime release notes say Trn3 cut NEFF start overhead 'by "
+        "20 us' [torchneuron-api §2.7, runtime.rst], so a Trn2 start costs more than that: Trn2 "
+        "25 us, Trn3 5 us, Trn1 as Trn2. Charged once per program, so AEE fusion of n ops saves "
+        "n - 1 starts."),
 ]}
 
 

@@ -79,6 +79,7 @@ class Chip:
     fp32_matmul_cost_multiplier: int
     gpsimd_start_cycles: int
     cross_engine_semaphore_latency_s: float
+    eager_launch_s: float                    # assumption: start of one eager program (NEFF)
     vector_exp_speedup_vs_scalar: int
     # capabilities (derived from which data exist)
     has_fp8_double_row: bool
@@ -228,6 +229,7 @@ def _load(name: str) -> Chip:
         fp32_matmul_cost_multiplier=v("fp32_matmul_cost_multiplier", section=cm),
         gpsimd_start_cycles=v("gpsimd_start_cycles", section=cm),
         cross_engine_semaphore_latency_s=a("cross_engine_semaphore_latency_s"),
+        eager_launch_s=a("eager_launch_s"),
         vector_exp_speedup_vs_scalar=v("vector_exp_speedup_vs_scalar", 0),
         has_fp8_double_row=has_double_row,
         has_mx_matmul=has_mx,

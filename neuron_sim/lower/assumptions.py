@@ -3,11 +3,11 @@ Hardware numbers live in neuron_sim/hardware; these describe TorchNeuron's eager
 
 from __future__ import annotations
 
-# Launch cost of one eager program (one op, or one AEE-fused group). TorchNeuron runs each eager
-# op as a cached NEFF; the runtime release notes say Trn3 cut NEFF start overhead "by 20 us"
-# [torchneuron-api §2.7, runtime.rst], so a Trn2 start costs more than that: Trn2 25 us, Trn3 5 us,
-# Trn1 as Trn2. Charged once per program, so AEE fusion of n ops saves (n - 1) launches.
-EAGER_LAUNCH_S = {"trn1": 25e-6, "trn2": 25e-6, "trn3": 5e-6}
+from ..hardware import get_chip, list_chips
+
+# Launch cost of one eager program per chip: the chip data's eager_launch_s assumption (its
+# reasoning is in hardware/assumptions.py).
+EAGER_LAUNCH_S = {name: get_chip(name).eager_launch_s for name in list_chips()}
 
 # Adaptive Eager Execution: the most ops fused into one program. TorchNeuron's concatenation engine
 # bounds its buffer (TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT; value not public); 32 ops keeps
