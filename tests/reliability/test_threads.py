@@ -35,9 +35,9 @@ def run(workers, deadline_s=100):
 """
 
 
-def _run(body: str):
+def _run(body: str, env: dict | None = None):
     try:
-        proc = run_script(HARNESS + body, timeout=TIMEOUT_S)
+        proc = run_script(HARNESS + body, env=env, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"threads hung: no exit within {TIMEOUT_S} s")
     assert exited_cleanly(proc) == "", exited_cleanly(proc)
@@ -126,3 +126,26 @@ def work(d):
 run([(work, (d,)) for d in (0, 0, 1)])
 print("OK")
 """)
+
+
+def test_training_threads_with_launch_blocking():
+    # Backward runs on the autograd engine's device threads, and with NEURON_LAUNCH_BLOCKING
+    # every op is a sync point: the most drains, from the most threads.
+    _run("""
+def work(i):
+    device = f"neuron:{i % 2}"
+    torch.manual_seed(i)
+    cpu_lin = torch.nn.Linear(16, 16)
+    lin = torch.nn.Linear(16, 16).to(device)
+    lin.load_state_dict(cpu_lin.state_dict())
+    x0 = torch.randn(4, 16)
+    x = x0.to(device)
+    for model, inp in ((lin, x), (cpu_lin, x0)):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(15):
+            loss = model(inp).tanh().sum(); loss.backward(); opt.step(); opt.zero_grad()
+    check(f"weights on {device}", lin.weight.detach().cpu(), cpu_lin.weight.detach())
+
+run([(work, (i,)) for i in range(3)])
+print("OK")
+""", env={"NEURON_LAUNCH_BLOCKING": "1"})
