@@ -95,3 +95,14 @@ def test_values_that_fit_do_not_warn():
     h = torch.tensor([0.5, 0.25], dtype=torch.float64, device="neuron")
     _, more = _neuron_warnings(lambda: (h * 2).cpu())
     assert messages == [] and more == []
+
+
+def test_compiled_graphs_follow_the_same_policy():
+    x = torch.tensor([BIG, 7], device="neuron")
+    f = torch.compile(lambda t: (t.clone(), t * 3, t[1:] + 1), backend="neuron")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        copied, product, shifted = f(x)
+    assert copied.cpu().tolist() == [BIG, 7]                                   # moved: exact
+    assert product.cpu().tolist() == torch.tensor([BIG * 3, 21]).to(torch.int32).tolist()
+    assert shifted.cpu().tolist() == [8]
