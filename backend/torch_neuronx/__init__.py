@@ -164,3 +164,4 @@ def set_adaptive_eager(enabled) -> None:
 
 
 from . import distributed  # noqa: E402,F401  registers backend="neuron" with torch.distributed
+from . import cuda_only_ops  # noqa: E402,F401  kernels for ops only CUDA has

@@ -1,0 +1,270 @@
+"""Neuron kernels for ATen ops whose only kernels are CUDA's: without them the CPU fallback
+finds no CPU kernel ("Could not run ... with arguments from the 'CPU' backend").
+
+Found from PyTorch's native function registrations (ops with a CUDA dispatch entry and no CPU
+or composite one) and kept to those a model on 'neuron' reaches: PyTorch's device-generic code
+takes the CUDA path for PrivateUse1 too (fused RNN cells, fused dropout, SyncBatchNorm's
+statistics, record_stream, out_dtype matmuls, FP8 grouped GEMM). Each kernel is composed of
+ATen ops on the device, so results are CPU-exact and the simulator times every piece.
+The ops left out and why are listed in tests/contract/test_cuda_only_ops.py.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_LIB = torch.library.Library("aten", "IMPL")
+
+
+def _impl(name):
+    def register(fn):
+        _LIB.impl(name, fn, "PrivateUse1")
+        return fn
+    return register
+
+
+# ---- fused RNN cells (nn.LSTM / nn.GRU take them on every accelerator) ---------------------
+# The workspace layouts are ours; only our backward kernels read them.
+
+@_impl("_thnn_fused_lstm_cell")
+def _lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    gates = input_gates + hidden_gates
+    if input_bias is not None:
+        gates = gates + input_bias + hidden_bias
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * cx + i * g
+    hy = o * cy.tanh()
+    return hy, cy, torch.cat([i, f, g, o], 1)
+
+
+@_impl("_thnn_fused_lstm_cell_backward_impl")
+def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    i, f, g, o = workspace.chunk(4, 1)
+    tanh_cy = cy.tanh()
+    grad_c = torch.zeros_like(cy) if grad_cy is None else grad_cy
+    grad_o = torch.zeros_like(o)
+    if grad_hy is not None:
+        grad_c = grad_c + grad_hy * o * (1 - tanh_cy * tanh_cy)
+        grad_o = grad_hy * tanh_cy * o * (1 - o)
+    grad_gates = torch.cat([grad_c * g * i * (1 - i), grad_c * cx * f * (1 - f),
+                            grad_c * i * (1 - g * g), grad_o], 1)
+    grad_bias = grad_gates.sum(0) if has_bias else None
+    return grad_gates, grad_c * f, grad_bias
+
+
+@_impl("_thnn_fused_gru_cell")
+def _gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    if input_bias is not None:
+        input_gates, hidden_gates = input_gates + input_bias, hidden_gates + hidden_bias
+    ir, iz, in_ = input_gates.chunk(3, 1)
+    hr, hz, hn = hidden_gates.chunk(3, 1)
+    r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
+    n = (in_ + r * hn).tanh()
+    hy = n + z * (hx - n)
+    return hy, torch.cat([r, z, n, hx, hn], 1)
+
+
+@_impl("_thnn_fused_gru_cell_backward")
+def _gru_cell_backward(grad_hy, workspace, has_bias):
+    r, z, n, hx, hn = workspace.chunk(5, 1)
+    grad_z = grad_hy * (hx - n) * z * (1 - z)
+    grad_n = grad_hy * (1 - z) * (1 - n * n)
+    grad_r = grad_n * hn * r * (1 - r)
+    grad_input = torch.cat([grad_r, grad_z, grad_n], 1)
+    grad_hidden = torch.cat([grad_r, grad_z, grad_n * r], 1)
+    if has_bias:
+        return grad_input, grad_hidden, grad_hy * z, grad_input.sum(0), grad_hidden.sum(0)
+    return grad_input, grad_hidden, grad_hy * z, None, None
+
+
+# ---- dropout's fused form, record_stream ------------------------------------------------------
+
+@_impl("_fused_dropout")
+def _fused_dropout(self, p, generator=None):
+    # p is the probability to keep, as in CUDA's kernel.
+    mask = torch.empty_like(self, dtype=torch.uint8).bernoulli_(p, generator=generator)
+    return self * mask * (1.0 / p if p > 0 else 0.0), mask
+
+
+@_impl("_masked_scale")
+def _masked_scale(self, mask, scale):
+    return self * mask * scale
+
+
+@_impl("record_stream")
+def _record_stream(self, stream):
+    """Nothing to do: the allocator never hands a freed block to another stream early."""
+
+
+# ---- matmuls with an out_dtype (fp32 results of 16-bit inputs, as CUDA allows) --------------
+
+def _check_out_dtype(op, a, out_dtype):
+    if out_dtype != a.dtype and not (out_dtype == torch.float32
+                                     and a.dtype in (torch.float16, torch.bfloat16)):
+        raise RuntimeError(f"{op}: out_dtype must be the input dtype ({a.dtype}) or float32 for "
+                           f"float16/bfloat16 inputs, got {out_dtype}.")
+
+
+@_impl("mm.dtype")
+def _mm_dtype(self, mat2, out_dtype):
+    _check_out_dtype("mm", self, out_dtype)
+    return torch.mm(self.to(out_dtype), mat2.to(out_dtype))
+
+
+@_impl("bmm.dtype")
+def _bmm_dtype(self, mat2, out_dtype):
+    _check_out_dtype("bmm", self, out_dtype)
+    return torch.bmm(self.to(out_dtype), mat2.to(out_dtype))
+
+
+@_impl("addmm.dtype")
+def _addmm_dtype(self, mat1, mat2, out_dtype, *, beta=1, alpha=1):
+    _check_out_dtype("addmm", mat1, out_dtype)
+    return torch.addmm(self.to(out_dtype), mat1.to(out_dtype), mat2.to(out_dtype),
+                       beta=beta, alpha=alpha)
+
+
+@_impl("baddbmm.dtype")
+def _baddbmm_dtype(self, batch1, batch2, out_dtype, *, beta=1, alpha=1):
+    _check_out_dtype("baddbmm", batch1, out_dtype)
+    return torch.baddbmm(self.to(out_dtype), batch1.to(out_dtype), batch2.to(out_dtype),
+                         beta=beta, alpha=alpha)
+
+
+def _dtype_out(fn):
+    def kernel(*args, out, **kwargs):
+        result = fn(*args, **kwargs)
+        out.resize_(result.shape).copy_(result)
+        return out
+    return kernel
+
+
+for _name, _fn in (("mm.dtype_out", _mm_dtype), ("bmm.dtype_out", _bmm_dtype),
+                   ("addmm.dtype_out", _addmm_dtype), ("baddbmm.dtype_out", _baddbmm_dtype)):
+    _LIB.impl(_name, _dtype_out(_fn), "PrivateUse1")
+
+
+# ---- SyncBatchNorm's statistics (torch.nn.SyncBatchNorm on an accelerator) -------------------
+
+def _channels(x):
+    return [d for d in range(x.dim()) if d != 1]
+
+
+def _per_channel(t, x):
+    return t.view([1, -1] + [1] * (x.dim() - 2))
+
+
+@_impl("batch_norm_stats")
+def _bn_stats(input, eps):
+    x = input.float()
+    var, mean = torch.var_mean(x, _channels(x), correction=0)
+    return mean, (var + eps).rsqrt()
+
+
+@_impl("batch_norm_elemt")
+def _bn_elemt(input, weight, bias, mean, invstd, eps):
+    out = (input - _per_channel(mean, input)) * _per_channel(invstd, input)
+    if weight is not None:
+        out = out * _per_channel(weight, input)
+    if bias is not None:
+        out = out + _per_channel(bias, input)
+    return out.to(input.dtype)
+
+
+@_impl("batch_norm_elemt.out")
+def _bn_elemt_out(input, weight, bias, mean, invstd, eps, *, out):
+    return out.copy_(_bn_elemt(input, weight, bias, mean, invstd, eps))
+
+
+@_impl("batch_norm_gather_stats_with_counts")
+def _bn_gather(input, mean, invstd, running_mean, running_var, momentum, eps, counts):
+    counts = counts.to(mean.dtype).view(-1, 1)
+    total = counts.sum()
+    mean_all = (mean * counts).sum(0) / total
+    var_i = invstd.pow(-2) - eps
+    var = (counts * (var_i + (mean - mean_all).square())).sum(0) / total
+    with torch.no_grad():
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean_all.to(running_mean.dtype), alpha=momentum)
+        if running_var is not None:
+            unbiased = var * total / (total - 1)
+            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+    return mean_all, (var + eps).rsqrt()
+
+
+@_impl("batch_norm_gather_stats")
+def _bn_gather_count(input, mean, invstd, running_mean, running_var, momentum, eps, count):
+    counts = torch.full((mean.shape[0],), count, dtype=mean.dtype, device=mean.device)
+    return _bn_gather(input, mean, invstd, running_mean, running_var, momentum, eps, counts)
+
+
+@_impl("batch_norm_backward_reduce")
+def _bn_backward_reduce(grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g):
+    dims = _channels(input)
+    g = grad_out.float()
+    sum_dy = g.sum(dims)
+    sum_dy_xmu = (g * (input.float() - _per_channel(mean, input))).sum(dims)
+    grad_weight = (sum_dy_xmu * invstd).to(weight.dtype) if weight_g and weight is not None else None
+    grad_bias = sum_dy.to(weight.dtype) if bias_g and weight is not None else None
+    return sum_dy, sum_dy_xmu, grad_weight, grad_bias
+
+
+@_impl("batch_norm_backward_elemt")
+def _bn_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count):
+    total = count.sum().to(torch.float32)
+    mean_dy, mean_dy_xmu = sum_dy / total, sum_dy_xmu / total
+    scale = invstd if weight is None else invstd * weight.float()
+    xmu = input.float() - _per_channel(mean, input)
+    grad = (grad_out.float() - _per_channel(mean_dy, input)
+            - xmu * _per_channel(invstd * invstd * mean_dy_xmu, input)) * _per_channel(scale, input)
+    return grad.to(input.dtype)
+
+
+# ---- FP8 grouped GEMM (MoE) -----------------------------------------------------------------
+
+@_impl("_scaled_grouped_mm")
+def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale_result=None,
+                       out_dtype=None, use_fast_accum=False):
+    """Row-wise scaled grouped GEMM: out[m, n] = scale_a[m] * scale_b[n] * (a @ b)[m, n] per
+    group, accumulated in fp32 (CUDA's numerics for e4m3 inputs), in out_dtype (bf16)."""
+    out_dtype = out_dtype or torch.bfloat16
+    a, b = self.float(), mat2.float()
+    sa, sb = scale_a.float().reshape(-1), scale_b.float().reshape(-1)
+    ends = [] if offs is None else offs.cpu().tolist()
+    if a.dim() == 3 and b.dim() == 3:                       # (G, M, K) x (G, K, N)
+        G, M, N = a.shape[0], a.shape[1], b.shape[2]
+        out = torch.bmm(a, b) * sa.view(G, M, 1) * sb.view(G, 1, N)
+    elif a.dim() == 2 and b.dim() == 3:                     # rows of a grouped by offs
+        N = b.shape[2]
+        out = torch.zeros(a.shape[0], N, dtype=torch.float32, device=a.device)
+        start = 0
+        for g, end in enumerate(ends):
+            if end > start:
+                out[start:end] = (a[start:end] @ b[g]) * sa[start:end, None] * sb[g * N:(g + 1) * N]
+            start = end
+    elif a.dim() == 2 and b.dim() == 2:                     # K grouped by offs: (G, M, N)
+        M, N = a.shape[0], b.shape[1]
+        out = torch.zeros(len(ends), M, N, dtype=torch.float32, device=a.device)
+        start = 0
+        for g, end in enumerate(ends):
+            out[g] = (a[:, start:end] @ b[start:end]) * sa[g * M:(g + 1) * M, None] * \
+                sb[None, g * N:(g + 1) * N]
+            start = end
+    elif a.dim() == 3 and b.dim() == 2:                     # columns of b grouped by offs
+        M = a.shape[1]
+        out = torch.zeros(M, b.shape[1], dtype=torch.float32, device=a.device)
+        start = 0
+        for g, end in enumerate(ends):
+            if end > start:
+                out[:, start:end] = (a[g] @ b[:, start:end]) * sa[g * M:(g + 1) * M, None] * \
+                    sb[None, start:end]
+            start = end
+    else:
+        raise RuntimeError(f"_scaled_grouped_mm: inputs must be 2-D or 3-D, got {self.dim()}-D "
+                           f"and {mat2.dim()}-D.")
+    if bias is not None:
+        out = out + bias.float()
+    if scale_result is not None:
+        out = out * scale_result.float()
+    return out.to(out_dtype)
