@@ -42,7 +42,8 @@ def _install_cost_model(visible):
     from .cost import LoweredCostModel
     model = LoweredCostModel(visible)
     _state["cost_model"] = model
-    _C._set_cost_function(model)
+    from . import status
+    _C._set_cost_function(status.on_first_drain(model))    # neuron-ls/top see the process from then on
 
 
 def set_instance(name: str) -> None:
@@ -98,9 +99,6 @@ from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # 
                      reset_accumulated_memory_stats, reset_peak_memory_stats)
 from .streams import Event, Stream, current_stream, stream, synchronize  # noqa: E402,F401
 from .nki_op import nki_op, wrap_nki  # noqa: E402,F401
-from . import status as _status  # noqa: E402
-
-_status.start()         # neuron-ls / neuron-top see this process once it uses the device
 
 
 def get_fallback_ops() -> set[str]:

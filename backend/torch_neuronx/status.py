@@ -1,9 +1,10 @@
 """Tells neuron-ls and neuron-top what this process holds on the simulated devices.
 
-Once the device is initialised, a daemon thread publishes (about once a second) the process's
-command, instance, LNC, visible runtime cores and, per core, HBM in use and simulated device time
-to the registry in neuron_sim/tools/procs.py; the file is removed at exit. The thread only reads
-counters; a process that never touches the device publishes nothing.
+From the first time device work is timed (the first drain of the op queue), a daemon thread
+publishes, about once a second, the process's command, instance, LNC, visible runtime cores and,
+per core, HBM in use and simulated device time to the registry in neuron_sim/tools/procs.py; the
+file is removed at exit. The thread only reads counters. A process that never uses the device
+starts no thread (so `import torch` alone forks as cleanly as before).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ def _loop(pid):
             publish_now()
         except Exception:            # noqa: BLE001  shutting down, or a full disk: never disturb the run
             pass
+
+
+def on_first_drain(cost_model):
+    """The queue's cost function, starting the publisher on its first call."""
+    def cost(batch, at_sync):
+        if not _started:
+            start()
+        return cost_model(batch, at_sync)
+    return cost
 
 
 def start() -> None:

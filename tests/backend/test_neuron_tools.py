@@ -14,10 +14,12 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHILD = """
-import sys, time, torch
+import sys, threading, torch
+def publisher(): return any(t.name == "neuron-sim-status" for t in threading.enumerate())
+before = publisher()                              # import torch alone starts no thread
 x = torch.ones(1024, 1024, device="neuron")      # 4 MiB of HBM
 y = (x @ x).sum().item()
-print("ready", flush=True)
+print("ready", before, publisher(), flush=True)
 sys.stdin.read()                                  # until the test closes stdin
 """
 
@@ -30,10 +32,30 @@ def _env(tmp_path, **extra):
     return env
 
 
-def _tool(name, tmp_path, *args, **env):
-    r = subprocess.run([sys.executable, "-m", f"neuron_sim.tools.{name}", *args], env=_env(tmp_path, **env),
-                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    return r
+class _Run:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def tool(tmp_path, monkeypatch, capsys):
+    """Run neuron-ls / neuron-top in this process (their main), with a private registry."""
+    import tempfile
+
+    from neuron_sim.tools import neuron_ls, neuron_top
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def run(name, *args, **env):
+        with monkeypatch.context() as m:
+            for k in ("NEURON_SIM_INSTANCE", "NEURON_LOGICAL_NC_CONFIG"):
+                m.delenv(k, raising=False)
+            for k, v in env.items():
+                m.setenv(k, v)
+            capsys.readouterr()
+            rc = {"neuron_ls": neuron_ls, "neuron_top": neuron_top}[name].main(list(args))
+            out = capsys.readouterr()
+        return _Run(rc, out.out, out.err)
+    return run
 
 
 def test_console_scripts_are_declared():
@@ -45,8 +67,8 @@ def test_console_scripts_are_declared():
         assert "NEURON" in subprocess.run([exe], capture_output=True, text=True, timeout=60).stdout
 
 
-def test_neuron_ls_lays_out_the_instance(tmp_path):
-    r = _tool("neuron_ls", tmp_path)
+def test_neuron_ls_lays_out_the_instance(tool):
+    r = tool("neuron_ls")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("instance-type: trn2.3xlarge") and lines[2] == "logical-neuroncore-config: 2"
@@ -54,35 +76,35 @@ def test_neuron_ls_lays_out_the_instance(tmp_path):
     assert "| DEVICE | CORES  | CORE IDS | MEMORY |" in lines[5]
     assert [l.split("|")[1:5] for l in lines if l.startswith("| 0 ")] == [[" 0      ", " 8      ", " 0-3      ", " 96 GB  "]]
 
-    big = _tool("neuron_ls", tmp_path, "--json-output", NEURON_SIM_INSTANCE="trn2.48xlarge", NEURON_LOGICAL_NC_CONFIG="1")
+    big = tool("neuron_ls", "--json-output", NEURON_SIM_INSTANCE="trn2.48xlarge", NEURON_LOGICAL_NC_CONFIG="1")
     devices = json.loads(big.stdout)
     assert len(devices) == 16 and devices[0]["nc_count"] == 8
     assert devices[1]["neuroncore_ids"] == list(range(8, 16))       # LNC=1: 8 logical cores per device
     assert devices[0]["connected_to"] == [1, 3, 4, 12]              # the 4x4 NeuronLink torus wraps
 
 
-def test_bad_instance_is_reported_with_the_valid_ones(tmp_path):
-    r = _tool("neuron_ls", tmp_path, NEURON_SIM_INSTANCE="trn9.huge")
+def test_bad_instance_is_reported_with_the_valid_ones(tool):
+    r = tool("neuron_ls", NEURON_SIM_INSTANCE="trn9.huge")
     assert r.returncode == 2 and "trn9.huge" in r.stderr and "trn2.48xlarge" in r.stderr
 
 
-def test_a_process_using_the_device_is_listed_and_leaves(tmp_path):
+def test_a_process_using_the_device_is_listed_and_leaves(tmp_path, tool):
     child = subprocess.Popen([sys.executable, "-c", CHILD], env=_env(tmp_path), stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
-        assert child.stdout.readline().strip() == "ready"
+        assert child.stdout.readline().split() == ["ready", "False", "True"]
         deadline = time.time() + 30
         while time.time() < deadline:              # the child publishes about once a second
-            ls = _tool("neuron_ls", tmp_path)
+            ls = tool("neuron_ls")
             if f"| {child.pid} " in ls.stdout:
                 break
             time.sleep(0.5)
         assert f"| {child.pid} " in ls.stdout, ls.stdout
         assert "PID" in ls.stdout and "COMMAND" in ls.stdout and "RUNTIME" in ls.stdout
-        procs = json.loads(_tool("neuron_ls", tmp_path, "-j").stdout)[0]["neuron_processes"]
+        procs = json.loads(tool("neuron_ls", "-j").stdout)[0]["neuron_processes"]
         assert [p["pid"] for p in procs] == [child.pid] and "python" in procs[0]["command"]
 
-        top = _tool("neuron_top", tmp_path)          # not a terminal: one frame, then exit
+        top = tool("neuron_top")                    # not a terminal: one frame, then exit
         assert top.returncode == 0
         assert "NeuronCore v3d Utilization" in top.stdout and "Memory Usage Summary" in top.stdout
         assert "Device Used Memory   Total 4.0 MiB" in top.stdout
@@ -92,9 +114,9 @@ def test_a_process_using_the_device_is_listed_and_leaves(tmp_path):
     finally:
         child.stdin.close()
         child.wait(timeout=60)
-    assert f"| {child.pid} " not in _tool("neuron_ls", tmp_path).stdout     # removed at exit
+    assert f"| {child.pid} " not in tool("neuron_ls").stdout     # removed at exit
 
 
-def test_neuron_top_rejects_a_bad_delay(tmp_path):
-    r = _tool("neuron_top", tmp_path, "--delay", "0")
+def test_neuron_top_rejects_a_bad_delay(tool):
+    r = tool("neuron_top", "--delay", "0")
     assert r.returncode == 2 and "--delay" in r.stderr
