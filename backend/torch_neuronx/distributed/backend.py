@@ -97,6 +97,10 @@ def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+# Collective checks that failed: kept until exit (see Collectives._check_group).
+_FAILED_CHECKS: list = []
+
+
 class Collectives:
     """The Python half of one neuron process group (see the module docstring)."""
 
@@ -167,9 +171,16 @@ class Collectives:
                             dtype=torch.int64)
         everyone = torch.empty(self.size * _FINGERPRINT, dtype=torch.int64)
         work = self.host._allgather_base(everyone, mine, AllgatherOptions())
+        # gloo's worker thread drops its reference to the work after waking us. Were that the
+        # last one, it would free these tensors there, taking the GIL: during interpreter exit
+        # that ends the thread inside a noexcept destructor, and the process aborts (SIGABRT
+        # after a collective timeout). Holding the last work (and a failed one for good) makes
+        # their release happen on this thread.
+        self._last_check = (work, everyone, mine)
         try:
             work.wait()
         except RuntimeError as e:
+            _FAILED_CHECKS.append(self._last_check)
             raise PeerLostError(
                 f"{op}: {self._who()} could not reach the other ranks of its group "
                 f"{list(self.global_ranks)} ({str(e).splitlines()[0]}). Another rank probably "

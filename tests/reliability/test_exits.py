@@ -1,0 +1,82 @@
+"""Error paths end the process with an exit code and a clear message, never a signal: a bad
+setting met around backward(), and a collective timeout on the `neuron` process group (gloo's
+worker thread used to free the failed check's tensors during interpreter exit: SIGABRT)."""
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+from subprocess_run import ROOT, exited_cleanly, run_script
+
+BACKWARD = """
+    import os, torch
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).to("neuron")
+    x = torch.randn(4, 8, device="neuron")
+    {flip}
+    loss = m(x).sum()
+    loss.backward()
+    print(float(m[0].weight.grad.sum()))
+"""
+
+
+def test_bad_setting_at_start_fails_cleanly_at_first_use():
+    proc = run_script(BACKWARD.format(flip=""), env={"TORCH_NEURONX_ENABLE_CONCATENATION": "maybe"})
+    assert proc.returncode == 1, exited_cleanly(proc) or proc.stdout
+    assert "TORCH_NEURONX_ENABLE_CONCATENATION='maybe' is not a boolean; valid values: 0/1" in proc.stderr
+
+
+def test_bad_setting_met_during_backward_fails_cleanly():
+    flip = 'os.environ["TORCH_NEURONX_ENABLE_CONCATENATION"] = "maybe"'
+    proc = run_script(BACKWARD.format(flip=flip))
+    assert proc.returncode == 1, exited_cleanly(proc) or proc.stdout
+    assert "TORCH_NEURONX_ENABLE_CONCATENATION='maybe' is not a boolean" in proc.stderr
+
+
+RANK = """
+    import os, sys, time
+    from datetime import timedelta
+    import torch, torch.distributed as dist
+    rank = int(os.environ["RANK"])
+    flag = os.environ["READY_FLAG"]       # both ranks start init together (2 s store timeout)
+    if rank == 0:
+        open(flag, "w").close()
+    while not os.path.exists(flag):
+        time.sleep(0.05)
+    dist.init_process_group(backend="neuron", timeout=timedelta(seconds=2))
+    if rank == 1:
+        time.sleep(5)          # never calls the collective: rank 0 times out
+        sys.exit(0)
+    from torch_neuronx.distributed import backend
+    try:
+        dist.all_reduce(torch.ones(2, device="neuron"))
+    except Exception:
+        print("kept", len(backend._FAILED_CHECKS), flush=True)
+        raise                   # and leave at once, as a script that does not catch it does
+"""
+
+
+def test_collective_timeout_on_the_neuron_group_exits_without_a_signal(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "OMP_NUM_THREADS": "1",
+            "TORCH_CPP_LOG_LEVEL": "ERROR", "READY_FLAG": str(tmp_path / "ready")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(RANK)], cwd=ROOT,
+                              env=dict(env, **base, RANK=str(r), LOCAL_RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in (0, 1)]
+    try:
+        results = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    rank0 = subprocess.CompletedProcess([], procs[0].returncode, *results[0])
+    assert procs[0].returncode == 1, exited_cleanly(rank0) or rank0.stderr[-3000:]
+    assert "PeerLostError: all_reduce: rank 0 could not reach the other ranks of its group [0, 1]" in rank0.stderr
+    assert "kept 1" in rank0.stdout
+    assert procs[1].returncode == 0, results[1][1][-2000:]
