@@ -123,7 +123,7 @@ def test_kernel_call_is_one_node_with_fullgraph():
 def test_kernel_grid_and_constant_arguments_in_graph():
     x = torch.randn(128, 64, device="neuron")
     w = torch.ones(64, device="neuron")
-    f = torch.compile(lambda x: rmsnorm_fwd[1](x, w, 0.5) + rmsnorm_fwd(x, w, EPS),
+    f = torch.compile(lambda x: rmsnorm_fwd[1](x, w, 0.5) + rmsnorm_fwd(x=x, w=w, eps=EPS),
                       backend="neuron", fullgraph=True)
     xc, wc = x.cpu(), w.cpu()
     expected = xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + 0.5) + reference(xc, wc)
