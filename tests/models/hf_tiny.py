@@ -1,4 +1,5 @@
-"""Tiny Hugging Face models built from configs in code (no download, no network).
+"""Tiny Hugging Face models built from configs in code (no download, no network), and the
+one-training-step comparison with CPU the model tests share.
 
 Every architecture gets the same small shape (2 layers, hidden 32, vocab 128); the
 overrides are only what a config names differently or needs to be consistent. A uniquely
@@ -77,3 +78,35 @@ def tiny_causal_lm(model_type, seed=0, **extra):
 
 def tokens(batch=2, length=16, seed=1):
     return torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+# Comparison of one training step (float32): loss, logits, every gradient, every updated weight.
+LOSS_TOL = dict(rtol=1e-5, atol=1e-6)
+TENSOR_TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def train_step(model, batch, device):
+    model.to(device)
+    batch = {k: v.to(device) for k, v in batch.items()}
+    torch.manual_seed(5)            # PhiMoE's router samples in training mode
+    out = model(**batch)
+    out.loss.backward()
+    result = {
+        "loss": out.loss.item(),
+        "logits": out.logits.detach().cpu(),
+        "grads": {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None},
+    }
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    result["weights"] = {n: p.detach().cpu() for n, p in model.named_parameters()}
+    return result
+
+
+def assert_same_step(actual, expected):
+    torch.testing.assert_close(actual["loss"], expected["loss"], **LOSS_TOL)
+    torch.testing.assert_close(actual["logits"], expected["logits"], **TENSOR_TOL)
+    assert actual["grads"].keys() == expected["grads"].keys()
+    assert len(expected["grads"]) > 0
+    for kind in ("grads", "weights"):
+        for name, value in expected[kind].items():
+            torch.testing.assert_close(actual[kind][name], value, **TENSOR_TOL,
+                                       msg=lambda m, n=name, k=kind: f"{k} of {n}: {m}")

@@ -20,37 +20,8 @@ import torch_neuronx
 
 pytest.importorskip("transformers", reason="transformers is not installed (it is in the test extra)")
 
-from hf_tiny import ARCHITECTURES, MOES, TIED, VOCAB, tiny_causal_lm, tokens  # noqa: E402
-
-LOSS_TOL = dict(rtol=1e-5, atol=1e-6)
-TENSOR_TOL = dict(rtol=1e-4, atol=1e-5)
-
-
-def train_step(model, batch, device):
-    model.to(device)
-    batch = {k: v.to(device) for k, v in batch.items()}
-    torch.manual_seed(5)            # PhiMoE's router samples in training mode
-    out = model(**batch)
-    out.loss.backward()
-    result = {
-        "loss": out.loss.item(),
-        "logits": out.logits.detach().cpu(),
-        "grads": {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None},
-    }
-    torch.optim.SGD(model.parameters(), lr=0.1).step()
-    result["weights"] = {n: p.detach().cpu() for n, p in model.named_parameters()}
-    return result
-
-
-def assert_same_step(actual, expected):
-    torch.testing.assert_close(actual["loss"], expected["loss"], **LOSS_TOL)
-    torch.testing.assert_close(actual["logits"], expected["logits"], **TENSOR_TOL)
-    assert actual["grads"].keys() == expected["grads"].keys()
-    assert len(expected["grads"]) > 0
-    for kind in ("grads", "weights"):
-        for name, value in expected[kind].items():
-            torch.testing.assert_close(actual[kind][name], value, **TENSOR_TOL,
-                                       msg=lambda m, n=name, k=kind: f"{k} of {n}: {m}")
+from hf_tiny import (ARCHITECTURES, MOES, TIED, VOCAB, assert_same_step,  # noqa: E402
+                     tiny_causal_lm, tokens, train_step)
 
 
 @pytest.mark.parametrize("model_type", list(ARCHITECTURES))
