@@ -124,5 +124,14 @@ def main(argv=None) -> int:
     return 0
 
 
+def entry() -> int:
+    """The console script: a closed pipe (`| head`) ends the output quietly, as for ls."""
+    try:
+        return main()
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

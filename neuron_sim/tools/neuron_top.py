@@ -12,6 +12,7 @@ On a terminal it redraws until Ctrl-C (or `-n N` frames); when stdout is not a t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -107,5 +108,14 @@ def main(argv=None) -> int:
         return 0
 
 
+def entry() -> int:
+    """The console script: a closed pipe (`| head`) ends the output quietly, as for ls."""
+    try:
+        return main()
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

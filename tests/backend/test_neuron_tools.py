@@ -60,8 +60,8 @@ def tool(tmp_path, monkeypatch, capsys):
 
 def test_console_scripts_are_declared():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["neuron-ls"] == "neuron_sim.tools.neuron_ls:main"
-    assert scripts["neuron-top"] == "neuron_sim.tools.neuron_top:main"
+    assert scripts["neuron-ls"] == "neuron_sim.tools.neuron_ls:entry"
+    assert scripts["neuron-top"] == "neuron_sim.tools.neuron_top:entry"
     exe = shutil.which("neuron-ls", path=str(pathlib.Path(sys.executable).parent))
     if exe:                                   # installed (pip install -e .): the command itself runs
         assert "NEURON" in subprocess.run([exe], capture_output=True, text=True, timeout=60).stdout
