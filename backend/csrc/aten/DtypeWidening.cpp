@@ -5,7 +5,8 @@
 // whose CPU kernel raises "not implemented for"; tests/backend/test_cuda_dtype_coverage.py
 // recomputes that comparison, so a new pair in a later torch shows up there. Ops whose
 // only kernels are CUDA's (flash attention, _scaled_grouped_mm, LSTM cells) are not here.
-// Not covered: half-precision FFTs (cuFFT takes only power-of-two sizes in half).
+// Not covered: half-precision FFTs. torch.fft's device-generic front end admits half only
+// for CUDA and meta and raises "Unsupported dtype Half" before any kernel is dispatched.
 #include "aten/DtypeWidening.h"
 
 #include <ATen/core/Tensor.h>
