@@ -10,10 +10,12 @@ from ..engines import DmaDir, Engine, ENGINE_NAMES
 from ..errors import NeuronSimError
 from ..config import default_chip
 from ..hardware import Chip, get_chip
+from ..numerics.formats import itemsize
 from ..timing import simulate
-from .assumptions import REPEAT_CAP
+from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
+from .rules.optimizer import list_identity
 from .spec import OpSpec, TensorSpec
 
 ENGINES = tuple(ENGINE_NAMES[e] for e in Engine)
@@ -144,58 +146,171 @@ def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
                             f"{op.args!r}: {type(e).__name__}: {e}") from e
 
 
+def _list_args(op):
+    return [list(a) for a in op.args if isinstance(a, (list, tuple)) and a
+            and all(isinstance(t, TensorSpec) for t in a)]
+
+
+def _keys(op, tensors, lists):
+    """Residency keys of an op's tensors: each tensor, and a tensor list as the one flat
+    tensor a foreach op streams (optimizer.list_identity)."""
+    out = [LowerCtx.key(t) for t in tensors]
+    for lst in lists:
+        ident = list_identity(lst)
+        if ident is not None:
+            out.append(("id", ident))
+    return out
+
+
+def _program(fused, chip, lnc, live):
+    """ONE program of `fused` (in order): (total, engines, hbm, flops, instructions, truncated),
+    truncated when some op emitted fewer blocks than it has (representative repeats)."""
+    later = set()
+    last_read = {}          # key -> the last op reading it: its SBUF is free after that
+    for i, o in enumerate(fused):
+        for k in _keys(o, o.inputs, _list_args(o)):
+            last_read[k] = i
+    for i, o in enumerate(fused):
+        for k in _keys(o, o.outputs, [list(o.outputs)] if len(o.outputs) > 1 else []):
+            if last_read.get(k, -1) > i:
+                later.add(k)
+    ctx = LowerCtx(chip, lnc, REPEAT_CAP, live=live, consumed_later=frozenset(later),
+                   last_read=last_read, name="fused")
+    try:
+        for i, o in enumerate(fused):
+            rule_for(o.name)(ctx, o)
+            ctx.end_op()
+            ctx.free_dead(i)
+    except (IndexError, ValueError, TypeError, KeyError, ZeroDivisionError) as e:
+        raise LoweringError(f"fused sequence could not be lowered: {type(e).__name__}: {e}") \
+            from e
+    tot, eng, hbm, flops, n = _measure(ctx)
+    cores = ctx.cores_of_work()
+    truncated = any(r > e for r, e in ctx.repeats)
+    return tot, eng, hbm * cores, flops * cores, n, truncated
+
+
+# Rules whose work is the same per element wherever it sits: a run of such ops over big tensors
+# can be timed on a slice of every tensor and scaled (see _sliced).
+_ELEMENTWISE_RULES = {"unary_activation", "unary_vector", "binary", "ternary",
+                      "activation_backward", "copy_like", "fill", "foreach"}
+_SLICE_START, _SLICE_MAX = 8, 1 << 14
+
+
+def _sliceable(op: OpSpec) -> bool:
+    rule = rule_for(op.name)
+    if rule is None or rule.__name__ not in _ELEMENTWISE_RULES or op.op == "aten::addr":
+        return False
+    tensors = list(op.inputs) + list(op.outputs)
+    return bool(tensors) and all(t.is_contiguous for t in tensors)
+
+
+def _tensor_groups(op: OpSpec):
+    """The op's tensors, a tensor list counted as one (a foreach op streams it as one)."""
+    for a in tuple(op.args) + (tuple(op.outputs),):
+        if isinstance(a, TensorSpec):
+            yield [a]
+        elif isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
+            yield list(a)
+
+
+# A tensor (or foreach list) bigger than this cannot stay resident next to a few others: a run
+# of element-wise ops over it is timed as a fused loop instead
+_LOOP_BYTES = RESIDENT_SBUF_BYTES * 128 / 4
+
+
+def _group_bytes(op: OpSpec) -> float:
+    return max((sum(t.numel * itemsize(t.dtype) for t in lst) for lst in _tensor_groups(op)),
+               default=0.0)
+
+
+def _slice_op(op: OpSpec, s: int) -> OpSpec:
+    """op with every tensor cut to 1/s of its elements (flat, same identity)."""
+    from dataclasses import replace
+
+    def cut(a):
+        if isinstance(a, TensorSpec):
+            return replace(a, shape=(max(1, -(-a.numel // s)),), strides=None)
+        if isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
+            return type(a)(cut(t) for t in a)
+        return a
+    return OpSpec(op.name, tuple(cut(a) for a in op.args), tuple(cut(o) for o in op.outputs),
+                  op.kwargs)
+
+
+def _sliced(group, chip, lnc, live):
+    """Big element-wise ops fused as a compiler fuses loops: each chunk of every tensor goes
+    through the whole run while it is in SBUF. Timed on slices of 1/s and 1/2s of every tensor
+    (small enough that nothing is truncated) and scaled to the full size: time, busy time and
+    bytes are affine in 1/s once the chunk pipeline is in steady state."""
+    # small enough that a few sliced tensors fit the resident SBUF at once (as a chunk of each
+    # does in the compiler's fused loop)
+    biggest = max(_group_bytes(o) for o in group)
+    s = _SLICE_START
+    while s < _SLICE_MAX and biggest / s > _LOOP_BYTES:
+        s *= 2
+    while True:
+        r1 = _program([_slice_op(o, s) for o in group], chip, lnc, live)
+        if not r1[5] or s >= _SLICE_MAX:
+            break
+        s *= 2
+    r2 = _program([_slice_op(o, 2 * s) for o in group], chip, lnc, live)
+
+    def full(x1, x2):          # T(1/s) = a + b/s: from s and 2s, the value at 1
+        return max(x1, x1 * (2 * s - 1) - x2 * (2 * s - 2))
+    eng = {e: full(r1[1].get(e, 0.0), r2[1].get(e, 0.0)) for e in set(r1[1]) | set(r2[1])}
+    # a slice still dominated by fixed latencies does not scale; no engine is busier than 100%
+    total = max(full(r1[0], r2[0]), max(eng.values(), default=0.0))
+    return (total, eng, full(r1[2], r2[2]), full(r1[3], r2[3]), r1[4])
+
+
 def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
                    standalone=None) -> Timing:
     """Lower `ops` (in order) into ONE program whose intermediates stay in SBUF when a later op
-    reads them and they fit (RESIDENT_SBUF_BYTES). Tensor identity: `TensorSpec.id` when set,
-    otherwise equal (shape, strides, dtype). `live_outputs` (ids): outputs to store to HBM;
-    None stores every output (eager: the user may hold any of them).
+    reads them and they fit (RESIDENT_SBUF_BYTES), and are released after their last reader.
+    Tensor identity: `TensorSpec.id` when set, otherwise equal (shape, strides, dtype).
+    `live_outputs` (ids): outputs to store to HBM; None stores every output (eager: the user
+    may hold any of them).
 
-    Ops too big for one representative program (their own lowering extrapolates) are timed by
-    their own program and added in series; `standalone` may pass already-known per-op Timings
-    (the eager cache does) to avoid lowering them twice."""
+    Ops too big for one representative program (their own lowering extrapolates): element-wise
+    ones are fused with each other as loops (`_sliced`); the others are timed by their own
+    program and added in series. `standalone` may pass already-known per-op Timings (the eager
+    cache does) to avoid lowering them twice."""
     chip = _chip(chip)
     t0 = time.perf_counter()
     ops = assign_ids(list(ops))
     alone = list(standalone) if standalone is not None else [lower_op(o, chip, lnc) for o in ops]
     big = [a.extrapolated for a in alone]
-    fused = [o for o, b in zip(ops, big) if not b]
+    # element-wise ops that are big, or whose tensors could not stay resident, run as fused loops
+    loops = {i for i, (o, b) in enumerate(zip(ops, big))
+             if _sliceable(o) and (b or _group_bytes(o) > _LOOP_BYTES)}
+    fused = [o for i, (o, b) in enumerate(zip(ops, big)) if not b and i not in loops]
+    looped = [ops[i] for i in sorted(loops)]
+    serial = [i for i, b in enumerate(big) if b and i not in loops]
     live = None if live_outputs is None else {("id", x) for x in live_outputs}
-    later = set()
-    seen_inputs = []
-    for o in fused:
-        for t in o.inputs:
-            seen_inputs.append(LowerCtx.key(t))
-    for i, o in enumerate(fused):
-        reads_after = {LowerCtx.key(t) for o2 in fused[i + 1:] for t in o2.inputs}
-        for t in o.outputs:
-            if LowerCtx.key(t) in reads_after:
-                later.add(LowerCtx.key(t))
 
-    def emit(ctx):
-        for o in fused:
-            rule_for(o.name)(ctx, o)
-            ctx.end_op()
+    def live_for(part):
+        """Outputs a part must store: the live ones and whatever another part reads."""
+        if live is None:
+            return None
+        others = [o for o in ops if not any(o is p for p in part)]
+        return live | {LowerCtx.key(t) for o in others for t in o.inputs}
+
+    tot, eng, hbm, flops, n = 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
+    parts = []
     if fused:
-        ctx = LowerCtx(chip, lnc, REPEAT_CAP, live=live, consumed_later=frozenset(later),
-                       name="fused")
-        try:
-            emit(ctx)
-        except (IndexError, ValueError, TypeError, KeyError, ZeroDivisionError) as e:
-            raise LoweringError(f"fused sequence could not be lowered: {type(e).__name__}: {e}") \
-                from e
-        tot, eng, hbm, flops, n = _measure(ctx)
-        cores = ctx.cores_of_work()
-        hbm, flops = hbm * cores, flops * cores
-    else:
-        tot, eng, hbm, flops, n = 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
-    for a, b in zip(alone, big):
-        if b:
-            tot += a.total_ns
-            eng = {e: eng.get(e, 0.0) + a.engine_ns.get(e, 0.0) for e in set(eng) | set(a.engine_ns)}
-            hbm += a.hbm_bytes
-            flops += a.flops
-            n += a.instructions
+        parts.append(_program(fused, chip, lnc, live_for(fused))[:5])
+    if looped:
+        parts.append(_sliced(looped, chip, lnc, live_for(looped)))
+    for i in serial:
+        a = alone[i]
+        parts.append((a.total_ns, a.engine_ns, a.hbm_bytes, a.flops, a.instructions))
+    for p_tot, p_eng, p_hbm, p_flops, p_n in parts:
+        tot += p_tot
+        eng = {e: eng.get(e, 0.0) + p_eng.get(e, 0.0) for e in set(eng) | set(p_eng)}
+        hbm += p_hbm
+        flops += p_flops
+        n += p_n
     return Timing(tot, eng, hbm, flops, n, extrapolated=any(big),
                   lower_s=time.perf_counter() - t0, ops=tuple(o.name for o in ops),
                   per_op_ns=tuple(a.total_ns for a in alone))

@@ -46,13 +46,14 @@ def chunk_elems(cols: int, dtype: str, streams: int = 3) -> int:
 
 class LowerCtx:
     def __init__(self, chip, lnc: int = 1, cap: int = REPEAT_CAP, *, live=None,
-                 consumed_later=frozenset(), name="op"):
+                 consumed_later=frozenset(), last_read=None, name="op"):
         self.b = ProgramBuilder(chip, name=name, keep_operands=False)
         self.chip = self.b.chip
         self.lnc = max(1, int(lnc))
         self.cap = cap
         self.live = live                      # None: every output is stored to HBM
         self.consumed_later = consumed_later  # keys of outputs a later op of the sequence reads
+        self.last_read = last_read or {}      # key -> index of the last op that reads it
         self.repeats: list = []               # (R per core, emitted) of each repeat() call
         self._blocks: list = []               # (R in total, R per core) of each repeat() call
         self._hbm: dict = {}
@@ -138,6 +139,15 @@ class LowerCtx:
             self.b.free(t)
         self._pool.clear()
         self.ops_done += 1
+
+    def free_dead(self, index: int):
+        """After op `index` of a sequence: release the resident intermediates no later op reads
+        (`last_read`), so their SBUF goes to the next ones, as a compiler's memory planner
+        reuses it; the builder orders the reuse after their last readers."""
+        for k in [k for k in self._resident if self.last_read.get(k, -1) <= index]:
+            r = self._resident.pop(k)
+            self._resident_bytes -= r.shape[1] * itemsize(r.dtype)
+            self.b.free(r)
 
     def tiles_named(self, prefix: str) -> int:
         """How many pool tiles of this op have a role starting with `prefix` (for distinct,

@@ -201,7 +201,7 @@ def activation_backward(ctx, op):
 # ---- copies that compute (casts), fills ------------------------------------------------------
 @lowers("aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous", "aten::copy",
         "aten::_copy_from", "aten::alias_copy", "aten::lift_fresh_copy", "aten::detach_copy",
-        "aten::_unsafe_view", "aten::view_copy", "aten::_reshape_copy")
+        "aten::view_copy", "aten::_reshape_copy")
 def copy_like(ctx, op):
     """A copy between device tensors: one HBM -> SBUF -> HBM pass; a cast goes through VectorE
     (FP32 arithmetic, free casts); a same-dtype contiguous copy is a DMA HBM->HBM."""

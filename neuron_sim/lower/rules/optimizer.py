@@ -19,10 +19,18 @@ def _lists(op):
             and all(isinstance(t, TensorSpec) for t in a)]
 
 
+def list_identity(lst):
+    """Identity of a tensor list streamed as one flat tensor: its members' when they all have
+    one (so the next foreach op over the same tensors finds it resident), else None."""
+    ids = tuple(t.id for t in lst)
+    return ("foreach",) + ids if ids and all(i is not None for i in ids) else None
+
+
 def _flat(lst, tag, k):
     total = sum(t.numel for t in lst)
     dtype = lst[0].dtype if lst else "float32"
-    return TensorSpec((max(total, 1),), dtype, None, ("foreach", tag, k, total))
+    ident = list_identity(lst) or ("foreach", tag, k, total)
+    return TensorSpec((max(total, 1),), dtype, None, ident)
 
 
 _RECIPES = {
@@ -49,7 +57,10 @@ def foreach(ctx, op):
         return
     tag = ctx.ops_done
     ins = [_flat(lst, tag, k) for k, lst in enumerate(lists)]
-    out = _flat(list(op.outputs) or lists[0], tag, "out")
+    members = list(op.outputs) or lists[0]
+    out = _flat(members, tag, "out")
+    if ctx.live is not None and any(ctx.key(t) in ctx.live for t in members):
+        ctx.live.add(ctx.key(out))     # a member is a sequence output: store the list
     recipe = _RECIPES[kind]
     if recipe is None:
         ctx.stream(out, [], lambda s, d, p, f, j: ctx.b.memset(d[0], 0.0))
