@@ -45,6 +45,13 @@ def _load(src, shape):
     return t
 
 
+def _tile_inputs(delta, u, b, ch, P, seq):
+    """v2/v3: a channel tile's zeroed accumulator and its delta and u, loaded once."""
+    accum = nl.ndarray((P, seq), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=accum, value=0.0)
+    return accum, _load(delta[b, ch, :], (P, seq)), _load(u[b, ch, :], (P, seq))
+
+
 @jit
 def mamba_v1(delta, u, A, B, C):
     batch, channels, seq = delta.shape
@@ -78,10 +85,7 @@ def mamba_v2(delta, u, A, B, C):
     for b in nl.affine_range(batch):
         for c in nl.affine_range(channels // P):
             ch = slice(c * P, (c + 1) * P)
-            accum = nl.ndarray((P, seq), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.memset(dst=accum, value=0.0)
-            delta_t = _load(delta[b, ch, :], (P, seq))
-            u_t = _load(u[b, ch, :], (P, seq))
+            accum, delta_t, u_t = _tile_inputs(delta, u, b, ch, P, seq)
             for s in nl.affine_range(state):
                 A_i = _load(A[ch, s:s + 1], (P, 1))
                 B_i = _load(B[b, s:s + 1, :], (1, seq))
@@ -101,10 +105,7 @@ def mamba_v3(delta, u, A, B, C):
     for b in nl.affine_range(batch):
         for c in nl.affine_range(channels // P):
             ch = slice(c * P, (c + 1) * P)
-            accum = nl.ndarray((P, seq), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.memset(dst=accum, value=0.0)
-            delta_t = _load(delta[b, ch, :], (P, seq))
-            u_t = _load(u[b, ch, :], (P, seq))
+            accum, delta_t, u_t = _tile_inputs(delta, u, b, ch, P, seq)
             for s in nl.affine_range(state):
                 A_i = _load(A[ch, s:s + 1], (P, 1))
                 carry = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
