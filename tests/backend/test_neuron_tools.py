@@ -104,7 +104,11 @@ def test_a_process_using_the_device_is_listed_and_leaves(tmp_path, tool):
         procs = json.loads(tool("neuron_ls", "-j").stdout)[0]["neuron_processes"]
         assert [p["pid"] for p in procs] == [child.pid] and "python" in procs[0]["command"]
 
-        top = tool("neuron_top")                    # not a terminal: one frame, then exit
+        while True:                                 # a record from mid-matmul shows 8 MiB: wait for the next
+            top = tool("neuron_top")                # not a terminal: one frame, then exit
+            if "Total 4.0 MiB" in top.stdout or time.time() > deadline:
+                break
+            time.sleep(0.5)
         assert top.returncode == 0
         assert "NeuronCore v3d Utilization" in top.stdout and "Memory Usage Summary" in top.stdout
         assert "Device Used Memory   Total 4.0 MiB" in top.stdout
