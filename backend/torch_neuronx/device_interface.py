@@ -1,0 +1,109 @@
+"""Dynamo's device interface for 'neuron' (torch._dynamo.device_interface), as CUDA/XPU have:
+Dynamo, Inductor and libraries reach streams, events, synchronisation and properties of a
+device through it. Registered when torch._dynamo.device_interface is first imported, so
+`import torch` does not pay for importing Dynamo."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+
+import torch
+
+_MODULE = "torch._dynamo.device_interface"
+
+
+def _interface():
+    from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
+
+    from . import neuron
+
+    class NeuronInterface(DeviceInterface):
+        device = neuron.device
+        Event = torch.Event
+        Stream = torch.Stream
+
+        class Worker:
+            @staticmethod
+            def set_device(device: int) -> None:
+                neuron.set_device(device)
+
+            @staticmethod
+            def current_device() -> int:
+                return neuron.current_device()
+
+            @staticmethod
+            def get_device_properties(device=None):
+                return neuron.get_device_properties(device)
+
+        current_device = staticmethod(neuron.current_device)
+        set_device = staticmethod(neuron.set_device)
+        device_count = staticmethod(neuron.device_count)
+        is_available = staticmethod(neuron.is_available)
+        stream = staticmethod(neuron.stream)
+        current_stream = staticmethod(neuron.current_stream)
+        set_stream = staticmethod(neuron.set_stream)
+        synchronize = staticmethod(neuron.synchronize)
+        get_device_properties = staticmethod(neuron.get_device_properties)
+        memory_allocated = staticmethod(neuron.memory_allocated)
+
+        @staticmethod
+        def maybe_exchange_device(device: int) -> int:
+            previous = neuron.current_device()
+            if device >= 0 and device != previous:
+                neuron.set_device(device)
+            return previous
+
+        exchange_device = maybe_exchange_device
+
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+            neuron.set_stream(torch.Stream(stream_id=stream_id, device_index=device_index,
+                                           device_type=device_type))
+
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return neuron.current_stream(device_idx).stream_id
+
+        @staticmethod
+        def get_compute_capability(device=None):
+            return neuron.get_device_capability(device)
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return True
+
+        @staticmethod
+        def is_triton_capable(device=None) -> bool:
+            return False
+
+    register_interface_for_device("neuron", NeuronInterface)
+    for i in range(neuron.device_count()):
+        register_interface_for_device(f"neuron:{i}", NeuronInterface)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs _interface() right after torch._dynamo.device_interface has loaded."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _MODULE:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            _interface()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    if _MODULE in sys.modules:
+        _interface()
+    else:
+        sys.meta_path.insert(0, _AfterImport())
