@@ -43,9 +43,10 @@ class CheckedCpuAllocator final : public c10::Allocator {
 };
 
 // Installed once when the extension loads, above the default CPU allocator's priority.
+// Never destroyed: CPU allocations made by other libraries' static destructors at exit
+// would otherwise call into a destroyed object (a pure virtual call, SIGABRT).
 const bool g_installed = [] {
-  static CheckedCpuAllocator checked(c10::GetCPUAllocator());
-  c10::SetCPUAllocator(&checked, /*priority=*/1);
+  c10::SetCPUAllocator(new CheckedCpuAllocator(c10::GetCPUAllocator()), /*priority=*/1);
   return true;
 }();
 
