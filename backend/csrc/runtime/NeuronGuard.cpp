@@ -128,6 +128,8 @@ double NeuronGuardImpl::elapsedTime(void* event1, void* event2,
   const SimEventPtr& end = as_event(event2);
   TORCH_CHECK(start->time_ns >= 0 && end->time_ns >= 0,
               "Both events must be recorded before calculating elapsed time.");
+  TORCH_CHECK_VALUE(start->enable_timing && end->enable_timing,
+                    "Both events must be created with argument 'enable_timing=True'.");
   TORCH_CHECK(start->device == end->device,
               "Timing events must be recorded on the same neuron device; got neuron:",
               static_cast<int>(start->device), " and neuron:", static_cast<int>(end->device), ".");
