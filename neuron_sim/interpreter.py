@@ -13,6 +13,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .errors import ProgramError
+from .hardware import get_chip, list_chips
 from .isa import module_for
 from .numerics.formats import MX_PACKED, np_dtype
 from .numerics.rounding import cast
@@ -20,6 +21,7 @@ from .program.ap import AccessPattern, Memory
 
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+MAX_LANES = max(get_chip(n).sbuf_partitions for n in list_chips())
 
 
 class State:
@@ -29,6 +31,12 @@ class State:
         self.rounding = rounding
         self.rng = np.random.default_rng(seed)
         self.buffers: dict[int, np.ndarray] = {}
+        self.registers: dict[int, np.ndarray] = {}
+
+    def accumulator(self, engine) -> np.ndarray:
+        """The engine's accumulator registers, one FP32 per partition (lane), kept across
+        instructions (reduce_cmd)."""
+        return self.registers.setdefault(int(engine), np.zeros(MAX_LANES, np.float32))
 
     def buffer(self, t) -> np.ndarray:
         b = self.buffers.get(t.id)

@@ -61,6 +61,22 @@ def reduce(op):
     return REDUCE[name]
 
 
+def accumulate(regs, n, part, cmd, op="add", init=None):
+    """An engine's accumulator registers (one FP32 per lane, kept across instructions) under a
+    reduce command [ISA] reduce_cmd: reset, reduce, reset_reduce, load_reduce or idle. Folds the
+    row results `part` of lanes 0..n-1 into them and returns their new values."""
+    cmd = getattr(cmd, "value", cmd)
+    ident = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}.get(op, 0.0)
+    if cmd in ("reset", "reset_reduce"):
+        regs[:n] = ident
+    if cmd == "load_reduce":
+        regs[:n] = init if init is not None else 0.0
+    if cmd in ("reduce", "reset_reduce", "load_reduce") and part is not None:
+        fn = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}[op]
+        regs[:n] = fn(regs[:n], part)
+    return regs[:n].copy()
+
+
 def apply(op, a, b):
     with np.errstate(all="ignore"):
         return np.asarray(binary(op)(np.float32(a) if np.isscalar(a) else a,

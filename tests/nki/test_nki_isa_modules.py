@@ -81,6 +81,28 @@ def test_reversed_operands_in_the_module_and_the_program():
     np.testing.assert_allclose(out, y / (1 - x), rtol=1e-6)
 
 
+@nki.jit
+def _accumulate_two_calls(x, y):
+    a, b = nl.load(x), nl.load(y)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    rs = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=t, data=a, op0=nl.multiply, operand0=2.0, reduce_op=nl.add, reduce_res=rs)
+    nisa.tensor_scalar_reduce(dst=t, data=b, op0=nl.subtract, operand0=1.0, reverse0=True, reduce_op=nl.add,
+                              reduce_res=rs, reduce_cmd=nisa.reduce_cmd.reduce)
+    r = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=r, src=rs)
+    return r
+
+
+def test_reduce_commands_accumulate_across_instructions():
+    """reduce_cmd=reduce adds to VectorE's accumulator instead of resetting it, in the nisa call
+    and in the program run through the module (the interpreter keeps the registers too)."""
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((128, 64)).astype(np.float32)
+    out, _ = _run(_accumulate_two_calls, x, y, check=True)
+    np.testing.assert_allclose(out[:, 0], (2 * x).sum(axis=1) + (1 - y).sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
 def test_nki_only_instructions_cost_their_documented_cycles():
     """[ISAcost]: max8 N; scalar_tensor_tensor 2N (two SBUF inputs); tensor_scalar_reduce N + 64;
     tensor_copy_predicated 2N (src and predicate in SBUF); N = 512 elements per partition."""

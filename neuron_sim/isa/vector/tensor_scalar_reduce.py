@@ -1,5 +1,7 @@
-"""tensor_scalar_reduce: dst = data <op0> operand0 (as tensor_scalar with one operator), and the
-reduction of dst along the free axis into reduce_res [P, 1], on VectorE [ISA].
+"""tensor_scalar_reduce: dst = data <op0> operand0 (as tensor_scalar with one operator; reverse0
+swaps the operands), and the reduction of dst along the free axis folded into VectorE's
+accumulator registers by reduce_cmd (default: reset, then reduce), read out to reduce_res [P, 1]
+[ISA].
 
 Cost [ISAcost] `tensor_scalar_reduce`: max(64, N) + 64 VectorE cycles (the extra 64 read the
 accumulator out)."""
@@ -12,12 +14,12 @@ from ...engines import Engine
 from .. import alu
 from ..common import (access_latency, check_engine_operand, check_same_partitions, make,
                       one_input_cycles, stride_factor)
-from .tensor_scalar import reference as _tensor_scalar
 
 NAME = "tensor_scalar_reduce"
 
 
-def build(chip, dst, data, op0, operand0, reduce_op, reduce_res):
+def build(chip, dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
+          reduce_cmd="reset_reduce", reduce_init=None):
     alu.binary(op0)
     alu.reduce(reduce_op)
     for nm, ap in (("dst", dst), ("data", data), ("reduce_res", reduce_res)):
@@ -29,13 +31,14 @@ def build(chip, dst, data, op0, operand0, reduce_op, reduce_res):
         reads.append(operand0)
     c = one_input_cycles(chip, data.free_size) * stride_factor(dst, data) + chip.min_ii_cycles
     return make(NAME, Engine.VECTOR, c, access_latency(chip, 2 + len(reads)), reads, (dst, reduce_res),
-                {"op0": alu.op_name(op0), "operand0": operand0,
-                 "reduce_op": alu.op_name(reduce_op)})
+                {"op0": alu.op_name(op0), "operand0": operand0, "reduce_op": alu.op_name(reduce_op),
+                 "reverse0": bool(reverse0), "reduce_cmd": getattr(reduce_cmd, "value", reduce_cmd),
+                 "reduce_init": reduce_init})
 
 
-def reference(x, op0, s0, reduce_op):
+def reference(x, op0, s0, reduce_op, reverse0=False):
     """(dst, the row reductions of dst) on FP32 values."""
-    y = _tensor_scalar(x, op0, s0)
+    y = alu.apply(op0, *((s0, x) if reverse0 else (x, s0)))
     return y, np.asarray(alu.reduce(reduce_op)(y.reshape(y.shape[0], -1), axis=1), np.float32)
 
 
@@ -46,6 +49,8 @@ def semantics(state, emit):
     if not isinstance(s0, (int, float)):
         s0 = state.read(emit.reads[1]).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
     dst, res = emit.writes
-    y, r = reference(x, p["op0"], s0, p["reduce_op"])
+    y, r = reference(x, p["op0"], s0, p["reduce_op"], p["reverse0"])
+    regs = alu.accumulate(state.accumulator(Engine.VECTOR), x.shape[0], r, p["reduce_cmd"],
+                          p["reduce_op"], p["reduce_init"])
     state.write(dst, y.reshape(dst.shape))
-    state.write(res, r.reshape(res.shape))
+    state.write(res, regs.reshape(res.shape))

@@ -31,7 +31,7 @@ from .gpsimd import affine_select, iota, tensor_partition_reduce
 from .scalar import activation, activation_reduce
 from .matmul import nc_matmul, nc_transpose
 from .vector import (dropout, exponential, memset, tensor_copy,
-                     tensor_copy_predicated, tensor_reduce, tensor_scalar, tensor_scalar_reduce, tensor_tensor,
+                     tensor_copy_predicated, tensor_reduce, tensor_scalar, tensor_tensor,
                      tensor_tensor_scan)
 
 
@@ -70,5 +70,5 @@ __all__ = _generated + [
            "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "dropout", "engine", "exponential", "get_nc_version",
            "gpsimd_engine", "iota", "matmul_perf_mode", "memset", "nc_matmul", "nc_transpose",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce",
-           "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan",
+           "tensor_reduce", "tensor_scalar", "tensor_tensor", "tensor_tensor_scan",
            "unknown_engine", "vector_engine"]

@@ -220,16 +220,3 @@ def _int_path(*ts):
     return all(isinstance(t, NkiTensor) and dtypes.normalize(t.dtype) in (dtypes.int32, dtypes.uint32) for t in ts)
 
 
-def _regs_update(regs, P, part, cmd, op="add", init=None):
-    """Accumulator registers shared by reduce-capable instructions (one float per lane)."""
-    cmd = getattr(cmd, "value", cmd)
-    ident = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}.get(op, 0.0)
-    if cmd in ("reset", "reset_reduce"):
-        regs[:P] = ident
-    if cmd == "load_reduce":
-        regs[:P] = init if init is not None else 0.0
-    if cmd in ("reduce", "reset_reduce", "load_reduce") and part is not None:
-        fn = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}[op]
-        regs[:P] = fn(regs[:P], part)
-    return regs[:P].copy()
-

@@ -52,6 +52,10 @@ class _Views:
     def write_raw(self, ap, raw):
         self.ctx.write(self.views[id(ap)][1], raw)
 
+    def accumulator(self, engine):
+        tr = self.ctx.trace
+        return tr.act_regs if engine == Engine.SCALAR else tr.vec_regs
+
 
 def adapter(name: str):
     """The nisa function of instruction `name`."""

@@ -6,7 +6,8 @@ import numpy as np
 
 from ...isa.scalar import activation as core_activation
 
-from ._common import _act, _alu, _arg, _Ctx, _regs_update, _scalar_or_vector
+from ...isa.alu import accumulate as _regs_update
+from ._common import _act, _alu, _arg, _Ctx, _scalar_or_vector
 from .enums import reduce_cmd
 
 

@@ -11,7 +11,8 @@ from ...isa import module_for as core
 from .. import dtypes
 from ..tensor import NkiTensor
 
-from ._common import _alu, _apply, _arg, _Ctx, _dtype_str, _int_path, _regs_update, _scalar_or_vector
+from ...isa.alu import accumulate as _regs_update
+from ._common import _alu, _apply, _arg, _Ctx, _dtype_str, _int_path, _scalar_or_vector
 from .enums import engine, reduce_cmd
 
 
@@ -190,27 +191,6 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     ctx.write(dst, vals)
     ctx.emit("vector", [data0, data1] + ([it] if it is not None else []), [dst], dst=dst, d0=data0,
              d1=data1, initial=_arg(initial), op0=o0.name, op1=o1.name)
-
-
-def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
-                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, name=None):
-    ctx = _Ctx("tensor_scalar_reduce")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(data, "data")
-    ctx.onchip(reduce_res, "reduce_res")
-    ctx.same_pf(dst, data, "dst", "data")
-    o0, ro = _alu(ctx, op0, "op0"), _alu(ctx, reduce_op, "reduce_op")
-    v0, t0 = _scalar_or_vector(ctx, operand0, data, "operand0")
-    x = ctx.read(data, "data")
-    vals = regs = None
-    if ctx.numerics:
-        vals = _apply(o0, x, v0, reverse0).astype(np.float32)
-        regs = _regs_update(ctx.trace.vec_regs, data.num_partitions, ro.reduce(vals, axis=1), reduce_cmd,
-                            ro.name, reduce_init)
-    ctx.write(dst, vals)
-    ctx.write(reduce_res, regs)
-    ctx.emit("vector", [data] + ([t0] if t0 is not None else []), [dst, reduce_res], dst=dst, data=data,
-             op0=o0.name, operand0=_arg(operand0), reduce_op=ro.name, reduce_res=reduce_res)
 
 
 def dropout(dst, data, prob, name=None):
