@@ -228,3 +228,31 @@ def test_swap_tensors_conversion_keeps_sharing_and_grads():
         assert_shared(pairs(model), "cpu")
     finally:
         torch.__future__.set_swap_module_params_on_conversion(previous)
+
+
+def test_optimizer_state_made_on_cpu_continues_on_neuron():
+    """AdamW state from CPU steps, loaded after the move (load_state_dict puts it on the
+    Parameters' device), continues exactly like the CPU run, with one state per shared weight."""
+    model, pairs, x = build("tied_embedding")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+    reference = copy.deepcopy(model)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    # Deep copies: load_state_dict keeps CPU 'step' tensors as they are, which would make
+    # the two optimizers count steps in one tensor.
+    ref_opt.load_state_dict(copy.deepcopy(opt.state_dict()))
+    model.to("neuron")
+    assert_shared(pairs(model), "neuron")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    opt.load_state_dict(copy.deepcopy(ref_opt.state_dict()))
+    assert len(opt.state) == len(list(model.parameters()))
+    assert all(s["exp_avg"].device.type == "neuron" for s in opt.state.values())
+    for m, o, inp in ((model, opt, x.to("neuron")), (reference, ref_opt, x)):
+        o.zero_grad()
+        m(inp).pow(2).mean().backward()
+        o.step()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
