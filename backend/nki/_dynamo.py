@@ -94,15 +94,15 @@ def _in_graph(uid: int, grid: tuple, args: tuple, kwargs: dict):
     return tuple(outs) if kind == "tuple" else list(outs) if kind == "list" else outs[0]
 
 
-# _in_graph as Dynamo's nonstrict_trace marks it; made once torch._dynamo is imported (importing
-# it costs seconds, so neither `import nki` nor `import torch` does).
+# _in_graph as Dynamo's nonstrict_trace marks it; made right after torch._dynamo.decorators loads
+# (importing Dynamo costs seconds, so neither `import nki` nor `import torch` does it).
 _TRACED: list = [None]
 
 
 def register():
     if _TRACED[0] is None:
-        import torch._dynamo
-        _TRACED[0] = torch._dynamo.nonstrict_trace(_in_graph)
+        from torch._dynamo.decorators import nonstrict_trace    # complete even mid `import torch._dynamo`
+        _TRACED[0] = nonstrict_trace(_in_graph)
 
 
 def _has_torch_tensor(args, kwargs):
@@ -131,9 +131,9 @@ def call_hook(kernel, args, kwargs):
     return traced(kernel.uid, kernel.grid, args, kwargs)
 
 
-def install():
-    """Called when torch_neuronx loads; registers at once if torch._dynamo is already imported."""
+def install(after_import):
+    """Called when torch_neuronx loads, with its `after_import(module, then)`: registers once
+    Dynamo's decorators exist, whichever backend compiles first."""
     if call_hook not in launch.CALL_HOOKS:
         launch.CALL_HOOKS.append(call_hook)
-    if "torch._dynamo" in sys.modules:
-        register()
+    after_import("torch._dynamo.decorators", register)

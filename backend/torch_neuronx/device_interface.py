@@ -84,10 +84,13 @@ def _interface():
 
 
 class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Runs _interface() right after torch._dynamo.device_interface has loaded."""
+    """Runs `then()` right after module `module` has loaded."""
+
+    def __init__(self, module, then):
+        self.module, self.then = module, then
 
     def find_spec(self, name, path, target=None):
-        if name != _MODULE:
+        if name != self.module:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
@@ -96,14 +99,19 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
         def exec_module(module):
             original(module)
-            _interface()
+            self.then()
 
         loader.exec_module = exec_module
         return spec
 
 
-def install() -> None:
-    if _MODULE in sys.modules:
-        _interface()
+def after_import(module: str, then) -> None:
+    """`then()` now if `module` is loaded, else right after it loads (without importing it)."""
+    if module in sys.modules:
+        then()
     else:
-        sys.meta_path.insert(0, _AfterImport())
+        sys.meta_path.insert(0, _AfterImport(module, then))
+
+
+def install() -> None:
+    after_import(_MODULE, _interface)

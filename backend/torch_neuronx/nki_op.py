@@ -17,7 +17,9 @@ import torch
 
 from nki import _dynamo
 
-_dynamo.install()       # @nki.jit kernels called inside torch.compile become one graph node
+from .device_interface import after_import
+
+_dynamo.install(after_import)       # @nki.jit kernels called inside torch.compile become one graph node
 
 
 def nki_op(name, fn=None, *, mutates_args=(), device_types=None, schema=None):

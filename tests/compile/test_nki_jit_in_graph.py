@@ -17,6 +17,8 @@ from compile_helpers import device_ns
 EPS = 1e-6
 
 
+ADD_EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "nki" / "add.py"
+
 # the forward kernel is the RMSNorm example (y = x * rsqrt(mean(x^2) + eps) * w)
 rmsnorm_fwd = runpy.run_path(str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "nki" / "rmsnorm.py"))[
     "rmsnorm_kernel"]
@@ -205,3 +207,17 @@ def test_kernel_writing_its_input_in_graph_is_a_clear_error():
     with pytest.raises(RuntimeError, match="NKI kernel bump wrote its tensor argument 0 inside torch.compile"):
         f(x)
     assert x.abs().sum().item() == 0          # the caller's tensor is untouched
+
+
+def test_kernel_in_graph_with_any_backend_in_a_fresh_process():
+    """Registration follows Dynamo's import, not the neuron backend's: aot_eager on CPU tensors."""
+    import subprocess
+    import sys
+    code = ("import torch, runpy\n"
+            f"k = runpy.run_path({str(ADD_EXAMPLE)!r})['add_kernel']\n"
+            "a, b = torch.randn(128, 64), torch.randn(128, 64)\n"
+            "f = torch.compile(lambda a, b: k(a, b) * 2, backend='aot_eager', fullgraph=True)\n"
+            "torch.testing.assert_close(f(a, b), (a + b) * 2)\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.split() == ["ok"], r.stderr[-3000:]
