@@ -126,8 +126,8 @@ def call_hook(kernel, args, kwargs):
     traced = _TRACED[0]
     if traced is None:
         raise RuntimeError("an NKI kernel was called inside torch.compile before the nki graph hook was "
-                           "registered; call nki._dynamo.register() (torch_neuronx does it when "
-                           "torch.compile is first used) before compiling")
+                           "registered (torch_neuronx registers it when Dynamo loads); import torch_neuronx "
+                           "before compiling, or call nki._dynamo.register()")
     return traced(kernel.uid, kernel.grid, args, kwargs)
 
 

@@ -29,10 +29,6 @@ def _register() -> None:
 
 _register()
 
-from nki import _dynamo as _nki_dynamo  # noqa: E402
-
-_nki_dynamo.register()     # @nki.jit kernels in the traced code become nki::kernel graph nodes
-
 __all__ = ["BreakReport", "CPUInputError", "DynamicShapeError", "GraphBreak",
            "NEFFCompilationError", "NEFFExecutionError", "NeuronCompilationMetrics",
            "NeuronCompileError", "cache_stats", "create_neuron_backend", "explain_graph_breaks",
