@@ -74,8 +74,10 @@ bool keeps_64_bits(int32_t op_name_id) {
   if (it != cache.end()) return it->second;
   std::string name = op_name(op_name_id);
   const size_t dot = name.find('.');
+  // scatter.reduce / scatter.value_reduce combine values: they compute.
+  const bool reduces = dot != std::string::npos && name.find("reduce", dot) != std::string::npos;
   if (dot != std::string::npos) name.resize(dot);
-  const bool keeps = movement_ops().count(name) != 0;
+  const bool keeps = !reduces && movement_ops().count(name) != 0;
   cache.emplace(op_name_id, keeps);
   return keeps;
 }
