@@ -15,6 +15,7 @@ def _autoload() -> None:
     autoloads it again and finds this function on the partly initialised module."""
 
 
+import atexit  # noqa: E402
 import logging  # noqa: E402
 
 import torch
@@ -93,6 +94,37 @@ def _register() -> None:
 
 
 _register()
+
+
+def _flush_autograd_device_threads() -> None:
+    """At exit, before the interpreter finalizes: make every neuron autograd thread finish.
+
+    After backward() returns, the autograd thread of the device drops its graph task only at
+    the end of its loop iteration. That frees Python objects the task captured (torch stashes a
+    context object for every backward) and takes the GIL for it; when the script has ended by
+    then, the interpreter is finalizing, the thread is ended inside a noexcept destructor and
+    the process aborts (SIGABRT, rc 134; about 2 runs in 5 of a script ending in backward()).
+    A tiny backward on each device used is queued behind that work and waited for with the GIL
+    released, so the earlier task is gone when this returns; its own task captures no Python
+    object (the context is unstashed first, its grad is made in C++, and its tensors are kept
+    until finalization), so dropping it late needs no GIL."""
+    import time
+    if not _C._is_initialized() or not torch._C._is_key_in_tls("context"):
+        return                               # no backward ran in this thread
+    torch._C._remove_obj_from_tls("context")
+    keep = _state.setdefault("exit_flush", [])
+    for d in range(_C._device_count()):
+        if not max_memory_allocated(d):
+            continue                         # never used: no autograd work on it
+        x = torch.zeros((), device=f"neuron:{d}", requires_grad=True)
+        y = x * 1
+        keep.append((x, y))
+        torch.autograd.Variable._execution_engine.run_backward(
+            (y,), (None,), False, False, (), True, True)
+    time.sleep(0.02)     # and the GIL free a moment longer for any other thread still freeing
+
+
+atexit.register(_flush_autograd_device_threads)
 
 from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # noqa: E402
                      memory_allocated, memory_reserved, memory_stats, memory_summary,
