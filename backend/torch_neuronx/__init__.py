@@ -113,7 +113,8 @@ def _flush_autograd_device_threads() -> None:
         return                               # no backward ran in this thread
     torch._C._remove_obj_from_tls("context")
     keep = _state.setdefault("exit_flush", [])
-    for d in range(_C._device_count()):
+    owned = _C._owned_device()               # a torch.distributed rank uses only its own
+    for d in ([owned] if owned >= 0 else range(_C._device_count())):
         if not max_memory_allocated(d):
             continue                         # never used: no autograd work on it
         x = torch.zeros((), device=f"neuron:{d}", requires_grad=True)
