@@ -486,9 +486,7 @@ class ProgramBuilder:
                            **kw)
 
     def tensor_partition_reduce(self, dst, data, op="add", **kw) -> int:
-        from ..isa.gpsimd import tensor_partition_reduce
-        return self.append(tensor_partition_reduce.build(self.chip, as_ap(dst), as_ap(data), op),
-                           **kw)
+        return self.instruction("tensor_partition_reduce", dst=dst, op=op, data=data, **kw)
 
     # ---- DMA --------------------------------------------------------------------------------
     def dma_copy(self, dst, src, *, queue=None, engines=None, dge="none", **kw) -> int:

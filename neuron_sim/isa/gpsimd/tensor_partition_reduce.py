@@ -9,16 +9,19 @@ from math import ceil
 import numpy as np
 
 from ...engines import Engine
+from ...errors import FreeSizeError
 from .. import alu
 from ..common import access_latency, check_engine_operand, make
 
 NAME = "tensor_partition_reduce"
 
 
-def build(chip, dst, data, op):
+def build(chip, dst, op, data):
     alu.reduce(op)
     check_engine_operand(NAME, "dst", dst, Engine.GPSIMD, chip)
     check_engine_operand(NAME, "data", data, Engine.GPSIMD, chip)
+    if dst.p_size != 1 or dst.free_size != data.free_size:
+        raise FreeSizeError(NAME, "dst", f"shape [1, {data.free_size}]", list(dst.shape), chip.name)
     c = chip.gpsimd_start_cycles + data.free_size * ceil(data.p_size / 16)
     return make(NAME, Engine.GPSIMD, c, access_latency(chip, 2), (data,), (dst,),
                 {"op": alu.op_name(op)})

@@ -5,12 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
+from ...errors import CapabilityError
 from ..common import access_latency, check_engine_operand, is16, make, one_input_cycles
 
 NAME = "memset"
 
 
 def build(chip, dst, value, engine=Engine.VECTOR):
+    if engine not in (Engine.VECTOR, Engine.GPSIMD):
+        raise CapabilityError(NAME, "engine", "VectorE or GpSimd", Engine(engine).name, chip.name)
     check_engine_operand(NAME, "dst", dst, engine, chip)
     n = dst.free_size
     if engine == Engine.GPSIMD:

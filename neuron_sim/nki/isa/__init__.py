@@ -27,10 +27,10 @@ from ._generic import adapter
 from .dma import dma_copy, dma_transpose
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
-from .gpsimd import affine_select, iota, tensor_partition_reduce
+from .gpsimd import affine_select, iota
 from .scalar import activation, activation_reduce
 from .matmul import nc_matmul, nc_transpose
-from .vector import (dropout, exponential, memset, tensor_copy,
+from .vector import (dropout, exponential, tensor_copy,
                      tensor_copy_predicated, tensor_reduce, tensor_scalar, tensor_tensor,
                      tensor_tensor_scan)
 
@@ -68,7 +68,7 @@ def sendrecv(*args, **kwargs):
 __all__ = _generated + [
            "activation", "activation_reduce", "affine_select", "core_barrier",
            "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "dropout", "engine", "exponential", "get_nc_version",
-           "gpsimd_engine", "iota", "matmul_perf_mode", "memset", "nc_matmul", "nc_transpose",
-           "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce",
+           "gpsimd_engine", "iota", "matmul_perf_mode", "nc_matmul", "nc_transpose",
+           "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine",
            "tensor_reduce", "tensor_scalar", "tensor_tensor", "tensor_tensor_scan",
            "unknown_engine", "vector_engine"]

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
+
 from ...engines import Engine
 from ...errors import NeuronSimError
 from ...isa import module_for
+from ...program.builder import engine_of
 from ..errors import NkiValidationError
 from ..program import _Mapper
 from ..tensor import NkiTensor
@@ -73,14 +76,18 @@ def adapter(name: str):
         bound.apply_defaults()
         given = {k: v for k, v in bound.arguments.items() if k != "name"}
         mapper, views, operands = _Mapper(_TracePlan()), {}, {}
+        if "engine" in given:       # nisa.vector_engine ... or the module's default for unknown
+            e = getattr(given["engine"], "value", given["engine"])
+            given["engine"] = sig.parameters["engine"].default if e in (None, "unknown") else engine_of(e)
         for k, v in given.items():
             if isinstance(v, NkiTensor):
                 ctx.pattern_dims(v, k)
                 ap = operands[k] = mapper.ap(v, len(ctx.trace.instrs))
                 views[id(ap)] = (k, v)
+            elif type(v) in (int, float) or isinstance(v, np.floating):
+                operands[k] = _arg(v)       # numbers as Python floats, as the modules compare
             else:
-                operands[k] = v if isinstance(v, (bool, str)) or v is None else _arg(v) \
-                    if isinstance(v, (int, float)) else v
+                operands[k] = v
         try:
             out = mod.build(ctx.chip, **operands)
         except NeuronSimError as e:

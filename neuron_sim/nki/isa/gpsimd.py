@@ -11,18 +11,6 @@ from ..ops import ALU
 from ._common import _alu, _Ctx
 
 
-def tensor_partition_reduce(dst, op, data, name=None):
-    ctx = _Ctx("tensor_partition_reduce")
-    ctx.onchip(dst, "dst", ("sbuf",))
-    ctx.onchip(data, "data", ("sbuf",))
-    o = _alu(ctx, op)
-    if dst.num_partitions != 1 or dst.free_size != data.free_size:
-        ctx.fail(f"dst must be [1, {data.free_size}], got {list(dst.shape)}")
-    x = ctx.read(data, "data")
-    ctx.write(dst, o.reduce(x, axis=0) if ctx.numerics else None)
-    ctx.emit("gpsimd", [data], [dst], dst=dst, data=data, op=o.name)
-
-
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     ctx = _Ctx("iota")
     ctx.onchip(dst, "dst", ("sbuf",))

@@ -32,14 +32,6 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
     ctx.emit(eng, [src], [dst], dst=dst, src=src, engine=eng)
 
 
-def memset(dst, value, engine=engine.unknown, name=None):
-    ctx = _Ctx("memset")
-    ctx.onchip(dst, "dst")
-    eng = ctx.engine(engine, "vector", ("vector", "gpsimd"), (("dst", dst),))
-    ctx.write(dst, np.full(dst.shape, value, dtype=np.float32) if ctx.numerics else None)
-    ctx.emit(eng, [], [dst], dst=dst, value=float(value), engine=eng)
-
-
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     ctx = _Ctx("tensor_tensor")
     for n, t in (("dst", dst), ("data1", data1), ("data2", data2)):
