@@ -19,8 +19,10 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
   const bool gqa = enable_gqa && query.dim() >= 3 && key.dim() >= 3 &&
                    query.size(-3) != key.size(-3);
+  // CPU's flash kernel needs one head size for Q, K and V (DeepSeek's MLA has a smaller V).
   const bool plain = dropout_p == 0.0 && !gqa && query.dim() == 4 && key.dim() == 4 &&
-                     value.dim() == 4 && !query.is_nested();
+                     value.dim() == 4 && !query.is_nested() &&
+                     query.size(-1) == key.size(-1) && query.size(-1) == value.size(-1);
   return static_cast<int64_t>(plain ? sdp::SDPBackend::overrideable : sdp::SDPBackend::math);
 }
 
