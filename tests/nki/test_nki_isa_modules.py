@@ -103,6 +103,24 @@ def test_reduce_commands_accumulate_across_instructions():
     np.testing.assert_allclose(out[:, 0], (2 * x).sum(axis=1) + (1 - y).sum(axis=1), rtol=1e-4, atol=1e-4)
 
 
+@nki.jit
+def _dropout(x):
+    a = nl.load(x)                                   # instruction 0
+    o = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dropout(dst=o, data=a, prob=0.25)           # instruction 1: its draw is seeded with 1
+    r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=r, src=o)
+    return r
+
+
+def test_dropout_draw_is_deterministic_per_instruction():
+    x = np.random.default_rng(4).uniform(1, 2, (128, 256)).astype(np.float32)
+    out, _ = _run(_dropout, x, check=True)
+    keep = np.random.default_rng(1).random(x.shape, dtype=np.float32) >= 0.25
+    np.testing.assert_array_equal(out, np.where(keep, x, 0))
+    assert 0.7 < keep.mean() < 0.8
+
+
 def test_nki_only_instructions_cost_their_documented_cycles():
     """[ISAcost]: max8 N; scalar_tensor_tensor 2N (two SBUF inputs); tensor_scalar_reduce N + 64;
     tensor_copy_predicated 2N (src and predicate in SBUF); N = 512 elements per partition."""

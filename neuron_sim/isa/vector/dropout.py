@@ -1,5 +1,6 @@
 """dropout: dst = data where a random draw >= prob, else 0, on VectorE [ISA]. prob is a scalar
-or a [P, 1] tensor. The draw is deterministic here (seeded per instruction), not the hardware RNG.
+or a [P, 1] tensor. The draw is deterministic here (`seed`: nisa calls pass the instruction's
+index), not the hardware RNG.
 Cost max(64, N) VectorE cycles (one-input instructions [ISAcost])."""
 
 from __future__ import annotations
@@ -7,22 +8,26 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ..common import (access_latency, check_engine_operand, check_same_partitions, make,
+from ...errors import FreeSizeError
+from ..common import (access_latency, check_engine_operand, check_same_shape, make,
                       one_input_cycles, stride_factor)
 
 NAME = "dropout"
 
 
-def build(chip, dst, data, prob, seed=0):
+def build(chip, dst, data, prob, seed=None):
     check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
     check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
-    check_same_partitions(NAME, "dst", dst, "data", data, chip)
+    check_same_shape(NAME, "dst", dst, "data", data, chip)
     reads = [data]
     if not isinstance(prob, (int, float)):
         check_engine_operand(NAME, "prob", prob, Engine.VECTOR, chip)
+        if prob.p_size != data.p_size or prob.free_size != 1:
+            raise FreeSizeError(NAME, "prob", f"a scalar or shape [{data.p_size}, 1]",
+                                list(prob.shape), chip.name)
         reads.append(prob)
     return make(NAME, Engine.VECTOR, one_input_cycles(chip, data.free_size) * stride_factor(dst, data),
-                access_latency(chip, 1 + len(reads)), reads, (dst,), {"prob": prob, "seed": int(seed)})
+                access_latency(chip, 1 + len(reads)), reads, (dst,), {"prob": prob, "seed": int(seed or 0)})
 
 
 def reference(x, prob, seed=0):

@@ -30,7 +30,7 @@ from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mod
 from .gpsimd import affine_select, iota
 from .scalar import activation, activation_reduce
 from .matmul import nc_matmul, nc_transpose
-from .vector import (dropout, exponential, tensor_copy,
+from .vector import (exponential, tensor_copy,
                      tensor_copy_predicated, tensor_reduce, tensor_scalar, tensor_tensor,
                      tensor_tensor_scan)
 
@@ -67,7 +67,7 @@ def sendrecv(*args, **kwargs):
 
 __all__ = _generated + [
            "activation", "activation_reduce", "affine_select", "core_barrier",
-           "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "dropout", "engine", "exponential", "get_nc_version",
+           "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "engine", "exponential", "get_nc_version",
            "gpsimd_engine", "iota", "matmul_perf_mode", "nc_matmul", "nc_transpose",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_copy", "tensor_copy_predicated", "tensor_engine",
            "tensor_reduce", "tensor_scalar", "tensor_tensor", "tensor_tensor_scan",

@@ -76,6 +76,8 @@ def adapter(name: str):
         bound.apply_defaults()
         given = {k: v for k, v in bound.arguments.items() if k != "name"}
         mapper, views, operands = _Mapper(_TracePlan()), {}, {}
+        if "seed" in given and given["seed"] is None:     # a random draw: one stream per instruction
+            given["seed"] = len(ctx.trace.instrs)
         if "engine" in given:       # nisa.vector_engine ... or the module's default for unknown
             e = getattr(given["engine"], "value", given["engine"])
             given["engine"] = sig.parameters["engine"].default if e in (None, "unknown") else engine_of(e)

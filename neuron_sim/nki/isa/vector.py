@@ -185,15 +185,3 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
              d1=data1, initial=_arg(initial), op0=o0.name, op1=o1.name)
 
 
-def dropout(dst, data, prob, name=None):
-    ctx = _Ctx("dropout")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(data, "data")
-    ctx.same_pf(dst, data, "dst", "data")
-    pv, pt = _scalar_or_vector(ctx, prob, data, "prob")
-    seed = len(ctx.trace.instrs)
-    x = ctx.read(data, "data")
-    ctx.write(dst, core("dropout").reference(x, pv, seed) if ctx.numerics else None)
-    ctx.emit("vector", [data] + ([pt] if pt is not None else []), [dst], dst=dst, data=data,
-             prob=_arg(prob), seed=seed)
-
