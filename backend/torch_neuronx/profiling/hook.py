@@ -20,6 +20,7 @@ by unfusible ops, timed-elsewhere ops and AEE_MAX_OPS) so each op's launch share
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from neuron_sim.explorer import OpRecord, lane_spans, op_program
@@ -66,6 +67,7 @@ class _Session:
         self.open = False
         self.lane_rows = 0       # rows attached so far (bounded by LaneOptions.max_rows)
         self.lanes_dropped = 0   # ops left without lanes once the budget was spent
+        self.drains = []         # wall times (ns) of queue drains: where the host synchronised
 
 
 SESSION = _Session()
@@ -81,8 +83,11 @@ def on_drain(model, batch, out) -> None:
         SESSION.entries.clear()
         SESSION.outputs.clear()
         SESSION.lane_rows = SESSION.lanes_dropped = 0
+        SESSION.drains.clear()
         _rows.clear()
         SESSION.open = True
+    if len(SESSION.drains) < _MAX_ENTRIES:
+        SESSION.drains.append(time.time_ns())    # for the simulated-clock timeline
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
     from ..cost import _freeze, _is_tensor, _nbytes

@@ -27,6 +27,7 @@ import torch
 
 from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_row, is_op_row,
                                  summarize)
+from neuron_sim.explorer.clock import check_clock, mark_clock, to_simulated_clock
 
 from .config import NeuronConfig, ProfileMode
 from .hook import session_records
@@ -108,24 +109,41 @@ def profile_call(fn, *args, **kwargs):
     return out, explorer_summary(prof), prof
 
 
+# Correlation ids of launches and device rows: the External id plus this base. HTA sizes its
+# row-index column from the correlation column (pandas downcast): with ids below 32768 it picks
+# int16 and fails on a trace of more than 32767 events; CUPTI's ids are large too.
+CORRELATION_BASE = 1 << 20
+
+
 def add_analysis_fields(trace: dict) -> dict:
     """Give device op rows the args trace analysers key on (Holistic Trace Analysis treats an
     event with `args.stream` >= 0 as a device kernel): stream, device, correlation; and name the
     rank (`distributedInfo`). Lane rows stay annotations, so kernel time is not counted twice."""
     for e in trace.get("traceEvents", []):
+        if is_launch_row(e):
+            # HTA keeps a kernel only if a host row carries the same correlation (as
+            # cudaLaunchKernel does); without it, traces with step markers lose every kernel.
+            e["args"].setdefault("correlation", e["args"]["External id"] + CORRELATION_BASE)
+            continue
         if not is_op_row(e):
             continue
         args = e["args"]
         args.setdefault("stream", int(e.get("tid", 0)))
         args.setdefault("device", int(e.get("pid", 0)))
         if "External id" in args:
-            args.setdefault("correlation", args["External id"])
+            args.setdefault("correlation", args["External id"] + CORRELATION_BASE)
     _trim_overlaps(trace)
     rank = 0
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         rank = torch.distributed.get_rank()
     trace.setdefault("distributedInfo", {"rank": rank})
     return trace
+
+
+def is_launch_row(e: dict) -> bool:
+    """The host side of a device launch (`neuron::launch`, on the issuing thread)."""
+    return (e.get("ph") == "X" and e.get("cat") == "privateuse1_runtime"
+            and "External id" in (e.get("args") or {}))
 
 
 def _trim_overlaps(trace: dict) -> None:
@@ -143,11 +161,25 @@ def _trim_overlaps(trace: dict) -> None:
                 a["dur"] = max(round(b["ts"] - a["ts"], 3), 0.0)
 
 
-def prepare_trace(path) -> str:
+def set_clock(trace: dict, clock: str) -> dict:
+    """Put `trace` on the simulated clock (`neuron_sim.explorer.clock`), using the queue drains
+    the profiling hook recorded in this process, or mark it as a wall-clock trace."""
+    if check_clock(clock) == "wall":
+        return mark_clock(trace, "wall")
+    from .hook import SESSION
+    return to_simulated_clock(trace, drains_ns=list(SESSION.drains) or None)
+
+
+def prepare_trace(path, clock: str = "wall") -> str:
     """Rewrite a trace saved by `prof.export_chrome_trace` (or tensorboard_trace_handler) in
-    place, compact, with the analysis fields above; returns the path."""
+    place, compact, with the analysis fields above; returns the path. `clock="simulated"`
+    places it on the simulated clock (run it in the process that profiled, so the
+    synchronisation points are known; otherwise each ProfilerStep end counts as one)."""
     with open(path) as f:
         trace = json.load(f)
+    check_clock(clock)
+    if (trace.get("neuronClock") or {}).get("clock") != "simulated":
+        set_clock(trace, clock)
     compact_trace(add_analysis_fields(trace))
     _write_compact(path, trace)
     return path
@@ -163,8 +195,10 @@ def _write_compact(path, trace: dict) -> None:
 class NeuronProfiler:
     """Exporter for torch.profiler: `on_trace_ready=NeuronProfiler(cfg).export_trace`."""
 
-    def __init__(self, config: NeuronConfig | None = None, **kwargs):
+    def __init__(self, config: NeuronConfig | None = None, *, clock: str = "simulated",
+                 **kwargs):
         self.config = config if config is not None else NeuronConfig(**kwargs)
+        self.clock = check_clock(clock)   # "simulated" (Trn-shaped timeline) or "wall"
         self.exports: list = []      # output directories written, oldest first
 
     @property
@@ -190,12 +224,14 @@ class NeuronProfiler:
             trace = json.load(f)
         os.remove(tmp)
         dropped = self._filter(trace)
+        set_clock(trace, self.clock)
         compact_trace(add_analysis_fields(trace))
         notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows "
                  "(lanes of uncaptured cores or past the cap)"] if dropped else []
         s = explorer_summary(prof, notes=notes)
         m = _cost_model()
-        trace[EXPLORER_KEY] = {"simulated": True, "instance": m.instance.name, "lnc": m.lnc,
+        trace[EXPLORER_KEY] = {"simulated": True, "clock": self.clock,
+                               "instance": m.instance.name, "lnc": m.lnc,
                                "modes": [x.name for x in cfg.modes], "summary": s.to_dict()}
         _write_compact(os.path.join(out, "trace.json"), trace)
         manifest = {"simulated": True, "note": "neuron-sim has no hardware capture; each mode "
