@@ -67,12 +67,22 @@ def _explorer(args) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="neuron-sim", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["instances", "chips", "assumptions", "calibrate",
-                                        "explorer"])
-    ap.add_argument("trace", nargs="?", help="explorer: a trace.json written by torch.profiler")
-    ap.add_argument("--top", type=int, default=10, help="explorer: ops listed")
-    ap.add_argument("--json", action="store_true", help="explorer: print the summary as JSON")
-    ap.add_argument("--plot", metavar="PNG", help="explorer: also save the summary figure")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub.add_parser("instances", help="instances with chips, logical cores, HBM per logical core")
+    sub.add_parser("chips", help="chips with clocks, SBUF, capabilities")
+    sub.add_parser("assumptions", help="every assumed hardware number with its reasoning")
+    sub.add_parser("calibrate", help="the calibration table")
+    ex = sub.add_parser(
+        "explorer", help="Explorer-style summary of a saved torch.profiler trace.json",
+        description="Explorer-style summary of a saved torch.profiler trace: the full summary "
+        "when the trace was written by torch_neuronx.profiling.NeuronProfiler, device time "
+        "and engine-lane activity only for a plain torch.profiler trace (the summary then "
+        "says what it cannot know).")
+    ex.add_argument("trace", nargs="?", help="a trace.json (NeuronProfiler output, "
+                    "export_chrome_trace or tensorboard_trace_handler)")
+    ex.add_argument("--top", type=int, default=10, help="ops listed (default 10)")
+    ex.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ex.add_argument("--plot", metavar="PNG", help="also save the summary figure")
     args = ap.parse_args(argv)
     if args.command == "explorer":
         return _explorer(args)

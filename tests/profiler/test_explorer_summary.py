@@ -112,6 +112,18 @@ def test_cli_without_neuron_rows_says_why(tmp_path, capsys):
     assert "PrivateUse1" in capsys.readouterr().err
 
 
+def test_each_command_has_its_own_help(capsys):
+    from neuron_sim.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["explorer", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: neuron-sim explorer") and "--top" in out and "--plot" in out
+    with pytest.raises(SystemExit):
+        main(["chips", "--top", "3"])            # explorer's options belong to explorer only
+    assert "unrecognized arguments: --top" in capsys.readouterr().err
+
+
 def test_figures(tmp_path):
     pytest.importorskip("matplotlib", reason="figures need the notebooks extra (matplotlib)")
     from neuron_sim.explorer.plots import plot_lanes, plot_summary
