@@ -275,8 +275,9 @@ def format_text(s: Summary, top: int = 10) -> str:
              f"  total device time     {s.total_ns / 1e6:.3f} ms"
              + (f"  (launch overhead {s.launch_ns / 1e6:.3f} ms)" if s.launch_ns else ""),
              f"  verdict               {s.verdict}",
-             f"  HFU {100 * s.hfu:.1f}%   MFU {100 * s.mfu:.1f}%   MBU {100 * s.mbu:.1f}%   "
-             f"TensorE FLOPs {s.tensor_flops / 1e9:.2f} G",
+             (f"  HFU {100 * s.hfu:.1f}%   MFU {100 * s.mfu:.1f}%   MBU {100 * s.mbu:.1f}%   "
+              f"TensorE FLOPs {s.tensor_flops / 1e9:.2f} G" if s.chip != "unknown" else
+              "  HFU, MFU, MBU         unknown (no FLOPs or DMA bytes in the trace rows)"),
              "  engine active         " + "  ".join(
                  f"{e} {s.engine_active_percent.get(e, 0.0):.1f}%" for e in ENGINES
                  if s.engine_active_ns.get(e, 0.0) or e != "SyncE"),
@@ -295,6 +296,7 @@ def format_text(s: Summary, top: int = 10) -> str:
                          f"{o['percent']:6.1f} {o.get('hbm_bytes', 0.0) / 1e6:8.2f}"
                          + ("  (roofline)" if o.get("estimated") else ""))
     lines.append("  recommendations:" if s.recommendations else
+                 "  recommendations: none (no verdict)" if s.verdict.startswith("none:") else
                  "  recommendations: none triggered")
     for i, r in enumerate(s.recommendations, 1):
         lines.append(f"    {i}. {r['title']} [{r['metric']}, threshold {r['threshold']}]")

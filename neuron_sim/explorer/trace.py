@@ -15,6 +15,8 @@ import re
 from .summary import DMA_KINDS, ENGINES, OpRecord, Summary, summarize
 
 EXPLORER_KEY = "neuronExplorer"
+NO_VERDICT = ("none: this trace has no neuronExplorer section (write it with NeuronProfiler, or "
+              "run torch_neuronx.profiling.prepare_trace on it in the process that profiled)")
 _BUSY = re.compile(r"(\d+)% busy")
 
 
@@ -123,4 +125,8 @@ def summary_from_trace(trace: dict) -> Summary:
     s.top_ops = [o for o in s.top_ops if o["name"] != "(engine lanes)"]
     s.hfu = s.mfu = s.mbu = 0.0
     s.dma_bytes = {k: 0.0 for k in DMA_KINDS}
+    # Lanes are merged and capped per op and per session, DMA bytes and FLOPs are not in the
+    # rows: a verdict or advice from them could contradict the full summary of the same steps.
+    s.verdict = NO_VERDICT
+    s.recommendations = []
     return s

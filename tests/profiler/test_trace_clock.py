@@ -161,3 +161,27 @@ def test_sub_microsecond_kernels_are_exact_in_hta(tmp_path):
     assert (by_kernel["min (us)"] > 0).all()
     kept = [e["dur"] for e in ops]           # HTA keeps steps #0 and #1 of three
     assert by_kernel["sum (us)"].sum() == pytest.approx(sum(kept) * 2 / 3, rel=0.01)
+
+
+def test_key_averages_lists_ops_not_engine_lanes(tmp_path):
+    from torch_neuronx.profiling import NeuronConfig, NeuronProfiler
+    step = _model()
+    cfg = NeuronConfig(profile_output_dir=str(tmp_path))
+    exporter = NeuronProfiler(cfg)
+    with profile(activities=ACT, experimental_config=cfg,
+                 on_trace_ready=exporter.export_trace) as prof:
+        step()
+    trace = json.load(open(f"{exporter.last_output_dir}/trace.json"))
+    ops, lanes = device_events(trace)
+    assert lanes                                  # the trace keeps the lanes...
+    lane_names = {e["name"] for e in lanes}
+    rows = prof.key_averages()
+    assert not lane_names & {r.key for r in rows}   # ...the table lists ops only
+    device = [r for r in rows if r.device_type != torch.autograd.DeviceType.CPU]
+    total = sum(r.self_device_time_total for r in device)
+    assert total == pytest.approx(sum(e["dur"] for e in ops), rel=0.01)
+    # as on CUDA, an op's device time shows on its device row and on the CPU op that launched
+    # it; each of the two columns sums to the device total, lanes add nothing
+    for kind in (device, [r for r in rows if r not in device]):
+        assert sum(100 * r.self_device_time_total / total for r in kind) <= 100.0 + 1e-6
+    assert "Self NEURON" in prof.key_averages().table(row_limit=5)

@@ -63,11 +63,28 @@ def device_rows(prof) -> list:
     return rows
 
 
-def explorer_summary(prof=None, *, notes=()) -> Summary:
-    """Explorer-style summary of the region `prof` (a finished torch.profiler.profile) recorded;
-    without `prof`, of everything drained during the last profiling session."""
+def drop_lane_events(prof) -> int:
+    """Take the engine-lane rows out of `prof.events()` (so out of `key_averages()` tables):
+    they are annotations of the op rows, and listed beside them they read as ops of their own
+    and push the Self NEURON % column over 100%. The trace keeps them. Returns how many."""
+    events = getattr(getattr(prof, "profiler", None), "function_events", None)
+    if not events:
+        return 0
+    cpu = torch.autograd.DeviceType.CPU
+    kept = [e for e in events if e.device_type == cpu
+            or (e.device_resource_id or 0) < LANE_TID_BASE]
+    dropped = len(events) - len(kept)
+    events[:] = kept
+    return dropped
+
+
+def explorer_summary(prof=None, *, notes=(), rows=None) -> Summary:
+    """Explorer-style summary of the region `prof` (a finished torch.profiler.profile) recorded
+    (or of the device rows `rows` [(name, ns)] of a saved trace); without either, of everything
+    drained during the last profiling session."""
     torch.neuron.synchronize()
-    rows = device_rows(prof) if prof is not None else None
+    if rows is None:
+        rows = device_rows(prof) if prof is not None else None
     recs = session_records(rows)
     m = _cost_model()
     chip, lnc = m.chip, m.lnc
@@ -106,7 +123,9 @@ def profile_call(fn, *args, **kwargs):
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         out = fn(*args, **kwargs)
         torch.neuron.synchronize()
-    return out, explorer_summary(prof), prof
+    s = explorer_summary(prof)
+    drop_lane_events(prof)
+    return out, s, prof
 
 
 # Correlation ids of launches and device rows: the External id plus this base. HTA sizes its
@@ -170,6 +189,25 @@ def set_clock(trace: dict, clock: str) -> dict:
     return to_simulated_clock(trace, drains_ns=list(SESSION.drains) or None)
 
 
+def _attach_session_summary(trace: dict) -> None:
+    """In the process that profiled, the profiling hook still holds the simulated program of
+    each device row: give the trace the same `neuronExplorer` summary NeuronProfiler writes, so
+    `neuron-sim explorer` reads one verdict from either trace. Skipped when the rows do not
+    match this process's last session (a trace from elsewhere)."""
+    from .hook import SESSION
+    ops = [e for e in trace.get("traceEvents", []) if is_op_row(e)]
+    if not ops or not SESSION.entries:
+        return
+    rows = [(e["name"], int(round(float(e["dur"]) * 1e3))) for e in ops]
+    recs = session_records(rows)
+    if sum(r.count for r in recs) < 0.9 * len(rows):
+        return
+    s = explorer_summary(rows=rows)
+    m = _cost_model()
+    trace[EXPLORER_KEY] = {"simulated": True, "instance": m.instance.name, "lnc": m.lnc,
+                           "summary": s.to_dict()}
+
+
 def prepare_trace(path, clock: str = "wall") -> str:
     """Rewrite a trace saved by `prof.export_chrome_trace` (or tensorboard_trace_handler) in
     place, compact, with the analysis fields above; returns the path. `clock="simulated"`
@@ -178,6 +216,8 @@ def prepare_trace(path, clock: str = "wall") -> str:
     with open(path) as f:
         trace = json.load(f)
     check_clock(clock)
+    if EXPLORER_KEY not in trace:
+        _attach_session_summary(trace)
     if (trace.get("neuronClock") or {}).get("clock") != "simulated":
         set_clock(trace, clock)
     compact_trace(add_analysis_fields(trace))
@@ -256,6 +296,7 @@ class NeuronProfiler:
         with open(os.path.join(out, "modes.json"), "w") as f:
             json.dump(manifest, f, indent=1)
         self.exports.append(out)
+        drop_lane_events(prof)
         return out
 
     def _filter(self, trace) -> int:

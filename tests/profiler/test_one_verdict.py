@@ -1,0 +1,56 @@
+"""One verdict per run (issue 17): the Explorer summary of a plain torch.profiler trace and of a
+NeuronProfiler trace of the same steps agree, or the plain one gives no verdict and says why."""
+
+import json
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from neuron_sim.explorer import summary_from_trace
+from neuron_sim.explorer.trace import NO_VERDICT
+from torch_neuronx import profiling
+from torch_neuronx.profiling import NeuronConfig, NeuronProfiler
+
+ACT = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+
+
+def _step_fn():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                            torch.nn.Linear(512, 256)).to("neuron")
+    opt = torch.optim.AdamW(m.parameters())
+    x = torch.randn(64, 256, device="neuron")
+
+    def step():
+        opt.zero_grad()
+        m(x).pow(2).mean().backward()
+        opt.step()
+        torch.neuron.synchronize()
+    step()
+    return step
+
+
+def test_plain_and_neuronprofiler_traces_of_the_same_steps_agree(tmp_path):
+    step = _step_fn()
+    cfg = NeuronConfig(profile_output_dir=str(tmp_path / "np"))
+    exporter = NeuronProfiler(cfg)
+    with profile(activities=ACT, experimental_config=cfg, on_trace_ready=exporter.export_trace):
+        step()
+    full = summary_from_trace(json.load(open(f"{exporter.last_output_dir}/trace.json")))
+
+    with profile(activities=ACT) as prof:
+        step()
+    raw = tmp_path / "plain.json"
+    prof.export_chrome_trace(str(raw))
+    bare = summary_from_trace(json.load(open(raw)))        # rows only: no verdict, says why
+    assert bare.verdict == NO_VERDICT and not bare.recommendations
+    assert "unknown" in bare.text() and "none (no verdict)" in bare.text()
+
+    profiling.prepare_trace(str(raw))                      # in the profiling process
+    plain = summary_from_trace(json.load(open(raw)))
+    assert plain.verdict == full.verdict and plain.verdict != NO_VERDICT
+    assert plain.total_ns == full.total_ns
+    assert plain.hfu == full.hfu and plain.hbm_bytes == full.hbm_bytes
+    # (the inputs / intermediates split depends on which outputs the session saw before)
+    assert [r["title"] for r in plain.recommendations] == \
+        [r["title"] for r in full.recommendations]
