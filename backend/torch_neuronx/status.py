@@ -30,7 +30,9 @@ def snapshot() -> dict:
     for i, core in enumerate(vis.cores):
         stats = torch._C._accelerator_getDeviceStats(i)["allocated_bytes"]["all"]
         devices[str(core)] = {"allocated": int(stats["current"]), "peak": int(stats["peak"]),
-                              "device_ns": int(_C._device_clock_ns(i))}
+                              # drain=False: a sync point here would end AEE groups at
+                              # wall-clock moments and make simulated time vary by run.
+                              "device_ns": int(_C._device_clock_ns(i, drain=False))}
     pid = os.getpid()
     return {"pid": pid, "command": procs.command_line(pid) or " ".join([sys.executable] + sys.argv),
             "instance": vis.instance.name, "lnc": vis.lnc, "cores": list(vis.cores),

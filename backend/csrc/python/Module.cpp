@@ -155,10 +155,10 @@ PYBIND11_MODULE(_C, m) {
                                                    static_cast<c10::DeviceIndex>(device)),
                                        stream_id));
   });
-  m.def("_device_clock_ns", [](int device) {
+  m.def("_device_clock_ns", [](int device, bool drain) {
     py::gil_scoped_release release;
-    return device_clock_ns(static_cast<c10::DeviceIndex>(device));
-  });
+    return device_clock_ns(static_cast<c10::DeviceIndex>(device), drain);
+  }, py::arg("device"), py::arg("drain") = true);
   m.def("_reset_clocks", [] {
     py::gil_scoped_release release;
     reset_clocks();

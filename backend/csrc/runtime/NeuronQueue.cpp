@@ -281,8 +281,8 @@ int64_t stream_clock_ns(const c10::Stream& stream) {
   return g_clock_ns[stream.device_index()][stream_slot(stream.id())];
 }
 
-int64_t device_clock_ns(c10::DeviceIndex device) {
-  drain();
+int64_t device_clock_ns(c10::DeviceIndex device, bool drain_first) {
+  if (drain_first) drain();
   DrainLock lock;
   const auto& clocks = g_clock_ns[device];
   return *std::max_element(clocks.begin(), clocks.end());

@@ -126,7 +126,9 @@ void set_event_record_ns(int64_t ns);
 void drain(bool at_sync = true);
 
 int64_t stream_clock_ns(const c10::Stream& stream);
-int64_t device_clock_ns(c10::DeviceIndex device);  // latest clock over the device's streams
+// Latest clock over the device's streams. drain_first=false reads what is charged so far
+// without a sync point (an observer must not change where AEE groups end).
+int64_t device_clock_ns(c10::DeviceIndex device, bool drain_first = true);
 void reset_clocks();
 
 // Profiler activity log.
