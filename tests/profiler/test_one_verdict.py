@@ -2,6 +2,8 @@
 NeuronProfiler trace of the same steps agree, or the plain one gives no verdict and says why."""
 
 import json
+import os
+import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -11,27 +13,14 @@ from neuron_sim.explorer.trace import NO_VERDICT
 from torch_neuronx import profiling
 from torch_neuronx.profiling import NeuronConfig, NeuronProfiler
 
+sys.path.insert(0, os.path.dirname(__file__))
+from training import small_training_step  # noqa: E402
+
 ACT = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 
-def _step_fn():
-    torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
-                            torch.nn.Linear(512, 256)).to("neuron")
-    opt = torch.optim.AdamW(m.parameters())
-    x = torch.randn(64, 256, device="neuron")
-
-    def step():
-        opt.zero_grad()
-        m(x).pow(2).mean().backward()
-        opt.step()
-        torch.neuron.synchronize()
-    step()
-    return step
-
-
 def test_plain_and_neuronprofiler_traces_of_the_same_steps_agree(tmp_path):
-    step = _step_fn()
+    step = small_training_step()
     cfg = NeuronConfig(profile_output_dir=str(tmp_path / "np"))
     exporter = NeuronProfiler(cfg)
     with profile(activities=ACT, experimental_config=cfg, on_trace_ready=exporter.export_trace):
