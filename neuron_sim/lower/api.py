@@ -76,8 +76,11 @@ def _timed(emit, chip, lnc, name, **ctx_kw) -> Timing:
         ctx1, (tot1, eng1, hbm1, flops1, n1) = _build(emit, chip, lnc, REPEAT_CAP // 2, **ctx_kw)
         e1 = [e for r, e in ctx1.repeats if r > e][0]
         k, extra = e2 - e1, per_core - e2
-        tot = _lin(tot1, tot, k, extra)
-        eng = {e: _lin(eng1.get(e, 0.0), eng.get(e, 0.0), k, extra) for e in eng}
+        eng_added = {e: _lin(eng1.get(e, 0.0), eng.get(e, 0.0), k, extra) - eng[e] for e in eng}
+        # In steady state each block costs at least what its busiest engine adds: the two small
+        # builds can still overlap start-up with work, which would put the total under an engine.
+        tot = max(_lin(tot1, tot, k, extra), tot + max(eng_added.values(), default=0.0))
+        eng = {e: eng[e] + added for e, added in eng_added.items()}
         hbm = _lin(hbm1, hbm, k, extra)
         flops = _lin(flops1, flops, k, extra)
         extrapolated = True

@@ -153,10 +153,13 @@ def test_adamw_fused_streams_four_tensors():
     t = lower_op(op)
     n = 1024 * 1024 + 4096
     hbm_ns = 7 * n * 4 / HBM * 1e9            # read p, g, m, v; write p, m, v
-    # VectorE: 3 tensor_scalar (N) + 5 FP32 tensor_tensor (2N) = 13N cycles per partition
+    # All on VectorE: 3 tensor_scalar (N) + 5 FP32 tensor_tensor (2N) = 13N cycles per partition.
+    # The lowering hands part of the chain to ScalarE and GpSimd and the scheduler overlaps the
+    # engines, so 13N on VectorE is the bound to beat, not a floor: the floor is HBM traffic and
+    # the busiest engine.
     vec_ns = 13 * (n / 128) / VEC * 1e9
-    ideal = max(hbm_ns, vec_ns)
-    assert ideal <= t.total_ns <= 1.2 * ideal, (t.total_ns, hbm_ns, vec_ns)
+    floor = max(hbm_ns, *t.engine_ns.values())
+    assert floor <= t.total_ns <= 1.2 * max(hbm_ns, vec_ns), (t.total_ns, floor, hbm_ns, vec_ns)
 
 
 def test_lnc2_splits_work_across_both_cores():
