@@ -155,8 +155,11 @@ class LowerCtx:
         return sum(1 for k in self._pool if k[0].startswith(prefix))
 
     # ---- loads and stores in the flat chunk layout ----------------------------------------
-    def hbm_chunk(self, t: TensorSpec, p: int, cols: int, off: int, f: int) -> AccessPattern:
-        """HBM access of chunk [p, f] at free offset `off` of t's flat [p, cols] view.
+    def hbm_pieces(self, t: TensorSpec, p: int, cols: int, off: int, f: int):
+        """HBM access of chunk [p, f] at free offset `off` of t's flat [p, cols] view, as
+        [(access pattern, first free element, elements)]: one piece, or two when the chunk is
+        not a whole number of a strided tensor's contiguous runs (the whole runs, then the
+        partial one: the same descriptors, and each DMA moves exactly its SBUF slice).
 
         Addressed as the chunk-major order [chunk, p, f] (each chunk one contiguous range):
         the same descriptors and bytes as the row-major view, but chunk footprints do not
@@ -168,13 +171,31 @@ class LowerCtx:
             pstride = f
         elif t.strides[-1] == 1 and t.shape[-1] > 1:
             run = min(t.shape[-1], f)
-            dims = ((ceil(f / run), run + 1), (run, 1))
+            whole, part = divmod(f, run)
             pstride = ceil(f / run) * (run + 1)
+            base = off * p * (pstride // max(f, 1))
+            if part:
+                pieces = [] if not whole else [
+                    (AccessPattern(h, 0, p, base, ((whole, run + 1), (run, 1)), pstride), 0,
+                     whole * run)]
+                return pieces + [(AccessPattern(h, 0, p, base + whole * (run + 1), ((part, 1),),
+                                                pstride), whole * run, part)]
+            dims = ((whole, run + 1), (run, 1))
         else:
             st = max(2, abs(t.strides[-1]))
             dims = ((f, st),)
             pstride = f * st
-        return AccessPattern(h, 0, p, off * p * (pstride // max(f, 1)), dims, pstride)
+        return [(AccessPattern(h, 0, p, off * p * (pstride // max(f, 1)), dims, pstride), 0, f)]
+
+    def _chunk_dma(self, t: TensorSpec, tile, p: int, cols: int, off: int, f: int, store: bool):
+        """The DMA(s) between chunk [p, f] of t in HBM and an SBUF tile (or access pattern)."""
+        pieces = self.hbm_pieces(t, p, cols, off, f)
+        sb = tile if isinstance(tile, AccessPattern) else tile.ap()
+        last = None
+        for hap, lo, n in pieces:
+            s = sb if len(pieces) == 1 else self.cols(sb, p, lo, n)
+            last = self.b.dma_copy(hap, s) if store else self.b.dma_copy(s, hap)
+        return last
 
     @staticmethod
     def cols(t, p: int, off: int, n: int) -> AccessPattern:
@@ -209,7 +230,7 @@ class LowerCtx:
                 self.b.dma_copy(tile, src)
             return tile[0:p, 0:min(fb, f)] if fb >= f else tile.ap()
         tile = self.tile(role, (p, f), t.dtype, j)
-        self.b.dma_copy(tile, self.hbm_chunk(t, p, cols, j * f, f))
+        self._chunk_dma(t, tile, p, cols, j * f, f, store=False)
         return tile
 
     def out_tile(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="out"):
@@ -251,7 +272,7 @@ class LowerCtx:
         if not self.needs_store(t):
             return None
         src = tile if isinstance(tile, AccessPattern) else tile.ap()
-        return self.b.dma_copy(self.hbm_chunk(t, p, cols, j * f, f), src)
+        return self._chunk_dma(t, src, p, cols, j * f, f, store=True)
 
     def chunks(self, t: TensorSpec, streams: int = 3):
         """The flat chunk plan of t: (p, cols, f, n_chunks_total)."""
@@ -297,7 +318,7 @@ class LowerCtx:
             if ap is not None:
                 return ap
         tile = self.tile(role, (p, r * cols), t.dtype, j)
-        self.b.dma_copy(tile, self.hbm_chunk(t, p, r * cols, j * r * cols, r * cols))
+        self._chunk_dma(t, tile, p, r * cols, j * r * cols, r * cols, store=False)
         return tile
 
     def store_rows(self, t: TensorSpec, tile, p: int, r: int, cols: int, j: int):

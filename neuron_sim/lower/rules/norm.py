@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from math import ceil
 
+from ...numerics.formats import itemsize
 from ...program.ap import AccessPattern, Memory
 from ..registry import lowers
 from ..spec import TensorSpec
@@ -362,6 +363,16 @@ def layer_norm_backward(ctx, op):
         params = []
         outs = [gi]
     rows, C = _rows_cols(x)
+    # row-wide SBUF bytes per element: g, x and grad_in triple-buffered, three FP32
+    # temporaries double-buffered, the weight once; a longer row runs in pieces
+    per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 3 * 2 * 4 \
+        + (itemsize(params[0].dtype) if params else 0)
+    long_row = min(LONG_ROW, (ctx.chip.sbuf_usable_bytes_per_partition - 8192) // per_elem)
+    if C > long_row:
+        k = ceil(C / long_row)
+        x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))
+        params = [TensorSpec((ceil(C / k),), t.dtype, None, t.id) for t in params]
+        rows, C = _rows_cols(x)
     p = max(1, min(128, rows))
     _, r, _ = ctx.row_plan(rows, C, x.dtype)
     r = min(r, MAX_ROWS_PER_BLOCK)
@@ -399,10 +410,13 @@ def layer_norm_backward(ctx, op):
                              scale=s2[0:p, row:row + 1])
             for k, src in (("w", gx), ("b", gg)) if col_sums else ():
                 sa = src if isinstance(src, AccessPattern) else src.ap()
+                # TensorE takes FP32 only against FP32: the ones vector in the column's dtype
+                one = ones if sa.dtype == "float32" else ctx.tile(f"ones_{sa.dtype}", (p, 1),
+                                                                  sa.dtype, 0)
                 for row in range(r):
                     for c0 in range(0, C, 512):
                         cn = min(512, C - c0)
-                        b.nc_matmul(sums[k][0:1, 0:cn], ones,
+                        b.nc_matmul(sums[k][0:1, 0:cn], one,
                                     AccessPattern(sa.tensor, sa.p_start, p,
                                                   sa.offset + row * C + c0, ((cn, 1),)),
                                     accumulate=j > 0 or row > 0)
