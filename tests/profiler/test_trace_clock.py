@@ -176,3 +176,18 @@ def test_key_averages_lists_ops_not_engine_lanes(tmp_path):
     for kind in (device, [r for r in rows if r not in device]):
         assert sum(100 * r.self_device_time_total / total for r in kind) <= 100.0 + 1e-6
     assert "Self NEURON" in prof.key_averages().table(row_limit=5)
+
+
+def test_simulated_clock_without_drain_records_syncs_at_step_ends(scheduled):
+    """A trace placed in another process has no drain record: each ProfilerStep end is a sync,
+    so a step's host row still covers the device work it issued."""
+    from neuron_sim.explorer.clock import to_simulated_clock
+    _out, _path, _step_ns, wall = scheduled
+    trace = to_simulated_clock(json.loads(json.dumps(wall)))
+    assert trace[CLOCK_KEY]["syncs"].startswith("ends of ProfilerStep rows")
+    ops, _ = device_events(trace)
+    steps = sorted((e for e in trace["traceEvents"]
+                    if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    for a, b in zip(steps, steps[1:]):
+        done = max(e["ts"] + e["dur"] for e in ops if e["ts"] < b["ts"])
+        assert a["ts"] + a["dur"] >= done - 1e-3       # the step waited for its device work
