@@ -39,22 +39,22 @@ def snapshot() -> dict:
             "runtime_version": __version__, "updated": time.time(), "devices": devices}
 
 
-def publish_now() -> bool:
+def publish_now(where: str | None = None) -> bool:
     """Publish once if the device is initialised (the thread does this every INTERVAL_S)."""
     from . import _C
     if not _C._is_initialized():
         return False
-    procs.publish(snapshot())
+    procs.publish(snapshot(), where)
     return True
 
 
-def _loop(pid):
+def _loop(pid, where):
     while True:
         time.sleep(INTERVAL_S)
         if os.getpid() != pid:       # a forked child: the parent publishes for itself
             return
         try:
-            publish_now()
+            publish_now(where)
         except Exception:            # noqa: BLE001  shutting down, or a full disk: never disturb the run
             pass
 
@@ -72,7 +72,10 @@ def start() -> None:
     if _started:
         return
     pid = os.getpid()
-    t = threading.Thread(target=_loop, args=(pid,), name="neuron-sim-status", daemon=True)
+    # The registry is fixed when publishing starts: a later change of the temporary directory
+    # (a test's tmp_path) must not move this process's record into another registry.
+    where = procs.directory()
+    t = threading.Thread(target=_loop, args=(pid, where), name="neuron-sim-status", daemon=True)
     t.start()
     _started.append(t)
-    atexit.register(lambda: procs.remove(pid) if os.getpid() == pid else None)
+    atexit.register(lambda: procs.remove(pid, where) if os.getpid() == pid else None)

@@ -20,9 +20,10 @@ def directory() -> str:
     return os.path.join(tempfile.gettempdir(), f"neuron-sim-{uid}", "procs")
 
 
-def publish(record: dict) -> None:
-    """Write this process's record atomically (readers never see half a file)."""
-    d = directory()
+def publish(record: dict, d: str | None = None) -> None:
+    """Write this process's record atomically (readers never see half a file) into `d`
+    (default: directory())."""
+    d = d or directory()
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, f"{record['pid']}.json")
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -31,9 +32,9 @@ def publish(record: dict) -> None:
     os.replace(tmp, path)
 
 
-def remove(pid: int) -> None:
+def remove(pid: int, d: str | None = None) -> None:
     try:
-        os.unlink(os.path.join(directory(), f"{pid}.json"))
+        os.unlink(os.path.join(d or directory(), f"{pid}.json"))
     except OSError:
         pass
 
