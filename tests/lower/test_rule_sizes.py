@@ -12,7 +12,7 @@ from neuron_sim.lower import OpSpec, ProgramCache, TensorSpec
 from neuron_sim.lower.spec import contiguous_strides
 
 HIDDEN = (256, 512, 1024, 2048, 4096)
-BATCH_SEQ = ((2, 16), (4, 128), (4, 512))     # (batch, sequence): 32, 512, 2048 tokens
+BATCH_SEQ = ((1, 100), (4, 128), (4, 512))    # (batch, sequence): 100, 512, 2048 tokens
 DTYPES = ("float32", "bfloat16")
 HEAD_DIMS = (64, 128)
 VOCAB = 1000                                   # not a multiple of 128, as real vocabularies
@@ -102,13 +102,18 @@ def gpt_step_ops(h, b, t, hd, dtype):
     return ops
 
 
-CASES = [(h, b, t, dt) for h in HIDDEN for b, t in BATCH_SEQ for dt in DTYPES]
+# Known gap (issue 19): gemm gives a remainder N panel its own SBUF buffers, so a panel that
+# fills PANEL_BUDGET plus a remainder does not fit (CapacityError at 100 tokens x 2048 -> 6144).
+KNOWN = {(2048, 1, 100, "bfloat16"): "addmm_qkv: gemm remainder panel overflows SBUF"}
+CASES = [pytest.param(h, b, t, dt, id=f"h{h}-bt{b}x{t}-{dt}",
+                      marks=[pytest.mark.xfail(strict=True, reason=KNOWN[(h, b, t, dt)])]
+                      if (h, b, t, dt) in KNOWN else [])
+         for h in HIDDEN for b, t in BATCH_SEQ for dt in DTYPES]
 # ops whose lowering depends on the head size or on how the LNC=2 pair shares the work
 HEAD_AND_PAIR_OPS = ("bmm", "softmax", "masked_fill", "scale", "copy", "cat")
 
 
-@pytest.mark.parametrize("h,b,t,dtype", CASES,
-                         ids=[f"h{h}-bt{b}x{t}-{dt}" for h, b, t, dt in CASES])
+@pytest.mark.parametrize("h,b,t,dtype", CASES)
 def test_every_gpt_op_lowers_without_estimate(h, b, t, dtype):
     """Through the ProgramCache, as the eager backend times ops: every op at LNC=1 with the
     larger head size; the head- and pair-dependent ones also with the smaller one and LNC=2."""
