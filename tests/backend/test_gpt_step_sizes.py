@@ -23,15 +23,16 @@ def test_gpt_step_at_hidden_2048_lowers_every_op():
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
     x, y = (t.to("neuron") for t in make_batch(cfg, 1))
     torch_neuronx.set_adaptive_eager(True)
+    before = dict(torch_neuronx.estimated_ops())    # earlier tests' estimates, if any
     try:
         train_step(m, opt, x, y).item()          # cold: lowers every op once
-        before = dict(torch_neuronx.estimated_ops())
         torch_neuronx.reset_timing_stats()
         train_step(m, opt, x, y).item()
         b = torch_neuronx.timing_breakdown()
     finally:
         torch_neuronx.set_adaptive_eager(None)
-    reasons = _state["cost_model"].cache.estimate_reasons
-    assert torch_neuronx.estimated_ops() == before == {}, reasons
+    new = {k: v - before.get(k, 0) for k, v in torch_neuronx.estimated_ops().items()
+           if v > before.get(k, 0)}
+    assert not new, {k: _state["cost_model"].cache.estimate_reasons.get(k) for k in new}
     assert b["launches"] <= 8, b["launches"]     # 7 measured; 11 with the copies estimated
     assert b["fused_ops"] > 100
