@@ -18,7 +18,7 @@ class CheckedCpuAllocator final : public c10::Allocator {
   explicit CheckedCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
 
   c10::DataPtr allocate(size_t nbytes) override {
-    if (t_device >= 0 && nbytes > 0) check_fits(t_device, nbytes);
+    if (t_device >= 0 && nbytes > 0) check_fits(t_device, nbytes);   // the device's own OOM
     return inner_->allocate(nbytes);
   }
   c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
@@ -27,18 +27,6 @@ class CheckedCpuAllocator final : public c10::Allocator {
   }
 
  private:
-  // Same text as the device allocator's own OOM (with TorchNeuron's "(OOM)" marker).
-  static void check_fits(c10::DeviceIndex device, size_t nbytes) {
-    const auto [available, total] = allocator()->getMemoryInfo(device);
-    if (nbytes <= available) return;
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "NRT allocation failed for size ", nbytes,
-                     " (OOM): neuron:", static_cast<int>(device), " tried to allocate ", nbytes,
-                     " bytes with ", available, " bytes free of ", total, " bytes of simulated HBM (",
-                     config().instance_name, "). Free tensors you no longer need (del, then "
-                     "torch.neuron.empty_cache()), use a smaller batch, or choose an instance "
-                     "with more memory per core.");
-  }
-
   c10::Allocator* inner_;
 };
 

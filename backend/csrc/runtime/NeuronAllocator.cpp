@@ -68,8 +68,8 @@ void delete_block(void* ctx) {
 
 // Reserves nbytes on device or raises torch.OutOfMemoryError. The text keeps the
 // "(OOM)" marker TorchNeuron's allocator error carries.
-void reserve(c10::DeviceIndex device, size_t nbytes) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+// Raises torch.OutOfMemoryError (and counts it) if nbytes do not fit; the caller holds g_mutex.
+void raise_if_over(c10::DeviceIndex device, size_t nbytes) {
   const int64_t capacity = config().hbm_bytes_per_device;
   const int64_t used = aggregate(g_stats[device].allocated_bytes).current;
   if (used + static_cast<int64_t>(nbytes) > capacity) {
@@ -82,6 +82,11 @@ void reserve(c10::DeviceIndex device, size_t nbytes) {
                      "torch.neuron.empty_cache()), use a smaller batch, or choose an instance "
                      "with more memory per core.");
   }
+}
+
+void reserve(c10::DeviceIndex device, size_t nbytes) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  raise_if_over(device, nbytes);
   record_alloc(device, nbytes);
   note_memory_placed();
 }
@@ -95,6 +100,12 @@ c10::DeviceIndex current_device_checked() {
 }
 
 }  // namespace
+
+void check_fits(c10::DeviceIndex device, size_t nbytes) {
+  check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  raise_if_over(device, nbytes);
+}
 
 c10::DataPtr NeuronAllocator::allocate(size_t nbytes) {
   const c10::DeviceIndex device = current_device_checked();

@@ -29,4 +29,8 @@ class NeuronAllocator final : public c10::DeviceAllocator {
 
 NeuronAllocator* allocator();
 
+// Raises torch.OutOfMemoryError (counted in num_ooms) if nbytes would not fit in the
+// device's free simulated HBM; reserves nothing.
+void check_fits(c10::DeviceIndex device, size_t nbytes);
+
 }  // namespace neuron
