@@ -1,3 +1,3 @@
 """Op families; importing this package registers every rule in registry.RULES."""
 
-from . import elementwise, matmul, movement, norm, optimizer, window  # noqa: F401
+from . import attention, elementwise, matmul, movement, norm, optimizer, window  # noqa: F401

@@ -1,0 +1,417 @@
+"""Fused scaled-dot-product attention (what `F.scaled_dot_product_attention` runs on the device:
+the CPU flash kernels `_scaled_dot_product_flash_attention_for_cpu` and its backward) as a
+flash-attention kernel on one NeuronCore.
+
+Forward, per (batch, head) and 128-row query tile [FlashAttn][NKI flash_fwd]:
+- Q^T [D, 128] and, once per (batch, head), K^T [D, S] and V [S, D] in SBUF (the D-contiguous
+  operands transposed on the way in, as matmul.py's `_load_k_major` does for any K-major operand).
+- per 512-column key tile: S = Q K^T on TensorE into one PSUM bank; causal diagonal tiles masked
+  by `affine_select` on GpSimd (tiles wholly above the diagonal are skipped, the last one is cut
+  to the needed columns); an attn_mask tile is added on VectorE.
+- online softmax: row max (VectorE), new running max, exp(scale*S - scale*max) with the row sum
+  free on ScalarE [ISAcost], exp of the max change (the correction) on ScalarE.
+- P^T through TensorE transposes (PSUM -> SBUF copies alternate VectorE / ScalarE), O += P V on
+  TensorE, the running output rescaled by the correction on VectorE.
+- 1/sum, output cast and store; logsumexp (scale*max + log sum) stored per row.
+Backward (recomputation, q-tile outer): per query tile D_i = rowsum(dO * O), then per key tile
+S = Q K^T, P = exp(scale*S - lse), dP = dO V^T, dS = P (dP - D_i); dV += P^T dO and dK += dS^T Q
+(P and dS are already K-major: no transpose), accumulated over query tiles in SBUF on VectorE;
+dQ += dS K through a TensorE transpose of dS, accumulated in PSUM. FLOPs: forward 4 S_q S_k D per
+head, backward 10 S_q S_k D (about half of each with a causal mask)."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ...program.ap import AccessPattern, Memory
+from ..registry import lowers
+from .matmul import _load_k_major, _Mat
+
+QT = 128       # query rows per tile (partitions)
+KT = 512       # key columns per score tile (one FP32 PSUM bank)
+
+
+def _mm_dtype(t):
+    return t.dtype if t.dtype in ("bfloat16", "float16") else "float32"
+
+
+def _ap(t):
+    return t if isinstance(t, AccessPattern) else t.ap()
+
+
+def _sub(t, pn, f0, fn):
+    """[0:pn, f0:f0+fn] of a Tensor or an AccessPattern."""
+    a = _ap(t)
+    return AccessPattern(a.tensor, a.p_start, pn, a.offset + f0, ((fn, 1),))
+
+
+def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF):
+    """A rotating [128, F] tile (4 SBUF / 2 PSUM buffers) used as [shape]: F is the smallest of
+    1, QT, KT or a multiple of 128 that holds shape[1] (PSUM: a quarter or a whole bank), so
+    trimmed causal and tail tiles reuse the same buffers (the pool would otherwise allocate one
+    per distinct shape and run PSUM out)."""
+    f = shape[1]
+    full = 1 if f <= 1 else QT if f <= QT else KT if f <= KT else 128 * ceil(f / 128)
+    if memory == Memory.PSUM and 1 < f <= 512:
+        full = 128 if f <= 128 else 512
+    bufs = 2 if memory == Memory.PSUM else 4
+    return _sub(ctx.tile(role, (128, full), dtype, slot, memory, bufs=bufs), shape[0], 0, f)
+
+
+def _head_base(t, bh, heads):
+    """Element offset of (batch, head) bh of a [B, H, S, D] tensor (GQA: H_kv divides H)."""
+    b, h = divmod(bh, heads)
+    hk = h // max(1, heads // max(t.shape[1], 1))
+    return b * t.strides[0] + hk * t.strides[1]
+
+
+def _rows(ctx, t, base, r0, rn, dtype, role, slot):
+    """Rows [r0, r0+rn) of a [S, D] head as an SBUF tile [rn, D] (natural layout)."""
+    tile = ctx.tile(role, (rn, t.shape[-1]), dtype, slot)
+    ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, rn, base + r0 * t.strides[-2],
+                                       ((t.shape[-1], t.strides[-1]),), max(t.strides[-2], 1)))
+    return tile
+
+
+def _km(ctx, t, base, d0, r0, rn, dtype, role, slot):
+    """Rows [r0, r0+rn) of a [S, D] head transposed: [D, rn] with D on partitions."""
+    D = t.shape[-1]
+    m = _Mat(t, t.shape[-2], D, t.strides[-2], t.strides[-1], base + d0)
+    return _ap(_load_k_major(ctx, m, False, 0, min(128, D - d0), r0, rn, dtype, role, slot))
+
+
+def _kv_sub(causal, q0, qn, S_k):
+    """Key columns a query tile needs: all, or up to its last row with a causal mask."""
+    return min(S_k, q0 + qn) if causal else S_k
+
+
+def _blocks(n_bh, nq, causal):
+    """(bh, [query tiles]) blocks of two query tiles whose kv loops are interleaved (so the
+    engines overlap one tile's softmax with the other's matmuls, as a compiler schedules them);
+    causal tiles paired i with nq-1-i, so every block has the same work."""
+    out = []
+    for bh in range(n_bh):
+        if causal and nq > 1:
+            for i in range(nq // 2):
+                out.append((bh, (i, nq - 1 - i)))
+            if nq % 2:
+                out.append((bh, (nq // 2,)))
+        else:
+            out.extend((bh, tuple(range(i, min(i + 2, nq)))) for i in range(0, nq, 2))
+    return out
+
+
+def _items(blocks, n):
+    """The query tiles of the first n blocks as (tile number, bh, tile index)."""
+    out = []
+    for j in range(n):
+        bh, tiles = blocks[j]
+        out.extend((len(out), bh, i) for i in tiles)
+    return out
+
+
+def _lanes(items, steps, lanes=2):
+    """Software pipelining: `lanes` query tiles in flight, their kv loops run round-robin one
+    stage at a time (a lane that finishes takes the next tile), so one tile's softmax overlaps
+    the other's matmuls as a compiler schedules them, short causal tiles included."""
+    todo = iter(items)
+    active = [steps(it, lane) for lane, it in zip(range(lanes), todo)]
+    while any(g is not None for g in active):
+        for lane, g in enumerate(active):
+            if g is not None and next(g, StopIteration) is StopIteration:
+                nxt = next(todo, None)
+                active[lane] = None if nxt is None else steps(nxt, lane)
+
+
+class _Heads:
+    """K/V tiles of the (batch, head)s in flight (two at most: lanes cross a head boundary)."""
+
+    def __init__(self, ctx, k, v, H, S_k, D, dt, need):
+        self.ctx, self.k, self.v, self.H, self.S_k, self.D, self.dt = ctx, k, v, H, S_k, D, dt
+        self.need, self.loaded, self.count = need, {}, 0
+
+    def get(self, bh, *names):
+        if bh not in self.loaded:
+            if len(self.loaded) >= 2:
+                self.loaded.pop(next(iter(self.loaded)))
+            self.count += 1
+            self.loaded[bh] = _head_tiles(self.ctx, self.k, self.v,
+                                          _head_base(self.k, bh, self.H),
+                                          _head_base(self.v, bh, self.H), self.S_k, self.D,
+                                          self.dt, self.count % 2, need=self.need)
+        return tuple(self.loaded[bh][x] for x in names)
+
+
+def _plan(ctx, op, first, causal_at):
+    """Arguments and blocks of either direction: q, k, v at args[first:], then is_causal,
+    attn_mask, scale from args[causal_at:]; the blocks this core emits (ctx.repeat)."""
+    q, k, v = op.args[first:first + 3]
+    mask = op.arg(causal_at + 1)
+    mask = mask if hasattr(mask, "shape") and mask.on_device else None
+    B, H, S_q, D = q.shape
+    scale = op.arg(causal_at + 2)
+    blocks = _blocks(B * H, ceil(S_q / QT), bool(op.arg(causal_at, False)))
+    # >= 4 blocks (the half-size build has 2): both pipeline lanes busy in both builds
+    per_block = 2 * ceil(k.shape[-2] / KT) * 30
+    n = ctx.repeat(len(blocks), cap=max(4, 1800 // per_block))
+    return (q, k, v, bool(op.arg(causal_at, False)), mask, float(scale) if scale else D ** -0.5,
+            _items(blocks, n), _mm_dtype(q))
+
+
+def _mask_add(ctx, s_sb, mask, bh, heads, q0, qn, k0, kn, slot):
+    """s += attn_mask[b, h, q0:q0+qn, k0:k0+kn] (broadcast dims have stride 0)."""
+    b, h = divmod(bh, heads)
+    st = list(mask.strides)
+    while len(st) < 4:
+        st.insert(0, 0)
+    sh = (1,) * (4 - mask.ndim) + tuple(mask.shape)
+    off = (b if sh[0] > 1 else 0) * st[0] + (h if sh[1] > 1 else 0) * st[1] \
+        + (q0 if sh[2] > 1 else 0) * st[2] + (k0 if sh[3] > 1 else 0) * st[3]
+    mt = ctx.tile("mask", (qn, kn), mask.dtype if mask.dtype != "bool" else "uint8", slot)
+    ctx.b.dma_copy(mt, AccessPattern(ctx.hbm(mask), 0, qn, off,
+                                     ((kn, st[3] if sh[3] > 1 else 0),),
+                                     st[2] if sh[2] > 1 else 0))
+    ctx.b.tensor_tensor(s_sb, s_sb, mt, "add")
+
+
+def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale):
+    """S = Q K^T for one key tile in PSUM, masked into SBUF FP32 [qn, kn] (scaled when masked)."""
+    b = ctx.b
+    ps = _buf(ctx, "s_ps", (qn, kn), "float32", slot, Memory.PSUM)
+    for d0 in range(0, D, 128):
+        dn = min(128, D - d0)
+        b.nc_matmul(ps, _sub(qT[d0 // 128], dn, 0, qn), _sub(kT[d0 // 128], dn, k0, kn),
+                    accumulate=d0 > 0)
+    src, pre_scaled = ps, False
+    if mask is not None:
+        s_sb = _buf(ctx, "s_sb", (qn, kn), "float32", slot)
+        b.tensor_scalar(s_sb, ps, "multiply", scale)
+        _mask_add(ctx, s_sb, mask, bh, heads, q0, qn, k0, kn, slot)
+        src, pre_scaled = s_sb, True
+    if causal and k0 + kn > q0:            # diagonal tile: keep key <= query
+        if not pre_scaled:                 # GpSimd has no PSUM port: scaled copy on ScalarE
+            s_sb = _buf(ctx, "s_sb", (qn, kn), "float32", slot)
+            b.activation(s_sb, ps, "copy", scale=scale)
+            src, pre_scaled = s_sb, True
+        b.affine_select(src, src, -3.0e38, channel_multiplier=1, pattern=((-1, kn),),
+                        offset=q0 - k0, cmp_op="greater_equal")
+    return src, pre_scaled
+
+
+def _head_tiles(ctx, k, v, base_k, base_v, S_k, D, dt, slot, need=("kT", "v")):
+    """Per (batch, head): K^T / V^T [D, S_k] chunks (D on partitions) and K / V [128, D] rows."""
+    out = {}
+    nd = ceil(D / 128)
+    for name in need:
+        t, base = (k, base_k) if name[0] == "k" else (v, base_v)
+        if name.endswith("T"):
+            tiles = []
+            for di in range(nd):
+                dn = min(128, D - di * 128)
+                m = _Mat(t, S_k, D, t.strides[-2], t.strides[-1], base + di * 128)
+                tiles.append(_ap(_load_k_major(ctx, m, False, 0, dn, 0, S_k, dt,
+                                               f"{name}{di}", slot)))
+            out[name] = tiles
+        else:
+            out[name] = [_rows(ctx, t, base, r0, min(128, S_k - r0), dt, f"{name}r{r0 // 128}",
+                               slot) for r0 in range(0, S_k, 128)]
+    return out
+
+
+@lowers("aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_fused_attention_overrideable")
+def sdpa_forward(ctx, op):
+    q, k, v, causal, mask, scale, items, dt = _plan(ctx, op, 0, 4)
+    out = op.outputs[0]
+    lse = op.outputs[1] if len(op.outputs) > 1 else None
+    B, H, S_q, D = q.shape
+    S_k = k.shape[-2]
+    b = ctx.b
+    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "v"))
+
+    def tile_steps(item, idx):
+        j, bh, i = item
+        kT, vr = heads.get(bh, "kT", "v")
+        bq = _head_base(q, bh, H)
+        q0 = i * QT
+        qn = min(QT, S_q - q0)
+        qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, 128)]
+        m = _buf(ctx, "m", (qn, 1), "float32", 2 * (j % 2) + idx)
+        l = _buf(ctx, "l", (qn, 1), "float32", 2 * (j % 2) + idx)  # noqa: E741
+        acc = _buf(ctx, "acc", (qn, D), "float32", 2 * (j % 2) + idx)
+        b.memset(m, -3.0e38)
+        b.memset(l, 0.0)
+        b.memset(acc, 0.0)
+        kv_end = _kv_sub(causal, q0, qn, S_k)
+        for t, k0 in enumerate(range(0, kv_end, KT)):
+            kn = min(KT, kv_end - k0)
+            t = 2 * (t % 2) + idx
+            s, pre = _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, H, t, scale)
+            sc = 1.0 if pre else scale
+            mt = _buf(ctx, "mt", (qn, 1), "float32", t)
+            b.tensor_reduce(mt, s, "maximum")
+            mn = _buf(ctx, "mn", (qn, 1), "float32", t)
+            b.tensor_scalar(mn, mt, "multiply", sc)
+            b.tensor_tensor(mn, mn, m, "maximum")
+            negm = _buf(ctx, "negm", (qn, 1), "float32", t)
+            b.tensor_scalar(negm, mn, "multiply", -1.0, engine="gpsimd")
+            corr = _buf(ctx, "corr", (qn, 1), "float32", t)
+            b.activation(corr, m, "exp", bias=negm)            # exp(m_old - m_new)
+            m = mn                                  # the max buffers alternate: no copy
+            p = _buf(ctx, "p", (qn, kn), dt, t)
+            rs = _buf(ctx, "rs", (qn, 1), "float32", t)
+            b.activation(p, s, "exp", bias=negm, scale=sc, reduce_res=rs)
+            # small per-row updates on GpSimd, idle otherwise
+            b.tensor_tensor(l, l, corr, "multiply", engine="gpsimd")
+            b.tensor_tensor(l, l, rs, "add", engine="gpsimd")
+            yield                   # software pipeline: the other tile's scores go next
+            o_ps = _buf(ctx, "o_ps", (qn, D), "float32", t, Memory.PSUM)
+            # P^T: the key chunks' transposes side by side in one PSUM bank, one copy out
+            nch = ceil(kn / 128)
+            pr = min(128, kn)
+            tp = _buf(ctx, "pT_ps", (pr, nch * qn), "float32", idx, Memory.PSUM)
+            for c in range(nch):
+                b.nc_transpose(_sub(tp, min(128, kn - 128 * c), c * qn, qn),
+                               _sub(p, qn, 128 * c, min(128, kn - 128 * c)))
+            pT = _buf(ctx, "pT", (pr, nch * qn), dt, t)
+            if idx % 2:
+                b.activation(pT, tp, "copy")
+            else:
+                b.tensor_copy(pT, tp)
+            for c in range(nch):
+                cn = min(128, kn - 128 * c)
+                b.nc_matmul(o_ps, _sub(pT, cn, c * qn, qn), _sub(vr[k0 // 128 + c], cn, 0, D),
+                            accumulate=c > 0)
+            b.tensor_tensor(acc, acc, corr, "multiply")
+            b.tensor_tensor(acc, acc, o_ps, "add")
+            yield
+        rl = _buf(ctx, "rl", (qn, 1), "float32", 2 * (j % 2) + idx)
+        b.activation(rl, l, "reciprocal")
+        o = _buf(ctx, "o", (qn, D), out.dtype, 2 * (j % 2) + idx)
+        b.tensor_tensor(o, acc, rl, "multiply")
+        oh = ctx.hbm(out)
+        b.dma_copy(AccessPattern(oh, 0, qn, _head_base(out, bh, H) + q0 * out.strides[-2],
+                                 ((D, out.strides[-1]),), out.strides[-2]), o)
+        if lse is not None and lse.numel >= B * H * S_q:
+            lt = _buf(ctx, "lse", (qn, 1), "float32", 2 * (j % 2) + idx)
+            b.activation(lt, l, "log")
+            b.tensor_tensor(lt, lt, m, "add")
+            b.dma_copy(AccessPattern(ctx.hbm(lse), 0, qn, bh * S_q + q0, ((1, 1),), 1), lt)
+    _lanes(items, tile_steps)
+    ctx.end_op()
+
+
+@lowers("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+        "aten::_scaled_dot_product_flash_attention_backward",
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward")
+def sdpa_backward(ctx, op):
+    # (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask, scale)
+    g, o, lse = op.args[0], op.args[4], op.args[5]
+    q, k, v, causal, mask, scale, items, dt = _plan(ctx, op, 1, 7)
+    B, H, S_q, D = q.shape
+    S_k = k.shape[-2]
+    nk = ceil(S_k / 128)
+    b = ctx.b
+    dq, dk, dv = (op.outputs + (None,) * 3)[:3]
+
+    def flush(bh, accs):                        # dK (scaled), dV of a finished head
+        for name, acc, t in (("dk", accs[0], dk), ("dv", accs[1], dv)):
+            if t is None or t.numel == 0:
+                continue
+            base = _head_base(t, bh, H)
+            for c in range(nk):
+                cn = min(128, S_k - c * 128)
+                ot = _buf(ctx, f"{name}_o", (cn, D), t.dtype, c)
+                if name == "dk":
+                    b.activation(ot, _sub(acc, cn, c * D, D), "copy", scale=scale)
+                else:
+                    b.tensor_copy(ot, _sub(acc, cn, c * D, D), engine="gpsimd")
+                b.dma_copy(AccessPattern(ctx.hbm(t), 0, cn, base + c * 128 * t.strides[-2],
+                                         ((D, t.strides[-1]),), t.strides[-2]), ot)
+
+    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "vT", "k"))
+    left = {}
+    for _, bh, _ in items:
+        left[bh] = left.get(bh, 0) + 1
+    dkv = {}
+
+    def tile_steps(item, idx):
+        j, bh, i = item
+        kT, vT, kr = heads.get(bh, "kT", "vT", "k")
+        if bh not in dkv:
+            # dK, dV of a head accumulate in SBUF FP32: [128, nk * D], key chunk c at c * D
+            dkv[bh] = (_buf(ctx, "dk_acc", (128, nk * D), "float32", len(dkv)),
+                       _buf(ctx, "dv_acc", (128, nk * D), "float32", len(dkv)))
+            for acc in dkv[bh]:
+                b.memset(acc, 0.0, engine="gpsimd")
+        sl = 2 * (j % 2) + idx
+        q0 = i * QT
+        qn = min(QT, S_q - q0)
+        bq, bg = _head_base(q, bh, H), _head_base(g, bh, H)
+        qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, 128)]
+        gT = [_km(ctx, g, bg, d0, q0, qn, dt, f"gT{d0}", 2 * j + idx) for d0 in range(0, D, 128)]
+        qr = _rows(ctx, q, bq, q0, qn, dt, "qr", 2 * j + idx)
+        gr = _rows(ctx, g, bg, q0, qn, dt, "gr", 2 * j + idx)
+        orr = _rows(ctx, o, _head_base(o, bh, H), q0, qn, o.dtype, "or", 2 * j + idx)
+        lt = _buf(ctx, "lse", (qn, 1), "float32", sl)
+        b.dma_copy(lt, AccessPattern(ctx.hbm(lse), 0, qn, bh * S_q + q0, ((1, 1),), 1))
+        nlse = _buf(ctx, "nlse", (qn, 1), "float32", sl)
+        b.tensor_scalar(nlse, lt, "multiply", -1.0, engine="gpsimd")
+        di = _buf(ctx, "di", (qn, 1), "float32", sl)
+        go = _buf(ctx, "go", (qn, D), "float32", sl)
+        b.tensor_tensor(go, gr, orr, "multiply", engine="gpsimd")
+        b.tensor_reduce(di, go, "add")
+        dq_ps = _buf(ctx, "dq_ps", (qn, D), "float32", idx, Memory.PSUM)
+        kv_end = _kv_sub(causal, q0, qn, S_k)
+        for t, k0 in enumerate(range(0, kv_end, KT)):
+            kn = min(KT, kv_end - k0)
+            t = 2 * (t % 2) + idx
+            s, pre = _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, H, t, scale)
+            p = _buf(ctx, "p", (qn, kn), dt, t)
+            b.activation(p, s, "exp", bias=nlse, scale=1.0 if pre else scale)
+            dp = _buf(ctx, "dp_ps", (qn, kn), "float32", t, Memory.PSUM)
+            for d0 in range(0, D, 128):
+                dn = min(128, D - d0)
+                b.nc_matmul(dp, _sub(gT[d0 // 128], dn, 0, qn),
+                            _sub(vT[d0 // 128], dn, k0, kn), accumulate=d0 > 0)
+            ds = _buf(ctx, "ds", (qn, kn), dt, t)
+            b.tensor_tensor(ds, dp, di, "subtract")
+            b.tensor_tensor(ds, ds, p, "multiply")
+            yield                   # software pipeline: the other tile's scores go next
+            nch = ceil(kn / 128)
+            pr = min(128, kn)
+            c0 = k0 // 128
+            # dV += P^T dO, dK += dS^T Q: P and dS are K-major already; the key chunks'
+            # products side by side in one PSUM bank, one VectorE add into the accumulator
+            for lhs, rhs, acc in ((p, gr, dkv[bh][1]), (ds, qr, dkv[bh][0])):
+                ps = _buf(ctx, "kv_ps", (pr, nch * D), "float32", 0, Memory.PSUM)
+                for c in range(nch):
+                    cn = min(128, kn - 128 * c)
+                    b.nc_matmul(_sub(ps, cn, c * D, D), _sub(lhs, qn, 128 * c, cn),
+                                _sub(rhs, qn, 0, D))
+                dst = _sub(acc, pr, c0 * D, nch * D)
+                b.tensor_tensor(dst, dst, ps, "add")
+            # dQ += dS K: dS^T through TensorE transposes (one bank, one copy out)
+            tp = _buf(ctx, "dsT_ps", (pr, nch * qn), "float32", 0, Memory.PSUM)
+            for c in range(nch):
+                b.nc_transpose(_sub(tp, min(128, kn - 128 * c), c * qn, qn),
+                               _sub(ds, qn, 128 * c, min(128, kn - 128 * c)))
+            dsT = _buf(ctx, "dsT", (pr, nch * qn), dt, t)
+            b.activation(dsT, tp, "copy")
+            for c in range(nch):
+                cn = min(128, kn - 128 * c)
+                b.nc_matmul(dq_ps, _sub(dsT, cn, c * qn, qn), _sub(kr[c0 + c], cn, 0, D),
+                            accumulate=k0 > 0 or c > 0)
+            yield
+        if dq is not None and dq.numel:
+            dqt = _buf(ctx, "dq_o", (qn, D), dq.dtype, sl)
+            b.activation(dqt, dq_ps, "copy", scale=scale)
+            b.dma_copy(AccessPattern(ctx.hbm(dq), 0, qn,
+                                     _head_base(dq, bh, H) + q0 * dq.strides[-2],
+                                     ((D, dq.strides[-1]),), dq.strides[-2]), dqt)
+        left[bh] -= 1
+        if left[bh] == 0:
+            flush(bh, dkv.pop(bh))
+    _lanes(items, tile_steps)
+    ctx.end_op()

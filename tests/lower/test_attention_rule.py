@@ -1,0 +1,98 @@
+"""Fused attention (`F.scaled_dot_product_attention` on the device runs CPU's flash kernels
+`_scaled_dot_product_flash_attention_for_cpu` and its backward as one op each) lowers to a
+flash-attention program instead of the roofline estimate.
+
+Bounds for each time, from the data sheet (neuron_sim.hardware):
+- lower: max(TensorE at peak for the products, HBM traffic of q, k, v, out (+ grads)); the
+  forward does 4 S_q S_k D FLOPs per head (QK^T, PV), the backward 10 (S, dP, dV, dK, dQ).
+- upper: 4 x (TensorE bound + one VectorE pass over the S_q x S_k scores at one FP32 element per
+  cycle and partition + the HBM bound), i.e. the engines' minimum work done one after another
+  with 4x for a tile loop's per-instruction fixed costs (times forward x 2.5 for the backward)."""
+
+import pytest
+
+from neuron_sim.hardware import get_chip
+from neuron_sim.lower import OpSpec, TensorSpec
+from neuron_sim.lower.api import lower_op
+
+FWD = "aten::_scaled_dot_product_flash_attention_for_cpu"
+BWD = "aten::_scaled_dot_product_flash_attention_for_cpu_backward"
+CHIP = get_chip("trn2")
+
+
+def _fwd(B, H, S, D, causal=False, dtype="bfloat16", mask=None):
+    q = TensorSpec((B, H, S, D), dtype)
+    return OpSpec(FWD, (q, q, q, 0.0, causal, mask, None),
+                  (q, TensorSpec((B, H, S), "float32")))
+
+
+def _bwd(B, H, S, D, causal=False, dtype="bfloat16"):
+    q = TensorSpec((B, H, S, D), dtype)
+    return OpSpec(BWD, (q, q, q, q, q, TensorSpec((B, H, S), "float32"), 0.0, causal, None, None),
+                  (q, q, q))
+
+
+def _bounds(B, H, S, D, backward):
+    work = 2.5 if backward else 1.0
+    te = work * 4 * B * H * S * S * D / CHIP.tensor_peak_flops("bfloat16")
+    hbm = (8 if backward else 4) * B * H * S * D * 2 / CHIP.hbm_bytes_per_s_per_core
+    scores = work * B * H * S * S / 128 / CHIP.vector_clock_hz
+    return max(te, hbm) * 1e9, 4 * (te + scores + hbm) * 1e9
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 512, 64), (1, 8, 512, 128), (2, 4, 1024, 128),
+                                   (1, 2, 4096, 128)])
+@pytest.mark.parametrize("backward", [False, True])
+def test_time_between_data_sheet_bounds(shape, backward):
+    t = lower_op((_bwd if backward else _fwd)(*shape))
+    lo, hi = _bounds(*shape, backward)
+    assert not t.estimated
+    assert lo < t.total_ns < hi, f"{shape} backward={backward}: {t.total_ns:.0f} ns not in " \
+                                 f"({lo:.0f}, {hi:.0f})"
+    assert t.engine_ns["TensorE"] > 0 and t.engine_ns["ScalarE"] > 0
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_causal_is_about_half_at_long_sequences(backward):
+    make = _bwd if backward else _fwd
+    full = lower_op(make(1, 2, 8192, 128))
+    causal = lower_op(make(1, 2, 8192, 128, causal=True))
+    assert 0.4 < causal.flops / full.flops < 0.6
+    assert 0.4 < causal.total_ns / full.total_ns < 0.65, causal.total_ns / full.total_ns
+
+
+def test_mask_and_small_shapes_lower():
+    mask = TensorSpec((1, 1, 100, 100), "float32")
+    t = lower_op(_fwd(2, 3, 100, 16, dtype="float32", mask=mask))
+    plain = lower_op(_fwd(2, 3, 100, 16, dtype="float32"))
+    assert not t.estimated and t.total_ns > plain.total_ns     # the mask tile load + add
+    assert lower_op(_bwd(1, 1, 1, 8)).total_ns > 0
+
+
+def test_sdpa_on_device_equals_cpu_and_is_not_estimated():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    import torch_neuronx
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 40, 16, requires_grad=True) for _ in range(3))
+    bias = torch.randn(40, 40)
+    before = dict(torch_neuronx.estimated_ops())
+    for kw in ({"is_causal": True}, {"attn_mask": bias}, {}):
+        ref = F.scaled_dot_product_attention(q, k, v, **kw)
+        ref.sum().backward()
+        grads = [t.grad.clone() for t in (q, k, v)]
+        for t in (q, k, v):
+            t.grad = None
+        qn, kn, vn = (t.detach().to("neuron").requires_grad_() for t in (q, k, v))
+        kwn = {n: (x.to("neuron") if torch.is_tensor(x) else x) for n, x in kw.items()}
+        out = F.scaled_dot_product_attention(qn, kn, vn, **kwn)
+        out.sum().backward()
+        torch.testing.assert_close(out.cpu(), ref)
+        for got, want in zip((qn.grad, kn.grad, vn.grad), grads):
+            torch.testing.assert_close(got.cpu(), want)
+    torch.neuron.synchronize()
+    after = torch_neuronx.estimated_ops()
+    new = {n: c for n, c in after.items() if c != before.get(n)}
+    assert not {n for n in new if "attention" in n}, f"estimated attention ops: {new}"
