@@ -21,6 +21,7 @@ head, backward 10 S_q S_k D (about half of each with a causal mask)."""
 
 from __future__ import annotations
 
+from functools import partial
 from math import ceil
 
 from ...program.ap import AccessPattern, Memory
@@ -45,7 +46,7 @@ def _sub(t, pn, f0, fn):
     return AccessPattern(a.tensor, a.p_start, pn, a.offset + f0, ((fn, 1),))
 
 
-def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF):
+def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF, bufs=None):
     """A rotating [128, F] tile (4 SBUF / 2 PSUM buffers) used as [shape]: F is the smallest of
     1, QT, KT or a multiple of 128 that holds shape[1] (PSUM: a quarter or a whole bank), so
     trimmed causal and tail tiles reuse the same buffers (the pool would otherwise allocate one
@@ -54,7 +55,7 @@ def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF):
     full = 1 if f <= 1 else QT if f <= QT else KT if f <= KT else 128 * ceil(f / 128)
     if memory == Memory.PSUM and 1 < f <= 512:
         full = 128 if f <= 128 else 512
-    bufs = 2 if memory == Memory.PSUM else 4
+    bufs = bufs or (2 if memory == Memory.PSUM else 4)
     return _sub(ctx.tile(role, (128, full), dtype, slot, memory, bufs=bufs), shape[0], 0, f)
 
 
@@ -80,7 +81,7 @@ def _km(ctx, t, base, d0, r0, rn, dtype, role, slot):
     return _ap(_load_k_major(ctx, m, False, 0, min(128, D - d0), r0, rn, dtype, role, slot))
 
 
-def _kv_sub(causal, q0, qn, S_k):
+def _kv_end(causal, q0, qn, S_k):
     """Key columns a query tile needs: all, or up to its last row with a causal mask."""
     return min(S_k, q0 + qn) if causal else S_k
 
@@ -174,10 +175,10 @@ def _mask_add(ctx, s_sb, mask, bh, heads, q0, qn, k0, kn, slot):
     ctx.b.tensor_tensor(s_sb, s_sb, mt, "add")
 
 
-def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale):
+def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale, ps_bufs=2):
     """S = Q K^T for one key tile in PSUM, masked into SBUF FP32 [qn, kn] (scaled when masked)."""
     b = ctx.b
-    ps = _buf(ctx, "s_ps", (qn, kn), "float32", slot, Memory.PSUM)
+    ps = _buf(ctx, "s_ps", (qn, kn), "float32", slot, Memory.PSUM, ps_bufs)
     for d0 in range(0, D, 128):
         dn = min(128, D - d0)
         b.nc_matmul(ps, _sub(qT[d0 // 128], dn, 0, qn), _sub(kT[d0 // 128], dn, k0, kn),
@@ -189,10 +190,10 @@ def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale
         _mask_add(ctx, s_sb, mask, bh, heads, q0, qn, k0, kn, slot)
         src, pre_scaled = s_sb, True
     if causal and k0 + kn > q0:            # diagonal tile: keep key <= query
-        if not pre_scaled:                 # GpSimd has no PSUM port: scaled copy on ScalarE
+        if not pre_scaled:                 # GpSimd has no PSUM port: a copy on ScalarE
             s_sb = _buf(ctx, "s_sb", (qn, kn), "float32", slot)
-            b.activation(s_sb, ps, "copy", scale=scale)
-            src, pre_scaled = s_sb, True
+            b.activation(s_sb, ps, "copy")
+            src = s_sb
         b.affine_select(src, src, -3.0e38, channel_multiplier=1, pattern=((-1, kn),),
                         offset=q0 - k0, cmp_op="greater_equal")
     return src, pre_scaled
@@ -243,29 +244,9 @@ def sdpa_forward(ctx, op):
         b.memset(m, -3.0e38)
         b.memset(l, 0.0)
         b.memset(acc, 0.0)
-        kv_end = _kv_sub(causal, q0, qn, S_k)
-        for t, k0 in enumerate(range(0, kv_end, KT)):
-            kn = min(KT, kv_end - k0)
-            t = 2 * (t % 2) + idx
-            s, pre = _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, H, t, scale)
-            sc = 1.0 if pre else scale
-            mt = _buf(ctx, "mt", (qn, 1), "float32", t)
-            b.tensor_reduce(mt, s, "maximum")
-            mn = _buf(ctx, "mn", (qn, 1), "float32", t)
-            b.tensor_scalar(mn, mt, "multiply", sc)
-            b.tensor_tensor(mn, mn, m, "maximum")
-            negm = _buf(ctx, "negm", (qn, 1), "float32", t)
-            b.tensor_scalar(negm, mn, "multiply", -1.0, engine="gpsimd")
-            corr = _buf(ctx, "corr", (qn, 1), "float32", t)
-            b.activation(corr, m, "exp", bias=negm)            # exp(m_old - m_new)
-            m = mn                                  # the max buffers alternate: no copy
-            p = _buf(ctx, "p", (qn, kn), dt, t)
-            rs = _buf(ctx, "rs", (qn, 1), "float32", t)
-            b.activation(p, s, "exp", bias=negm, scale=sc, reduce_res=rs)
-            # small per-row updates on GpSimd, idle otherwise
-            b.tensor_tensor(l, l, corr, "multiply", engine="gpsimd")
-            b.tensor_tensor(l, l, rs, "add", engine="gpsimd")
-            yield                   # software pipeline: the other tile's scores go next
+        kv_end = _kv_end(causal, q0, qn, S_k)
+
+        def pv(t, k0, kn, p, corr):
             o_ps = _buf(ctx, "o_ps", (qn, D), "float32", t, Memory.PSUM)
             # P^T: the key chunks' transposes side by side in one PSUM bank, one copy out
             nch = ceil(kn / 128)
@@ -283,9 +264,39 @@ def sdpa_forward(ctx, op):
                 cn = min(128, kn - 128 * c)
                 b.nc_matmul(o_ps, _sub(pT, cn, c * qn, qn), _sub(vr[k0 // 128 + c], cn, 0, D),
                             accumulate=c > 0)
-            b.tensor_tensor(acc, acc, corr, "multiply")
+            b.tensor_tensor(acc, acc, corr, "multiply", engine="gpsimd")
             b.tensor_tensor(acc, acc, o_ps, "add")
+
+        pending = None
+        for t, k0 in enumerate(range(0, kv_end, KT)):
+            kn = min(KT, kv_end - k0)
+            t = 2 * (t % 2) + idx
+            # scores of this key tile in their own PSUM bank (4: two lanes x two steps)
+            s, pre = _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, H, t, scale, 4)
+            sc = 1.0 if pre else scale
+            mt = _buf(ctx, "mt", (qn, 1), "float32", t)
+            b.tensor_reduce(mt, s, "maximum")
+            # the running max stays in unscaled units: scale folds into the exps' scale/bias
+            mn = _buf(ctx, "mn", (qn, 1), "float32", t)
+            b.tensor_tensor(mn, mt, m, "maximum")
+            negm = _buf(ctx, "negm", (qn, 1), "float32", t)
+            b.tensor_scalar(negm, mn, "multiply", -sc, engine="gpsimd")
+            corr = _buf(ctx, "corr", (qn, 1), "float32", t)
+            b.activation(corr, m, "exp", bias=negm, scale=sc)  # exp(sc * (m_old - m_new))
+            m = mn                                  # the max buffers alternate: no copy
+            p = _buf(ctx, "p", (qn, kn), dt, t)
+            rs = _buf(ctx, "rs", (qn, 1), "float32", t)
+            b.activation(p, s, "exp", bias=negm, scale=sc, reduce_res=rs)
+            # small per-row updates on GpSimd, idle otherwise
+            b.tensor_tensor(l, l, corr, "multiply", engine="gpsimd")
+            b.tensor_tensor(l, l, rs, "add", engine="gpsimd")
+            # software pipeline: this step's P V goes after the next step's scores, so TensorE
+            # computes QK^T while the softmax of the previous tile runs
+            if pending is not None:
+                pending()
+            pending = partial(pv, t, k0, kn, p, corr)
             yield
+        pending()
         rl = _buf(ctx, "rl", (qn, 1), "float32", 2 * (j % 2) + idx)
         b.activation(rl, l, "reciprocal")
         o = _buf(ctx, "o", (qn, D), out.dtype, 2 * (j % 2) + idx)
@@ -296,6 +307,7 @@ def sdpa_forward(ctx, op):
         if lse is not None and lse.numel >= B * H * S_q:
             lt = _buf(ctx, "lse", (qn, 1), "float32", 2 * (j % 2) + idx)
             b.activation(lt, l, "log")
+            b.tensor_scalar(m, m, "multiply", scale if mask is None else 1.0, engine="gpsimd")
             b.tensor_tensor(lt, lt, m, "add")
             b.dma_copy(AccessPattern(ctx.hbm(lse), 0, qn, bh * S_q + q0, ((1, 1),), 1), lt)
     _lanes(items, tile_steps)
@@ -363,7 +375,7 @@ def sdpa_backward(ctx, op):
         b.tensor_tensor(go, gr, orr, "multiply", engine="gpsimd")
         b.tensor_reduce(di, go, "add")
         dq_ps = _buf(ctx, "dq_ps", (qn, D), "float32", idx, Memory.PSUM)
-        kv_end = _kv_sub(causal, q0, qn, S_k)
+        kv_end = _kv_end(causal, q0, qn, S_k)
         for t, k0 in enumerate(range(0, kv_end, KT)):
             kn = min(KT, kv_end - k0)
             t = 2 * (t % 2) + idx
