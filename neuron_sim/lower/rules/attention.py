@@ -376,21 +376,8 @@ def sdpa_backward(ctx, op):
         b.tensor_reduce(di, go, "add")
         dq_ps = _buf(ctx, "dq_ps", (qn, D), "float32", idx, Memory.PSUM)
         kv_end = _kv_end(causal, q0, qn, S_k)
-        for t, k0 in enumerate(range(0, kv_end, KT)):
-            kn = min(KT, kv_end - k0)
-            t = 2 * (t % 2) + idx
-            s, pre = _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, H, t, scale)
-            p = _buf(ctx, "p", (qn, kn), dt, t)
-            b.activation(p, s, "exp", bias=nlse, scale=1.0 if pre else scale)
-            dp = _buf(ctx, "dp_ps", (qn, kn), "float32", t, Memory.PSUM)
-            for d0 in range(0, D, 128):
-                dn = min(128, D - d0)
-                b.nc_matmul(dp, _sub(gT[d0 // 128], dn, 0, qn),
-                            _sub(vT[d0 // 128], dn, k0, kn), accumulate=d0 > 0)
-            ds = _buf(ctx, "ds", (qn, kn), dt, t)
-            b.tensor_tensor(ds, dp, di, "subtract")
-            b.tensor_tensor(ds, ds, p, "multiply")
-            yield                   # software pipeline: the other tile's scores go next
+
+        def grads(k0, kn, p, ds, t):
             nch = ceil(kn / 128)
             pr = min(128, kn)
             c0 = k0 // 128
@@ -415,7 +402,29 @@ def sdpa_backward(ctx, op):
                 cn = min(128, kn - 128 * c)
                 b.nc_matmul(dq_ps, _sub(dsT, cn, c * qn, qn), _sub(kr[c0 + c], cn, 0, D),
                             accumulate=k0 > 0 or c > 0)
+
+        pending = None
+        for t, k0 in enumerate(range(0, kv_end, KT)):
+            kn = min(KT, kv_end - k0)
+            t = 2 * (t % 2) + idx
+            s, pre = _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, H, t, scale)
+            p = _buf(ctx, "p", (qn, kn), dt, t)
+            b.activation(p, s, "exp", bias=nlse, scale=1.0 if pre else scale)
+            dp = _buf(ctx, "dp_ps", (qn, kn), "float32", t, Memory.PSUM)
+            for d0 in range(0, D, 128):
+                dn = min(128, D - d0)
+                b.nc_matmul(dp, _sub(gT[d0 // 128], dn, 0, qn),
+                            _sub(vT[d0 // 128], dn, k0, kn), accumulate=d0 > 0)
+            ds = _buf(ctx, "ds", (qn, kn), dt, t)
+            b.tensor_tensor(ds, dp, di, "subtract")
+            b.tensor_tensor(ds, ds, p, "multiply")
+            # software pipeline: this step's dV, dK, dQ products go after the next step's
+            # scores, so TensorE works while the softmax backward of the previous tile runs
+            if pending is not None:
+                pending()
+            pending = partial(grads, k0, kn, p, ds, t)
             yield
+        pending()
         if dq is not None and dq.numel:
             dqt = _buf(ctx, "dq_o", (qn, D), dq.dtype, sl)
             b.activation(dqt, dq_ps, "copy", scale=scale)
