@@ -14,6 +14,7 @@ import pytest
 from neuron_sim.hardware import get_chip
 from neuron_sim.lower import OpSpec, TensorSpec
 from neuron_sim.lower.api import lower_op
+from neuron_sim.lower.registry import LoweringError
 
 FWD = "aten::_scaled_dot_product_flash_attention_for_cpu"
 BWD = "aten::_scaled_dot_product_flash_attention_for_cpu_backward"
@@ -96,3 +97,11 @@ def test_sdpa_on_device_equals_cpu_and_is_not_estimated():
     after = torch_neuronx.estimated_ops()
     new = {n: c for n, c in after.items() if c != before.get(n)}
     assert not {n for n in new if "attention" in n}, f"estimated attention ops: {new}"
+
+
+def test_head_sizes_and_long_sequences():
+    assert not lower_op(_bwd(1, 2, 1024, 256)).estimated          # dK/dV products per bank
+    assert not lower_op(_bwd(1, 8, 8192, 128)).estimated          # one head resident at a time
+    assert not lower_op(_fwd(1, 4, 32768, 128, causal=True)).estimated
+    with pytest.raises(LoweringError, match="16384 keys and head size 128 .* 144 KiB"):
+        lower_op(_bwd(1, 2, 16384, 128))

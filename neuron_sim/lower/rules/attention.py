@@ -24,12 +24,14 @@ from __future__ import annotations
 from functools import partial
 from math import ceil
 
+from ...numerics.formats import itemsize
 from ...program.ap import AccessPattern, Memory
-from ..registry import lowers
+from ..registry import LoweringError, lowers
 from .matmul import _load_k_major, _Mat
 
 QT = 128       # query rows per tile (partitions)
 KT = 512       # key columns per score tile (one FP32 PSUM bank)
+HEAD_SBUF_BYTES = 144 * 1024  # resident per-head state (K, V, dK/dV sums); the rest streams
 
 
 def _mm_dtype(t):
@@ -127,20 +129,32 @@ def _lanes(items, steps, lanes=2):
 class _Heads:
     """K/V tiles of the (batch, head)s in flight (two at most: lanes cross a head boundary)."""
 
-    def __init__(self, ctx, k, v, H, S_k, D, dt, need):
+    def __init__(self, ctx, k, v, H, S_k, D, dt, need, slots=2):
         self.ctx, self.k, self.v, self.H, self.S_k, self.D, self.dt = ctx, k, v, H, S_k, D, dt
-        self.need, self.loaded, self.count = need, {}, 0
+        self.need, self.loaded, self.count, self.slots = need, {}, 0, slots
 
     def get(self, bh, *names):
         if bh not in self.loaded:
-            if len(self.loaded) >= 2:
+            if len(self.loaded) >= self.slots:
                 self.loaded.pop(next(iter(self.loaded)))
             self.count += 1
             self.loaded[bh] = _head_tiles(self.ctx, self.k, self.v,
                                           _head_base(self.k, bh, self.H),
                                           _head_base(self.v, bh, self.H), self.S_k, self.D,
-                                          self.dt, self.count % 2, need=self.need)
+                                          self.dt, self.count % self.slots, need=self.need)
         return tuple(self.loaded[bh][x] for x in names)
+
+
+def _head_slots(per_head, S_k, D, what):
+    """Heads resident at once: two (lanes cross a head boundary without waiting) when they fit,
+    else one (the next head's loads wait for the last reads of the previous one)."""
+    if per_head > HEAD_SBUF_BYTES:
+        raise LoweringError(
+            f"attention {what} with {S_k} keys and head size {D} keeps {per_head // 1024} KiB "
+            f"per partition resident per head (K, V and, backward, the dK/dV sums); this rule "
+            f"keeps at most {HEAD_SBUF_BYTES // 1024} KiB, so the op is timed by the roofline "
+            f"estimate. Key-blocked passes for longer sequences are not written yet")
+    return 2 if 2 * per_head <= HEAD_SBUF_BYTES else 1
 
 
 def _plan(ctx, op, first, causal_at):
@@ -229,7 +243,8 @@ def sdpa_forward(ctx, op):
     B, H, S_q, D = q.shape
     S_k = k.shape[-2]
     b = ctx.b
-    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "v"))
+    per_head = (ceil(D / 128) * S_k + ceil(S_k / 128) * D) * itemsize(dt)
+    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "v"), _head_slots(per_head, S_k, D, "forward"))
 
     def tile_steps(item, idx):
         j, bh, i = item
@@ -326,6 +341,9 @@ def sdpa_backward(ctx, op):
     nk = ceil(S_k / 128)
     b = ctx.b
     dq, dk, dv = (op.outputs + (None,) * 3)[:3]
+    # per partition: dK, dV FP32 accumulators and K^T, V^T, K of a head
+    per_head = 2 * nk * D * 4 + (2 * ceil(D / 128) * S_k + nk * D) * itemsize(dt)
+    slots = _head_slots(per_head, S_k, D, "backward")
 
     def flush(bh, accs):                        # dK (scaled), dV of a finished head
         for name, acc, t in (("dk", accs[0], dk), ("dv", accs[1], dv)):
@@ -342,7 +360,7 @@ def sdpa_backward(ctx, op):
                 b.dma_copy(AccessPattern(ctx.hbm(t), 0, cn, base + c * 128 * t.strides[-2],
                                          ((D, t.strides[-1]),), t.strides[-2]), ot)
 
-    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "vT", "k"))
+    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "vT", "k"), slots)
     left = {}
     for _, bh, _ in items:
         left[bh] = left.get(bh, 0) + 1
@@ -353,8 +371,9 @@ def sdpa_backward(ctx, op):
         kT, vT, kr = heads.get(bh, "kT", "vT", "k")
         if bh not in dkv:
             # dK, dV of a head accumulate in SBUF FP32: [128, nk * D], key chunk c at c * D
-            dkv[bh] = (_buf(ctx, "dk_acc", (128, nk * D), "float32", len(dkv)),
-                       _buf(ctx, "dv_acc", (128, nk * D), "float32", len(dkv)))
+            sl = heads.count % slots
+            dkv[bh] = (_buf(ctx, "dk_acc", (128, nk * D), "float32", sl),
+                       _buf(ctx, "dv_acc", (128, nk * D), "float32", sl))
             for acc in dkv[bh]:
                 b.memset(acc, 0.0, engine="gpsimd")
         sl = 2 * (j % 2) + idx
@@ -383,14 +402,17 @@ def sdpa_backward(ctx, op):
             c0 = k0 // 128
             # dV += P^T dO, dK += dS^T Q: P and dS are K-major already; the key chunks'
             # products side by side in one PSUM bank, one VectorE add into the accumulator
+            per_bank = max(1, 512 // D)         # [128, D] FP32 products per 2 KiB PSUM bank
             for lhs, rhs, acc in ((p, gr, dkv[bh][1]), (ds, qr, dkv[bh][0])):
-                ps = _buf(ctx, "kv_ps", (pr, nch * D), "float32", 0, Memory.PSUM)
-                for c in range(nch):
-                    cn = min(128, kn - 128 * c)
-                    b.nc_matmul(_sub(ps, cn, c * D, D), _sub(lhs, qn, 128 * c, cn),
-                                _sub(rhs, qn, 0, D))
-                dst = _sub(acc, pr, c0 * D, nch * D)
-                b.tensor_tensor(dst, dst, ps, "add")
+                for g0 in range(0, nch, per_bank):
+                    gn = min(per_bank, nch - g0)
+                    ps = _buf(ctx, "kv_ps", (pr, gn * D), "float32", 0, Memory.PSUM)
+                    for c in range(g0, g0 + gn):
+                        cn = min(128, kn - 128 * c)
+                        b.nc_matmul(_sub(ps, cn, (c - g0) * D, D), _sub(lhs, qn, 128 * c, cn),
+                                    _sub(rhs, qn, 0, D))
+                    dst = _sub(acc, pr, (c0 + g0) * D, gn * D)
+                    b.tensor_tensor(dst, dst, ps, "add")
             # dQ += dS K: dS^T through TensorE transposes (one bank, one copy out)
             tp = _buf(ctx, "dsT_ps", (pr, nch * qn), "float32", 0, Memory.PSUM)
             for c in range(nch):
