@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(PY) examples/gpt/train_gpt.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 clean:
 	rm -rf build .venv *.egg-info backend/*.egg-info

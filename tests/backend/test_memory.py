@@ -9,6 +9,7 @@ MiB = 2**20
 
 
 def test_stats_follow_allocations():
+    gc.collect()          # garbage of earlier tests must not be freed in the middle of the count
     torch.neuron.synchronize()
     torch.neuron.reset_peak_memory_stats()
     before = torch.neuron.memory_allocated()
