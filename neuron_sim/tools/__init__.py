@@ -6,3 +6,17 @@
 Both read `procs.py`'s registry: each process that uses the `neuron` device publishes what it
 holds there (torch_neuronx does it), so the tools need neither torch nor the process itself.
 """
+
+import os
+import sys
+
+
+def console_script(main):
+    """`main` as a console script: a closed pipe (`| head`) ends the output quietly, as for ls."""
+    def entry() -> int:
+        try:
+            return main()
+        except BrokenPipeError:
+            sys.stdout = open(os.devnull, "w")
+            return 0
+    return entry

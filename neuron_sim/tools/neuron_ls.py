@@ -12,7 +12,7 @@ import os
 import sys
 
 from . import layout as lay
-from . import procs
+from . import console_script, procs
 from .table import render
 
 HEAD = [("NEURON", "DEVICE"), ("NEURON", "CORES"), ("NEURON", "CORE IDS"), ("NEURON", "MEMORY")]
@@ -124,13 +124,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def entry() -> int:
-    """The console script: a closed pipe (`| head`) ends the output quietly, as for ls."""
-    try:
-        return main()
-    except BrokenPipeError:
-        sys.stdout = open(os.devnull, "w")
-        return 0
+entry = console_script(main)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,11 @@ On a terminal it redraws until Ctrl-C (or `-n N` frames); when stdout is not a t
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 from . import layout as lay
-from . import procs
+from . import console_script, procs
 
 
 def _mib(n) -> str:
@@ -108,13 +107,7 @@ def main(argv=None) -> int:
         return 0
 
 
-def entry() -> int:
-    """The console script: a closed pipe (`| head`) ends the output quietly, as for ls."""
-    try:
-        return main()
-    except BrokenPipeError:
-        sys.stdout = open(os.devnull, "w")
-        return 0
+entry = console_script(main)
 
 
 if __name__ == "__main__":
