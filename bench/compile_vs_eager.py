@@ -21,7 +21,7 @@ import torch
 import torch_neuronx.neuron_dynamo_backend as ndb
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "gpt"))
-from gpt_model import GPT, GPTConfig, make_batch  # noqa: E402
+from gpt_model import GPTConfig, neuron_trainer  # noqa: E402
 
 MODELS = {
     "demo": (GPTConfig(), 8),
@@ -29,30 +29,12 @@ MODELS = {
 }
 
 
-def trainer(cfg, batch, compiled):
-    torch.manual_seed(0)
-    model = GPT(cfg).to("neuron")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = (t.to("neuron") for t in make_batch(cfg, batch))
-    run = torch.compile(model, backend="neuron") if compiled else model
-    step_opt = torch.compile(opt.step, backend="neuron") if compiled else opt.step
-    losses = []
-
-    def step():
-        loss = run(x, y)
-        loss.backward()
-        step_opt()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    return step, losses, sum(p.numel() for p in model.parameters())
-
-
 def main():
     results = {}
     for name, (cfg, batch) in MODELS.items():
         torch._dynamo.reset()
-        eager_step, eager_losses, params = trainer(cfg, batch, False)
-        compiled_step, compiled_losses, _ = trainer(cfg, batch, True)
+        eager_step, eager_losses, params = neuron_trainer(cfg, batch, False)
+        compiled_step, compiled_losses, _ = neuron_trainer(cfg, batch, True)
         for _ in range(2):                      # warm-up: compile, fill the program caches
             eager_step()
             compiled_step()

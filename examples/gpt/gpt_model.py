@@ -74,3 +74,24 @@ def train_step(model, opt, x, y):
     loss.backward()
     opt.step()
     return loss
+
+
+def neuron_trainer(cfg: GPTConfig, batch: int, compiled: bool):
+    """One AdamW training step of a fresh GPT on 'neuron', eager or compiled with the neuron
+    backend (model and optimizer step), as a closure: returns (step, losses, parameter count);
+    each step() appends its loss."""
+    torch.manual_seed(0)
+    model = GPT(cfg).to("neuron")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = (t.to("neuron") for t in make_batch(cfg, batch))
+    run = torch.compile(model, backend="neuron") if compiled else model
+    step_opt = torch.compile(opt.step, backend="neuron") if compiled else opt.step
+    losses = []
+
+    def step():
+        loss = run(x, y)
+        loss.backward()
+        step_opt()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return step, losses, sum(p.numel() for p in model.parameters())

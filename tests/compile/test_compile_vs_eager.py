@@ -13,33 +13,14 @@ import torch
 import torch_neuronx.neuron_dynamo_backend as ndb
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt"))
-from gpt_model import GPT, GPTConfig, make_batch  # noqa: E402
-
-
-def _trainer(compiled):
-    cfg = GPTConfig()
-    torch.manual_seed(0)
-    model = GPT(cfg).to("neuron")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = (t.to("neuron") for t in make_batch(cfg, 8))
-    run = torch.compile(model, backend="neuron") if compiled else model
-    step_opt = torch.compile(opt.step, backend="neuron") if compiled else opt.step
-    losses = []
-
-    def step():
-        loss = run(x, y)
-        loss.backward()
-        step_opt()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    return step, losses
+from gpt_model import GPTConfig, neuron_trainer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def profiles():
     out = {}
     for compiled in (False, True):
-        step, losses = _trainer(compiled)
+        step, losses, _ = neuron_trainer(GPTConfig(), 8, compiled)
         step()
         step()
         out[compiled] = (ndb.measure_step(step), losses)
