@@ -167,6 +167,9 @@ class _OpStats:
         self.engine_ns = defaultdict(float)
 
 
+_STATS = ("ops", "launches", "launch_total_ns", "fused_groups", "fused_ops", "total_ns", "cost_s")
+
+
 class LoweredCostModel:
     """Per-op simulated nanoseconds from lowered, cached ISA programs of the visible instance."""
 
@@ -184,7 +187,7 @@ class LoweredCostModel:
         self.reset_stats()
 
     # ---- statistics ---------------------------------------------------------------------------
-    def reset_stats(self):
+    def reset_stats(self):  # the attributes are _STATS
         self.ops = defaultdict(_OpStats)
         self.launches = 0
         self.launch_total_ns = 0
@@ -233,6 +236,27 @@ class LoweredCostModel:
 
     def __call__(self, batch, at_sync):
         t0 = time.perf_counter()
+        out = self._charge(batch)
+        self.cost_s += time.perf_counter() - t0
+        _profiling_hook(self, batch, out)   # issue 7: engine lanes while torch.profiler records
+        return out
+
+    def price(self, batch) -> list:
+        """Simulated ns of each op of `batch` exactly as a drain would charge them (same AEE
+        groups, same cached programs), without counting them in the statistics: how the
+        profiling advice re-times a changed step."""
+        keep = {k: getattr(self, k) for k in _STATS}
+        keep["estimated"], keep["executed"] = Counter(self.estimated), set(self.executed)
+        hits = self.cache.hits
+        self.reset_stats()
+        try:
+            return self._charge(batch)
+        finally:
+            for k, v in keep.items():
+                setattr(self, k, v)
+            self.cache.hits = hits
+
+    def _charge(self, batch) -> list:
         out = [0] * len(batch)
         aee = self.aee_enabled()
         group = []        # (index, name, key, timing, args, outputs)
@@ -273,8 +297,6 @@ class LoweredCostModel:
             if not fusible:
                 flush()
         flush()
-        self.cost_s += time.perf_counter() - t0
-        _profiling_hook(self, batch, out)   # issue 7: engine lanes while torch.profiler records
         return out
 
     def _charge_group(self, group, out, aee):

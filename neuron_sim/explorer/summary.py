@@ -89,8 +89,9 @@ class Summary:
     transpose_ns: float
     top_ops: list                   # [{name, count, device_ns, percent, engine_ns}]
     verdict: str
-    recommendations: list           # [{title, detail, metric, threshold}]
+    recommendations: list           # [{title, detail, metric, threshold[, saving_ns, checked]}]
     notes: list = field(default_factory=list)
+    phases: dict = field(default_factory=dict)   # explorer.phases.phase_breakdown of the trace
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -142,7 +143,7 @@ def recommendations(s: Summary) -> list:
             f"DMA queues are active {100 * act['DMA']:.0f}% of the time, the busiest compute "
             f"engine {100 * compute_max:.0f}%. Raise arithmetic intensity: fuse element-wise ops "
             "(torch.compile(backend='neuron') keeps intermediates in SBUF), use bigger tiles or "
-            "batch, keep weights resident, use bf16 instead of fp32.",
+            "batch, keep weights resident.",
             f"DMA active {100 * act['DMA']:.0f}%",
             f">= {100 * DMA_BOUND_ACTIVE:.0f}% and >= {DMA_BOUND_RATIO}x compute")
     if s.tensor_flops > 0 and tensor_busy >= MATMUL_TIME_SHARE and s.hfu < LOW_TENSOR_UTIL:
@@ -269,6 +270,11 @@ def _mb(x: float) -> str:
     return f"{x / 1e6:.2f} MB"
 
 
+def _phases_line(s: Summary) -> str:
+    from .phases import format_phases     # phases reads traces, which build Summaries
+    return format_phases(s.phases, s.total_ns)
+
+
 def format_text(s: Summary, top: int = 10) -> str:
     """The summary as Explorer's Summary page would read, in plain text."""
     lines = [f"Neuron Explorer-style summary (simulated {s.chip})",
@@ -281,6 +287,7 @@ def format_text(s: Summary, top: int = 10) -> str:
              "  engine active         " + "  ".join(
                  f"{e} {s.engine_active_percent.get(e, 0.0):.1f}%" for e in ENGINES
                  if s.engine_active_ns.get(e, 0.0) or e != "SyncE"),
+             *([f"  device time by phase  {_phases_line(s)}"] if s.phases else []),
              "  DMA bytes             " + "  ".join(
                  f"{k} {_mb(s.dma_bytes.get(k, 0.0))}" for k in DMA_KINDS)
              + f"  (HBM total {_mb(s.hbm_bytes)})",

@@ -129,4 +129,6 @@ def summary_from_trace(trace: dict) -> Summary:
     # rows: a verdict or advice from them could contradict the full summary of the same steps.
     s.verdict = NO_VERDICT
     s.recommendations = []
+    from .phases import phase_breakdown
+    s.phases = phase_breakdown(trace)
     return s

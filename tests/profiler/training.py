@@ -3,13 +3,14 @@
 import torch
 
 
-def small_training_step():
-    """Returns step(): one forward, backward and AdamW update, then a synchronize (run once
-    here, so programs are cached and the profiled steps are steady-state)."""
+def small_training_step(opt_cls=torch.optim.AdamW, warm_steps=1, **opt_kw):
+    """Returns step(): one forward, backward and optimizer update (AdamW unless `opt_cls`), then
+    a synchronize (run `warm_steps` times here, so programs are cached and the profiled steps
+    are steady-state; the optimizer state exists from the second step on)."""
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
                             torch.nn.Linear(512, 256)).to("neuron")
-    opt = torch.optim.AdamW(m.parameters())
+    opt = opt_cls(m.parameters(), **opt_kw)
     x = torch.randn(64, 256, device="neuron")
 
     def step():
@@ -17,5 +18,6 @@ def small_training_step():
         m(x).pow(2).mean().backward()
         opt.step()
         torch.neuron.synchronize()
-    step()
+    for _ in range(warm_steps):
+        step()
     return step

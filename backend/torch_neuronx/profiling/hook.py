@@ -56,6 +56,7 @@ WEIGHT_ARG = {"aten::mm": 1, "aten::addmm": 2, "aten::linear": 1, "aten::matmul"
               "aten::convolution": 1, "aten::embedding": 0, "aten::addmv": 1, "aten::mv": 0}
 _HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 _MAX_ENTRIES = 2_000_000     # session bound: a forgotten profiler must not grow without limit
+_MAX_BATCH_OPS = 200_000     # drained ops kept for re-timing advice (~100 demo GPT steps)
 
 
 class _Session:
@@ -68,6 +69,8 @@ class _Session:
         self.lane_rows = 0       # rows attached so far (bounded by LaneOptions.max_rows)
         self.lanes_dropped = 0   # ops left without lanes once the budget was spent
         self.drains = []         # wall times (ns) of queue drains: where the host synchronised
+        self.batches = []        # [(batch, ns per op)] drained, for re-timing advice (advice.py)
+        self.batch_ops = 0
 
 
 SESSION = _Session()
@@ -84,10 +87,15 @@ def on_drain(model, batch, out) -> None:
         SESSION.outputs.clear()
         SESSION.lane_rows = SESSION.lanes_dropped = 0
         SESSION.drains.clear()
+        SESSION.batches.clear()
+        SESSION.batch_ops = 0
         _rows.clear()
         SESSION.open = True
     if len(SESSION.drains) < _MAX_ENTRIES:
         SESSION.drains.append(time.time_ns())    # for the simulated-clock timeline
+    if SESSION.batch_ops + len(batch) <= _MAX_BATCH_OPS:
+        SESSION.batches.append((batch, list(out)))
+        SESSION.batch_ops += len(batch)
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
     from ..cost import _freeze, _is_tensor, _nbytes

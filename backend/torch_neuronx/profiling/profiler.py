@@ -29,6 +29,9 @@ from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_r
                                  summarize)
 from neuron_sim.explorer.clock import check_clock, mark_clock, to_simulated_clock
 
+from neuron_sim.explorer.phases import phase_breakdown
+
+from . import advice
 from .config import NeuronConfig, ProfileMode
 from .hook import session_records
 
@@ -78,10 +81,12 @@ def drop_lane_events(prof) -> int:
     return dropped
 
 
-def explorer_summary(prof=None, *, notes=(), rows=None) -> Summary:
+def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
     """Explorer-style summary of the region `prof` (a finished torch.profiler.profile) recorded
     (or of the device rows `rows` [(name, ns)] of a saved trace); without either, of everything
-    drained during the last profiling session."""
+    drained during the last profiling session. With the region's `trace` (its Chrome trace as
+    exported, before the timeline is rewritten) the summary also has the device time by phase
+    and the re-timed advice (advice.py)."""
     torch.neuron.synchronize()
     if rows is None:
         rows = device_rows(prof) if prof is not None else None
@@ -109,10 +114,15 @@ def explorer_summary(prof=None, *, notes=(), rows=None) -> Summary:
                      "reset_peak_memory_stats)")
     except (RuntimeError, AttributeError):
         pass
-    return summarize(recs, chip=f"{chip.name} ({m.instance.name}, LNC={lnc})",
-                     peak_flops=chip.tensor_peak_flops("bfloat16") * lnc,
-                     hbm_bytes_per_s=chip.hbm_stack_bytes_per_s, hbm_peak_bytes=hbm_peak,
-                     notes=notes)
+    s = summarize(recs, chip=f"{chip.name} ({m.instance.name}, LNC={lnc})",
+                  peak_flops=chip.tensor_peak_flops("bfloat16") * lnc,
+                  hbm_bytes_per_s=chip.hbm_stack_bytes_per_s, hbm_peak_bytes=hbm_peak,
+                  notes=notes)
+    if trace is not None:
+        s.phases = phase_breakdown(trace)
+        checked = [r for r in (advice.fused_optimizer(trace, s.total_ns),) if r]
+        s.recommendations = (checked + s.recommendations)[:4]   # measured savings first
+    return s
 
 
 def profile_call(fn, *args, **kwargs):
@@ -202,7 +212,7 @@ def _attach_session_summary(trace: dict) -> None:
     recs = session_records(rows)
     if sum(r.count for r in recs) < 0.9 * len(rows):
         return
-    s = explorer_summary(rows=rows)
+    s = explorer_summary(rows=rows, trace=trace)
     m = _cost_model()
     trace[EXPLORER_KEY] = {"simulated": True, "instance": m.instance.name, "lnc": m.lnc,
                            "summary": s.to_dict()}
@@ -264,11 +274,11 @@ class NeuronProfiler:
             trace = json.load(f)
         os.remove(tmp)
         dropped = self._filter(trace)
-        set_clock(trace, self.clock)
-        compact_trace(add_analysis_fields(trace))
         notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows "
                  "(lanes of uncaptured cores or past the cap)"] if dropped else []
-        s = explorer_summary(prof, notes=notes)
+        s = explorer_summary(prof, notes=notes, trace=trace)
+        set_clock(trace, self.clock)
+        compact_trace(add_analysis_fields(trace))
         m = _cost_model()
         trace[EXPLORER_KEY] = {"simulated": True, "clock": self.clock,
                                "instance": m.instance.name, "lnc": m.lnc,

@@ -1,0 +1,143 @@
+"""Advice whose saving is checked: the profiled steps re-timed with the change applied.
+
+The profiling hook keeps every drained batch of the session (`hook.SESSION.batches`: the queue's
+own op descriptions and the ns each was charged). A recommendation here rewrites those batches
+as the changed program would issue them and prices both with the cost model that timed the run
+(`LoweredCostModel.price`: same AEE groups, same lowered programs, nothing recorded). The saving
+it states is that difference, per step, not a rule of thumb.
+
+Fused optimizer: torch.optim's Adam/AdamW without `fused=True` issue about eight element-wise ops
+per parameter on the device (on 'neuron', `foreach=True` falls back to the same per-tensor ops).
+`fused=True` issues what torch/optim/adam.py's `_fused_adam` does: `_foreach_add_(state_steps,
+1)` (one add_ per step tensor, kept on the device) and one `_fused_adam(w)_` over all tensors.
+The trace's `Optimizer.step#...` annotations say which device rows are the optimizer
+(`neuron_sim.explorer.phases`); the tensors come from the optimizer's own ops: the k-th
+`lerp_` (exp_avg, grad), `addcmul_` (exp_avg_sq) and `addcdiv_` (param) are parameter k's."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from neuron_sim.explorer.phases import row_phases
+
+FUSED = {"Adam": "aten::_fused_adam_", "AdamW": "aten::_fused_adamw_"}
+MIN_SAVING_SHARE = 0.05      # recommend when the re-timed step is >= 5% shorter
+_fake_storage = itertools.count(1 << 62)   # step tensors the fused optimizer would allocate
+
+
+def _cost_model():
+    from .. import _state
+    return _state["cost_model"]
+
+
+def _match_rows(rows, batches) -> list:
+    """[(batch index, op index) or None] for each (name, ns) row: the latest unmatched drained
+    op of that name and time, walking both backwards (the trace's steps are the session's last)."""
+    where = {}
+    for b, (batch, out) in enumerate(batches):
+        for i, item in enumerate(batch):
+            if out[i] > 0:
+                where.setdefault((item[1], int(out[i])), []).append((b, i))
+    picked = []
+    for key in reversed(rows):
+        cands = where.get(key)
+        picked.append(cands.pop() if cands else None)
+    return picked[::-1]
+
+
+def _runs(marks):
+    """Optimizer steps of one batch: [first, last] op index of each run of optimizer rows not
+    interrupted by another phase's row (ops in between that matched no row go with the run).
+    `marks`: [(op index, is optimizer)]."""
+    runs, run = [], None
+    for i, is_opt in sorted(marks):
+        if is_opt:
+            run = [i, i] if run is None else [run[0], i]
+        elif run is not None:
+            runs.append(run)
+            run = None
+    if run is not None:
+        runs.append(run)
+    return runs
+
+
+def _fused_items(batch, run, fused_name):
+    """The ops `fused=True` would issue for the optimizer ops `run` of `batch`, or None when
+    they are not the per-tensor Adam recipe."""
+    def first_args(name):
+        return [batch[i][4] for i in range(run[0], run[1] + 1)
+                if batch[i][1].split(".")[0] == name]
+    lerp, addcmul, addcdiv = (first_args(n) for n in ("aten::lerp_", "aten::addcmul_",
+                                                      "aten::addcdiv_"))
+    n = len(addcdiv)
+    if n == 0 or len(lerp) != n or len(addcmul) != n:
+        return None
+    params = [a[0] for a in addcdiv]
+    grads = [a[1] for a in lerp]
+    exp_avgs = [a[0] for a in lerp]
+    exp_avg_sqs = [a[0] for a in addcmul]
+    _seq, _name, device, stream = batch[run[0]][:4]
+    steps = [((), (), torch.float32, True, next(_fake_storage), 0) for _ in range(n)]
+    one = ((), (), torch.int64, False, next(_fake_storage), 0)   # the CPU scalar 1
+    adds = [(-1, "aten::add_.Tensor", device, stream, (s, one, 1), (s,), -1) for s in steps]
+    fused = (-1, fused_name, device, stream,
+             (params, grads, exp_avgs, exp_avg_sqs, [], steps, 1e-3, 0.9, 0.999, 0.01, 1e-8,
+              False, False, None, None), (), -1)
+    return adds + [fused]
+
+
+def fused_optimizer(trace: dict, total_ns: float):
+    """The fused-optimizer recommendation for the profiled steps of `trace` (in the process that
+    profiled), with its re-timed saving; None when it does not apply or saves too little."""
+    from .hook import SESSION
+    phased = row_phases(trace)
+    opt_rows = [(e, p) for e, p in phased if p == "optimizer"]
+    if not opt_rows or not SESSION.batches:
+        return None
+    from neuron_sim.explorer.phases import phase_breakdown
+    classes = phase_breakdown(trace)["optimizer_classes"]
+    fused_name = FUSED.get(classes[0]) if len(classes) == 1 else None
+    if fused_name is None or any("_fused_" in e["name"] for e, _p in opt_rows):
+        return None
+    rows = [(e["name"], int(round(float(e["dur"]) * 1e3))) for e, _p in phased]
+    matched = _match_rows(rows, SESSION.batches)
+    per_batch = {}
+    for (_e, phase), m in zip(phased, matched):
+        if m is not None:
+            per_batch.setdefault(m[0], []).append((m[1], phase == "optimizer"))
+    model = _cost_model()
+    torch.neuron.synchronize()
+    before = after = steps = 0
+    for b, marks in per_batch.items():
+        runs = _runs(marks)
+        if not runs:
+            continue
+        batch = SESSION.batches[b][0]
+        new, last = [], 0
+        for run in runs:
+            items = _fused_items(batch, run, fused_name)
+            if items is None:
+                return None
+            new.extend(batch[last:run[0]])
+            new.extend(items)
+            last = run[1] + 1
+            steps += 1
+        new.extend(batch[last:])
+        before += sum(model.price(batch))
+        after += sum(model.price(new))
+    opt_ns = sum(float(e["dur"]) * 1e3 for e, _p in opt_rows)
+    saving = (before - after) / max(steps, 1)
+    if steps == 0 or saving < MIN_SAVING_SHARE * total_ns / steps:
+        return None
+    cls = classes[0]
+    return {"title": f"Use the fused {cls} (fused=True)",
+            "detail": (f"torch.optim.{cls} runs about eight element-wise ops per parameter on the "
+                       f"device: {opt_ns / steps / 1e6:.3f} ms of each step. Re-timed with "
+                       f"torch.optim.{cls}(..., fused=True) (one _fused_{cls.lower()}_ kernel over "
+                       f"all parameters), each step is {saving / 1e6:.3f} ms shorter "
+                       f"({100 * saving * steps / total_ns:.0f}% of device time)."),
+            "metric": f"optimizer {100 * opt_ns / total_ns:.0f}% of device time",
+            "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
+            "saving_ns": saving, "checked": "re-timed"}

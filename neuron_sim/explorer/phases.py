@@ -1,0 +1,113 @@
+"""Device time by training phase (forward, backward, optimizer), from a trace's own annotations.
+
+Each neuron device row is linked to the host row that launched it (`neuron::launch`, same
+External id, on the issuing thread). The launch's place on the host decides the phase:
+
+- optimizer: inside `Optimizer.step#<class>.step` or `Optimizer.zero_grad#<class>.zero_grad`
+  (the annotations torch.optim writes while the profiler records);
+- backward: inside `autograd::engine::evaluate_function: ...`, or anywhere on a thread that runs
+  such rows (the device's autograd thread);
+- forward: any other launch (the forward pass, the loss, and whatever else the step does outside
+  backward and the optimizer);
+- other: a device row without a launch row (a host copy, a trace from elsewhere).
+
+The result is plain data: {phase: {"ns", "count", "ops": {name: ns}}} plus, under "optimizer",
+the optimizer class names the annotations give ("AdamW")."""
+
+from __future__ import annotations
+
+import bisect
+
+from .trace import is_op_row
+
+PHASES = ("forward", "backward", "optimizer", "other")
+OPTIMIZER_ANNOTATIONS = ("Optimizer.step#", "Optimizer.zero_grad#")
+BACKWARD_ROW = "autograd::engine::evaluate_function"
+LAUNCH_CATEGORY = "privateuse1_runtime"
+
+
+def _host_spans(events):
+    """(launches {External id: (pid, tid, ts)}, spans {(pid, tid): sorted [(ts, end, phase)]},
+    backward threads, optimizer class names)."""
+    launches, spans, bwd_threads, classes = {}, {}, set(), []
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        args = e.get("args") or {}
+        name = e.get("name", "")
+        where = (e.get("pid"), e.get("tid"))
+        if e.get("cat") == LAUNCH_CATEGORY and "External id" in args:
+            launches[args["External id"]] = where + (float(e["ts"]),)
+            continue
+        if name.startswith(OPTIMIZER_ANNOTATIONS):
+            phase = "optimizer"
+            if name.startswith("Optimizer.step#"):
+                cls = name.split("#", 1)[1].split(".", 1)[0]
+                if cls not in classes:
+                    classes.append(cls)
+        elif name.startswith(BACKWARD_ROW):
+            phase = "backward"
+            bwd_threads.add(where)
+        else:
+            continue
+        ts = float(e["ts"])
+        spans.setdefault(where, []).append((ts, ts + float(e.get("dur", 0.0)), phase))
+    for v in spans.values():
+        v.sort()
+    return launches, spans, bwd_threads, classes
+
+
+def _phase_at(spans, bwd_threads, where, ts) -> str:
+    found = "backward" if where in bwd_threads else "forward"
+    rows = spans.get(where)
+    if rows:
+        i = bisect.bisect_right(rows, (ts, float("inf"), "~")) - 1
+        # annotations of one thread barely nest (an optimizer step holds no autograd rows):
+        # a few steps back find the enclosing one
+        for s, end, phase in rows[max(i - 8, 0):i + 1][::-1]:
+            if s <= ts <= end:
+                if phase == "optimizer":
+                    return phase
+                found = phase
+    return found
+
+
+def row_phases(trace: dict) -> list:
+    """[(device op row, phase)] in trace order."""
+    events = trace.get("traceEvents", [])
+    launches, spans, bwd_threads, _ = _host_spans(events)
+    out = []
+    for e in events:
+        if not is_op_row(e):
+            continue
+        launch = launches.get((e.get("args") or {}).get("External id"))
+        if launch is None:
+            out.append((e, "other"))
+        else:
+            out.append((e, _phase_at(spans, bwd_threads, launch[:2], launch[2])))
+    return out
+
+
+def phase_breakdown(trace: dict) -> dict:
+    """{phase: {"ns", "count", "ops": {op name: ns}}} of the trace's device rows (every phase
+    present, zeros included), and "optimizer_classes": the optimizers the trace names."""
+    out = {p: {"ns": 0.0, "count": 0, "ops": {}} for p in PHASES}
+    for e, phase in row_phases(trace):
+        ns = float(e.get("dur", 0.0)) * 1e3
+        d = out[phase]
+        d["ns"] += ns
+        d["count"] += 1
+        d["ops"][e["name"]] = d["ops"].get(e["name"], 0.0) + ns
+    out["optimizer_classes"] = _host_spans(trace.get("traceEvents", []))[3]
+    return out
+
+
+def format_phases(phases: dict, total_ns: float) -> str:
+    """One line: each phase's device time and share of `total_ns`."""
+    parts = []
+    for p in PHASES:
+        d = phases.get(p) or {}
+        if d.get("ns") or p != "other":
+            share = 100.0 * d.get("ns", 0.0) / total_ns if total_ns else 0.0
+            parts.append(f"{p} {d.get('ns', 0.0) / 1e6:.3f} ms ({share:.0f}%)")
+    return "  ".join(parts)
