@@ -18,22 +18,23 @@ from __future__ import annotations
 
 import bisect
 
-from .trace import is_op_row
-
 PHASES = ("forward", "backward", "optimizer", "other")
 OPTIMIZER_ANNOTATIONS = ("Optimizer.step#", "Optimizer.zero_grad#")
 BACKWARD_ROW = "autograd::engine::evaluate_function"
 LAUNCH_CATEGORY = "privateuse1_runtime"
 
 
-def _host_spans(events):
-    """(launches {External id: (pid, tid, ts)}, spans {(pid, tid): sorted [(ts, end, phase)]},
-    backward threads, optimizer class names)."""
-    launches, spans, bwd_threads, classes = {}, {}, set(), []
+def _scan(events):
+    """One pass: (device op rows, launches {External id: (pid, tid, ts)}, spans {(pid, tid):
+    sorted [(ts, end, phase)]}, backward threads, optimizer class names)."""
+    ops, launches, spans, bwd_threads, classes = [], {}, {}, set(), []
     for e in events:
         if e.get("ph") != "X":
             continue
         args = e.get("args") or {}
+        if args.get("device_type") == "neuron":          # trace.is_op_row, inlined: hot loop
+            ops.append(e)
+            continue
         name = e.get("name", "")
         where = (e.get("pid"), e.get("tid"))
         if e.get("cat") == LAUNCH_CATEGORY and "External id" in args:
@@ -54,7 +55,7 @@ def _host_spans(events):
         spans.setdefault(where, []).append((ts, ts + float(e.get("dur", 0.0)), phase))
     for v in spans.values():
         v.sort()
-    return launches, spans, bwd_threads, classes
+    return ops, launches, spans, bwd_threads, classes
 
 
 def _phase_at(spans, bwd_threads, where, ts) -> str:
@@ -72,33 +73,32 @@ def _phase_at(spans, bwd_threads, where, ts) -> str:
     return found
 
 
-def row_phases(trace: dict) -> list:
-    """[(device op row, phase)] in trace order."""
-    events = trace.get("traceEvents", [])
-    launches, spans, bwd_threads, _ = _host_spans(events)
+def row_phases(trace: dict) -> tuple:
+    """([(device op row, phase)] in trace order, [optimizer class names the trace gives])."""
+    ops, launches, spans, bwd_threads, classes = _scan(trace.get("traceEvents", []))
     out = []
-    for e in events:
-        if not is_op_row(e):
-            continue
-        launch = launches.get((e.get("args") or {}).get("External id"))
+    for e in ops:
+        launch = launches.get(e["args"].get("External id"))
         if launch is None:
             out.append((e, "other"))
         else:
             out.append((e, _phase_at(spans, bwd_threads, launch[:2], launch[2])))
-    return out
+    return out, classes
 
 
-def phase_breakdown(trace: dict) -> dict:
+def phase_breakdown(trace: dict | None = None, *, phased=None) -> dict:
     """{phase: {"ns", "count", "ops": {op name: ns}}} of the trace's device rows (every phase
-    present, zeros included), and "optimizer_classes": the optimizers the trace names."""
+    present, zeros included), and "optimizer_classes": the optimizers the trace names.
+    `phased`: row_phases(trace), when the caller has it already."""
+    rows, classes = phased if phased is not None else row_phases(trace)
     out = {p: {"ns": 0.0, "count": 0, "ops": {}} for p in PHASES}
-    for e, phase in row_phases(trace):
+    for e, phase in rows:
         ns = float(e.get("dur", 0.0)) * 1e3
         d = out[phase]
         d["ns"] += ns
         d["count"] += 1
         d["ops"][e["name"]] = d["ops"].get(e["name"], 0.0) + ns
-    out["optimizer_classes"] = _host_spans(trace.get("traceEvents", []))[3]
+    out["optimizer_classes"] = list(classes)
     return out
 
 

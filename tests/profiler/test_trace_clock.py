@@ -154,15 +154,22 @@ def test_sub_microsecond_kernels_are_exact_in_hta(tmp_path):
     assert by_kernel["sum (us)"].sum() == pytest.approx(sum(kept) * 2 / 3, rel=0.01)
 
 
-def test_key_averages_lists_ops_not_engine_lanes(tmp_path):
+@pytest.mark.parametrize("exporter", ["NeuronProfiler", "plain torch.profiler"])
+def test_key_averages_lists_ops_not_engine_lanes(tmp_path, exporter):
     from torch_neuronx.profiling import NeuronConfig, NeuronProfiler
     step = small_training_step()
-    cfg = NeuronConfig(profile_output_dir=str(tmp_path))
-    exporter = NeuronProfiler(cfg)
-    with profile(activities=ACT, experimental_config=cfg,
-                 on_trace_ready=exporter.export_trace) as prof:
-        step()
-    trace = json.load(open(f"{exporter.last_output_dir}/trace.json"))
+    if exporter == "NeuronProfiler":
+        cfg = NeuronConfig(profile_output_dir=str(tmp_path))
+        exporter = NeuronProfiler(cfg)
+        with profile(activities=ACT, experimental_config=cfg,
+                     on_trace_ready=exporter.export_trace) as prof:
+            step()
+        trace = json.load(open(f"{exporter.last_output_dir}/trace.json"))
+    else:
+        with profile(activities=ACT) as prof:
+            step()
+        prof.export_chrome_trace(str(tmp_path / "t.json"))
+        trace = json.load(open(tmp_path / "t.json"))
     ops, lanes = device_events(trace)
     assert lanes                                  # the trace keeps the lanes...
     lane_names = {e["name"] for e in lanes}

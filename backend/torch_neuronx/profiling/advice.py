@@ -20,16 +20,10 @@ import itertools
 
 import torch
 
-from neuron_sim.explorer.phases import row_phases
-
 FUSED = {"Adam": "aten::_fused_adam_", "AdamW": "aten::_fused_adamw_"}
-MIN_SAVING_SHARE = 0.05      # recommend when the re-timed step is >= 5% shorter
+MIN_SAVING_SHARE = 0.05      # recommend when the re-timed steps are >= 5% shorter
+MAX_PRICED_BATCHES = 4       # drained batches re-timed (the latest; each costs a pricing pass)
 _fake_storage = itertools.count(1 << 62)   # step tensors the fused optimizer would allocate
-
-
-def _cost_model():
-    from .. import _state
-    return _state["cost_model"]
 
 
 def _match_rows(rows, batches) -> list:
@@ -88,16 +82,15 @@ def _fused_items(batch, run, fused_name):
     return adds + [fused]
 
 
-def fused_optimizer(trace: dict, total_ns: float):
-    """The fused-optimizer recommendation for the profiled steps of `trace` (in the process that
-    profiled), with its re-timed saving; None when it does not apply or saves too little."""
+def fused_optimizer(phased, total_ns: float):
+    """The fused-optimizer recommendation for the profiled steps (in the process that profiled),
+    with its re-timed saving; None when it does not apply or saves too little. `phased`:
+    neuron_sim.explorer.phases.row_phases(trace) of the profile's trace."""
     from .hook import SESSION
-    phased = row_phases(trace)
+    phased, classes = phased
     opt_rows = [(e, p) for e, p in phased if p == "optimizer"]
     if not opt_rows or not SESSION.batches:
         return None
-    from neuron_sim.explorer.phases import phase_breakdown
-    classes = phase_breakdown(trace)["optimizer_classes"]
     fused_name = FUSED.get(classes[0]) if len(classes) == 1 else None
     if fused_name is None or any("_fused_" in e["name"] for e, _p in opt_rows):
         return None
@@ -107,29 +100,30 @@ def fused_optimizer(trace: dict, total_ns: float):
     for (_e, phase), m in zip(phased, matched):
         if m is not None:
             per_batch.setdefault(m[0], []).append((m[1], phase == "optimizer"))
-    model = _cost_model()
+    runs = {b: r for b, r in ((b, _runs(marks)) for b, marks in per_batch.items()) if r}
+    steps = sum(len(r) for r in runs.values())
+    if steps == 0:
+        return None
+    from .. import _state
+    model = _state["cost_model"]
     torch.neuron.synchronize()
-    before = after = steps = 0
-    for b, marks in per_batch.items():
-        runs = _runs(marks)
-        if not runs:
-            continue
-        batch = SESSION.batches[b][0]
+    saved = priced = 0
+    for b in sorted(runs)[-MAX_PRICED_BATCHES:]:     # steady-state steps price alike
+        batch, charged = SESSION.batches[b]
         new, last = [], 0
-        for run in runs:
+        for run in runs[b]:
             items = _fused_items(batch, run, fused_name)
             if items is None:
                 return None
             new.extend(batch[last:run[0]])
             new.extend(items)
             last = run[1] + 1
-            steps += 1
+            priced += 1
         new.extend(batch[last:])
-        before += sum(model.price(batch))
-        after += sum(model.price(new))
+        saved += sum(charged) - sum(model.price(new))
     opt_ns = sum(float(e["dur"]) * 1e3 for e, _p in opt_rows)
-    saving = (before - after) / max(steps, 1)
-    if steps == 0 or saving < MIN_SAVING_SHARE * total_ns / steps:
+    saving = saved / priced
+    if saving * steps < MIN_SAVING_SHARE * total_ns:
         return None
     cls = classes[0]
     return {"title": f"Use the fused {cls} (fused=True)",

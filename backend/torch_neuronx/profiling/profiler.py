@@ -29,7 +29,7 @@ from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_r
                                  summarize)
 from neuron_sim.explorer.clock import check_clock, mark_clock, to_simulated_clock
 
-from neuron_sim.explorer.phases import phase_breakdown
+from neuron_sim.explorer.phases import phase_breakdown, row_phases
 
 from . import advice
 from .config import NeuronConfig, ProfileMode
@@ -60,16 +60,59 @@ def device_rows(prof) -> list:
         return rows
     cpu = torch.autograd.DeviceType.CPU
     for ev in res.events():
-        if ev.device_type() == cpu or ev.device_resource_id() >= LANE_TID_BASE:
-            continue
-        rows.append((ev.name(), int(ev.end_ns() - ev.start_ns())))
+        if ev.device_type() != cpu and not _is_lane(ev):
+            rows.append((ev.name(), int(ev.end_ns() - ev.start_ns())))
     return rows
 
 
+def _is_lane(ev) -> bool:
+    return (ev.device_type() != torch.autograd.DeviceType.CPU
+            and ev.device_resource_id() >= LANE_TID_BASE)
+
+
+class _WithoutLanes:
+    """A profile's kineto results whose events() leave the engine-lane rows out."""
+
+    def __init__(self, result):
+        self._result = result
+
+    def events(self):
+        return [ev for ev in self._result.events() if not _is_lane(ev)]
+
+    def __getattr__(self, name):
+        return getattr(self._result, name)
+
+
+def _install_lane_free_tables() -> bool:
+    """Keep engine lanes out of every torch.profiler table (`events()`, `key_averages()`): they
+    are annotations of the op rows, and listed beside them they read as ops of their own and push
+    Self NEURON % over 100%. torch turns every Kineto activity into an event and a plugin cannot
+    mark one trace-only, so the profile's parser gets the results without the lane rows (also
+    sparing it ~50k events); export_chrome_trace writes the Kineto trace and keeps them. Wraps
+    torch's private `profile._parse_kineto_results`; False if torch no longer has it."""
+    cls = torch.autograd.profiler.profile
+    parse = getattr(cls, "_parse_kineto_results", None)
+    if parse is None:
+        return False
+    if getattr(parse, "lane_free", False):
+        return True
+
+    def _parse_kineto_results(self, result, *args, **kwargs):
+        return parse(self, _WithoutLanes(result), *args, **kwargs)
+    _parse_kineto_results.lane_free = True
+    cls._parse_kineto_results = _parse_kineto_results
+    return True
+
+
+LANE_FREE_TABLES = _install_lane_free_tables()
+
+
 def drop_lane_events(prof) -> int:
-    """Take the engine-lane rows out of `prof.events()` (so out of `key_averages()` tables):
-    they are annotations of the op rows, and listed beside them they read as ops of their own
-    and push the Self NEURON % column over 100%. The trace keeps them. Returns how many."""
+    """Take the engine-lane rows out of `prof.events()` (so out of `key_averages()` tables) if
+    they are there (only when torch's parser could not be wrapped, see above); returns how many.
+    Without the wrapper it parses the profile's events, which costs seconds on a long profile."""
+    if LANE_FREE_TABLES:
+        return 0
     events = getattr(getattr(prof, "profiler", None), "function_events", None)
     if not events:
         return 0
@@ -119,8 +162,9 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
                   hbm_bytes_per_s=chip.hbm_stack_bytes_per_s, hbm_peak_bytes=hbm_peak,
                   notes=notes)
     if trace is not None:
-        s.phases = phase_breakdown(trace)
-        checked = [r for r in (advice.fused_optimizer(trace, s.total_ns),) if r]
+        phased = row_phases(trace)
+        s.phases = phase_breakdown(phased=phased)
+        checked = [r for r in (advice.fused_optimizer(phased, s.total_ns),) if r]
         s.recommendations = (checked + s.recommendations)[:4]   # measured savings first
     return s
 
@@ -199,6 +243,13 @@ def set_clock(trace: dict, clock: str) -> dict:
     return to_simulated_clock(trace, drains_ns=list(SESSION.drains) or None)
 
 
+def trace_rows(ops) -> list:
+    """[(name, ns)] of a trace's device op rows, as device_rows gives them for a profile (read
+    from the trace, which the exporter has parsed already: walking the profile's events again
+    costs seconds on a long profile)."""
+    return [(e["name"], int(round(float(e["dur"]) * 1e3))) for e in ops]
+
+
 def _attach_session_summary(trace: dict) -> None:
     """In the process that profiled, the profiling hook still holds the simulated program of
     each device row: give the trace the same `neuronExplorer` summary NeuronProfiler writes, so
@@ -208,7 +259,7 @@ def _attach_session_summary(trace: dict) -> None:
     ops = [e for e in trace.get("traceEvents", []) if is_op_row(e)]
     if not ops or not SESSION.entries:
         return
-    rows = [(e["name"], int(round(float(e["dur"]) * 1e3))) for e in ops]
+    rows = trace_rows(ops)
     recs = session_records(rows)
     if sum(r.count for r in recs) < 0.9 * len(rows):
         return
@@ -273,10 +324,11 @@ class NeuronProfiler:
         with open(tmp) as f:
             trace = json.load(f)
         os.remove(tmp)
+        rows = trace_rows([e for e in trace.get("traceEvents", []) if is_op_row(e)])
         dropped = self._filter(trace)
         notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows "
                  "(lanes of uncaptured cores or past the cap)"] if dropped else []
-        s = explorer_summary(prof, notes=notes, trace=trace)
+        s = explorer_summary(notes=notes, rows=rows, trace=trace)
         set_clock(trace, self.clock)
         compact_trace(add_analysis_fields(trace))
         m = _cost_model()
