@@ -60,6 +60,7 @@ class LowerCtx:
         self._resident: dict = {}             # key -> SBUF Tensor [P, cols]
         self._resident_bytes = 0
         self._pool: dict = {}
+        self._outgrown: list = []             # pool tiles replaced by a larger one this op
         self._seq = 0
         self.ops_done = 0                     # ops lowered so far: a stable per-op tag
 
@@ -120,14 +121,21 @@ class LowerCtx:
     # ---- tiles ------------------------------------------------------------------------------
     def tile(self, role: str, shape, dtype, slot: int = 0, memory=Memory.SBUF,
              bufs: int = BUFS) -> Tensor:
-        """A rotating buffer: the same Tensor for (role, shape, dtype, slot % bufs), so reuse
-        orders itself through the builder's WAR/WAW dependencies like a multi-buffered kernel."""
-        k = (role, tuple(shape), dtype, slot % bufs, memory)
+        """A rotating buffer: the same allocation for (role, dtype, slot % bufs), so reuse
+        orders itself through the builder's WAR/WAW dependencies like a multi-buffered kernel.
+        A smaller shape (a remainder tile: the last chunk, N panel or M tile) is a view of that
+        buffer, as in a kernel, not bytes of its own: keyed by shape, a full panel plus its
+        remainder needed both in SBUF at once (issue 19: a 2048 -> 6144 projection over 100
+        tokens ran out of SBUF). A larger shape gets a new buffer."""
+        shape = tuple(shape)
+        k = (role, dtype, slot % bufs, memory)
         t = self._pool.get(k)
-        if t is None:
+        if t is None or not t.fits(shape, dtype):
+            if t is not None:                    # still released by end_op
+                self._outgrown.append(t)
             mk = self.b.sbuf if memory == Memory.SBUF else self.b.psum
-            t = self._pool[k] = mk(f"{role}{len(self._pool)}", tuple(shape), dtype)
-        return t
+            t = self._pool[k] = mk(f"{role}{len(self._pool) + len(self._outgrown)}", shape, dtype)
+        return t.view(shape)
 
     def tmp(self, role: str, shape, dtype, slot: int = 0) -> Tensor:
         """A double-buffered temporary between engines (loads/stores get BUFS buffers)."""
@@ -135,9 +143,10 @@ class LowerCtx:
 
     def end_op(self):
         """Release the op's streaming tiles (resident intermediates stay)."""
-        for t in self._pool.values():
+        for t in (*self._pool.values(), *self._outgrown):
             self.b.free(t)
         self._pool.clear()
+        self._outgrown.clear()
         self.ops_done += 1
 
     def free_dead(self, index: int):

@@ -30,7 +30,7 @@ class Tensor:
     capacity); `Tensor(...)` directly is fine for HBM tensors of a hand-made program."""
 
     __slots__ = ("id", "name", "memory", "shape", "dtype", "byte_offset", "partition_start",
-                 "freed", "__weakref__")
+                 "freed", "base", "__weakref__")
 
     def __init__(self, name: str, memory: Memory, shape, dtype, byte_offset: int = 0,
                  partition_start: int = 0):
@@ -42,6 +42,7 @@ class Tensor:
         self.byte_offset = int(byte_offset)      # inside each partition (SBUF/PSUM)
         self.partition_start = int(partition_start)
         self.freed = False
+        self.base = self        # the allocation its access patterns address (see view())
 
     @property
     def partitions(self) -> int:
@@ -61,6 +62,31 @@ class Tensor:
 
     def ap(self) -> "AccessPattern":
         return self[tuple(slice(None) for _ in self.shape)]
+
+    def fits(self, shape, dtype) -> bool:
+        """Whether a [shape] tile of `dtype` fits in this SBUF/PSUM allocation (partitions and
+        bytes per partition), so view() can serve it."""
+        shape = tuple(int(s) for s in shape)
+        return (self.memory != Memory.HBM and normalize(dtype) == self.dtype
+                and shape[0] <= self.partitions
+                and prod(shape[1:]) * itemsize(self.dtype) <= self.bytes_per_partition)
+
+    def view(self, shape) -> "Tensor":
+        """This SBUF/PSUM allocation seen as a smaller [shape] tile laid out densely from the
+        start of each partition's bytes: what a kernel does when a remainder tile reuses the
+        buffer of the full-size ones. Its access patterns address this tensor, so the builder
+        orders the reuse after the earlier readers and writers (WAR/WAW), and no new bytes
+        are allocated."""
+        shape = tuple(int(s) for s in shape)
+        if shape == self.shape:
+            return self
+        if not self.fits(shape, self.dtype):
+            raise ValueError(f"{self.name}: a view of shape {shape} does not fit the "
+                             f"{self.memory.name} allocation of shape {self.shape}")
+        v = Tensor(self.name, self.memory, shape, self.dtype, self.byte_offset,
+                   self.partition_start)
+        v.base = self.base
+        return v
 
     def __getitem__(self, idx) -> "AccessPattern":
         if not isinstance(idx, tuple):
@@ -84,8 +110,8 @@ class Tensor:
         p_stride = strides[0] * p_step if self.memory == Memory.HBM else p_step
         if self.memory != Memory.HBM and p_step != 1:
             raise IndexError(f"{self.name}: partition ranges are contiguous (step 1) [ArchV2]")
-        return AccessPattern(self, self.partition_start + p_start, p_size, offset, tuple(dims),
-                             p_stride)
+        return AccessPattern(self.base, self.partition_start + p_start, p_size, offset,
+                             tuple(dims), p_stride)
 
     def __repr__(self):
         return f"Tensor({self.name!r}, {self.memory.name}, {self.shape}, {self.dtype})"
