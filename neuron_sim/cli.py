@@ -3,7 +3,10 @@
   neuron-sim instances          instances with chips, logical cores, HBM per logical core
   neuron-sim chips              chips with clocks, SBUF, capabilities
   neuron-sim assumptions        every assumed hardware number with its reasoning
-  neuron-sim calibrate          the calibration table (same as python -m neuron_sim.calibrate)
+  neuron-sim calibrate          the calibration table (same as python -m neuron_sim.calibrate);
+                                --llm adds the published LLM training/inference figures
+  neuron-sim estimate MODEL     LLM training step or TTFT/TPOT on an instance from a Hugging
+                                Face config, no weights (needs torch; torch_neuronx.estimate)
   neuron-sim explorer TRACE     Explorer-style summary of a saved torch.profiler trace.json
                                 (--top N, --json, --plot out.png)
 """
@@ -64,6 +67,34 @@ def _explorer(args) -> int:
     return 0
 
 
+def _estimate(args) -> int:
+    import os
+    # The estimator runs the model on the simulated device, so it lives with the device
+    # (torch_neuronx.estimate); this command only forwards to it. The device must simulate the
+    # instance's chip from its first use, hence the variable before torch is imported.
+    os.environ["NEURON_SIM_INSTANCE"] = args.instance
+    try:
+        from torch_neuronx import estimate as E
+    except ImportError as e:
+        print(f"neuron-sim estimate needs torch and torch_neuronx ({e})", file=sys.stderr)
+        return 1
+    common = dict(instance=args.instance, tp=args.tp, lnc=args.lnc, dtype=args.dtype,
+                  compiled=not args.eager, name=args.model)
+    try:
+        if args.mode == "train":
+            r = E.estimate_training(args.model, fsdp=args.fsdp, dp=args.dp, seq=args.seq,
+                                    micro_batch=args.batch, grad_accum=args.grad_accum, **common)
+        else:
+            r = E.estimate_inference(args.model, input_len=args.input_len,
+                                     output_len=args.output_len, batch=args.batch,
+                                     kv_len=args.kv_len, **common)
+    except (ValueError, OSError) as e:
+        print(f"neuron-sim estimate: {e}", file=sys.stderr)
+        return 2
+    print(r.report())
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="neuron-sim", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -71,7 +102,32 @@ def main(argv=None) -> int:
     sub.add_parser("instances", help="instances with chips, logical cores, HBM per logical core")
     sub.add_parser("chips", help="chips with clocks, SBUF, capabilities")
     sub.add_parser("assumptions", help="every assumed hardware number with its reasoning")
-    sub.add_parser("calibrate", help="the calibration table")
+    cal = sub.add_parser("calibrate", help="the calibration table")
+    cal.add_argument("--llm", action="store_true", help="also the published LLM figures "
+                     "(runs the estimator: minutes; needs torch)")
+    est = sub.add_parser(
+        "estimate", help="LLM training step or inference TTFT/TPOT from a Hugging Face config",
+        description="Estimate an LLM on a simulated instance from its Hugging Face config (a "
+        "preset name such as llama-3.1-8b or llama-3.3-70b, or a local config.json; no weights, "
+        "no download). Prints time, throughput, MFU, HBM per core and the per-engine and "
+        "collective breakdown. Method: torch_neuronx/estimate.py.")
+    est.add_argument("model", help="preset (llama-3.2-1b, llama-3.1-8b, llama-3.1-70b, "
+                     "llama-3.3-70b, llama-3.1-405b) or a config.json path")
+    est.add_argument("mode", choices=("train", "infer"), help="training step or inference")
+    est.add_argument("--instance", default="trn2.48xlarge", help="default trn2.48xlarge")
+    est.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    est.add_argument("--fsdp", type=int, default=1, help="FSDP (fully sharded) degree")
+    est.add_argument("--dp", type=int, default=1, help="data-parallel (replicated) degree")
+    est.add_argument("--lnc", type=int, default=None, help="logical core size (default: chip's)")
+    est.add_argument("--dtype", default="bf16", help="bf16 (default) or fp32")
+    est.add_argument("--seq", type=int, default=4096, help="training sequence length")
+    est.add_argument("--batch", type=int, default=1, help="micro-batch (train) or batch (infer)")
+    est.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps")
+    est.add_argument("--input-len", type=int, default=1024, help="prompt tokens")
+    est.add_argument("--output-len", type=int, default=128, help="generated tokens")
+    est.add_argument("--kv-len", type=int, default=None,
+                     help="static KV cache positions (default input + output)")
+    est.add_argument("--eager", action="store_true", help="eager programs instead of compiled")
     ex = sub.add_parser(
         "explorer", help="Explorer-style summary of a saved torch.profiler trace.json",
         description="Explorer-style summary of a saved torch.profiler trace: the full summary "
@@ -86,9 +142,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.command == "explorer":
         return _explorer(args)
+    if args.command == "estimate":
+        return _estimate(args)
     if args.command == "calibrate":
         from .calibrate import format_table, run
-        print(format_table(run()))
+        rows = run()
+        if args.llm:
+            from torch_neuronx.estimate import calibration_rows   # needs torch (see _estimate)
+            rows += calibration_rows()
+        print(format_table(rows))
     else:
         {"instances": _instances, "chips": _chips, "assumptions": _assumptions}[args.command]()
     return 0

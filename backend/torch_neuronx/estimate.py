@@ -1,0 +1,777 @@
+"""Will my model fit, and how fast will it run? LLM training and inference estimates on a
+simulated instance, from a Hugging Face config (no weights).
+
+    from torch_neuronx.estimate import estimate_training, estimate_inference
+    t = estimate_training("llama-3.1-8b", "trn2.48xlarge", fsdp=64, seq=4096)
+    print(t.report())                  # step time, tokens/s, MFU, HBM per core, breakdowns
+    i = estimate_inference("llama-3.3-70b", "trn2.48xlarge", tp=64, input_len=10000,
+                           output_len=1500)
+    print(i.ttft_s, i.tpot_s)
+
+Method (one rank; the ranks of a TP/FSDP/DP job run the same program):
+1. The model's decoder layer is built from the config at this rank's shapes (attention heads,
+   KV heads and MLP width divided by TP; KV heads replicated when TP exceeds them, as NxD does)
+   on the `neuron` device, in time-only mode when torch_neuronx has it (no host data, so a 70B
+   layer costs no RAM) and with real CPU numerics otherwise. One layer is run and timed on the
+   simulated NeuronCore (compiled with torch.compile(backend="neuron") unless compiled=False);
+   the layers of a dense decoder are identical, so the model's time is the layer's x layers.
+   The embedding, final norm, LM head (vocabulary divided by TP) and loss are timed once.
+2. Training: forward + backward of a micro-batch, times gradient-accumulation steps, plus the
+   AdamW step over this rank's parameter shard (timed on a chunk of at most OPT_CHUNK
+   parameters and scaled linearly: the step is elementwise and HBM-bound).
+3. Inference: prefill = the forward over the prompt (TTFT, last token's logits only); decode =
+   one token's forward attending over a static KV cache of input_len + output_len positions
+   (TPOT: a static cache costs the same at every step).
+4. Collectives are timed by neuron_sim.collectives on the instance's fabric, rank r on logical
+   core r (mesh dp x fsdp x tp, tp fastest so a TP group stays on neighbouring chips), inside the
+   graph when compiled (no stand-alone launch floor): TP all-reduces of the activations (2 per
+   layer forward, 2 backward), FSDP2's all-gathers (2 per layer per micro-batch) and gradient
+   reduce-scatters (1 per layer per step), DP gradient all-reduces in 25 MiB buckets.
+5. Step time: TP collectives are on the critical path; FSDP/DP collectives overlap compute
+   (prefetch, the collective engine runs beside the NeuronCores) except the first all-gather and
+   the last reduce-scatter. `step_serial_s` is the no-overlap bound.
+
+MFU = (6 x non-embedding parameters + 6 x layers x hidden x seq) x tokens / (step x ranks x the
+TensorE peak of a logical core in the dtype): the causal-attention half of PaLM's formula.
+HBM per core: parameter, gradient and optimizer shards (FP32 master, m and v for BF16 training),
+two unsharded layers in flight (FSDP prefetch), activations saved for backward (measured per
+layer) x layers plus one layer's transient peak; for inference the weights, the KV cache and the
+prefill peak. Limits: dense decoders of the Llama family's layout (Llama, Mistral, Qwen2/3);
+BF16/FP32 only; no pipeline parallelism (see torch_neuronx.distributed.spmd for how stages
+would be composed); host time (data loading, HTTP serving) is not simulated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from neuron_sim.collectives import estimate as collective_estimate
+from neuron_sim.collectives import fabric_for
+from neuron_sim.collectives.scale import ddp_pattern, group_cores
+from neuron_sim.hardware import get_instance
+
+# Hugging Face configs of public models, from their config.json on the Hub (no download needed).
+_LLAMA3 = dict(model_type="llama", vocab_size=128256, rope_theta=500000.0, hidden_act="silu",
+               rms_norm_eps=1e-5, max_position_embeddings=131072, tie_word_embeddings=False,
+               rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+PRESETS = {
+    "llama-3.2-1b": dict(_LLAMA3, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                         tie_word_embeddings=True,
+                         rope_scaling=dict(_LLAMA3["rope_scaling"], factor=32.0)),
+    "llama-3.1-8b": dict(_LLAMA3, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=128),
+    "llama-3.1-70b": dict(_LLAMA3, hidden_size=8192, intermediate_size=28672,
+                          num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8,
+                          head_dim=128),
+    "llama-3.1-405b": dict(_LLAMA3, hidden_size=16384, intermediate_size=53248,
+                           num_hidden_layers=126, num_attention_heads=128, num_key_value_heads=8,
+                           head_dim=128),
+}
+PRESETS["llama-3.3-70b"] = PRESETS["llama-3.1-70b"]
+PRESETS["llama-3-70b"] = dict(PRESETS["llama-3.1-70b"], rope_scaling=None, max_position_embeddings=8192)
+
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
+          "float32": torch.float32}
+OPT_CHUNK = 1 << 23          # AdamW is timed on at most this many parameters, then scaled
+DDP_BUCKET_BYTES = 25 << 20  # torch DDP's default bucket
+
+
+def load_config(model):
+    """A transformers config from a preset name (PRESETS), a local config.json path, a dict of
+    config.json fields, or a config object."""
+    from transformers import AutoConfig, PretrainedConfig
+    if isinstance(model, PretrainedConfig):
+        return model
+    if isinstance(model, str):
+        if model.lower() in PRESETS:
+            model = PRESETS[model.lower()]
+        elif model.endswith(".json"):
+            with open(model) as f:
+                model = json.load(f)
+        else:
+            raise ValueError(f"unknown model {model!r}: give one of {', '.join(sorted(PRESETS))}, "
+                             "a path to a config.json, or a dict of its fields (no download is "
+                             "made).")
+    d = dict(model)
+    kind = d.pop("model_type", None)
+    if kind is None:
+        raise ValueError("the config dict has no 'model_type' (e.g. 'llama'); add it.")
+    return AutoConfig.for_model(kind, **d)
+
+
+def _dims(cfg) -> dict:
+    heads = cfg.num_attention_heads
+    return dict(hidden=cfg.hidden_size, layers=cfg.num_hidden_layers, heads=heads,
+                kv_heads=getattr(cfg, "num_key_value_heads", None) or heads,
+                head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // heads,
+                ffn=cfg.intermediate_size, vocab=cfg.vocab_size)
+
+
+def parameter_counts(cfg) -> dict:
+    """Parameters per layer, of the embedding and LM head, and in all (Llama layout)."""
+    d = _dims(cfg)
+    h, hd = d["hidden"], d["head_dim"]
+    attn = h * hd * (2 * d["heads"] + 2 * d["kv_heads"])
+    layer = attn + 3 * h * d["ffn"] + 2 * h
+    embed = d["vocab"] * h
+    head = 0 if getattr(cfg, "tie_word_embeddings", False) else embed
+    return dict(layer=layer, embed=embed, head=head, final_norm=h,
+                total=layer * d["layers"] + embed + head + h)
+
+
+def _shard(cfg, tp: int):
+    """The config of one TP rank's layer (one layer)."""
+    d = _dims(cfg)
+    if d["heads"] % tp:
+        raise ValueError(f"tensor parallelism {tp} does not divide the {d['heads']} attention "
+                         f"heads; choose a TP degree that divides {d['heads']}.")
+    if d["kv_heads"] % tp and tp % d["kv_heads"]:
+        raise ValueError(f"TP {tp} and the {d['kv_heads']} KV heads: one must divide the other "
+                         "(KV heads are split, or replicated when TP exceeds them).")
+    c = copy.deepcopy(cfg)
+    c.num_hidden_layers = 1
+    c.num_attention_heads = d["heads"] // tp
+    c.num_key_value_heads = max(1, d["kv_heads"] // tp)
+    c.head_dim = d["head_dim"]
+    c.intermediate_size = -(-d["ffn"] // tp)
+    c._attn_implementation = "sdpa"
+    return c
+
+
+@contextlib.contextmanager
+def _execution(time_only: bool | None):
+    """Time-only mode when available (no host data), else normal execution."""
+    import torch_neuronx
+    mode = getattr(torch_neuronx, "time_only", None)
+    if time_only is None:
+        time_only = mode is not None
+    if time_only and mode is None:
+        raise RuntimeError("time_only=True needs torch_neuronx.time_only (time-only execution), "
+                           "which this build does not have; pass time_only=False.")
+    with (mode() if time_only else contextlib.nullcontext()):
+        yield time_only
+
+
+@dataclass
+class Measured:
+    """One timed program on the simulated core (after a warm-up run)."""
+    ns: int
+    engine_ns: dict
+    launches: int
+    launch_ns: int           # the program launches' share of ns
+    peak_bytes: int
+    compiled: bool = False
+
+    @property
+    def body_ns(self) -> int:
+        """Time without the launches: this part's share of a larger compiled program."""
+        return self.ns - self.launch_ns
+
+
+def _program_ns(layer: Measured, layers: int, head: Measured, programs: int, launch_ns: int):
+    """Time of the model's pass: compiled, the layers and the head are one program per pass
+    (`programs` launches, e.g. forward and backward graphs); eager, every layer launches its own
+    programs, as measured."""
+    if layer.compiled and head.compiled:
+        return layers * layer.body_ns + head.body_ns + programs * launch_ns
+    return layers * layer.ns + head.ns
+
+
+def _measure(fn, device) -> Measured:
+    import torch_neuronx
+    from .neuron_dynamo_backend import metrics
+    fn()                                          # lowering, compilation, caches
+    torch.neuron.synchronize(device)
+    torch_neuronx.reset_timing_stats()
+    metrics.reset_launch_stats()
+    torch.neuron.reset_peak_memory_stats(device)
+    base = torch.neuron.memory_allocated(device)
+    a = torch_neuronx.device_time_ns(device)
+    fn()
+    torch.neuron.synchronize(device)
+    ns = torch_neuronx.device_time_ns(device) - a
+    b = torch_neuronx.timing_breakdown()       # eager ops
+    g = metrics.launch_stats()                 # compiled graphs
+    engines = dict(b["engine_ns"])
+    for e, v in g["engine_ns"].items():
+        engines[e] = engines.get(e, 0) + v
+    peak = torch.neuron.max_memory_allocated(device) - base
+    launch_ns = b["launch_ns"] + g["launches"] * _launch_ns()
+    return Measured(ns, {e: v for e, v in engines.items() if v}, b["launches"] + g["launches"],
+                    int(launch_ns), peak)
+
+
+def _part_ns(m: Measured) -> int:
+    return m.body_ns if m.compiled else m.ns
+
+
+def _launch_ns() -> int:
+    """One program launch on this process's chip (what every eager program and compiled graph
+    pays)."""
+    import torch_neuronx
+    from neuron_sim.lower import EAGER_LAUNCH_S
+    return int(round(EAGER_LAUNCH_S[get_instance(torch_neuronx.get_instance()).chip.name] * 1e9))
+
+
+def _compiled(fn, compiled: bool):
+    if not compiled:
+        return fn, False
+    return torch.compile(fn, backend="neuron", dynamic=False), True
+
+
+def _measure_maybe_compiled(fn, device, compiled: bool) -> Measured:
+    """Compiled when asked; a graph the compiler cannot take is timed eagerly (said in
+    Measured.compiled)."""
+    run, is_compiled = _compiled(fn, compiled)
+    try:
+        m = _measure(run, device)
+    except Exception:   # noqa: BLE001 - fall back to eager, reported by compiled=False
+        if not is_compiled:
+            raise
+        torch._dynamo.reset()
+        m = _measure(fn, device)
+        is_compiled = False
+    m.compiled = is_compiled
+    return m
+
+
+def _layer_parts(cfg_tp, device, dtype):
+    from transformers import AutoModelForCausalLM
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg_tp)
+    inner = model.model
+    layer = inner.layers[0].to_empty(device=device).to(dtype)
+    rope = type(inner.rotary_emb)(cfg_tp).to(device)
+    norm = inner.norm.to_empty(device=device).to(dtype)
+    return layer, rope, norm
+
+
+class _StaticKV:
+    """A static KV cache of `max_len` positions for one layer (what the HF Cache interface needs:
+    update writes this step's keys and values at `pos` and returns the whole buffers)."""
+
+    def __init__(self, batch, kv_heads, max_len, head_dim, pos, device, dtype):
+        shape = (batch, kv_heads, max_len, head_dim)
+        self.keys = torch.empty(shape, device=device, dtype=dtype)
+        self.values = torch.empty(shape, device=device, dtype=dtype)
+        self.pos = torch.tensor([pos], device=device)
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        self.keys.index_copy_(2, self.pos, key_states)
+        self.values.index_copy_(2, self.pos, value_states)
+        return self.keys, self.values
+
+
+# ---- collectives ----------------------------------------------------------------------------
+
+@dataclass
+class CollectiveLine:
+    what: str
+    op: str
+    nbytes: int
+    axis: str
+    count: float
+    seconds_each: float
+    algorithm: str
+    overlappable: bool
+
+    @property
+    def seconds(self) -> float:
+        return self.count * self.seconds_each
+
+
+def _collective(fabric, mesh, what, op, nbytes, axis, count, in_graph, overlappable=False):
+    est = collective_estimate(op, int(nbytes), group_cores(mesh, axis), fabric, in_graph=in_graph)
+    return CollectiveLine(what, op, int(nbytes), axis, count, est.seconds, est.algorithm,
+                          overlappable)
+
+
+def _job(instance, lnc, ranks):
+    inst = get_instance(instance)
+    lnc = inst.lnc_default if lnc is None else int(lnc)
+    per_node = inst.logical_cores(lnc)
+    nodes = -(-ranks // per_node)
+    return inst, lnc, fabric_for(instance, lnc, nodes), nodes
+
+
+# ---- results --------------------------------------------------------------------------------
+
+def _engines_text(engine_ns: dict, scale_s: float = 1e-3) -> str:
+    return ", ".join(f"{e} {v / 1e9 / scale_s:.2f}" for e, v in engine_ns.items() if v)
+
+
+def _collectives_text(lines) -> list:
+    out = []
+    for c in lines:
+        out.append(f"    {c.count:>7g} x {c.what:<28} {c.op:<15} {c.nbytes / 2**20:>9.2f} MiB over "
+                   f"{c.axis:<4} ({c.algorithm}): {c.seconds_each * 1e6:9.1f} us each, "
+                   f"{c.seconds * 1e3:9.2f} ms{'  (overlapped)' if c.overlappable else ''}")
+    return out
+
+
+class _Memory:
+    """HBM per logical core of an estimate (hbm_bytes by use, hbm_capacity)."""
+
+    @property
+    def hbm_per_core(self) -> int:
+        return sum(self.hbm_bytes.values())
+
+    @property
+    def fits(self) -> bool:
+        return self.hbm_per_core <= self.hbm_capacity
+
+    def _hbm_line(self) -> str:
+        return (f"  HBM per core {self.hbm_per_core / 2**30:.2f} of "
+                f"{self.hbm_capacity / 2**30:.0f} GiB ({'fits' if self.fits else 'DOES NOT FIT'}): "
+                + ", ".join(f"{k} {v / 2**30:.2f}" for k, v in self.hbm_bytes.items()))
+
+
+@dataclass
+class TrainingEstimate(_Memory):
+    model: str
+    instance: str
+    mesh: dict
+    lnc: int
+    nodes: int
+    dtype: str
+    seq: int
+    micro_batch: int
+    grad_accum: int
+    compiled: bool
+    time_only: bool
+    layers: int
+    layer: Measured          # forward + backward of one layer, one micro-batch
+    head: Measured           # embedding, final norm, LM head and loss, forward + backward
+    optimizer_s: float
+    collectives: list = field(default_factory=list)
+    hbm_bytes: dict = field(default_factory=dict)
+    hbm_capacity: int = 0
+    model_flops: float = 0.0
+    peak_flops: float = 0.0
+
+    @property
+    def ranks(self) -> int:
+        return math.prod(self.mesh.values())
+
+    @property
+    def compute_s(self) -> float:
+        per_mb = _program_ns(self.layer, self.layers, self.head, 2, _launch_ns()) / 1e9
+        return per_mb * self.grad_accum + self.optimizer_s
+
+    @property
+    def exposed_comm_s(self) -> float:
+        return sum(c.seconds for c in self.collectives if not c.overlappable)
+
+    @property
+    def overlapped_comm_s(self) -> float:
+        return sum(c.seconds for c in self.collectives if c.overlappable)
+
+    @property
+    def step_serial_s(self) -> float:
+        return self.compute_s + self.exposed_comm_s + self.overlapped_comm_s
+
+    @property
+    def step_s(self) -> float:
+        return (self.compute_s + self.exposed_comm_s
+                + max(0.0, self.overlapped_comm_s - self.compute_s))
+
+    @property
+    def tokens_per_step(self) -> int:
+        data_ranks = self.mesh.get("dp", 1) * self.mesh.get("fsdp", 1)
+        return self.seq * self.micro_batch * self.grad_accum * data_ranks
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s
+
+    @property
+    def mfu(self) -> float:
+        return self.model_flops * self.tokens_per_step / (self.step_s * self.ranks * self.peak_flops)
+
+    def report(self) -> str:
+        mesh = " x ".join(f"{k}{v}" for k, v in self.mesh.items())
+        lines = [f"{self.model} training on {self.nodes} x {self.instance} (LNC={self.lnc}), "
+                 f"{self.ranks} ranks {mesh}, {self.dtype}, seq {self.seq}, micro-batch "
+                 f"{self.micro_batch} x {self.grad_accum} accumulation "
+                 f"({'compiled' if self.compiled else 'eager'}, "
+                 f"{'time-only' if self.time_only else 'normal'} execution)",
+                 f"  step {self.step_s:.3f} s (no overlap: {self.step_serial_s:.3f} s), "
+                 f"{self.tokens_per_s:,.0f} tokens/s, MFU {100 * self.mfu:.1f}%",
+                 f"  compute {self.compute_s * 1e3:.1f} ms: {self.layers} layers x "
+                 f"{_part_ns(self.layer) / 1e6:.3f} ms + head {_part_ns(self.head) / 1e6:.3f} ms per micro-batch, "
+                 f"optimizer {self.optimizer_s * 1e3:.2f} ms",
+                 f"  engine busy per layer (ms): {_engines_text(self.layer.engine_ns)}",
+                 f"  collectives: {self.exposed_comm_s * 1e3:.1f} ms exposed, "
+                 f"{self.overlapped_comm_s * 1e3:.1f} ms overlapped with compute"]
+        lines += _collectives_text(self.collectives)
+        lines.append(self._hbm_line())
+        return "\n".join(lines)
+
+
+@dataclass
+class InferenceEstimate(_Memory):
+    model: str
+    instance: str
+    tp: int
+    lnc: int
+    dtype: str
+    batch: int
+    input_len: int
+    output_len: int
+    kv_len: int
+    compiled: bool
+    time_only: bool
+    layers: int
+    prefill_layer: Measured
+    prefill_head: Measured
+    decode_layer: Measured
+    decode_head: Measured
+    prefill_collectives: list = field(default_factory=list)
+    decode_collectives: list = field(default_factory=list)
+    hbm_bytes: dict = field(default_factory=dict)
+    hbm_capacity: int = 0
+
+    @property
+    def ttft_s(self) -> float:
+        return (_program_ns(self.prefill_layer, self.layers, self.prefill_head, 1, _launch_ns())
+                / 1e9 + sum(c.seconds for c in self.prefill_collectives))
+
+    @property
+    def tpot_s(self) -> float:
+        return (_program_ns(self.decode_layer, self.layers, self.decode_head, 1, _launch_ns())
+                / 1e9 + sum(c.seconds for c in self.decode_collectives))
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode throughput: batch tokens per TPOT."""
+        return self.batch / self.tpot_s
+
+    @property
+    def request_s(self) -> float:
+        return self.ttft_s + (self.output_len - 1) * self.tpot_s
+
+    def report(self) -> str:
+        pc = sum(c.seconds for c in self.prefill_collectives)
+        dc = sum(c.seconds for c in self.decode_collectives)
+        lines = [f"{self.model} inference on {self.instance} (LNC={self.lnc}), TP{self.tp}, "
+                 f"{self.dtype}, batch {self.batch}, {self.input_len} in / {self.output_len} out, "
+                 f"static KV cache of {self.kv_len} ({'compiled' if self.compiled else 'eager'}, "
+                 f"{'time-only' if self.time_only else 'normal'} execution)",
+                 f"  TTFT {self.ttft_s * 1e3:.1f} ms, TPOT {self.tpot_s * 1e3:.2f} ms, "
+                 f"{self.tokens_per_s:.1f} tokens/s decode, request {self.request_s:.2f} s",
+                 f"  prefill: {self.layers} layers x {_part_ns(self.prefill_layer) / 1e6:.3f} ms + head "
+                 f"{_part_ns(self.prefill_head) / 1e6:.3f} ms + collectives {pc * 1e3:.2f} ms; engine "
+                 f"busy per layer (ms): {_engines_text(self.prefill_layer.engine_ns)}"]
+        lines += _collectives_text(self.prefill_collectives)
+        lines += [f"  decode: {self.layers} layers x {_part_ns(self.decode_layer) / 1e3:.1f} us + head "
+                  f"{_part_ns(self.decode_head) / 1e3:.1f} us + collectives {dc * 1e3:.2f} ms; engine "
+                  f"busy per layer (us): {_engines_text(self.decode_layer.engine_ns, 1e-6)}"]
+        lines += _collectives_text(self.decode_collectives)
+        lines.append(self._hbm_line())
+        return "\n".join(lines)
+
+
+# ---- the estimates --------------------------------------------------------------------------
+
+def _device():
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def _check_instance(instance, lnc):
+    import torch_neuronx
+    inst = get_instance(instance)
+    here = get_instance(torch_neuronx.get_instance())
+    if inst.chip.name != here.chip.name:
+        raise ValueError(f"estimates for {instance} ({inst.chip.name}) need this process's device "
+                         f"on a {inst.chip.name} instance, but it simulates {here.name} "
+                         f"({here.chip.name}); call torch_neuronx.set_instance({instance!r}) "
+                         "before the device is first used, or set NEURON_SIM_INSTANCE.")
+
+
+def _dtype(dtype):
+    if str(dtype).lower() not in DTYPES:
+        raise ValueError(f"precision {dtype!r} is not supported by the estimator; use one of "
+                         f"bf16, fp32 (FP8 and MX are not modelled yet).")
+    return DTYPES[str(dtype).lower()]
+
+
+def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=None,
+                      dtype="bf16", seq=4096, micro_batch=1, grad_accum=1, compiled=True,
+                      time_only=None, name=None) -> TrainingEstimate:
+    """Training step of `model` (see load_config) with `dp x fsdp x tp` ranks, one per logical
+    core of as many `instance`s as needed. See the module docstring for the method."""
+    cfg = load_config(model)
+    mesh = {"dp": int(dp), "fsdp": int(fsdp), "tp": int(tp)}
+    ranks = math.prod(mesh.values())
+    inst, lnc, fabric, nodes = _job(instance, lnc, ranks)
+    _check_instance(instance, lnc)
+    tdt = _dtype(dtype)
+    elt = torch.finfo(tdt).bits // 8
+    d, counts = _dims(cfg), parameter_counts(cfg)
+    cfg_tp = _shard(cfg, mesh["tp"])
+    dev = _device()
+    vocab_tp = -(-d["vocab"] // mesh["tp"])
+    b, s, h = int(micro_batch), int(seq), d["hidden"]
+    with _execution(time_only) as is_time_only:
+        layer, rope, norm = _layer_parts(cfg_tp, dev, tdt)
+        x = torch.empty(b, s, h, device=dev, dtype=tdt, requires_grad=True)
+        pos = torch.arange(s, device=dev)[None].expand(b, s)
+        gy = torch.empty(b, s, h, device=dev, dtype=tdt)
+
+        def layer_step():
+            y = layer(x, position_ids=pos, position_embeddings=rope(x, pos))
+            y = y[0] if isinstance(y, tuple) else y
+            y.backward(gy)
+
+        m_layer = _measure_maybe_compiled(layer_step, dev, compiled)
+        saved = _saved_bytes(layer, rope, x, pos, dev)
+        del layer
+        embed = torch.nn.Embedding(vocab_tp, h, device=dev, dtype=tdt)
+        lm_head = torch.nn.Linear(h, vocab_tp, bias=False, device=dev, dtype=tdt)
+        ids = torch.zeros(b, s, dtype=torch.long, device=dev)
+        labels = torch.zeros(b * s, dtype=torch.long, device=dev)
+
+        def head_step():
+            e = embed(ids)
+            logits = lm_head(norm(e.detach().requires_grad_()))
+            loss = torch.nn.functional.cross_entropy(logits.view(b * s, -1).float(), labels)
+            loss.backward()
+            e.backward(torch.empty_like(e))
+
+        m_head = _measure_maybe_compiled(head_step, dev, compiled)
+        del embed, lm_head
+        shard = counts["total"] / (mesh["tp"] * mesh["fsdp"])
+        opt_s = _optimizer_seconds(shard, dev, tdt)
+    coll = _training_collectives(cfg, counts, mesh, fabric, b, s, h, elt, grad_accum,
+                                 in_graph=m_layer.compiled)
+    layer_tp = counts["layer"] / mesh["tp"]
+    opt_bytes = 12 if tdt != torch.float32 else 8
+    hbm = {"parameters": shard * elt, "gradients": shard * elt, "optimizer": shard * opt_bytes,
+           "gathered layers": (2 * layer_tp * elt if mesh["fsdp"] > 1 else 0),
+           "activations": saved * d["layers"] + max(m_layer.peak_bytes, m_head.peak_bytes)}
+    non_embed = counts["total"] - counts["embed"] - counts["head"]
+    flops_per_token = 6 * non_embed + 6 * d["layers"] * h * s
+    return TrainingEstimate(
+        model=name or _describe(model), instance=instance,
+        mesh=mesh, lnc=lnc, nodes=nodes, dtype=str(dtype), seq=s, micro_batch=b,
+        grad_accum=int(grad_accum), compiled=m_layer.compiled, time_only=is_time_only,
+        layers=d["layers"], layer=m_layer, head=m_head, optimizer_s=opt_s, collectives=coll,
+        hbm_bytes={k: int(v) for k, v in hbm.items()},
+        hbm_capacity=inst.hbm_bytes_per_logical_core(lnc), model_flops=flops_per_token,
+        peak_flops=inst.peak_flops_per_logical_core(
+            "float32" if tdt == torch.float32 else "bfloat16", lnc))
+
+
+def _describe(model) -> str:
+    return model if isinstance(model, str) else "model"
+
+
+def _saved_bytes(layer, rope, x, pos, dev) -> int:
+    """Bytes one layer's forward keeps for its backward (allocated after the forward and before
+    the backward), eagerly."""
+    torch.neuron.synchronize(dev)
+    before = torch.neuron.memory_allocated(dev)
+    y = layer(x, position_ids=pos, position_embeddings=rope(x, pos))
+    y = y[0] if isinstance(y, tuple) else y
+    torch.neuron.synchronize(dev)
+    saved = torch.neuron.memory_allocated(dev) - before
+    del y
+    return max(0, saved)
+
+
+def _optimizer_seconds(shard_params: float, dev, dtype) -> float:
+    """AdamW over this rank's shard: FP32 master weights, m and v (and the copy back to the
+    training dtype), timed on min(shard, OPT_CHUNK) parameters and scaled linearly."""
+    n = int(min(shard_params, OPT_CHUNK))
+    p = torch.zeros(n, device=dev, dtype=torch.float32, requires_grad=True)
+    p.grad = torch.zeros(n, device=dev, dtype=torch.float32)
+    low = torch.empty(n, device=dev, dtype=dtype) if dtype != torch.float32 else None
+    opt = torch.optim.AdamW([p], lr=1e-4, foreach=True)
+
+    def step():
+        opt.step()
+        if low is not None:
+            low.copy_(p.detach())
+
+    return _measure(step, dev).ns / 1e9 * shard_params / n
+
+
+def _training_collectives(cfg, counts, mesh, fabric, b, s, h, elt, grad_accum, in_graph):
+    d = _dims(cfg)
+    L, ga = d["layers"], int(grad_accum)
+    out = []
+    if mesh["tp"] > 1:
+        act = b * s * h * elt
+        out.append(_collective(fabric, mesh, "TP layer activations", "all_reduce", act, "tp",
+                               4 * L * ga, in_graph))
+        out.append(_collective(fabric, mesh, "TP embedding", "all_reduce", act, "tp", ga,
+                               in_graph))
+        out.append(_collective(fabric, mesh, "TP vocab-parallel loss", "all_reduce", b * s * 4,
+                               "tp", 2 * ga, in_graph))
+    layer_tp = counts["layer"] / mesh["tp"] * elt
+    rest_tp = (counts["embed"] + counts["head"] + counts["final_norm"]) / mesh["tp"] * elt
+    if mesh["fsdp"] > 1:
+        # the first all-gather and the last reduce-scatter cannot hide behind compute
+        out.append(_collective(fabric, mesh, "FSDP first all-gather", "all_gather", rest_tp,
+                               "fsdp", ga, in_graph))
+        out.append(_collective(fabric, mesh, "FSDP layer all-gather", "all_gather", layer_tp,
+                               "fsdp", 2 * L * ga, in_graph, overlappable=True))
+        out.append(_collective(fabric, mesh, "FSDP layer reduce-scatter", "reduce_scatter",
+                               layer_tp, "fsdp", L - 1, in_graph, overlappable=True))
+        out.append(_collective(fabric, mesh, "FSDP last reduce-scatter", "reduce_scatter",
+                               max(layer_tp, rest_tp), "fsdp", 1, in_graph))
+    if mesh["dp"] > 1:
+        shard = counts["total"] / (mesh["tp"] * mesh["fsdp"]) * elt
+        for call in ddp_pattern([DDP_BUCKET_BYTES] * int(shard // DDP_BUCKET_BYTES)
+                                + [int(shard % DDP_BUCKET_BYTES)], axis="dp"):
+            out.append(_collective(fabric, mesh, "DP gradient buckets", "all_reduce", call.nbytes,
+                                   "dp", call.count, in_graph, overlappable=True))
+    return out
+
+
+def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="bf16",
+                       input_len=1024, output_len=128, batch=1, kv_len=None, compiled=True,
+                       time_only=None, name=None) -> InferenceEstimate:
+    """TTFT and TPOT of `model` at tensor parallelism `tp` with a static KV cache of `kv_len`
+    positions (default input_len + output_len). See the module docstring."""
+    cfg = load_config(model)
+    mesh = {"tp": int(tp)}
+    inst, lnc, fabric, _nodes = _job(instance, lnc, mesh["tp"])
+    if _nodes > 1:
+        raise ValueError(f"TP{tp} needs {_nodes} instances of {instance}; tensor parallelism "
+                         f"stays inside one instance ({inst.logical_cores(lnc)} logical cores at "
+                         f"LNC={lnc}).")
+    _check_instance(instance, lnc)
+    tdt = _dtype(dtype)
+    elt = torch.finfo(tdt).bits // 8
+    d, counts = _dims(cfg), parameter_counts(cfg)
+    cfg_tp = _shard(cfg, mesh["tp"])
+    kv_len = int(kv_len or input_len + output_len)
+    b, s, h = int(batch), int(input_len), d["hidden"]
+    vocab_tp = -(-d["vocab"] // mesh["tp"])
+    dev = _device()
+    with _execution(time_only) as is_time_only, torch.no_grad():
+        layer, rope, norm = _layer_parts(cfg_tp, dev, tdt)
+        lm_head = torch.nn.Linear(h, vocab_tp, bias=False, device=dev, dtype=tdt)
+        x = torch.empty(b, s, h, device=dev, dtype=tdt)
+        pos = torch.arange(s, device=dev)[None].expand(b, s)
+
+        def prefill():
+            return layer(x, position_ids=pos, position_embeddings=rope(x, pos))
+
+        def head(last):
+            return lm_head(norm(last)).argmax(-1)
+
+        m_pre = _measure_maybe_compiled(prefill, dev, compiled)
+        m_pre_head = _measure_maybe_compiled(lambda: head(x[:, -1:]), dev, compiled)
+        kv = _StaticKV(b, cfg_tp.num_key_value_heads, kv_len, cfg_tp.head_dim, kv_len - 1, dev,
+                       tdt)
+        x1 = torch.empty(b, 1, h, device=dev, dtype=tdt)
+        pos1 = torch.full((b, 1), kv_len - 1, device=dev, dtype=torch.long)
+        mask = torch.ones(b, 1, 1, kv_len, device=dev, dtype=torch.bool)
+
+        def decode():
+            return layer(x1, attention_mask=mask, position_ids=pos1, cache=kv,
+                         position_embeddings=rope(x1, pos1))
+
+        m_dec = _measure_maybe_compiled(decode, dev, compiled)
+        m_dec_head = _measure_maybe_compiled(lambda: head(x1), dev, compiled)
+    in_graph = m_pre.compiled
+    pre, dec = [], []
+    if mesh["tp"] > 1:
+        pre.append(_collective(fabric, mesh, "TP layer activations", "all_reduce", b * s * h * elt,
+                               "tp", 2 * d["layers"], in_graph))
+        pre.append(_collective(fabric, mesh, "TP embedding", "all_reduce", b * s * h * elt, "tp",
+                               1, in_graph))
+        dec.append(_collective(fabric, mesh, "TP layer activations", "all_reduce", b * h * elt,
+                               "tp", 2 * d["layers"], in_graph))
+        dec.append(_collective(fabric, mesh, "TP embedding", "all_reduce", b * h * elt, "tp", 1,
+                               in_graph))
+        for lines in (pre, dec):   # on-device sampling: each rank's best token and its logit
+            lines.append(_collective(fabric, mesh, "TP sampling (argmax)", "all_gather",
+                                     b * 8 * mesh["tp"], "tp", 1, in_graph))
+    weights = counts["total"] / mesh["tp"] * elt
+    kv_bytes = 2 * d["layers"] * b * cfg_tp.num_key_value_heads * cfg_tp.head_dim * kv_len * elt
+    hbm = {"weights": int(weights), "KV cache": int(kv_bytes),
+           "prefill activations": int(m_pre.peak_bytes)}
+    return InferenceEstimate(
+        model=name or _describe(model), instance=instance, tp=mesh["tp"], lnc=lnc,
+        dtype=str(dtype), batch=b, input_len=s, output_len=int(output_len), kv_len=kv_len,
+        compiled=m_pre.compiled, time_only=is_time_only, layers=d["layers"],
+        prefill_layer=m_pre, prefill_head=m_pre_head, decode_layer=m_dec,
+        decode_head=m_dec_head, prefill_collectives=pre, decode_collectives=dec, hbm_bytes=hbm,
+        hbm_capacity=inst.hbm_bytes_per_logical_core(lnc))
+
+
+# ---- the published figures (calibration predict rows) --------------------------------------
+
+def llm_targets() -> list:
+    """The published LLM figures of neuron_sim/calibrate/public.json (ids L*, T*)."""
+    from neuron_sim.calibrate import published
+    return [t for t in published().values() if t.get("kind") in ("inference", "training")]
+
+
+def _target_rows(t) -> list:
+    from neuron_sim.calibrate import Row
+    c, res, hw = dict(t["config"]), t["result"], t["instance"]
+    if t.get("not_expressible"):
+        return [Row(t["id"], m, hw, v, float("nan"), asserted=False, note=t["not_expressible"])
+                for m, v in res.items()]
+    if t["kind"] == "inference":
+        e = estimate_inference(t["model"], hw, tp=c["tp"], lnc=c.get("lnc"), dtype=c["dtype"],
+                               input_len=c["input_len"], output_len=c["output_len"],
+                               batch=c["batch"], kv_len=c.get("kv_len"), name=t["model"])
+        got = {"ttft_ms": e.ttft_s * 1e3, "tpot_ms": e.tpot_s * 1e3,
+               "request_output_tokens_per_s": e.output_len / e.request_s}
+    else:
+        e = estimate_training(t["model"], hw, tp=c.get("tp", 1), fsdp=c.get("fsdp", 1),
+                              dp=c.get("dp", 1), lnc=c.get("lnc"), dtype=c["dtype"],
+                              seq=c["seq"], micro_batch=c["micro_batch"],
+                              grad_accum=c.get("grad_accum", 1), name=t["model"])
+        got = {"seq_per_s": e.tokens_per_step / e.seq / e.step_s}
+    note = (f"{t['model']} {'TP' + str(c['tp']) if 'tp' in c else ''}; "
+            f"{'time-only' if e.time_only else 'normal'}, {'compiled' if e.compiled else 'eager'}")
+    return [Row(t["id"], m, hw, v, float(got[m]), note=note) for m, v in res.items()]
+
+
+def calibration_rows(ids=None) -> list:
+    """One predict row per published LLM figure (never fitted). Targets on another chip than
+    this process's device run in a child process simulating their instance."""
+    import os
+    import subprocess
+    import sys
+
+    import torch_neuronx
+    from neuron_sim.calibrate import Row
+    here = get_instance(torch_neuronx.get_instance()).chip.name
+    rows = []
+    for t in llm_targets():
+        if ids and t["id"] not in ids:
+            continue
+        if t.get("not_expressible") or get_instance(t["instance"]).chip.name == here:
+            rows += _target_rows(t)
+            continue
+        env = dict(os.environ, NEURON_SIM_INSTANCE=t["instance"])
+        out = subprocess.run([sys.executable, "-m", "torch_neuronx.estimate", "--rows", t["id"]],
+                             env=env, capture_output=True, text=True, check=False)
+        if out.returncode:
+            raise RuntimeError(f"estimating {t['id']} on {t['instance']} failed:\n{out.stderr}")
+        rows += [Row(**r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
+    return rows
+
+
+if __name__ == "__main__":   # python -m torch_neuronx.estimate --rows ID: one target's rows, JSON
+    import dataclasses
+    import sys
+    if sys.argv[1:2] != ["--rows"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m torch_neuronx.estimate --rows TARGET_ID")
+    target = next(t for t in llm_targets() if t["id"] == sys.argv[2])
+    print(json.dumps([dataclasses.asdict(r) for r in _target_rows(target)]))
