@@ -3,6 +3,7 @@ in a scratch copy so their outputs (profiles/) never land in the repository."""
 
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -50,7 +51,12 @@ def test_quickstart(scratch):
     nb = _run("01_quickstart.ipynb", scratch)
     out = _outputs(nb)
     assert "simulated step" in out and "compiled  forward" in out
-    assert "Neuron Explorer-style summary" in out
+    assert "Neuron Explorer-style summary" in out and "device time by phase  forward" in out
+    # the fused-optimizer advice, applied: its predicted saving is what the change measures
+    m = re.search(r"measured saving ([\d.]+) ms, predicted ([\d.]+) ms", out)
+    assert m, out
+    measured, predicted = float(m.group(1)), float(m.group(2))
+    assert measured > 0 and abs(predicted - measured) <= 0.25 * measured
     assert "trn3.48xlarge" in out and "trn3 / trn2 step time" in out
     assert os.path.exists(scratch / "profiles")
 
