@@ -77,3 +77,19 @@ def test_fused_optimizer_saving_is_what_the_change_saves(tmp_path, opt_cls):
     assert actual > 0
     assert abs(predicted - actual) <= 0.25 * actual, (predicted, actual)
     assert not [r for r in fused.recommendations if "fused=True" in r["title"]]
+
+
+def test_advice_from_the_latest_batches_only(tmp_path, monkeypatch):
+    """The session keeps only its latest drained batches (bounded memory on long profiles): the
+    re-timed saving of a long profile is the same, and the per-step figures count every step."""
+    from torch_neuronx.profiling import hook
+    step = make_step(torch.optim.AdamW)
+    full = neuron_profile(step, tmp_path / "full")
+    monkeypatch.setattr(hook, "_MAX_BATCH_OPS", 120)       # ~2 steps of this model
+    monkeypatch.setattr(sys.modules[__name__], "STEPS", 6)
+    trimmed = neuron_profile(step, tmp_path / "trimmed")
+    assert len(hook.SESSION.batches) <= 3
+    a, b = (next(r for r in s.recommendations if "fused=True" in r["title"])
+            for s in (full, trimmed))
+    assert b["saving_ns"] == a["saving_ns"]
+    assert b["detail"].split(":")[1] == a["detail"].split(":")[1]   # optimizer ms per step

@@ -95,21 +95,24 @@ def fused_optimizer(phased, total_ns: float):
     if fused_name is None or any("_fused_" in e["name"] for e, _p in opt_rows):
         return None
     rows = [(e["name"], int(round(float(e["dur"]) * 1e3))) for e, _p in phased]
-    matched = _match_rows(rows, SESSION.batches)
+    batches = list(SESSION.batches)
+    matched = _match_rows(rows, batches)
     per_batch = {}
     for (_e, phase), m in zip(phased, matched):
         if m is not None:
             per_batch.setdefault(m[0], []).append((m[1], phase == "optimizer"))
     runs = {b: r for b, r in ((b, _runs(marks)) for b, marks in per_batch.items()) if r}
-    steps = sum(len(r) for r in runs.values())
-    if steps == 0:
+    # optimizer steps in the trace (the session keeps only its latest batches to re-time)
+    steps = sum(1 for k, (_e, p) in enumerate(phased)
+                if p == "optimizer" and (k == 0 or phased[k - 1][1] != "optimizer"))
+    if not runs:
         return None
     from .. import _state
     model = _state["cost_model"]
     torch.neuron.synchronize()
     saved = priced = 0
     for b in sorted(runs)[-MAX_PRICED_BATCHES:]:     # steady-state steps price alike
-        batch, charged = SESSION.batches[b]
+        batch, charged = batches[b]
         new, last = [], 0
         for run in runs[b]:
             items = _fused_items(batch, run, fused_name)

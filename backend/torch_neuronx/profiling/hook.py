@@ -21,6 +21,7 @@ by unfusible ops, timed-elsewhere ops and AEE_MAX_OPS) so each op's launch share
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from neuron_sim.explorer import OpRecord, lane_spans, op_program
@@ -56,7 +57,7 @@ WEIGHT_ARG = {"aten::mm": 1, "aten::addmm": 2, "aten::linear": 1, "aten::matmul"
               "aten::convolution": 1, "aten::embedding": 0, "aten::addmv": 1, "aten::mv": 0}
 _HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 _MAX_ENTRIES = 2_000_000     # session bound: a forgotten profiler must not grow without limit
-_MAX_BATCH_OPS = 200_000     # drained ops kept for re-timing advice (~100 demo GPT steps)
+_MAX_BATCH_OPS = 20_000      # latest drained ops kept for re-timing advice (~30 demo GPT steps)
 
 
 class _Session:
@@ -69,7 +70,7 @@ class _Session:
         self.lane_rows = 0       # rows attached so far (bounded by LaneOptions.max_rows)
         self.lanes_dropped = 0   # ops left without lanes once the budget was spent
         self.drains = []         # wall times (ns) of queue drains: where the host synchronised
-        self.batches = []        # [(batch, ns per op)] drained, for re-timing advice (advice.py)
+        self.batches = deque()   # latest [(batch, ns per op)] drained, for advice.py's re-timing
         self.batch_ops = 0
 
 
@@ -93,9 +94,10 @@ def on_drain(model, batch, out) -> None:
         SESSION.open = True
     if len(SESSION.drains) < _MAX_ENTRIES:
         SESSION.drains.append(time.time_ns())    # for the simulated-clock timeline
-    if SESSION.batch_ops + len(batch) <= _MAX_BATCH_OPS:
-        SESSION.batches.append((batch, list(out)))
-        SESSION.batch_ops += len(batch)
+    SESSION.batches.append((batch, list(out)))
+    SESSION.batch_ops += len(batch)
+    while SESSION.batch_ops > _MAX_BATCH_OPS and len(SESSION.batches) > 1:
+        SESSION.batch_ops -= len(SESSION.batches.popleft()[0])
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
     from ..cost import _freeze, _is_tensor, _nbytes
