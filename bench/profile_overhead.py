@@ -26,6 +26,7 @@ from gpt_model import GPT, GPTConfig, make_batch, train_step  # noqa: E402
 
 def main(steps: int, warmup: int = 3):
     from neuron_sim.explorer import device_events
+    from neuron_sim.progress import progress
     from torch_neuronx.profiling import NeuronConfig, NeuronProfiler
     torch.manual_seed(0)
     cfg = GPTConfig()
@@ -36,7 +37,7 @@ def main(steps: int, warmup: int = 3):
         train_step(model, opt, x, y).item()
 
     t0 = time.perf_counter()
-    for _ in range(steps):
+    for _ in progress(range(steps), "unprofiled steps", " steps"):
         train_step(model, opt, x, y).item()
     plain = time.perf_counter() - t0
 
@@ -46,7 +47,7 @@ def main(steps: int, warmup: int = 3):
         t0 = time.perf_counter()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
                      experimental_config=cfg_p, on_trace_ready=exporter.export_trace):
-            for _ in range(steps):
+            for _ in progress(range(steps), "profiled steps", " steps"):
                 train_step(model, opt, x, y).item()
             in_region = time.perf_counter() - t0
         profiled = time.perf_counter() - t0

@@ -27,6 +27,7 @@ import torch
 
 from neuron_sim.lower import (AEE_MAX_OPS, EAGER_LAUNCH_S, ENGINES, PCIE_BYTES_PER_S, OpSpec,
                               ProgramCache, TensorSpec, Timing)
+from neuron_sim.progress import Progress
 
 from . import settings
 from .profiling.hook import on_drain as _profiling_hook
@@ -184,6 +185,7 @@ class LoweredCostModel:
         self.estimated = Counter()   # op name -> count timed by roofline
         self.executed = set()        # op names that ran as Neuron ops
         self.aee_override = None     # set_adaptive_eager(); None: follow env + determinism
+        self._lowering = Progress("lowering programs", unit=" programs")   # cold models: seconds
         self.reset_stats()
 
     # ---- statistics ---------------------------------------------------------------------------
@@ -209,6 +211,7 @@ class LoweredCostModel:
         if t is not None:
             self.cache.hits += 1
             return t
+        self._lowering.tick(note=name)
         try:
             t = self.cache.lower_op(op_spec(name, args, outputs), self.chip, self.lnc)
         except Exception as e:  # noqa: BLE001 - timing must never break the user's program
@@ -297,6 +300,7 @@ class LoweredCostModel:
             if not fusible:
                 flush()
         flush()
+        self._lowering.close()
         return out
 
     def _charge_group(self, group, out, aee):
@@ -315,6 +319,7 @@ class LoweredCostModel:
         keys = tuple(g[2] for g in group) + (pattern,)
         ft = self._fused.get(keys)
         if ft is None:
+            self._lowering.tick(note=f"{len(ops)} fused ops")
             try:
                 specs = fused_specs(ops, pattern)
                 ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,

@@ -20,6 +20,7 @@ from importlib import resources
 import numpy as np
 
 from ..engines import Engine, Kind
+from ..progress import Progress
 from ..timing import simulate
 from . import programs as P
 
@@ -185,14 +186,25 @@ def _mamba_rows(pub) -> list[Row]:
 
 def run(mamba: bool = True) -> list[Row]:
     pub = published()
-    rows = (_mark(_matmul_rows(pub), pub["C1-C4"]) + _mark(_c8_rows(pub), pub["C8"]))
-    if mamba:
-        rows += _mamba_rows(pub)
-    dma = _dma_rows(pub)
-    rows += _mark(dma[:1], pub["C15"]) + _mark(dma[1:], pub["C16"],
-                                               {"trigger_to_done_us": "trigger_to_done_us_approx"})
-    rows += _mark([_scalar_row(pub)], pub["C17"]) + _mark([_dge_row(pub)], pub["C18"])
-    rows += _mark(_throttle_rows(pub), pub["C19"])
+    with Progress("calibration", unit=" groups", total=6 + mamba) as bar:
+        rows = _mark(_matmul_rows(pub), pub["C1-C4"])
+        bar.tick(note="C1-C4 matmul")
+        rows += _mark(_c8_rows(pub), pub["C8"])
+        bar.tick(note="C8")
+        if mamba:
+            rows += _mamba_rows(pub)
+            bar.tick(note="C9-C13 mamba")
+        dma = _dma_rows(pub)
+        rows += _mark(dma[:1], pub["C15"]) + _mark(dma[1:], pub["C16"],
+                                                   {"trigger_to_done_us":
+                                                    "trigger_to_done_us_approx"})
+        bar.tick(note="C15-C16 DMA")
+        rows += _mark([_scalar_row(pub)], pub["C17"])
+        bar.tick(note="C17")
+        rows += _mark([_dge_row(pub)], pub["C18"])
+        bar.tick(note="C18")
+        rows += _mark(_throttle_rows(pub), pub["C19"])
+        bar.tick(note="C19")
     return rows
 
 
