@@ -61,9 +61,35 @@ def test_device_time_by_phase(tmp_path):
     assert "device time by phase  forward" in s.text()
 
 
-@pytest.mark.parametrize("opt_cls", [torch.optim.AdamW, torch.optim.Adam])
-def test_fused_optimizer_saving_is_what_the_change_saves(tmp_path, opt_cls):
-    s = neuron_profile(make_step(opt_cls), tmp_path / "loop")
+def mixed_dtype_step(**opt_kw):
+    """fp32 and bf16 parameters: torch's fused AdamW runs one kernel per dtype group."""
+    torch.manual_seed(0)
+    a = torch.nn.Linear(256, 512).to("neuron")
+    b = torch.nn.Linear(512, 256).to("neuron", torch.bfloat16)
+    opt = torch.optim.AdamW(list(a.parameters()) + list(b.parameters()), **opt_kw)
+    x = torch.randn(64, 256, device="neuron")
+
+    def step():
+        opt.zero_grad()
+        b(torch.nn.functional.gelu(a(x)).bfloat16()).float().pow(2).mean().backward()
+        opt.step()
+        torch.neuron.synchronize()
+    step()
+    step()
+    return step
+
+
+@pytest.mark.parametrize("case", ["AdamW", "Adam", "AdamW amsgrad", "AdamW fp32+bf16"])
+def test_fused_optimizer_saving_is_what_the_change_saves(tmp_path, case):
+    if case == "AdamW fp32+bf16":
+        make = mixed_dtype_step
+    else:
+        opt_cls = getattr(torch.optim, case.split()[0])
+        extra = {"amsgrad": True} if "amsgrad" in case else {}
+
+        def make(**kw):
+            return make_step(opt_cls, **extra, **kw)
+    s = neuron_profile(make(), tmp_path / "loop")
     recs = [r for r in s.recommendations if "fused=True" in r["title"]]
     assert recs, s.text()
     rec = recs[0]
@@ -72,7 +98,7 @@ def test_fused_optimizer_saving_is_what_the_change_saves(tmp_path, opt_cls):
     assert f"{predicted / 1e6:.3f} ms shorter" in rec["detail"]
     assert s.phases["optimizer"]["ns"] / STEPS > predicted > 0
 
-    fused = neuron_profile(make_step(opt_cls, fused=True), tmp_path / "fused")
+    fused = neuron_profile(make(fused=True), tmp_path / "fused")
     actual = (s.total_ns - fused.total_ns) / STEPS
     assert actual > 0
     assert abs(predicted - actual) <= 0.25 * actual, (predicted, actual)

@@ -67,19 +67,22 @@ def _fused_items(batch, run, fused_name):
                                                       "aten::addcdiv_"))
     n = len(addcdiv)
     if n == 0 or len(lerp) != n or len(addcmul) != n:
-        return None
-    params = [a[0] for a in addcdiv]
-    grads = [a[1] for a in lerp]
-    exp_avgs = [a[0] for a in lerp]
-    exp_avg_sqs = [a[0] for a in addcmul]
+        return None     # not Adam's per-tensor recipe
     _seq, _name, device, stream = batch[run[0]][:4]
     steps = [((), (), torch.float32, True, next(_fake_storage), 0) for _ in range(n)]
     one = ((), (), torch.int64, False, next(_fake_storage), 0)   # the CPU scalar 1
-    adds = [(-1, "aten::add_.Tensor", device, stream, (s, one, 1), (s,), -1) for s in steps]
-    fused = (-1, fused_name, device, stream,
-             (params, grads, exp_avgs, exp_avg_sqs, [], steps, 1e-3, 0.9, 0.999, 0.01, 1e-8,
-              False, False, None, None), (), -1)
-    return adds + [fused]
+    items = [(-1, "aten::add_.Tensor", device, stream, (s, one, 1), (s,), -1) for s in steps]
+    # torch groups the tensors by device and dtype: one fused call per group
+    groups = {}
+    for k, a in enumerate(addcdiv):
+        groups.setdefault(a[0][2], []).append(k)
+    for ks in groups.values():
+        lists = ([addcdiv[k][0] for k in ks], [lerp[k][1] for k in ks],       # params, grads
+                 [lerp[k][0] for k in ks], [addcmul[k][0] for k in ks],       # exp_avg(_sq)s
+                 [], [steps[k] for k in ks])
+        items.append((-1, fused_name, device, stream,
+                      lists + (1e-3, 0.9, 0.999, 0.01, 1e-8, False, False, None, None), (), -1))
+    return items
 
 
 def fused_optimizer(phased, total_ns: float):
