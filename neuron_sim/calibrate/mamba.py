@@ -11,7 +11,10 @@ Per (channel tile of 128, state) the tutorial's six steps:
 
 v1 loops state-outer / channel-tile-inner and reloads delta and u per state; v2 reorders the
 loops (channel tiles outer, delta/u loaded once per tile, accumulator per tile); v3 also tiles
-the sequence (512 columns) inside the state loop, the scan carried across sequence tiles."""
+the sequence (512 columns) inside the state loop, the scan carried across sequence tiles, and
+writes scanC to PSUM ("to reduce accumulation latency"). Instructions and loads come in the order
+of the tutorial's kernels (aws-neuron/nki-samples tutorials/fused_mamba/mamba_nki_kernels.py):
+what is live at once, and so what spills, follows from it."""
 
 from __future__ import annotations
 
@@ -22,10 +25,12 @@ from ..nki.launch import jit
 SEQ_TILE = 512
 
 
-def _state_step(delta_t, u_t, A_i, B_i, C_i, accum, scan_init, P, F):
-    """Steps 1-6 on [P, F] tiles; returns the scan tile (its last column carries on)."""
+def _state_step(delta_t, u_t, A_i, load_B, load_C, accum, scan_init, P, F, scanC_buffer=nl.sbuf):
+    """Steps 1-6 on [P, F] tiles in the tutorial's order (B_i loaded after step 2, C_i after
+    step 4, as its kernels do); returns the scan tile (its last column carries on)."""
     deltaA = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=deltaA, op=nl.exp, data=delta_t, scale=A_i)
+    B_i = load_B()
     deltaU = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=deltaU, data1=delta_t, data2=u_t, op=nl.multiply)
     deltaBu = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
@@ -33,7 +38,8 @@ def _state_step(delta_t, u_t, A_i, B_i, C_i, accum, scan_init, P, F):
     scan = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor_scan(dst=scan, data0=deltaA, data1=deltaBu, initial=scan_init,
                             op0=nl.multiply, op1=nl.add)
-    scanC = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    C_i = load_C()
+    scanC = nl.ndarray((P, F), dtype=nl.float32, buffer=scanC_buffer)
     nisa.tensor_tensor(dst=scanC, data1=scan, data2=C_i.broadcast_to((P, F)), op=nl.multiply)
     nisa.tensor_tensor(dst=accum, data1=accum, data2=scanC, op=nl.add)
     return scan
@@ -66,11 +72,10 @@ def mamba_v1(delta, u, A, B, C):
             for c in nl.affine_range(n_ct):
                 ch = slice(c * P, (c + 1) * P)
                 delta_t = _load(delta[b, ch, :], (P, seq))
-                u_t = _load(u[b, ch, :], (P, seq))
                 A_i = _load(A[ch, s:s + 1], (P, 1))
-                B_i = _load(B[b, s:s + 1, :], (1, seq))
-                C_i = _load(C[b, s:s + 1, :], (1, seq))
-                _state_step(delta_t, u_t, A_i, B_i, C_i, accum[:, c, :], 0.0, P, seq)
+                u_t = _load(u[b, ch, :], (P, seq))
+                _state_step(delta_t, u_t, A_i, lambda: _load(B[b, s:s + 1, :], (1, seq)),
+                            lambda: _load(C[b, s:s + 1, :], (1, seq)), accum[:, c, :], 0.0, P, seq)
         for c in nl.affine_range(n_ct):
             nisa.dma_copy(dst=out[b, c * P:(c + 1) * P, :], src=accum[:, c, :])
     return out
@@ -88,9 +93,8 @@ def mamba_v2(delta, u, A, B, C):
             accum, delta_t, u_t = _tile_inputs(delta, u, b, ch, P, seq)
             for s in nl.affine_range(state):
                 A_i = _load(A[ch, s:s + 1], (P, 1))
-                B_i = _load(B[b, s:s + 1, :], (1, seq))
-                C_i = _load(C[b, s:s + 1, :], (1, seq))
-                _state_step(delta_t, u_t, A_i, B_i, C_i, accum, 0.0, P, seq)
+                _state_step(delta_t, u_t, A_i, lambda: _load(B[b, s:s + 1, :], (1, seq)),
+                            lambda: _load(C[b, s:s + 1, :], (1, seq)), accum, 0.0, P, seq)
             nisa.dma_copy(dst=out[b, ch, :], src=accum)
     return out
 
@@ -112,10 +116,10 @@ def mamba_v3(delta, u, A, B, C):
                 nisa.memset(dst=carry, value=0.0)
                 for t in nl.sequential_range(seq // F):
                     cols = slice(t * F, (t + 1) * F)
-                    B_i = _load(B[b, s:s + 1, cols], (1, F))
-                    C_i = _load(C[b, s:s + 1, cols], (1, F))
-                    scan = _state_step(delta_t[:, cols], u_t[:, cols], A_i, B_i, C_i,
-                                       accum[:, cols], carry, P, F)
+                    scan = _state_step(delta_t[:, cols], u_t[:, cols], A_i,
+                                       lambda: _load(B[b, s:s + 1, cols], (1, F)),
+                                       lambda: _load(C[b, s:s + 1, cols], (1, F)),
+                                       accum[:, cols], carry, P, F, scanC_buffer=nl.psum)
                     nisa.tensor_copy(dst=carry, src=scan[:, F - 1:F])
             nisa.dma_copy(dst=out[b, ch, :], src=accum)
     return out
