@@ -13,7 +13,10 @@ dead. We do the same after tracing:
 - PSUM tensors take whole 2 KiB banks (an accumulation group lives in one bank [ArchV2]).
 - SBUF that does not fit is spilled as the compiler does [MMtut]: the live tensor whose next use
   is furthest away is written to HBM and reloaded before that use. The spill and reload DMAs
-  are inserted into the instruction stream, so their traffic is timed.
+  are inserted into the instruction stream, so their traffic is timed. A tile that is a plain
+  copy of HBM data nobody writes (a kernel input loaded once) is not stored: it is fetched again
+  from that data, as any compiler rematerialises a clean value (an assumption: the Neuron
+  compiler's spill choices are not published).
 - PSUM cannot spill: too many live PSUM tensors is an error naming the instruction and line.
 - Tensors placed explicitly (``address=``) must not overlap other live explicit tensors.
 """
@@ -156,7 +159,7 @@ class _SitePools:
             a = self._take_pooled(site)
         else:
             a = self.lru.alloc(size)
-            if a is None and pool:
+            if a is None and pool and not self._older_elsewhere(site):
                 a = self._take_pooled(site)
             else:
                 while a is None and self._evict_one():
@@ -166,6 +169,14 @@ class _SitePools:
         if a is not None:
             self.live_bytes += size
         return a
+
+    def _older_elsewhere(self, site):
+        """Another site holds a dead buffer freed before this site's oldest: taking that one
+        (LRU over all dead buffers) keeps a site that came late from being stuck with one buffer
+        (the first broadcast of a loop held every PSUM bank, the second got one and ran its
+        matmul -> VectorE pairs in lock step)."""
+        own = min(e[0] for e in self.pool[site])
+        return any(e[0] < own for k, p in self.pool.items() if k != site for e in p)
 
     def _take_pooled(self, site):
         pool = self.pool[site]
@@ -254,6 +265,7 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth=None) -> N
     uses = _uses(trace, kind)
     if not uses:
         return
+    clean = _clean_copies(trace) if kind == "sbuf" else {}
     starts = [(lst[1], n, sid) for n, (sid, lst) in enumerate(uses.items())]
     heapq.heapify(starts)
     live = {}           # sid -> (addr, size)
@@ -330,7 +342,7 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth=None) -> N
                     raise NkiCapacityError(
                         f"SBUF is full and nothing can be spilled: allocating {st.describe()} "
                         f"({size} B/partition) with {_fmt_live(rows, kind, cap)}", ins.loc, f"nisa.{ins.op}")
-                nxt = _spill(trace, plan, uses, live, ring, victim, i)
+                nxt = _spill(trace, plan, uses, live, ring, victim, i, clean.get(victim))
                 heapq.heappush(starts, (nxt, len(uses) + len(plan.spills), victim))
                 addr = ring.alloc(_site(st), size)
             live[sid] = (addr, size)
@@ -361,8 +373,31 @@ def _pick_victim(live, uses, i, exclude):
     return best
 
 
-def _spill(trace, plan, uses, live, ring, sid, i):
-    """Write ``sid`` to HBM before instruction i; reload it before its next use."""
+def _clean_copies(trace):
+    """storage id -> the HBM view it copies, for on-chip tensors written only once, whole, by a
+    DMA from HBM data that no instruction writes: spilling one needs no store."""
+    writers, written = {}, set()
+    for ins in trace.instrs:
+        for w in ins.writes:
+            writers.setdefault(w.storage.id, []).append((ins, w))
+            written.add(w.storage.id)
+    out = {}
+    for sid, ws in writers.items():
+        if len(ws) != 1:
+            continue
+        ins, w = ws[0]
+        src = ins.attrs.get("src")
+        st = w.storage
+        if (ins.op == "dma_copy" and st.on_chip and getattr(src, "storage", None) is not None
+                and not src.storage.on_chip and src.storage.id not in written
+                and src.dtype == w.dtype and w.num_partitions * w.free_size == st.partitions * st.free_elems):
+            out[sid] = src
+    return out
+
+
+def _spill(trace, plan, uses, live, ring, sid, i, source=None):
+    """Write ``sid`` to HBM before instruction i; reload it before its next use. A clean copy of
+    HBM data (`source`) is not written: the reload fetches `source` again."""
     st = uses[sid][0]
     addr, size = live.pop(sid)
     ring.release_to_free_list(addr, size, i)
@@ -379,9 +414,13 @@ def _spill(trace, plan, uses, live, ring, sid, i):
     back = Instr(-1, "spill_reload", "dma", (), (), dict(bytes=nbytes, descriptors=st.partitions,
                  src_buffer="hbm", dst_buffer="sbuf", partitions=st.partitions, spill=True,
                  storage=st, when="reload"), trace.instrs[nxt].loc)
-    plan.spills.append((i, out))
+    if source is None:
+        plan.spills.append((i, out))
+        plan.spill_bytes += nbytes
+    else:
+        back.attrs["source"] = source
     plan.spills.append((nxt, back))
-    plan.spill_bytes += 2 * nbytes
+    plan.spill_bytes += nbytes
     # the remaining uses become a fresh allocation starting at the next use
     uses[sid] = [st] + idx[k:]
     return nxt

@@ -295,12 +295,18 @@ def _emit_pieces(b, ins, m, cols, note, reuse_deps):
 
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     st = sp.attrs["storage"]
+    view = NkiTensor(st)
+    whole = m.ap(view, i)
+    if sp.attrs.get("source") is not None:      # a clean copy of HBM data: fetch it again
+        d = reuse_deps([view], i)
+        row = b.spill_refetch(whole, m.ap(sp.attrs["source"], i), **({"deps": d} if d else {}))
+        out.source_index.append((k, -1))
+        note(row, [view], i, "dma")
+        return
     scratch = m.tensors.get(("spill", st.id))
     if scratch is None:
         scratch = Tensor(f"{st.name}.spill", Memory.HBM, st.shape, dtypes.name_of(st.dtype))
         m.tensors[("spill", st.id)] = scratch
-    view = NkiTensor(st)
-    whole = m.ap(view, i)          # same footprint convention as every other access of st
     if sp.attrs["when"] == "store":
         row = b.dma_copy(scratch.ap(), whole)
     else:   # the reload writes the tensor's new bytes: wait for their previous users

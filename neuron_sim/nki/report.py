@@ -78,7 +78,8 @@ class KernelReport:
         rep.sbuf_capacity_bytes_per_partition = target.sbuf_bytes_per_partition
         rep.psum_capacity_bytes_per_partition = target.psum_bytes_per_partition
         rep.spill_bytes = sum(p.spill_bytes for p in plans)
-        rep.spills = sum(len(p.spills) for p in plans) // 2
+        # one reload per spilled tile (a clean copy of an input has no store before it)
+        rep.spills = sum(sp.attrs.get("when") == "reload" for p in plans for _, sp in p.spills)
         if timing is not None:
             rep.programs = [bp.program for bp in timing.built]
             rep.program_rows = sum(len(bp.program) for bp in timing.built)

@@ -520,12 +520,19 @@ class ProgramBuilder:
         dma_copy HBM->SBUF marked `spill="reload"`."""
         return self._spill("reload", as_ap(dst), as_ap(slot), queue, engines, kw)
 
-    def _spill(self, when, dst, src, queue, engines, kw) -> int:
+    def spill_refetch(self, dst, src, *, queue=None, engines=None, **kw) -> int:
+        """Reload a spilled SBUF tile that was a plain copy of HBM data from that data (nothing
+        was stored): a dma_copy HBM->SBUF marked `spill="reload"`."""
+        return self._spill("reload", as_ap(dst), as_ap(src), queue, engines, kw, slot=False)
+
+    def _spill(self, when, dst, src, queue, engines, kw, slot=True) -> int:
         from ..isa.dma import dma_copy
         hbm_side, sbuf_side = (dst, src) if when == "store" else (src, dst)
-        if hbm_side.tensor.id not in self._spill_slots or sbuf_side.memory != Memory.SBUF:
+        if (hbm_side.tensor.id not in self._spill_slots if slot else hbm_side.memory != Memory.HBM) \
+                or sbuf_side.memory != Memory.SBUF:
+            what = "a slot made by spill_slot()" if slot else "HBM data"
             raise ProgramError(
-                f"spill_{when}: expected an SBUF tile and a slot made by spill_slot(), found "
+                f"spill_{when}: expected an SBUF tile and {what}, found "
                 f"{sbuf_side.memory.name} {sbuf_side.tensor.name!r} and {hbm_side.memory.name} "
                 f"{hbm_side.tensor.name!r}; use dma_copy for ordinary transfers")
         emit = dma_copy.build(self.chip, dst, src, self._queue(queue), engines, "none")

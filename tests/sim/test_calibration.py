@@ -3,17 +3,18 @@ targets of issue 13: rows that set a constant ("fit") within 10%; rows that only
 ("predict") within 25% each and 10% median, at least 15 of them. (~60 s: builds ~460k
 instructions through the builder and traces the Fused Mamba kernels.)
 
-The predict targets are not met yet (see `python -m neuron_sim.calibrate`); those two tests are
-strict xfails, so they fail loudly the day the simulator meets them and the mark must go.
-Fit rows within 10% and at least 15 predict rows are asserted."""
+The predict median is met (7.9%); the each-row target is not yet (see `python -m
+neuron_sim.calibrate`), so that test is a strict xfail that fails loudly the day the simulator
+meets it and the mark must go. Fit rows within 10% and at least 15 predict rows are asserted."""
 
 import pytest
 
 from neuron_sim import calibrate
 
-PREDICT_NOT_MET = ("issue 13: predict rows not yet within target: median 15.6% (v3 +16-24%, "
-                   "v2 at seq 512 +20%), max 95% (v2 at seq >= 6144 spills one step early and "
-                   "its spill traffic is bound by the fitted 106 GB/s Trn1 DMA ceiling)")
+PREDICT_NOT_MET = ("issue 13: predict rows not yet each within 25%: Mamba v2 at seq 8192 (C12, "
+                   "C13) +56-59% and at 7168 +43% (its spill/refetch traffic at the 106 GB/s "
+                   "Trn1 DMA ceiling stalls VectorE longer than the published profile), v2 at "
+                   "seq 512 (C11, C13) +20% (VectorE per state 8N cycles against ~6.9N measured)")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,6 @@ def test_each_predict_row_within_tolerance(rows):
     assert not bad
 
 
-@pytest.mark.xfail(strict=True, reason=PREDICT_NOT_MET)
 def test_predict_median_within_tolerance(rows):
     med, _, n = calibrate.stats(rows, "predict")
     assert med <= calibrate.TOLERANCE_PREDICT_MEDIAN and n >= calibrate.MIN_PREDICT_ROWS

@@ -68,6 +68,23 @@ def test_spill_needs_a_slot_and_an_sbuf_tile():
         b.spill_reload(b.hbm("g", (128, 512), "float32"), slot)
 
 
+def test_spill_refetch_reads_the_source_again_and_counts_as_a_reload():
+    b = ProgramBuilder("trn2")
+    x = b.hbm("x", (128, 512), "float32")
+    out = b.hbm("out", (128, 512), "float32")
+    t = b.sbuf("t", (128, 512), "float32")
+    b.dma_copy(t, x)
+    b.memset(t, 0.0)                      # the tile's bytes are reused meanwhile
+    row = b.spill_refetch(t, x)
+    b.dma_copy(out, t)
+    prog = b.build()
+    assert prog.emits[row].params["spill"] == "reload" and b.spill_bytes == 128 * 512 * 4
+    xs = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
+    np.testing.assert_array_equal(neuron_sim.execute(prog, {"x": xs})["out"], xs)
+    with pytest.raises(ProgramError, match="HBM data"):
+        b.spill_refetch(t, b.sbuf("u", (128, 512), "float32"))
+
+
 def _c8(chip):
     """The C8 kernel on one N block (spills depend on M and the blocks, not on N)."""
     return P.matmul_fully_blocked(chip, N=1024, dtype="float32", name="C8 one N block")
