@@ -23,6 +23,8 @@ import torch
 from . import _C
 from . import settings
 from .instance import resolve as _resolve
+from . import time_only as _time_only
+from .time_only import TimeOnlyError, holds_values, is_time_only, set_time_only, time_only  # noqa: F401
 
 __version__ = f"{torch.__version__.split('+')[0].rsplit('.', 1)[0]}.3.0+sim"
 
@@ -88,6 +90,7 @@ def _register() -> None:
         _C._set_fallback_only_for_unimplemented(
             settings.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"))
         _C._set_launch_blocking(settings.get("NEURON_LAUNCH_BLOCKING"))
+        _time_only.apply_setting()
     from . import fallback, module_apply
     fallback.install()
     module_apply.install()          # shared buffers stay shared through .to("neuron")

@@ -9,6 +9,8 @@
 #include "aten/OpPolicy.h"
 #include "aten/RandomOps.h"
 #include "aten/TensorAlias.h"
+#include "aten/TimeOnly.h"
+#include "runtime/NeuronAllocator.h"
 #include "runtime/NeuronGenerator.h"
 #include "runtime/NeuronGuard.h"
 #include "runtime/NeuronRuntime.h"
@@ -17,6 +19,8 @@
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -64,6 +68,7 @@ at::Tensor to_cpu_operand(const at::Tensor& t, size_t arg_index, const std::stri
                 static_cast<int>(index), "! (", op, ")");
     if (map.device < 0) map.device = index;
     if (c10::isComplexType(t.scalar_type())) map.has_complex = true;
+    check_has_values(t, op);
     // Arguments over one device storage share one CPU storage, so the CPU kernel's overlap
     // checks (copy_ of overlapping slices, out= aliasing an input) see what CPU would see.
     const at::Tensor* sibling = nullptr;
@@ -84,6 +89,15 @@ at::Tensor to_cpu_operand(const at::Tensor& t, size_t arg_index, const std::stri
 // The neuron tensor whose memory a CPU result lives in, if any.
 const at::Tensor* aliased_input(const at::Tensor& cpu_result, const ArgumentMap& map) {
   if (!cpu_result.defined() || !cpu_result.has_storage()) return nullptr;
+  if (cpu_result.is_meta()) {
+    // Time-only: a view of an input shares its Meta storage.
+    for (size_t i = 0; i < map.cpu_aliases.size(); ++i) {
+      if (map.cpu_aliases[i].storage().is_alias_of(cpu_result.storage())) {
+        return &map.neuron_tensors[i];
+      }
+    }
+    return nullptr;
+  }
   const void* data = cpu_result.storage().data();
   if (data == nullptr) return nullptr;
   for (size_t i = 0; i < map.cpu_aliases.size(); ++i) {
@@ -99,6 +113,39 @@ at::Tensor to_neuron_result(const at::Tensor& cpu_result, const ArgumentMap& map
   }
   apply_dtype_policy(cpu_result, id);
   return adopt_cpu_tensor(cpu_result, map.device);
+}
+
+// Where the kernels that compute an op run: CPU, or Meta (shapes only) in time-only mode.
+c10::DeviceType kernel_device() {
+  return time_only() ? c10::DeviceType::Meta : c10::DeviceType::CPU;
+}
+
+// Whether a kernel's output argument still lies over the device tensor passed for it.
+bool same_memory(const at::Tensor& kernel_out, const at::Tensor& device_out,
+                 const ArgumentMap& map) {
+  if (!kernel_out.is_meta()) return kernel_out.storage().data() == device_out.storage().data();
+  const at::Tensor* input = aliased_input(kernel_out, map);
+  return input != nullptr && input->storage().is_alias_of(device_out.storage());
+}
+
+// Time-only: the op's Meta kernel gives its results' shapes. An op without one, or whose
+// output shape depends on values (nonzero, unique, masked_select), cannot run without values.
+void run_meta_kernel(const c10::OperatorHandle& op, const std::string& name,
+                     torch::jit::Stack* stack) {
+  auto fail = [&name](const std::string& why) {
+    raise_needs_values(name, "its output shape cannot be known without them (Meta kernel: " +
+                                 why + "). Run this op outside torch_neuronx.time_only(), or "
+                                 "give the model a value-free path (e.g. a fixed MoE routing).");
+  };
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+  } catch (const c10::Error& e) {
+    fail(e.what_without_backtrace());
+  } catch (python_error& e) {   // Meta kernels written in Python (torch._meta_registrations)
+    fail(python_error_text(e));
+  } catch (pybind11::error_already_set& e) {
+    fail(python_error_text(e));
+  }
 }
 
 void fail_or_warn_fallback(int32_t id, const std::string& name, const ArgumentMap& map) {
@@ -151,7 +198,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
           t.numel() == 0) {
         if (map.device < 0) map.device = t.device().index();
         resized_outs.emplace_back(i, t);
-        value = at::empty({0}, t.options().device(c10::DeviceType::CPU));
+        value = at::empty({0}, t.options().device(kernel_device()));
         continue;
       }
       value = to_cpu_operand(t, i, name, map);
@@ -168,7 +215,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       const c10::Device d = value.toDevice();
       if (d.type() == c10::DeviceType::PrivateUse1) {
         if (map.device < 0 && d.has_index()) map.device = d.index();
-        value = c10::IValue(c10::Device(c10::DeviceType::CPU));
+        value = c10::IValue(c10::Device(kernel_device()));
       }
     } else if (value.isGenerator()) {
       const at::Generator& gen = value.toGenerator();
@@ -198,7 +245,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   WidenedCall widened(widening_for(id, name), stack, first, num_args);
   {
     DeviceMemoryScope device_memory(map.device);
-    if (draws_from_global_generator(name)) {
+    if (time_only()) {
+      run_meta_kernel(op, name, stack);
+    } else if (draws_from_global_generator(name)) {
       // Its CPU kernel would use the global CPU generator: run it with this device's.
       rng.emplace(default_generator(map.device));
       run_random_op(name, stack, rng->cpu());
@@ -207,6 +256,12 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   widened.finish(schema, stack);
+  if (time_only()) {
+    // What the op wrote holds no values any more (it was not computed).
+    for (const at::Tensor& t : mutable_args) {
+      if (on_neuron(t)) set_holds_values(t.storage(), false);
+    }
+  }
 
   // Map results: mutable returns are their arguments; others are views or adopted.
   const auto& returns = schema.returns();
@@ -225,7 +280,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
           apply_dtype_policy(cpu_out, id);
           value = mutable_args[i];
           const at::Tensor& device_out = mutable_args[i];
-          if (on_neuron(device_out) && cpu_out.storage().data() == device_out.storage().data() &&
+          if (on_neuron(device_out) && same_memory(cpu_out, device_out, map) &&
               (!cpu_out.sizes().equals(device_out.sizes()) ||
                !cpu_out.strides().equals(device_out.strides()))) {
             // The CPU kernel restrided an out argument in place; the device tensor follows.

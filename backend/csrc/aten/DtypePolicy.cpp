@@ -90,7 +90,7 @@ void apply_dtype_policy(const at::Tensor& cpu, int32_t op_name_id) {
     case c10::ScalarType::Long: narrow = c10::ScalarType::Int; break;
     default: return;
   }
-  if (cpu.numel() == 0 || keeps_64_bits(op_name_id)) return;
+  if (cpu.numel() == 0 || cpu.is_meta() || keeps_64_bits(op_name_id)) return;
   const at::Tensor rounded = cpu.to(narrow).to(dtype);
   // Compared until the first report for this op and dtype, then skipped.
   if (!warned(op_name_id, dtype)) {

@@ -2,6 +2,7 @@
 // memory or tensor geometry: allocation, copies, resize, set_ and views.
 #include "aten/OpDescriptor.h"
 #include "aten/TensorAlias.h"
+#include "aten/TimeOnly.h"
 #include "runtime/NeuronAllocator.h"
 #include "runtime/NeuronQueue.h"
 #include "runtime/NeuronRuntime.h"
@@ -52,12 +53,15 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 
 bool on_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
-// Copies between host and device, or within the device, through CPU aliases; DMA time
-// is charged on the device side. A copy to the host is a sync point. Copies keep every
-// bit, 64-bit values included (DMA moves bytes; only compute is 32-bit on Trainium).
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  const bool to_device = on_neuron(dst);
-  const bool from_device = on_neuron(self);
+// Whether `t` covers every byte of its storage (a copy into it then defines all its values).
+bool covers_storage(const at::Tensor& t) {
+  return t.is_non_overlapping_and_dense() && t.storage_offset() == 0 &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
+// Moves the bytes (with dtype conversion) between host and device through CPU aliases.
+void copy_values(const at::Tensor& self, const at::Tensor& dst, bool non_blocking,
+                 bool to_device, bool from_device) {
   at::Tensor dst_cpu = to_device ? cpu_alias(dst) : dst;
   // Both sides over one device storage share one CPU storage: CPU's copy_ then rejects a
   // partial overlap (z[1:].copy_(z[:-1])) with its own error, as on CPU.
@@ -65,11 +69,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                        : to_device && self.storage().is_alias_of(dst.storage())
                            ? cpu_alias_sharing(self, dst_cpu)
                            : cpu_alias(self);
-  {
-    DeviceWorkScope device_work;
-    dst_cpu.copy_(src_cpu, non_blocking);
-  }
+  DeviceWorkScope device_work;
+  dst_cpu.copy_(src_cpu, non_blocking);
+}
 
+at::Tensor charge_copy(const at::Tensor& self, const at::Tensor& dst, bool to_device,
+                       bool from_device) {
   const at::Tensor& device_side = to_device ? dst : self;
   static const int32_t h2d = intern_op_name("neuron::copy_h2d");
   static const int32_t d2h = intern_op_name("neuron::copy_d2h");
@@ -83,12 +88,44 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+// Copies between host and device, or within the device, through CPU aliases; DMA time
+// is charged on the device side. A copy to the host is a sync point. Copies keep every
+// bit, 64-bit values included (DMA moves bytes; only compute is 32-bit on Trainium).
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const bool to_device = on_neuron(dst);
+  const bool from_device = on_neuron(self);
+  if (time_only()) {
+    if (!to_device) {
+      raise_needs_values("aten::_copy_from (a copy to the host: .cpu(), .to('cpu'), .numpy(), "
+                         "print)", "time the step with torch.Event or the profiler instead.");
+    }
+    set_holds_values(dst.storage(), false);
+  } else {
+    const bool fills_valueless = to_device && !holds_values(dst.storage()) && covers_storage(dst);
+    // A whole-tensor copy into memory of time-only mode defines it (load_state_dict after a
+    // time-only build): the alias need not hold values before the copy.
+    if (fills_valueless) set_holds_values(dst.storage(), true);
+    try {
+      copy_values(self, dst, non_blocking, to_device, from_device);
+    } catch (...) {
+      if (fills_valueless) set_holds_values(dst.storage(), false);
+      throw;
+    }
+  }
+  return charge_copy(self, dst, to_device, from_device);
+}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   at::native::resize_(dst, self.sizes(), std::nullopt);
   return copy_from(self, dst, false);
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  if (time_only()) {
+    raise_needs_values("aten::_local_scalar_dense (Tensor.item(), float(t), bool(t), if t:)",
+                       "keep the value on the device (e.g. accumulate the loss as a tensor), or "
+                       "run this part outside torch_neuronx.time_only().");
+  }
   drain();
   DeviceWorkScope device_work;
   return cpu_alias(self).item();

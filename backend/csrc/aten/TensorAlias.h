@@ -8,13 +8,15 @@
 
 namespace neuron {
 
-// A CPU tensor viewing the same bytes; it keeps the device storage alive.
+// A CPU tensor viewing the same bytes; it keeps the device storage alive. In time-only mode
+// (TimeOnly.h) a Meta tensor of the same geometry instead, for kernels that compute shapes.
 at::Tensor cpu_alias(const at::Tensor& neuron_tensor);
 // The same over the CPU storage of `sibling`, a CPU alias of the same device storage: the two
 // then share one CPU storage, and ATen's overlap checks see that they overlap.
 at::Tensor cpu_alias_sharing(const at::Tensor& neuron_tensor, const at::Tensor& sibling);
 
-// A 'neuron' tensor that takes over the memory of `cpu` (no copy), counted on `device`.
+// A 'neuron' tensor that takes over the memory of `cpu` (no copy), counted on `device`; for a
+// Meta result of time-only mode, fresh device memory without values.
 at::Tensor adopt_cpu_tensor(const at::Tensor& cpu, c10::DeviceIndex device);
 
 // A 'neuron' tensor with `like`'s geometry over `storage` (a view of device memory).

@@ -2,8 +2,10 @@
 // the cost-function hook, op policy, generators).
 #include "aten/CpuFallback.h"
 #include "aten/OpPolicy.h"
+#include "aten/TimeOnly.h"
 #include "distributed/NeuronBackend.h"
 #include "python/DynamoOff.h"
+#include "runtime/NeuronAllocator.h"
 #include "runtime/NeuronGenerator.h"
 #include "runtime/NeuronGuard.h"
 #include "runtime/NeuronQueue.h"
@@ -17,6 +19,7 @@
 #include <torch/csrc/utils/tensor_dtypes.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
 
@@ -206,6 +209,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_only_for_unimplemented", &set_fallback_only_for_unimplemented);
   m.def("_fallback_ops", &fallback_op_names);
   m.def("_clear_fallback_ops", &clear_fallback_ops);
+
+  // Time-only execution (aten/TimeOnly.h).
+  m.def("_set_time_only", &set_time_only);
+  m.def("_time_only", &time_only);
+  m.def("_set_time_only_error_type", [](py::object type) {
+    set_time_only_error_type(type.ptr());   // keeps its own reference
+  });
+  m.def("_holds_values", [](const at::Tensor& t) {
+    return !t.has_storage() || holds_values(t.storage());
+  });
 
   // The backend="neuron" process group type; defined on demand, after torch.distributed
   // has registered its Backend base class.

@@ -1,5 +1,6 @@
 #include "runtime/NeuronAllocator.h"
 
+#include "aten/TimeOnly.h"
 #include "runtime/NeuronGuard.h"
 #include "runtime/NeuronRuntime.h"
 
@@ -8,9 +9,12 @@
 #include <c10/util/Exception.h>
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include <sys/mman.h>
 
 namespace neuron {
 
@@ -35,6 +39,10 @@ struct Block {
   size_t nbytes;
   void* host_ptr;          // owned when adopted == nullptr
   c10::Storage adopted;    // the CPU storage whose memory this block wraps
+  // Time-only mode: the memory is reserved address space (never written, so no host memory
+  // is used) and the tensor's values are unknown until a copy fills the whole block.
+  bool mapped = false;
+  std::atomic<bool> has_values{true};
 };
 
 // Without a caching pool every block is its own segment, reserved exactly while allocated.
@@ -62,7 +70,11 @@ void delete_block(void* ctx) {
     aggregate(s.active).decrease(1);
     aggregate(s.requested_bytes).decrease(block->nbytes);
   }
-  if (block->host_ptr != nullptr) std::free(block->host_ptr);
+  if (block->mapped) {
+    munmap(block->host_ptr, block->nbytes);
+  } else if (block->host_ptr != nullptr) {
+    std::free(block->host_ptr);
+  }
   delete block;
 }
 
@@ -112,15 +124,41 @@ c10::DataPtr NeuronAllocator::allocate(size_t nbytes) {
   const c10::Device dev(c10::DeviceType::PrivateUse1, device);
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_block, dev);
   reserve(device, nbytes);
-  void* ptr = nullptr;
-  if (posix_memalign(&ptr, kAlignment, nbytes) != 0) {
-    Block unused{device, nbytes, nullptr, c10::Storage()};
-    delete_block(new Block(unused));  // gives the reservation back
+  auto* block = new Block{device, nbytes, nullptr, c10::Storage()};
+  if (time_only()) {
+    // Unique addresses (data_ptr comparisons keep working) without committing host memory.
+    void* ptr = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ptr != MAP_FAILED) {
+      block->host_ptr = ptr;
+      block->mapped = true;
+      block->has_values = false;
+    }
+  } else if (posix_memalign(&block->host_ptr, kAlignment, nbytes) != 0) {
+    block->host_ptr = nullptr;
+  }
+  if (block->host_ptr == nullptr) {
+    delete_block(block);  // gives the reservation back
     TORCH_CHECK_WITH(OutOfMemoryError, false, "Host memory backing neuron:",
                      static_cast<int>(device), " is exhausted allocating ", nbytes, " bytes.");
   }
-  auto* block = new Block{device, nbytes, ptr, c10::Storage()};
-  return c10::DataPtr(ptr, block, &delete_block, dev);
+  return c10::DataPtr(block->host_ptr, block, &delete_block, dev);
+}
+
+namespace {
+Block* block_of(const c10::Storage& storage) {
+  const c10::DataPtr& ptr = storage.data_ptr();
+  return ptr.get_deleter() == &delete_block ? static_cast<Block*>(ptr.get_context()) : nullptr;
+}
+}  // namespace
+
+bool holds_values(const c10::Storage& storage) {
+  const Block* block = block_of(storage);
+  return block == nullptr || block->has_values.load(std::memory_order_relaxed);
+}
+
+void set_holds_values(const c10::Storage& storage, bool has_values) {
+  if (Block* block = block_of(storage)) block->has_values = has_values;
 }
 
 c10::DataPtr NeuronAllocator::adopt(const c10::Storage& cpu_storage, c10::DeviceIndex device) {

@@ -29,6 +29,12 @@ class NeuronAllocator final : public c10::DeviceAllocator {
 
 NeuronAllocator* allocator();
 
+// False for device memory allocated or written in time-only mode (aten/TimeOnly.h): its bytes
+// are not the tensor's values. set_holds_values records a write (false in time-only mode; true
+// when a copy outside it fills the whole storage).
+bool holds_values(const c10::Storage& storage);
+void set_holds_values(const c10::Storage& storage, bool has_values);
+
 // Raises torch.OutOfMemoryError (counted in num_ooms) if nbytes would not fit in the
 // device's free simulated HBM; reserves nothing.
 void check_fits(c10::DeviceIndex device, size_t nbytes);

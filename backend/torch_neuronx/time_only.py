@@ -1,0 +1,82 @@
+"""Time-only execution: run a model for its simulated time without computing its values.
+
+Inside `time_only()` (or with NEURON_SIM_TIME_ONLY=1 for the whole process), 'neuron' tensors
+keep their shape, dtype, strides and storage identity but no values. Every op runs its Meta
+kernel (shapes only) instead of the CPU kernel and is queued, lowered, fused (AEE) and timed
+exactly as in normal execution, so a step takes the same simulated time to the nanosecond.
+Device memory is counted against the simulated HBM (OutOfMemoryError as the device would
+raise it), but tensors made in this mode reserve address space only: a model of any size
+built here (`with torch.device("neuron"):`, or on `meta` then `to_empty(device="neuron")`)
+uses no host memory for its weights.
+
+What needs values raises `TimeOnlyError` naming the op: `.item()` and everything built on it
+(`float(t)`, `if t:`, printing), copies to the host (`.cpu()`, `.numpy()`), and ops whose output
+shape depends on values (`nonzero`, `unique`, `masked_select`). Tensors computed in this mode
+(and tensors from before it that an op wrote) hold no values afterwards: reading them outside
+the mode raises the same error until a copy fills them (`load_state_dict`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from . import _C, settings
+
+
+class TimeOnlyError(RuntimeError):
+    """An op needs tensor values, which time-only execution does not compute."""
+
+
+_C._set_time_only_error_type(TimeOnlyError)
+
+
+def is_time_only() -> bool:
+    """Whether ops on 'neuron' currently run for their time only."""
+    return _C._time_only()
+
+
+def set_time_only(enabled: bool) -> None:
+    """Turn time-only execution on or off for the whole process (all threads and devices)."""
+    _C._set_time_only(bool(enabled))
+
+
+@contextlib.contextmanager
+def time_only(enabled: bool = True):
+    """Run the block for its simulated time only (see the module's docstring)."""
+    previous = is_time_only()
+    set_time_only(enabled)
+    try:
+        yield
+    finally:
+        set_time_only(previous)
+
+
+def holds_values(tensor) -> bool:
+    """False for a 'neuron' tensor computed (or written) in time-only mode."""
+    return _C._holds_values(tensor)
+
+
+def apply_setting() -> None:
+    """NEURON_SIM_TIME_ONLY=1 turns the mode on for the process (called when torch_neuronx loads)."""
+    if settings.get("NEURON_SIM_TIME_ONLY"):
+        set_time_only(True)
+
+
+def _install_repr_guard() -> None:
+    """Printing a 'neuron' tensor in time-only mode raises one clear error (the formatter would
+    otherwise fail inside whichever op it needs values for first)."""
+    import torch
+    original = torch.Tensor.__repr__
+
+    def __repr__(self, *args, **kwargs):
+        if self.device.type == "neuron" and (is_time_only() or not holds_values(self)):
+            raise TimeOnlyError(
+                "printing a neuron tensor needs its values, which time-only mode does not "
+                f"compute (shape {tuple(self.shape)}, dtype {self.dtype}). Print its shape, or "
+                "print it outside torch_neuronx.time_only().")
+        return original(self, *args, **kwargs)
+
+    torch.Tensor.__repr__ = __repr__
+
+
+_install_repr_guard()
