@@ -50,6 +50,7 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+import torch.utils.checkpoint
 
 from neuron_sim.collectives import estimate as collective_estimate
 from neuron_sim.collectives import fabric_for
@@ -148,7 +149,8 @@ def _shard(cfg, tp: int):
 
 @contextlib.contextmanager
 def _execution(time_only: bool | None):
-    """Time-only mode when available (no host data), else normal execution."""
+    """Time-only mode when available (no host data), else normal execution; grouped-query
+    attention as a flash kernel would run it (_flash_gqa)."""
     import torch_neuronx
     mode = getattr(torch_neuronx, "time_only", None)
     if time_only is None:
@@ -156,8 +158,24 @@ def _execution(time_only: bool | None):
     if time_only and mode is None:
         raise RuntimeError("time_only=True needs torch_neuronx.time_only (time-only execution), "
                            "which this build does not have; pass time_only=False.")
-    with (mode() if time_only else contextlib.nullcontext()):
+    with (mode() if time_only else contextlib.nullcontext()), _flash_gqa():
         yield time_only
+
+
+@contextlib.contextmanager
+def _flash_gqa():
+    """The device runs SDPA with enable_gqa (what Hugging Face passes for grouped-query
+    attention) on the math path (backend/csrc/aten/Attention.cpp), which materialises the
+    scores: at seq 4096 that is most of a Llama-3-8B layer's time and memory. A Trainium flash
+    kernel reads the shared K/V heads directly, so for estimates Hugging Face repeats the K/V
+    heads instead (the repeat's copies are timed) and SDPA takes the flash path."""
+    from transformers.integrations import sdpa_attention
+    saved = sdpa_attention.use_gqa_in_sdpa
+    sdpa_attention.use_gqa_in_sdpa = lambda *args, **kwargs: False
+    try:
+        yield
+    finally:
+        sdpa_attention.use_gqa_in_sdpa = saved
 
 
 @dataclass
@@ -169,6 +187,15 @@ class Measured:
     launch_ns: int           # the program launches' share of ns
     peak_bytes: int
     compiled: bool = False
+
+    def plus(self, other: "Measured") -> "Measured":
+        """Both programs, one after the other."""
+        engines = dict(self.engine_ns)
+        for e, v in other.engine_ns.items():
+            engines[e] = engines.get(e, 0) + v
+        return Measured(self.ns + other.ns, engines, self.launches + other.launches,
+                        self.launch_ns + other.launch_ns, max(self.peak_bytes, other.peak_bytes),
+                        self.compiled and other.compiled)
 
     @property
     def body_ns(self) -> int:
@@ -185,10 +212,16 @@ def _program_ns(layer: Measured, layers: int, head: Measured, programs: int, lau
     return layers * layer.ns + head.ns
 
 
-def _measure(fn, device) -> Measured:
+def _measure(fn, device, before=None) -> Measured:
+    """Time `fn` on the simulated core after a warm-up call; `before` runs untimed ahead of
+    each call (e.g. dropping gradients so the backward writes them instead of accumulating)."""
     import torch_neuronx
     from .neuron_dynamo_backend import metrics
+    if before:
+        before()
     fn()                                          # lowering, compilation, caches
+    if before:
+        before()
     torch.neuron.synchronize(device)
     torch_neuronx.reset_timing_stats()
     metrics.reset_launch_stats()
@@ -227,20 +260,28 @@ def _compiled(fn, compiled: bool):
     return torch.compile(fn, backend="neuron", dynamic=False), True
 
 
-def _measure_maybe_compiled(fn, device, compiled: bool) -> Measured:
+def _measure_maybe_compiled(fn, device, compiled: bool, before=None) -> Measured:
     """Compiled when asked; a graph the compiler cannot take is timed eagerly (said in
     Measured.compiled)."""
     run, is_compiled = _compiled(fn, compiled)
     try:
-        m = _measure(run, device)
+        m = _measure(run, device, before)
     except Exception:   # noqa: BLE001 - fall back to eager, reported by compiled=False
         if not is_compiled:
             raise
         torch._dynamo.reset()
-        m = _measure(fn, device)
+        m = _measure(fn, device, before)
         is_compiled = False
     m.compiled = is_compiled
     return m
+
+
+def _drop_grads(*tensors_or_modules):
+    def drop():
+        for t in tensors_or_modules:
+            for p in (t.parameters() if isinstance(t, torch.nn.Module) else [t]):
+                p.grad = None
+    return drop
 
 
 def _layer_parts(cfg_tp, device, dtype):
@@ -348,6 +389,7 @@ class TrainingEstimate(_Memory):
     compiled: bool
     time_only: bool
     layers: int
+    checkpoint: bool
     layer: Measured          # forward + backward of one layer, one micro-batch
     head: Measured           # embedding, final norm, LM head and loss, forward + backward
     optimizer_s: float
@@ -400,7 +442,8 @@ class TrainingEstimate(_Memory):
         mesh = " x ".join(f"{k}{v}" for k, v in self.mesh.items())
         lines = [f"{self.model} training on {self.nodes} x {self.instance} (LNC={self.lnc}), "
                  f"{self.ranks} ranks {mesh}, {self.dtype}, seq {self.seq}, micro-batch "
-                 f"{self.micro_batch} x {self.grad_accum} accumulation "
+                 f"{self.micro_batch} x {self.grad_accum} accumulation"
+                 f"{', activation checkpointing' if self.checkpoint else ''} "
                  f"({'compiled' if self.compiled else 'eager'}, "
                  f"{'time-only' if self.time_only else 'normal'} execution)",
                  f"  step {self.step_s:.3f} s (no overlap: {self.step_serial_s:.3f} s), "
@@ -505,9 +548,11 @@ def _dtype(dtype):
 
 def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=None,
                       dtype="bf16", seq=4096, micro_batch=1, grad_accum=1, compiled=True,
-                      time_only=None, name=None) -> TrainingEstimate:
+                      checkpoint=False, time_only=None, name=None) -> TrainingEstimate:
     """Training step of `model` (see load_config) with `dp x fsdp x tp` ranks, one per logical
-    core of as many `instance`s as needed. See the module docstring for the method."""
+    core of as many `instance`s as needed. `checkpoint`: activation checkpointing of every layer
+    (torch.utils.checkpoint: the layer keeps its input and recomputes its forward in the
+    backward). See the module docstring for the method."""
     cfg = load_config(model)
     mesh = {"dp": int(dp), "fsdp": int(fsdp), "tp": int(tp)}
     ranks = math.prod(mesh.values())
@@ -527,26 +572,26 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
         gy = torch.empty(b, s, h, device=dev, dtype=tdt)
 
         def layer_step():
-            y = layer(x, position_ids=pos, position_embeddings=rope(x, pos))
-            y = y[0] if isinstance(y, tuple) else y
-            y.backward(gy)
+            _layer_forward(layer, rope, x, pos).backward(gy)
 
-        m_layer = _measure_maybe_compiled(layer_step, dev, compiled)
-        saved = _saved_bytes(layer, rope, x, pos, dev)
+        m_layer = _measure_maybe_compiled(layer_step, dev, compiled, _drop_grads(layer, x))
+        if checkpoint:   # the backward recomputes the forward first: one more forward's time
+            with torch.no_grad():
+                m_layer = m_layer.plus(_measure_maybe_compiled(
+                    lambda: _layer_forward(layer, rope, x, pos), dev, compiled))
+        saved = _saved_bytes(layer, rope, x, pos, dev, checkpoint)
         del layer
         embed = torch.nn.Embedding(vocab_tp, h, device=dev, dtype=tdt)
         lm_head = torch.nn.Linear(h, vocab_tp, bias=False, device=dev, dtype=tdt)
         ids = torch.zeros(b, s, dtype=torch.long, device=dev)
         labels = torch.zeros(b * s, dtype=torch.long, device=dev)
 
-        def head_step():
-            e = embed(ids)
-            logits = lm_head(norm(e.detach().requires_grad_()))
-            loss = torch.nn.functional.cross_entropy(logits.view(b * s, -1).float(), labels)
-            loss.backward()
-            e.backward(torch.empty_like(e))
+        def head_step():   # the layers between embedding and norm are timed on their own
+            logits = lm_head(norm(embed(ids)))
+            torch.nn.functional.cross_entropy(logits.view(b * s, -1).float(), labels).backward()
 
-        m_head = _measure_maybe_compiled(head_step, dev, compiled)
+        m_head = _measure_maybe_compiled(head_step, dev, compiled,
+                                         _drop_grads(embed, lm_head, norm))
         del embed, lm_head
         shard = counts["total"] / (mesh["tp"] * mesh["fsdp"])
         opt_s = _optimizer_seconds(shard, dev, tdt)
@@ -563,7 +608,7 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
         model=name or _describe(model), instance=instance,
         mesh=mesh, lnc=lnc, nodes=nodes, dtype=str(dtype), seq=s, micro_batch=b,
         grad_accum=int(grad_accum), compiled=m_layer.compiled, time_only=is_time_only,
-        layers=d["layers"], layer=m_layer, head=m_head, optimizer_s=opt_s, collectives=coll,
+        layers=d["layers"], checkpoint=bool(checkpoint), layer=m_layer, head=m_head, optimizer_s=opt_s, collectives=coll,
         hbm_bytes={k: int(v) for k, v in hbm.items()},
         hbm_capacity=inst.hbm_bytes_per_logical_core(lnc), model_flops=flops_per_token,
         peak_flops=inst.peak_flops_per_logical_core(
@@ -574,13 +619,21 @@ def _describe(model) -> str:
     return model if isinstance(model, str) else "model"
 
 
-def _saved_bytes(layer, rope, x, pos, dev) -> int:
+def _layer_forward(layer, rope, x, pos, checkpoint=False):
+    def run(x):
+        y = layer(x, position_ids=pos, position_embeddings=rope(x, pos))
+        return y[0] if isinstance(y, tuple) else y
+    if checkpoint:
+        return torch.utils.checkpoint.checkpoint(run, x, use_reentrant=False)
+    return run(x)
+
+
+def _saved_bytes(layer, rope, x, pos, dev, checkpoint) -> int:
     """Bytes one layer's forward keeps for its backward (allocated after the forward and before
     the backward), eagerly."""
     torch.neuron.synchronize(dev)
     before = torch.neuron.memory_allocated(dev)
-    y = layer(x, position_ids=pos, position_embeddings=rope(x, pos))
-    y = y[0] if isinstance(y, tuple) else y
+    y = _layer_forward(layer, rope, x, pos, checkpoint)
     torch.neuron.synchronize(dev)
     saved = torch.neuron.memory_allocated(dev) - before
     del y

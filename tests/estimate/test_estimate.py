@@ -71,7 +71,11 @@ def test_training_step_of_one_layer_matches_the_compiled_model(small_model):
     opt = torch.optim.AdamW(small_model.parameters(), lr=1e-4, foreach=True)
     step = torch.compile(lambda i: small_model(i, labels=i, use_cache=False).loss.backward(),
                          backend="neuron")
-    fwd_bwd = _device_ns(lambda: step(ids))
+    def fresh_step():    # gradients written, not accumulated, as in the estimate
+        small_model.zero_grad(set_to_none=True)
+        step(ids)
+
+    fwd_bwd = _device_ns(fresh_step)
     optimizer = _device_ns(opt.step)
     assert (est.compute_s - est.optimizer_s) * 1e9 == pytest.approx(fwd_bwd, rel=0.15)
     assert est.optimizer_s * 1e9 == pytest.approx(optimizer, rel=0.10)
@@ -133,3 +137,13 @@ def test_cli_prints_the_estimate(tmp_path, capsys):
     assert "TTFT" in out and "TPOT" in out and "TP layer activations" in out
     assert main(["estimate", str(path), "infer", "--tp", "3"]) == 2
     assert "does not divide" in capsys.readouterr().err
+
+
+def test_activation_checkpointing_trades_a_forward_for_the_saved_activations():
+    plain = estimate_training(SMALL, "trn2.48xlarge", seq=SEQ, time_only=False)
+    ckpt = estimate_training(SMALL, "trn2.48xlarge", seq=SEQ, checkpoint=True, time_only=False)
+    saved = SMALL["num_hidden_layers"] * SEQ * SMALL["hidden_size"] * 2   # each layer's input
+    extra = ckpt.hbm_bytes["activations"] - max(ckpt.layer.peak_bytes, ckpt.head.peak_bytes)
+    assert extra == pytest.approx(saved, rel=0.05)
+    assert ckpt.hbm_bytes["activations"] < plain.hbm_bytes["activations"]
+    assert plain.layer.ns < ckpt.layer.ns < 2 * plain.layer.ns
