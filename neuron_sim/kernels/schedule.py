@@ -13,9 +13,9 @@ an independent one of a later loop iteration go first. What it may not move past
 A window of 1 keeps program order (TensorE: a LoadStationary is skipped when the same
 stationary is still loaded, which is decided in program order).
 
-Resources (DMA engines, the HBM share, TensorE's stationary buffer and dI/dt throttle) are
-claimed exactly as neuron_sim/timing/reference.py claims them, so the in-order timing run of
-the order this pass returns reproduces the times the pass saw.
+Dependencies are scanned, start times found and resources (DMA engines, the HBM share, TensorE's
+stationary buffer and dI/dt throttle) claimed by the timing kernel's own helpers (timing.py), so
+the in-order timing run of the order this pass returns reproduces the times the pass saw.
 `_list_schedule.py_func` is the same pass in plain Python (the benchmark's reference)."""
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .timing import _stream_order
-
-KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
+from .timing import KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps, _stream_order
 
 
 @njit(cache=True, inline="always")
@@ -45,28 +43,12 @@ def _fill(s, window, wn, fillp, sptr, order0, win, wr, wpos, wblk, dep_ptr):
     return True
 
 
-@njit(cache=True, inline="always")
-def _throttled(dur, t, throttle, pe_busy_end, burst_start, didt_init, didt_ramp, didt_reset):
-    """A MultiplyMoving's duration under the dI/dt throttle [Explorer] and the burst start."""
-    if throttle:
-        if t - pe_busy_end > didt_reset:
-            burst_start = t
-        f = didt_init + (1.0 - didt_init) * (t - burst_start) / didt_ramp
-        if f < 1.0:
-            dur = dur / f
-    return dur, burst_start
-
-
 @njit(cache=True, error_model="numpy")
 def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                    issue_ns, n_eng, eng0, params, window):
     """Returns (status, order, sptr): per stream s, order[sptr[s]:sptr[s+1]] is the issue order.
     status -1: nothing can issue (a dependency cycle through the windows)."""
     sem_lat = params[0]
-    dma_fixed = params[1]
-    didt_init = params[2]
-    didt_ramp = params[3]
-    didt_reset = params[4]
     n_dma = int(params[5])
     n_streams = int(params[6])
     n = stream.shape[0]
@@ -88,13 +70,7 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
     waiters = np.zeros(n, np.int64)                 # bit s: a slot of stream s waits for i
     free = np.zeros(n_streams)
     dma_free = np.zeros(n_dma)
-    hbm_free = 0.0
-    ls_free = 0.0
-    ls_end = 0.0
-    last_mm_start = 0.0
-    pe_busy_end = -np.inf
-    burst_start = 0.0
-    throttle = didt_init < 1.0
+    m = MACHINE0
     cand = np.full(n_streams, np.inf)
     cslot = np.zeros(n_streams, np.int64)
     dirty = np.zeros(n_streams, np.bool_)
@@ -117,21 +93,8 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
                     if b >= 0 and not done[b]:
                         continue
                     # (resume) the dependency scan, then the same-stream order edges
-                    r = wr[s, k]
-                    p = wpos[s, k]
-                    blocker = -1
-                    nd = dep_ptr[i + 1]
-                    while p < nd:
-                        d = dep_idx[p]
-                        if not done[d]:
-                            blocker = d
-                            break
-                        t = end[d]
-                        if stream[d] != s:
-                            t += sem_lat
-                        if t > r:
-                            r = t
-                        p += 1
+                    r, p, blocker = _scan_deps(i, wpos[s, k], wr[s, k], s, dep_ptr, dep_idx,
+                                               done, end, stream, sem_lat)
                     if blocker < 0:
                         for q in range(ord_ptr[i], ord_ptr[i + 1]):
                             if not done[ord_idx[q]]:
@@ -143,14 +106,7 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
                     if blocker >= 0:
                         waiters[blocker] |= np.int64(1) << s
                         continue
-                r = wr[s, k]
-                kk = kind[i]
-                if kk == KIND_LS:
-                    c = max(r, max(ls_free, last_mm_start))
-                elif kk == KIND_MM:
-                    c = max(r, max(free[s], ls_end))
-                else:
-                    c = max(r, free[s])
+                c = _earliest(kind[i], wr[s, k], free[s], m)
                 if c < best:
                     best = c
                     bk = k
@@ -181,54 +137,19 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
         remaining -= 1
         dirty[s] = True
         cand[s] = np.inf
-        t = best_t
-        kk = kind[i]
-        if kk == KIND_LS:
-            e = t + ii[i]
-            ls_free = e
-            ls_end = e
-            end[i] = e
+        free[s], end[i], _, _, m = _issue(
+            kind[i], best_t, ii[i], lat[i], eng_ns[i], hbm_ns[i], issue_ns[i], n_eng[i], eng0[i],
+            free[s], params, dma_free, m)
+        if kind[i] == KIND_LS or kind[i] == KIND_MM:
             dirty[0] = True     # the LS/MM state feeds TensorE's next start
-        elif kk == KIND_MM:
-            dur, burst_start = _throttled(ii[i], t, throttle, pe_busy_end, burst_start,
-                                          didt_init, didt_ramp, didt_reset)
-            free[s] = t + dur
-            pe_busy_end = t + dur
-            last_mm_start = t
-            end[i] = t + dur + lat[i]
-            dirty[0] = True
-        elif kk == KIND_DMA:
-            free[s] = t + issue_ns[i]
-            ds = t + dma_fixed
-            last = ds
-            e = eng0[i] % n_dma
-            for j in range(n_eng[i]):
-                if e >= n_dma:
-                    e -= n_dma
-                es = dma_free[e]
-                if es < ds:
-                    es = ds
-                dma_free[e] = es + eng_ns[i]
-                if es + eng_ns[i] > last:
-                    last = es + eng_ns[i]
-                e += 1
-            if hbm_ns[i] > 0.0:
-                hs = max(ds, hbm_free)
-                hbm_free = hs + hbm_ns[i]
-                if hbm_free > last:
-                    last = hbm_free
-            end[i] = last
-        else:
-            free[s] = t + ii[i]
-            end[i] = t + ii[i] + lat[i]
         done[i] = True
-        m = waiters[i]
-        if m != 0:
+        bits = waiters[i]
+        if bits != 0:
             s2 = 0
-            while m != 0:
-                if m & 1:
+            while bits != 0:
+                if bits & 1:
                     dirty[s2] = True
-                m >>= 1
+                bits >>= 1
                 s2 += 1
             waiters[i] = 0
     return 0, out, sptr

@@ -2,7 +2,9 @@
 Same model and same arithmetic as neuron_sim/timing/reference.py (the specification), plus
 book-keeping that cannot change results: each stream's earliest start is cached until something
 it depends on changes, and a head's dependency scan resumes where it stopped.
-Compiled once and cached on disk (cache=True)."""
+The dependency scan, the earliest start and the issue of one instruction (`_scan_deps`,
+`_earliest`, `_issue`) also serve the scheduling pass (schedule.py), so that it claims resources
+exactly as this kernel does. Compiled once and cached on disk (cache=True)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,13 @@ import numpy as np
 from numba import njit
 
 KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
+
+# The machine's scalar state between instructions, one tuple that _issue takes and returns (it
+# stays in registers; an array would be re-read after every store): (TensorE's LoadStationary
+# slot free, its last LoadStationary end, last MultiplyMoving start, PE busy end, dI/dt burst
+# start, HBM share free, 1.0 while every DMA engine is free at one time (dma_free is stale then),
+# that time).
+MACHINE0 = (0.0, 0.0, 0.0, -np.inf, 0.0, 0.0, 1.0, 0.0)
 
 
 @njit(cache=True)
@@ -29,30 +38,119 @@ def _stream_order(stream, n_streams):
     return order, counts
 
 
-@njit(cache=True, inline="always")
-def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat):
-    """Scan head i's dependencies from where the last scan stopped. Returns (ready time, -1) or
-    (partial max, blocking instruction)."""
-    p = hpos[s]
-    if p < 0:
-        p = dep_ptr[i]
-        hr[s] = 0.0
-    r = hr[s]
-    blocker = -1
+@njit(cache=True, inline="always", error_model="numpy")
+def _scan_deps(i, p, r, s, dep_ptr, dep_idx, done, end, stream, sem_lat):
+    """Scan instruction i's dependencies from position p, r the latest end seen so far (plus the
+    semaphore latency across streams). Returns (r, p, -1) when all are done, else (partial r,
+    the position, the first instruction not done)."""
     while p < dep_ptr[i + 1]:
         d = dep_idx[p]
         if not done[d]:
-            blocker = d
-            break
+            return r, p, d
         t = end[d]
         if stream[d] != s:
             t += sem_lat
         if t > r:
             r = t
         p += 1
+    return r, p, -1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _earliest(k, r, free_s, m):
+    """Earliest start of an instruction of kind k whose dependencies end at r, on a stream free
+    at free_s, machine state m."""
+    if k == KIND_LS:
+        return max(r, max(m[0], m[2]))
+    if k == KIND_MM:
+        return max(r, max(free_s, m[1]))
+    return max(r, free_s)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat, kind, free, m):
+    """Stream s's head i: (earliest start, -1), or (inf, the instruction it waits for). The scan
+    resumes where the last one stopped (hpos[s] < 0: from the start)."""
+    p = hpos[s]
+    r = hr[s]
+    if p < 0:
+        p = dep_ptr[i]
+        r = 0.0
+    r, p, blocker = _scan_deps(i, p, r, s, dep_ptr, dep_idx, done, end, stream, sem_lat)
     hpos[s] = p
     hr[s] = r
-    return r, blocker
+    if blocker >= 0:
+        return np.inf, blocker
+    return _earliest(kind[i], r, free[s], m), -1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _issue(k, t, ii, lat, eng_ns, hbm_ns, issue_ns, n_eng, eng0, free_s, params, dma_free, m):
+    """Issue an instruction of kind k at t on a stream free at free_s (its per-instruction columns
+    as scalars): claim TensorE state, DMA engines and the HBM share. Returns (the stream's next
+    free time, end, dstart (first data movement), busy time, the new machine state m)."""
+    ls_free, ls_end, last_mm, pe_end, burst, hbm_free, uniform, uniform_t = m
+    if k == KIND_LS:
+        ls_free = t + ii
+        ls_end = ls_free
+        return free_s, ls_free, t, ii, (ls_free, ls_end, last_mm, pe_end, burst, hbm_free,
+                                        uniform, uniform_t)
+    if k == KIND_MM:
+        dur = ii
+        didt_init = params[2]
+        if didt_init < 1.0:         # the dI/dt throttle [Explorer]
+            if t - pe_end > params[4]:
+                burst = t
+            f = didt_init + (1.0 - didt_init) * (t - burst) / params[3]
+            if f < 1.0:
+                dur = dur / f
+        return t + dur, t + dur + lat, t, dur, (ls_free, ls_end, t, t + dur, burst, hbm_free,
+                                                 uniform, uniform_t)
+    if k != KIND_DMA:
+        return t + ii, t + ii + lat, t, ii, m
+    n_dma = int(params[5])
+    ds = t + params[1]
+    first = np.inf
+    last = ds
+    latest = ds
+    if n_eng == n_dma and uniform != 0.0:
+        # every engine is free at the same time: one number stands for all 16
+        first = max(ds, uniform_t)
+        latest = first
+        uniform_t = first + eng_ns
+    elif n_eng > 0:
+        if uniform != 0.0:
+            dma_free[:] = uniform_t
+            uniform = 0.0
+        e = eng0 % n_dma
+        for j in range(n_eng):
+            if e >= n_dma:
+                e -= n_dma
+            es = dma_free[e]
+            if es < ds:
+                es = ds
+            dma_free[e] = es + eng_ns
+            if es < first:
+                first = es
+            if es > latest:
+                latest = es
+            e += 1
+        if n_eng == n_dma and first == latest:
+            uniform = 1.0
+            uniform_t = latest + eng_ns
+    if n_eng > 0 and latest + eng_ns > last:
+        last = latest + eng_ns
+    if hbm_ns > 0.0:
+        hs = max(ds, hbm_free)
+        hbm_free = hs + hbm_ns
+        if hs < first:
+            first = hs
+        if hbm_free > last:
+            last = hbm_free
+    if first == np.inf:
+        first = ds
+    return t + issue_ns, last, first, last - first, (ls_free, ls_end, last_mm, pe_end, burst,
+                                                      hbm_free, uniform, uniform_t)
 
 
 @njit(cache=True, error_model="numpy")
@@ -69,10 +167,6 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
                       eng0, params, order, sptr):
     """Each stream runs order[sptr[s]:sptr[s+1]] in that order (the scheduling pass's)."""
     sem_lat = params[0]
-    dma_fixed = params[1]
-    didt_init = params[2]
-    didt_ramp = params[3]
-    didt_reset = params[4]
     n_dma = int(params[5])
     n_streams = int(params[6])
     n = stream.shape[0]
@@ -84,6 +178,7 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
     done = np.zeros(n, np.bool_)
     free = np.zeros(n_streams)
     dma_free = np.zeros(n_dma)
+    m = MACHINE0
     # A ready head's earliest start depends only on its (completed) dependencies and its own
     # stream's state, so it is computed once and kept in cand[s] until that stream schedules;
     # a blocked head (cand = inf) is looked at again only when the instruction it waits for
@@ -103,15 +198,6 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
             npend += 1
             active[nact] = s
             nact += 1
-    uniform = True       # all DMA engines free at uniform_t (dma_free is stale meanwhile)
-    uniform_t = 0.0
-    hbm_free = 0.0
-    ls_free = 0.0
-    ls_end = 0.0
-    last_mm_start = 0.0
-    pe_busy_end = -np.inf
-    burst_start = 0.0
-    throttle = didt_init < 1.0
     remaining = n
     stuck = np.full(n_streams, -1, np.int64)
     fast = False         # the chosen stream goes again without a scan (see below)
@@ -122,22 +208,12 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
     while remaining > 0:
         for q in range(npend):
             s = pending[q]
-            i = order[head[s]]
-            r, blocker = _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream,
-                                    sem_lat)
+            c, blocker = _eval_head(s, order[head[s]], hpos, hr, dep_ptr, dep_idx, done, end,
+                                    stream, sem_lat, kind, free, m)
+            cand[s] = c
+            blk[s] = blocker
             if blocker >= 0:
-                cand[s] = np.inf
-                blk[s] = blocker
                 nblocked[blocker] += 1
-                continue
-            blk[s] = -1
-            k = kind[i]
-            if k == KIND_LS:
-                cand[s] = max(r, max(ls_free, last_mm_start))
-            elif k == KIND_MM:
-                cand[s] = max(r, max(free[s], ls_end))
-            else:
-                cand[s] = max(r, free[s])
         npend = 0
         if fast:
             fast = False
@@ -171,113 +247,31 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
             pending[npend] = s
             npend += 1
         remaining -= 1
-        t = best_t
-        k = kind[i]
-        start[i] = t
-        dstart[i] = t
-        if k == KIND_LS:
-            e = t + ii[i]
-            ls_free = e
-            ls_end = e
-            busy[i] = ii[i]
-            end[i] = e
-        elif k == KIND_MM:
-            dur = ii[i]
-            if throttle:
-                if t - pe_busy_end > didt_reset:
-                    burst_start = t
-                f = didt_init + (1.0 - didt_init) * (t - burst_start) / didt_ramp
-                if f < 1.0:
-                    dur = dur / f
-            free[s] = t + dur
-            pe_busy_end = t + dur
-            last_mm_start = t
-            busy[i] = dur
-            end[i] = t + dur + lat[i]
-        elif k == KIND_DMA:
-            free[s] = t + issue_ns[i]
-            ds = t + dma_fixed
-            first = np.inf
-            last = ds
-            w = eng_ns[i]
-            latest = ds
-            if n_eng[i] == n_dma and uniform:
-                # every engine is free at the same time: one number stands for all 16
-                es = max(ds, uniform_t)
-                uniform_t = es + w
-                first = es
-                latest = es
-            elif n_eng[i] > 0:
-                if uniform:
-                    dma_free[:] = uniform_t
-                    uniform = False
-                e = eng0[i] % n_dma
-                for j in range(n_eng[i]):
-                    if e >= n_dma:
-                        e -= n_dma
-                    es = dma_free[e]
-                    if es < ds:
-                        es = ds
-                    dma_free[e] = es + w
-                    if es < first:
-                        first = es
-                    if es > latest:
-                        latest = es
-                    e += 1
-                if n_eng[i] == n_dma and first == latest:
-                    uniform = True
-                    uniform_t = latest + w
-            if n_eng[i] > 0 and latest + w > last:
-                last = latest + w
-            if hbm_ns[i] > 0.0:
-                hs = max(ds, hbm_free)
-                he = hs + hbm_ns[i]
-                hbm_free = he
-                if hs < first:
-                    first = hs
-                if he > last:
-                    last = he
-            if first == np.inf:
-                first = ds
-            dstart[i] = first
-            busy[i] = last - first
-            end[i] = last
-        else:
-            free[s] = t + ii[i]
-            busy[i] = ii[i]
-            end[i] = t + ii[i] + lat[i]
+        start[i] = best_t
+        free[s], end[i], dstart[i], busy[i], m = _issue(
+            kind[i], best_t, ii[i], lat[i], eng_ns[i], hbm_ns[i], issue_ns[i], n_eng[i], eng0[i],
+            free[s], params, dma_free, m)
         done[i] = True
         if nblocked[i] > 0:
-            for s2 in active[:nact]:
-                if blk[s2] == i:
-                    blk[s2] = -1
-                    pending[npend] = s2
+            for s3 in active[:nact]:
+                if blk[s3] == i:
+                    blk[s3] = -1
+                    pending[npend] = s3
                     npend += 1
             nblocked[i] = 0
         elif npend == 1 and remaining > 0:
             # Only this stream changed: its next head goes next if it still beats every other
             # stream (ties to the lower stream number, as in the reference).
-            i2 = order[head[s]]
-            r, blocker = _eval_head(s, i2, hpos, hr, dep_ptr, dep_idx, done, end, stream,
-                                    sem_lat)
-            if blocker < 0:
-                k2 = kind[i2]
-                if k2 == KIND_LS:
-                    c = max(r, max(ls_free, last_mm_start))
-                elif k2 == KIND_MM:
-                    c = max(r, max(free[s], ls_end))
-                else:
-                    c = max(r, free[s])
-                cand[s] = c
-                if c < t2 or (c == t2 and s < s2):
-                    best_t = c
-                    fast = True
-                npend = 0
-            else:
-                cand[s] = np.inf
+            c, blocker = _eval_head(s, order[head[s]], hpos, hr, dep_ptr, dep_idx, done, end,
+                                    stream, sem_lat, kind, free, m)
+            cand[s] = c
+            npend = 0
+            if blocker >= 0:
                 blk[s] = blocker
                 nblocked[blocker] += 1
-                npend = 0
+            elif c < t2 or (c == t2 and s < s2):
+                best_t = c
+                fast = True
     return 0, start, end, dstart, busy, stuck
 
 
