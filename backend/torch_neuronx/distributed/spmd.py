@@ -43,6 +43,7 @@ from .. import _C
 from . import backend as _backend
 from . import settings
 from .errors import DistributedSetupError
+from .placement import Placement
 
 BACKEND = "neuron_spmd"
 _JOB = {"instance": None, "lnc": None, "nodes": 1, "device": 0}
@@ -119,8 +120,14 @@ def simulate_rank(world_size: int, rank: int = 0, instance: str | None = None,
             f"compute on {device_chip} ({device_instance}). Choose an instance of {device_chip}, "
             f"or set_instance() to one of {chip} before the device is first used.")
     nodes, fabric = job_cores(world_size, instance, lnc)
-    _JOB.update(instance=instance, lnc=fabric.lnc, nodes=nodes,
-                device=torch.neuron.current_device())
+    device = torch.neuron.current_device()
+    _JOB.update(instance=instance, lnc=fabric.lnc, nodes=nodes, device=device)
+    per_node = fabric.cores_per_node
+    # what torch_neuronx.distributed.rank_placement() reports for this rank
+    _backend._STATE["placement"] = Placement(
+        rank=rank, world_size=world_size, local_rank=device, local_world_size=per_node,
+        node=rank // per_node, core=rank % per_node, instance=instance, lnc=fabric.lnc,
+        cores_per_node=per_node)
     register()
     dist.init_process_group(BACKEND, store=_FakeStore(), rank=rank, world_size=world_size)
     try:
@@ -128,3 +135,4 @@ def simulate_rank(world_size: int, rank: int = 0, instance: str | None = None,
     finally:
         dist.destroy_process_group()
         _JOB["instance"] = None
+        _backend._STATE["placement"] = None
