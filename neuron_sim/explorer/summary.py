@@ -34,6 +34,10 @@ DMA_BOUND_RATIO = 1.5         # ... and >= 1.5x the busiest compute engine
 LAUNCH_SHARE = 0.30           # eager launch overhead > 30% of device time
 ESTIMATED_SHARE = 0.10        # ops timed by the roofline > 10% of device time
 
+# A recommendation triggered by a threshold states no saving: the change it names (compile,
+# bigger tiles, another layout) is not a rewrite of the profiled ops the summary can re-time.
+# Re-timed advice (torch_neuronx.profiling.advice) carries "saving_ns" and "checked": "re-timed".
+NOT_RETIMED = "not re-timed (threshold trigger)"
 COMPILED_GRAPH_PREFIX = "neuron::graph."   # how the torch.compile backend names its launches
 
 
@@ -134,7 +138,7 @@ def recommendations(s: Summary) -> list:
 
     def rec(score, title, detail, metric, threshold):
         found.append((score, {"title": title, "detail": detail, "metric": metric,
-                              "threshold": threshold}))
+                              "threshold": threshold, "checked": NOT_RETIMED}))
 
     tensor_busy = act.get("TensorE", 0.0)
     compute_max = max((v for e, v in act.items() if e not in ("DMA", "SyncE")), default=0.0)
@@ -308,6 +312,8 @@ def format_text(s: Summary, top: int = 10) -> str:
     for i, r in enumerate(s.recommendations, 1):
         lines.append(f"    {i}. {r['title']} [{r['metric']}, threshold {r['threshold']}]")
         lines.append(f"       {r['detail']}")
+        lines.append(f"       saving: {r['saving_ns'] / 1e6:.3f} ms per step, re-timed"
+                     if "saving_ns" in r else f"       saving: {NOT_RETIMED}")
     for n in s.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from neuron_sim.explorer import summary_from_trace
 from neuron_sim.explorer.phases import PHASES, phase_breakdown
+from neuron_sim.explorer.summary import NOT_RETIMED
 from torch_neuronx.profiling import NeuronConfig, NeuronProfiler, prepare_trace
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -97,6 +98,11 @@ def test_fused_optimizer_saving_is_what_the_change_saves(tmp_path, case):
     predicted = rec["saving_ns"]
     assert f"{predicted / 1e6:.3f} ms shorter" in rec["detail"]
     assert s.phases["optimizer"]["ns"] / STEPS > predicted > 0
+    # every other recommendation says it was not re-timed
+    assert all(r["checked"] == NOT_RETIMED and "saving_ns" not in r
+               for r in s.recommendations[1:])
+    assert s.text().count("       saving: ") == len(s.recommendations)
+    assert f"saving: {predicted / 1e6:.3f} ms per step, re-timed" in s.text()
 
     fused = neuron_profile(make(fused=True), tmp_path / "fused")
     actual = (s.total_ns - fused.total_ns) / STEPS
