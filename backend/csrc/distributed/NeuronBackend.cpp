@@ -1,6 +1,8 @@
 #include "distributed/NeuronBackend.h"
 
 #include "aten/TensorAlias.h"
+#include "aten/TimeOnly.h"
+#include "runtime/NeuronAllocator.h"
 #include "python/DynamoOff.h"
 
 #include <ATen/core/ivalue.h>
@@ -57,7 +59,7 @@ at::Scalar premul_factor(const c10d::ReduceOp& op) {
 // in-place collectives, else on copies).
 template <typename Options>
 Options summed(const Options& opts, std::vector<at::Tensor>& host_inputs, bool in_place) {
-  if (!is_premul_sum(opts.reduceOp)) return opts;
+  if (!is_premul_sum(opts.reduceOp) || time_only()) return opts;
   const at::Scalar factor = premul_factor(opts.reduceOp);
   for (at::Tensor& t : host_inputs) t = in_place ? t.mul_(factor) : t.mul(factor);
   Options sum = opts;
@@ -78,14 +80,17 @@ class NeuronWork : public Work {
   NeuronWork(WorkPtr inner, std::vector<at::Tensor> outputs)
       : Work(), inner_(std::move(inner)), outputs_(std::move(outputs)) {}
 
-  bool isCompleted() override { return inner_->isCompleted(); }
-  bool isSuccess() const override { return inner_->isSuccess(); }
-  std::exception_ptr exception() const override { return inner_->exception(); }
-  int sourceRank() const override { return inner_->sourceRank(); }
+  // Without inner work (time-only mode) the collective is complete when issued.
+  bool isCompleted() override { return !inner_ || inner_->isCompleted(); }
+  bool isSuccess() const override { return !inner_ || inner_->isSuccess(); }
+  std::exception_ptr exception() const override { return inner_ ? inner_->exception() : nullptr; }
+  int sourceRank() const override { return inner_ ? inner_->sourceRank() : -1; }
   std::vector<at::Tensor> result() override { return outputs_; }
   void synchronize() override {}
-  bool wait(std::chrono::milliseconds timeout) override { return inner_->wait(timeout); }
-  void abort() override { inner_->abort(); }
+  bool wait(std::chrono::milliseconds timeout) override { return !inner_ || inner_->wait(timeout); }
+  void abort() override {
+    if (inner_) inner_->abort();
+  }
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -93,6 +98,10 @@ class NeuronWork : public Work {
       future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
       auto outputs = outputs_;
       auto future = future_;
+      if (!inner_) {
+        future->markCompleted(c10::IValue(outputs));
+        return future_;
+      }
       inner_->getFuture()->addCallback([outputs, future](c10::ivalue::Future& done) {
         if (done.hasError()) {
           future->setError(done.exception_ptr());
@@ -136,14 +145,14 @@ class NeuronBackend : public c10d::Backend {
   WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
     check("broadcast", tensors, tensors, -1, static_cast<int>(opts.rootRank));
     auto h = host(tensors);
-    return wrap(host_->broadcast(h, opts), tensors);
+    return run([&] { return host_->broadcast(h, opts); }, tensors);
   }
 
   WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     check("all_reduce", tensors, tensors, reduce_op(opts.reduceOp), -1);
     auto h = host(tensors);
     const auto o = summed(opts, h, /*in_place=*/true);
-    return wrap(host_->allreduce(h, o), tensors);
+    return run([&] { return host_->allreduce(h, o); }, tensors);
   }
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -151,14 +160,14 @@ class NeuronBackend : public c10d::Backend {
     check("all_reduce_coalesced", tensors, tensors, reduce_op(opts.reduceOp), -1);
     auto h = host(tensors);
     const auto o = summed(opts, h, /*in_place=*/true);
-    return wrap(host_->allreduce_coalesced(h, o), tensors);
+    return run([&] { return host_->allreduce_coalesced(h, o); }, tensors);
   }
 
   WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
     check("reduce", tensors, tensors, reduce_op(opts.reduceOp), static_cast<int>(opts.rootRank));
     auto h = host(tensors);
     const auto o = summed(opts, h, /*in_place=*/true);
-    return wrap(host_->reduce(h, o), tensors);
+    return run([&] { return host_->reduce(h, o); }, tensors);
   }
 
   WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -166,7 +175,7 @@ class NeuronBackend : public c10d::Backend {
     check("all_gather", inputs, flat(outputs), -1, -1);
     auto ho = host(outputs);
     auto hi = host(inputs);
-    return wrap(host_->allgather(ho, hi, opts), flat(outputs));
+    return run([&] { return host_->allgather(ho, hi, opts); }, flat(outputs));
   }
 
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
@@ -174,7 +183,7 @@ class NeuronBackend : public c10d::Backend {
     check("all_gather_into_tensor", {input}, {output}, -1, -1);
     auto ho = host(output);
     auto hi = host(input);
-    return wrap(host_->_allgather_base(ho, hi, opts), {output});
+    return run([&] { return host_->_allgather_base(ho, hi, opts); }, {output});
   }
 
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -183,7 +192,7 @@ class NeuronBackend : public c10d::Backend {
     check("all_gather_into_tensor_coalesced", inputs, outputs, -1, -1);
     auto ho = host(outputs);
     auto hi = host(inputs);
-    return wrap(host_->allgather_into_tensor_coalesced(ho, hi, opts), outputs);
+    return run([&] { return host_->allgather_into_tensor_coalesced(ho, hi, opts); }, outputs);
   }
 
   WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -191,7 +200,7 @@ class NeuronBackend : public c10d::Backend {
     check("gather", inputs, flat(outputs), -1, static_cast<int>(opts.rootRank));
     auto ho = host(outputs);
     auto hi = host(inputs);
-    return wrap(host_->gather(ho, hi, opts), flat(outputs));
+    return run([&] { return host_->gather(ho, hi, opts); }, flat(outputs));
   }
 
   WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -199,7 +208,7 @@ class NeuronBackend : public c10d::Backend {
     check("scatter", flat(inputs), outputs, -1, static_cast<int>(opts.rootRank));
     auto ho = host(outputs);
     auto hi = host(inputs);
-    return wrap(host_->scatter(ho, hi, opts), outputs);
+    return run([&] { return host_->scatter(ho, hi, opts); }, outputs);
   }
 
   WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -210,7 +219,7 @@ class NeuronBackend : public c10d::Backend {
     auto hi = host(inputs);
     auto o = opts;
     for (auto& list : hi) o = summed(opts, list, /*in_place=*/false);
-    return wrap(host_->reduce_scatter(ho, hi, o), outputs);
+    return run([&] { return host_->reduce_scatter(ho, hi, o); }, outputs);
   }
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -219,7 +228,7 @@ class NeuronBackend : public c10d::Backend {
     auto ho = host(output);
     std::vector<at::Tensor> hi{host(input)};
     const auto o = summed(opts, hi, /*in_place=*/false);
-    return wrap(host_->_reduce_scatter_base(ho, hi[0], o), {output});
+    return run([&] { return host_->_reduce_scatter_base(ho, hi[0], o); }, {output});
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -229,7 +238,7 @@ class NeuronBackend : public c10d::Backend {
     auto ho = host(outputs);
     auto hi = host(inputs);
     const auto o = summed(opts, hi, /*in_place=*/false);
-    return wrap(host_->reduce_scatter_tensor_coalesced(ho, hi, o), outputs);
+    return run([&] { return host_->reduce_scatter_tensor_coalesced(ho, hi, o); }, outputs);
   }
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
@@ -238,7 +247,7 @@ class NeuronBackend : public c10d::Backend {
     check("all_to_all_single", {input}, {output}, -1, -1);
     auto ho = host(output);
     auto hi = host(input);
-    return wrap(host_->alltoall_base(ho, hi, output_splits, input_splits, opts), {output});
+    return run([&] { return host_->alltoall_base(ho, hi, output_splits, input_splits, opts); }, {output});
   }
 
   WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -246,25 +255,25 @@ class NeuronBackend : public c10d::Backend {
     check("all_to_all", inputs, outputs, -1, -1);
     auto ho = host(outputs);
     auto hi = host(inputs);
-    return wrap(host_->alltoall(ho, hi, opts), outputs);
+    return run([&] { return host_->alltoall(ho, hi, opts); }, outputs);
   }
 
   WorkPtr send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     check("send", tensors, {}, -1, dst);
     auto h = host(tensors);
-    return wrap(host_->send(h, dst, tag), tensors);
+    return run([&] { return host_->send(h, dst, tag); }, tensors);
   }
 
   WorkPtr recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     check("recv", {}, tensors, -1, src);
     auto h = host(tensors);
-    return wrap(host_->recv(h, src, tag), tensors);
+    return run([&] { return host_->recv(h, src, tag); }, tensors);
   }
 
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
     check("recv", {}, tensors, -1, -1);
     auto h = host(tensors);
-    return wrap(host_->recvAnysource(h, tag), tensors);
+    return run([&] { return host_->recvAnysource(h, tag); }, tensors);
   }
 
   WorkPtr barrier(const c10d::BarrierOptions& opts) override {
@@ -288,8 +297,18 @@ class NeuronBackend : public c10d::Backend {
     (*hook_)(op, inputs, outputs, reduce, peer);
   }
 
-  static WorkPtr wrap(WorkPtr inner, std::vector<at::Tensor> outputs) {
-    return c10::make_intrusive<NeuronWork>(std::move(inner), std::move(outputs));
+  // The host backend's collective, seen with the device tensors as results. In time-only
+  // mode there are no values to move: the charge in check() is all a collective does, and
+  // what it writes holds no values.
+  template <typename HostCall>
+  static WorkPtr run(HostCall&& host_call, std::vector<at::Tensor> outputs) {
+    if (time_only()) {
+      for (const at::Tensor& t : outputs) {
+        if (on_neuron(t)) set_holds_values(t.storage(), false);
+      }
+      return c10::make_intrusive<NeuronWork>(nullptr, std::move(outputs));
+    }
+    return c10::make_intrusive<NeuronWork>(host_call(), std::move(outputs));
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
