@@ -43,3 +43,8 @@ def test_plain_and_neuronprofiler_traces_of_the_same_steps_agree(tmp_path):
     # (the inputs / intermediates split depends on which outputs the session saw before)
     assert [r["title"] for r in plain.recommendations] == \
         [r["title"] for r in full.recommendations]
+    # the same device time by phase, and the same re-timed saving (issue 17's checked advice)
+    assert plain.phases == full.phases and plain.phases["optimizer"]["ns"] > 0
+    assert [r.get("saving_ns") for r in plain.recommendations] == \
+        [r.get("saving_ns") for r in full.recommendations]
+    assert "saving_ns" in plain.recommendations[0]
