@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, defaultdict
+from typing import NamedTuple
 
 import torch
 
@@ -160,6 +161,16 @@ def _nbytes(t) -> int:
     return math.prod(sizes) * min(dtype.itemsize, 4) if dtype is not None else 0
 
 
+class Charge(NamedTuple):
+    """What a drain decided for one lowered op, for the profiler to read: the op's cache key and
+    Timing, the launch time it carries (its share of its fused group's launch) and whether
+    Adaptive Eager Execution fused it."""
+    key: tuple
+    timing: Timing
+    launch_ns: float
+    fused: bool
+
+
 class _OpStats:
     __slots__ = ("count", "ns", "engine_ns", "hbm_bytes", "estimated", "fused")
 
@@ -239,9 +250,9 @@ class LoweredCostModel:
 
     def __call__(self, batch, at_sync):
         t0 = time.perf_counter()
-        out = self._charge(batch)
+        out, charges = self._charge(batch)
         self.cost_s += time.perf_counter() - t0
-        _profiling_hook(self, batch, out)   # issue 7: engine lanes while torch.profiler records
+        _profiling_hook(self, batch, out, charges)   # engine lanes while torch.profiler records
         return out
 
     def price(self, batch) -> list:
@@ -253,14 +264,16 @@ class LoweredCostModel:
         hits = self.cache.hits
         self.reset_stats()
         try:
-            return self._charge(batch)
+            return self._charge(batch)[0]
         finally:
             for k, v in keep.items():
                 setattr(self, k, v)
             self.cache.hits = hits
 
-    def _charge(self, batch) -> list:
+    def _charge(self, batch) -> tuple:
+        """(simulated ns per op, Charge per op or None for ops timed elsewhere and views)."""
         out = [0] * len(batch)
+        charges = [None] * len(batch)
         aee = self.aee_enabled()
         group = []        # (index, name, key, timing, args, outputs)
         gkey = None
@@ -268,7 +281,7 @@ class LoweredCostModel:
         def flush():
             nonlocal group
             if group:
-                self._charge_group(group, out, aee)
+                self._charge_group(group, out, charges, aee)
             group = []
 
         for i, (_seq, name, device, stream, args, outputs, preset_ns) in enumerate(batch):
@@ -301,15 +314,16 @@ class LoweredCostModel:
                 flush()
         flush()
         self._lowering.close()
-        return out
+        return out, charges
 
-    def _charge_group(self, group, out, aee):
+    def _charge_group(self, group, out, charges, aee):
         self.launches += 1
         self.launch_total_ns += int(self.launch_ns)
         if len(group) == 1 or not aee:
-            for i, name, _k, t, _a, _o in group:
+            for i, name, k, t, _a, _o in group:
                 ns = int(round(self.launch_ns + t.total_ns))
                 out[i] = ns
+                charges[i] = Charge(k, t, self.launch_ns, False)
                 self._record(name, ns, t)
             if len(group) > 1:   # cannot happen (non-AEE groups are single ops); kept defensive
                 self.launches += len(group) - 1
@@ -335,11 +349,12 @@ class LoweredCostModel:
         self.fused_groups += 1
         self.fused_ops += len(group)
         charged = 0
-        for n, (i, name, _k, t, _a, _o) in enumerate(group):
+        for n, (i, name, k, t, _a, _o) in enumerate(group):
             ns = int(round(total * t.total_ns / alone)) if n < len(group) - 1 \
                 else int(round(total)) - charged
             charged += ns
             out[i] = ns
+            charges[i] = Charge(k, t, self.launch_ns * t.total_ns / alone, True)
             self._record(name, ns, t, fused=True)
 
     # ---- reports --------------------------------------------------------------------------

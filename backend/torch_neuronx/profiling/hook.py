@@ -1,8 +1,9 @@
 """While torch.profiler records the neuron device, give every drained op its engine lanes and an
 Explorer record.
 
-`cost.LoweredCostModel.__call__` calls `on_drain(model, batch, out)` after timing a batch (one
-additive line). When `_C._activity_logging()` is off this returns at once. Otherwise, for each op:
+`cost.LoweredCostModel.__call__` calls `on_drain(model, batch, out, charges)` after timing a
+batch: `charges` is the drain's own record of each op (cache key, Timing, launch share, fused or
+not), so nothing here re-derives the cost model's decisions. When `_C._activity_logging()` is off this returns at once. Otherwise, for each op:
 
 - its representative program is rebuilt with operands kept (`neuron_sim.explorer.op_program`,
   cached per op key: the lowering's cache keeps only a Timing), and its lanes are attached with
@@ -13,10 +14,7 @@ additive line). When `_C._activity_logging()` is off this returns at once. Other
   program, stretched to their share of the fused program, labelled "AEE-fused";
 - roofline-estimated ops get one "Estimated" span, host copies one "PCIe" span, compiled graphs
   and collectives (timed by their own issues) one "Graph" span: no engine detail exists for them
-  here, and the lane says so.
-
-The grouping below mirrors `LoweredCostModel.__call__` (AEE groups per device and stream, broken
-by unfusible ops, timed-elsewhere ops and AEE_MAX_OPS) so each op's launch share is exact."""
+  here, and the lane says so."""
 
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from neuron_sim.explorer import OpRecord, lane_spans, op_program
-from neuron_sim.lower import AEE_MAX_OPS, normalize_name
+from neuron_sim.lower import normalize_name
 
 from .. import _C
 from ..settings import PROFILING_SETTINGS as LANE_SETTINGS
@@ -79,7 +77,7 @@ _programs: dict = {}         # (op key, chip, lnc) -> (OpProgram | None, spans, 
 _rows: dict = {}             # (program key, ns, launch, how) -> lane rows (steady state: lookups)
 
 
-def on_drain(model, batch, out) -> None:
+def on_drain(model, batch, out, charges) -> None:
     if not _C._activity_logging():
         SESSION.open = False
         return
@@ -100,51 +98,25 @@ def on_drain(model, batch, out) -> None:
         SESSION.batch_ops -= len(SESSION.batches.popleft()[0])
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
-    from ..cost import _freeze, _is_tensor, _nbytes
-    aee = model.aee_enabled()
-    group, gkey = [], None
-
-    def flush():
-        nonlocal group
-        if len(group) == 1 or not aee:
-            for g in group:
-                _emit(model, batch, out, g, model.launch_ns, None)
-        elif group:
-            alone = sum(t.total_ns for _i, _k, t in group) or 1.0
-            for g in group:
-                _emit(model, batch, out, g, model.launch_ns * g[2].total_ns / alone, "AEE-fused")
-        group = []
-
-    for i, (seq, name, device, stream, args, outputs, preset) in enumerate(batch):
-        if preset >= 0 or name in _HOST_COPIES:
-            flush()
-            ns = int(out[i])
-            if ns <= 0:
-                continue
-            cost = _graph_cost(name, model) if name.startswith(GRAPH_PREFIX) else None
-            if cost is not None:
-                _graph(seq, name, ns, cost)
-                continue
-            if name in _HOST_COPIES:
-                moved = sum(_nbytes(t) for t in args if _is_tensor(t))
-                lane, label = "PCIe", f"{name.split('::')[1]} {moved / 1e6:.2f} MB"
-            else:
-                lane, label = "Graph", f"{name} (timed as a whole: no engine detail)"
-            _lanes(seq, [(lane, 0, ns, label)])
-            SESSION.entries.append((name, ns, OpRecord(name, 1, float(ns))))
+    from ..cost import _is_tensor, _nbytes
+    for i, (seq, name, _device, _stream, args, outputs, preset) in enumerate(batch):
+        if charges[i] is not None:
+            _emit(model, batch, out, i, charges[i])
             continue
-        key = (name, _freeze(args), _freeze(outputs))
-        t = model._timings.get(key)
-        if t is None or (t.total_ns <= 0 and not t.estimated):
+        ns = int(out[i])
+        if preset < 0 and name not in _HOST_COPIES or ns <= 0:
+            continue                            # a view: no program, no time
+        cost = _graph_cost(name, model) if name.startswith(GRAPH_PREFIX) else None
+        if cost is not None:
+            _graph(seq, name, ns, cost)
             continue
-        fusible = aee and not t.estimated
-        if not fusible or (device, stream) != gkey or len(group) >= AEE_MAX_OPS:
-            flush()
-            gkey = (device, stream)
-        group.append((i, key, t))
-        if not fusible:
-            flush()
-    flush()
+        if name in _HOST_COPIES:
+            moved = sum(_nbytes(t) for t in args if _is_tensor(t))
+            lane, label = "PCIe", f"{name.split('::')[1]} {moved / 1e6:.2f} MB"
+        else:
+            lane, label = "Graph", f"{name} (timed as a whole: no engine detail)"
+        _lanes(seq, [(lane, 0, ns, label)])
+        SESSION.entries.append((name, ns, OpRecord(name, 1, float(ns))))
 
 
 GRAPH_PREFIX = "neuron::graph."   # launches of the torch.compile backend (issue 6)
@@ -289,8 +261,9 @@ def _base_record(name, spec, prog, t) -> tuple:
     return r, reads
 
 
-def _emit(model, batch, out, g, launch_ns, how) -> None:
-    i, key, t = g
+def _emit(model, batch, out, i, charge) -> None:
+    key, t, launch_ns = charge.key, charge.timing, charge.launch_ns
+    how = "AEE-fused" if charge.fused else None
     seq, name, _device, _stream, args, outputs, _preset = batch[i]
     ns = int(out[i])
     if ns <= 0:
