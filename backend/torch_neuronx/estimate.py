@@ -295,6 +295,27 @@ def _layer_parts(cfg_tp, device, dtype):
     return layer, rope, norm
 
 
+def _sequence_parallel(m: Measured, layer, b, s, h, tp, dev, dtype, compiled) -> Measured:
+    """The layer's time with its norms and residual adds on s / tp tokens: the layer as measured
+    minus those parts over s tokens plus the same parts over s / tp (each timed as its own
+    compiled program, launches excluded)."""
+    def parts(tokens):
+        t = torch.empty(b, tokens, h, device=dev, dtype=dtype)
+
+        def run():
+            r = t + layer.input_layernorm(t)
+            return r + layer.post_attention_layernorm(r)
+        return _measure_maybe_compiled(run, dev, compiled)
+
+    full, shard = parts(s), parts(-(-s // tp))
+    engines = dict(m.engine_ns)
+    for e in set(engines) | set(full.engine_ns) | set(shard.engine_ns):
+        engines[e] = max(0.0, engines.get(e, 0) - full.engine_ns.get(e, 0)
+                         + shard.engine_ns.get(e, 0))
+    ns = m.ns - full.body_ns + shard.body_ns
+    return Measured(ns, engines, m.launches, m.launch_ns, m.peak_bytes, m.compiled)
+
+
 class _StaticKV:
     """A static KV cache of `max_len` positions for one layer (what the HF Cache interface needs:
     update writes this step's keys and values at `pos` and returns the whole buffers)."""
@@ -473,6 +494,7 @@ class InferenceEstimate(_Memory):
     compiled: bool
     time_only: bool
     layers: int
+    sequence_parallel: bool
     prefill_layer: Measured
     prefill_head: Measured
     decode_layer: Measured
@@ -506,7 +528,9 @@ class InferenceEstimate(_Memory):
         dc = sum(c.seconds for c in self.decode_collectives)
         lines = [f"{self.model} inference on {self.instance} (LNC={self.lnc}), TP{self.tp}, "
                  f"{self.dtype}, batch {self.batch}, {self.input_len} in / {self.output_len} out, "
-                 f"static KV cache of {self.kv_len} ({'compiled' if self.compiled else 'eager'}, "
+                 f"static KV cache of {self.kv_len}"
+                 f"{', sequence parallel' if self.sequence_parallel else ''} "
+                 f"({'compiled' if self.compiled else 'eager'}, "
                  f"{'time-only' if self.time_only else 'normal'} execution)",
                  f"  TTFT {self.ttft_s * 1e3:.1f} ms, TPOT {self.tpot_s * 1e3:.2f} ms, "
                  f"{self.tokens_per_s:.1f} tokens/s decode, request {self.request_s:.2f} s",
@@ -692,9 +716,12 @@ def _training_collectives(cfg, counts, mesh, fabric, b, s, h, elt, grad_accum, i
 
 def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="bf16",
                        input_len=1024, output_len=128, batch=1, kv_len=None, compiled=True,
-                       time_only=None, name=None) -> InferenceEstimate:
+                       sequence_parallel=True, time_only=None, name=None) -> InferenceEstimate:
     """TTFT and TPOT of `model` at tensor parallelism `tp` with a static KV cache of `kv_len`
-    positions (default input_len + output_len). See the module docstring."""
+    positions (default input_len + output_len). `sequence_parallel` (with tp > 1, as NxD
+    Inference runs it): the prefill's norms and residual adds work on input_len / tp tokens per
+    rank (the TP all-reduces become reduce-scatters and all-gathers of the same bytes). See the
+    module docstring."""
     cfg = load_config(model)
     mesh = {"tp": int(tp)}
     inst, lnc, fabric, _nodes = _job(instance, lnc, mesh["tp"])
@@ -724,6 +751,8 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
             return lm_head(norm(last)).argmax(-1)
 
         m_pre = _measure_maybe_compiled(prefill, dev, compiled)
+        if sequence_parallel and mesh["tp"] > 1:
+            m_pre = _sequence_parallel(m_pre, layer, b, s, h, mesh["tp"], dev, tdt, compiled)
         m_pre_head = _measure_maybe_compiled(lambda: head(x[:, -1:]), dev, compiled)
         kv = _StaticKV(b, cfg_tp.num_key_value_heads, kv_len, cfg_tp.head_dim, kv_len - 1, dev,
                        tdt)
@@ -759,6 +788,7 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
         model=name or _describe(model), instance=instance, tp=mesh["tp"], lnc=lnc,
         dtype=str(dtype), batch=b, input_len=s, output_len=int(output_len), kv_len=kv_len,
         compiled=m_pre.compiled, time_only=is_time_only, layers=d["layers"],
+        sequence_parallel=bool(sequence_parallel and mesh["tp"] > 1),
         prefill_layer=m_pre, prefill_head=m_pre_head, decode_layer=m_dec,
         decode_head=m_dec_head, prefill_collectives=pre, decode_collectives=dec, hbm_bytes=hbm,
         hbm_capacity=inst.hbm_bytes_per_logical_core(lnc))

@@ -147,3 +147,14 @@ def test_activation_checkpointing_trades_a_forward_for_the_saved_activations():
     assert extra == pytest.approx(saved, rel=0.05)
     assert ckpt.hbm_bytes["activations"] < plain.hbm_bytes["activations"]
     assert plain.layer.ns < ckpt.layer.ns < 2 * plain.layer.ns
+
+
+def test_sequence_parallel_shortens_only_the_prefill():
+    kw = dict(tp=4, input_len=SEQ, output_len=16, time_only=False)
+    plain = estimate_inference(SMALL, "trn2.48xlarge", sequence_parallel=False, **kw)
+    sp = estimate_inference(SMALL, "trn2.48xlarge", **kw)
+    assert sp.sequence_parallel and not plain.sequence_parallel
+    assert sp.prefill_layer.ns < plain.prefill_layer.ns
+    assert sp.decode_layer.ns == plain.decode_layer.ns
+    assert [c.seconds for c in sp.prefill_collectives] == [c.seconds
+                                                          for c in plain.prefill_collectives]
