@@ -24,8 +24,8 @@ ADAM_OPS = {"aten::mul", "aten::lerp_", "aten::addcmul_", "aten::sqrt", "aten::d
             "aten::add_", "aten::addcdiv_"}
 
 
-def make_step(opt_cls, **opt_kw):
-    return small_training_step(opt_cls, warm_steps=2, **opt_kw)
+def make_step(opt_cls, log_loss=False, **opt_kw):
+    return small_training_step(opt_cls, warm_steps=2, log_loss=log_loss, **opt_kw)
 
 
 def neuron_profile(step, out_dir):
@@ -125,3 +125,16 @@ def test_advice_from_the_latest_batches_only(tmp_path, monkeypatch):
             for s in (full, trimmed))
     assert b["saving_ns"] == a["saving_ns"]
     assert b["detail"].split(":")[1] == a["detail"].split(":")[1]   # optimizer ms per step
+
+
+def test_sync_point_saving_is_what_removing_it_saves(tmp_path):
+    """loss.item() between forward and backward drains the queue mid-step: the advice re-times the
+    step with one drain, and removing the .item() saves that (fused AdamW: the only advice)."""
+    s = neuron_profile(make_step(torch.optim.AdamW, log_loss=True, fused=True), tmp_path / "a")
+    rec = next(r for r in s.recommendations if r["title"] == "Synchronise once per step")
+    assert rec["checked"] == "re-timed" and rec["metric"] == "2.0 drains per step"
+    assert not [r for r in s.recommendations if "fused=True" in r["title"]]
+    once = neuron_profile(make_step(torch.optim.AdamW, fused=True), tmp_path / "b")
+    actual = (s.total_ns - once.total_ns) / STEPS
+    assert actual > 0 and abs(rec["saving_ns"] - actual) <= 0.25 * actual, (rec, actual)
+    assert not [r for r in once.recommendations if r["title"] == "Synchronise once per step"]

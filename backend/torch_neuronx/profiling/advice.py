@@ -22,6 +22,7 @@ import torch
 
 FUSED = {"Adam": "aten::_fused_adam_", "AdamW": "aten::_fused_adamw_"}
 MIN_SAVING_SHARE = 0.05      # recommend when the re-timed steps are >= 5% shorter
+QUEUE_OPS = 4096             # the queue drains by itself when this full (NeuronQueue.cpp)
 MAX_PRICED_BATCHES = 4       # drained batches re-timed (the latest; each costs a pricing pass)
 _fake_storage = itertools.count(1 << 62)   # step tensors the fused optimizer would allocate
 
@@ -85,6 +86,27 @@ def _fused_items(batch, run, fused_name):
     return items
 
 
+def _matched(phased):
+    """(the session's latest drained batches, [(batch index, op index) or None] per row)."""
+    from .hook import SESSION
+    rows = [(e["name"], int(round(float(e["dur"]) * 1e3))) for e, _p in phased]
+    batches = list(SESSION.batches)
+    return batches, _match_rows(rows, batches)
+
+
+def _step_ends(phased) -> list:
+    """Indices of the rows that end an optimizer step (the trace's steps; the session keeps only
+    its latest batches to re-time)."""
+    return [k for k, (_e, p) in enumerate(phased)
+            if p == "optimizer" and (k + 1 == len(phased) or phased[k + 1][1] != "optimizer")]
+
+
+def _model():
+    from .. import _state
+    torch.neuron.synchronize()
+    return _state["cost_model"]
+
+
 def fused_optimizer(phased, total_ns: float):
     """The fused-optimizer recommendation for the profiled steps (in the process that profiled),
     with its re-timed saving; None when it does not apply or saves too little. `phased`:
@@ -97,22 +119,16 @@ def fused_optimizer(phased, total_ns: float):
     fused_name = FUSED.get(classes[0]) if len(classes) == 1 else None
     if fused_name is None or any("_fused_" in e["name"] for e, _p in opt_rows):
         return None
-    rows = [(e["name"], int(round(float(e["dur"]) * 1e3))) for e, _p in phased]
-    batches = list(SESSION.batches)
-    matched = _match_rows(rows, batches)
+    batches, matched = _matched(phased)
     per_batch = {}
     for (_e, phase), m in zip(phased, matched):
         if m is not None:
             per_batch.setdefault(m[0], []).append((m[1], phase == "optimizer"))
     runs = {b: r for b, r in ((b, _runs(marks)) for b, marks in per_batch.items()) if r}
-    # optimizer steps in the trace (the session keeps only its latest batches to re-time)
-    steps = sum(1 for k, (_e, p) in enumerate(phased)
-                if p == "optimizer" and (k == 0 or phased[k - 1][1] != "optimizer"))
+    steps = len(_step_ends(phased))
     if not runs:
         return None
-    from .. import _state
-    model = _state["cost_model"]
-    torch.neuron.synchronize()
+    model = _model()
     saved = priced = 0
     for b in sorted(runs)[-MAX_PRICED_BATCHES:]:     # steady-state steps price alike
         batch, charged = batches[b]
@@ -139,5 +155,55 @@ def fused_optimizer(phased, total_ns: float):
                        f"all parameters), each step is {saving / 1e6:.3f} ms shorter "
                        f"({100 * saving * steps / total_ns:.0f}% of device time)."),
             "metric": f"optimizer {100 * opt_ns / total_ns:.0f}% of device time",
+            "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
+            "saving_ns": saving, "checked": "re-timed"}
+
+
+def sync_points(phased, total_ns: float):
+    """The recommendation to synchronise once per step, with its re-timed saving: the step's
+    drained batches priced as one (AEE groups run on across the removed sync points, as they do
+    when nothing waits for the device). Steps end where an optimizer step ends; a batch that
+    ended because the queue was full (QUEUE_OPS) keeps its boundary. None when each step drains
+    once or the saving is under MIN_SAVING_SHARE."""
+    phased, _classes = phased
+    ends = _step_ends(phased)
+    if not ends:
+        return None
+    batches, matched = _matched(phased)
+    step_end_batches = {matched[k][0] for k in ends if matched[k] is not None}
+    seen = sorted({m[0] for m in matched if m is not None})
+    # each merged run of batches: consecutive drains up to one that ends a step
+    merged, run = [], []
+    for b in seen:
+        if run and b != run[-1] + 1:
+            run = []                       # a batch with no profiled row: not re-timed
+        run.append(b)
+        if b in step_end_batches or len(batches[b][0]) >= QUEUE_OPS:
+            if len(run) > 1:
+                merged.append(run)
+            run = []
+    if not merged:
+        return None
+    steps_seen = sum(1 for k in ends if matched[k] is not None)
+    drains = sum(1 for b in seen if len(batches[b][0]) < QUEUE_OPS)
+    model = _model()
+    saved = 0
+    priced = merged[-MAX_PRICED_BATCHES:]            # steady-state steps price alike
+    for run in priced:
+        charged = sum(sum(batches[b][1]) for b in run)
+        saved += charged - sum(model.price([item for b in run for item in batches[b][0]]))
+    saving = saved / len(priced)
+    step_ns = total_ns / len(ends)
+    if saving < MIN_SAVING_SHARE * step_ns:
+        return None
+    per_step = drains / max(steps_seen, 1)
+    return {"title": "Synchronise once per step",
+            "detail": (f"The device queue drained {per_step:.1f} times per step: each sync point "
+                       "(.item(), printing or branching on a device tensor, "
+                       "torch.neuron.synchronize(), an op run on the CPU) ends the group of ops "
+                       "Adaptive Eager Execution fuses and launches together. Re-timed with one "
+                       f"drain per step, each step is {saving / 1e6:.3f} ms shorter "
+                       f"({100 * saving / step_ns:.0f}% of a step)."),
+            "metric": f"{per_step:.1f} drains per step",
             "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
             "saving_ns": saving, "checked": "re-timed"}

@@ -164,7 +164,9 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
     if trace is not None:
         phased = row_phases(trace)
         s.phases = phase_breakdown(phased=phased)
-        checked = [r for r in (advice.fused_optimizer(phased, s.total_ns),) if r]
+        checked = [r for r in (advice.fused_optimizer(phased, s.total_ns),
+                               advice.sync_points(phased, s.total_ns)) if r]
+        checked.sort(key=lambda r: -r["saving_ns"])
         s.recommendations = (checked + s.recommendations)[:4]   # measured savings first
     return s
 
