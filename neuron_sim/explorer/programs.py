@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..engines import Engine
-from ..program import ProgramBuilder
 from ..program.ap import Memory
 from ..timing import simulate
 
@@ -85,22 +84,14 @@ def classify_dma(program, arg_of_tensor: dict, outputs: set) -> tuple:
 def op_program(op, chip, lnc: int = 1):
     """The representative program of `op` (a neuron_sim.lower.OpSpec), or None when no rule
     lowers it (the op is then timed by the roofline estimate and has no lanes)."""
-    from ..lower.api import _chip, _with_ids
-    from ..lower.assumptions import REPEAT_CAP
+    from ..lower.api import build_op
     from ..lower.context import LowerCtx
     from ..lower.registry import rule_for
     from ..lower.spec import TensorSpec
 
-    rule = rule_for(op.name)
-    if rule is None:
+    if rule_for(op.name) is None:
         return None
-    chip = _chip(chip)
-    op = _with_ids(op, lambda t, is_out, k: ("o" if is_out else "x", k))
-    ctx = LowerCtx(chip, lnc, REPEAT_CAP, name=op.name)
-    # Same builder as the lowering's, but keeping operands so DMAs can be classified.
-    ctx.b = ProgramBuilder(chip, name=op.name, keep_operands=True)
-    rule(ctx, op)
-    ctx.end_op()
+    op, ctx = build_op(op, chip, lnc, keep_operands=True)
     prog = ctx.b.build()
     if len(prog) == 0:
         return None

@@ -122,24 +122,40 @@ def assign_ids(ops):
     return out
 
 
-def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
-    """Lower and simulate one op. Raises LoweringError when no rule applies (use `estimate`)."""
-    chip = _chip(chip)
+def _op_emitter(op: OpSpec):
+    """(op with tensor ids, its rule, emit(ctx) that lowers it). LoweringError when no rule
+    applies."""
     rule = rule_for(op.name)
     if rule is None:
         raise LoweringError(f"no lowering rule for {op.name!r} (normalised {op.op!r}); "
                             "time it with neuron_sim.lower.estimate or add a @lowers rule")
-
     op = _with_ids(op, lambda t, is_out, k: ("o" if is_out else "x", k))
+
+    def emit(ctx):
+        rule(ctx, op)
+        ctx.end_op()
+    return op, rule, emit
+
+
+def build_op(op: OpSpec, chip=None, lnc: int = 1, *, keep_operands: bool = False):
+    """The representative program of one op, as lower_op builds it first (at most REPEAT_CAP
+    blocks): (the op with its tensor ids, the LowerCtx; `ctx.b.build()` is the program).
+    keep_operands=True keeps each instruction's operands (the profiler classifies DMAs)."""
+    op, _rule, emit = _op_emitter(op)
+    ctx = LowerCtx(_chip(chip), lnc, REPEAT_CAP, name=op.name, keep_operands=keep_operands)
+    emit(ctx)
+    return op, ctx
+
+
+def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
+    """Lower and simulate one op. Raises LoweringError when no rule applies (use `estimate`)."""
+    chip = _chip(chip)
+    op, rule, emit = _op_emitter(op)
     if (op.outputs and all(o.numel == 0 for o in op.outputs)) or \
             (not op.outputs and op.inputs and all(t.numel == 0 for t in op.inputs)):
         # zero-element result: nothing to move or compute
         return Timing(0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0, ops=(op.name,),
                       note="empty tensors")
-
-    def emit(ctx):
-        rule(ctx, op)
-        ctx.end_op()
     try:
         return _timed(emit, chip, lnc, op.name)
     except (LoweringError, NeuronSimError):

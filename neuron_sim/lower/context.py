@@ -46,8 +46,8 @@ def chunk_elems(cols: int, dtype: str, streams: int = 3) -> int:
 
 class LowerCtx:
     def __init__(self, chip, lnc: int = 1, cap: int = REPEAT_CAP, *, live=None,
-                 consumed_later=frozenset(), last_read=None, name="op"):
-        self.b = ProgramBuilder(chip, name=name, keep_operands=False)
+                 consumed_later=frozenset(), last_read=None, name="op", keep_operands=False):
+        self.b = ProgramBuilder(chip, name=name, keep_operands=keep_operands)
         self.chip = self.b.chip
         self.lnc = max(1, int(lnc))
         self.cap = cap
