@@ -129,7 +129,8 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
     (or of the device rows `rows` [(name, ns)] of a saved trace); without either, of everything
     drained during the last profiling session. With the region's `trace` (its Chrome trace as
     exported, before the timeline is rewritten) the summary also has the device time by phase
-    and the re-timed advice (advice.py)."""
+    and the re-timed advice (advice.py), as NeuronProfiler's has. (`prof` is not exported here
+    to get it: torch saves a profile's trace once, and the user may still want it.)"""
     torch.neuron.synchronize()
     if rows is None:
         rows = device_rows(prof) if prof is not None else None
