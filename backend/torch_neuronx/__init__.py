@@ -24,7 +24,8 @@ from . import _C
 from . import settings
 from .instance import resolve as _resolve
 from . import time_only as _time_only
-from .time_only import TimeOnlyError, holds_values, is_time_only, set_time_only, time_only  # noqa: F401
+from .time_only import (TimeOnlyError, holds_values, is_time_only, set_moe_routing,  # noqa: F401
+                        set_time_only, time_only)
 
 __version__ = f"{torch.__version__.split('+')[0].rsplit('.', 1)[0]}.3.0+sim"
 
@@ -199,5 +200,6 @@ def set_adaptive_eager(enabled) -> None:
 
 from . import distributed  # noqa: E402,F401  registers backend="neuron" with torch.distributed
 from . import cuda_only_ops  # noqa: E402,F401  kernels for ops only CUDA has
+from . import grouped_mm  # noqa: E402,F401  MoE grouped GEMM, sized by routing in time-only mode
 from . import device_interface as _device_interface  # noqa: E402
 _device_interface.install()  # Dynamo's interface for 'neuron', once Dynamo is imported

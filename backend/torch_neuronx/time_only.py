@@ -11,7 +11,9 @@ uses no host memory for its weights.
 
 What needs values raises `TimeOnlyError` naming the op: `.item()` and everything built on it
 (`float(t)`, `if t:`, printing), copies to the host (`.cpu()`, `.numpy()`), and ops whose output
-shape depends on values (`nonzero`, `unique`, `masked_select`). Tensors computed in this mode
+shape depends on values (`nonzero`, `unique`, `masked_select`). Where a model needs values
+only to size its work, a declared assumption stands in: MoE experts' token counts (the groups
+of `torch._grouped_mm`) follow `set_moe_routing` (uniform unless given). Tensors computed in this mode
 (and tensors from before it that an op wrote) hold no values afterwards: reading them outside
 the mode raises the same error until a copy fills them (`load_state_dict`).
 """
@@ -49,6 +51,36 @@ def time_only(enabled: bool = True):
         yield
     finally:
         set_time_only(previous)
+
+
+# The MoE routing assumption of time-only mode: None (uniform) or each expert's share of tokens.
+_routing: list[float] | None = None
+
+
+def set_moe_routing(shares=None) -> None:
+    """How time-only mode splits tokens among experts where a model routes by values (the
+    group sizes of `torch._grouped_mm`): None for uniform routing, or one share per expert
+    (normalised; e.g. measured expert loads of a real run)."""
+    global _routing
+    if shares is None:
+        _routing = None
+        return
+    shares = [float(s) for s in shares]
+    if not shares or any(s < 0 for s in shares) or sum(shares) <= 0:
+        raise ValueError(f"set_moe_routing: shares must be non-negative with a positive sum, "
+                         f"got {shares}")
+    _routing = [s / sum(shares) for s in shares]
+
+
+def moe_routing(experts: int) -> list[float]:
+    """Each of `experts` experts' share of the routed tokens under the current assumption."""
+    if _routing is None:
+        return [1.0 / experts] * experts
+    if len(_routing) != experts:
+        raise ValueError(f"the MoE routing assumption has {len(_routing)} shares but the model "
+                         f"routes to {experts} experts; call torch_neuronx.set_moe_routing() "
+                         f"with {experts} shares, or None for uniform routing")
+    return list(_routing)
 
 
 def holds_values(tensor) -> bool:

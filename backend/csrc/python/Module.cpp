@@ -2,6 +2,7 @@
 // the cost-function hook, op policy, generators).
 #include "aten/CpuFallback.h"
 #include "aten/OpPolicy.h"
+#include "aten/TensorAlias.h"
 #include "aten/TimeOnly.h"
 #include "distributed/NeuronBackend.h"
 #include "python/DynamoOff.h"
@@ -216,6 +217,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_time_only_error_type", [](py::object type) {
     set_time_only_error_type(type.ptr());   // keeps its own reference
   });
+  // A CPU tensor over a device tensor's memory, read without a charge or a sync: for kernels
+  // whose device code reads small index tensors itself (grouped GEMM offsets).
+  m.def("_host_alias", [](const at::Tensor& t) { return cpu_alias(t); });
   m.def("_holds_values", [](const at::Tensor& t) {
     return !t.has_storage() || holds_values(t.storage());
   });

@@ -1,0 +1,69 @@
+"""MoE models in time-only mode: expert token counts come from the declared routing
+assumption (torch_neuronx.set_moe_routing), and timing equals normal execution whenever the
+real routing is the assumed one."""
+
+import pytest
+import torch
+
+import torch_neuronx
+from torch_neuronx import set_moe_routing, time_only
+
+
+def _grouped_mm_ns(offs_or_none, timed_only):
+    torch.manual_seed(0)
+    with time_only(timed_only):
+        a = torch.randn(256, 128, device="neuron", dtype=torch.bfloat16)
+        b = torch.randn(4, 128, 256, device="neuron", dtype=torch.bfloat16)
+        offs = torch.tensor(offs_or_none, dtype=torch.int32).to("neuron")
+        start = torch_neuronx.device_time_ns()
+        out = torch._grouped_mm(a, b, offs=offs)
+        end = torch_neuronx.device_time_ns()
+    assert out.shape == (256, 256)
+    return end - start
+
+
+@pytest.mark.parametrize("ends,shares", [([64, 128, 192, 256], None),
+                                         ([128, 192, 224, 256], [4, 2, 1, 1])],
+                         ids=["uniform", "skewed"])
+def test_grouped_mm_time_follows_the_routing_assumption(ends, shares):
+    set_moe_routing(shares)
+    try:
+        assumed = _grouped_mm_ns(ends, timed_only=True)
+    finally:
+        set_moe_routing(None)
+    assert assumed == _grouped_mm_ns(ends, timed_only=False)
+
+
+def test_grouped_mm_equals_cpu():
+    torch.manual_seed(0)
+    a, b = torch.randn(10, 8), torch.randn(3, 8, 8)
+    offs = torch.tensor([2, 5, 8], dtype=torch.int32)
+    got = torch._grouped_mm(a.to("neuron"), b.to("neuron"), offs=offs.to("neuron")).cpu()
+    torch.testing.assert_close(got[:8], torch._grouped_mm(a, b, offs=offs)[:8], rtol=0, atol=0)
+    assert got[8:].eq(0).all()                       # rows no group covers
+
+
+def test_routing_assumption_is_checked():
+    with pytest.raises(ValueError, match="non-negative with a positive sum"):
+        set_moe_routing([0, 0])
+    set_moe_routing([1, 1, 2])
+    try:
+        with pytest.raises(ValueError, match="has 3 shares but the model routes to 4 experts"):
+            from torch_neuronx.time_only import moe_routing
+            moe_routing(4)
+    finally:
+        set_moe_routing(None)
+
+
+def test_hugging_face_mixtral_trains_in_time_only_mode():
+    from transformers import MixtralConfig, MixtralForCausalLM
+    cfg = MixtralConfig(vocab_size=512, hidden_size=128, intermediate_size=256,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                        num_local_experts=8, num_experts_per_tok=2)
+    with time_only():
+        model = MixtralForCausalLM(cfg).to("neuron")
+        x = torch.randint(0, 512, (2, 64)).to("neuron")
+        start = torch_neuronx.device_time_ns()
+        model(input_ids=x, labels=x).loss.backward()
+        assert torch_neuronx.device_time_ns() - start > 0
+        assert model.model.layers[0].mlp.experts.gate_up_proj.grad is not None
