@@ -1,4 +1,4 @@
-"""notebooks/01_quickstart and 02_profiling execute top to bottom in a Jupyter kernel (nbclient),
+"""notebooks/01_quickstart, 02_profiling and 04_will_it_fit execute top to bottom in a Jupyter kernel (nbclient),
 in a scratch copy so their outputs (profiles/) never land in the repository."""
 
 import json
@@ -66,5 +66,14 @@ def test_profiling_walkthrough(scratch):
     out = _outputs(nb)
     assert "trace.json" in out and "Self NEURON" in out
     assert "recommendations" in out and "KiB/partition" in out
+    assert "device time by phase  forward" in out and "per step, re-timed" in out
     # the widget's view of the first op is kept in the notebook's widget state
     assert "active:" in json.dumps(dict(nb.metadata.get("widgets", {})))
+
+
+def test_will_it_fit(scratch):
+    nb = _run("04_will_it_fit.ipynb", scratch)
+    out = _outputs(nb)
+    assert "fits in HBM: True" in out and "MFU" in out
+    assert "TTFT  trn2" in out and "trn3 / trn2 TPOT" in out
+    assert "FSDP layer all-gather" in out and "TP layer activations" in out
