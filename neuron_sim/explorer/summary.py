@@ -155,8 +155,8 @@ def recommendations(s: Summary) -> list:
             f"HFU is {100 * s.hfu:.1f}% while TensorE is busy {100 * tensor_busy:.0f}% of the time:"
             " the PE array runs partly empty (matmul dimensions below 128, small moving tiles) or "
             "waits after idle (throttle). Pad K/M to multiples of 128, batch small matmuls. "
-            "bf16/fp8 inputs run the PE array faster, but each cast is an op of its own (in the "
-            "demo GPT, autocast made the step 7% slower): profile the change before keeping it.",
+            "bf16/fp8 inputs run the PE array faster, but each cast is an op of its own: "
+            "profile the change before keeping it.",
             f"HFU {100 * s.hfu:.1f}%", f"< {100 * LOW_TENSOR_UTIL:.0f}%")
     if reads and s.dma_bytes.get("spill_reload", 0.0) > SPILL_RELOAD_SHARE * reads:
         share = s.dma_bytes["spill_reload"] / reads
