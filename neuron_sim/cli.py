@@ -83,7 +83,8 @@ def _estimate(args) -> int:
     try:
         if args.mode == "train":
             r = E.estimate_training(args.model, fsdp=args.fsdp, dp=args.dp, seq=args.seq,
-                                    micro_batch=args.batch, grad_accum=args.grad_accum, **common)
+                                    micro_batch=args.batch, grad_accum=args.grad_accum,
+                                    checkpoint=args.checkpoint, **common)
         else:
             r = E.estimate_inference(args.model, input_len=args.input_len,
                                      output_len=args.output_len, batch=args.batch,
@@ -91,7 +92,11 @@ def _estimate(args) -> int:
     except (ValueError, OSError) as e:
         print(f"neuron-sim estimate: {e}", file=sys.stderr)
         return 2
-    print(r.report())
+    if args.json:
+        import json
+        print(json.dumps(r.to_dict(), indent=1))
+    else:
+        print(r.report())
     return 0
 
 
@@ -128,6 +133,9 @@ def main(argv=None) -> int:
     est.add_argument("--kv-len", type=int, default=None,
                      help="static KV cache positions (default input + output)")
     est.add_argument("--eager", action="store_true", help="eager programs instead of compiled")
+    est.add_argument("--checkpoint", action="store_true",
+                     help="train: activation checkpointing of every layer")
+    est.add_argument("--json", action="store_true", help="print the estimate as JSON")
     ex = sub.add_parser(
         "explorer", help="Explorer-style summary of a saved torch.profiler trace.json",
         description="Explorer-style summary of a saved torch.profiler trace: the full summary "

@@ -380,7 +380,16 @@ def _collectives_text(lines) -> list:
 
 
 class _Memory:
-    """HBM per logical core of an estimate (hbm_bytes by use, hbm_capacity)."""
+    """HBM per logical core of an estimate (hbm_bytes by use, hbm_capacity), and the estimate
+    as plain data."""
+
+    SUMMARY = ()   # the derived figures to_dict adds
+
+    def to_dict(self) -> dict:
+        import dataclasses
+        d = dataclasses.asdict(self)
+        d.update({k: getattr(self, k) for k in self.SUMMARY + ("hbm_per_core", "fits")})
+        return d
 
     @property
     def hbm_per_core(self) -> int:
@@ -398,6 +407,8 @@ class _Memory:
 
 @dataclass
 class TrainingEstimate(_Memory):
+    SUMMARY = ("step_s", "step_serial_s", "compute_s", "tokens_per_s", "mfu", "ranks")
+
     model: str
     instance: str
     mesh: dict
@@ -482,6 +493,8 @@ class TrainingEstimate(_Memory):
 
 @dataclass
 class InferenceEstimate(_Memory):
+    SUMMARY = ("ttft_s", "tpot_s", "tokens_per_s", "request_s")
+
     model: str
     instance: str
     tp: int
