@@ -138,3 +138,14 @@ def test_sync_point_saving_is_what_removing_it_saves(tmp_path):
     actual = (s.total_ns - once.total_ns) / STEPS
     assert actual > 0 and abs(rec["saving_ns"] - actual) <= 0.25 * actual, (rec, actual)
     assert not [r for r in once.recommendations if r["title"] == "Synchronise once per step"]
+
+
+def test_failing_advice_leaves_a_note_not_a_lost_trace(tmp_path, monkeypatch):
+    from torch_neuronx.profiling import advice
+
+    def broken(_phased, _total_ns):
+        raise KeyError("boom")
+    monkeypatch.setattr(advice, "sync_points", broken)
+    s = neuron_profile(make_step(torch.optim.AdamW), tmp_path)
+    assert any("broken failed (KeyError: 'boom')" in n for n in s.notes)
+    assert "fused=True" in s.recommendations[0]["title"]      # the other advice still there

@@ -165,8 +165,16 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
     if trace is not None:
         phased = row_phases(trace)
         s.phases = phase_breakdown(phased=phased)
-        checked = [r for r in (advice.fused_optimizer(phased, s.total_ns),
-                               advice.sync_points(phased, s.total_ns)) if r]
+        checked = []
+        for kind in (advice.fused_optimizer, advice.sync_points):
+            try:
+                r = kind(phased, s.total_ns)
+            except Exception as e:  # noqa: BLE001 - advice must never cost the user the trace
+                s.notes.append(f"re-timed advice {kind.__name__} failed ({type(e).__name__}: "
+                               f"{e}); please report it with this trace")
+                continue
+            if r:
+                checked.append(r)
         checked.sort(key=lambda r: -r["saving_ns"])
         s.recommendations = (checked + s.recommendations)[:4]   # measured savings first
     return s
