@@ -135,14 +135,17 @@ def fused_optimizer(phased, total_ns: float):
         new, last = [], 0
         for run in runs[b]:
             items = _fused_items(batch, run, fused_name)
-            if items is None:
-                return None
+            if items is None:       # e.g. a step split by a queue-full drain: left as it ran
+                continue
             new.extend(batch[last:run[0]])
             new.extend(items)
             last = run[1] + 1
             priced += 1
-        new.extend(batch[last:])
-        saved += sum(charged) - sum(model.price(new))
+        if last:
+            new.extend(batch[last:])
+            saved += sum(charged) - sum(model.price(new))
+    if not priced:
+        return None
     opt_ns = sum(float(e["dur"]) * 1e3 for e, _p in opt_rows)
     saving = saved / priced
     if saving * steps < MIN_SAVING_SHARE * total_ns:
