@@ -190,9 +190,7 @@ class LoweredCostModel:
         self.lnc = visible.lnc
         self.chip = self.instance.chip
         self.launch_ns = 1e9 * EAGER_LAUNCH_S[self.chip.name]
-        self.cache = ProgramCache()
-        self._timings: dict = {}     # raw descriptor key -> Timing
-        self._fused: dict = {}       # tuple of raw keys -> fused Timing
+        self.cache = ProgramCache()  # keyed by raw descriptors: owns lowering and fallbacks
         self.estimated = Counter()   # op name -> count timed by roofline
         self.executed = set()        # op names that ran as Neuron ops
         self.aee_override = None     # set_adaptive_eager(); None: follow env + determinism
@@ -218,22 +216,18 @@ class LoweredCostModel:
 
     # ---- timing of one op ---------------------------------------------------------------------
     def timing(self, name, args, outputs, key):
-        t = self._timings.get(key)
-        if t is not None:
-            self.cache.hits += 1
-            return t
-        self._lowering.tick(note=name)
-        try:
-            t = self.cache.lower_op(op_spec(name, args, outputs), self.chip, self.lnc)
-        except Exception as e:  # noqa: BLE001 - timing must never break the user's program
-            self.cache.estimate_reasons.setdefault(name, f"{type(e).__name__}: {e}")
+        def make():                 # only on a cache miss
+            self._lowering.tick(note=name)
+            return op_spec(name, args, outputs)
+
+        def bytes_only(_error):     # the descriptors could not be described as an OpSpec
             moved = sum(_nbytes(t) for t in args if _is_tensor(t)) + \
                 sum(_nbytes(t) for t in outputs)
-            t = Timing(1e9 * moved / self.instance.hbm_bytes_per_s_per_logical_core(self.lnc)
-                       + 2e9 * self.chip.dma_fixed_latency_s, {}, float(moved), 0.0, 0,
-                       estimated=True, ops=(name,), note="bytes-only estimate (descriptor error)")
-        self._timings[key] = t
-        return t
+            return Timing(1e9 * moved / self.instance.hbm_bytes_per_s_per_logical_core(self.lnc)
+                          + 2e9 * self.chip.dma_fixed_latency_s, {}, float(moved), 0.0, 0,
+                          estimated=True, ops=(name,),
+                          note="bytes-only estimate (descriptor error)")
+        return self.cache.lower_op(make, self.chip, self.lnc, key=key, fallback=bytes_only)
 
     def _record(self, name, ns, t, fused=False):
         s = self.ops[name]
@@ -331,19 +325,12 @@ class LoweredCostModel:
         ops = [(name, a, o) for _i, name, _k, _t, a, o in group]
         pattern = identity_pattern(ops)
         keys = tuple(g[2] for g in group) + (pattern,)
-        ft = self._fused.get(keys)
-        if ft is None:
+
+        def specs():                # only on a cache miss
             self._lowering.tick(note=f"{len(ops)} fused ops")
-            try:
-                specs = fused_specs(ops, pattern)
-                ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,
-                                               standalone=[g[3] for g in group])
-            except Exception as e:  # noqa: BLE001 - an unfusable group runs op by op
-                self.cache.estimate_reasons.setdefault("<fusion>", f"{type(e).__name__}: {e}")
-                ft = Timing(sum(g[3].total_ns for g in group), {}, 0.0, 0.0, 0)
-            self._fused[keys] = ft
-        else:
-            self.cache.hits += 1
+            return fused_specs(ops, pattern)
+        ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,
+                                       standalone=[g[3] for g in group])
         total = self.launch_ns + ft.total_ns
         alone = sum(g[3].total_ns for g in group) or 1.0
         self.fused_groups += 1

@@ -1,16 +1,27 @@
-"""ProgramCache: (op, shapes, strides, dtypes, scalars, chip, lnc) -> Timing, so a steady-state
-training step costs dictionary lookups. Fused sequences are cached by the tuple of their ops'
-keys. Counts hits, misses, the wall time spent lowering, and which ops were estimated."""
+"""ProgramCache: the one owner of lowering, estimation and the fusion fallback.
+
+(op, shapes, strides, dtypes, scalars, chip, lnc) -> Timing, so a steady-state training step costs
+dictionary lookups; a fused sequence is cached by its ops' keys and tensor identities. An op
+with no rule, or whose rule fails, gets the roofline `estimate` (`Timing.estimated`, the reason
+in `Timing.note` and `estimate_reasons`); a sequence that cannot be fused gets its ops' times
+added in series (`Timing.note` says so). An op may be passed as a function making its OpSpec,
+called only on a miss (the eager backend keys ops by its raw descriptors); `fallback(error)`
+times an op whose OpSpec could not be made. Counts hits, misses and the wall time spent lowering."""
 
 from __future__ import annotations
 
 import time
-from collections import Counter
+from dataclasses import replace
 
 from .api import Timing, _chip, lower_op, lower_sequence
 from .estimate import estimate
 from .registry import has_rule
 from .spec import OpSpec
+
+
+def _seq_key(op: OpSpec) -> tuple:
+    """An op's key inside a sequence: its layout key and its tensors' identities (dataflow)."""
+    return op.key() + (tuple(t.id for t in op.inputs), tuple(t.id for t in op.outputs))
 
 
 class ProgramCache:
@@ -25,7 +36,8 @@ class ProgramCache:
     def clear(self):
         self.__init__()
 
-    def lower_op(self, op: OpSpec, chip=None, lnc: int = 1, key=None) -> Timing:
+    def lower_op(self, op, chip=None, lnc: int = 1, key=None, fallback=None) -> Timing:
+        """Timing of `op` (an OpSpec, or a function making one: then `key` is required)."""
         c = _chip(chip)
         k = (key if key is not None else op.key(), c.name, lnc)
         t = self._ops.get(k)
@@ -34,23 +46,34 @@ class ProgramCache:
             return t
         self.misses += 1
         t0 = time.perf_counter()
-        if has_rule(op.name):
-            try:
-                t = lower_op(op, c, lnc)
-            except Exception as e:  # noqa: BLE001 - any rule failure degrades to the estimate
-                self.estimate_reasons.setdefault(op.name, f"{type(e).__name__}: {e}")
-                t = estimate(op, c, lnc)
-        else:
-            self.estimate_reasons.setdefault(op.name, "no lowering rule")
-            t = estimate(op, c, lnc)
+        try:
+            t = self._lower(op() if callable(op) else op, c, lnc)
+        except Exception as e:  # noqa: BLE001 - timing must never break the user's program
+            if fallback is None:
+                raise
+            t = fallback(e)
+            self.estimate_reasons.setdefault(t.ops[0] if t.ops else "<op>",
+                                             f"{type(e).__name__}: {e}")
         self.lower_s += time.perf_counter() - t0
         self._ops[k] = t
         return t
 
+    def _lower(self, op: OpSpec, c, lnc) -> Timing:
+        reason = "no lowering rule"
+        if has_rule(op.name):
+            try:
+                return lower_op(op, c, lnc)
+            except Exception as e:  # noqa: BLE001 - any rule failure degrades to the estimate
+                reason = f"{type(e).__name__}: {e}"
+        self.estimate_reasons.setdefault(op.name, reason)
+        return replace(estimate(op, c, lnc), note=f"roofline estimate ({reason})")
+
     def lower_sequence(self, ops, chip=None, lnc: int = 1, keys=None, standalone=None,
                        live_outputs=None) -> Timing:
+        """ONE program of `ops` (a list of OpSpecs, or a function making it: then `keys` and
+        `standalone` are required); `standalone`: their Timings alone when known."""
         c = _chip(chip)
-        keys = tuple(keys) if keys is not None else tuple(o.key() for o in ops)
+        keys = tuple(keys) if keys is not None else tuple(_seq_key(o) for o in ops)
         k = ("seq", keys, c.name, lnc, None if live_outputs is None else frozenset(live_outputs))
         t = self._seqs.get(k)
         if t is not None:
@@ -59,14 +82,21 @@ class ProgramCache:
         self.misses += 1
         t0 = time.perf_counter()
         try:
+            ops = ops() if callable(ops) else ops
             t = lower_sequence(ops, c, lnc, standalone=standalone, live_outputs=live_outputs)
         except Exception as e:  # noqa: BLE001 - an unfusable group runs op by op
             self.estimate_reasons.setdefault("<fusion>", f"{type(e).__name__}: {e}")
-            alone = standalone or [self.lower_op(o, c, lnc) for o in ops]
-            t = Timing(sum(a.total_ns for a in alone), {}, sum(a.hbm_bytes for a in alone),
+            alone = standalone if standalone is not None else [self.lower_op(o, c, lnc)
+                                                               for o in ops]
+            eng = {}
+            for a in alone:
+                for engine, v in a.engine_ns.items():
+                    eng[engine] = eng.get(engine, 0.0) + v
+            t = Timing(sum(a.total_ns for a in alone), eng, sum(a.hbm_bytes for a in alone),
                        sum(a.flops for a in alone), sum(a.instructions for a in alone),
-                       ops=tuple(o.name for o in ops), per_op_ns=tuple(a.total_ns for a in alone),
-                       note="fusion failed; ops timed one by one")
+                       ops=tuple(a.ops[0] if a.ops else "" for a in alone),
+                       per_op_ns=tuple(a.total_ns for a in alone),
+                       note=f"fusion failed ({type(e).__name__}: {e}); ops timed one by one")
         self.lower_s += time.perf_counter() - t0
         self._seqs[k] = t
         return t

@@ -85,7 +85,8 @@ def _check_lowerable(spec: GraphSpec) -> None:
 
 # ---- the lowered cost (neuron_sim.lower) -----------------------------------------------------
 
-_program_cache = {}    # ("op", key, chip, lnc) -> Timing, shared by every graph of the process
+# The lowering's cache (it owns estimates and the fusion fallback), shared by every graph
+_CACHE = _lowering().ProgramCache() if COST_SOURCE == LOWERED else None
 
 
 def _is_writeback(node) -> bool:
@@ -152,25 +153,10 @@ def _is_aten(name: str) -> bool:
     return name.split("::", 1)[0] in ("aten", "prims")
 
 
-def _standalone(op, lower, chip, lnc):
-    """Timing of one op alone, or None when it has no rule (or its rule rejects the shapes)."""
-    key = ("op", op.key(), chip, lnc)
-    if key not in _program_cache:
-        t = None
-        if lower.has_rule(op.name):
-            try:
-                t = lower.lower_op(op, chip, lnc)
-            except Exception as e:  # noqa: BLE001  a lowering gap must not fail the user's compile
-                logger.info("neuron_sim.lower could not lower %s (%s: %s); timing it by "
-                            "roofline.", op.name, type(e).__name__, e)
-                t = None
-        _program_cache[key] = t
-    return _program_cache[key]
-
-
 def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
     analysis = analyse(spec, target)
     ops, live = lowering_ops(gm, lower)
+    cache = _CACHE
     fused, alone, serial = [], [], []
     custom_ns = 0.0
     for op in ops:
@@ -179,21 +165,16 @@ def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
             custom_ns += est.total_ns
             serial.append((op.name, est))
             continue
-        t = _standalone(op, lower, target.chip, target.lnc)
-        if t is None:
-            est = lower.estimate(op, target.chip, target.lnc)
-            est.estimated = True
-            serial.append((op.name, est))
+        t = cache.lower_op(op, target.chip, target.lnc)   # the roofline when no rule lowers it
+        if t.estimated:
+            logger.info("neuron_sim.lower could not lower %s: %s", op.name, t.note)
+            serial.append((op.name, t))
         else:
             fused.append(op)
             alone.append(t)
-    note = ""
-    try:
-        program = lower.lower_sequence(fused, target.chip, target.lnc, live_outputs=live,
-                                       standalone=alone) if fused else None
-    except Exception as e:  # noqa: BLE001  the fused program failed: time the ops one by one
-        program, note = None, f" (unfused: {type(e).__name__}: {e})"
-        serial.extend((op.name, t) for op, t in zip(fused, alone))
+    program = cache.lower_sequence(fused, target.chip, target.lnc, live_outputs=live,
+                                   standalone=alone) if fused else None
+    note = f" ({program.note})" if program is not None and program.note else ""
     engines = dict.fromkeys(lower.ENGINES, 0.0)
     total, hbm, flops = 0.0, 0.0, 0.0
     for t in ([program] if program is not None else []) + [t for _n, t in serial]:
