@@ -1,6 +1,8 @@
 """One rank of an N-rank job simulated in one process (torch_neuronx.distributed.spmd): the
 collectives are timed by neuron_sim.collectives on the job's fabric and move no data."""
 
+import contextlib
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -89,3 +91,42 @@ def test_rank_outside_the_job_and_a_second_group_are_refused(trn2_48):
     with pytest.raises(DistributedSetupError, match="its chip is trn3"):
         with spmd.simulate_rank(8, 0, "trn3.48xlarge"):
             pass
+
+
+def test_fsdp2_rank_of_a_large_job_in_time_only_mode_times_like_normal_mode(trn2_48):
+    """A Hugging Face Llama sharded by FSDP2 as rank 5 of 64, built on 'meta' and materialised
+    on the device: the same simulated step with and without data."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from transformers import AutoModelForCausalLM
+
+    from torch_neuronx.estimate import load_config
+    if not hasattr(torch_neuronx, "time_only"):
+        pytest.skip("this build has no time-only execution")
+    cfg = load_config(dict(model_type="llama", hidden_size=256, intermediate_size=512,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                           vocab_size=512))
+    cfg._attn_implementation = "sdpa"
+
+    def step_ns(time_only):
+        mode = torch_neuronx.time_only() if time_only else contextlib.nullcontext()
+        with mode, spmd.simulate_rank(64, 5, JOB):
+            mesh = init_device_mesh("neuron", (64,))
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(cfg)
+            for layer in model.model.layers:
+                fully_shard(layer, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+            model.to_empty(device="neuron")
+            if not time_only:
+                for p in model.parameters():
+                    torch.nn.init.normal_(p, std=0.02)
+            ids = torch.zeros(2, 64, dtype=torch.long, device="neuron")
+            clear_collective_log()   # after the initialisation (normal_ on DTensors broadcasts)
+            model(ids, labels=ids).loss.backward()
+            ns = _elapsed_ns(lambda: model(ids, labels=ids).loss.backward())
+            return ns, [(r.model_op, r.nbytes, r.ns) for r in collective_log()]
+
+    normal, time_only = step_ns(False), step_ns(True)
+    assert time_only == normal
+    assert sum(op == "all_gather" for op, _, _ in normal[1]) >= 2 * 2 * 2   # 2 layers, 2 steps

@@ -30,6 +30,7 @@ all-to-all waits for it. None of this is automatic: it is what the caller compos
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 
 import torch
@@ -67,6 +68,18 @@ class SpmdCollectives(_backend.Collectives):
         self.device = _JOB["device"]
         self.algorithm = settings.get("NEURON_SIM_CC_ALGORITHM")
         self.check = False
+
+    def _check_local(self, op, inputs, outputs):
+        # torch's helpers place some tensors on device rank % device_count (DTensor's RNG
+        # tracker broadcasts its seed from there): in one process that is another local device.
+        # Any neuron device stands for this rank's; the time is charged to the rank's stream.
+        index = next((t.device.index for t in (*inputs, *outputs) if t.device.type == "neuron"),
+                     self.device)
+        own, self.device = self.device, index
+        try:
+            super()._check_local(op, inputs, outputs)
+        finally:
+            self.device = own
 
 
 def _create(opts, pg_options=None):
@@ -129,6 +142,9 @@ def simulate_rank(world_size: int, rank: int = 0, instance: str | None = None,
         node=rank // per_node, core=rank % per_node, instance=instance, lnc=fabric.lnc,
         cores_per_node=per_node)
     register()
+    # DeviceMesh picks the device from LOCAL_RANK (else rank % device count): this process's
+    local_rank = os.environ.get("LOCAL_RANK")
+    os.environ["LOCAL_RANK"] = str(device)
     dist.init_process_group(BACKEND, store=_FakeStore(), rank=rank, world_size=world_size)
     try:
         yield fabric
@@ -136,3 +152,7 @@ def simulate_rank(world_size: int, rank: int = 0, instance: str | None = None,
         dist.destroy_process_group()
         _JOB["instance"] = None
         _backend._STATE["placement"] = None
+        if local_rank is None:
+            os.environ.pop("LOCAL_RANK", None)
+        else:
+            os.environ["LOCAL_RANK"] = local_rank
