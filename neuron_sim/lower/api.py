@@ -86,7 +86,8 @@ def _timed(emit, chip, lnc, name, **ctx_kw) -> Timing:
         extrapolated = True
     cores = ctx.cores_of_work()
     return Timing(tot, eng, hbm * cores, flops * cores, n, extrapolated=extrapolated,
-                  lower_s=time.perf_counter() - t0, ops=(name,))
+                  lower_s=time.perf_counter() - t0, ops=(name,),
+                  extra={"sbuf_peak_bytes_per_partition": ctx.b.sbuf_peak_bytes_per_partition})
 
 
 def _with_ids(op: OpSpec, fn) -> OpSpec:
@@ -182,8 +183,10 @@ def _keys(op, tensors, lists):
 
 
 def _program(fused, chip, lnc, live):
-    """ONE program of `fused` (in order): (total, engines, hbm, flops, instructions, truncated),
-    truncated when some op emitted fewer blocks than it has (representative repeats)."""
+    """ONE program of `fused` (in order): (total, engines, hbm, flops, instructions, truncated,
+    SBUF peak bytes per partition, spilled), truncated when some op emitted fewer blocks than it
+    has (representative repeats); spilled: key -> TensorSpec of the intermediates stored to HBM
+    only because a later op reads them and they could not stay resident."""
     later = set()
     last_read = {}          # key -> the last op reading it: its SBUF is free after that
     for i, o in enumerate(fused):
@@ -195,18 +198,25 @@ def _program(fused, chip, lnc, live):
                 later.add(k)
     ctx = LowerCtx(chip, lnc, REPEAT_CAP, live=live, consumed_later=frozenset(later),
                    last_read=last_read, name="fused")
+    stored = {}             # key -> TensorSpec: outputs of ops that emitted instructions
     try:
         for i, o in enumerate(fused):
+            n0 = len(ctx.b)
             rule_for(o.name)(ctx, o)
             ctx.end_op()
             ctx.free_dead(i)
+            if len(ctx.b) > n0:     # a view emits nothing: its consumers read its base
+                stored.update((LowerCtx.key(t), t) for t in o.outputs)
     except (IndexError, ValueError, TypeError, KeyError, ZeroDivisionError) as e:
         raise LoweringError(f"fused sequence could not be lowered: {type(e).__name__}: {e}") \
             from e
     tot, eng, hbm, flops, n = _measure(ctx)
     cores = ctx.cores_of_work()
     truncated = any(r > e for r, e in ctx.repeats)
-    return tot, eng, hbm * cores, flops * cores, n, truncated
+    spilled = {k: t for k, t in stored.items() if k in later and k not in ctx._resident
+               and (live is None or k not in live)}
+    return (tot, eng, hbm * cores, flops * cores, n, truncated,
+            ctx.b.sbuf_peak_bytes_per_partition, spilled)
 
 
 # Rules whose work is the same per element wherever it sits: a run of such ops over big tensors
@@ -316,14 +326,18 @@ def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
         return live | {LowerCtx.key(t) for o in others for t in o.inputs}
 
     tot, eng, hbm, flops, n = 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
-    parts = []
+    parts, peak, spilled = [], 0, {}
     if fused:
-        parts.append(_program(fused, chip, lnc, live_for(fused))[:5])
+        *part, peak, spilled = _program(fused, chip, lnc, live_for(fused))
+        parts.append(part[:5])
     if looped:
         parts.append(_sliced(looped, chip, lnc, live_for(looped)))
     for i in serial:
         a = alone[i]
         parts.append((a.total_ns, a.engine_ns, a.hbm_bytes, a.flops, a.instructions))
+        peak = max(peak, a.extra.get("sbuf_peak_bytes_per_partition", 0))
+    part_of = ["loop" if i in loops else "fused" if not b else i for i, b in enumerate(big)]
+    spill_bytes, spills = _spills(ops, part_of, alone, spilled)
     for p_tot, p_eng, p_hbm, p_flops, p_n in parts:
         tot += p_tot
         eng = {e: eng.get(e, 0.0) + p_eng.get(e, 0.0) for e in set(eng) | set(p_eng)}
@@ -332,4 +346,20 @@ def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
         n += p_n
     return Timing(tot, eng, hbm, flops, n, extrapolated=any(big),
                   lower_s=time.perf_counter() - t0, ops=tuple(o.name for o in ops),
-                  per_op_ns=tuple(a.total_ns for a in alone))
+                  per_op_ns=tuple(a.total_ns for a in alone),
+                  extra={"sbuf_peak_bytes_per_partition": peak, "spill_bytes": spill_bytes,
+                         "spills": spills})
+
+
+def _spills(ops, part_of, alone, spilled) -> tuple:
+    """(bytes, count) of the intermediates written to HBM and read back (bytes counted twice):
+    `spilled` by the fused program, and those passed between its parts (fused program, fused
+    loops, big ops in series) by an op that emits instructions (not a view)."""
+    producer = {LowerCtx.key(t): i for i, o in enumerate(ops) for t in o.outputs}
+    spilled = dict(spilled)
+    for j, o in enumerate(ops):
+        for t in o.inputs:
+            i = producer.get(LowerCtx.key(t), j)
+            if i < j and part_of[i] != part_of[j] and alone[i].instructions:
+                spilled[LowerCtx.key(t)] = t
+    return 2 * sum(t.numel * itemsize(t.dtype) for t in spilled.values()), len(spilled)

@@ -5,17 +5,13 @@ and the simulator's lowering.
 simulated time of the graph as ONE program on one logical core, with the busy time of each
 engine, HBM bytes and spills. Only this function changes when the lowering does.
 
-Which cost is used (`GraphCost.cost_source`):
-  "neuron_sim.lower"  (default when neuron_sim.lower is importable) the graph's ops are lowered
-      with `lower_sequence` into ONE ISA program (tensor identity from the FX graph, so an
-      intermediate a later op reads stays in SBUF; only graph outputs are stored to HBM) and
-      timed by `neuron_sim.simulate`. Ops with no lowering rule are timed by the lowering's
-      roofline `estimate` and added in series (counted in `estimated_ops`).
-  "interim-analytic"  (fallback) Per-op engine work from the chip data (TensorE FLOPs, VectorE
-      and ScalarE element throughput), DMA only at graph boundaries and for spills, one launch.
-      Each op overlaps its own DMA; ops run one after another (no cross-op pipelining).
-Both add one program launch. `spills`, `sbuf_peak_bytes`, `eager_*` always come from the
-backend's own liveness scan of the graph (`analytic.analyse` on `graph_spec.describe_graph`).
+The graph's ops are lowered with `lower_sequence` into ONE ISA program (tensor identity from
+the FX graph, so an intermediate a later op reads stays in SBUF when it fits; only graph outputs
+are stored to HBM) and timed by `neuron_sim.simulate`, plus one program launch. Ops with no
+lowering rule are timed by the lowering's roofline `estimate` and added in series (counted in
+`estimated_ops`). Spills and the SBUF peak are the lowering's (intermediates read back from HBM;
+the largest SBUF footprint of its programs); `ops`, `eager_*` and `model_flops` describe the
+graph (`analytic.graph_facts`).
 """
 
 from __future__ import annotations
@@ -28,26 +24,15 @@ import pathlib
 
 import torch
 
-from .analytic import analyse
+import neuron_sim.lower as lower
+from neuron_sim.hardware import get_chip
+
+from .analytic import graph_facts
 from .errors import NEFFCompilationError
 from .graph_spec import GraphCost, GraphSpec, Target, _dtype_name, describe_graph  # noqa: F401
 
-INTERIM = "interim-analytic"
 LOWERED = "neuron_sim.lower"
-
-
-def _lowering():
-    """The neuron_sim.lower module, or None where it does not exist yet."""
-    try:
-        import neuron_sim.lower as lower
-    except ImportError:
-        return None
-    return lower
-
-
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
-
-COST_SOURCE = LOWERED if _lowering() is not None else INTERIM
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,7 +40,7 @@ def cost_model_version() -> str:
     """A digest of the simulator's and this package's sources: the "compiler version" part of
     the compile-cache key, so a changed lowering or timing model never serves stale times."""
     import neuron_sim
-    h = hashlib.sha256(COST_SOURCE.encode())
+    h = hashlib.sha256(LOWERED.encode())
     for root in (pathlib.Path(neuron_sim.__file__).parent, pathlib.Path(__file__).parent):
         for path in sorted(root.rglob("*")):
             if path.suffix in (".py", ".json") and path.is_file():
@@ -86,7 +71,7 @@ def _check_lowerable(spec: GraphSpec) -> None:
 # ---- the lowered cost (neuron_sim.lower) -----------------------------------------------------
 
 # The lowering's cache (it owns estimates and the fusion fallback), shared by every graph
-_CACHE = _lowering().ProgramCache() if COST_SOURCE == LOWERED else None
+_CACHE = lower.ProgramCache()
 
 
 def _is_writeback(node) -> bool:
@@ -153,10 +138,12 @@ def _is_aten(name: str) -> bool:
     return name.split("::", 1)[0] in ("aten", "prims")
 
 
-def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
-    analysis = analyse(spec, target)
+def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
+    """Simulated time of the ATen graph `gm` as ONE program on one logical core of `target`.
+    Raises NEFFCompilationError for graphs the simulated compiler cannot lower."""
+    spec = describe_graph(gm)
+    _check_lowerable(spec)
     ops, live = lowering_ops(gm, lower)
-    cache = _CACHE
     fused, alone, serial = [], [], []
     custom_ns = 0.0
     for op in ops:
@@ -165,15 +152,15 @@ def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
             custom_ns += est.total_ns
             serial.append((op.name, est))
             continue
-        t = cache.lower_op(op, target.chip, target.lnc)   # the roofline when no rule lowers it
+        t = _CACHE.lower_op(op, target.chip, target.lnc)   # the roofline when no rule lowers it
         if t.estimated:
             logger.info("neuron_sim.lower could not lower %s: %s", op.name, t.note)
             serial.append((op.name, t))
         else:
             fused.append(op)
             alone.append(t)
-    program = cache.lower_sequence(fused, target.chip, target.lnc, live_outputs=live,
-                                   standalone=alone) if fused else None
+    program = _CACHE.lower_sequence(fused, target.chip, target.lnc, live_outputs=live,
+                                    standalone=alone) if fused else None
     note = f" ({program.note})" if program is not None and program.note else ""
     engines = dict.fromkeys(lower.ENGINES, 0.0)
     total, hbm, flops = 0.0, 0.0, 0.0
@@ -183,22 +170,15 @@ def _lowered(gm, spec: GraphSpec, target: Target, lower) -> GraphCost:
         flops += t.flops
         for e, v in t.engine_ns.items():
             engines[e] = engines.get(e, 0.0) + v
-    analysis.total_ns = int(round(total + target.launch_ns))
-    analysis.engine_busy_ns = {e: int(round(v)) for e, v in engines.items()}
-    analysis.dma_bytes = int(hbm)
-    analysis.tensor_flops = float(flops)    # model_flops: analyse's, from the graph's shapes
-    analysis.custom_ops_ns = int(round(custom_ns))
-    analysis.cost_source = LOWERED + note
-    analysis.estimated_ops = sorted({n for n, t in serial if getattr(t, "estimated", False)})
-    return analysis
-
-
-def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
-    """Simulated time of the ATen graph `gm` as ONE program on one logical core of `target`.
-    Raises NEFFCompilationError for graphs the simulated compiler cannot lower."""
-    spec = describe_graph(gm)
-    _check_lowerable(spec)
-    lower = _lowering()
-    if lower is None:
-        return analyse(spec, target)
-    return _lowered(gm, spec, target, lower)
+    extra = program.extra if program is not None else {}
+    return GraphCost(total_ns=int(round(total + target.launch_ns)),
+                     launch_ns=int(round(target.launch_ns)),
+                     engine_busy_ns={e: int(round(v)) for e, v in engines.items()},
+                     dma_bytes=int(hbm), spill_bytes=int(extra.get("spill_bytes", 0)),
+                     spills=int(extra.get("spills", 0)),
+                     sbuf_peak_bytes=int(extra.get("sbuf_peak_bytes_per_partition", 0))
+                     * get_chip(target.chip).sbuf_partitions,
+                     custom_ops_ns=int(round(custom_ns)), tensor_flops=float(flops),
+                     cost_source=LOWERED + note,
+                     estimated_ops=sorted({n for n, t in serial if t.estimated}),
+                     **graph_facts(spec))

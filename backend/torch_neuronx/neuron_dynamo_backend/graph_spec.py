@@ -136,34 +136,18 @@ def _launch_s(chip: str) -> float:
 
 @dataclass(frozen=True)
 class Target:
-    """Rates of one logical NeuronCore of the simulated instance (all from the chip data)."""
+    """The logical NeuronCore a graph is compiled for, and its launch cost (chip data)."""
     chip: str
     instance: str
     lnc: int
-    hbm_bytes_per_s: float
-    sbuf_bytes: int
     launch_ns: float
-    tensor_flops: dict          # dtype name -> FLOP/s
-    vector_elems_per_s: dict    # "16bit" / "32bit" -> elements/s
-    scalar_elems_per_s: dict
 
     @classmethod
     def of(cls, visible) -> "Target":
         inst, lnc = visible.instance, visible.lnc
         chip = inst.chip
-        flops = {d: inst.peak_flops_per_logical_core(d, lnc)
-                 for d in ("float32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2")}
         return cls(chip=chip.name, instance=inst.name, lnc=lnc,
-                   hbm_bytes_per_s=inst.hbm_bytes_per_s_per_logical_core(lnc),
-                   sbuf_bytes=chip.sbuf_partitions * chip.sbuf_usable_bytes_per_partition * lnc,
-                   launch_ns=1e9 * _launch_s(chip.name),
-                   tensor_flops=flops,
-                   vector_elems_per_s={
-                       "16bit": chip.vector_elems_per_cycle_16bit * chip.vector_clock_hz * lnc,
-                       "32bit": chip.vector_elems_per_cycle_32bit * chip.vector_clock_hz * lnc},
-                   scalar_elems_per_s={
-                       "16bit": chip.scalar_elems_per_cycle_16bit * chip.scalar_clock_hz * lnc,
-                       "32bit": chip.scalar_elems_per_cycle_32bit * chip.scalar_clock_hz * lnc})
+                   launch_ns=1e9 * _launch_s(chip.name))
 
     def key(self) -> str:
         return f"{self.instance}/lnc{self.lnc}"
@@ -184,7 +168,7 @@ class GraphCost:
     # The same ops run one by one in eager mode, for the explanation (not charged):
     eager_launches: int
     eager_dma_bytes: int
-    cost_source: str = "interim-analytic"
+    cost_source: str = "neuron_sim.lower"
     estimated_ops: list = field(default_factory=list)   # timed by roofline, not lowered
     # Part of total_ns that is the roofline estimate of custom (non-ATen) ops. When those ops
     # time themselves at run time (NKI kernels), the launcher swaps this for their real time.
