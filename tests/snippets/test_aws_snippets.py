@@ -2,8 +2,11 @@
 
 Each file in aws/ is one snippet with its source URL in its first comment, verbatim except where
 that comment says otherwise (a driver marked "not from the docs" where the page's own driver
-needs hardware or another framework). Each runs in its own process, as a user would run it,
-and its output is compared with what the page shows or with CPU PyTorch / NumPy.
+needs hardware or another framework). The torch_*.py files are not copies: each says which page
+or AWS-linked torch-neuronx example it follows and makes that page's calls on the page's shapes
+(where the stored copy of the page is cut before its code, it follows the page's description).
+Each runs in its own process, as a user would run it, and its output is compared with what the
+page shows or with CPU PyTorch / NumPy.
 """
 
 import os
@@ -104,3 +107,48 @@ def test_distributed_all_reduce_under_torchrun(tmp_path):
     values = sorted(re.findall(r"rank=(\d) local_rank=(\d) world_size=2: all_reduce=([\d.]+)", out))
     # on CPU: the sum over ranks of (rank + 1)
     assert values == [("0", "0", str(float(1 + 2))), ("1", "1", str(float(1 + 2)))], out
+
+
+def test_torch_compile_quickstart_examples(tmp_path):
+    out = _py(tmp_path, "torch_compile_quickstart.py")
+    assert "Input shape:  torch.Size([2, 10])" in out and "Output shape: torch.Size([2, 5])" in out
+    assert "compiled output matches CPU" in out
+    out = _py(tmp_path, "torch_compile_device_placement.py").splitlines()
+    assert out[:3] == ["Input device:  cpu", "Output device: neuron:0", "Neuron input -> Neuron output: neuron:0"]
+    out = _py(tmp_path, "torch_compile_dtype_handling.py").splitlines()
+    # int64/float64 are computed as 32-bit types in the graph and given back in the input dtype
+    assert out[:3] == ["torch.int64 + torch.int64 = torch.int64", "torch.float64 + torch.float64 = torch.float64",
+                       "torch.float32 + torch.float32 = torch.float32"]
+
+
+def test_torch_compile_nki_integration(tmp_path):
+    assert "NKI op inside torch.compile matches a * 2 + b" in _py(tmp_path, "torch_compile_nki_integration.py")
+
+
+def test_torch_compile_distributed_under_torchrun(tmp_path):
+    out = _run(tmp_path, sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(HERE / "torch_compile_distributed.py"), env={"OMP_NUM_THREADS": "1"})
+    ranks = sorted(re.findall(r"\[Rank (\d)\] Output shape: \(4, 64\) on neuron:(\d), matches CPU", out))
+    assert ranks == [("0", "0"), ("1", "1")], out
+
+
+def test_torch_quickstart_first_model_three_modes(tmp_path):
+    out = _py(tmp_path, "torch_quickstart_first_model.py")
+    for mode in ("eager", "torch.compile", "mixed"):
+        assert f"{mode}: output (8, 10) on neuron:0, matches CPU" in out
+
+
+def test_torch_autocast(tmp_path):
+    out = _py(tmp_path, "torch_autocast_mixed_precision.py")
+    assert "autocast(neuron): output torch.float16" in out and "gradients equal" in out
+
+
+def test_torch_profiler_with_neuronconfig(tmp_path):
+    out = _py(tmp_path, "torch_profiler_neuronconfig.py")
+    assert re.search(r"profile written: profile_output/\S+_pid_\d+/\S+/trace.json, \d+ device rows", out), out
+
+
+def test_torch_tutorial_simple_training_small(tmp_path):
+    # the page's sizes take minutes per iteration here; --small is the variant its header describes
+    out = _run(tmp_path, sys.executable, str(HERE / "torch_tutorial_simple_training.py"), "--small")
+    assert re.search(r"losses \(eager and compiled\) equal CPU within \S+: [\d.]+ -> [\d.]+ over 20 iterations", out), out
