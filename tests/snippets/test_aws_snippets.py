@@ -152,3 +152,10 @@ def test_torch_tutorial_simple_training_small(tmp_path):
     # the page's sizes take minutes per iteration here; --small is the variant its header describes
     out = _run(tmp_path, sys.executable, str(HERE / "torch_tutorial_simple_training.py"), "--small")
     assert re.search(r"losses \(eager and compiled\) equal CPU within \S+: [\d.]+ -> [\d.]+ over 20 iterations", out), out
+
+
+def test_torch_tutorial_distributed_ddp_fsdp_tp_under_torchrun(tmp_path):
+    out = _run(tmp_path, sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(HERE / "torch_tutorial_distributed_ddp_fsdp_tp.py"), env={"OMP_NUM_THREADS": "1"})
+    done = sorted(re.findall(r"rank (\d): (\w+) parameters after 10 steps match CPU", out))
+    assert done == sorted((r, m) for r in "01" for m in ("ddp", "fsdp", "tp")), out
