@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml setup.py $(wildcard backend/csrc/*/*.cpp backend/csrc/*
 	$(PIP) install -q --upgrade pip setuptools wheel ninja
 	$(PIP) install -q "$(TORCH)" numpy
 	$(PIP) install -q --no-build-isolation -e ".[test]"
+# TorchTitan for tests/contract/test_torchtitan.py, without its dependencies: its datasets
+# pin would downgrade huggingface_hub under transformers, and training never imports
+# datasets or wandb; what it does import (spmd_types, tyro) is in the test extra.
+	$(PIP) install -q --no-deps "torchtitan==0.3.0"
 	touch $(STAMP)
 
 demo: $(STAMP)
