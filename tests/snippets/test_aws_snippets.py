@@ -159,3 +159,8 @@ def test_torch_tutorial_distributed_ddp_fsdp_tp_under_torchrun(tmp_path):
                str(HERE / "torch_tutorial_distributed_ddp_fsdp_tp.py"), env={"OMP_NUM_THREADS": "1"})
     done = sorted(re.findall(r"rank (\d): (\w+) parameters after 10 steps match CPU", out))
     assert done == sorted((r, m) for r in "01" for m in ("ddp", "fsdp", "tp")), out
+
+
+def test_torch_tutorial_hf_generate_compiled(tmp_path):
+    out = _py(tmp_path, "torch_tutorial_hf_generate_compile.py")
+    assert "8 new tokens per prompt, equal to CPU" in out, out
