@@ -268,3 +268,60 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
     if scale_result is not None:
         out = out * scale_result.float()
     return out.to(out_dtype)
+
+
+# torch.nn.functional.ScalingType / SwizzleType values (as of torch 2.13).
+_ROW_WISE, _BLOCK_WISE_1X32 = 1, 3
+_MX_BLOCK = 32
+
+
+def _mx_dequantize(x, scale, k_dim, op):
+    """fp32 x times its e8m0 scale, one scale per 32 consecutive elements along k_dim; the scale
+    tensor is laid out with K last (x's own layout for A, B transposed's for B)."""
+    k = x.shape[k_dim]
+    want = tuple(s for d, s in enumerate(x.shape) if d != k_dim % x.dim()) + (-(-k // _MX_BLOCK),)
+    if tuple(scale.shape) != want:
+        raise RuntimeError(f"{op}: BlockWise1x32 scale of shape {tuple(scale.shape)} for an "
+                           f"operand of shape {tuple(x.shape)} (K={k} along dim {k_dim}); "
+                           f"expected {want}: one scale per {_MX_BLOCK} K elements, K last, "
+                           f"not swizzled.")
+    full = scale.float().repeat_interleave(_MX_BLOCK, -1)[..., :k]
+    return x.float() * full.movedim(-1, k_dim)
+
+
+@_impl("_scaled_grouped_mm_v2")
+def _scaled_grouped_mm_v2(self, mat2, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b,
+                          offs=None, bias=None, out_dtype=None, contraction_dim=(),
+                          use_fast_accum=False):
+    """torch.nn.functional.scaled_grouped_mm. Row-wise FP8 is _scaled_grouped_mm's kernel; MXFP8
+    (BlockWise1x32, e8m0 scales) is dequantised per block to fp32 and multiplied group by group
+    with _grouped_mm, so the products are exact and only the fp32 accumulation order may
+    differ from CUDA's block-scaled MMA."""
+    op = "_scaled_grouped_mm_v2"
+    recipes = (list(recipe_a), list(recipe_b))
+    if len(scale_a) != 1 or len(scale_b) != 1:
+        raise RuntimeError(f"{op}: one scale tensor per operand is supported, got "
+                           f"{len(scale_a)} and {len(scale_b)} (two-level NVFP4 scaling is "
+                           f"not); use RowWise or BlockWise1x32 scales.")
+    if any(swizzle_a) or any(swizzle_b):
+        raise RuntimeError(f"{op}: swizzled scales (swizzle {list(swizzle_a)}, "
+                           f"{list(swizzle_b)}) are CUDA's tensor-core tiling; pass "
+                           f"SwizzleType.NO_SWIZZLE scales in row-major order.")
+    if list(contraction_dim) not in ([], [self.dim() - 1, mat2.dim() - 2]):
+        raise RuntimeError(f"{op}: contraction_dim {list(contraction_dim)} is not supported; "
+                           f"K must be the last dim of A and the second-to-last of B "
+                           f"([{self.dim() - 1}, {mat2.dim() - 2}] or []).")
+    out_dtype = out_dtype or torch.bfloat16
+    if recipes == ([_ROW_WISE], [_ROW_WISE]):
+        return _scaled_grouped_mm(self, mat2, scale_a[0], scale_b[0], offs=offs, bias=bias,
+                                  out_dtype=out_dtype, use_fast_accum=use_fast_accum)
+    if recipes == ([_BLOCK_WISE_1X32], [_BLOCK_WISE_1X32]):
+        a = _mx_dequantize(self, scale_a[0], -1, op)
+        b = _mx_dequantize(mat2, scale_b[0], -2, op)
+        out = torch._grouped_mm(a, b, offs=offs, out_dtype=torch.float32)
+        if bias is not None:
+            out = out + bias.float()
+        return out.to(out_dtype)
+    raise RuntimeError(f"{op}: scaling recipes {recipes[0]} x {recipes[1]} are not supported "
+                       f"on neuron; use RowWise x RowWise ({_ROW_WISE}) or BlockWise1x32 x "
+                       f"BlockWise1x32 ({_BLOCK_WISE_1X32}, MXFP8).")

@@ -53,8 +53,6 @@ NOT_REACHED = {
     "_conv_depthwise2d.out": "_convolution's CUDA branch; neuron convolutions use convolution_overrideable",
     "conv_depthwise3d": "_convolution's CUDA branch; neuron convolutions use convolution_overrideable",
     "_fused_rms_norm_backward": "F.rms_norm on neuron takes the composite path (test below)",
-    "_scaled_grouped_mm_v2": "NOT IMPLEMENTED: block-scaled recipes with CUDA swizzled scale "
-                             "layouts (MX / NVFP4); _scaled_grouped_mm (row-wise FP8) works",
 }
 
 
@@ -210,3 +208,61 @@ def test_scaled_grouped_mm_fp8_moe():
                                     sb.to("neuron"), out_dtype=torch.bfloat16)
     want3 = torch.bmm(a3.float() * sa3[..., None], b.float() * sb[:, None, :])
     torch.testing.assert_close(got3.cpu().float(), want3.bfloat16().float(), rtol=1e-2, atol=1e-2)
+
+
+def _e8m0(shape):
+    return (2.0 ** torch.randint(-3, 3, shape).float()).to(torch.float8_e8m0fnu)
+
+
+def _mx_reference(x, scale, k_dim):
+    return x.float() * scale.float().repeat_interleave(32, -1).movedim(-1, k_dim)
+
+
+def _v2(a, b, sa, recipe, sb, offs=None, swizzle=F.SwizzleType.NO_SWIZZLE):
+    dev = [t.to("neuron") for t in (a, b, sa, sb)]
+    return F.scaled_grouped_mm(dev[0], dev[1], dev[2], recipe, dev[3], recipe, swizzle_a=swizzle,
+                               swizzle_b=swizzle,
+                               offs=None if offs is None else offs.to("neuron")).cpu().float()
+
+
+def test_scaled_grouped_mm_v2_mxfp8_and_rowwise():
+    torch.manual_seed(4)
+    G, K, N = 3, 64, 8
+    offs = torch.tensor([4, 4, 10], dtype=torch.int32)    # the second expert gets no tokens
+    a, sa = _fp8(torch.randn(10, K)), _e8m0((10, K // 32))
+    b, sb = _fp8(torch.randn(G, N, K)).transpose(1, 2), _e8m0((G, N, K // 32))
+    af, bf = _mx_reference(a, sa, -1), _mx_reference(b, sb, -2)
+    want = torch.zeros(10, N)
+    want[0:4], want[4:10] = af[0:4] @ bf[0], af[4:10] @ bf[2]
+    got = _v2(a, b, sa, F.ScalingType.BlockWise1x32, sb, offs)
+    torch.testing.assert_close(got, want.bfloat16().float(), rtol=0, atol=0)
+    # 3-D x 3-D (one GEMM per expert) and 2-D x 2-D (K grouped: the weight gradient).
+    a3, sa3 = _fp8(torch.randn(G, 4, K)), _e8m0((G, 4, K // 32))
+    want3 = torch.bmm(_mx_reference(a3, sa3, -1), bf)
+    torch.testing.assert_close(_v2(a3, b, sa3, F.ScalingType.BlockWise1x32, sb),
+                               want3.bfloat16().float(), rtol=0, atol=0)
+    kt, sk = _fp8(torch.randn(N, 96)), _e8m0((N, 3))
+    x, sx = _fp8(torch.randn(6, 96)), _e8m0((6, 3))
+    kofs = torch.tensor([32, 96], dtype=torch.int32)
+    xf, kf = _mx_reference(x, sx, -1), _mx_reference(kt.t(), sk, -2)
+    want2 = torch.stack([xf[:, :32] @ kf[:32], xf[:, 32:] @ kf[32:]])
+    torch.testing.assert_close(_v2(x, kt.t(), sx, F.ScalingType.BlockWise1x32, sk, kofs),
+                               want2.bfloat16().float(), rtol=0, atol=0)
+    # Row-wise FP8 through v2 is _scaled_grouped_mm.
+    ra, rb = torch.rand(10) + 0.5, torch.rand(G, N) + 0.5
+    v1 = torch._scaled_grouped_mm(a.to("neuron"), b.to("neuron"), ra.to("neuron"),
+                                  rb.to("neuron"), offs=offs.to("neuron"),
+                                  out_dtype=torch.bfloat16)
+    assert torch.equal(_v2(a, b, ra, F.ScalingType.RowWise, rb, offs), v1.cpu().float())
+
+
+def test_scaled_grouped_mm_v2_refuses_what_it_cannot_do():
+    a, b = _fp8(torch.randn(4, 64)), _fp8(torch.randn(2, 8, 64)).transpose(1, 2)
+    sa, sb = _e8m0((4, 2)), _e8m0((2, 8, 2))
+    offs = torch.tensor([2, 4], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="swizzled scales .*NO_SWIZZLE"):
+        _v2(a, b, sa, F.ScalingType.BlockWise1x32, sb, offs, F.SwizzleType.SWIZZLE_32_4_4)
+    with pytest.raises(RuntimeError, match=r"scale of shape \(4, 3\).*expected \(4, 2\)"):
+        _v2(a, b, _e8m0((4, 3)), F.ScalingType.BlockWise1x32, sb, offs)
+    with pytest.raises(RuntimeError, match=r"recipes \[0\] x \[0\] are not supported"):
+        _v2(a, b, torch.ones(()), F.ScalingType.TensorWise, torch.ones(()), offs)
