@@ -164,3 +164,9 @@ def test_torch_tutorial_distributed_ddp_fsdp_tp_under_torchrun(tmp_path):
 def test_torch_tutorial_hf_generate_compiled(tmp_path):
     out = _py(tmp_path, "torch_tutorial_hf_generate_compile.py")
     assert "8 new tokens per prompt, equal to CPU" in out, out
+
+
+def test_torch_memory_stats(tmp_path):
+    out = _py(tmp_path, "torch_memory_stats.py").splitlines()
+    assert out == ["allocated 8388608 B, peak 8388608 B, reserved 8388608 B",
+                   "after del: allocated 0 B; peak kept 8388608 B"], out
