@@ -9,12 +9,15 @@ test_profiler, test_sdpa, test_rnn, test_utils, test_autocast, test_autograd, te
 test_compile, test_ipc, test_ops, test_distributed.
 """
 
+import _codecs
 import gc
+import io
 import multiprocessing
 import threading
 import types
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -50,8 +53,6 @@ SKIPS = {
                                               "does not copy backend metadata (any backend)",
     "test_backend_metadata_propagation": "missing in torch 2.13: Dynamo's fake inputs carry no "
                                          "backend metadata (any backend)",
-    "test_open_device_numpy_serialization": "OpenReg-specific bytes: a checkpoint saved by OpenReg "
-                                            "('openreg:0' location tags)",
     "test_ipc": "missing torch 2.13 API: device IPC for PrivateUse1 (UntypedStorage._share_device_, "
                 "DeviceIPCSentData) arrived after 2.13; TorchNeuron documents no tensor IPC",
 }
@@ -654,9 +655,30 @@ def test_fake_tensor_metadata_preservation():
     pass
 
 
-@skip("test_open_device_numpy_serialization")
+class _LegacyNumpyTensor:
+    """Pickles as a device tensor did before torch rebuilt them from CPU tensors:
+    _rebuild_device_tensor_from_numpy(ndarray, dtype, device, requires_grad). OpenReg's test
+    loads bytes saved that way on 'openreg:0'; the same record is written here for 'neuron:0'."""
+
+    def __reduce_ex__(self, protocol):
+        data = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)
+        return torch._utils._rebuild_device_tensor_from_numpy, (data, torch.float32,
+                                                                 "neuron:0", False)
+
+
 def test_open_device_numpy_serialization():
-    pass
+    buf = io.BytesIO()
+    torch.save({"x": _LegacyNumpyTensor()}, buf)
+    multiarray = (np._core if hasattr(np, "_core") else np.core).multiarray
+    allowed = [multiarray._reconstruct, np.ndarray, np.dtype, _codecs.encode,
+               np.dtypes.Float32DType]
+    with torch.serialization.safe_globals(allowed):
+        buf.seek(0)
+        loaded = torch.load(buf, weights_only=True)
+        buf.seek(0)
+        loaded_cpu = torch.load(buf, weights_only=True, map_location="cpu")
+    assert torch.equal(loaded["x"].cpu(), torch.tensor([[1., 2., 3.], [4., 5., 6.]]))
+    assert loaded["x"].device == torch.device("neuron:0") and loaded_cpu["x"].is_cpu
 
 
 # ---- test_compile.py --------------------------------------------------------------------------
