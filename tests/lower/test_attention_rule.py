@@ -21,16 +21,16 @@ BWD = "aten::_scaled_dot_product_flash_attention_for_cpu_backward"
 CHIP = get_chip("trn2")
 
 
-def _fwd(B, H, S, D, causal=False, dtype="bfloat16", mask=None):
-    q = TensorSpec((B, H, S, D), dtype)
-    return OpSpec(FWD, (q, q, q, 0.0, causal, mask, None),
+def _fwd(B, H, S, D, causal=False, dtype="bfloat16", mask=None, kv_heads=None):
+    q, kv = TensorSpec((B, H, S, D), dtype), TensorSpec((B, kv_heads or H, S, D), dtype)
+    return OpSpec(FWD, (q, kv, kv, 0.0, causal, mask, None),
                   (q, TensorSpec((B, H, S), "float32")))
 
 
-def _bwd(B, H, S, D, causal=False, dtype="bfloat16"):
-    q = TensorSpec((B, H, S, D), dtype)
-    return OpSpec(BWD, (q, q, q, q, q, TensorSpec((B, H, S), "float32"), 0.0, causal, None, None),
-                  (q, q, q))
+def _bwd(B, H, S, D, causal=False, dtype="bfloat16", kv_heads=None):
+    q, kv = TensorSpec((B, H, S, D), dtype), TensorSpec((B, kv_heads or H, S, D), dtype)
+    return OpSpec(BWD, (q, q, kv, kv, q, TensorSpec((B, H, S), "float32"), 0.0, causal, None,
+                        None), (q, kv, kv))
 
 
 def _bounds(B, H, S, D, backward):
@@ -105,3 +105,21 @@ def test_head_sizes_and_long_sequences():
     assert not lower_op(_fwd(1, 4, 32768, 128, causal=True)).estimated
     with pytest.raises(LoweringError, match="16384 keys and head size 128 .* 144 KiB"):
         lower_op(_bwd(1, 2, 16384, 128))
+
+
+@pytest.mark.parametrize("backward, kv_loads", [(False, 2), (True, 5)])
+def test_gqa_loads_each_kv_head_once_per_group(backward, kv_loads):
+    # 8 query heads on 2 K/V heads, small enough to be simulated whole (no extrapolation): the
+    # HBM traffic saved is exactly the K/V loads of the 6 heads GQA does not have (forward K^T
+    # and V; backward K^T, V^T, K and the dK, dV stores); the time stays that of MHA.
+    make = _bwd if backward else _fwd
+    mha, gqa = lower_op(make(1, 8, 256, 128)), lower_op(make(1, 8, 256, 128, kv_heads=2))
+    assert not (mha.extrapolated or gqa.extrapolated or gqa.estimated)
+    assert mha.hbm_bytes - gqa.hbm_bytes == pytest.approx(kv_loads * 6 * 256 * 128 * 2, rel=1e-6)
+    assert gqa.flops == mha.flops
+    assert 0.95 * mha.total_ns < gqa.total_ns < 1.02 * mha.total_ns, (gqa.total_ns, mha.total_ns)
+
+
+def test_gqa_head_counts_must_divide():
+    with pytest.raises(LoweringError, match="8 query heads and K/V of 3/3 heads"):
+        lower_op(_fwd(1, 8, 128, 64, kv_heads=3))

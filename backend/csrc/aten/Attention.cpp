@@ -1,7 +1,10 @@
 // Scaled dot-product attention on 'neuron', PrivateUse1's way: _fused_sdp_choice picks the
 // OVERRIDEABLE backend, whose forward and backward run CPU's fused (flash) kernels on the
 // device tensors, so results equal CPU's and the simulator sees one attention op.
-// Dropout and grouped-query attention take the math path (composite, autograd-aware).
+// Grouped-query attention (enable_gqa, K/V with fewer heads than Q) takes it too: CPU's flash
+// kernels take K/V with H_kv heads (and sum dK/dV over each group), so the op is charged with
+// the real K/V shapes, as Trainium's flash kernel reads them. Dropout takes the math path
+// (composite, autograd-aware).
 #include <ATen/ATen.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
@@ -17,13 +20,22 @@ namespace {
 int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
-  const bool gqa = enable_gqa && query.dim() >= 3 && key.dim() >= 3 &&
-                   query.size(-3) != key.size(-3);
   // CPU's flash kernel needs one head size for Q, K and V (DeepSeek's MLA has a smaller V).
-  const bool plain = dropout_p == 0.0 && !gqa && query.dim() == 4 && key.dim() == 4 &&
-                     value.dim() == 4 && !query.is_nested() &&
-                     query.size(-1) == key.size(-1) && query.size(-1) == value.size(-1);
+  bool plain = dropout_p == 0.0 && query.dim() == 4 && key.dim() == 4 && value.dim() == 4 &&
+               !query.is_nested() && query.size(-1) == key.size(-1) &&
+               query.size(-1) == value.size(-1) && key.size(1) == value.size(1);
+  // Grouped-query: each K/V head serves a group of query heads (a divisor, with enable_gqa).
+  if (plain && key.size(1) != query.size(1)) {
+    plain = enable_gqa && key.size(1) > 0 && query.size(1) % key.size(1) == 0;
+  }
   return static_cast<int64_t>(plain ? sdp::SDPBackend::overrideable : sdp::SDPBackend::math);
+}
+
+// [B, H_kv, S, D] -> [B, heads, S, D] as FP32, each K/V head repeated for its query heads.
+at::Tensor float_heads(const at::Tensor& t, int64_t heads) {
+  const int64_t kv = t.size(1);
+  const at::Tensor f = t.to(at::kFloat);
+  return kv == heads ? f : f.repeat_interleave(heads / kv, 1);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
@@ -57,14 +69,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attention_backward(
   if (grad_input_mask[3] && attn_bias.defined()) {
     // d(scores): P * (dP - rowsum(dO * O)), with P recomputed from the saved logsumexp.
     const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
-    at::Tensor scores = at::matmul(query.to(at::kFloat), key.to(at::kFloat).transpose(-2, -1)) * s +
+    const int64_t heads = query.size(1);
+    at::Tensor scores = at::matmul(query.to(at::kFloat), float_heads(key, heads).transpose(-2, -1)) * s +
                         attn_bias.to(at::kFloat);
     if (is_causal) {
       const auto keep = at::ones({query.size(2), key.size(2)}, query.options().dtype(at::kBool)).tril();
       scores = scores.masked_fill(keep.logical_not(), -INFINITY);
     }
     const at::Tensor p = (scores - logsumexp.to(at::kFloat).unsqueeze(-1)).exp();
-    const at::Tensor dp = at::matmul(grad_out.to(at::kFloat), value.to(at::kFloat).transpose(-2, -1));
+    const at::Tensor dp = at::matmul(grad_out.to(at::kFloat), float_heads(value, heads).transpose(-2, -1));
     const at::Tensor row = (grad_out.to(at::kFloat) * out.to(at::kFloat)).sum(-1, true);
     at::Tensor ds = p * (dp - row);
     // Sum over the dimensions the bias was broadcast along.

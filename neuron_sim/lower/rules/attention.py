@@ -17,7 +17,11 @@ Backward (recomputation, q-tile outer): per query tile D_i = rowsum(dO * O), the
 S = Q K^T, P = exp(scale*S - lse), dP = dO V^T, dS = P (dP - D_i); dV += P^T dO and dK += dS^T Q
 (P and dS are already K-major: no transpose), accumulated over query tiles in SBUF on VectorE;
 dQ += dS K through a TensorE transpose of dS, accumulated in PSUM. FLOPs: forward 4 S_q S_k D per
-head, backward 10 S_q S_k D (about half of each with a causal mask)."""
+head, backward 10 S_q S_k D (about half of each with a causal mask).
+Grouped-query attention (K/V with H_kv heads, each serving H / H_kv consecutive query heads, as
+`enable_gqa`): the query heads of a group run one after another on the same resident K/V, so each
+K/V head is loaded once per group [NKI flash_fwd's GQA mode]; the backward accumulates dK/dV over
+the whole group and stores them once."""
 
 from __future__ import annotations
 
@@ -61,10 +65,15 @@ def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF, bufs=None):
     return _sub(ctx.tile(role, (128, full), dtype, slot, memory, bufs=bufs), shape[0], 0, f)
 
 
+def _kv_head(t, bh, heads):
+    """(batch, head) of t serving query (batch, head) bh: t has H or (GQA) H_kv heads."""
+    b, h = divmod(bh, heads)
+    return b, h // max(1, heads // max(t.shape[1], 1))
+
+
 def _head_base(t, bh, heads):
     """Element offset of (batch, head) bh of a [B, H, S, D] tensor (GQA: H_kv divides H)."""
-    b, h = divmod(bh, heads)
-    hk = h // max(1, heads // max(t.shape[1], 1))
+    b, hk = _kv_head(t, bh, heads)
     return b * t.strides[0] + hk * t.strides[1]
 
 
@@ -127,22 +136,27 @@ def _lanes(items, steps, lanes=2):
 
 
 class _Heads:
-    """K/V tiles of the (batch, head)s in flight (two at most: lanes cross a head boundary)."""
+    """K/V tiles of the (batch, K/V head)s in flight (two at most: lanes cross a head boundary);
+    the query heads of a GQA group share them."""
 
     def __init__(self, ctx, k, v, H, S_k, D, dt, need, slots=2):
         self.ctx, self.k, self.v, self.H, self.S_k, self.D, self.dt = ctx, k, v, H, S_k, D, dt
         self.need, self.loaded, self.count, self.slots = need, {}, 0, slots
 
+    def key(self, bh):
+        return _kv_head(self.k, bh, self.H)
+
     def get(self, bh, *names):
-        if bh not in self.loaded:
+        key = self.key(bh)
+        if key not in self.loaded:
             if len(self.loaded) >= self.slots:
                 self.loaded.pop(next(iter(self.loaded)))
             self.count += 1
-            self.loaded[bh] = _head_tiles(self.ctx, self.k, self.v,
+            self.loaded[key] = _head_tiles(self.ctx, self.k, self.v,
                                           _head_base(self.k, bh, self.H),
                                           _head_base(self.v, bh, self.H), self.S_k, self.D,
                                           self.dt, self.count % self.slots, need=self.need)
-        return tuple(self.loaded[bh][x] for x in names)
+        return tuple(self.loaded[key][x] for x in names)
 
 
 def _head_slots(per_head, S_k, D, what):
@@ -164,6 +178,11 @@ def _plan(ctx, op, first, causal_at):
     mask = op.arg(causal_at + 1)
     mask = mask if hasattr(mask, "shape") and mask.on_device else None
     B, H, S_q, D = q.shape
+    if k.shape[1] != v.shape[1] or k.shape[1] < 1 or H % k.shape[1]:
+        raise LoweringError(
+            f"attention with {H} query heads and K/V of {k.shape[1]}/{v.shape[1]} heads: K and "
+            f"V need one head count dividing {H} (grouped-query attention); this op is timed by "
+            f"the roofline estimate")
     scale = op.arg(causal_at + 2)
     blocks = _blocks(B * H, ceil(S_q / QT), bool(op.arg(causal_at, False)))
     # >= 4 blocks (the half-size build has 2): both pipeline lanes busy in both builds
@@ -345,7 +364,7 @@ def sdpa_backward(ctx, op):
     per_head = 2 * nk * D * 4 + (2 * ceil(D / 128) * S_k + nk * D) * itemsize(dt)
     slots = _head_slots(per_head, S_k, D, "backward")
 
-    def flush(bh, accs):                        # dK (scaled), dV of a finished head
+    def flush(bh, accs):                        # dK (scaled), dV of a finished K/V head
         for name, acc, t in (("dk", accs[0], dk), ("dv", accs[1], dv)):
             if t is None or t.numel == 0:
                 continue
@@ -361,20 +380,21 @@ def sdpa_backward(ctx, op):
                                          ((D, t.strides[-1]),), t.strides[-2]), ot)
 
     heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "vT", "k"), slots)
-    left = {}
+    left = {}                                   # query tiles left per K/V head (GQA: its group)
     for _, bh, _ in items:
-        left[bh] = left.get(bh, 0) + 1
+        left[heads.key(bh)] = left.get(heads.key(bh), 0) + 1
     dkv = {}
 
     def tile_steps(item, idx):
         j, bh, i = item
         kT, vT, kr = heads.get(bh, "kT", "vT", "k")
-        if bh not in dkv:
+        kv = heads.key(bh)
+        if kv not in dkv:
             # dK, dV of a head accumulate in SBUF FP32: [128, nk * D], key chunk c at c * D
             sl = heads.count % slots
-            dkv[bh] = (_buf(ctx, "dk_acc", (128, nk * D), "float32", sl),
+            dkv[kv] = (_buf(ctx, "dk_acc", (128, nk * D), "float32", sl),
                        _buf(ctx, "dv_acc", (128, nk * D), "float32", sl))
-            for acc in dkv[bh]:
+            for acc in dkv[kv]:
                 b.memset(acc, 0.0, engine="gpsimd")
         sl = 2 * (j % 2) + idx
         q0 = i * QT
@@ -403,7 +423,7 @@ def sdpa_backward(ctx, op):
             # dV += P^T dO, dK += dS^T Q: P and dS are K-major already; the key chunks'
             # products side by side in one PSUM bank, one VectorE add into the accumulator
             per_bank = max(1, 512 // D)         # [128, D] FP32 products per 2 KiB PSUM bank
-            for lhs, rhs, acc in ((p, gr, dkv[bh][1]), (ds, qr, dkv[bh][0])):
+            for lhs, rhs, acc in ((p, gr, dkv[kv][1]), (ds, qr, dkv[kv][0])):
                 for g0 in range(0, nch, per_bank):
                     gn = min(per_bank, nch - g0)
                     ps = _buf(ctx, "kv_ps", (pr, gn * D), "float32", 0, Memory.PSUM)
@@ -453,8 +473,8 @@ def sdpa_backward(ctx, op):
             b.dma_copy(AccessPattern(ctx.hbm(dq), 0, qn,
                                      _head_base(dq, bh, H) + q0 * dq.strides[-2],
                                      ((D, dq.strides[-1]),), dq.strides[-2]), dqt)
-        left[bh] -= 1
-        if left[bh] == 0:
-            flush(bh, dkv.pop(bh))
+        left[kv] -= 1
+        if left[kv] == 0:
+            flush(bh, dkv.pop(kv))
     _lanes(items, tile_steps)
     ctx.end_op()
