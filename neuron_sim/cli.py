@@ -79,7 +79,7 @@ def _estimate(args) -> int:
         print(f"neuron-sim estimate needs torch and torch_neuronx ({e})", file=sys.stderr)
         return 1
     common = dict(instance=args.instance, tp=args.tp, lnc=args.lnc, dtype=args.dtype,
-                  compiled=not args.eager, name=args.model)
+                  precision=args.precision, compiled=not args.eager, name=args.model)
     try:
         if args.mode == "train":
             r = E.estimate_training(args.model, fsdp=args.fsdp, dp=args.dp, seq=args.seq,
@@ -117,7 +117,8 @@ def main(argv=None) -> int:
         "no download). Prints time, throughput, MFU, HBM per core and the per-engine and "
         "collective breakdown. Method: torch_neuronx/estimate.py.")
     est.add_argument("model", help="preset (llama-3.2-1b, llama-3.1-8b, llama-3.1-70b, "
-                     "llama-3.3-70b, llama-3.1-405b) or a config.json path")
+                     "llama-3.3-70b, llama-3.1-405b, mixtral-8x7b, qwen3-30b-a3b) or a "
+                     "config.json path")
     est.add_argument("mode", choices=("train", "infer"), help="training step or inference")
     est.add_argument("--instance", default="trn2.48xlarge", help="default trn2.48xlarge")
     est.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
@@ -125,6 +126,8 @@ def main(argv=None) -> int:
     est.add_argument("--dp", type=int, default=1, help="data-parallel (replicated) degree")
     est.add_argument("--lnc", type=int, default=None, help="logical core size (default: chip's)")
     est.add_argument("--dtype", default="bf16", help="bf16 (default) or fp32")
+    est.add_argument("--precision", default="bf16", choices=("bf16", "fp8", "mx"),
+                     help="matmuls of the layers: bf16 (default), fp8 (Trn2/Trn3) or mx (Trn3)")
     est.add_argument("--seq", type=int, default=4096, help="training sequence length")
     est.add_argument("--batch", type=int, default=1, help="micro-batch (train) or batch (infer)")
     est.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps")

@@ -76,6 +76,18 @@ PRESETS = {
                            num_hidden_layers=126, num_attention_heads=128, num_key_value_heads=8,
                            head_dim=128),
 }
+# Mixture-of-experts models (config.json of mistralai/Mixtral-8x7B-v0.1 and Qwen/Qwen3-30B-A3B)
+PRESETS["mixtral-8x7b"] = dict(
+    model_type="mixtral", vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+    num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+    num_local_experts=8, num_experts_per_tok=2, rope_theta=1e6, rms_norm_eps=1e-5,
+    max_position_embeddings=32768, tie_word_embeddings=False, sliding_window=None)
+PRESETS["qwen3-30b-a3b"] = dict(
+    model_type="qwen3_moe", vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+    moe_intermediate_size=768, num_hidden_layers=48, num_attention_heads=32,
+    num_key_value_heads=4, head_dim=128, num_experts=128, num_experts_per_tok=8,
+    norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], rope_theta=1e6,
+    rms_norm_eps=1e-6, max_position_embeddings=40960, tie_word_embeddings=False)
 PRESETS["llama-3.3-70b"] = PRESETS["llama-3.1-70b"]
 PRESETS["llama-3-70b"] = dict(PRESETS["llama-3.1-70b"], rope_scaling=None, max_position_embeddings=8192)
 
@@ -110,27 +122,44 @@ def load_config(model):
 
 def _dims(cfg) -> dict:
     heads = cfg.num_attention_heads
+    experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or 0
     return dict(hidden=cfg.hidden_size, layers=cfg.num_hidden_layers, heads=heads,
                 kv_heads=getattr(cfg, "num_key_value_heads", None) or heads,
                 head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // heads,
-                ffn=cfg.intermediate_size, vocab=cfg.vocab_size)
+                ffn=getattr(cfg, "moe_intermediate_size", None) or cfg.intermediate_size,
+                vocab=cfg.vocab_size, experts=experts,
+                top_k=getattr(cfg, "num_experts_per_tok", 0) if experts else 0)
 
 
 def parameter_counts(cfg) -> dict:
-    """Parameters per layer, of the embedding and LM head, and in all (Llama layout)."""
+    """Parameters per layer, of the embedding and LM head, and in all (Llama layout; an MoE
+    layer has `experts` MLPs and a router). `active_layer`: the parameters a token uses (its
+    top-k experts), for MFU."""
     d = _dims(cfg)
     h, hd = d["hidden"], d["head_dim"]
     attn = h * hd * (2 * d["heads"] + 2 * d["kv_heads"])
-    layer = attn + 3 * h * d["ffn"] + 2 * h
+    if cfg.model_type.startswith("qwen3"):
+        attn += 2 * hd          # RMSNorm of the queries and keys
+    mlp = 3 * h * d["ffn"]
+    if d["experts"]:
+        layer = attn + d["experts"] * mlp + h * d["experts"] + 2 * h
+        active = attn + d["top_k"] * mlp + h * d["experts"] + 2 * h
+    else:
+        layer = active = attn + mlp + 2 * h
     embed = d["vocab"] * h
     head = 0 if getattr(cfg, "tie_word_embeddings", False) else embed
-    return dict(layer=layer, embed=embed, head=head, final_norm=h,
+    return dict(layer=layer, active_layer=active, embed=embed, head=head, final_norm=h,
                 total=layer * d["layers"] + embed + head + h)
 
 
-def _shard(cfg, tp: int):
-    """The config of one TP rank's layer (one layer)."""
+def _shard(cfg, tp: int, precision: str = "bf16"):
+    """The config of one TP rank's layer (one layer). MoE experts are split by TP like the
+    dense MLP (each rank holds every expert's 1/tp slice); expert parallelism is not modelled."""
     d = _dims(cfg)
+    if d["experts"] and precision != "bf16":
+        raise ValueError(f"precision {precision!r} with a mixture-of-experts model: FP8/MX "
+                         "experts (torch._scaled_grouped_mm) are not modelled yet; use "
+                         "precision='bf16' for MoE models.")
     if d["heads"] % tp:
         raise ValueError(f"tensor parallelism {tp} does not divide the {d['heads']} attention "
                          f"heads; choose a TP degree that divides {d['heads']}.")
@@ -142,8 +171,14 @@ def _shard(cfg, tp: int):
     c.num_attention_heads = d["heads"] // tp
     c.num_key_value_heads = max(1, d["kv_heads"] // tp)
     c.head_dim = d["head_dim"]
-    c.intermediate_size = -(-d["ffn"] // tp)
+    if getattr(cfg, "moe_intermediate_size", None):   # experts' MLP width (Qwen-MoE)
+        c.moe_intermediate_size = -(-d["ffn"] // tp)
+        c.intermediate_size = -(-cfg.intermediate_size // tp)
+    else:    # the dense MLP's, or every expert's (Mixtral): split as the dense MLP's
+        c.intermediate_size = -(-d["ffn"] // tp)
     c._attn_implementation = "sdpa"
+    if d["experts"]:    # expert weights as 3-D tensors, one torch._grouped_mm per projection
+        c._experts_implementation = "grouped_mm"
     return c
 
 
@@ -284,12 +319,28 @@ def _drop_grads(*tensors_or_modules):
     return drop
 
 
-def _layer_parts(cfg_tp, device, dtype):
+def _precision(precision, dtype, instance) -> str:
+    from .fp8_linear import check_precision
+    p = check_precision(precision, get_instance(instance).chip)
+    if p != "bf16" and dtype != torch.bfloat16:
+        raise ValueError(f"precision {p!r} runs the matmuls in FP8 around a BF16 model; give "
+                         f"dtype='bf16' (got {dtype}).")
+    return p
+
+
+def _layer_parts(cfg_tp, device, dtype, precision="bf16", trainable=False):
+    """One decoder layer at this rank's shapes, its rotary embedding and the final norm. With
+    precision 'fp8'/'mx' the layer's linears (attention projections, MLP; not the MoE router,
+    whose scores must stay precise) are ScaledLinears."""
     from transformers import AutoModelForCausalLM
+
+    from .fp8_linear import quantize_linears
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg_tp)
     inner = model.model
     layer = inner.layers[0].to_empty(device=device).to(dtype)
+    quantize_linears(layer.self_attn, precision, trainable)
+    quantize_linears(layer.mlp, precision, trainable)
     rope = type(inner.rotary_emb)(cfg_tp).to(device)
     norm = inner.norm.to_empty(device=device).to(dtype)
     return layer, rope, norm
@@ -379,6 +430,11 @@ def _collectives_text(lines) -> list:
     return out
 
 
+def _precision_text(precision, moe) -> str:
+    p = f", {precision} matmuls" if precision != "bf16" else ""
+    return p + (f", {moe}" if moe else "")
+
+
 class _Memory:
     """HBM per logical core of an estimate (hbm_bytes by use, hbm_capacity), and the estimate
     as plain data."""
@@ -430,6 +486,8 @@ class TrainingEstimate(_Memory):
     hbm_capacity: int = 0
     model_flops: float = 0.0
     peak_flops: float = 0.0
+    precision: str = "bf16"
+    moe: str = ""
 
     @property
     def ranks(self) -> int:
@@ -475,6 +533,7 @@ class TrainingEstimate(_Memory):
         lines = [f"{self.model} training on {self.nodes} x {self.instance} (LNC={self.lnc}), "
                  f"{self.ranks} ranks {mesh}, {self.dtype}, seq {self.seq}, micro-batch "
                  f"{self.micro_batch} x {self.grad_accum} accumulation"
+                 f"{_precision_text(self.precision, self.moe)}"
                  f"{', activation checkpointing' if self.checkpoint else ''} "
                  f"({'compiled' if self.compiled else 'eager'}, "
                  f"{'time-only' if self.time_only else 'normal'} execution)",
@@ -516,6 +575,8 @@ class InferenceEstimate(_Memory):
     decode_collectives: list = field(default_factory=list)
     hbm_bytes: dict = field(default_factory=dict)
     hbm_capacity: int = 0
+    precision: str = "bf16"
+    moe: str = ""
 
     @property
     def ttft_s(self) -> float:
@@ -541,7 +602,7 @@ class InferenceEstimate(_Memory):
         dc = sum(c.seconds for c in self.decode_collectives)
         lines = [f"{self.model} inference on {self.instance} (LNC={self.lnc}), TP{self.tp}, "
                  f"{self.dtype}, batch {self.batch}, {self.input_len} in / {self.output_len} out, "
-                 f"static KV cache of {self.kv_len}"
+                 f"static KV cache of {self.kv_len}{_precision_text(self.precision, self.moe)}"
                  f"{', sequence parallel' if self.sequence_parallel else ''} "
                  f"({'compiled' if self.compiled else 'eager'}, "
                  f"{'time-only' if self.time_only else 'normal'} execution)",
@@ -578,32 +639,55 @@ def _check_instance(instance, lnc):
 
 def _dtype(dtype):
     if str(dtype).lower() not in DTYPES:
-        raise ValueError(f"precision {dtype!r} is not supported by the estimator; use one of "
-                         f"bf16, fp32 (FP8 and MX are not modelled yet).")
+        raise ValueError(f"dtype {dtype!r} is not supported by the estimator; use bf16 or fp32 "
+                         "(FP8 and MX matmuls: precision='fp8' or 'mx').")
     return DTYPES[str(dtype).lower()]
+
+
+def _peak_dtype(tdt, precision) -> str:
+    """The TensorE peak MFU is measured against."""
+    if precision != "bf16":
+        return {"fp8": "float8_e4m3", "mx": "mxfp8"}[precision]
+    return "float32" if tdt == torch.float32 else "bfloat16"
+
+
+def _moe_text(d) -> str:
+    """The MoE layout and the routing assumption it was timed with ('' for a dense model)."""
+    if not d["experts"]:
+        return ""
+    from .time_only import moe_routing
+    shares = moe_routing(d["experts"])
+    routing = ("uniform" if max(shares) - min(shares) < 1e-12
+               else "shares " + ",".join(f"{x:.3g}" for x in shares))
+    return (f"MoE {d['experts']} experts, top-{d['top_k']}, {routing} routing "
+            "(torch_neuronx.set_moe_routing); experts split by TP, no expert parallelism")
 
 
 def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=None,
                       dtype="bf16", seq=4096, micro_batch=1, grad_accum=1, compiled=True,
-                      checkpoint=False, time_only=None, name=None) -> TrainingEstimate:
+                      checkpoint=False, time_only=None, name=None,
+                      precision="bf16") -> TrainingEstimate:
     """Training step of `model` (see load_config) with `dp x fsdp x tp` ranks, one per logical
     core of as many `instance`s as needed. `checkpoint`: activation checkpointing of every layer
     (torch.utils.checkpoint: the layer keeps its input and recomputes its forward in the
-    backward). See the module docstring for the method."""
+    backward). `precision`: 'fp8' or 'mx' (Trn3) runs the layers' linears, forward and
+    backward, through torch._scaled_mm with quantisation per call (torch_neuronx.fp8_linear).
+    See the module docstring for the method."""
     cfg = load_config(model)
     mesh = {"dp": int(dp), "fsdp": int(fsdp), "tp": int(tp)}
     ranks = math.prod(mesh.values())
     inst, lnc, fabric, nodes = _job(instance, lnc, ranks)
     _check_instance(instance, lnc)
     tdt = _dtype(dtype)
+    prec = _precision(precision, tdt, instance)
     elt = torch.finfo(tdt).bits // 8
     d, counts = _dims(cfg), parameter_counts(cfg)
-    cfg_tp = _shard(cfg, mesh["tp"])
+    cfg_tp = _shard(cfg, mesh["tp"], prec)
     dev = _device()
     vocab_tp = -(-d["vocab"] // mesh["tp"])
     b, s, h = int(micro_batch), int(seq), d["hidden"]
     with _execution(time_only) as is_time_only:
-        layer, rope, norm = _layer_parts(cfg_tp, dev, tdt)
+        layer, rope, norm = _layer_parts(cfg_tp, dev, tdt, prec, trainable=True)
         x = torch.empty(b, s, h, device=dev, dtype=tdt, requires_grad=True)
         pos = torch.arange(s, device=dev)[None].expand(b, s)
         gy = torch.empty(b, s, h, device=dev, dtype=tdt)
@@ -639,8 +723,8 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
     hbm = {"parameters": shard * elt, "gradients": shard * elt, "optimizer": shard * opt_bytes,
            "gathered layers": (2 * layer_tp * elt if mesh["fsdp"] > 1 else 0),
            "activations": saved * d["layers"] + max(m_layer.peak_bytes, m_head.peak_bytes)}
-    non_embed = counts["total"] - counts["embed"] - counts["head"]
-    flops_per_token = 6 * non_embed + 6 * d["layers"] * h * s
+    active = counts["active_layer"] * d["layers"] + counts["final_norm"]   # top-k experts only
+    flops_per_token = 6 * active + 6 * d["layers"] * h * s
     return TrainingEstimate(
         model=name or _describe(model), instance=instance,
         mesh=mesh, lnc=lnc, nodes=nodes, dtype=str(dtype), seq=s, micro_batch=b,
@@ -648,8 +732,8 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
         layers=d["layers"], checkpoint=bool(checkpoint), layer=m_layer, head=m_head, optimizer_s=opt_s, collectives=coll,
         hbm_bytes={k: int(v) for k, v in hbm.items()},
         hbm_capacity=inst.hbm_bytes_per_logical_core(lnc), model_flops=flops_per_token,
-        peak_flops=inst.peak_flops_per_logical_core(
-            "float32" if tdt == torch.float32 else "bfloat16", lnc))
+        peak_flops=inst.peak_flops_per_logical_core(_peak_dtype(tdt, prec), lnc),
+        precision=prec, moe=_moe_text(d))
 
 
 def _describe(model) -> str:
@@ -729,12 +813,15 @@ def _training_collectives(cfg, counts, mesh, fabric, b, s, h, elt, grad_accum, i
 
 def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="bf16",
                        input_len=1024, output_len=128, batch=1, kv_len=None, compiled=True,
-                       sequence_parallel=True, time_only=None, name=None) -> InferenceEstimate:
+                       sequence_parallel=True, time_only=None, name=None,
+                       precision="bf16") -> InferenceEstimate:
     """TTFT and TPOT of `model` at tensor parallelism `tp` with a static KV cache of `kv_len`
     positions (default input_len + output_len). `sequence_parallel` (with tp > 1, as NxD
     Inference runs it): the prefill's norms and residual adds work on input_len / tp tokens per
-    rank (the TP all-reduces become reduce-scatters and all-gathers of the same bytes). See the
-    module docstring."""
+    rank (the TP all-reduces become reduce-scatters and all-gathers of the same bytes).
+    `precision` 'fp8' / 'mx' (Trn3): the layers' linears hold quantised weights (quantised once,
+    1 byte per parameter in HBM) and quantise their input on every call
+    (torch_neuronx.fp8_linear); the LM head stays BF16. See the module docstring."""
     cfg = load_config(model)
     mesh = {"tp": int(tp)}
     inst, lnc, fabric, _nodes = _job(instance, lnc, mesh["tp"])
@@ -744,15 +831,16 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
                          f"LNC={lnc}).")
     _check_instance(instance, lnc)
     tdt = _dtype(dtype)
+    prec = _precision(precision, tdt, instance)
     elt = torch.finfo(tdt).bits // 8
     d, counts = _dims(cfg), parameter_counts(cfg)
-    cfg_tp = _shard(cfg, mesh["tp"])
+    cfg_tp = _shard(cfg, mesh["tp"], prec)
     kv_len = int(kv_len or input_len + output_len)
     b, s, h = int(batch), int(input_len), d["hidden"]
     vocab_tp = -(-d["vocab"] // mesh["tp"])
     dev = _device()
     with _execution(time_only) as is_time_only, torch.no_grad():
-        layer, rope, norm = _layer_parts(cfg_tp, dev, tdt)
+        layer, rope, norm = _layer_parts(cfg_tp, dev, tdt, prec)
         lm_head = torch.nn.Linear(h, vocab_tp, bias=False, device=dev, dtype=tdt)
         x = torch.empty(b, s, h, device=dev, dtype=tdt)
         pos = torch.arange(s, device=dev)[None].expand(b, s)
@@ -794,6 +882,8 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
             lines.append(_collective(fabric, mesh, "TP sampling (argmax)", "all_gather",
                                      b * 8 * mesh["tp"], "tp", 1, in_graph))
     weights = counts["total"] / mesh["tp"] * elt
+    if prec != "bf16":     # the layers' linear weights at one byte (the scales are negligible)
+        weights -= d["layers"] * (counts["layer"] - 2 * h) / mesh["tp"] * (elt - 1)
     kv_bytes = 2 * d["layers"] * b * cfg_tp.num_key_value_heads * cfg_tp.head_dim * kv_len * elt
     hbm = {"weights": int(weights), "KV cache": int(kv_bytes),
            "prefill activations": int(m_pre.peak_bytes)}
@@ -804,7 +894,7 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
         sequence_parallel=bool(sequence_parallel and mesh["tp"] > 1),
         prefill_layer=m_pre, prefill_head=m_pre_head, decode_layer=m_dec,
         decode_head=m_dec_head, prefill_collectives=pre, decode_collectives=dec, hbm_bytes=hbm,
-        hbm_capacity=inst.hbm_bytes_per_logical_core(lnc))
+        hbm_capacity=inst.hbm_bytes_per_logical_core(lnc), precision=prec, moe=_moe_text(d))
 
 
 # ---- the published figures (calibration predict rows) --------------------------------------

@@ -118,7 +118,7 @@ def test_bad_input_is_named():
         estimate_inference(SMALL, "trn2.48xlarge", tp=3)
     with pytest.raises(ValueError, match="unknown model 'llama-9b'"):
         load_config("llama-9b")
-    with pytest.raises(ValueError, match="precision 'fp8' is not supported"):
+    with pytest.raises(ValueError, match="dtype 'fp8' is not supported"):
         estimate_inference(SMALL, "trn2.48xlarge", dtype="fp8")
     with pytest.raises(ValueError, match=r"need this process's device on a trn3 instance"):
         estimate_inference(SMALL, "trn3.48xlarge")
