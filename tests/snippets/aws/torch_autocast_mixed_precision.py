@@ -1,7 +1,6 @@
 # Source: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
 # ("What changes are needed? For eager mode: ... Mixed precision: Use torch.autocast(device_type=
-# "neuron")"; the torch-neuronx MNIST example shows the same call around the forward pass and the
-# loss). Not a copy of a page: written for this test, it runs a small classifier's forward and
+# "neuron")"). Not a copy of a page: written for this test, it runs a small classifier's forward and
 # loss under torch.autocast(device_type="neuron") and the backward after it, then compares the
 # dtypes, the loss and the gradients with CPU PyTorch casting by hand as CUDA's autocast lists do
 # (TorchNeuron uses them; the dtype is float16, PyTorch's PrivateUse1 default, which TorchNeuron

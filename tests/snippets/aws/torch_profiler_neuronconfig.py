@@ -1,11 +1,11 @@
 # Source: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/tools/neuron-explorer/how-to-profile-pytorch.html
 # ("Capture PyTorch profiles with Neuron Explorer": torch.profiler.profile with the two activities
 # ProfilerActivity.CPU and ProfilerActivity.PrivateUse1, a NeuronConfig passed as
-# experimental_config, NeuronProfiler(config).export_trace as on_trace_ready; warm-up first, then
-# the profiled step ending in torch.neuron.synchronize()). Not a copy of the page's text: the
-# stored copy of the page is cut before its example, so this file makes those calls on a small
-# MLP training step written for this test, and checks what the page says a capture produces
-# (device activity in the trace, files under profile_output_dir) plus the loss against CPU.
+# experimental_config, NeuronProfiler(config).export_trace as on_trace_ready). Not a copy of the
+# page's text: the stored copy of the page is cut before its example, so this file makes those
+# calls on a small MLP training step written for this test (the warm-up step and the
+# torch.neuron.synchronize() closing the profiled step are ours), and checks (not from the page)
+# that the trace written under profile_output_dir has device activity and the loss equals CPU's.
 import glob
 import json
 import os
