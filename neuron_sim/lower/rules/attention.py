@@ -20,8 +20,8 @@ dQ += dS K through a TensorE transpose of dS, accumulated in PSUM. FLOPs: forwar
 head, backward 10 S_q S_k D (about half of each with a causal mask).
 Grouped-query attention (K/V with H_kv heads, each serving H / H_kv consecutive query heads, as
 `enable_gqa`): the query heads of a group run one after another on the same resident K/V, so each
-K/V head is loaded once per group [NKI flash_fwd's GQA mode]; the backward accumulates dK/dV over
-the whole group and stores them once."""
+K/V head is loaded once per group; the backward accumulates dK/dV over the whole group and stores
+them once."""
 
 from __future__ import annotations
 
