@@ -52,7 +52,10 @@ def _blockwise(x: torch.Tensor, block: int):
     amax = xb.abs().amax(-1, keepdim=True).clamp(min=2.0 ** -126)
     scale = torch.exp2(torch.ceil(torch.log2(amax / E4M3_MAX)))
     q = (xb / scale).to(E4M3).view(rows, k)
-    return q, scale.view(rows, k // block).to(torch.float8_e8m0fnu)
+    # _scaled_mm takes block scales padded to 128 rows x 4 blocks (cuBLAS's tiled layout)
+    scale = torch.nn.functional.pad(scale.view(rows, k // block),
+                                    (0, -(k // block) % 4, 0, -rows % 128), value=1.0)
+    return q, scale.to(torch.float8_e8m0fnu)
 
 
 def _quantize(x: torch.Tensor, precision: str, block: int):
