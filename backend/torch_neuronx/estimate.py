@@ -36,8 +36,10 @@ TensorE peak of a logical core in the dtype): the causal-attention half of PaLM'
 HBM per core: parameter, gradient and optimizer shards (FP32 master, m and v for BF16 training),
 two unsharded layers in flight (FSDP prefetch), activations saved for backward (measured per
 layer) x layers plus one layer's transient peak; for inference the weights, the KV cache and the
-prefill peak. Limits: dense decoders of the Llama family's layout (Llama, Mistral, Qwen2/3);
-BF16/FP32 only; no pipeline parallelism (see torch_neuronx.distributed.spmd for how stages
+prefill peak. Limits: decoders of the Llama family's layout (Llama, Mistral, Qwen2/3) and
+their MoE variants (Mixtral, Qwen3-MoE: experts split by TP, no expert parallelism, routed by
+torch_neuronx.set_moe_routing; run eagerly, as aten::histc has no compiled lowering); BF16/FP32,
+or FP8/MX matmuls (precision=, torch_neuronx.fp8_linear; dense models); no pipeline parallelism (see torch_neuronx.distributed.spmd for how stages
 would be composed); host time (data loading, HTTP serving) is not simulated.
 """
 
