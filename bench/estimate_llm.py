@@ -9,7 +9,10 @@
 then every published LLM figure in the calibration data (neuron_sim/calibrate/public.json, ids
 L*/T*) with its error, unless --no-published. Wall time and peak RSS are the whole script's.
 
-    python bench/estimate_llm.py [--no-published]
+With --precision fp8 both estimates run their layers' matmuls in FP8 (torch_neuronx.fp8_linear;
+docs/estimate.md says why FP8 comes out slower than BF16 in this simulator).
+
+    python bench/estimate_llm.py [--no-published] [--precision fp8]
 """
 
 import argparse
@@ -26,13 +29,17 @@ from torch_neuronx.estimate import calibration_rows, estimate_inference, estimat
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-published", action="store_true", help="skip the published figures")
+    ap.add_argument("--precision", default="bf16", choices=("bf16", "fp8"),
+                    help="matmul precision of both estimates (mx needs a Trn3 instance)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     train = estimate_training("llama-3.1-8b", "trn2.48xlarge", fsdp=64, seq=4096, micro_batch=1,
-                              dtype="bf16", checkpoint=True, name="Llama-3.1-8B")
+                              dtype="bf16", checkpoint=True, name="Llama-3.1-8B",
+                              precision=args.precision)
     print(train.report(), flush=True)
     infer = estimate_inference("llama-3.3-70b", "trn2.48xlarge", tp=64, input_len=10000,
-                               output_len=1500, batch=1, dtype="bf16", name="Llama-3.3-70B")
+                               output_len=1500, batch=1, dtype="bf16", name="Llama-3.3-70B",
+                               precision=args.precision)
     print(infer.report(), flush=True)
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -47,7 +54,7 @@ def main():
                  f"{sorted(errs)[len(errs) // 2]:.3f}" if errs else "")
     print(f"RESULT train_step_s={train.step_s:.4f} train_tokens_per_s={train.tokens_per_s:.0f} "
           f"train_mfu={train.mfu:.3f} train_hbm_gib={train.hbm_per_core / 2**30:.1f} ttft_ms={infer.ttft_s * 1e3:.1f} "
-          f"tpot_ms={infer.tpot_s * 1e3:.2f} time_only={int(train.time_only and infer.time_only)} "
+          f"tpot_ms={infer.tpot_s * 1e3:.2f} precision={args.precision} time_only={int(train.time_only and infer.time_only)} "
           f"wall_s={wall:.1f} peak_rss_gb={rss:.2f}{extra}")
 
 
