@@ -83,6 +83,16 @@ def _interface():
         register_interface_for_device(f"neuron:{i}", NeuronInterface)
 
 
+def _graphsafe_rng():
+    # torch.compile recomputes a checkpointed region's random ops (SDPA, dropout) with the
+    # forward's values through graph-safe generator states; unregistered devices take a path
+    # with CPU/CUDA/HPU/XPU only ("Backend not supported for neuron").
+    from torch._functorch._aot_autograd import utils
+
+    if hasattr(utils, "register_graphsafe_rng_device_type"):
+        utils.register_graphsafe_rng_device_type("neuron")
+
+
 class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Runs `then()` right after module `module` has loaded."""
 
@@ -115,3 +125,4 @@ def after_import(module: str, then) -> None:
 
 def install() -> None:
     after_import(_MODULE, _interface)
+    after_import("torch._functorch._aot_autograd.utils", _graphsafe_rng)

@@ -138,6 +138,12 @@ class _DefaultGenerators:
 default_generators = _DefaultGenerators()
 
 
+def _get_generator(device: torch.device) -> torch.Generator:
+    """The default generator of `device`, as torch.cuda._get_generator (torch.compile's
+    graph-safe RNG functionalisation reads it)."""
+    return default_generators[_index(device)]
+
+
 def manual_seed(seed: int) -> None:
     default_generators[current_device()].manual_seed(int(seed))
 

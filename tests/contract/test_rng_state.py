@@ -84,3 +84,42 @@ def test_dtensor_random_ops_through_the_offset_tracker():
     assert r0["full"][:4] != r0["full"][4:]              # whose shards differ
     assert r0["replicated"] == r1["replicated"]          # replicas agree
     assert r0["local"] != r1["local"]                    # re-initialised shards differ too
+
+
+def test_graphsafe_states_share_and_swap():
+    gen = torch.neuron.default_generators[0]
+    gen.manual_seed(5)
+    view = gen.graphsafe_get_state()          # shares the generator's (seed, offset)
+    torch.rand(8, device="neuron")
+    assert view.get_offset() == gen.get_offset() > 0
+    other = gen.clone_state().manual_seed(9)  # a separate state
+    gen.graphsafe_set_state(other)
+    assert gen.initial_seed() == 9
+    gen.graphsafe_set_state(view)
+    assert gen.initial_seed() == 5
+    with pytest.raises(RuntimeError, match="expected the state of a neuron generator"):
+        gen.graphsafe_set_state(torch.Generator())
+
+
+def test_compiled_checkpoint_recomputes_the_forwards_random_values():
+    # torch.compile + activation checkpointing of a region with a random op (dropout here; SDPA
+    # is tagged random too) recomputes it in backward with the forward's values: neuron is a
+    # graph-safe RNG device (it raised "Backend not supported for neuron" before).
+    from torch.utils.checkpoint import checkpoint
+
+    def block(x):
+        return checkpoint(lambda t: torch.nn.functional.dropout(t.sin(), 0.5) * 3.0, x,
+                          use_reentrant=False)
+
+    step = torch.compile(block, backend="neuron")
+    masks = []
+    for _ in range(2):
+        x = torch.randn(4096, device="neuron", requires_grad=True)
+        out = step(x)
+        out.sum().backward()
+        keep = (out.detach() != 0).cpu()
+        # d/dx [keep * 2 * sin(x) * 3] = keep * 6 * cos(x) only if backward drew the same mask
+        torch.testing.assert_close(x.grad.cpu(), keep * 6.0 * x.detach().cpu().cos())
+        assert 0.45 < keep.float().mean() < 0.55
+        masks.append(keep)
+    assert not torch.equal(masks[0], masks[1])  # the state advances from call to call

@@ -33,18 +33,22 @@ NeuronGeneratorImpl* neuron_impl(const at::Generator& gen) {
 }  // namespace
 
 NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
+    : NeuronGeneratorImpl(device, c10::make_intrusive<NeuronGeneratorState>(seed)) {}
+
+NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex device,
+                                         c10::intrusive_ptr<NeuronGeneratorState> state)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      seed_(seed) {}
+      state_(std::move(state)) {}
 
 void NeuronGeneratorImpl::set_current_seed(uint64_t seed) {
-  seed_ = seed;
-  offset_ = 0;
+  state_->seed = seed;
+  state_->offset = 0;
 }
 
-void NeuronGeneratorImpl::set_offset(uint64_t offset) { offset_ = offset; }
-uint64_t NeuronGeneratorImpl::get_offset() const { return offset_; }
-uint64_t NeuronGeneratorImpl::current_seed() const { return seed_; }
+void NeuronGeneratorImpl::set_offset(uint64_t offset) { state_->offset = offset; }
+uint64_t NeuronGeneratorImpl::get_offset() const { return state_->offset; }
+uint64_t NeuronGeneratorImpl::current_seed() const { return state_->seed; }
 
 uint64_t NeuronGeneratorImpl::seed() {
   const uint64_t random = c10::detail::getNonDeterministicRandom(true);
@@ -63,32 +67,45 @@ void NeuronGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   uint64_t seed = 0, offset = 0;
   std::memcpy(&seed, bytes, 8);
   std::memcpy(&offset, bytes + 8, 8);
-  seed_ = seed;
-  offset_ = offset;
+  state_->seed = seed;
+  state_->offset = offset;
 }
 
 c10::intrusive_ptr<c10::TensorImpl> NeuronGeneratorImpl::get_state() const {
   at::Tensor state = at::empty({static_cast<int64_t>(kStateBytes)},
                                at::TensorOptions().dtype(at::kByte).device(at::kCPU));
   auto* bytes = state.data_ptr<uint8_t>();
-  std::memcpy(bytes, &seed_, 8);
-  std::memcpy(bytes + 8, &offset_, 8);
+  std::memcpy(bytes, &state_->seed, 8);
+  std::memcpy(bytes + 8, &state_->offset, 8);
   return state.getIntrusivePtr();
+}
+
+void NeuronGeneratorImpl::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
+  auto* other = dynamic_cast<NeuronGeneratorImpl*>(state.get());
+  TORCH_CHECK(other != nullptr, "graphsafe_set_state: expected the state of a neuron generator "
+              "(from graphsafe_get_state() or clone_state()), got a generator for ",
+              state->device());
+  state_ = other->state_;
+}
+
+c10::intrusive_ptr<c10::GeneratorImpl> NeuronGeneratorImpl::graphsafe_get_state() const {
+  return c10::make_intrusive<NeuronGeneratorImpl>(device().index(), state_);
 }
 
 at::Generator NeuronGeneratorImpl::cpu_generator_at_offset() const {
   // At offset 0 the CPU generator is seeded with the seed itself, so the first random op
   // after manual_seed(s) gives what CPU gives after manual_seed(s).
-  return at::make_generator<at::CPUGeneratorImpl>(offset_ == 0 ? seed_ : mix(seed_ ^ mix(offset_)));
+  const uint64_t seed = state_->seed, offset = state_->offset;
+  return at::make_generator<at::CPUGeneratorImpl>(offset == 0 ? seed : mix(seed ^ mix(offset)));
 }
 
 void NeuronGeneratorImpl::advance(uint64_t values) {
-  offset_ += (std::max<uint64_t>(values, 1) + 3) / 4 * 4;
+  state_->offset += (std::max<uint64_t>(values, 1) + 3) / 4 * 4;
 }
 
 NeuronGeneratorImpl* NeuronGeneratorImpl::clone_impl() const {
-  auto* copy = new NeuronGeneratorImpl(device().index(), seed_);
-  copy->offset_ = offset_;
+  auto* copy = new NeuronGeneratorImpl(device().index(), state_->seed);
+  copy->state_->offset = state_->offset;
   return copy;
 }
 

@@ -12,11 +12,22 @@
 
 namespace neuron {
 
+// The (seed, offset) pair. A generator and the views graphsafe_get_state() hands out share
+// one, as CUDA's generators share their Philox state: torch.compile's RNG functionalisation
+// for activation checkpointing points a default generator at a graph-owned state for one op
+// and back (graphsafe_set_state), and that state advances with the values the op drew.
+struct NeuronGeneratorState final : c10::intrusive_ptr_target {
+  explicit NeuronGeneratorState(uint64_t seed) : seed(seed) {}
+  uint64_t seed;
+  uint64_t offset = 0;
+};
+
 class NeuronGeneratorImpl final : public c10::GeneratorImpl {
  public:
   static constexpr size_t kStateBytes = 16;
 
   NeuronGeneratorImpl(c10::DeviceIndex device, uint64_t seed);
+  NeuronGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr<NeuronGeneratorState> state);
 
   void set_current_seed(uint64_t seed) override;
   void set_offset(uint64_t offset) override;
@@ -25,6 +36,8 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
   uint64_t seed() override;
   void set_state(const c10::TensorImpl& new_state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) override;
+  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
   // The CPU generator one op draws from: a function of (seed, offset) only.
@@ -34,8 +47,7 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
 
  private:
   NeuronGeneratorImpl* clone_impl() const override;
-  uint64_t seed_;
-  uint64_t offset_ = 0;
+  c10::intrusive_ptr<NeuronGeneratorState> state_;
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);
