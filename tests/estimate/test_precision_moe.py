@@ -84,6 +84,12 @@ def test_precision_errors_name_the_chip_and_the_fix():
         estimate_inference(MOE, "trn2.48xlarge", precision="fp8")
 
 
+def test_cli_takes_the_precision(capsys):
+    from neuron_sim.cli import main
+    assert main(["estimate", "llama-3.1-8b", "infer", "--tp", "8", "--precision", "mx"]) == 2
+    assert "needs MX matmul (NeuronCore-v4, Trn3), which trn2" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name,total,active", [
     ("mixtral-8x7b", 46_702_792_704, 12_879_925_248),        # published: 46.7B, 12.9B active
     ("qwen3-30b-a3b", 30_532_122_624, 3_353_032_704)])       # published: 30.5B, 3.3B active
