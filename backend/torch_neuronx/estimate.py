@@ -549,7 +549,7 @@ class TrainingEstimate(_Memory):
                  f"{self.overlapped_comm_s * 1e3:.1f} ms overlapped with compute"]
         lines += _collectives_text(self.collectives)
         lines.append(self._hbm_line())
-        return "\n".join(lines)
+        return "\n".join(lines + _precision_caution(self.precision))
 
 
 @dataclass
@@ -619,7 +619,7 @@ class InferenceEstimate(_Memory):
                   f"busy per layer (us): {_engines_text(self.decode_layer.engine_ns, 1e-6)}"]
         lines += _collectives_text(self.decode_collectives)
         lines.append(self._hbm_line())
-        return "\n".join(lines)
+        return "\n".join(lines + _precision_caution(self.precision))
 
 
 # ---- the estimates --------------------------------------------------------------------------
@@ -651,6 +651,19 @@ def _peak_dtype(tdt, precision) -> str:
     if precision != "bf16":
         return {"fp8": "float8_e4m3", "mx": "mxfp8"}[precision]
     return "float32" if tdt == torch.float32 else "bfloat16"
+
+
+def _precision_caution(precision) -> list[str]:
+    """What a reader of an FP8/MX estimate must know before trusting it (docs/estimate.md)."""
+    if precision == "bf16":
+        return []
+    lines = ["  caution: FP8 matmuls are timed with both operands transposed through TensorE on "
+             "every call (torch._scaled_mm's K-contiguous layout; DMA transposes only 2-byte "
+             "types); a deployment lays FP8 weights out once, so these figures are pessimistic "
+             "and FP8 may look slower than BF16 (docs/estimate.md, FP8 and MX)"]
+    if precision == "mx":
+        lines.append("  caution: MX matmuls are timed at the FP8 rate, not MX's own (an upper bound)")
+    return lines
 
 
 def _moe_text(d) -> str:

@@ -73,6 +73,7 @@ def test_fp8_estimate_quantises_per_call_and_halves_the_layer_weights():
     assert sum(f8.prefill_layer.engine_ns.get(e, 0) for e in work) > \
         sum(bf.prefill_layer.engine_ns.get(e, 0) for e in work)
     assert "fp8 matmuls" in f8.report() and f8.precision == "fp8"
+    assert "caution: FP8 matmuls are timed with both operands transposed" in f8.report()
 
 
 def test_precision_errors_name_the_chip_and_the_fix():
