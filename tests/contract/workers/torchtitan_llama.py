@@ -4,7 +4,8 @@ parallelize_llama (full activation checkpointing + FSDP2), meta-device build, to
 init_weights (DTensor random init), its CrossEntropyLoss, AdamW container, LR schedule and
 clip_grad_norm_; the step is Trainer.train_step's body (the Trainer class itself imports
 `datasets`). Synthetic tokens, no downloads. argv[1] is "neuron" or "cpu" (the reference:
-gloo, with TorchTitan's mesh device type set to cpu). Last line: JSON of the losses.
+gloo, with TorchTitan's mesh device type set to cpu); argv[2] "compile" turns on TorchTitan's
+per-block torch.compile. Last line: JSON of the losses.
 
 TorchTitan 0.3.0 imports its expert-parallel Triton kernels module unconditionally (through
 models.common.moe); the CPU wheel has no triton. That one module is replaced here by a stub
@@ -17,6 +18,7 @@ import types
 import torch
 
 DEVICE = sys.argv[1]
+COMPILE = sys.argv[2:] == ["compile"]
 STEPS, BATCH, SEQ = 4, 2, 64
 
 kernels = types.ModuleType("torchtitan.distributed.minimal_async_ep.kernels")
@@ -80,8 +82,12 @@ for layer in spec.model.layers:
 set_llama3_sharding_config(spec.model, enable_sp=parallelism.enable_sequence_parallel)
 with torch.device("meta"):
     model = spec.model.build()
+# TorchTitan compiles each block with compile.backend (Inductor by default, which TorchNeuron
+# does not use: its torch.compile backend is "neuron"; the CPU reference takes aot_eager).
+compile_config = CompileConfig(enable=COMPILE, components=["model"],
+                               backend="neuron" if DEVICE == "neuron" else "aot_eager")
 model = spec.parallelize_fn(model, parallel_dims=dims, training=training,
-                            parallelism=parallelism, compile_config=CompileConfig(),
+                            parallelism=parallelism, compile_config=compile_config,
                             ac_config=FullAC.Config(), dump_folder="")
 if DEVICE == "cpu":
     # gloo has no ReduceOp.PREMUL_SUM, which FSDP2 uses for TorchTitan's divide factor of 1.0;
