@@ -95,20 +95,35 @@ def apply_setting() -> None:
 
 
 def _install_repr_guard() -> None:
-    """Printing a 'neuron' tensor in time-only mode raises one clear error (the formatter would
-    otherwise fail inside whichever op it needs values for first)."""
+    """print() of a 'neuron' tensor without values raises one clear error (the formatter would
+    otherwise fail inside whichever op it needs values for first); repr() gives a placeholder,
+    as for meta tensors, so that logging, debuggers and notebooks showing containers keep
+    working. A tensor with values prints normally, in time-only mode too."""
     import torch
     original = torch.Tensor.__repr__
 
+    def valueless(t) -> bool:
+        return t.device.type == "neuron" and not holds_values(t)
+
     def __repr__(self, *args, **kwargs):
-        if self.device.type == "neuron" and (is_time_only() or not holds_values(self)):
+        if valueless(self):
+            return (f"tensor(..., device='{self.device}', size={tuple(self.shape)}, "
+                    f"dtype={self.dtype}, values=None (time-only))")
+        if self.device.type == "neuron" and is_time_only():
+            with time_only(False):          # the formatter's ops need values
+                return original(self, *args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    def __str__(self):
+        if valueless(self):
             raise TimeOnlyError(
                 "printing a neuron tensor needs its values, which time-only mode does not "
                 f"compute (shape {tuple(self.shape)}, dtype {self.dtype}). Print its shape, or "
                 "print it outside torch_neuronx.time_only().")
-        return original(self, *args, **kwargs)
+        return __repr__(self)
 
     torch.Tensor.__repr__ = __repr__
+    torch.Tensor.__str__ = __str__
 
 
 _install_repr_guard()
