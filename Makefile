@@ -4,6 +4,9 @@ PIP     := .venv/bin/pip
 STAMP   := .venv/.installed
 # torch first: 2.13.0 is the CPU wheel on disk; an open range would pull a multi-GB CUDA build.
 TORCH   ?= torch==2.13.0
+# Test workers: one per core of the 2-core reference machine; each test file stays on one
+# worker, so a module's fixtures (the calibration programs) are built once. 0 runs in-process.
+WORKERS ?= 2
 
 .PHONY: demo test setup bench clean
 
@@ -24,7 +27,7 @@ demo: $(STAMP)
 	$(PY) examples/gpt/train_gpt.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=25 tests
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile --durations=25 tests
 
 clean:
 	rm -rf build .venv *.egg-info backend/*.egg-info
