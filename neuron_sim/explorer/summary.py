@@ -34,10 +34,26 @@ DMA_BOUND_RATIO = 1.5         # ... and >= 1.5x the busiest compute engine
 LAUNCH_SHARE = 0.30           # eager launch overhead > 30% of device time
 ESTIMATED_SHARE = 0.10        # ops timed by the roofline > 10% of device time
 
-# A recommendation triggered by a threshold states no saving: the change it names (compile,
-# bigger tiles, another layout) is not a rewrite of the profiled ops the summary can re-time.
-# Re-timed advice (torch_neuronx.profiling.advice) carries "saving_ns" and "checked": "re-timed".
-NOT_RETIMED = "not re-timed (threshold trigger)"
+# A recommendation triggered by a threshold states no saving, and says why: the change it names
+# (compile, bigger tiles, another layout) is not a rewrite of the profiled ops the summary can
+# re-time. Re-timed advice (torch_neuronx.profiling.advice: fused optimizer, one sync per step,
+# bf16 autocast) carries "saving_ns" and "checked": "re-timed".
+NOT_RETIMED = "not computed"
+WHY_NOT = {
+    "dma": "its remedies (a compiled region, bigger tiles or batch, resident weights) build "
+           "programs the profiled eager ops do not determine; bf16, which halves the bytes, is "
+           "re-timed by the bf16 advice when the profiling process summarises a trace",
+    "tensor": "padding or batching changes the model's shapes; bf16 inputs are re-timed by the "
+              "bf16 advice when the profiling process summarises a trace",
+    "spill": "the change is inside the kernel or lowering (fewer live tiles, a split), which a "
+             "profile does not rewrite",
+    "transpose": "the layout change is in the model or kernel, which a profile does not rewrite",
+    "graphs": "giving each graph more work changes what is compiled",
+    "launch": "torch.compile builds its programs from the traced graph (other ops, one program "
+              "per graph), not from the profiled eager ops; removing sync points is re-timed by "
+              "the sync-point advice",
+    "estimate": "a caveat on accuracy, not a change",
+}
 COMPILED_GRAPH_PREFIX = "neuron::graph."   # how the torch.compile backend names its launches
 
 
@@ -136,9 +152,10 @@ def recommendations(s: Summary) -> list:
                                                   "spill_reload"))
     found = []   # (score, rec)
 
-    def rec(score, title, detail, metric, threshold):
+    def rec(score, title, detail, metric, threshold, why):
         found.append((score, {"title": title, "detail": detail, "metric": metric,
-                              "threshold": threshold, "checked": NOT_RETIMED}))
+                              "threshold": threshold,
+                              "checked": f"{NOT_RETIMED}: {WHY_NOT[why]}"}))
 
     tensor_busy = act.get("TensorE", 0.0)
     compute_max = max((v for e, v in act.items() if e not in ("DMA", "SyncE")), default=0.0)
@@ -149,28 +166,29 @@ def recommendations(s: Summary) -> list:
             "(torch.compile(backend='neuron') keeps intermediates in SBUF), use bigger tiles or "
             "batch, keep weights resident.",
             f"DMA active {100 * act['DMA']:.0f}%",
-            f">= {100 * DMA_BOUND_ACTIVE:.0f}% and >= {DMA_BOUND_RATIO}x compute")
+            f">= {100 * DMA_BOUND_ACTIVE:.0f}% and >= {DMA_BOUND_RATIO}x compute", "dma")
     if s.tensor_flops > 0 and tensor_busy >= MATMUL_TIME_SHARE and s.hfu < LOW_TENSOR_UTIL:
         rec(1.0 - s.hfu, "Low TensorE utilisation",
             f"HFU is {100 * s.hfu:.1f}% while TensorE is busy {100 * tensor_busy:.0f}% of the time:"
             " the PE array runs partly empty (matmul dimensions below 128, small moving tiles) or "
             "waits after idle (throttle). Pad K/M to multiples of 128, batch small matmuls. "
-            "bf16/fp8 inputs run the PE array faster, but each cast is an op of its own: "
-            "profile the change before keeping it.",
-            f"HFU {100 * s.hfu:.1f}%", f"< {100 * LOW_TENSOR_UTIL:.0f}%")
+            "bf16/fp8 inputs run the PE array faster, but each cast is an op of its own.",
+            f"HFU {100 * s.hfu:.1f}%", f"< {100 * LOW_TENSOR_UTIL:.0f}%", "tensor")
     if reads and s.dma_bytes.get("spill_reload", 0.0) > SPILL_RELOAD_SHARE * reads:
         share = s.dma_bytes["spill_reload"] / reads
         rec(share, "High spill reload share",
             f"{100 * share:.0f}% of HBM reads reload spilled SBUF data. Reduce live tiles, split "
             "the kernel so working sets fit SBUF, or recompute instead of spilling.",
-            f"spill reloads {100 * share:.0f}% of HBM reads", f"> {100 * SPILL_RELOAD_SHARE:.0f}%")
+            f"spill reloads {100 * share:.0f}% of HBM reads", f"> {100 * SPILL_RELOAD_SHARE:.0f}%",
+            "spill")
     te = s.engine_active_ns.get("TensorE", 0.0)
     if te and s.transpose_ns > TRANSPOSE_SHARE * te:
         share = s.transpose_ns / te
         rec(share, "Transposes take TensorE time",
             f"{100 * share:.0f}% of TensorE time is nc_transpose. Lay tensors out so the "
             "contraction dimension is already on partitions, or use dma_transpose.",
-            f"transpose {100 * share:.0f}% of TensorE", f"> {100 * TRANSPOSE_SHARE:.0f}%")
+            f"transpose {100 * share:.0f}% of TensorE", f"> {100 * TRANSPOSE_SHARE:.0f}%",
+            "transpose")
     launch = _share(s.launch_ns, total)
     graphs = _share(sum(o["device_ns"] for o in s.top_ops
                         if o["name"].startswith(COMPILED_GRAPH_PREFIX)), total)
@@ -179,19 +197,19 @@ def recommendations(s: Summary) -> list:
             f"{100 * launch:.0f}% of device time is program launch overhead: each graph does "
             "too little work. Give each graph more (bigger batch, several steps per graph, "
             "fewer graph breaks: torch._dynamo.explain).",
-            f"launch {100 * launch:.0f}%", f"> {100 * LAUNCH_SHARE:.0f}%")
+            f"launch {100 * launch:.0f}%", f"> {100 * LAUNCH_SHARE:.0f}%", "graphs")
     elif launch > LAUNCH_SHARE:
         rec(launch, "Per-op launch overhead dominates",
             f"{100 * launch:.0f}% of device time is eager launch overhead. Compile the region "
             "with torch.compile(backend='neuron'), or let Adaptive Eager Execution fuse more "
             "ops (avoid sync points such as .item() and print inside the loop).",
-            f"launch {100 * launch:.0f}%", f"> {100 * LAUNCH_SHARE:.0f}%")
+            f"launch {100 * launch:.0f}%", f"> {100 * LAUNCH_SHARE:.0f}%", "launch")
     est = _share(s.estimated_ns, total)
     if est > ESTIMATED_SHARE:
         rec(est * 0.5, "Part of the time is a roofline estimate",
             f"{100 * est:.0f}% of device time comes from ops with no lowering rule (timed by the "
             "roofline, no engine lanes): treat those numbers as bounds.",
-            f"estimated {100 * est:.0f}%", f"> {100 * ESTIMATED_SHARE:.0f}%")
+            f"estimated {100 * est:.0f}%", f"> {100 * ESTIMATED_SHARE:.0f}%", "estimate")
     found.sort(key=lambda x: -x[0])
     return [r for _s, r in found[:4]]
 
@@ -313,8 +331,8 @@ def format_text(s: Summary, top: int = 10) -> str:
     for i, r in enumerate(s.recommendations, 1):
         lines.append(f"    {i}. {r['title']} [{r['metric']}, threshold {r['threshold']}]")
         lines.append(f"       {r['detail']}")
-        lines.append(f"       saving: {r['saving_ns'] / 1e6:.3f} ms per step, re-timed"
-                     if "saving_ns" in r else f"       saving: {NOT_RETIMED}")
+        lines.append(f"       saving: {r['saving_ns'] / 1e6:.3f} ms per {r.get('per', 'step')}, "
+                     "re-timed" if "saving_ns" in r else f"       saving: {r['checked']}")
     for n in s.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines)

@@ -210,3 +210,69 @@ def sync_points(phased, total_ns: float):
             "metric": f"{per_step:.1f} drains per step",
             "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
             "saving_ns": saving, "checked": "re-timed"}
+
+
+RETIMED_STEPS = 2      # latest optimizer steps the bf16 advice re-times (cold programs: seconds)
+
+
+def _item_phases(batches, matched, phased) -> list:
+    """The phase of every op of each batch: its row's, or (an op with no row: a view, a copy
+    timed at 0) the phase of the op before it."""
+    at = {m: p for (_e, p), m in zip(phased, matched) if m is not None}
+    out = []
+    for b, (batch, _ns) in enumerate(batches):
+        last, ps = "forward", []
+        for i in range(len(batch)):
+            last = at.get((b, i), last)
+            ps.append(last)
+        out.append(ps)
+    return out
+
+
+def bf16_autocast(phased, total_ns: float):
+    """The bf16 recommendation, re-timed: the latest profiled steps rewritten as
+    torch.autocast('neuron', dtype=torch.bfloat16) would issue them (profiling/autocast.py:
+    matmuls in bf16, the casts autocast and autograd add) and priced by the cost model. A
+    recommendation when that saves >= MIN_SAVING_SHARE of a step; otherwise the same figures with
+    "recommended": False (the summary lists them as a note). None when no float32 matmul ran."""
+    from .autocast import FP32, LOWER, autocast_batches
+    phased_rows, _classes = phased
+    batches, matched = _matched(phased_rows)
+    seen = sorted({m[0] for m in matched if m is not None})
+    if not seen:
+        return None
+    ends = [matched[k][0] for k in _step_ends(phased_rows) if matched[k] is not None]
+    if ends:       # the batches of the latest RETIMED_STEPS steps that are all still kept
+        first = ends[-RETIMED_STEPS - 1] + 1 if len(ends) > RETIMED_STEPS else seen[0]
+        span = list(range(first, ends[-1] + 1))
+        steps = min(len(ends), RETIMED_STEPS)
+    else:          # no optimizer: the profiled region is the step
+        span, steps = seen, 1
+    chosen = [batches[b] for b in span]
+    if not any(it[1].split(".")[0] in LOWER and any(
+            isinstance(a, tuple) and len(a) == 6 and a[2] == FP32 for a in it[4])
+            for batch, _ns in chosen for it in batch):
+        return None
+    phases = _item_phases(batches, matched, phased_rows)
+    phases = [phases[b] for b in span]
+    new, casts = autocast_batches([b for b, _ns in chosen], phases)
+    model = _model()
+    charged = sum(sum(ns) for _b, ns in chosen)
+    priced = [model.price(b) for b in new]
+    cast_ns = sum(ns for b, p in zip(new, priced) for it, ns in zip(b, p) if it[0] == -1
+                  and it[1] == "neuron::copy_d2d")
+    saving = (charged - sum(sum(p) for p in priced)) / steps
+    step_ns = charged / steps
+    per = "step" if ends else "profiled region"
+    verb = "shorter" if saving >= 0 else "longer"
+    rec = {"title": "Train in bf16: torch.autocast('neuron', dtype=torch.bfloat16)",
+           "detail": (f"Re-timed with the step's matmuls in bf16 (autocast's op lists) and the "
+                      f"{casts / steps:.0f} casts autocast and autograd add "
+                      f"({cast_ns / steps / 1e6:.3f} ms), each {per} is "
+                      f"{abs(saving) / 1e6:.3f} ms {verb} ({100 * abs(saving) / step_ns:.0f}% of "
+                      f"the {per}). Parameters, gradients and the optimizer stay float32."),
+           "metric": f"{casts / steps:.0f} casts per {per}",
+           "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
+           "saving_ns": saving, "checked": "re-timed", "per": per,
+           "recommended": saving >= MIN_SAVING_SHARE * step_ns}
+    return rec

@@ -166,14 +166,16 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
         phased = row_phases(trace)
         s.phases = phase_breakdown(phased=phased)
         checked = []
-        for kind in (advice.fused_optimizer, advice.sync_points):
+        for kind in (advice.fused_optimizer, advice.sync_points, advice.bf16_autocast):
             try:
                 r = kind(phased, s.total_ns)
             except Exception as e:  # noqa: BLE001 - advice must never cost the user the trace
                 s.notes.append(f"re-timed advice {kind.__name__} failed ({type(e).__name__}: "
                                f"{e}); please report it with this trace")
                 continue
-            if r:
+            if r and not r.pop("recommended", True):    # re-timed, and it does not pay
+                s.notes.append(f"not recommended: {r['title']}. {r['detail']}")
+            elif r:
                 checked.append(r)
         checked.sort(key=lambda r: -r["saving_ns"])
         s.recommendations = (checked + s.recommendations)[:4]   # measured savings first

@@ -1,0 +1,312 @@
+"""The profiled steps as `torch.autocast("neuron", dtype=torch.bfloat16)` would issue them: the bf16
+advice's re-timed program (advice.bf16_autocast).
+
+The drained batches hold the queue's own op descriptions (name, tensor layouts and dtypes,
+storages). This rewrites their dtypes and inserts the casts autocast and autograd add, with the
+rules torch applies (backend/csrc/aten/Autocast.cpp registers CUDA's op lists for neuron):
+
+- forward, a matmul-family op (`LOWER`): every float32 tensor operand is cast to bf16 first
+  (`neuron::copy_d2d`, as the queue names a cast), the output is bf16. Casts of tensors the step
+  did not compute (parameters, inputs) are made once per step, as autocast caches a leaf
+  parameter's cast; an intermediate is cast at each use.
+- forward, an op autocast runs in float32 (`FP32`: layer norm, softmax, pow, losses...): bf16
+  operands are cast to float32 first.
+- any other op computes in its operands' type (torch's promotion: float32 if any float32 operand
+  of one or more dimensions, else bf16); in-place ops and copies keep their destination's type.
+- backward (no autocast; autograd casts a gradient to its forward tensor's type): a matmul-family
+  op reads the bf16 copies the forward saved, and a float32 gradient reaching it is cast once; a
+  float32-list op's backward reads float32; an element-wise backward op whose gradient and saved
+  tensor differ casts the gradient to the saved tensor's type. A gradient the optimizer reads is
+  cast back to float32 right after it is made (parameters stay float32).
+- the optimizer's ops are unchanged.
+
+Known differences from a real autocast step (each shifts a few element-wise ops between float32
+and bf16, not the cast count): the gradient leaving a float32 region is cast where the next
+matmul reads it rather than where it leaves; F.cross_entropy's log_softmax is kept in its input
+type (as torch 2.13 issues it on neuron)."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+CAST = "neuron::copy_d2d"        # how the queue names a dtype-changing copy (a cast)
+LOW, FP32 = torch.bfloat16, torch.float32
+
+# torch's AT_FORALL_LOWER_PRECISION_FP, as the queue names the ops they lower to
+LOWER = frozenset(
+    "aten::" + n for n in (
+        "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "matmul", "linear", "dot",
+        "convolution", "_convolution", "conv1d", "conv2d", "conv3d", "prelu", "addr",
+        "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math"))
+# torch's AT_FORALL_FP32 and AT_FORALL_FP32_SET_OPT_DTYPE (forward), and the backward ops of
+# float32-list ops that read their saved float32 tensors
+FP32_OPS = frozenset(
+    "aten::" + n for n in (
+        "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
+        "reciprocal", "rsqrt", "sinh", "tan", "pow", "softplus", "layer_norm", "native_layer_norm",
+        "group_norm", "native_group_norm", "norm", "nuclear_norm", "cosine_similarity",
+        "nll_loss", "nll_loss_forward", "nll_loss2d_forward", "l1_loss", "smooth_l1_loss",
+        "huber_loss", "mse_loss", "kl_div", "binary_cross_entropy_with_logits", "dist", "cdist",
+        "renorm", "logsumexp", "prod", "softmax", "_softmax", "cumprod", "cumsum",
+        "linalg_vector_norm", "linalg_matrix_norm", "sum",
+        "native_layer_norm_backward", "native_group_norm_backward", "nll_loss_backward",
+        "nll_loss2d_backward", "mse_loss_backward", "_softmax_backward_data"))
+_BACKWARD_FP32 = frozenset(n for n in FP32_OPS if n.endswith(("_backward", "_backward_data")))
+
+# in-place ops that overwrite their tensor whatever it held: it keeps its own type
+_FRESH = frozenset("aten::" + n for n in ("fill_", "zero_", "normal_", "uniform_", "bernoulli_",
+                                          "random_", "exponential_"))
+_fake_storage = itertools.count(3 << 61)     # storages of the tensors the casts make
+
+
+def _is_t(a) -> bool:
+    return (isinstance(a, tuple) and len(a) == 6 and isinstance(a[0], tuple)
+            and isinstance(a[3], bool))
+
+
+def _dev(t) -> bool:
+    """A device tensor with storage: the kind autocast casts and this rewrite tracks."""
+    return t[3] and bool(t[4]) and t[2] in (FP32, LOW)
+
+
+def _loc(t):
+    return (t[4], t[5], t[0], t[1])
+
+
+def _contiguous(sizes) -> tuple:
+    strides, acc = [], 1
+    for n in reversed(sizes):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _dense_order(t):
+    """A dense tensor whatever its dimension order (a weight's transpose): its elements in
+    memory order, as (sizes, strides); None when the view has gaps or overlaps."""
+    order = sorted(range(len(t[0])), key=lambda d: -t[1][d])
+    sizes = tuple(t[0][d] for d in order)
+    return (sizes, _contiguous(sizes)) if tuple(t[1][d] for d in order) == _contiguous(sizes) \
+        else None
+
+
+class Rewrite:
+    """One profiled region rewritten op by op; `items(item, phase)` returns the ops autocast
+    would issue in its place. `casts` counts the casts added."""
+
+    def __init__(self):
+        self.casts = 0
+        self.reset()
+
+    def reset(self):
+        """A new step: autocast's cast cache and the step's tensors start afresh."""
+        self.dtype = {}       # storage -> dtype of the tensor the step computed there
+        self.made_in = {}     # storage -> phase that computed it
+        self.copy = {}        # _key(t, dtype) -> (storage of the cast, phase that cast it)
+        self.island = set()   # storages of float32-list outputs whose input autocast cast
+
+    def _now(self, t):
+        d = self.dtype.get(t[4]) if _dev(t) else None
+        return t if d is None or d == t[2] else t[:2] + (d,) + t[3:]
+
+    @staticmethod
+    def _key(t, dtype):
+        """A dense tensor is cast whole, in memory order, so every view of it (a weight and its
+        transpose) reads the one copy; a strided slice is cast on its own."""
+        dense = _dense_order(t)
+        return (t[4], t[5], dense[0], dtype) if dense is not None else (_loc(t), dtype)
+
+    @staticmethod
+    def _read(t, dtype, storage):
+        return ((t[0], t[1], dtype, True, storage, 0) if _dense_order(t) is not None
+                else (t[0], _contiguous(t[0]), dtype, True, storage, 0))
+
+    def _cached(self, t, dtype, phase=None):
+        hit = self.copy.get(self._key(t, dtype))
+        if hit is None or (phase is not None and hit[1] != phase):
+            return None
+        return self._read(t, dtype, hit[0])
+
+    def _cast(self, t, dtype, out, device, stream, phase, reuse=True):
+        """`t` in `dtype`, adding the cast to `out` unless an earlier one can be `reuse`d."""
+        hit = self._cached(t, dtype) if reuse else None
+        if hit is not None:
+            return hit
+        dense = _dense_order(t)
+        storage = next(_fake_storage)
+        if dense is not None:        # cast the storage in memory order; read it back as t reads
+            src = (dense[0], dense[1], t[2], True, t[4], t[5])
+            dst = (dense[0], dense[1], dtype, True, storage, 0)
+        else:
+            src, dst = t, (t[0], _contiguous(t[0]), dtype, True, storage, 0)
+        out.append((-1, CAST, device, stream, (src,), (dst,), -1))
+        self.casts += 1
+        self.copy[self._key(t, dtype)] = (storage, phase)
+        return self._read(t, dtype, storage)
+
+    def items(self, item, phase, feeds_optimizer=False) -> list:
+        """`feeds_optimizer`: the op makes a tensor the optimizer reads next (a gradient)."""
+        seq, name, device, stream, args, outputs, preset = item[:7]   # (a QueuedOp has a key)
+        if phase == "optimizer" or preset >= 0 or name.startswith(("neuron::copy_h2d",
+                                                                   "neuron::copy_d2h")):
+            return [item]
+        base = name.split(".")[0]
+        out = []
+        # a copy between tensors of one type is a layout copy (.contiguous(), a reshape): its
+        # output takes its input's new type; a copy between types (a cast) keeps its output's
+        layout_copy = name == CAST and len(args) == 1 and _is_t(args[0]) and outputs \
+            and _is_t(outputs[0]) and args[0][2] == outputs[0][2]
+
+        def each(fn):
+            return tuple([fn(t) for t in a] if isinstance(a, list) else
+                         fn(a) if _is_t(a) else a for a in args)
+
+        def tensors():
+            return [t for a in args for t in (a if isinstance(a, list) else [a])
+                    if _is_t(t) and _dev(t)]
+
+        args = each(self._now)
+        backward = phase == "backward"
+        lower, fp32 = base in LOWER, base in FP32_OPS and (not backward or base in _BACKWARD_FP32)
+        if backward and not lower and not fp32:
+            # a gradient autograd cast, or (pow's backward) a float32-list op's saved copy
+            saved32 = base in FP32_OPS
+            args = each(lambda t: (self._cached(t, LOW, "backward")
+                                   or self._cached(t, FP32, "backward")
+                                   or (saved32 and self._cached(t, FP32, "forward")) or t)
+                        if _is_t(t) and _dev(t) else t)
+        flat = tensors()
+        island = back_down = False
+        if lower:
+            def low(t):
+                if not (_is_t(t) and _dev(t)) or t[2] != FP32:
+                    return t
+                # backward reads the forward's saved bf16 copy; the forward casts a leaf once
+                # (autocast's cache) and an intermediate at each use
+                reuse = backward or t[4] not in self.made_in
+                return self._cast(t, LOW, out, device, stream, phase, reuse=reuse)
+            args = each(low)
+            result = LOW
+        elif fp32:
+            before = self.casts
+            args = each(lambda t: self._cast(t, FP32, out, device, stream, phase)
+                        if _is_t(t) and _dev(t) and t[2] == LOW else t)
+            result = FP32
+            # the forward cast a bf16 input up: backward casts the gradient back down after
+            # this op's backward (autograd's cast of a gradient to its forward tensor's type)
+            island = not backward and (self.casts > before or any(
+                self._cached(t, FP32, "forward") for t in flat))
+            back_down = backward and any(t[4] in self.island or self._cached(t, FP32, "forward")
+                                         for t in flat)
+        elif layout_copy:
+            result = args[0][2]
+        else:
+            result = self._promote(flat, backward)
+            if backward and result is not None:
+                args = each(lambda t: self._cast(t, result, out, device, stream, phase)
+                            if _is_t(t) and _dev(t) and t[0] and t[2] != result
+                            and self.made_in.get(t[4]) == "backward" else t)
+        new_outs, after = [], []
+        in_place = base.endswith("_")
+        moved = in_place and args and _is_t(args[0]) and _is_t(item[4][0]) \
+            and args[0][4] != item[4][0][4]
+        for o in outputs:
+            if not (_is_t(o) and _dev(o)):
+                new_outs.append(o)
+                continue
+            if moved and o[4] == item[4][0][4]:
+                # an in-place op on a gradient autograd cast: it updates the cast
+                new_outs.append(args[0])
+                self.made_in[args[0][4]] = phase
+                continue
+            keep = in_place or (name.startswith("neuron::") and not layout_copy)
+            if base in _FRESH:
+                d = o[2]                 # fill_, zero_: a fresh tensor, its own type
+            else:
+                d = self.dtype.get(o[4], o[2]) if keep or result is None else result
+            self._forget(o)
+            if backward and d != o[2] and feeds_optimizer:
+                # autograd hands the optimizer a float32 gradient: cast right after it is made
+                made = (o[0], _contiguous(o[0]), d, True, next(_fake_storage), 0)
+                new_outs.append(made)
+                after.append((-1, CAST, device, stream, (made,), (o,), -1))
+                self.casts += 1
+                d = o[2]
+            else:
+                new_outs.append(o[:2] + (d,) + o[3:])
+            self.dtype[o[4]] = d
+            self.made_in[o[4]] = phase
+        out.append((seq, name, device, stream, args, tuple(new_outs), preset))
+        if island:
+            self.island.update(o[4] for o in new_outs if _is_t(o) and _dev(o))
+        grad = next((o for o in new_outs if _is_t(o) and _dev(o)), None)
+        if back_down and grad is not None and grad[2] == FP32:
+            self._cast(grad, LOW, after, device, stream, phase)
+        return out + after
+
+    def _forget(self, o):
+        """A write ends the casts of what was there before."""
+        for d in (LOW, FP32):
+            self.copy.pop(self._key(o, d), None)
+
+    def _promote(self, flat, backward):
+        """The type an element-wise op computes in; in backward the saved (forward) tensors'
+        type wins over a gradient's, as autograd casts gradients to their forward type."""
+        shaped = [t for t in flat if t[0]] or flat
+        if not shaped:
+            return None
+        if backward:
+            saved = {t[2] for t in shaped if self.made_in.get(t[4]) != "backward"}
+            if len(saved) == 1:
+                return saved.pop()
+        kinds = {t[2] for t in shaped}
+        return FP32 if FP32 in kinds else LOW
+
+
+def _storages(item, at):
+    for a in item[at]:
+        for t in (a if isinstance(a, list) else [a]):
+            if _is_t(t) and t[3] and t[4]:
+                yield t[4]
+
+
+def _gradient_makers(batches, phases) -> set:
+    """(batch, op) of the backward ops whose output the optimizer reads: the last write to a
+    storage before an optimizer op reads it (the allocator reuses storages, so a storage the
+    optimizer reads may hold other tensors earlier in the step)."""
+    last, found = {}, set()
+    for b, (batch, ps) in enumerate(zip(batches, phases)):
+        for i, (item, phase) in enumerate(zip(batch, ps)):
+            if phase == "optimizer":
+                found.update(last[s] for s in _storages(item, 4) if s in last)
+            else:
+                for s in _storages(item, 5):
+                    if phase == "backward":
+                        last[s] = (b, i)
+                    else:
+                        last.pop(s, None)
+    return found
+
+
+def autocast_batches(batches, phases) -> tuple:
+    """(the batches rewritten, casts added). `batches`: [[item]]; `phases`: the phase of each
+    item, per batch. A step starts where a forward op follows the optimizer; without an
+    optimizer, at each batch (a sync point)."""
+    rw = Rewrite()
+    grads = _gradient_makers(batches, phases)
+    new, last = [], None
+    has_opt = any(p == "optimizer" for ps in phases for p in ps)
+    for b, (batch, ps) in enumerate(zip(batches, phases)):
+        if not has_opt:
+            rw.reset()
+        nb = []
+        for i, (item, phase) in enumerate(zip(batch, ps)):
+            if phase == "forward" and last == "optimizer":
+                rw.reset()
+            last = phase
+            nb.extend(rw.items(item, phase, (b, i) in grads))
+        new.append(nb)
+    return new, rw.casts
