@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
+import numpy as np
+
 from ..engines import N_COMPUTE_STREAMS, Engine, stream_name
 from ..errors import DeadlockError, PartitionError, ProgramError
 from ..config import default_chip
 from ..hardware import Chip, get_chip
+from ..kernels.deps import _auto_deps
 from ..memory.allocator import PartitionAllocator
 from .ap import Memory, Tensor, as_ap
 from .program import COLUMNS, Program
@@ -115,25 +118,41 @@ class _Accesses:
                 self.longest = max(self.lengths, default=0)
 
 
+def _reference_default() -> bool:
+    from .. import config
+    return config.get("NEURON_SIM_REFERENCE")
+
+
 class _Track:
     """Accesses of one tensor still able to order later ones."""
-    __slots__ = ("writes", "reads", "version")
+    __slots__ = ("writes", "reads")
 
     def __init__(self):
-        self.writes, self.reads, self.version = _Accesses(), _Accesses(), 0
+        self.writes, self.reads = _Accesses(), _Accesses()
 
 
 class ProgramBuilder:
+    """`reference=True` (default: setting NEURON_SIM_REFERENCE) finds each instruction's automatic
+    dependencies as it is appended (`_auto`, the readable specification); otherwise append only
+    records the operands' boxes and build() finds all of them in one pass
+    (neuron_sim/kernels/deps.py), with the same result."""
+
     def __init__(self, chip: Chip | str | None = None, *, name: str = "program",
-                 auto_deps: bool = True, check_capacity: bool = True, keep_operands: bool = True):
+                 auto_deps: bool = True, check_capacity: bool = True, keep_operands: bool = True,
+                 reference: bool | None = None):
         self.chip = chip if isinstance(chip, Chip) else get_chip(chip or default_chip())
         self.name = name
         self.auto_deps = auto_deps
         self.check_capacity = check_capacity
         self.keep_operands = keep_operands
-        self._cols = {k: [] for k in COLUMNS}
-        self._deps: list[list[int]] = []
+        self.reference = bool(_reference_default() if reference is None else reference)
+        self._rows: list[tuple] = []           # one tuple of COLUMNS values per instruction
+        self._deps: list[list[int]] = []       # explicit deps (and automatic ones in reference mode)
         self._ord: dict[int, list[int]] = {}   # row -> same-stream WAR/WAW predecessors
+        self._acc: list[tuple] = []            # bulk mode: (track, write, p0, p1, f0, f1)
+        self._acc_ptr: list[int] = [0]         # bulk mode: CSR of _acc over instructions
+        self._track_ids: dict[int, int] = {}   # tensor id -> dense track number
+        self._versions: dict[int, int] = {}    # tensor id -> writes so far (stationary reuse)
         self._emits: list = []
         self._opnames: list[str] = []
         self._opindex: dict[str, int] = {}
@@ -213,14 +232,21 @@ class ProgramBuilder:
         their own records; ordinary users call the named methods."""
         i = len(self._deps)
         stream = self._stream(emit)
-        d = set(int(x) for x in deps)
-        if self.auto_deps:
-            o = self._auto(i, stream, emit, d)
-            if o:
-                self._ord[i] = sorted(o - d)
+        d = set(int(x) for x in deps) if deps else set()
         for x in d:
             if not 0 <= x < i:
                 raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
+        if self.auto_deps:
+            versions = self._versions
+            for ap in emit.writes:
+                tid = ap.tensor.id
+                versions[tid] = versions.get(tid, 0) + 1
+            if self.reference:
+                o = self._auto(i, stream, emit, d)
+                if o:
+                    self._ord[i] = sorted(o - d)
+            else:
+                self._record(emit)
         for sem, count in wait:
             self._waits.append((i, int(sem), int(count)))
         if signal is not None:
@@ -233,35 +259,32 @@ class ProgramBuilder:
         if clock is None:
             clock = self._clocks[emit.engine] = (self.chip.clock_hz(emit.engine)
                                                  if emit.engine != Engine.DMA else 1e9)
-        c = self._cols
-        c["op"].append(op)
-        c["engine"].append(emit.engine)
-        c["stream"].append(stream)
-        c["kind"].append(emit.kind)
-        c["ii_ns"].append(emit.ii_cycles * 1e9 / clock)
-        c["lat_ns"].append(emit.lat_cycles * 1e9 / clock)
-        c["flops"].append(emit.flops)
         m = emit.dma
+        # in the order of COLUMNS
         if m is None:
-            for k in ("dma_bytes", "dma_engine_ns", "dma_hbm_ns", "dma_issue_ns"):
-                c[k].append(0.0)
-            c["dma_engines"].append(0)
-            c["dma_engine0"].append(0)
-            c["dma_dir"].append(-1)
+            self._rows.append((op, emit.engine, stream, emit.kind, emit.ii_cycles * 1e9 / clock,
+                               emit.lat_cycles * 1e9 / clock, emit.flops,
+                               0.0, 0.0, 0.0, 0.0, 0, 0, -1))
         else:
-            c["dma_bytes"].append(m.bytes)
-            c["dma_engine_ns"].append(m.engine_ns)
-            c["dma_hbm_ns"].append(m.hbm_ns)
-            c["dma_issue_ns"].append(m.issue_ns)
-            c["dma_engines"].append(m.engines)
-            c["dma_engine0"].append(m.engine0)
-            c["dma_dir"].append(m.direction)
-        self._deps.append(sorted(d))
+            self._rows.append((op, emit.engine, stream, emit.kind, emit.ii_cycles * 1e9 / clock,
+                               emit.lat_cycles * 1e9 / clock, emit.flops, m.bytes, m.engine_ns,
+                               m.hbm_ns, m.issue_ns, m.engines, m.engine0, m.direction))
+        self._deps.append(sorted(d) if d else [])
         self._emits.append(emit if self.keep_operands else None)
         return i
 
+    def _record(self, emit) -> None:
+        """Bulk mode: keep the operands' boxes (reads, then writes) for build()."""
+        acc, tracks = self._acc, self._track_ids
+        for write, aps in ((0, emit.reads), (1, emit.writes)):
+            for ap in aps:
+                t = tracks.get(ap.tensor.id)
+                if t is None:
+                    t = tracks[ap.tensor.id] = len(tracks)
+                acc.append((t, write) + ap.box())
+        self._acc_ptr.append(len(acc))
+
     def _auto(self, i, stream, emit, d):
-        streams = self._cols["stream"]
         o = set()   # same-stream WAR/WAW: implicit in program order, kept for the scheduler
         for ap in emit.reads:
             tr = self._track_of(ap)
@@ -273,12 +296,11 @@ class ProgramBuilder:
             box = ap.box()
             for w in tr.writes.overlapping_then_prune(box):
                 if w != i:
-                    (d if streams[w] != stream else o).add(w)
+                    (d if self._rows[w][2] != stream else o).add(w)
             for r in tr.reads.overlapping_then_prune(box):
                 if r != i:
-                    (d if streams[r] != stream else o).add(r)
+                    (d if self._rows[r][2] != stream else o).add(r)
             tr.writes.add(box, i)
-            tr.version += 1
         return o
 
     def _track_of(self, ap) -> _Track:
@@ -287,32 +309,57 @@ class ProgramBuilder:
             tr = self._track[ap.tensor.id] = _Track()
         return tr
 
-    def build(self) -> Program:
-        import numpy as np
+    def _columns(self) -> dict:
+        if not self._rows:
+            return {k: np.zeros(0, dt) for k, dt in COLUMNS.items()}
+        rows = np.array(self._rows, np.float64)     # every value is exact in float64
+        return {k: rows[:, j].astype(dt) for j, (k, dt) in enumerate(COLUMNS.items())}
+
+    def _bulk_deps(self, cols):
+        """(dep_ptr, dep_idx, ord_ptr, ord_idx) of the explicit and automatic dependencies."""
         n = len(self._deps)
-        deps = [list(x) for x in self._deps]
+        x_ptr = np.zeros(n + 1, np.int64)
+        x_ptr[1:] = np.cumsum([len(x) for x in self._deps])
+        x_idx = np.fromiter((j for x in self._deps for j in x), np.int64, count=int(x_ptr[-1]))
+        if not self.auto_deps:
+            return x_ptr, x_idx, np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
+        acc = np.array(self._acc, np.int64).reshape(-1, 6)
+        return _auto_deps(n, cols["stream"].astype(np.int64), np.array(self._acc_ptr, np.int64),
+                          np.ascontiguousarray(acc[:, 0]), np.ascontiguousarray(acc[:, 1]),
+                          np.ascontiguousarray(acc[:, 2:]), len(self._track_ids), x_ptr, x_idx)
+
+    def build(self) -> Program:
+        n = len(self._deps)
+        cols = self._columns()
+        if self.reference:
+            deps = [list(x) for x in self._deps]
+            optr = np.zeros(n + 1, np.int64)
+            for i, o in self._ord.items():
+                optr[i + 1] = len(o)
+            np.cumsum(optr, out=optr)
+            oidx = np.fromiter((j for i in sorted(self._ord) for j in self._ord[i]), np.int64,
+                               count=int(optr[-1]))
+        else:
+            ptr, idx, optr, oidx = self._bulk_deps(cols)
+            deps = None
+            if self._waits:
+                deps = [idx[ptr[i]:ptr[i + 1]].tolist() for i in range(n)]
         for i, sem, count in self._waits:
             sig = self._signals.get(sem, [])
             if count > len(sig):
-                eng = stream_name(self._cols["stream"][i])
-                sig_eng = sorted({stream_name(self._cols["stream"][s]) for s in sig})
+                eng = stream_name(self._rows[i][2])
+                sig_eng = sorted({stream_name(self._rows[s][2]) for s in sig})
                 raise DeadlockError(
                     [eng] + sig_eng,
                     f"instruction {i} ({self._emits[i].name if self._emits[i] else '?'}) on {eng} "
                     f"waits for semaphore {sem} >= {count}, but the program signals it only "
                     f"{len(sig)} time(s)" + (f" (from {', '.join(sig_eng)})" if sig_eng else ""))
             deps[i].extend(s for s in sig[:count] if s != i)
-        ptr = np.zeros(n + 1, np.int64)
-        ptr[1:] = np.cumsum([len(set(x)) for x in deps])
-        idx = np.fromiter((j for x in deps for j in sorted(set(x))), np.int64, count=int(ptr[-1]))
-        cols = {k: np.asarray(v, dtype=COLUMNS[k]) if v else np.zeros(0, COLUMNS[k])
-                for k, v in self._cols.items()}
-        optr = np.zeros(n + 1, np.int64)
-        for i, o in self._ord.items():
-            optr[i + 1] = len(o)
-        np.cumsum(optr, out=optr)
-        oidx = np.fromiter((j for i in sorted(self._ord) for j in self._ord[i]), np.int64,
-                           count=int(optr[-1]))
+        if deps is not None:
+            ptr = np.zeros(n + 1, np.int64)
+            ptr[1:] = np.cumsum([len(set(x)) for x in deps])
+            idx = np.fromiter((j for x in deps for j in sorted(set(x))), np.int64,
+                              count=int(ptr[-1]))
         p = Program(self.chip, cols, ptr, idx, list(self._opnames),
                     self._emits if self.keep_operands else None, list(self._tensors), self.name,
                     optr, oidx)
@@ -379,8 +426,7 @@ class ProgramBuilder:
                                 accumulate=accumulate, **kw)
 
     def _stationary_key(self, ap):
-        tr = self._track.get(ap.tensor.id)
-        return (ap, tr.version if tr else 0)
+        return (ap, self._versions.get(ap.tensor.id, 0))
 
     def nc_transpose(self, dst, src, *, engine="tensor", **kw) -> int:
         """Transpose src[P, F] to dst[F, P]: on TensorE (matmul against identity, PSUM out) or on
