@@ -266,6 +266,7 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth=None) -> N
     if not uses:
         return
     clean = _clean_copies(trace) if kind == "sbuf" else {}
+    over = _over_capacity(uses, cap, align, len(trace.instrs)) if kind == "sbuf" else []
     starts = [(lst[1], n, sid) for n, (sid, lst) in enumerate(uses.items())]
     heapq.heapify(starts)
     live = {}           # sid -> (addr, size)
@@ -328,6 +329,11 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth=None) -> N
                 heapq.heappush(ends, (uses[sid][-1], sid))
                 continue
             addr = ring.alloc(_site(st), size)
+            if addr is None and uses[sid][1] > i:
+                # a reload brought forward finds no room yet: it waits for its use
+                _defer_reload(plan, sid, uses[sid][1])
+                heapq.heappush(starts, (uses[sid][1], len(uses) + len(plan.spills), sid))
+                continue
             while addr is None:
                 if kind == "psum":
                     rows = [(uses[s][0], z) for s, (_, z) in live.items()]
@@ -336,14 +342,15 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth=None) -> N
                         f"whole 2 KiB banks) with {_fmt_live(rows, kind, cap)}\n  PSUM cannot spill: "
                         f"evict finished accumulations to SBUF before allocating new PSUM tiles, or use "
                         f"fewer/smaller PSUM tiles (8 banks of 2 KiB per partition)", ins.loc, f"nisa.{ins.op}")
-                victim = _pick_victim(live, uses, i, exclude={a.storage.id for a in ins.reads + ins.writes})
+                victim = _pick_victim(live, uses, i, exclude={a.storage.id for a in ins.reads + ins.writes}
+                                      | set(batch))
                 if victim is None:
                     rows = [(uses[s][0], z) for s, (_, z) in live.items()]
                     raise NkiCapacityError(
                         f"SBUF is full and nothing can be spilled: allocating {st.describe()} "
                         f"({size} B/partition) with {_fmt_live(rows, kind, cap)}", ins.loc, f"nisa.{ins.op}")
-                nxt = _spill(trace, plan, uses, live, ring, victim, i, clean.get(victim))
-                heapq.heappush(starts, (nxt, len(uses) + len(plan.spills), victim))
+                back = _spill(trace, plan, uses, live, ring, victim, i, clean.get(victim), over)
+                heapq.heappush(starts, (back, len(uses) + len(plan.spills), victim))
                 addr = ring.alloc(_site(st), size)
             live[sid] = (addr, size)
             peak = max(peak, ring.live_bytes)
@@ -395,9 +402,37 @@ def _clean_copies(trace):
     return out
 
 
-def _spill(trace, plan, uses, live, ring, sid, i, source=None):
-    """Write ``sid`` to HBM before instruction i; reload it before its next use. A clean copy of
-    HBM data (`source`) is not written: the reload fetches `source` again."""
+def _defer_reload(plan, sid, at):
+    for n in range(len(plan.spills) - 1, -1, -1):
+        ins = plan.spills[n][1]
+        if ins.attrs["storage"].id == sid and ins.attrs["when"] == "reload":
+            plan.spills[n] = (at, ins)
+            return
+
+
+def _over_capacity(uses, cap, align, n):
+    """Sorted instruction indices where the tensors live there (first to last use, before any
+    spill) need more than `cap` bytes per partition: the points a spilled tensor cannot be back
+    in memory across."""
+    diff = [0] * (n + 1)
+    for lst in uses.values():
+        size = -(-max(lst[0].bytes_per_partition, 1) // align) * align
+        diff[lst[1]] += size
+        diff[lst[-1] + 1] -= size
+    out, need = [], 0
+    for k in range(n):
+        need += diff[k]
+        if need > cap:
+            out.append(k)
+    return out
+
+
+def _spill(trace, plan, uses, live, ring, sid, i, source=None, over=()):
+    """Write ``sid`` to HBM before instruction i; reload it before its next use, as early as
+    memory allows: right after the last instruction before that use where the kernel's live
+    tensors overflow (`over`), so the reload overlaps the work in between as the compiler's
+    scheduled reloads do instead of stalling the use. A clean copy of HBM data (`source`) is not
+    written: the reload fetches `source` again. Returns the index the reload goes before."""
     st = uses[sid][0]
     addr, size = live.pop(sid)
     ring.release_to_free_list(addr, size, i)
@@ -419,8 +454,11 @@ def _spill(trace, plan, uses, live, ring, sid, i, source=None):
         plan.spill_bytes += nbytes
     else:
         back.attrs["source"] = source
-    plan.spills.append((nxt, back))
+    j = bisect.bisect_left(over, nxt) - 1
+    at = max(i + 1, over[j] + 1) if j >= 0 else i + 1
+    at = min(at, nxt)
+    plan.spills.append((at, back))
     plan.spill_bytes += nbytes
-    # the remaining uses become a fresh allocation starting at the next use
+    # the remaining uses become a fresh allocation starting where the reload goes
     uses[sid] = [st] + idx[k:]
-    return nxt
+    return at
