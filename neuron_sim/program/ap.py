@@ -30,7 +30,7 @@ class Tensor:
     capacity); `Tensor(...)` directly is fine for HBM tensors of a hand-made program."""
 
     __slots__ = ("id", "name", "memory", "shape", "dtype", "byte_offset", "partition_start",
-                 "freed", "base", "__weakref__")
+                 "freed", "base", "_strides", "_whole", "__weakref__")
 
     def __init__(self, name: str, memory: Memory, shape, dtype, byte_offset: int = 0,
                  partition_start: int = 0):
@@ -43,6 +43,8 @@ class Tensor:
         self.partition_start = int(partition_start)
         self.freed = False
         self.base = self        # the allocation its access patterns address (see view())
+        self._strides = tuple(int(prod(self.shape[d + 1:])) for d in range(len(self.shape)))
+        self._whole = None      # ap() of the whole tensor, made once (APs are immutable)
 
     @property
     def partitions(self) -> int:
@@ -61,7 +63,9 @@ class Tensor:
         return int(prod(self.shape) * itemsize(self.dtype))
 
     def ap(self) -> "AccessPattern":
-        return self[tuple(slice(None) for _ in self.shape)]
+        if self._whole is None:
+            self._whole = self[(slice(None),) * len(self.shape)]
+        return self._whole
 
     def fits(self, shape, dtype) -> bool:
         """Whether a [shape] tile of `dtype` fits in this SBUF/PSUM allocation (partitions and
@@ -91,13 +95,13 @@ class Tensor:
     def __getitem__(self, idx) -> "AccessPattern":
         if not isinstance(idx, tuple):
             idx = (idx,)
-        if any(i is Ellipsis for i in idx):
+        if Ellipsis in idx:
             k = idx.index(Ellipsis)
             idx = idx[:k] + (slice(None),) * (len(self.shape) - len(idx) + 1) + idx[k + 1:]
         idx = idx + (slice(None),) * (len(self.shape) - len(idx))
         if len(idx) != len(self.shape):
             raise IndexError(f"{self.name}: {len(idx)} indices for shape {self.shape}")
-        strides = [int(prod(self.shape[d + 1:])) for d in range(len(self.shape))]
+        strides = self._strides
         p_start, p_size, p_step = _resolve(idx[0], self.shape[0], self.name, 0)
         offset, dims = 0, []
         for d in range(1, len(self.shape)):
@@ -161,7 +165,10 @@ class AccessPattern:
     @property
     def free_size(self) -> int:
         """Elements per partition (the N of the cost formulas)."""
-        return int(prod(self.free_shape))
+        n = 1
+        for size, _ in self.dims:
+            n *= size
+        return int(n)
 
     @property
     def nbytes(self) -> int:

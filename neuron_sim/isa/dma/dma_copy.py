@@ -45,7 +45,26 @@ def dge_mode(chip, dge, name):
     return mode
 
 
+# cost() by everything it reads of its operands (not their addresses in the free dimension):
+# programs repeat a few DMA geometries thousands of times. Bounded; DmaCost is never modified.
+_COSTS: dict = {}
+
+
 def cost(chip, dst, src, queue, engines, dge, name=NAME, efficiency=1.0) -> DmaCost:
+    key = (id(chip), name, efficiency, queue, engines, dge,
+           dst.memory, dst.dtype, dst.p_start, dst.p_size, dst.dims,
+           src.memory, src.dtype, src.p_start, src.p_size, src.dims)
+    hit = _COSTS.get(key)
+    if hit is not None and hit[0] is chip:
+        return hit[1]
+    c = _cost(chip, dst, src, queue, engines, dge, name, efficiency)
+    if len(_COSTS) > 4096:
+        _COSTS.clear()
+    _COSTS[key] = (chip, c)
+    return c
+
+
+def _cost(chip, dst, src, queue, engines, dge, name, efficiency) -> DmaCost:
     d = direction(dst, src)
     if d is None:
         bad = "dst" if dst.memory == Memory.PSUM else "src"
