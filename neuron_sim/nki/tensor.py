@@ -81,6 +81,9 @@ class Storage:
         return f"{self.name}{list(self.shape)} {dtypes.name_of(self.dtype)} in {self.buffer}{where}"
 
 
+_WHOLE_CHECK_ELEMS = 1 << 20
+
+
 def _row_major(shape):
     strides, acc = [], 1
     for s in reversed(shape):
@@ -225,9 +228,15 @@ class NkiTensor:
         self.written_mask()[...] = True
 
     def fully_written(self) -> bool:
-        w = self.storage.written
+        st = self.storage
+        w = st.written
         if isinstance(w, str):
             return w == "all"
+        # a tile filled piece by piece (one DMA per operand) is read thousands of times: once
+        # every element is written, say so and stop looking at the mask
+        if w.size <= _WHOLE_CHECK_ELEMS and w.all():
+            st.written = "all"
+            return True
         return bool(self.written_mask().all())
 
     def nothing_written(self) -> bool:
