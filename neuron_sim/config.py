@@ -146,8 +146,9 @@ declare(
             "Chip used when a caller does not name one (roofline_ns, ProgramBuilder(), the "
             "lowering API).", choices=_chips(), case_insensitive=True),
     Setting("NEURON_SIM_PROGRESS", str, "auto",
-            "Progress bars on stderr (tqdm) for long host work: lowering a cold model, "
-            "calibration, benchmarks; auto shows them when stderr is a terminal, after 1 s.",
+            "Progress bars on stderr (tqdm) for long host work: lowering a cold model, NKI "
+            "simulations, calibration, benchmarks; auto shows them when stderr is a terminal, "
+            "after 1 s.",
             choices=("auto", "on", "off"), case_insensitive=True),
 )
 

@@ -51,8 +51,8 @@ class Progress:
                              delay=DELAY_S if self.delay_s is None else self.delay_s,
                              leave=False, file=sys.stderr,
                              dynamic_ncols=True)
-        if note is not None:
-            self._bar.set_postfix_str(note[:40], refresh=False)
+        if note is not None:       # a stage (no work counted) is shown at once
+            self._bar.set_postfix_str(note[:40], refresh=not n)
         self._bar.update(n)
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from ..hardware import get_chip
+from ..progress import Progress
 from . import _blas, dtypes, settings
 from .errors import NkiLaunchError, NkiUninitializedReadError, NkiUninitializedReadWarning
 from .memory import plan_memory
@@ -157,7 +158,16 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
                              "(launch kernel[1] or pick platform_target='trn2')")
 
     np_args, np_kwargs = list(args), dict(kwargs)     # torch tensors were converted by the hook
+    # long simulations show a bar after DELAY_S (NEURON_SIM_PROGRESS): instructions traced,
+    # then the stage (planning memory, building and timing the programs)
+    with Progress(f"NKI {kernel.func.__name__}", unit=" instructions") as bar:
+        return _launch(kernel, target, grid, n_prog, lnc, precise, mode, np_args, np_kwargs,
+                       numerics, timing, check_semantics, t0, bar)
 
+
+def _launch(kernel, target, grid, n_prog, lnc, precise, mode, np_args, np_kwargs, numerics,
+            timing, check_semantics, t0, bar):
+    """`run` past its checks: trace every program, plan memory, build and time."""
     inputs = {}          # id(user array) -> Storage, shared by all program instances (shared HBM)
     barrier = threading.Barrier(n_prog) if n_prog > 1 else None
     shared = SharedHbm() if n_prog > 1 else None
@@ -166,7 +176,7 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
         pid = tuple(int(x) for x in np.unravel_index(pid_flat, grid))
         tr = KernelTrace(target=target, numerics=numerics, precise_fp=precise, on_uninitialized=mode,
                          program_id=pid, grid=grid, kernel_name=kernel.func.__name__, barrier=barrier,
-                         shared=shared)
+                         shared=shared, progress=bar)
         with tracing(tr):
             a = [_wrap_input(tr, x, inputs, i, numerics, precise, lnc) for i, x in enumerate(np_args)]
             kw = {k: _wrap_input(tr, v, inputs, k, numerics, precise, lnc) for k, v in np_kwargs.items()}
@@ -181,12 +191,14 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
         results = _run_programs(kernel, traces, calls)
     t_trace = time.perf_counter() - t0
 
+    bar.tick(0, note="planning memory")
     plans = [plan_memory(tr) for tr in traces]
     t_plan = time.perf_counter() - t0 - t_trace
 
     timing_result = None
     if timing:
         from .program import simulate_programs
+        bar.tick(0, note="building and timing")
         timing_result = simulate_programs(traces, plans, lnc=lnc, check=check_semantics)
     t_total = time.perf_counter() - t0
 

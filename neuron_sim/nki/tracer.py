@@ -92,6 +92,7 @@ class KernelTrace:
     n_shared: int = 0
     grid: tuple[int, ...] = (1,)
     kernel_name: str = "kernel"
+    progress: object = None                # neuron_sim.progress.Progress of the launch (or None)
     storages: list = field(default_factory=list)
     instrs: list = field(default_factory=list)
     findings: list = field(default_factory=list)
@@ -145,6 +146,8 @@ class KernelTrace:
             s.uses += 1
         ins = Instr(idx, op, engine, r, w, attrs or {}, loc)
         self.instrs.append(ins)
+        if self.progress is not None and not (idx + 1) & 1023:    # every 1024: one test per op
+            self.progress.tick(1024)
         return ins
 
     def check_initialized(self, t: NkiTensor, op: str, operand: str, loc) -> None:

@@ -238,3 +238,29 @@ def test_legacy_output_argument_is_written_back():
     nki.simulate_kernel(legacy, a, out)
     np.testing.assert_array_equal(out[:64], 1.0)
     np.testing.assert_array_equal(out[64:], -5.0)
+
+
+@nki.jit
+def many_instructions_kernel(x):
+    out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+    for k in range(2100):
+        nisa.memset(dst=t, value=float(k))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_long_simulation_shows_progress(capsys, monkeypatch):
+    """Issue 17: a long NKI simulation shows a bar (NEURON_SIM_PROGRESS, tqdm): instructions
+    traced, then the stage; off, or without a terminal, nothing is printed."""
+    pytest.importorskip("tqdm", reason="the progress bar is tqdm's (optional)")
+    import neuron_sim.progress
+    monkeypatch.setattr(neuron_sim.progress, "DELAY_S", 0)     # this kernel takes under 1 s
+    monkeypatch.setenv("NEURON_SIM_PROGRESS", "on")
+    assert nki.simulate(many_instructions_kernel)(X)[0, 0] == 2099
+    err = capsys.readouterr().err
+    assert "neuron-sim: NKI many_instructions_kernel" in err
+    assert "2048 instructions" in err and "building and timing" in err
+    monkeypatch.setenv("NEURON_SIM_PROGRESS", "auto")        # pytest's stderr is no terminal
+    nki.simulate(many_instructions_kernel)(X)
+    assert capsys.readouterr().err == ""
