@@ -30,29 +30,31 @@ from neuron_sim.lower import (AEE_MAX_OPS, EAGER_LAUNCH_S, ENGINES, PCIE_BYTES_P
                               ProgramCache, TensorSpec, Timing)
 from neuron_sim.progress import Progress
 
-from . import settings
+from . import _C, settings
 from .profiling.hook import on_drain as _profiling_hook
 
 _HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 
-
-# A tensor as the C++ queue describes it: (sizes, strides, dtype, on_neuron, storage, offset).
-# `storage` identifies the allocation (0: none) while it is alive, `offset` is in elements.
-
-def _is_tensor(a) -> bool:
-    return (isinstance(a, tuple) and len(a) == 6 and isinstance(a[0], tuple)
-            and isinstance(a[3], bool))
+# The queue hands a drain over as a `_C.OpBatch` (backend/csrc/python/OpBatch.cpp): `columns()`
+# gives every op's key, preset_ns, device and stream as lists; `batch[i]` is a `_C.QueuedOp`
+# (seq, name, device, stream, args, outputs, preset_ns, key) whose tensors are `_C.TensorDesc`
+# (sizes, strides, dtype, on_neuron, storage, offset: `storage` identifies the allocation while
+# it is alive, 0 for none; `offset` is in elements). `key` is the op's layout key, interned in
+# C++ when the op was queued (runtime/OpKeys.h): a drain reads an op's fields only the first
+# time its key is seen.
+TensorDesc, QueuedOp, OpBatch = _C.TensorDesc, _C.QueuedOp, _C.OpBatch
 
 
 def _identity(t):
     """Where a device tensor's data is: (storage, offset, sizes, strides, dtype); None for a CPU
     scalar or a tensor without storage."""
-    return (t[4], t[5], t[0], t[1], t[2]) if t[3] and t[4] else None
+    return (t.storage, t.offset, t.sizes, t.strides, t.dtype) if t.on_neuron and t.storage \
+        else None
 
 
 def _extent(t) -> tuple:
     """[first, end) elements of its storage a described tensor covers."""
-    sizes, strides, offset = t[0], t[1], t[5]
+    sizes, strides, offset = t.sizes, t.strides, t.offset
     if any(n == 0 for n in sizes):
         return offset, offset
     return offset, offset + 1 + sum((n - 1) * abs(st) for n, st in zip(sizes, strides))
@@ -63,50 +65,51 @@ def _dtype_name(dt) -> str:
 
 
 def _spec(t, ident=None):
-    sizes, strides, dtype, on_neuron = t[:4]
-    if dtype is None:
+    if t.dtype is None:
         return None
-    return TensorSpec(sizes, _dtype_name(dtype), strides, on_device=on_neuron,
+    return TensorSpec(t.sizes, _dtype_name(t.dtype), t.strides, on_device=t.on_neuron,
                       id=None if ident is None else ident(t))
 
 
 def _arg(a, ident=None):
-    if _is_tensor(a):
+    if type(a) is TensorDesc:
         return _spec(a, ident)
-    if isinstance(a, list):
-        return [_spec(t, ident) for t in a if t[2] is not None]
+    if type(a) is list:
+        return [_spec(t, ident) for t in a if t.dtype is not None]
     return a
 
 
-def op_spec(name, args, outputs, *, ids=None) -> OpSpec:
+def op_spec(op, *, ids=None) -> OpSpec:
     """The torch-free description of one queued op. `ids(tensor, is_output)` gives each
     TensorSpec its identity inside a fused sequence (default: none; layouts are matched)."""
     def ident(out):
         return None if ids is None else (lambda t: ids(t, out))
-    ins = tuple(_arg(a, ident(False)) for a in args)     # inputs first: an in-place op reads
-    outs = tuple(o for o in (_spec(t, ident(True)) for t in outputs) if o is not None)
-    return OpSpec(name, ins, outs)                       # the value before its own write
+    ins = tuple(_arg(a, ident(False)) for a in op.args)     # inputs first: an in-place op
+    outs = tuple(o for o in (_spec(t, ident(True)) for t in op.outputs) if o is not None)
+    return OpSpec(op.name, ins, outs)                       # reads the value before its write
 
 
-def _described(args, outputs):
+def _described(op):
     """(tensor, is_output) of an op's described tensors, in the order op_spec builds them."""
-    for a in args:
-        if _is_tensor(a):
-            if a[2] is not None:
+    for a in op.args:
+        if type(a) is TensorDesc:
+            if a.dtype is not None:
                 yield a, False
-        elif isinstance(a, list):
-            yield from ((t, False) for t in a if t[2] is not None)
-    yield from ((t, True) for t in outputs if t[2] is not None)
+        elif type(a) is list:
+            yield from ((t, False) for t in a if t.dtype is not None)
+    yield from ((t, True) for t in op.outputs if t.dtype is not None)
 
 
 def identity_pattern(group) -> tuple:
-    """The dataflow of a fused group [(name, args, outputs)] from the device's storages: one id
-    per described tensor, in op_spec's order. An input is the latest earlier output of the
-    group at the same place (storage, offset, layout): every write to device memory inside a
-    group is one of its ops, so that is the dataflow, whatever the allocator reused. Any other
-    input is its own outside tensor: two such reads sharing a place may be one tensor or a freed
-    one's successor, so they are not merged. Ids are positions, so the same dataflow gives the
-    same pattern (and keys the same fused program) every step."""
+    """The dataflow of a fused group of QueuedOps from the device's storages: one id per
+    described tensor, in op_spec's order. An input is the latest earlier output of the group at
+    the same place (storage, offset, layout): every write to device memory inside a group is one
+    of its ops, so that is the dataflow, whatever the allocator reused. Any other input is its
+    own outside tensor: two such reads sharing a place may be one tensor or a freed one's
+    successor, so they are not merged. Ids are positions, so the same dataflow gives the same
+    pattern (and keys the same fused program) every step. The readable reference of the C++
+    `OpBatch.pattern` the drain uses (runtime/OpKeys.cpp); `pattern_ids` maps that one to these
+    ids."""
     latest, pattern = {}, []
     written = {}        # storage -> [((first, end) elements, place)] of the group's writes
 
@@ -115,16 +118,16 @@ def identity_pattern(group) -> tuple:
         # reused for a tensor of another layout, must not pass for that output.
         lo, hi = _extent(t)
         keep = []
-        for (l2, h2), p2 in written.get(t[4], ()):
+        for (l2, h2), p2 in written.get(t.storage, ()):
             if p2 != place and l2 < hi and lo < h2:
                 latest.pop(p2, None)
             else:
                 keep.append(((l2, h2), p2))
         keep.append(((lo, hi), place))
-        written[t[4]] = keep
+        written[t.storage] = keep
 
-    for i, (_name, args, outputs) in enumerate(group):
-        for k, (t, is_out) in enumerate(_described(args, outputs), 1):
+    for i, op in enumerate(group):
+        for k, (t, is_out) in enumerate(_described(op), 1):
             place = _identity(t)
             if is_out:
                 tid = ("o", i, k)
@@ -137,28 +140,28 @@ def identity_pattern(group) -> tuple:
     return tuple(pattern)
 
 
+def pattern_ids(group, positions) -> tuple:
+    """`identity_pattern`'s ids from the C++ pattern (per described tensor, the position of the
+    tensor whose value it is)."""
+    own = [("o" if is_out else "x", i, k) for i, op in enumerate(group)
+           for k, (_t, is_out) in enumerate(_described(op), 1)]
+    return tuple(own[p] for p in positions)
+
+
 def fused_specs(group, pattern=None):
     """OpSpecs of a fused group whose TensorSpecs carry the ids of `identity_pattern`."""
     ids = iter(pattern if pattern is not None else identity_pattern(group))
-    return [op_spec(name, a, o, ids=lambda _t, _out: next(ids)) for name, a, o in group]
-
-
-def _freeze(args):
-    """A hashable cache key of an argument tuple, with the layout of each tensor (not where it
-    lives), tensor lists as tuples, and float scalars (learning rates, bias corrections that
-    change every step) dropped: a float never changes an op's program, only its values."""
-    def key(v):
-        if type(v) is float:
-            return "f"
-        if type(v) is list:
-            return tuple(t[:4] for t in v)
-        return v[:4] if _is_tensor(v) else v
-    return tuple(key(v) for v in args)
+    return [op_spec(op, ids=lambda _t, _out: next(ids)) for op in group]
 
 
 def _nbytes(t) -> int:
-    sizes, dtype = t[0], t[2]
-    return math.prod(sizes) * min(dtype.itemsize, 4) if dtype is not None else 0
+    return math.prod(t.sizes) * min(t.dtype.itemsize, 4) if t.dtype is not None else 0
+
+
+def _moved_bytes(op, outputs=True) -> int:
+    """Bytes of an op's tensor arguments (and outputs) as the roofline counts them."""
+    moved = sum(_nbytes(t) for t in op.args if type(t) is TensorDesc)
+    return moved + sum(_nbytes(t) for t in op.outputs) if outputs else moved
 
 
 class Charge(NamedTuple):
@@ -169,6 +172,14 @@ class Charge(NamedTuple):
     timing: Timing
     launch_ns: float
     fused: bool
+
+
+class _Seen(NamedTuple):
+    """What a drain keeps of an op key it has seen: the op's name and Timing (None for a host
+    copy, a PCIe transfer of `ns`)."""
+    name: str
+    timing: Timing | None
+    ns: int
 
 
 class _OpStats:
@@ -194,6 +205,7 @@ class LoweredCostModel:
         self.estimated = Counter()   # op name -> count timed by roofline
         self.executed = set()        # op names that ran as Neuron ops
         self.aee_override = None     # set_adaptive_eager(); None: follow env + determinism
+        self._seen = {}              # op key (C++, runtime/OpKeys.h) -> _Seen
         self._lowering = Progress("lowering programs", unit=" programs")   # cold models: seconds
         self.reset_stats()
 
@@ -215,19 +227,27 @@ class LoweredCostModel:
         return bool(settings.get("TORCH_NEURONX_ENABLE_CONCATENATION"))
 
     # ---- timing of one op ---------------------------------------------------------------------
-    def timing(self, name, args, outputs, key):
+    def timing(self, op):
+        """The Timing of a QueuedOp, from the program cache (lowered on a miss)."""
         def make():                 # only on a cache miss
-            self._lowering.tick(note=name)
-            return op_spec(name, args, outputs)
+            self._lowering.tick(note=op.name)
+            return op_spec(op)
 
         def bytes_only(_error):     # the descriptors could not be described as an OpSpec
-            moved = sum(_nbytes(t) for t in args if _is_tensor(t)) + \
-                sum(_nbytes(t) for t in outputs)
+            moved = _moved_bytes(op)
             return Timing(1e9 * moved / self.instance.hbm_bytes_per_s_per_logical_core(self.lnc)
                           + 2e9 * self.chip.dma_fixed_latency_s, {}, float(moved), 0.0, 0,
-                          estimated=True, ops=(name,),
+                          estimated=True, ops=(op.name,),
                           note="bytes-only estimate (descriptor error)")
-        return self.cache.lower_op(make, self.chip, self.lnc, key=key, fallback=bytes_only)
+        return self.cache.lower_op(make, self.chip, self.lnc, key=op.key, fallback=bytes_only)
+
+    def _first_seen(self, op) -> "_Seen":
+        """What every later op of this key needs: read from the op's fields this once."""
+        if op.name in _HOST_COPIES:     # a PCIe transfer, no program
+            moved = _moved_bytes(op, outputs=False)
+            return _Seen(op.name, None, int(round(1e9 * moved / PCIE_BYTES_PER_S
+                                                  + 1e9 * self.chip.dma_fixed_latency_s)))
+        return _Seen(op.name, self.timing(op), 0)
 
     def _record(self, name, ns, t, fused=False):
         s = self.ops[name]
@@ -244,15 +264,16 @@ class LoweredCostModel:
 
     def __call__(self, batch, at_sync):
         t0 = time.perf_counter()
-        out, charges = self._charge(batch)
+        profiling = _C._activity_logging()
+        out, charges = self._charge(batch, profiling)
         self.cost_s += time.perf_counter() - t0
         _profiling_hook(self, batch, out, charges)   # engine lanes while torch.profiler records
         return out
 
     def price(self, batch) -> list:
-        """Simulated ns of each op of `batch` exactly as a drain would charge them (same AEE
-        groups, same cached programs), without counting them in the statistics: how the
-        profiling advice re-times a changed step."""
+        """Simulated ns of each op of `batch` (an OpBatch or a list of QueuedOps) exactly as a
+        drain would charge them (same AEE groups, same cached programs), without counting them
+        in the statistics: how the profiling advice re-times a changed step."""
         keep = {k: getattr(self, k) for k in _STATS}
         keep["estimated"], keep["executed"] = Counter(self.estimated), set(self.executed)
         hits = self.cache.hits
@@ -264,85 +285,99 @@ class LoweredCostModel:
                 setattr(self, k, v)
             self.cache.hits = hits
 
-    def _charge(self, batch) -> tuple:
-        """(simulated ns per op, Charge per op or None for ops timed elsewhere and views)."""
-        out = [0] * len(batch)
-        charges = [None] * len(batch)
+    def _charge(self, batch, profiling=False) -> tuple:
+        """(simulated ns per op, Charge per op or None for ops timed elsewhere and views; the
+        Charges only while profiling). A repeated op costs a lookup of its key: its fields are
+        read only the first time."""
+        if type(batch) is not OpBatch:
+            batch = OpBatch(batch)
+        keys, presets, devices, streams = batch.columns()
+        out = [0] * len(keys)
+        charges = [None] * len(keys) if profiling else None
         aee = self.aee_enabled()
-        group = []        # (index, name, key, timing, args, outputs)
-        gkey = None
-
-        def flush():
-            nonlocal group
-            if group:
-                self._charge_group(group, out, charges, aee)
-            group = []
-
-        for i, (_seq, name, device, stream, args, outputs, preset_ns) in enumerate(batch):
-            if preset_ns >= 0:            # duration known (compiled graph, collective, kernel)
-                flush()
-                out[i] = preset_ns
+        seen, executed, hits = self._seen, self.executed, 0
+        group, costs = [], []       # the open group: batch indices, their _Seen
+        gdevice = gstream = None
+        for i, key in enumerate(keys):
+            if presets[i] >= 0:           # duration known (compiled graph, collective, kernel)
+                if group:
+                    self._charge_group(batch, keys, group, costs, out, charges, aee)
+                    group, costs = [], []
+                out[i] = presets[i]
                 continue
-            if name in _HOST_COPIES:
-                flush()
-                moved = sum(_nbytes(t) for t in args if _is_tensor(t))
-                ns = int(round(1e9 * moved / PCIE_BYTES_PER_S + 1e9 * self.chip.dma_fixed_latency_s))
-                out[i] = ns
-                self._record(name, ns, None)
+            c = seen.get(key)
+            if c is None:
+                c = seen[key] = self._first_seen(batch[i])
+            elif c.timing is not None:
+                hits += 1                 # what the program cache would have counted
+            t = c.timing
+            if t is None:                 # a host copy
+                if group:
+                    self._charge_group(batch, keys, group, costs, out, charges, aee)
+                    group, costs = [], []
+                out[i] = c.ns
+                self._record(c.name, c.ns, None)
                 continue
+            name = c.name
             if not name.startswith("neuron::"):
-                self.executed.add(name)
-            key = (name, _freeze(args), _freeze(outputs))
-            t = self.timing(name, args, outputs, key)
+                executed.add(name)
             if t.estimated:
                 self.estimated[name] += 1
             if t.total_ns <= 0 and not t.estimated:   # views: no program, no launch
                 self._record(name, 0, t)
                 continue
             fusible = aee and not t.estimated
-            if not fusible or (device, stream) != gkey or len(group) >= AEE_MAX_OPS:
-                flush()
-                gkey = (device, stream)
-            group.append((i, name, key, t, args, outputs))
+            if group and (not fusible or devices[i] != gdevice or streams[i] != gstream
+                          or len(group) >= AEE_MAX_OPS):
+                self._charge_group(batch, keys, group, costs, out, charges, aee)
+                group, costs = [], []
+            gdevice, gstream = devices[i], streams[i]
+            group.append(i)
+            costs.append(c)
             if not fusible:
-                flush()
-        flush()
+                self._charge_group(batch, keys, group, costs, out, charges, aee)
+                group, costs = [], []
+        if group:
+            self._charge_group(batch, keys, group, costs, out, charges, aee)
+        self.cache.hits += hits
         self._lowering.close()
         return out, charges
 
-    def _charge_group(self, group, out, charges, aee):
+    def _charge_group(self, batch, keys, group, costs, out, charges, aee):
         self.launches += 1
         self.launch_total_ns += int(self.launch_ns)
         if len(group) == 1 or not aee:
-            for i, name, k, t, _a, _o in group:
+            for i, c in zip(group, costs):
+                t = c.timing
                 ns = int(round(self.launch_ns + t.total_ns))
                 out[i] = ns
-                charges[i] = Charge(k, t, self.launch_ns, False)
-                self._record(name, ns, t)
+                if charges is not None:
+                    charges[i] = Charge(keys[i], t, self.launch_ns, False)
+                self._record(c.name, ns, t)
             if len(group) > 1:   # cannot happen (non-AEE groups are single ops); kept defensive
                 self.launches += len(group) - 1
             return
-        ops = [(name, a, o) for _i, name, _k, _t, a, o in group]
-        pattern = identity_pattern(ops)
-        keys = tuple(g[2] for g in group) + (pattern,)
 
         def specs():                # only on a cache miss
-            self._lowering.tick(note=f"{len(ops)} fused ops")
-            return fused_specs(ops, pattern)
-        ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=keys,
-                                       standalone=[g[3] for g in group])
+            self._lowering.tick(note=f"{len(group)} fused ops")
+            ops = [batch[i] for i in group]
+            return fused_specs(ops, pattern_ids(ops, batch.pattern(group)))
+        ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=(batch.group_key(group),),
+                                       standalone=[c.timing for c in costs])
         total = self.launch_ns + ft.total_ns
-        alone = sum(g[3].total_ns for g in group) or 1.0
+        alone = sum(c.timing.total_ns for c in costs) or 1.0
         self.fused_groups += 1
         self.fused_ops += len(group)
         charged = 0
-        for n, (i, name, k, t, _a, _o) in enumerate(group):
-            ns = int(round(total * t.total_ns / alone)) if n < len(group) - 1 \
-                else int(round(total)) - charged
+        last = len(group) - 1
+        for n, (i, c) in enumerate(zip(group, costs)):
+            t = c.timing
+            ns = int(round(total * t.total_ns / alone)) if n < last else int(round(total)) - charged
             charged += ns
             out[i] = ns
-            charges[i] = Charge(k, t, self.launch_ns * t.total_ns / alone, True)
-            self._record(name, ns, t, fused=True)
+            if charges is not None:
+                charges[i] = Charge(keys[i], t, self.launch_ns * t.total_ns / alone, True)
+            self._record(c.name, ns, t, fused=True)
 
     # ---- reports --------------------------------------------------------------------------
     def breakdown(self) -> dict:

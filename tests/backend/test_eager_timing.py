@@ -156,7 +156,8 @@ def test_numerics_unchanged_by_aee():
 
 
 def _tensor(shape=(256, 256), storage=1):
-    """A tensor as the queue describes it: (sizes, strides, dtype, on_neuron, storage, offset)."""
+    """A tensor as the queue describes it (torch_neuronx._C.TensorDesc's fields: sizes, strides,
+    dtype, on_neuron, storage, offset)."""
     return (shape, (shape[1], 1), torch.float32, True, storage, 0)
 
 
@@ -193,9 +194,9 @@ def test_fusion_follows_tensor_identity_not_layout():
     from torch_neuronx.cost import fused_specs, identity_pattern
 
     def fused(second_input_storage):
-        group = [(d[1], d[4], d[5]) for d in (
+        group = list(torch_neuronx._C.OpBatch([
             _desc(0, "aten::add.Tensor", ins=(1, 2), out=3),
-            _desc(1, "aten::mul.Tensor", ins=(second_input_storage, 4), out=5))]
+            _desc(1, "aten::mul.Tensor", ins=(second_input_storage, 4), out=5)]))
         pattern = identity_pattern(group)
         return lower_sequence(fused_specs(group, pattern), "trn2", 2).hbm_bytes, pattern
 
@@ -212,5 +213,5 @@ def test_a_reused_address_is_not_an_earlier_output():
     group = [_desc(0, "aten::add.Tensor", ins=(1, 2), out=3),
              _desc(1, "aten::mul.Tensor", shape=(128, 512), ins=(4, 5), out=3),
              _desc(2, "aten::add.Tensor", ins=(3, 6), out=7)]
-    pattern = identity_pattern([(d[1], d[4], d[5]) for d in group])
+    pattern = identity_pattern(list(torch_neuronx._C.OpBatch(group)))
     assert pattern[6][0] == "x"          # op 2's first input: an outside tensor

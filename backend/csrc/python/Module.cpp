@@ -5,7 +5,7 @@
 #include "aten/TensorAlias.h"
 #include "aten/TimeOnly.h"
 #include "distributed/NeuronBackend.h"
-#include "python/DynamoOff.h"
+#include "python/OpBatch.h"
 #include "runtime/NeuronAllocator.h"
 #include "runtime/NeuronGenerator.h"
 #include "runtime/NeuronGuard.h"
@@ -27,61 +27,6 @@ namespace py = pybind11;
 namespace neuron {
 
 namespace {
-
-py::object dtype_object(c10::ScalarType t) {
-  if (t == c10::ScalarType::Undefined) return py::none();
-  return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(t)));
-}
-
-py::tuple to_python(const TensorDesc& d) {
-  return py::make_tuple(py::tuple(py::cast(d.sizes)), py::tuple(py::cast(d.strides)),
-                        dtype_object(d.dtype), d.device_type == 0, d.storage, d.offset);
-}
-
-py::object to_python(const ArgDesc& a) {
-  switch (a.kind) {
-    case ArgDesc::kTensor: return to_python(a.tensors.at(0));
-    case ArgDesc::kTensorList: {
-      py::list items;
-      for (const TensorDesc& t : a.tensors) items.append(to_python(t));
-      return std::move(items);
-    }
-    case ArgDesc::kDouble: return py::float_(a.number);
-    case ArgDesc::kInt: return py::int_(static_cast<int64_t>(a.number));
-    case ArgDesc::kBool: return py::bool_(a.number != 0.0);
-    case ArgDesc::kInts: return py::tuple(py::cast(a.ints));
-    default: return py::none();
-  }
-}
-
-// Python's cost function sees each op as
-// (seq, name, device, stream, args, outputs, preset_ns); a tensor is
-// (sizes, strides, dtype, on_neuron, storage, offset).
-void register_cost_function(py::function fn) {
-  // Never freed: static destructors run after the interpreter is gone.
-  auto* shared = new py::function(std::move(fn));
-  set_cost_function([shared](const std::vector<OpDesc>& ops, bool at_sync) {
-    py::list batch;
-    for (const OpDesc& op : ops) {
-      py::tuple args(op.args.size());
-      for (size_t i = 0; i < op.args.size(); ++i) args[i] = to_python(op.args[i]);
-      py::tuple outputs(op.outputs.size());
-      for (size_t i = 0; i < op.outputs.size(); ++i) outputs[i] = to_python(op.outputs[i]);
-      batch.append(py::make_tuple(op.seq, op_name(op.name_id), static_cast<int>(op.device),
-                                  op.stream, std::move(args), std::move(outputs), op.preset_ns));
-    }
-    try {
-      DynamoOff not_traced;
-      return (*shared)(batch, at_sync).cast<std::vector<int64_t>>();
-    } catch (py::error_already_set& e) {
-      // KeyboardInterrupt / SystemExit are the user's, not a failure of the model: they
-      // propagate as themselves (the queue keeps the batch for the next sync).
-      if (!e.matches(PyExc_Exception)) throw;
-      TORCH_CHECK(false, "neuron-sim cost model failed while timing ", ops.size(), " ops: ",
-                  e.what());
-    }
-  });
-}
 
 // Null while the interpreter is not running (at exit): the drain then skips the cost model.
 std::shared_ptr<void> hold_interpreter() {
@@ -109,6 +54,7 @@ void release_gil_and_drain() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "neuron-sim C++ runtime: simulated Trainium device for PyTorch";
   set_interpreter_lock(&hold_interpreter, &release_interpreter);
+  bind_op_batch(m);
 
   m.def("_configure", [](int device_count, int64_t hbm_bytes, const std::string& instance,
                          bool host_cc_streams, int owned_device, const std::string& owner) {

@@ -2,6 +2,7 @@
 
 #include "runtime/NeuronRuntime.h"
 #include "runtime/NeuronStream.h"
+#include "runtime/OpKeys.h"
 
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
@@ -32,7 +33,8 @@ struct QueueItem {
 
 struct Queue {
   std::vector<QueueItem> items;
-  std::vector<OpDesc> ops;
+  // Shared with the cost function, which may keep a drained batch (the profiler does).
+  std::shared_ptr<std::vector<OpDesc>> ops = std::make_shared<std::vector<OpDesc>>();
 };
 
 // Lock order (see set_interpreter_lock in the header): g_drain_mutex -> GIL -> leaf locks
@@ -95,11 +97,11 @@ void push_item(QueueItem&& item, OpDesc* op) {
   {
     std::lock_guard<std::mutex> lock(g_queue_mutex);
     if (op != nullptr) {
-      item.op_index = g_queue.ops.size();
-      g_queue.ops.push_back(std::move(*op));
+      item.op_index = g_queue.ops->size();
+      g_queue.ops->push_back(std::move(*op));
     }
     g_queue.items.push_back(std::move(item));
-    full = g_queue.ops.size() >= kMaxQueuedOps;
+    full = g_queue.ops->size() >= kMaxQueuedOps;
   }
   if (g_launch_blocking.load(std::memory_order_relaxed)) {
     drain(/*at_sync=*/true);
@@ -145,6 +147,8 @@ void enqueue_op(OpDesc&& op) {
     return;
   }
   op.seq = g_next_seq++;
+  // Keyed here, on the issuing thread, so a drain of repeated ops is lookups by key.
+  if (op.preset_ns < 0) op.key = intern_op_key(op);
   if (g_logging.load(std::memory_order_relaxed)) {
     op.correlation_id = current_correlation_id();
     op.host_wall_ns = c10::getTime();
@@ -180,22 +184,24 @@ namespace {
 
 // A batch whose timing was interrupted goes back in front of what was queued since.
 void requeue_at_head(Queue&& batch) {
+  // The interrupted cost function may still hold the batch (its traceback does): copy it then.
+  if (batch.ops.use_count() > 1) batch.ops = std::make_shared<std::vector<OpDesc>>(*batch.ops);
   std::lock_guard<std::mutex> lock(g_queue_mutex);
-  const size_t shift = batch.ops.size();
+  const size_t shift = batch.ops->size();
   for (QueueItem& item : g_queue.items) {
     if (item.kind == QueueItem::kOp) item.op_index += shift;
   }
   batch.items.insert(batch.items.end(), std::make_move_iterator(g_queue.items.begin()),
                      std::make_move_iterator(g_queue.items.end()));
-  batch.ops.insert(batch.ops.end(), std::make_move_iterator(g_queue.ops.begin()),
-                   std::make_move_iterator(g_queue.ops.end()));
+  batch.ops->insert(batch.ops->end(), std::make_move_iterator(g_queue.ops->begin()),
+                    std::make_move_iterator(g_queue.ops->end()));
   g_queue = std::move(batch);
 }
 
 // Advances the stream clocks over a timed batch, stamps its events and logs its activity.
 // Called with g_drain_mutex held.
 void charge_batch(const Queue& batch, std::vector<int64_t> durations) {
-  durations.resize(batch.ops.size(), 0);
+  durations.resize(batch.ops->size(), 0);
 
   const bool logging = g_logging.load();
   std::vector<Activity> activities;
@@ -203,7 +209,7 @@ void charge_batch(const Queue& batch, std::vector<int64_t> durations) {
     int64_t& clock = g_clock_ns[item.device][stream_slot(item.stream)];
     switch (item.kind) {
       case QueueItem::kOp: {
-        const OpDesc& op = batch.ops[item.op_index];
+        const OpDesc& op = (*batch.ops)[item.op_index];
         const int64_t start = clock;
         const int64_t ns = op.preset_ns >= 0 ? op.preset_ns : durations[item.op_index];
         clock += std::max<int64_t>(ns, 0);
@@ -257,7 +263,7 @@ void drain(bool at_sync) {
   if (batch.items.empty()) return;
 
   std::vector<int64_t> durations;
-  if (g_cost_fn && !batch.ops.empty()) {
+  if (g_cost_fn && !batch.ops->empty()) {
     // The GIL is taken after the drain lock and let go before the clocks advance.
     std::shared_ptr<void> interpreter = g_interpreter_lock ? g_interpreter_lock() : nullptr;
     if (!g_interpreter_lock || interpreter != nullptr) {

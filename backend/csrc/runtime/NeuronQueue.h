@@ -45,6 +45,7 @@ struct OpDesc {
   int64_t host_wall_ns = 0;       // when the host issued it (only while profiling)
   int32_t host_tid = 0;           // the issuing thread's system id (only while profiling)
   int64_t preset_ns = -1;         // known duration (compiled graph, collective, NKI kernel)
+  int32_t key = -1;               // interned layout key (runtime/OpKeys.h); -1 with a preset
   std::vector<ArgDesc> args;
   std::vector<TensorDesc> outputs;
 };
@@ -96,12 +97,14 @@ void enqueue_record(const SimEventPtr& event, const c10::Stream& stream);
 void enqueue_wait(const SimEventPtr& event, const c10::Stream& stream);
 
 // Cost function: simulated ns per op, in the order given. `at_sync` is false when the
-// drain only happens because the queue reached its length bound.
+// drain only happens because the queue reached its length bound. The batch is shared, not
+// copied: the cost function may keep it (the profiler does) and must not change it.
 // If it throws c10::Error it failed on this batch: the batch is charged without its
 // estimates (events still read recorded) and the error propagates. Any other exception
 // (Python's KeyboardInterrupt) puts the batch back at the head of the queue, so the next
 // sync charges it, and propagates unchanged.
-using CostFn = std::function<std::vector<int64_t>(const std::vector<OpDesc>&, bool at_sync)>;
+using OpBatchPtr = std::shared_ptr<const std::vector<OpDesc>>;
+using CostFn = std::function<std::vector<int64_t>(const OpBatchPtr& ops, bool at_sync)>;
 void set_cost_function(CostFn fn);
 // The cost function runs Python, so a drain needs the interpreter lock (GIL). Lock order,
 // which makes a deadlock between threads impossible:

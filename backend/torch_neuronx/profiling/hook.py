@@ -98,8 +98,9 @@ def on_drain(model, batch, out, charges) -> None:
         SESSION.batch_ops -= len(SESSION.batches.popleft()[0])
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
-    from ..cost import _is_tensor, _nbytes
-    for i, (seq, name, _device, _stream, args, outputs, preset) in enumerate(batch):
+    from ..cost import _moved_bytes
+    for i, op in enumerate(batch):
+        seq, name, preset = op.seq, op.name, op.preset_ns
         if charges[i] is not None:
             _emit(model, batch, out, i, charges[i])
             continue
@@ -111,7 +112,7 @@ def on_drain(model, batch, out, charges) -> None:
             _graph(seq, name, ns, cost)
             continue
         if name in _HOST_COPIES:
-            moved = sum(_nbytes(t) for t in args if _is_tensor(t))
+            moved = _moved_bytes(op, outputs=False)
             lane, label = "PCIe", f"{name.split('::')[1]} {moved / 1e6:.2f} MB"
         else:
             lane, label = "Graph", f"{name} (timed as a whole: no engine detail)"
@@ -196,13 +197,13 @@ def _lanes(seq, spans) -> None:
     _C._record_lanes(seq, spans)
 
 
-def _program(model, key, name, args, outputs, t):
+def _program(model, key, op, t):
     pk = (key, model.chip.name, model.lnc)
     hit = _programs.get(pk)
     if hit is not None:
         return hit
     from ..cost import op_spec
-    spec = op_spec(name, args, outputs)
+    spec = op_spec(op)
     prog = None
     if not t.estimated:
         try:
@@ -211,7 +212,7 @@ def _program(model, key, name, args, outputs, t):
             prog = None
     spans = _choose(lane_spans(prog.result, max_spans=OPTIONS.max_spans_per_lane,
                                dma=OPTIONS.dma)) if prog is not None else []
-    hit = _programs[pk] = (prog, spans) + _base_record(name, spec, prog, t)
+    hit = _programs[pk] = (prog, spans) + _base_record(op.name, spec, prog, t)
     return hit
 
 
@@ -264,11 +265,12 @@ def _base_record(name, spec, prog, t) -> tuple:
 def _emit(model, batch, out, i, charge) -> None:
     key, t, launch_ns = charge.key, charge.timing, charge.launch_ns
     how = "AEE-fused" if charge.fused else None
-    seq, name, _device, _stream, args, outputs, _preset = batch[i]
+    op = batch[i]
+    seq, name, args, outputs = op.seq, op.name, op.args, op.outputs
     ns = int(out[i])
     if ns <= 0:
         return
-    prog, spans, base, reads = _program(model, key, name, args, outputs, t)
+    prog, spans, base, reads = _program(model, key, op, t)
     launch = min(float(launch_ns), float(ns))
     rec = OpRecord(name, 1, float(ns), launch, dict(base.engine_ns), base.tensor_flops,
                    base.model_flops, base.transpose_ns, dict(base.dma_bytes),
@@ -324,8 +326,8 @@ def _classify_reads(rec, reads, name, args) -> None:
 
 
 def _place(a):
-    from ..cost import _identity, _is_tensor
-    return _identity(a) if _is_tensor(a) else None
+    from ..cost import TensorDesc, _identity
+    return _identity(a) if type(a) is TensorDesc else None
 
 
 def _remember(outputs) -> None:
