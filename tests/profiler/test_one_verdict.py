@@ -19,13 +19,18 @@ from training import small_training_step  # noqa: E402
 ACT = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 
-def test_plain_and_neuronprofiler_traces_of_the_same_steps_agree(tmp_path):
-    step = small_training_step()
-    cfg = NeuronConfig(profile_output_dir=str(tmp_path / "np"))
+def neuronprofiler_summary(step, out):
+    """The summary NeuronProfiler writes into trace.json for one profiled step."""
+    cfg = NeuronConfig(profile_output_dir=str(out))
     exporter = NeuronProfiler(cfg)
     with profile(activities=ACT, experimental_config=cfg, on_trace_ready=exporter.export_trace):
         step()
-    full = summary_from_trace(json.load(open(f"{exporter.last_output_dir}/trace.json")))
+    return summary_from_trace(json.load(open(f"{exporter.last_output_dir}/trace.json")))
+
+
+def test_plain_and_neuronprofiler_traces_of_the_same_steps_agree(tmp_path):
+    step = small_training_step()
+    full = neuronprofiler_summary(step, tmp_path / "np")
 
     with profile(activities=ACT) as prof:
         step()
@@ -48,3 +53,23 @@ def test_plain_and_neuronprofiler_traces_of_the_same_steps_agree(tmp_path):
     assert [r.get("saving_ns") for r in plain.recommendations] == \
         [r.get("saving_ns") for r in full.recommendations]
     assert "saving_ns" in plain.recommendations[0]
+
+
+def test_summary_of_the_profile_object_agrees_without_exporting(tmp_path):
+    """explorer_summary(prof) reads the phases and the re-timed advice from the profile's own
+    events: the same summary as NeuronProfiler's trace of the same steps, and the profile can
+    still be exported afterwards (torch writes a profile's trace once)."""
+    step = small_training_step()
+    full = neuronprofiler_summary(step, tmp_path / "np")
+
+    with profile(activities=ACT) as prof:
+        step()
+    s = profiling.explorer_summary(prof)
+    assert s.verdict == full.verdict and s.total_ns == full.total_ns
+    assert s.phases == full.phases and s.phases["optimizer"]["ns"] > 0
+    assert s.phases["optimizer_classes"] == ["AdamW"] and s.phases["other"]["ns"] == 0
+    assert [(r["title"], r.get("saving_ns")) for r in s.recommendations] == \
+        [(r["title"], r.get("saving_ns")) for r in full.recommendations]
+    assert "saving_ns" in s.recommendations[0] and "device time by phase  forward" in s.text()
+    prof.export_chrome_trace(str(tmp_path / "after.json"))
+    assert json.load(open(tmp_path / "after.json"))["traceEvents"]

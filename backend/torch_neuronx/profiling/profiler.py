@@ -29,7 +29,8 @@ from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_r
                                  summarize)
 from neuron_sim.explorer.clock import check_clock, mark_clock, to_simulated_clock
 
-from neuron_sim.explorer.phases import phase_breakdown, row_phases
+from neuron_sim.explorer.phases import (BACKWARD_ROW, LAUNCH_CATEGORY, OPTIMIZER_ANNOTATIONS,
+                                        phase_breakdown, row_phases)
 
 from . import advice
 from .config import NeuronConfig, ProfileMode
@@ -124,14 +125,48 @@ def drop_lane_events(prof) -> int:
     return dropped
 
 
+def phase_trace(prof) -> dict | None:
+    """The part of a profile's Chrome trace that `neuron_sim.explorer.phases` (and the re-timed
+    advice) read, made from the profile's own events without exporting it (torch writes a
+    profile's trace once, and the user may still want it): each device op row with the External
+    id of the op that launched it, that op as the launch row (its thread and start), and the
+    optimizer and backward annotations. None when the profile has no Kineto results."""
+    res = getattr(prof.profiler, "kineto_results", None) if prof.profiler else None
+    if res is None:
+        return None
+    cpu = torch.autograd.DeviceType.CPU
+    events = res.events()
+    ops = sorted((ev for ev in events if ev.device_type() != cpu and not _is_lane(ev)),
+                 key=lambda ev: ev.start_ns())
+    rows = [{"ph": "X", "name": ev.name(), "dur": (ev.end_ns() - ev.start_ns()) / 1e3,
+             "args": {"device_type": "neuron", "External id": ev.linked_correlation_id()}}
+            for ev in ops]
+    launched = {r["args"]["External id"] for r in rows}
+    host = []
+    for ev in events:
+        if ev.device_type() != cpu:
+            continue
+        where = {"ph": "X", "pid": 0, "tid": ev.start_thread_id(), "ts": ev.start_ns() / 1e3}
+        if ev.correlation_id() in launched:
+            host.append(dict(where, name="neuron::launch", cat=LAUNCH_CATEGORY,
+                             args={"External id": ev.correlation_id()}))
+        name = ev.name()
+        if name.startswith(OPTIMIZER_ANNOTATIONS + (BACKWARD_ROW,)):
+            host.append(dict(where, name=name, dur=(ev.end_ns() - ev.start_ns()) / 1e3))
+    return {"traceEvents": host + rows}
+
+
 def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
     """Explorer-style summary of the region `prof` (a finished torch.profiler.profile) recorded
     (or of the device rows `rows` [(name, ns)] of a saved trace); without either, of everything
-    drained during the last profiling session. With the region's `trace` (its Chrome trace as
-    exported, before the timeline is rewritten) the summary also has the device time by phase
-    and the re-timed advice (advice.py), as NeuronProfiler's has. (`prof` is not exported here
-    to get it: torch saves a profile's trace once, and the user may still want it.)"""
+    drained during the last profiling session. With `prof`, or with the region's `trace` (its
+    Chrome trace as exported, before the timeline is rewritten), the summary also has the device
+    time by phase and the re-timed advice (advice.py), as NeuronProfiler's has."""
     torch.neuron.synchronize()
+    if trace is None and prof is not None:
+        trace = phase_trace(prof)
+        if rows is None and trace is not None:      # the same rows device_rows(prof) gives
+            rows = trace_rows([e for e in trace["traceEvents"] if is_op_row(e)])
     if rows is None:
         rows = device_rows(prof) if prof is not None else None
     recs = session_records(rows)
