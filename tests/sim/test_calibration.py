@@ -12,9 +12,11 @@ import pytest
 from neuron_sim import calibrate
 
 PREDICT_NOT_MET = ("issue 13: predict rows not yet each within 25%: Mamba v2 at seq 8192 (C12, "
-                   "C13) +56-59% and at 7168 +43% (its spill/refetch traffic at the 106 GB/s "
-                   "Trn1 DMA ceiling stalls VectorE longer than the published profile), v2 at "
-                   "seq 512 (C11, C13) +20% (VectorE per state 8N cycles against ~6.9N measured)")
+                   "C13) +39-42% and at 7168 +34%: the spill/refetch traffic (12 and 3.5 MB per "
+                   "channel tile and state) goes through one FIFO HBM share at the 106 GB/s Trn1 "
+                   "DMA ceiling, so the 28-32 KB B_i/C_i loads wait behind each 3.5-4 MB refetch "
+                   "(about 21 us per state) and VectorE idles; v2 at seq 512 (C11, C13) +20% "
+                   "(VectorE per state 8N cycles against ~6.9N measured)")
 
 
 @pytest.fixture(scope="module")
