@@ -287,8 +287,7 @@ def _launch_ns() -> int:
     """One program launch on this process's chip (what every eager program and compiled graph
     pays)."""
     import torch_neuronx
-    from neuron_sim.lower import EAGER_LAUNCH_S
-    return int(round(EAGER_LAUNCH_S[get_instance(torch_neuronx.get_instance()).chip.name] * 1e9))
+    return int(round(get_instance(torch_neuronx.get_instance()).chip.eager_launch_s * 1e9))
 
 
 def _compiled(fn, compiled: bool):

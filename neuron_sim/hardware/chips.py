@@ -109,6 +109,12 @@ class Chip:
         return self.sbuf_partitions * self.psum_bytes_per_partition
 
     @property
+    def psum_bank_fp32_elems(self) -> int:
+        """FP32 elements one PSUM bank holds per partition (512 on every generation): the
+        moving tile a matmul accumulates into without crossing banks [Tile]."""
+        return self.psum_bank_bytes_per_partition // 4
+
+    @property
     def hbm_stack_bytes_per_s(self) -> float:
         """One HBM stack's bandwidth: the profiler's MBU denominator (~716 GB/s on Trn2, implied
         by the kernel-optimisation tutorial's MBU figures [KOpt], = 2.9 TB/s / 4 stacks)."""

@@ -243,9 +243,10 @@ def _tensor_groups(op: OpSpec):
             yield list(a)
 
 
-# A tensor (or foreach list) bigger than this cannot stay resident next to a few others: a run
-# of element-wise ops over it is timed as a fused loop instead
-_LOOP_BYTES = RESIDENT_SBUF_BYTES * 128 / 4
+def _loop_bytes(chip: Chip) -> float:
+    """A tensor (or foreach list) bigger than this cannot stay resident next to a few others: a
+    run of element-wise ops over it is timed as a fused loop instead."""
+    return RESIDENT_SBUF_BYTES * chip.sbuf_partitions / 4
 
 
 def _group_bytes(op: OpSpec) -> float:
@@ -276,7 +277,7 @@ def _sliced(group, chip, lnc, live):
     # does in the compiler's fused loop)
     biggest = max(_group_bytes(o) for o in group)
     s = _SLICE_START
-    while s < _SLICE_MAX and biggest / s > _LOOP_BYTES:
+    while s < _SLICE_MAX and biggest / s > _loop_bytes(chip):
         s *= 2
     while True:
         r1 = _program([_slice_op(o, s) for o in group], chip, lnc, live)
@@ -312,7 +313,7 @@ def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
     big = [a.extrapolated for a in alone]
     # element-wise ops that are big, or whose tensors could not stay resident, run as fused loops
     loops = {i for i, (o, b) in enumerate(zip(ops, big))
-             if _sliceable(o) and (b or _group_bytes(o) > _LOOP_BYTES)}
+             if _sliceable(o) and (b or _group_bytes(o) > _loop_bytes(chip))}
     fused = [o for i, (o, b) in enumerate(zip(ops, big)) if not b and i not in loops]
     looped = [ops[i] for i in sorted(loops)]
     serial = [i for i, b in enumerate(big) if b and i not in loops]

@@ -1,13 +1,8 @@
 """Numbers of the eager runtime (not of the hardware) the lowering needs, each with its reasoning.
-Hardware numbers live in neuron_sim/hardware; these describe TorchNeuron's eager execution."""
+Hardware numbers live in neuron_sim/hardware (the launch cost of one eager program is the chip's
+`eager_launch_s`); these describe TorchNeuron's eager execution."""
 
 from __future__ import annotations
-
-from ..hardware import get_chip, list_chips
-
-# Launch cost of one eager program per chip: the chip data's eager_launch_s assumption (its
-# reasoning is in hardware/assumptions.py).
-EAGER_LAUNCH_S = {name: get_chip(name).eager_launch_s for name in list_chips()}
 
 # Adaptive Eager Execution: the most ops fused into one program. TorchNeuron's concatenation engine
 # bounds its buffer (TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT; value not public); 32 ops keeps

@@ -4,10 +4,11 @@ It wraps a ProgramBuilder and adds what every op family needs:
 - operands: a TensorSpec lives in HBM, or (inside a fused sequence) stays resident in SBUF after
   the op that produced it; `load` skips the DMA for a resident tensor, `store` skips the HBM write
   for an output nobody outside the sequence reads (`live_outputs`);
-- the canonical element-wise layout: a tensor of N elements viewed as [P = min(128, N), N / P]
-  and streamed in chunks of [P, F] (F chosen so each DMA moves 2-16 KiB per partition, the range
+- the canonical element-wise layout: a tensor of N elements viewed as [p = min(P, N), N / p]
+  (P: the chip's partitions, `ctx.P`)
+  and streamed in chunks of [p, F] (F chosen so each DMA moves 2-16 KiB per partition, the range
   where the DMA engines approach their sustained rate [DMAbw]) through triple-buffered tiles;
-- the row layout for row-wise ops (softmax, norms): rows spread over the 128 partitions, several
+- the row layout for row-wise ops (softmax, norms): rows spread over the P partitions, several
   rows per partition side by side on the free axis;
 - `repeat(R)`: the representative-repeat rule (see README) and the LNC split: each physical core of
   a logical core takes ceil(R / lnc) of the R identical blocks.
@@ -26,7 +27,6 @@ from ..program.ap import AccessPattern, Memory, Tensor
 from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES  # noqa: F401
 from .spec import TensorSpec
 
-P = 128  # partitions [ArchV2]
 BUFS = 3  # tiles per role in flight: load / compute / store overlap
 RULE_CAPS = True  # honour a rule's lower repeat cap (tests turn it off to build ops in full)
 
@@ -49,6 +49,7 @@ class LowerCtx:
                  consumed_later=frozenset(), last_read=None, name="op", keep_operands=False):
         self.b = ProgramBuilder(chip, name=name, keep_operands=keep_operands)
         self.chip = self.b.chip
+        self.P = self.chip.sbuf_partitions    # partitions: the rows of every tile
         self.lnc = max(1, int(lnc))
         self.cap = cap
         self.live = live                      # None: every output is stored to HBM
@@ -83,7 +84,7 @@ class LowerCtx:
 
     def flat_shape(self, t_or_numel) -> tuple:
         n = t_or_numel.numel if isinstance(t_or_numel, TensorSpec) else int(t_or_numel)
-        p = max(1, min(P, n))
+        p = max(1, min(self.P, n))
         return p, ceil(n / p)
 
     # ---- representative repeats ---------------------------------------------------------------
@@ -315,7 +316,7 @@ class LowerCtx:
     # ---- row layout (softmax, norms, row reductions) ------------------------------------------
     def row_plan(self, rows: int, cols: int, dtype: str):
         """Rows over partitions, `r` rows per partition per block: (p, r, blocks)."""
-        p = max(1, min(P, rows))
+        p = max(1, min(self.P, rows))
         per_part = ceil(rows / p)
         r = max(1, min(per_part, 2048 // max(cols, 1)))   # <= 8 KiB of FP32 per row tile
         return p, r, ceil(per_part / r)

@@ -15,6 +15,7 @@ from . import dtypes as _dt
 from . import isa as _isa
 from .errors import NkiValidationError
 from .ops import ACT, ALU, ActFn, AluOp
+from .target import DEFAULT_TARGET, get_target
 from .tensor import IndexRange, NkiTensor
 from .tracer import current, user_loc
 
@@ -43,26 +44,27 @@ hbm, shared_hbm, private_hbm = _Buffer("hbm"), _Buffer("shared_hbm"), _Buffer("p
 
 
 class tile_size:
-    """Tile-size constants of the current target [Tile]."""
+    """Tile-size constants of the current target [Tile]: the sizes are the chip data's, set by
+    `_sync_tile_size` when a kernel starts (and for the default target at import)."""
 
-    pmax = 128
-    psum_fmax = 2048 // 4
-    gemm_stationary_fmax = 128
-    gemm_moving_fmax = 512
-    bn_stats_fmax = 512
     bn_stats_dim = 6
     bn_aggr_dim = 2
     psum_min_align = 4
     sbuf_min_align = 1
-    psum_num_banks = 8
-    total_available_sbuf_size = 128 * 180_224
 
 
 def _sync_tile_size(target) -> None:
     """Called at kernel start so nl.tile_size reflects the launch target."""
+    tile_size.pmax = target.num_partitions
+    tile_size.psum_fmax = target.psum_bank_bytes // 4
+    tile_size.gemm_stationary_fmax = target.gemm_stationary_fmax
     tile_size.gemm_moving_fmax = target.gemm_moving_fmax
+    tile_size.bn_stats_fmax = target.bn_stats_fmax
     tile_size.psum_num_banks = target.psum_num_banks
     tile_size.total_available_sbuf_size = target.num_partitions * target.sbuf_bytes_per_partition
+
+
+_sync_tile_size(get_target(DEFAULT_TARGET))
 
 
 # ---- creation -------------------------------------------------------------------------------

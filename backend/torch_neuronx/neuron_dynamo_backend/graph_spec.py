@@ -122,16 +122,6 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
     return spec
 
 
-def _launch_s(chip: str) -> float:
-    """One program launch: the same per-NEFF start cost eager ops pay (one assumption, kept
-    with the eager cost model)."""
-    try:
-        from neuron_sim.lower import EAGER_LAUNCH_S
-    except ImportError:                      # before neuron_sim.lower existed
-        from ..cost import EAGER_OP_LAUNCH_S as EAGER_LAUNCH_S
-    return EAGER_LAUNCH_S[chip]
-
-
 # ---- the target ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -146,8 +136,9 @@ class Target:
     def of(cls, visible) -> "Target":
         inst, lnc = visible.instance, visible.lnc
         chip = inst.chip
+        # one launch: the per-NEFF start cost eager programs pay too (chip data)
         return cls(chip=chip.name, instance=inst.name, lnc=lnc,
-                   launch_ns=1e9 * _launch_s(chip.name))
+                   launch_ns=1e9 * chip.eager_launch_s)
 
     def key(self) -> str:
         return f"{self.instance}/lnc{self.lnc}"

@@ -2,10 +2,10 @@
 the CPU flash kernels `_scaled_dot_product_flash_attention_for_cpu` and its backward) as a
 flash-attention kernel on one NeuronCore.
 
-Forward, per (batch, head) and 128-row query tile [FlashAttn][NKI flash_fwd]:
-- Q^T [D, 128] and, once per (batch, head), K^T [D, S] and V [S, D] in SBUF (the D-contiguous
+Forward, per (batch, head) and QT-row query tile (`_tiles`) [FlashAttn][NKI flash_fwd]:
+- Q^T [D, QT] and, once per (batch, head), K^T [D, S] and V [S, D] in SBUF (the D-contiguous
   operands transposed on the way in, as matmul.py's `_load_k_major` does for any K-major operand).
-- per 512-column key tile: S = Q K^T on TensorE into one PSUM bank; causal diagonal tiles masked
+- per KT-column key tile: S = Q K^T on TensorE into one PSUM bank; causal diagonal tiles masked
   by `affine_select` on GpSimd (tiles wholly above the diagonal are skipped, the last one is cut
   to the needed columns); an attn_mask tile is added on VectorE.
 - online softmax: row max (VectorE), new running max, exp(scale*S - scale*max) with the row sum
@@ -33,9 +33,13 @@ from ...program.ap import AccessPattern, Memory
 from ..registry import LoweringError, lowers
 from .matmul import _load_k_major, _Mat
 
-QT = 128       # query rows per tile (partitions)
-KT = 512       # key columns per score tile (one FP32 PSUM bank)
 HEAD_SBUF_BYTES = 144 * 1024  # resident per-head state (K, V, dK/dV sums); the rest streams
+
+
+def _tiles(ctx):
+    """(NP, QT, KT): partitions (the head-dim and key chunks TensorE contracts over), query rows
+    per tile (the stationary columns of Q^T), key columns per score tile (one FP32 PSUM bank)."""
+    return ctx.P, ctx.chip.matmul_stationary_fmax, ctx.chip.psum_bank_fp32_elems
 
 
 def _mm_dtype(t):
@@ -53,16 +57,17 @@ def _sub(t, pn, f0, fn):
 
 
 def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF, bufs=None):
-    """A rotating [128, F] tile (4 SBUF / 2 PSUM buffers) used as [shape]: F is the smallest of
-    1, QT, KT or a multiple of 128 that holds shape[1] (PSUM: a quarter or a whole bank), so
+    """A rotating [NP, F] tile (4 SBUF / 2 PSUM buffers) used as [shape]: F is the smallest of
+    1, QT, KT or a multiple of NP that holds shape[1] (PSUM: QT or a whole bank), so
     trimmed causal and tail tiles reuse the same buffers (the pool would otherwise allocate one
     per distinct shape and run PSUM out)."""
     f = shape[1]
-    full = 1 if f <= 1 else QT if f <= QT else KT if f <= KT else 128 * ceil(f / 128)
-    if memory == Memory.PSUM and 1 < f <= 512:
-        full = 128 if f <= 128 else 512
+    NP, QT, KT = _tiles(ctx)
+    full = 1 if f <= 1 else QT if f <= QT else KT if f <= KT else NP * ceil(f / NP)
+    if memory == Memory.PSUM and 1 < f <= KT:
+        full = QT if f <= QT else KT
     bufs = bufs or (2 if memory == Memory.PSUM else 4)
-    return _sub(ctx.tile(role, (128, full), dtype, slot, memory, bufs=bufs), shape[0], 0, f)
+    return _sub(ctx.tile(role, (NP, full), dtype, slot, memory, bufs=bufs), shape[0], 0, f)
 
 
 def _kv_head(t, bh, heads):
@@ -87,9 +92,10 @@ def _rows(ctx, t, base, r0, rn, dtype, role, slot):
 
 def _km(ctx, t, base, d0, r0, rn, dtype, role, slot):
     """Rows [r0, r0+rn) of a [S, D] head transposed: [D, rn] with D on partitions."""
+    NP = ctx.P
     D = t.shape[-1]
     m = _Mat(t, t.shape[-2], D, t.strides[-2], t.strides[-1], base + d0)
-    return _ap(_load_k_major(ctx, m, False, 0, min(128, D - d0), r0, rn, dtype, role, slot))
+    return _ap(_load_k_major(ctx, m, False, 0, min(NP, D - d0), r0, rn, dtype, role, slot))
 
 
 def _kv_end(causal, q0, qn, S_k):
@@ -174,6 +180,7 @@ def _head_slots(per_head, S_k, D, what):
 def _plan(ctx, op, first, causal_at):
     """Arguments and blocks of either direction: q, k, v at args[first:], then is_causal,
     attn_mask, scale from args[causal_at:]; the blocks this core emits (ctx.repeat)."""
+    _, QT, KT = _tiles(ctx)
     q, k, v = op.args[first:first + 3]
     mask = op.arg(causal_at + 1)
     mask = mask if hasattr(mask, "shape") and mask.on_device else None
@@ -210,11 +217,12 @@ def _mask_add(ctx, s_sb, mask, bh, heads, q0, qn, k0, kn, slot):
 
 def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale, ps_bufs=2):
     """S = Q K^T for one key tile in PSUM, masked into SBUF FP32 [qn, kn] (scaled when masked)."""
+    NP = ctx.P
     b = ctx.b
     ps = _buf(ctx, "s_ps", (qn, kn), "float32", slot, Memory.PSUM, ps_bufs)
-    for d0 in range(0, D, 128):
-        dn = min(128, D - d0)
-        b.nc_matmul(ps, _sub(qT[d0 // 128], dn, 0, qn), _sub(kT[d0 // 128], dn, k0, kn),
+    for d0 in range(0, D, NP):
+        dn = min(NP, D - d0)
+        b.nc_matmul(ps, _sub(qT[d0 // NP], dn, 0, qn), _sub(kT[d0 // NP], dn, k0, kn),
                     accumulate=d0 > 0)
     src, pre_scaled = ps, False
     if mask is not None:
@@ -233,22 +241,23 @@ def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale
 
 
 def _head_tiles(ctx, k, v, base_k, base_v, S_k, D, dt, slot, need=("kT", "v")):
-    """Per (batch, head): K^T / V^T [D, S_k] chunks (D on partitions) and K / V [128, D] rows."""
+    """Per (batch, head): K^T / V^T [D, S_k] chunks (D on partitions) and K / V [NP, D] rows."""
+    NP = ctx.P
     out = {}
-    nd = ceil(D / 128)
+    nd = ceil(D / NP)
     for name in need:
         t, base = (k, base_k) if name[0] == "k" else (v, base_v)
         if name.endswith("T"):
             tiles = []
             for di in range(nd):
-                dn = min(128, D - di * 128)
-                m = _Mat(t, S_k, D, t.strides[-2], t.strides[-1], base + di * 128)
+                dn = min(NP, D - di * NP)
+                m = _Mat(t, S_k, D, t.strides[-2], t.strides[-1], base + di * NP)
                 tiles.append(_ap(_load_k_major(ctx, m, False, 0, dn, 0, S_k, dt,
                                                f"{name}{di}", slot)))
             out[name] = tiles
         else:
-            out[name] = [_rows(ctx, t, base, r0, min(128, S_k - r0), dt, f"{name}r{r0 // 128}",
-                               slot) for r0 in range(0, S_k, 128)]
+            out[name] = [_rows(ctx, t, base, r0, min(NP, S_k - r0), dt, f"{name}r{r0 // NP}",
+                               slot) for r0 in range(0, S_k, NP)]
     return out
 
 
@@ -256,13 +265,14 @@ def _head_tiles(ctx, k, v, base_k, base_v, S_k, D, dt, slot, need=("kT", "v")):
         "aten::_scaled_dot_product_flash_attention",
         "aten::_scaled_dot_product_fused_attention_overrideable")
 def sdpa_forward(ctx, op):
+    NP, QT, KT = _tiles(ctx)
     q, k, v, causal, mask, scale, items, dt = _plan(ctx, op, 0, 4)
     out = op.outputs[0]
     lse = op.outputs[1] if len(op.outputs) > 1 else None
     B, H, S_q, D = q.shape
     S_k = k.shape[-2]
     b = ctx.b
-    per_head = (ceil(D / 128) * S_k + ceil(S_k / 128) * D) * itemsize(dt)
+    per_head = (ceil(D / NP) * S_k + ceil(S_k / NP) * D) * itemsize(dt)
     heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "v"), _head_slots(per_head, S_k, D, "forward"))
 
     def tile_steps(item, idx):
@@ -271,7 +281,7 @@ def sdpa_forward(ctx, op):
         bq = _head_base(q, bh, H)
         q0 = i * QT
         qn = min(QT, S_q - q0)
-        qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, 128)]
+        qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, NP)]
         m = _buf(ctx, "m", (qn, 1), "float32", 2 * (j % 2) + idx)
         l = _buf(ctx, "l", (qn, 1), "float32", 2 * (j % 2) + idx)  # noqa: E741
         acc = _buf(ctx, "acc", (qn, D), "float32", 2 * (j % 2) + idx)
@@ -283,20 +293,20 @@ def sdpa_forward(ctx, op):
         def pv(t, k0, kn, p, corr):
             o_ps = _buf(ctx, "o_ps", (qn, D), "float32", t, Memory.PSUM)
             # P^T: the key chunks' transposes side by side in one PSUM bank, one copy out
-            nch = ceil(kn / 128)
-            pr = min(128, kn)
+            nch = ceil(kn / NP)
+            pr = min(NP, kn)
             tp = _buf(ctx, "pT_ps", (pr, nch * qn), "float32", idx, Memory.PSUM)
             for c in range(nch):
-                b.nc_transpose(_sub(tp, min(128, kn - 128 * c), c * qn, qn),
-                               _sub(p, qn, 128 * c, min(128, kn - 128 * c)))
+                b.nc_transpose(_sub(tp, min(NP, kn - NP * c), c * qn, qn),
+                               _sub(p, qn, NP * c, min(NP, kn - NP * c)))
             pT = _buf(ctx, "pT", (pr, nch * qn), dt, t)
             if idx % 2:
                 b.activation(pT, tp, "copy")
             else:
                 b.tensor_copy(pT, tp)
             for c in range(nch):
-                cn = min(128, kn - 128 * c)
-                b.nc_matmul(o_ps, _sub(pT, cn, c * qn, qn), _sub(vr[k0 // 128 + c], cn, 0, D),
+                cn = min(NP, kn - NP * c)
+                b.nc_matmul(o_ps, _sub(pT, cn, c * qn, qn), _sub(vr[k0 // NP + c], cn, 0, D),
                             accumulate=c > 0)
             b.tensor_tensor(acc, acc, corr, "multiply", engine="gpsimd")
             b.tensor_tensor(acc, acc, o_ps, "add")
@@ -352,16 +362,17 @@ def sdpa_forward(ctx, op):
         "aten::_scaled_dot_product_flash_attention_backward",
         "aten::_scaled_dot_product_fused_attention_overrideable_backward")
 def sdpa_backward(ctx, op):
+    NP, QT, KT = _tiles(ctx)
     # (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask, scale)
     g, o, lse = op.args[0], op.args[4], op.args[5]
     q, k, v, causal, mask, scale, items, dt = _plan(ctx, op, 1, 7)
     B, H, S_q, D = q.shape
     S_k = k.shape[-2]
-    nk = ceil(S_k / 128)
+    nk = ceil(S_k / NP)
     b = ctx.b
     dq, dk, dv = (op.outputs + (None,) * 3)[:3]
     # per partition: dK, dV FP32 accumulators and K^T, V^T, K of a head
-    per_head = 2 * nk * D * 4 + (2 * ceil(D / 128) * S_k + nk * D) * itemsize(dt)
+    per_head = 2 * nk * D * 4 + (2 * ceil(D / NP) * S_k + nk * D) * itemsize(dt)
     slots = _head_slots(per_head, S_k, D, "backward")
 
     def flush(bh, accs):                        # dK (scaled), dV of a finished K/V head
@@ -370,13 +381,13 @@ def sdpa_backward(ctx, op):
                 continue
             base = _head_base(t, bh, H)
             for c in range(nk):
-                cn = min(128, S_k - c * 128)
+                cn = min(NP, S_k - c * NP)
                 ot = _buf(ctx, f"{name}_o", (cn, D), t.dtype, c)
                 if name == "dk":
                     b.activation(ot, _sub(acc, cn, c * D, D), "copy", scale=scale)
                 else:
                     b.tensor_copy(ot, _sub(acc, cn, c * D, D), engine="gpsimd")
-                b.dma_copy(AccessPattern(ctx.hbm(t), 0, cn, base + c * 128 * t.strides[-2],
+                b.dma_copy(AccessPattern(ctx.hbm(t), 0, cn, base + c * NP * t.strides[-2],
                                          ((D, t.strides[-1]),), t.strides[-2]), ot)
 
     heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "vT", "k"), slots)
@@ -390,18 +401,18 @@ def sdpa_backward(ctx, op):
         kT, vT, kr = heads.get(bh, "kT", "vT", "k")
         kv = heads.key(bh)
         if kv not in dkv:
-            # dK, dV of a head accumulate in SBUF FP32: [128, nk * D], key chunk c at c * D
+            # dK, dV of a head accumulate in SBUF FP32: [NP, nk * D], key chunk c at c * D
             sl = heads.count % slots
-            dkv[kv] = (_buf(ctx, "dk_acc", (128, nk * D), "float32", sl),
-                       _buf(ctx, "dv_acc", (128, nk * D), "float32", sl))
+            dkv[kv] = (_buf(ctx, "dk_acc", (NP, nk * D), "float32", sl),
+                       _buf(ctx, "dv_acc", (NP, nk * D), "float32", sl))
             for acc in dkv[kv]:
                 b.memset(acc, 0.0, engine="gpsimd")
         sl = 2 * (j % 2) + idx
         q0 = i * QT
         qn = min(QT, S_q - q0)
         bq, bg = _head_base(q, bh, H), _head_base(g, bh, H)
-        qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, 128)]
-        gT = [_km(ctx, g, bg, d0, q0, qn, dt, f"gT{d0}", 2 * j + idx) for d0 in range(0, D, 128)]
+        qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, NP)]
+        gT = [_km(ctx, g, bg, d0, q0, qn, dt, f"gT{d0}", 2 * j + idx) for d0 in range(0, D, NP)]
         qr = _rows(ctx, q, bq, q0, qn, dt, "qr", 2 * j + idx)
         gr = _rows(ctx, g, bg, q0, qn, dt, "gr", 2 * j + idx)
         orr = _rows(ctx, o, _head_base(o, bh, H), q0, qn, o.dtype, "or", 2 * j + idx)
@@ -417,31 +428,31 @@ def sdpa_backward(ctx, op):
         kv_end = _kv_end(causal, q0, qn, S_k)
 
         def grads(k0, kn, p, ds, t):
-            nch = ceil(kn / 128)
-            pr = min(128, kn)
-            c0 = k0 // 128
+            nch = ceil(kn / NP)
+            pr = min(NP, kn)
+            c0 = k0 // NP
             # dV += P^T dO, dK += dS^T Q: P and dS are K-major already; the key chunks'
             # products side by side in one PSUM bank, one VectorE add into the accumulator
-            per_bank = max(1, 512 // D)         # [128, D] FP32 products per 2 KiB PSUM bank
+            per_bank = max(1, KT // D)         # [NP, D] FP32 products per 2 KiB PSUM bank
             for lhs, rhs, acc in ((p, gr, dkv[kv][1]), (ds, qr, dkv[kv][0])):
                 for g0 in range(0, nch, per_bank):
                     gn = min(per_bank, nch - g0)
                     ps = _buf(ctx, "kv_ps", (pr, gn * D), "float32", 0, Memory.PSUM)
                     for c in range(g0, g0 + gn):
-                        cn = min(128, kn - 128 * c)
-                        b.nc_matmul(_sub(ps, cn, (c - g0) * D, D), _sub(lhs, qn, 128 * c, cn),
+                        cn = min(NP, kn - NP * c)
+                        b.nc_matmul(_sub(ps, cn, (c - g0) * D, D), _sub(lhs, qn, NP * c, cn),
                                     _sub(rhs, qn, 0, D))
                     dst = _sub(acc, pr, (c0 + g0) * D, gn * D)
                     b.tensor_tensor(dst, dst, ps, "add")
             # dQ += dS K: dS^T through TensorE transposes (one bank, one copy out)
             tp = _buf(ctx, "dsT_ps", (pr, nch * qn), "float32", 0, Memory.PSUM)
             for c in range(nch):
-                b.nc_transpose(_sub(tp, min(128, kn - 128 * c), c * qn, qn),
-                               _sub(ds, qn, 128 * c, min(128, kn - 128 * c)))
+                b.nc_transpose(_sub(tp, min(NP, kn - NP * c), c * qn, qn),
+                               _sub(ds, qn, NP * c, min(NP, kn - NP * c)))
             dsT = _buf(ctx, "dsT", (pr, nch * qn), dt, t)
             b.activation(dsT, tp, "copy")
             for c in range(nch):
-                cn = min(128, kn - 128 * c)
+                cn = min(NP, kn - NP * c)
                 b.nc_matmul(dq_ps, _sub(dsT, cn, c * qn, qn), _sub(kr[c0 + c], cn, 0, D),
                             accumulate=k0 > 0 or c > 0)
 
@@ -453,10 +464,10 @@ def sdpa_backward(ctx, op):
             p = _buf(ctx, "p", (qn, kn), dt, t)
             b.activation(p, s, "exp", bias=nlse, scale=1.0 if pre else scale)
             dp = _buf(ctx, "dp_ps", (qn, kn), "float32", t, Memory.PSUM)
-            for d0 in range(0, D, 128):
-                dn = min(128, D - d0)
-                b.nc_matmul(dp, _sub(gT[d0 // 128], dn, 0, qn),
-                            _sub(vT[d0 // 128], dn, k0, kn), accumulate=d0 > 0)
+            for d0 in range(0, D, NP):
+                dn = min(NP, D - d0)
+                b.nc_matmul(dp, _sub(gT[d0 // NP], dn, 0, qn),
+                            _sub(vT[d0 // NP], dn, k0, kn), accumulate=d0 > 0)
             ds = _buf(ctx, "ds", (qn, kn), dt, t)
             b.tensor_tensor(ds, dp, di, "subtract")
             b.tensor_tensor(ds, ds, p, "multiply")

@@ -7,7 +7,7 @@ arithmetic, comparisons and selects on VectorE (`tensor_tensor` max(64, 2N) FP32
 all BF16 in SBUF; `tensor_scalar` max(64, N) with the NC-v3 2x/4x BF16 modes). A recipe lists the
 instructions of one chunk; the first instruction reads the op's first device input, each `tt`
 step consumes the next device input (or becomes a `tensor_scalar` when the op's other operand is
-a Python/CPU scalar). Data streams HBM -> SBUF -> engines -> HBM in [128, F] chunks
+a Python/CPU scalar). Data streams HBM -> SBUF -> engines -> HBM in [P, F] chunks
 (context.LowerCtx.stream)."""
 
 from __future__ import annotations

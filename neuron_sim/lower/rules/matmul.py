@@ -70,8 +70,8 @@ def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, sl
     if ctx.chip.has_tensor_transpose_mode and itemsize(dtype) in (2, 4):
         b.dma_transpose(tile, src)
         return tile
-    for c0 in range(0, on, 128):      # natural [<=128, kt] loads, TensorE transposes
-        cn = min(128, on - c0)
+    for c0 in range(0, on, ctx.P):    # natural [<=P, kt] loads, TensorE transposes
+        cn = min(ctx.P, on - c0)
         ctx._seq += 1
         nat = ctx.tile("nat", (cn, kt), dtype, ctx._seq)
         b.dma_copy(nat, AccessPattern(h, 0, cn, m.base + (o0 + c0) * o_stride + k0,
@@ -82,13 +82,20 @@ def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, sl
     return tile
 
 
+def _tile_sizes(chip, rows):
+    """(K, M, N) of one nc_matmul: K rows on the partitions (x2 for double_row), M stationary
+    columns, N moving columns filling one FP32 PSUM bank."""
+    return (chip.matmul_partition_max * rows, chip.matmul_stationary_fmax,
+            chip.psum_bank_fp32_elems)
+
+
 def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSpec = None,
          dtype=None, a_batch_stride=0, b_batch_stride=0):
     """Emit C[batch, M, N] = A[batch, M, K] @ B[batch, K, N] (+ bias[N]).
 
     Loop nest (per batch): for each N panel of BN columns, load B[:, panel] (all of K) once and
-    keep it in SBUF; for each 128-row M tile, load A^T[:, tile] (double-buffered) and for each
-    512-column moving tile accumulate the K tiles in one PSUM bank, evacuate, store. HBM traffic:
+    keep it in SBUF; for each MT-row M tile, load A^T[:, tile] (double-buffered) and for each
+    NT-column moving tile (`_tile_sizes`) accumulate the K tiles in one PSUM bank, evacuate, store. HBM traffic:
     B once, A once per N panel. The repeated block is one M tile of one panel."""
     b = ctx.b
     chip = ctx.chip
@@ -105,12 +112,11 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         dtype = "float8_e4m3"
     double = dtype in FP8 and chip.has_fp8_double_row
     rows = 2 if double else 1
-    KT = 128 * rows
-    MT, NT = 128, 512
+    KT, MT, NT = _tile_sizes(chip, rows)
     isz = itemsize(dtype)
     kt_n = ceil(K / KT)
     n_tiles = ceil(N / NT)
-    # B panel: kt_n tiles of [128, BN * rows] per partition; A tile: kt_n x [128, 128 * rows]
+    # B panel: kt_n tiles of [KT, BN * rows] per partition; A tile: kt_n x [KT, MT * rows]
     per_nt = kt_n * NT * rows * isz
     tn = max(1, min(n_tiles, PANEL_BUDGET // max(per_nt, 1)))
     BN = min(N, tn * NT)
@@ -120,7 +126,8 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     # fetches their A columns together and the ~1 us DMA latency is amortised, as a compiler
     # sizes its tiles; bounded by two A buffers of <= 48 KiB per partition
     mult = chip.fp32_matmul_cost_multiplier if dtype in ("float32", "tfloat32") else 1
-    mtile_s = kt_n * max(64 * ceil(BN / NT), BN) * mult / chip.tensor_clock_hz
+    mtile_s = kt_n * max(chip.mm_init_latency_cycles * ceil(BN / NT), BN) * mult \
+        / chip.tensor_clock_hz
     mtb = max(1, min(8, m_tiles, ceil(2e-6 / max(mtile_s, 1e-12)),
                      (48 * 1024) // max(2 * kt_n * MT * rows * isz, 1)))
     if 2 * kt_n * MT * rows * isz > 64 * 1024 or kt_n * min(N, NT) * rows * isz > PANEL_BUDGET:
@@ -174,7 +181,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
                                         f"A{kk}_{g}", blk % 2)
         mcount = ceil(mcols / MT)
         # small outputs of one block are gathered in one SBUF tile and stored by one DMA (one
-        # ~1 us DMA latency per block instead of per [128, N] tile)
+        # ~1 us DMA latency per block instead of per [MT, N] tile)
         coalesce = mcount * bn * itemsize(out_dt) <= 16 * 1024 and mcount > 1
         oblk = ctx.tile(f"oblk{g}", (min(MT, mcols), mcount * bn), out_dt, blk) \
             if coalesce else None
@@ -215,11 +222,11 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
 
 def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_bs):
     """Output-stationary blocking for long K: an output block of TM x TN tiles (<= 4 PSUM banks,
-    double-buffered) accumulates over K chunks whose A [kc, TM*128] and B [kc, TN*512] tiles are
+    double-buffered) accumulates over K chunks whose A [kc, TM*MT] and B [kc, TN*NT] tiles are
     streamed (two chunks in flight). HBM traffic: A once per N block, B once per M block.
     The repeated unit is one K chunk of one output block."""
     b = ctx.b
-    KT, MT, NT = 128 * rows, 128, 512
+    KT, MT, NT = _tile_sizes(ctx.chip, rows)
     isz = itemsize(dtype)
     kt_n = ceil(K / KT)
     m_tiles, n_tiles = ceil(M / MT), ceil(N / NT)

@@ -145,18 +145,19 @@ def cat(ctx, op):
 def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, *,
                    scatter_add=False, idx: TensorSpec = None, src: TensorSpec = None):
     """Gather (or scatter-add) n_idx rows of d elements between `table` (HBM) and a dense
-    [n_idx, d] tensor, 128 indices (one per partition) x r rows per partition per block."""
+    [n_idx, d] tensor, P indices (one per partition) x r rows per partition per block."""
     b = ctx.b
+    P = ctx.P
     isz = itemsize(table.dtype)
-    r = max(1, min(ceil(n_idx / 128), int(8192 // max(d * isz, 1))))
-    per_blk = 128 * r
+    r = max(1, min(ceil(n_idx / P), int(8192 // max(d * isz, 1))))
+    per_blk = P * r
     total = ceil(n_idx / per_blk)
     n = ctx.repeat(total)
     ht = ctx.hbm(table)
     dense = src if scatter_add else out
     hd = ctx.hbm(dense)
     for j in range(n):
-        p = min(128, max(1, ceil((n_idx - j * per_blk) / r))) if n == total else 128
+        p = min(P, max(1, ceil((n_idx - j * per_blk) / r))) if n == total else P
         if idx is not None:
             it = ctx.tile("idx", (p, r), "int32", j)
             b.dma_copy(it, AccessPattern(ctx.hbm(idx), 0, p, j * per_blk, ((r, 1),), r))

@@ -1,16 +1,16 @@
 """Row-wise and reducing ops: reductions, softmax / log_softmax (+ backward), layer_norm,
 rms_norm and batch_norm (+ backward), losses.
 
-Layout: rows (all dims but the reduced last one) spread over the 128 partitions, `r` rows per
-partition side by side on the free axis (context.LowerCtx.row_plan), so a block is [128, r*C].
+Layout: rows (all dims but the reduced last one) spread over the P partitions, `r` rows per
+partition side by side on the free axis (context.LowerCtx.row_plan), so a block is [P, r*C].
 - Row reductions: `tensor_reduce` on VectorE (N cycles; N/2 for BF16 add/max [ISAcost]).
 - Reductions over leading dims: chunks accumulate with `tensor_tensor` adds on VectorE, then the
-  128 partitions are summed on TensorE against a ones vector (the documented cross-partition
+  P partitions are summed on TensorE against a ones vector (the documented cross-partition
   summation through the PE array [ArchV2]).
 - softmax: max (VectorE), exp with bias -max and a fused running sum (ScalarE activation_reduce,
   the sum is free [ISAcost]) when one row per partition, else subtract / exp / reduce passes;
   1/sum on ScalarE, multiply on VectorE.
-- layer/batch norm: `bn_stats` (<= 512 elements per call) + `bn_aggr` per row [ISAcost], then the
+- layer/batch norm: `bn_stats` (<= bn_stats.MAX_FREE elements per call) + `bn_aggr` per row [ISAcost], then the
   normalisation as one ScalarE activation (scale = rstd, bias = -mean*rstd, free) per row when
   one row per partition, else two VectorE passes; weight and bias one VectorE pass each."""
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from math import ceil
 
+from ...isa.vector.bn_stats import MAX_FREE as BN_STATS_FMAX
 from ...numerics.formats import itemsize
 from ...program.ap import AccessPattern, Memory
 from ..registry import lowers
@@ -101,13 +102,14 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
     """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied and stored."""
     b = ctx.b
     ones = ctx.tile("ones", (p, 1), acc_ap.dtype if acc_ap.dtype != "float32" else "float32", 0)
-    for f0 in range(0, f, 512):
-        fn = min(512, f - f0)
-        ps = ctx.tile("psum_red", (1, fn), "float32", f0 // 512, Memory.PSUM)
+    bank = ctx.chip.psum_bank_fp32_elems
+    for f0 in range(0, f, bank):
+        fn = min(bank, f - f0)
+        ps = ctx.tile("psum_red", (1, fn), "float32", f0 // bank, Memory.PSUM)
         src = acc_ap if isinstance(acc_ap, AccessPattern) else acc_ap.ap()
         mv = AccessPattern(src.tensor, src.p_start, p, src.offset + f0, ((fn, 1),))
         b.nc_matmul(ps, ones, mv)
-        o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // 512)
+        o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
         b.tensor_copy(o, ps)
         if out is not None:
             ctx.store(out, o, 1, max(fn, 1), 0, fn)
@@ -263,15 +265,16 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
             b.tensor_tensor(sq, x, x, "multiply")
             b.tensor_reduce(mv[0:p, 0:r], sq, "add")
         else:
-            nchunk = ceil(C / 512)
+            nchunk = ceil(C / BN_STATS_FMAX)
             stats = ctx.tmp("st", (p, 6 * nchunk), "float32", j)
             xa = x if isinstance(x, AccessPattern) else x.ap()
             for row in range(r):
                 for c in range(nchunk):
-                    cn = min(512, C - c * 512)
+                    cn = min(BN_STATS_FMAX, C - c * BN_STATS_FMAX)
                     b.bn_stats(stats[0:p, 6 * c:6 * c + 6],
                                AccessPattern(xa.tensor, xa.p_start, p,
-                                             xa.offset + row * C + c * 512, ((cn, 1),)))
+                                             xa.offset + row * C + c * BN_STATS_FMAX,
+                                             ((cn, 1),)))
                 b.bn_aggr(mv[0:p, 2 * row:2 * row + 2], stats)
         rstd = ctx.tmp("rstd", (p, r), "float32", j)
         # rstd = (var + eps) ^ -0.5 as one VectorE tensor_scalar (add, power): no round trip
@@ -327,7 +330,7 @@ def layer_norm(ctx, op):
         x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
         params = []      # per-channel affine folds into the scale/bias of the activation
     rows, C = _rows_cols(x)
-    p = max(1, min(128, rows))
+    p = max(1, min(ctx.P, rows))
     _, r, _ = ctx.row_plan(rows, C, x.dtype)
     r = min(r, MAX_ROWS_PER_BLOCK)
     w = _param_tile(ctx, params[0], p, r * C) if params else None
@@ -373,13 +376,14 @@ def layer_norm_backward(ctx, op):
         x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))
         params = [TensorSpec((ceil(C / k),), t.dtype, None, t.id) for t in params]
         rows, C = _rows_cols(x)
-    p = max(1, min(128, rows))
+    p = max(1, min(ctx.P, rows))
     _, r, _ = ctx.row_plan(rows, C, x.dtype)
     r = min(r, MAX_ROWS_PER_BLOCK)
     w = _param_tile(ctx, params[0], p, r * C) if params else None
     ones = ctx.tile("ones", (p, 1), "float32", 0)
     col_sums = len(outs) > 1
-    sums = {k: ctx.tile(f"colsum{k}", (1, min(C, 512)), "float32", 0, Memory.PSUM)
+    bank = ctx.chip.psum_bank_fp32_elems
+    sums = {k: ctx.tile(f"colsum{k}", (1, min(C, bank)), "float32", 0, Memory.PSUM)
             for k in ("w", "b")} if col_sums else {}
 
     def body(srcs, dsts, p, r, C, j):
@@ -414,8 +418,8 @@ def layer_norm_backward(ctx, op):
                 one = ones if sa.dtype == "float32" else ctx.tile(f"ones_{sa.dtype}", (p, 1),
                                                                   sa.dtype, 0)
                 for row in range(r):
-                    for c0 in range(0, C, 512):
-                        cn = min(512, C - c0)
+                    for c0 in range(0, C, bank):
+                        cn = min(bank, C - c0)
                         b.nc_matmul(sums[k][0:1, 0:cn], one,
                                     AccessPattern(sa.tensor, sa.p_start, p,
                                                   sa.offset + row * C + c0, ((cn, 1),)),
@@ -423,7 +427,7 @@ def layer_norm_backward(ctx, op):
         return tail
     row_blocks(ctx, g, gi, body, extra_in=(x,), per_row=True)
     for k, o in zip(("w", "b"), outs[1:3]):
-        res = ctx.tile(f"colsum_sb{k}", (1, min(C, 512)), o.dtype, 0)
+        res = ctx.tile(f"colsum_sb{k}", (1, min(C, bank)), o.dtype, 0)
         b.tensor_copy(res, sums[k])
         n = min(o.numel, res.shape[1])
         ctx.store(o, res[0:1, 0:n], 1, n, 0, n)
@@ -438,7 +442,7 @@ def nll_loss(ctx, op):
     rows = logp.numel // max(logp.shape[-1], 1)
     picked = TensorSpec((rows,), logp.dtype, None, ("picked", logp.id))
     _indirect_rows(ctx, logp, rows, 1, picked, idx=target)
-    p = max(1, min(128, rows))
+    p = max(1, min(ctx.P, rows))
     acc = ctx.tile("acc", (p, 1), "float32", 0)
     ctx.b.tensor_reduce(acc, ctx.tile("pk", (p, ceil(rows / p)), logp.dtype, 0), "add")
     partition_sum(ctx, acc, p, 1, op.outputs[0])

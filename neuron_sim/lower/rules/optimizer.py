@@ -1,7 +1,7 @@
 """The optimizer's multi-tensor ops: `_foreach_*` and the fused Adam/AdamW/SGD kernels.
 
 A foreach op over a list of tensors runs as one program: the list is streamed as one flat
-sequence of [128, F] chunks (each tensor contiguous, so only the boundaries differ from one big
+sequence of [P, F] chunks (each tensor contiguous, so only the boundaries differ from one big
 tensor), with the per-element recipe of the matching single-tensor op. The fused optimizers
 stream params, grads and states together: Adam(W) is ~9 VectorE/ScalarE instructions per chunk
 (moments, bias corrections, sqrt on ScalarE, update) and stores params and both moments."""

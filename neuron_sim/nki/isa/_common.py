@@ -84,7 +84,8 @@ class _Ctx:
         n, p0 = t.num_partitions, t.partition_start
         if n > self.target.num_partitions or p0 + n > self.target.num_partitions:
             self.fail(f"operand {operand!r} spans partitions [{p0}, {p0 + n}); the core has "
-                      f"{self.target.num_partitions} partitions (tile the partition dimension to <= 128)")
+                      f"{self.target.num_partitions} partitions (tile the partition dimension to "
+                      f"<= {self.target.num_partitions})")
         parts = self.target.num_partitions
         allowed = partition_starts(n, parts)
         if p0 not in allowed:
