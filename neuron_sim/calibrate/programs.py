@@ -11,8 +11,11 @@ the memory it overwrites."""
 
 from __future__ import annotations
 
+import functools
+
 from ..numerics.formats import itemsize
 from ..program import ProgramBuilder
+from ..program.builder import paused_gc
 
 TILE_K, TILE_M, TILE_N = 128, 128, 512
 # DMA queues by role: a queue follows the engine that triggers it [DMAov], and the compiler
@@ -38,11 +41,21 @@ class Pool:
         return t
 
 
+def _gc_paused(build):
+    """The big programs below are built with the garbage collector paused (see paused_gc)."""
+    @functools.wraps(build)
+    def run(*args, **kwargs):
+        with paused_gc():
+            return build(*args, **kwargs)
+    return run
+
+
 def _io(b, M, K, N, dtype):
     return (b.hbm("lhsT", (K, M), dtype), b.hbm("rhs", (K, N), dtype),
             b.hbm("result", (M, N), dtype))
 
 
+@_gc_paused
 def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
     """C1: nki_matmul_tiled_: two loads per matmul, no reuse."""
     b = ProgramBuilder(chip, name="C1 tiled")
@@ -68,6 +81,7 @@ def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
     return b.build()
 
 
+@_gc_paused
 def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=2):
     """C2: nki_matmul_hoist_load_: a column of lhsT tiles per m, of rhs tiles per n."""
     b = ProgramBuilder(chip, name="C2 hoist loads")
@@ -97,6 +111,7 @@ def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", buf
     return b.build()
 
 
+@_gc_paused
 def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_tiles=2,
                       bn_tiles=2):
     """C3: nki_matmul_block_free_dimension_: 2 x 2 tiles per block of the free dimensions. The
@@ -201,6 +216,7 @@ def _fit_blocked(free, acc_bytes, n_acc, block_bytes, packed_bytes, bufs):
     return 1, (free - block_bytes - packed_bytes) // acc_bytes - bufs, bufs
 
 
+@_gc_paused
 def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", tiles_m=16,
                          tiles_n=2, tiles_k=8, bufs=2, name="C4 fully blocked"):
     """C4 (BF16, Trn1) and C8 (FP32, Trn2): nki_matmul_fully_optimized_ / kernel-optimisation

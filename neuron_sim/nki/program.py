@@ -26,7 +26,7 @@ from ..isa.common import DmaCost, make
 from ..isa.dma import dma_copy as core_dma
 from ..hardware import get_chip
 from ..program.ap import AccessPattern, Memory, Tensor
-from ..program.builder import ProgramBuilder
+from ..program.builder import ProgramBuilder, paused_gc
 from . import dtypes
 from .errors import NkiValidationError
 from .tensor import NkiTensor
@@ -138,11 +138,12 @@ def build_programs(traces, plans, lnc=1):
     builders = [ProgramBuilder(chip, name=f"{traces[0].kernel_name}[core {c}]", auto_deps=True,
                                check_capacity=False) for c in range(n_cores)]
     built = [BuiltProgram(None, c) for c in range(n_cores)]
-    for k, (tr, plan) in enumerate(zip(traces, plans)):
-        core = k % n_cores
-        _emit_trace(builders[core], built[core], k, tr, plan)
-    for b, out in zip(builders, built):
-        out.program = b.build()
+    with paused_gc():
+        for k, (tr, plan) in enumerate(zip(traces, plans)):
+            core = k % n_cores
+            _emit_trace(builders[core], built[core], k, tr, plan)
+        for b, out in zip(builders, built):
+            out.program = b.build()
     return built
 
 
