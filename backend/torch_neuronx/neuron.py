@@ -82,10 +82,6 @@ def get_device_name(device=None) -> str:
     return f"neuron:{_index(device)}"
 
 
-# The product name of each chip generation (what libraries log and match on, as a GPU's name).
-_CHIP_PRODUCT_NAMES = {"trn1": "Trainium1", "trn2": "Trainium2", "trn3": "Trainium3"}
-
-
 @dataclass(frozen=True)
 class NeuronDeviceProperties:
     name: str            # the chip, e.g. "Trainium2"
@@ -106,7 +102,7 @@ def get_device_properties(device=None) -> NeuronDeviceProperties:
     v = _visible()
     chip = v.instance.chip
     return NeuronDeviceProperties(
-        name=_CHIP_PRODUCT_NAMES.get(chip.name, chip.name), total_memory=v.hbm_bytes_per_device,
+        name=chip.product_name, total_memory=v.hbm_bytes_per_device,
         chip=chip.name, instance=v.instance.name, logical_nc_config=v.lnc,
         neuroncore_version=str(chip.neuroncore_version), major=int(chip.neuroncore_version),
         minor=0, multi_processor_count=v.lnc)

@@ -15,11 +15,14 @@ from ..errors import UnknownHardwareError
 from . import assumptions as _a
 
 CHIP_NAMES = ("trn1", "trn2", "trn3")
+# The product name of each generation (what libraries log and match on, as a GPU's name).
+PRODUCT_NAMES = {"trn1": "Trainium1", "trn2": "Trainium2", "trn3": "Trainium3"}
 
 
 @dataclass(frozen=True)
 class Chip:
     name: str
+    product_name: str
     neuroncore_version: int
     cores_per_chip: int
     lnc_supported: tuple
@@ -180,6 +183,7 @@ def _load(name: str) -> Chip:
     didt = v("tensor_didt_initial_util")
     chip = Chip(
         name=name,
+        product_name=PRODUCT_NAMES[name],
         neuroncore_version=v("neuroncore_version"),
         cores_per_chip=v("neuron_cores_per_chip"),
         lnc_supported=tuple(v("lnc_supported")),
