@@ -2,7 +2,7 @@
 
 Each queued op is lowered to a NeuronCore ISA program (neuron_sim.lower), simulated once per
 (op, shapes, strides, dtypes, scalars, chip, LNC) and cached, so a steady-state training step costs
-dictionary lookups. Eager execution pays a launch cost per program (the chip's eager_launch_s).
+dictionary lookups. Eager execution pays a launch cost per program (EAGER_LAUNCH_S).
 
 Adaptive Eager Execution (AEE): consecutive fusible ops of one stream between sync points are
 lowered into ONE program (intermediates that a later op reads stay in SBUF) and pay one launch.
@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import torch
 
-from neuron_sim.lower import (AEE_MAX_OPS, ENGINES, PCIE_BYTES_PER_S, OpSpec, ProgramCache,
-                              TensorSpec, Timing)
+from neuron_sim.lower import (AEE_MAX_OPS, EAGER_LAUNCH_S, ENGINES, PCIE_BYTES_PER_S, OpSpec,
+                              ProgramCache, TensorSpec, Timing)
 from neuron_sim.progress import Progress
 
 from . import _C, settings
@@ -174,12 +174,19 @@ class Charge(NamedTuple):
     fused: bool
 
 
-class _Seen(NamedTuple):
-    """What a drain keeps of an op key it has seen: the op's name and Timing (None for a host
-    copy, a PCIe transfer of `ns`)."""
-    name: str
-    timing: Timing | None
-    ns: int
+_PROGRAM, _ESTIMATED, _VIEW, _HOST = range(4)     # how a drain charges an op (_Seen.kind)
+
+
+class _Seen:
+    """What a drain keeps of an op key it has seen, so a later op of the key reads nothing else:
+    the op's name, its Timing (None for a host copy), how it is charged (`kind`), its ns when
+    charged alone (launch + program, or a host copy's PCIe transfer) and whether it counts in
+    `executed`."""
+    __slots__ = ("name", "timing", "kind", "ns", "aten")
+
+    def __init__(self, name, timing, kind, ns):
+        self.name, self.timing, self.kind, self.ns = name, timing, kind, ns
+        self.aten = kind != _HOST and not name.startswith("neuron::")
 
 
 class _OpStats:
@@ -200,7 +207,7 @@ class LoweredCostModel:
         self.instance = visible.instance
         self.lnc = visible.lnc
         self.chip = self.instance.chip
-        self.launch_ns = 1e9 * self.chip.eager_launch_s
+        self.launch_ns = 1e9 * EAGER_LAUNCH_S[self.chip.name]
         self.cache = ProgramCache()  # keyed by raw descriptors: owns lowering and fallbacks
         self.estimated = Counter()   # op name -> count timed by roofline
         self.executed = set()        # op names that ran as Neuron ops
@@ -245,21 +252,25 @@ class LoweredCostModel:
         """What every later op of this key needs: read from the op's fields this once."""
         if op.name in _HOST_COPIES:     # a PCIe transfer, no program
             moved = _moved_bytes(op, outputs=False)
-            return _Seen(op.name, None, int(round(1e9 * moved / PCIE_BYTES_PER_S
-                                                  + 1e9 * self.chip.dma_fixed_latency_s)))
-        return _Seen(op.name, self.timing(op), 0)
+            return _Seen(op.name, None, _HOST, int(round(1e9 * moved / PCIE_BYTES_PER_S
+                                                         + 1e9 * self.chip.dma_fixed_latency_s)))
+        t = self.timing(op)
+        kind = _ESTIMATED if t.estimated else _VIEW if t.total_ns <= 0 else _PROGRAM
+        return _Seen(op.name, t, kind, int(round(self.launch_ns + t.total_ns)))
 
     def _record(self, name, ns, t, fused=False):
         s = self.ops[name]
         s.count += 1
         s.ns += ns
         if t is not None:
+            engine_ns = s.engine_ns
             for e, v in t.engine_ns.items():
-                s.engine_ns[e] += v
+                engine_ns[e] += v
             s.hbm_bytes += t.hbm_bytes
             if t.estimated:
                 s.estimated += 1
-        s.fused += fused
+        if fused:
+            s.fused += 1
         self.total_ns += ns
 
     def __call__(self, batch, at_sync):
@@ -296,67 +307,71 @@ class LoweredCostModel:
         charges = [None] * len(keys) if profiling else None
         aee = self.aee_enabled()
         seen, executed, hits = self._seen, self.executed, 0
-        group, costs = [], []       # the open group: batch indices, their _Seen
+        group, costs = [], []       # the open fused group: batch indices, their _Seen
         gdevice = gstream = None
         for i, key in enumerate(keys):
             if presets[i] >= 0:           # duration known (compiled graph, collective, kernel)
                 if group:
-                    self._charge_group(batch, keys, group, costs, out, charges, aee)
+                    self._charge_group(batch, keys, group, costs, out, charges)
                     group, costs = [], []
                 out[i] = presets[i]
                 continue
             c = seen.get(key)
             if c is None:
                 c = seen[key] = self._first_seen(batch[i])
-            elif c.timing is not None:
+            elif c.kind != _HOST:
                 hits += 1                 # what the program cache would have counted
-            t = c.timing
-            if t is None:                 # a host copy
+            kind = c.kind
+            if kind == _HOST:
                 if group:
-                    self._charge_group(batch, keys, group, costs, out, charges, aee)
+                    self._charge_group(batch, keys, group, costs, out, charges)
                     group, costs = [], []
                 out[i] = c.ns
                 self._record(c.name, c.ns, None)
                 continue
-            name = c.name
-            if not name.startswith("neuron::"):
-                executed.add(name)
-            if t.estimated:
-                self.estimated[name] += 1
-            if t.total_ns <= 0 and not t.estimated:   # views: no program, no launch
-                self._record(name, 0, t)
+            if c.aten:
+                executed.add(c.name)
+            if kind == _VIEW:             # no program, no launch
+                self._record(c.name, 0, c.timing)
                 continue
-            fusible = aee and not t.estimated
-            if group and (not fusible or devices[i] != gdevice or streams[i] != gstream
-                          or len(group) >= AEE_MAX_OPS):
-                self._charge_group(batch, keys, group, costs, out, charges, aee)
+            if kind == _PROGRAM and aee:  # fusible
+                if group and (devices[i] != gdevice or streams[i] != gstream
+                              or len(group) >= AEE_MAX_OPS):
+                    self._charge_group(batch, keys, group, costs, out, charges)
+                    group, costs = [], []
+                gdevice, gstream = devices[i], streams[i]
+                group.append(i)
+                costs.append(c)
+                continue
+            if kind == _ESTIMATED:
+                self.estimated[c.name] += 1
+            if group:
+                self._charge_group(batch, keys, group, costs, out, charges)
                 group, costs = [], []
-            gdevice, gstream = devices[i], streams[i]
-            group.append(i)
-            costs.append(c)
-            if not fusible:
-                self._charge_group(batch, keys, group, costs, out, charges, aee)
-                group, costs = [], []
+            self._charge_alone(i, c, keys, out, charges)
         if group:
-            self._charge_group(batch, keys, group, costs, out, charges, aee)
+            self._charge_group(batch, keys, group, costs, out, charges)
         self.cache.hits += hits
         self._lowering.close()
         return out, charges
 
-    def _charge_group(self, batch, keys, group, costs, out, charges, aee):
+    def _charge_alone(self, i, c, keys, out, charges):
+        """One op, one launch."""
         self.launches += 1
         self.launch_total_ns += int(self.launch_ns)
-        if len(group) == 1 or not aee:
-            for i, c in zip(group, costs):
-                t = c.timing
-                ns = int(round(self.launch_ns + t.total_ns))
-                out[i] = ns
-                if charges is not None:
-                    charges[i] = Charge(keys[i], t, self.launch_ns, False)
-                self._record(c.name, ns, t)
-            if len(group) > 1:   # cannot happen (non-AEE groups are single ops); kept defensive
-                self.launches += len(group) - 1
+        out[i] = c.ns
+        if charges is not None:
+            charges[i] = Charge(keys[i], c.timing, self.launch_ns, False)
+        self._record(c.name, c.ns, c.timing)
+
+    def _charge_group(self, batch, keys, group, costs, out, charges):
+        """Consecutive fusible ops of one stream: ONE program, one launch, shared in proportion
+        to the ops' times alone."""
+        if len(group) == 1:
+            self._charge_alone(group[0], costs[0], keys, out, charges)
             return
+        self.launches += 1
+        self.launch_total_ns += int(self.launch_ns)
 
         def specs():                # only on a cache miss
             self._lowering.tick(note=f"{len(group)} fused ops")
@@ -377,7 +392,7 @@ class LoweredCostModel:
             out[i] = ns
             if charges is not None:
                 charges[i] = Charge(keys[i], t, self.launch_ns * t.total_ns / alone, True)
-            self._record(c.name, ns, t, fused=True)
+            self._record(c.name, ns, t, True)
 
     # ---- reports --------------------------------------------------------------------------
     def breakdown(self) -> dict:
