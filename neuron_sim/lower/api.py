@@ -12,6 +12,7 @@ from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..numerics.formats import itemsize
 from ..timing import simulate
+from ..trace.op_program import OpProgram, classify_dma
 from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
@@ -35,6 +36,9 @@ class Timing:
     per_op_ns: tuple = ()           # lower_sequence: each op's standalone time
     note: str = ""
     extra: dict = field(default_factory=dict)
+    # lower_op: its representative program as the profiler reads it (lanes, DMA bytes by
+    # argument, spills, peaks); None for estimates, sequences and empty ops
+    program: OpProgram | None = field(default=None, compare=False, repr=False)
 
 
 def _chip(chip) -> Chip:
@@ -45,7 +49,7 @@ def _measure(ctx: LowerCtx):
     prog = ctx.b.build()
     if len(prog) == 0:
         return 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
-    res = simulate(prog)
+    res = ctx.result = simulate(prog)
     c = prog.cols
     dma = c["engine"] == Engine.DMA
     d = c["dma_dir"]
@@ -66,14 +70,40 @@ def _lin(a, b, k, extra):
     return b + (b - a) * extra / k
 
 
-def _timed(emit, chip, lnc, name, **ctx_kw) -> Timing:
+def _op_program(op: OpSpec, ctx: LowerCtx):
+    """The OpProgram of op's representative program (built with operands kept), whose operands
+    are then dropped: the profiler needs only the Result and the DMA bytes."""
+    res = ctx.result
+    if res is None:
+        return None
+    arg_ids = {}
+    for j, a in enumerate(op.args):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, TensorSpec):
+                arg_ids[LowerCtx.key(t)] = j
+    out_keys = {LowerCtx.key(t) for t in op.outputs if isinstance(t, TensorSpec)}
+    arg_of_tensor = {h.id: arg_ids[k] for k, h in ctx._hbm.items() if k in arg_ids}
+    outputs = {h.id for k, h in ctx._hbm.items() if k in out_keys}
+    reads, write, save, reload = classify_dma(res.program, arg_of_tensor, outputs)
+    res.program.emits = None
+    return OpProgram(op.name, res, ctx.b.sbuf_peak_bytes_per_partition,
+                     ctx.b.psum_peak_bytes_per_partition, reads, write, save, reload,
+                     list(ctx.repeats))
+
+
+def _timed(emit, chip, lnc, op: OpSpec) -> Timing:
+    """Time op's program: built once with at most REPEAT_CAP blocks (kept as Timing.program)
+    and, when that truncated a repeat, again with half as many to extrapolate."""
     t0 = time.perf_counter()
-    ctx, (tot, eng, hbm, flops, n) = _build(emit, chip, lnc, REPEAT_CAP, **ctx_kw)
+    name = op.name
+    ctx, (tot, eng, hbm, flops, n) = _build(emit, chip, lnc, REPEAT_CAP, keep_operands=True,
+                                            name=name)
+    program = _op_program(op, ctx)
     truncated = [(r, e) for r, e in ctx.repeats if r > e]
     extrapolated = False
     if truncated:
         per_core, e2 = truncated[0]
-        ctx1, (tot1, eng1, hbm1, flops1, n1) = _build(emit, chip, lnc, REPEAT_CAP // 2, **ctx_kw)
+        ctx1, (tot1, eng1, hbm1, flops1, n1) = _build(emit, chip, lnc, REPEAT_CAP // 2, name=name)
         e1 = [e for r, e in ctx1.repeats if r > e][0]
         k, extra = e2 - e1, per_core - e2
         eng_added = {e: _lin(eng1.get(e, 0.0), eng.get(e, 0.0), k, extra) - eng[e] for e in eng}
@@ -87,7 +117,8 @@ def _timed(emit, chip, lnc, name, **ctx_kw) -> Timing:
     cores = ctx.cores_of_work()
     return Timing(tot, eng, hbm * cores, flops * cores, n, extrapolated=extrapolated,
                   lower_s=time.perf_counter() - t0, ops=(name,),
-                  extra={"sbuf_peak_bytes_per_partition": ctx.b.sbuf_peak_bytes_per_partition})
+                  extra={"sbuf_peak_bytes_per_partition": ctx.b.sbuf_peak_bytes_per_partition},
+                  program=program)
 
 
 def _with_ids(op: OpSpec, fn) -> OpSpec:
@@ -138,16 +169,6 @@ def _op_emitter(op: OpSpec):
     return op, rule, emit
 
 
-def build_op(op: OpSpec, chip=None, lnc: int = 1, *, keep_operands: bool = False):
-    """The representative program of one op, as lower_op builds it first (at most REPEAT_CAP
-    blocks): (the op with its tensor ids, the LowerCtx; `ctx.b.build()` is the program).
-    keep_operands=True keeps each instruction's operands (the profiler classifies DMAs)."""
-    op, _rule, emit = _op_emitter(op)
-    ctx = LowerCtx(_chip(chip), lnc, REPEAT_CAP, name=op.name, keep_operands=keep_operands)
-    emit(ctx)
-    return op, ctx
-
-
 def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
     """Lower and simulate one op. Raises LoweringError when no rule applies (use `estimate`)."""
     chip = _chip(chip)
@@ -158,7 +179,7 @@ def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
         return Timing(0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0, ops=(op.name,),
                       note="empty tensors")
     try:
-        return _timed(emit, chip, lnc, op.name)
+        return _timed(emit, chip, lnc, op)
     except (LoweringError, NeuronSimError):
         raise
     except (IndexError, ValueError, TypeError, KeyError, ZeroDivisionError) as e:

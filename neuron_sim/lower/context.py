@@ -64,6 +64,7 @@ class LowerCtx:
         self._outgrown: list = []             # pool tiles replaced by a larger one this op
         self._seq = 0
         self.ops_done = 0                     # ops lowered so far: a stable per-op tag
+        self.result = None                    # the simulated program, once api._measure ran
 
     # ---- identity and placement ----------------------------------------------------------------
     @staticmethod

@@ -5,8 +5,8 @@ Explorer record.
 batch: `charges` is the drain's own record of each op (cache key, Timing, launch share, fused or
 not), so nothing here re-derives the cost model's decisions. When `_C._activity_logging()` is off this returns at once. Otherwise, for each op:
 
-- its representative program is rebuilt with operands kept (`neuron_sim.explorer.op_program`,
-  cached per op key: the lowering's cache keeps only a Timing), and its lanes are attached with
+- its representative program is the one the lowering timed (`Timing.program`, an OpProgram with
+  its Result and DMA bytes by argument: nothing is lowered again), and its lanes are attached with
   `_C._record_lanes(seq, ...)`: a "Runtime" span for the eager launch, then each engine's busy
   spans (at most `max_spans_per_lane` per lane and `max_spans_per_op` per op);
 - big ops are extrapolated by the lowering: their representative program's lanes are stretched to
@@ -22,7 +22,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from neuron_sim.explorer import OpRecord, lane_spans, op_program
+from neuron_sim.explorer import OpRecord, lane_spans
 from neuron_sim.lower import normalize_name
 
 from .. import _C
@@ -109,7 +109,7 @@ def on_drain(model, batch, out, charges) -> None:
             continue                            # a view: no program, no time
         cost = _graph_cost(name, model) if name.startswith(GRAPH_PREFIX) else None
         if cost is not None:
-            _graph(seq, name, ns, cost)
+            _graph(seq, name, ns, cost, model.chip.sbuf_partitions)
             continue
         if name in _HOST_COPIES:
             moved = _moved_bytes(op, outputs=False)
@@ -161,7 +161,7 @@ def _graph_cost(name, model):
     return None
 
 
-def _graph(seq, name, ns, cost) -> None:
+def _graph(seq, name, ns, cost, partitions) -> None:
     """A compiled graph: its cost model gives per-engine totals, DMA and spill bytes and the SBUF
     peak, but no instruction timeline, so each engine gets one span over the program labelled
     with its busy share (honest aggregation, like a merged span)."""
@@ -175,7 +175,7 @@ def _graph(seq, name, ns, cost) -> None:
                    dma_bytes={"inputs": max(float(cost.dma_bytes) - spill, 0.0),
                               "spill_save": spill / 2, "spill_reload": spill / 2},
                    sbuf_peak_bytes_per_partition=int(getattr(cost, "sbuf_peak_bytes", 0) or 0)
-                   // 128)
+                   // partitions)
     SESSION.entries.append((name, ns, rec))
     rows = [("Runtime", 0, max(1, int(round(launch))), "launch")] if launch >= 1 else []
     src = getattr(cost, "cost_source", "")
@@ -202,17 +202,10 @@ def _program(model, key, op, t):
     hit = _programs.get(pk)
     if hit is not None:
         return hit
-    from ..cost import op_spec
-    spec = op_spec(op)
-    prog = None
-    if not t.estimated:
-        try:
-            prog = op_program(spec, model.chip, model.lnc)
-        except Exception:  # noqa: BLE001 - a rule the lowering could time but not rebuild here
-            prog = None
+    prog = t.program
     spans = _choose(lane_spans(prog.result, max_spans=OPTIONS.max_spans_per_lane,
                                dma=OPTIONS.dma)) if prog is not None else []
-    hit = _programs[pk] = (prog, spans) + _base_record(op.name, spec, prog, t)
+    hit = _programs[pk] = (prog, spans) + _base_record(op.name, prog, t)
     return hit
 
 
@@ -235,7 +228,7 @@ def _choose(spans):
     return compute[:cap] + keep
 
 
-def _base_record(name, spec, prog, t) -> tuple:
+def _base_record(name, prog, t) -> tuple:
     """(record of one call without region context, HBM bytes read per argument): weights and
     intermediates are decided per call, from the region."""
     r = OpRecord(name, 1, 0.0, engine_ns=dict(t.engine_ns), tensor_flops=t.flops,
