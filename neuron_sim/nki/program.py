@@ -73,6 +73,7 @@ class _Mapper:
         self.plan = plan
         self.tensors = {}
         self.geometry = {}
+        self.ranges = {}      # id(view) -> (view, free_range): a traced view is asked many times
 
     def tensor(self, st, index):
         t = self.tensors.get(st.id)
@@ -102,8 +103,12 @@ class _Mapper:
     def free_range(self, v: NkiTensor) -> tuple[int, int]:
         """[lo, hi) elements of an on-chip view inside each partition of its storage (the free
         extent of its dependency footprint)."""
+        hit = self.ranges.get(id(v))
+        if hit is not None and hit[0] is v:      # holding v keeps its id from being reused
+            return hit[1]
         lo = v.offset % v.storage.free_elems
-        return lo, lo + self._geo(v)[1] + 1
+        r = self.ranges[id(v)] = (v, (lo, lo + self._geo(v)[1] + 1))
+        return r[1]
 
     def byte_range(self, v: NkiTensor, index) -> tuple[float, float]:
         """[lo, hi) bytes of an on-chip view inside each partition, at its address at `index`."""
@@ -256,8 +261,11 @@ def _dma_pieces(instrs, m):
 
     for ins in instrs:
         for v in ins.rviews:
-            for w in windows.get(v.storage.id, ()):
-                a, z = m.free_range(v)
+            ws = windows.get(v.storage.id)
+            if not ws:
+                continue
+            a, z = m.free_range(v)
+            for w in ws:
                 if w[3] is not None and a < w[2] and w[1] < z:
                     if w[1] <= a and z <= w[2]:
                         w[3].add((a, z))

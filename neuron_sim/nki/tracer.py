@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..program.builder import paused_gc
 from . import broadcast, dtypes
 from .errors import NkiUninitializedReadError, NkiUninitializedReadWarning, NkiValidationError
 from .target import NkiTarget
@@ -220,11 +221,14 @@ class tracing:
 
     def __init__(self, trace: KernelTrace):
         self.trace = trace
+        self._gc = paused_gc()      # tracing, as building, makes many objects and no garbage
 
     def __enter__(self):
+        self._gc.__enter__()
         _stack().append(self.trace)
         return self.trace
 
     def __exit__(self, *exc):
         _stack().pop()
+        self._gc.__exit__(None, None, None)
         return False

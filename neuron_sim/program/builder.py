@@ -11,6 +11,7 @@ MultiplyMoving's)."""
 from __future__ import annotations
 
 import gc
+import threading
 from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 
@@ -120,19 +121,30 @@ class _Accesses:
                 self.longest = max(self.lengths, default=0)
 
 
+_GC_LOCK = threading.Lock()
+_GC_PAUSE = [0, False]          # holders of the pause, whether the collector ran before the first
+
+
 @contextmanager
 def paused_gc():
-    """Python's cyclic garbage collector paused while a program is built: building allocates
-    millions of small objects (access patterns, records, tuples) that live until the program is
-    done, and every collection walks all of them again (30-45% of building an NKI kernel's
-    program, measured). Nothing built here forms cycles that need the collector."""
-    was = gc.isenabled()
-    gc.disable()
+    """Python's cyclic garbage collector paused while a program is traced or built: that
+    allocates millions of small objects (views, access patterns, records, tuples) that live until
+    the program is done, and every collection walks all of them again (30-45% of building an NKI
+    kernel's program, measured). Nothing made here needs the collector to be freed. Nests, and
+    is safe from several threads (the programs of an LNC=2 launch trace in two): the last holder
+    to leave restores the collector."""
+    with _GC_LOCK:
+        if _GC_PAUSE[0] == 0:
+            _GC_PAUSE[1] = gc.isenabled()
+            gc.disable()
+        _GC_PAUSE[0] += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _GC_LOCK:
+            _GC_PAUSE[0] -= 1
+            if _GC_PAUSE[0] == 0 and _GC_PAUSE[1]:
+                gc.enable()
 
 
 def _reference_default() -> bool:

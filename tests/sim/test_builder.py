@@ -106,3 +106,30 @@ def test_bad_explicit_dependency_and_deadlock_raise_in_both_modes(reference):
     b.memset(x, 0.0, wait=[(1, 1)])
     with pytest.raises(DeadlockError, match="waits for semaphore 1 >= 1"):
         b.build()
+
+
+def test_paused_gc_nests_across_threads_and_restores_the_collector():
+    import gc
+    import threading
+    assert gc.isenabled()
+    inside, leave = threading.Event(), threading.Event()
+
+    def other():                                  # a second program tracing at the same time
+        with B.paused_gc():
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=other)
+    with B.paused_gc():
+        t.start()
+        inside.wait(5)
+        with B.paused_gc():
+            assert not gc.isenabled()
+    assert not gc.isenabled()                     # the other thread still holds the pause
+    leave.set()
+    t.join()
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with B.paused_gc():
+            raise ValueError("an error inside still restores the collector")
+    assert gc.isenabled()

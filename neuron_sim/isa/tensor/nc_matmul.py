@@ -31,7 +31,29 @@ REUSES_STATIONARY = True
 INPUT_DTYPES = ("bfloat16", "float16", "float32", "tfloat32") + FP8
 
 
+# check() by everything it reads of its operands (not the tensors' names): a kernel repeats a
+# few matmul geometries thousands of times. Bounded.
+_CHECKED: dict = {}
+
+
+def _geometry(ap):
+    return (ap.memory, ap.dtype, ap.p_start, ap.p_size, ap.offset, ap.dims, ap.p_stride,
+            ap.tensor.byte_offset)
+
+
 def check(chip, dst, stationary, moving, perf_mode=None):
+    key = (id(chip), perf_mode, _geometry(dst), _geometry(stationary), _geometry(moving))
+    hit = _CHECKED.get(key)
+    if hit is not None and hit[0] is chip:
+        return hit[1]
+    out = _check(chip, dst, stationary, moving, perf_mode)
+    if len(_CHECKED) > 4096:
+        _CHECKED.clear()
+    _CHECKED[key] = (chip, out)
+    return out
+
+
+def _check(chip, dst, stationary, moving, perf_mode):
     for nm, ap in (("stationary", stationary), ("moving", moving)):
         check_partitions(NAME, nm, ap, chip)
         check_memory(NAME, nm, ap, (Memory.SBUF,), Engine.TENSOR, chip,
