@@ -121,6 +121,7 @@ class _Accesses:
                 self.longest = max(self.lengths, default=0)
 
 
+_MODULES: dict = {}             # instruction name -> its ISA module (instruction() looks it up)
 _GC_LOCK = threading.Lock()
 _GC_PAUSE = [0, False]          # holders of the pause, whether the collector ran before the first
 
@@ -410,11 +411,16 @@ class ProgramBuilder:
         Returns the index of its last row. The named methods below are the same, spelled out."""
         from .. import isa
         kw = {k: args.pop(k) for k in ("deps", "wait", "signal") if k in args}
-        mod = isa.module_for(name)
+        mod = _MODULES.get(name)
         if mod is None:
-            raise ProgramError(f"unknown instruction {name!r}; known: "
-                               f"{', '.join(isa.instruction_names())}")
-        args = {k: as_ap(v) if isinstance(v, Tensor) else v for k, v in args.items()}
+            mod = isa.module_for(name)
+            if mod is None:
+                raise ProgramError(f"unknown instruction {name!r}; known: "
+                                   f"{', '.join(isa.instruction_names())}")
+            _MODULES[name] = mod
+        for k, v in args.items():
+            if isinstance(v, Tensor):
+                args[k] = v.ap()
         if "engine" in args:
             args["engine"] = engine_of(args["engine"])
         if "queue" in isa.build_params(mod) and args.get("queue") is None:
