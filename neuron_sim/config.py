@@ -140,8 +140,9 @@ def _chips() -> tuple:
 declare(
     "simulator",
     Setting("NEURON_SIM_REFERENCE", bool, False,
-            "Run the timing model through the pure-Python reference instead of the numba kernel "
-            "(slow; for debugging and for checking the kernel)."),
+            "Run the timing model, and the program builder's dependency finding, through the "
+            "pure-Python references instead of the numba kernels (slow; for debugging and for "
+            "checking the kernels)."),
     Setting("NEURON_SIM_DEFAULT_CHIP", str, "trn2",
             "Chip used when a caller does not name one (roofline_ns, ProgramBuilder(), the "
             "lowering API).", choices=_chips(), case_insensitive=True),
