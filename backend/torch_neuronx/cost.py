@@ -2,7 +2,7 @@
 
 Each queued op is lowered to a NeuronCore ISA program (neuron_sim.lower), simulated once per
 (op, shapes, strides, dtypes, scalars, chip, LNC) and cached, so a steady-state training step costs
-dictionary lookups. Eager execution pays a launch cost per program (EAGER_LAUNCH_S).
+dictionary lookups. Eager execution pays a launch cost per program (the chip's eager_launch_s).
 
 Adaptive Eager Execution (AEE): consecutive fusible ops of one stream between sync points are
 lowered into ONE program (intermediates that a later op reads stay in SBUF) and pay one launch.
@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import torch
 
-from neuron_sim.lower import (AEE_MAX_OPS, EAGER_LAUNCH_S, ENGINES, PCIE_BYTES_PER_S, OpSpec,
-                              ProgramCache, TensorSpec, Timing)
+from neuron_sim.lower import (AEE_MAX_OPS, ENGINES, PCIE_BYTES_PER_S, OpSpec, ProgramCache,
+                              TensorSpec, Timing)
 from neuron_sim.progress import Progress
 
 from . import _C, settings
@@ -207,7 +207,7 @@ class LoweredCostModel:
         self.instance = visible.instance
         self.lnc = visible.lnc
         self.chip = self.instance.chip
-        self.launch_ns = 1e9 * EAGER_LAUNCH_S[self.chip.name]
+        self.launch_ns = 1e9 * self.chip.eager_launch_s
         self.cache = ProgramCache()  # keyed by raw descriptors: owns lowering and fallbacks
         self.estimated = Counter()   # op name -> count timed by roofline
         self.executed = set()        # op names that ran as Neuron ops
