@@ -84,60 +84,91 @@ int32_t intern_op_key(const OpDesc& op) {
   return intern(g_op_keys, bytes);
 }
 
-std::vector<int32_t> identity_pattern(const std::vector<OpDesc>& ops,
-                                      const std::vector<int64_t>& group) {
+namespace {
+
+// Where a described tensor's data is: storage, offset and layout.
+bool same_place(const TensorDesc& a, const TensorDesc& b) {
+  return a.storage == b.storage && a.offset == b.offset && a.dtype == b.dtype &&
+         a.sizes == b.sizes && a.strides == b.strides;
+}
+
+// Groups are short (AEE_MAX_OPS ops), so flat vectors searched linearly beat hashing places.
+struct Dataflow {
+  struct Latest {
+    const TensorDesc* place;
+    int32_t id;
+  };
   struct Write {
+    const TensorDesc* place;
     std::pair<int64_t, int64_t> extent;
-    std::string place;
   };
   std::vector<int32_t> pattern;
-  std::unordered_map<std::string, int32_t> latest;               // place -> its latest output
-  std::unordered_map<uint64_t, std::vector<Write>> written;      // storage -> the group's writes
-  std::string place;
-  auto visit = [&](const TensorDesc& t, bool output) {
+  std::vector<Latest> latest;   // per place, the group's latest output there
+  std::vector<Write> written;   // the group's writes still standing
+
+  Latest* find(const TensorDesc& t) {
+    for (Latest& l : latest) {
+      if (same_place(*l.place, t)) return &l;
+    }
+    return nullptr;
+  }
+
+  void visit(const TensorDesc& t, bool output) {
     if (t.dtype == c10::ScalarType::Undefined) return;
     const auto self = static_cast<int32_t>(pattern.size());
     if (t.device_type != 0 || t.storage == 0) {   // a CPU scalar, or no storage: no place
       pattern.push_back(self);
       return;
     }
-    place.clear();
-    put<uint64_t>(place, t.storage);
-    put<int64_t>(place, t.offset);
-    put_layout(place, t);
     if (!output) {
-      const auto it = latest.find(place);
-      pattern.push_back(it != latest.end() ? it->second : self);
+      const Latest* l = find(t);
+      pattern.push_back(l != nullptr ? l->id : self);
       return;
     }
+    // A write ends every other place of its storage it overlaps.
     const auto span = extent(t);
-    std::vector<Write>& writes = written[t.storage];
-    std::vector<Write> keep;
-    for (Write& w : writes) {
-      if (w.place != place && w.extent.first < span.second && span.first < w.extent.second) {
-        latest.erase(w.place);
+    size_t kept = 0;
+    for (const Write& w : written) {
+      if (w.place->storage == t.storage && !same_place(*w.place, t) &&
+          w.extent.first < span.second && span.first < w.extent.second) {
+        if (Latest* l = find(*w.place)) {
+          *l = latest.back();
+          latest.pop_back();
+        }
       } else {
-        keep.push_back(std::move(w));
+        written[kept++] = w;
       }
     }
-    keep.push_back(Write{span, place});
-    writes = std::move(keep);
-    latest[place] = self;
+    written.resize(kept);
+    written.push_back(Write{&t, span});
+    if (Latest* l = find(t)) {
+      l->id = self;
+    } else {
+      latest.push_back(Latest{&t, self});
+    }
     pattern.push_back(self);
-  };
+  }
+};
+
+}  // namespace
+
+std::vector<int32_t> identity_pattern(const std::vector<OpDesc>& ops,
+                                      const std::vector<int64_t>& group) {
+  Dataflow flow;
   for (const int64_t index : group) {
     const OpDesc& op = at(ops, index);
     for (const ArgDesc& a : op.args) {
       if (a.kind != ArgDesc::kTensor && a.kind != ArgDesc::kTensorList) continue;
-      for (const TensorDesc& t : a.tensors) visit(t, false);
+      for (const TensorDesc& t : a.tensors) flow.visit(t, false);
     }
-    for (const TensorDesc& t : op.outputs) visit(t, true);
+    for (const TensorDesc& t : op.outputs) flow.visit(t, true);
   }
-  return pattern;
+  return std::move(flow.pattern);
 }
 
 int32_t intern_group_key(const std::vector<OpDesc>& ops, const std::vector<int64_t>& group) {
-  std::string bytes;
+  thread_local std::string bytes;
+  bytes.clear();
   put<uint32_t>(bytes, static_cast<uint32_t>(group.size()));
   for (const int64_t index : group) put<int32_t>(bytes, at(ops, index).key);
   for (const int32_t id : identity_pattern(ops, group)) put<int32_t>(bytes, id);
