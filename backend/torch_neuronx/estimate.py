@@ -627,6 +627,16 @@ def _device():
     return torch.device("neuron", torch.neuron.current_device())
 
 
+def _setup(cfg, instance, lnc, dtype, precision, tp):
+    """What a training and an inference estimate both start from, after checking the instance:
+    (torch dtype, precision, bytes per element, dims, parameter counts, one TP shard's config)."""
+    _check_instance(instance, lnc)
+    tdt = _dtype(dtype)
+    prec = _precision(precision, tdt, instance)
+    return (tdt, prec, torch.finfo(tdt).bits // 8, _dims(cfg), parameter_counts(cfg),
+            _shard(cfg, tp, prec))
+
+
 def _check_instance(instance, lnc):
     import torch_neuronx
     inst = get_instance(instance)
@@ -691,12 +701,7 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
     mesh = {"dp": int(dp), "fsdp": int(fsdp), "tp": int(tp)}
     ranks = math.prod(mesh.values())
     inst, lnc, fabric, nodes = _job(instance, lnc, ranks)
-    _check_instance(instance, lnc)
-    tdt = _dtype(dtype)
-    prec = _precision(precision, tdt, instance)
-    elt = torch.finfo(tdt).bits // 8
-    d, counts = _dims(cfg), parameter_counts(cfg)
-    cfg_tp = _shard(cfg, mesh["tp"], prec)
+    tdt, prec, elt, d, counts, cfg_tp = _setup(cfg, instance, lnc, dtype, precision, mesh["tp"])
     dev = _device()
     vocab_tp = -(-d["vocab"] // mesh["tp"])
     b, s, h = int(micro_batch), int(seq), d["hidden"]
@@ -843,12 +848,7 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
         raise ValueError(f"TP{tp} needs {_nodes} instances of {instance}; tensor parallelism "
                          f"stays inside one instance ({inst.logical_cores(lnc)} logical cores at "
                          f"LNC={lnc}).")
-    _check_instance(instance, lnc)
-    tdt = _dtype(dtype)
-    prec = _precision(precision, tdt, instance)
-    elt = torch.finfo(tdt).bits // 8
-    d, counts = _dims(cfg), parameter_counts(cfg)
-    cfg_tp = _shard(cfg, mesh["tp"], prec)
+    tdt, prec, elt, d, counts, cfg_tp = _setup(cfg, instance, lnc, dtype, precision, mesh["tp"])
     kv_len = int(kv_len or input_len + output_len)
     b, s, h = int(batch), int(input_len), d["hidden"]
     vocab_tp = -(-d["vocab"] // mesh["tp"])

@@ -169,6 +169,32 @@ def one_input_cycles(chip, n: int, divisor: float = 1.0) -> float:
     return max(float(chip.min_ii_cycles), ceil(n / divisor))
 
 
+def one_input_engine_cycles(chip, dst: AccessPattern, src: AccessPattern, engine) -> float:
+    """A one-input element-wise op (tensor_copy, tensor_scalar) on its engine: GpSimd 150 + N;
+    ScalarE max(64, N), N/2 for 16-bit in and out where ScalarE runs these ops (NC-v4); VectorE
+    with its perf modes. Strided operands pay the stride factor [ISAcost][ArchV3][ArchV4]."""
+    n = dst.free_size
+    if engine == Engine.GPSIMD:
+        return chip.gpsimd_start_cycles + n
+    if engine == Engine.SCALAR:
+        div = 2.0 if (chip.has_scalar_tensor_scalar and is16(dst) and is16(src)) else 1.0
+    else:
+        div = vector_perf_divisor(chip, dst, src)
+    return one_input_cycles(chip, n, div) * stride_factor(dst, src)
+
+
+def check_scalar_operand(instr, name, operand, data: AccessPattern, engine, chip) -> bool:
+    """An operand that is a number or a per-partition [P, 1] tensor beside `data`; True when it
+    is a tensor (one more read)."""
+    if isinstance(operand, (int, float)):
+        return False
+    check_engine_operand(instr, name, operand, engine, chip)
+    if operand.p_size != data.p_size or operand.free_size != 1:
+        raise FreeSizeError(instr, name, f"a scalar or shape [{data.p_size}, 1]",
+                            list(operand.shape), chip.name)
+    return True
+
+
 def nbytes_per_elem(ap: AccessPattern) -> float:
     return itemsize(ap.dtype)
 

@@ -36,27 +36,33 @@ class ProgramCache:
     def clear(self):
         self.__init__()
 
-    def lower_op(self, op, chip=None, lnc: int = 1, key=None, fallback=None) -> Timing:
-        """Timing of `op` (an OpSpec, or a function making one: then `key` is required)."""
-        c = _chip(chip)
-        k = (key if key is not None else op.key(), c.name, lnc)
-        t = self._ops.get(k)
+    def _cached(self, table: dict, k, make) -> Timing:
+        """table[k], made by make() on a miss (counted, and its wall time added to lower_s)."""
+        t = table.get(k)
         if t is not None:
             self.hits += 1
             return t
         self.misses += 1
         t0 = time.perf_counter()
-        try:
-            t = self._lower(op() if callable(op) else op, c, lnc)
-        except Exception as e:  # noqa: BLE001 - timing must never break the user's program
-            if fallback is None:
-                raise
-            t = fallback(e)
-            self.estimate_reasons.setdefault(t.ops[0] if t.ops else "<op>",
-                                             f"{type(e).__name__}: {e}")
+        t = table[k] = make()
         self.lower_s += time.perf_counter() - t0
-        self._ops[k] = t
         return t
+
+    def lower_op(self, op, chip=None, lnc: int = 1, key=None, fallback=None) -> Timing:
+        """Timing of `op` (an OpSpec, or a function making one: then `key` is required)."""
+        c = _chip(chip)
+
+        def make():
+            try:
+                return self._lower(op() if callable(op) else op, c, lnc)
+            except Exception as e:  # noqa: BLE001 - timing must never break the user's program
+                if fallback is None:
+                    raise
+                t = fallback(e)
+                self.estimate_reasons.setdefault(t.ops[0] if t.ops else "<op>",
+                                                 f"{type(e).__name__}: {e}")
+                return t
+        return self._cached(self._ops, (key if key is not None else op.key(), c.name, lnc), make)
 
     def _lower(self, op: OpSpec, c, lnc) -> Timing:
         reason = "no lowering rule"
@@ -75,31 +81,30 @@ class ProgramCache:
         c = _chip(chip)
         keys = tuple(keys) if keys is not None else tuple(_seq_key(o) for o in ops)
         k = ("seq", keys, c.name, lnc, None if live_outputs is None else frozenset(live_outputs))
-        t = self._seqs.get(k)
-        if t is not None:
-            self.hits += 1
-            return t
-        self.misses += 1
-        t0 = time.perf_counter()
-        try:
-            ops = ops() if callable(ops) else ops
-            t = lower_sequence(ops, c, lnc, standalone=standalone, live_outputs=live_outputs)
-        except Exception as e:  # noqa: BLE001 - an unfusable group runs op by op
-            self.estimate_reasons.setdefault("<fusion>", f"{type(e).__name__}: {e}")
-            alone = standalone if standalone is not None else [self.lower_op(o, c, lnc)
-                                                               for o in ops]
-            eng = {}
-            for a in alone:
-                for engine, v in a.engine_ns.items():
-                    eng[engine] = eng.get(engine, 0.0) + v
-            t = Timing(sum(a.total_ns for a in alone), eng, sum(a.hbm_bytes for a in alone),
-                       sum(a.flops for a in alone), sum(a.instructions for a in alone),
-                       ops=tuple(a.ops[0] if a.ops else "" for a in alone),
-                       per_op_ns=tuple(a.total_ns for a in alone),
-                       note=f"fusion failed ({type(e).__name__}: {e}); ops timed one by one")
-        self.lower_s += time.perf_counter() - t0
-        self._seqs[k] = t
-        return t
+
+        def make():
+            seq = None
+            try:
+                seq = ops() if callable(ops) else ops
+                return lower_sequence(seq, c, lnc, standalone=standalone,
+                                      live_outputs=live_outputs)
+            except Exception as e:  # noqa: BLE001 - an unfusable group runs op by op
+                return self._in_series(e, seq, c, lnc, standalone)
+        return self._cached(self._seqs, k, make)
+
+    def _in_series(self, e, ops, c, lnc, standalone) -> Timing:
+        """The fallback of a sequence that cannot be fused: its ops' Timings added."""
+        self.estimate_reasons.setdefault("<fusion>", f"{type(e).__name__}: {e}")
+        alone = standalone if standalone is not None else [self.lower_op(o, c, lnc) for o in ops]
+        eng = {}
+        for a in alone:
+            for engine, v in a.engine_ns.items():
+                eng[engine] = eng.get(engine, 0.0) + v
+        return Timing(sum(a.total_ns for a in alone), eng, sum(a.hbm_bytes for a in alone),
+                      sum(a.flops for a in alone), sum(a.instructions for a in alone),
+                      ops=tuple(a.ops[0] if a.ops else "" for a in alone),
+                      per_op_ns=tuple(a.total_ns for a in alone),
+                      note=f"fusion failed ({type(e).__name__}: {e}); ops timed one by one")
 
     def stats(self) -> dict:
         n = self.hits + self.misses

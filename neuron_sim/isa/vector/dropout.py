@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ...errors import FreeSizeError
-from ..common import (access_latency, check_engine_operand, check_same_shape, make,
-                      one_input_cycles, stride_factor)
+from ..common import (access_latency, check_engine_operand, check_same_shape,
+                      check_scalar_operand, make, one_input_cycles, stride_factor)
 
 NAME = "dropout"
 
@@ -20,11 +19,7 @@ def build(chip, dst, data, prob, seed=None):
     check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
     check_same_shape(NAME, "dst", dst, "data", data, chip)
     reads = [data]
-    if not isinstance(prob, (int, float)):
-        check_engine_operand(NAME, "prob", prob, Engine.VECTOR, chip)
-        if prob.p_size != data.p_size or prob.free_size != 1:
-            raise FreeSizeError(NAME, "prob", f"a scalar or shape [{data.p_size}, 1]",
-                                list(prob.shape), chip.name)
+    if check_scalar_operand(NAME, "prob", prob, data, Engine.VECTOR, chip):
         reads.append(prob)
     return make(NAME, Engine.VECTOR, one_input_cycles(chip, data.free_size) * stride_factor(dst, data),
                 access_latency(chip, 1 + len(reads)), reads, (dst,), {"prob": prob, "seed": int(seed or 0)})

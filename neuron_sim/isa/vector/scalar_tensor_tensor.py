@@ -10,10 +10,11 @@ when one of data/operand1 is in PSUM and the other in SBUF (the two-input rule o
 from __future__ import annotations
 
 from ...engines import Engine
-from ...errors import FreeSizeError, MemoryAccessError
+from ...errors import MemoryAccessError
 from ...program.ap import Memory
 from .. import alu
-from ..common import access_latency, check_engine_operand, check_same_shape, make, stride_factor
+from ..common import (access_latency, check_engine_operand, check_same_shape,
+                      check_scalar_operand, make, stride_factor)
 
 NAME = "scalar_tensor_tensor"
 
@@ -40,11 +41,7 @@ def build(chip, dst, data, op0, operand0, op1, operand1, reverse0=False, reverse
         raise MemoryAccessError(NAME, "operand1", "data and operand1 not both in PSUM",
                                 "both in PSUM", chip.name, "copy one of them to SBUF first")
     reads = [data, operand1]
-    if not isinstance(operand0, (int, float)):
-        check_engine_operand(NAME, "operand0", operand0, Engine.VECTOR, chip)
-        if operand0.p_size != data.p_size or operand0.free_size != 1:
-            raise FreeSizeError(NAME, "operand0", f"a scalar or shape [{data.p_size}, 1]",
-                                list(operand0.shape), chip.name)
+    if check_scalar_operand(NAME, "operand0", operand0, data, Engine.VECTOR, chip):
         reads.append(operand0)
     return make(NAME, Engine.VECTOR, cost_cycles(chip, dst, data, operand1, op0, op1),
                 access_latency(chip, 1 + len(reads)), reads, (dst,),

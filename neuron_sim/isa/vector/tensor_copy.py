@@ -7,21 +7,11 @@ modes (N/4, N/2) and the NC-v4 ScalarE 2x for BF16/FP16; GpSimd 150 + N. GpSimd 
 from __future__ import annotations
 
 from ...engines import Engine
-from ..common import (access_latency, check_engine_operand, check_same_partitions, is16, make,
-                      one_input_cycles, stride_factor, vector_perf_divisor)
+from ..common import (access_latency, check_engine_operand, check_same_partitions, make,
+                      one_input_engine_cycles)
 
 NAME = "tensor_copy"
-
-
-def cost_cycles(chip, dst, src, engine):
-    n = dst.free_size
-    if engine == Engine.GPSIMD:
-        return chip.gpsimd_start_cycles + n
-    if engine == Engine.SCALAR:
-        div = 2.0 if (chip.has_scalar_tensor_scalar and is16(dst) and is16(src)) else 1.0
-    else:
-        div = vector_perf_divisor(chip, dst, src)
-    return one_input_cycles(chip, n, div) * stride_factor(dst, src)
+cost_cycles = one_input_engine_cycles
 
 
 def build(chip, dst, src, engine=Engine.VECTOR):

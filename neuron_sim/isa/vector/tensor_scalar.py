@@ -9,21 +9,10 @@ from __future__ import annotations
 from ...engines import Engine
 from ...errors import CapabilityError
 from .. import alu
-from ..common import (access_latency, check_engine_operand, is16, make, one_input_cycles,
-                      stride_factor, vector_perf_divisor)
+from ..common import access_latency, check_engine_operand, make, one_input_engine_cycles
 
 NAME = "tensor_scalar"
-
-
-def cost_cycles(chip, dst, data, engine):
-    n = dst.free_size
-    if engine == Engine.GPSIMD:
-        return chip.gpsimd_start_cycles + n
-    if engine == Engine.SCALAR:
-        div = 2.0 if (chip.has_scalar_tensor_scalar and is16(dst) and is16(data)) else 1.0
-    else:
-        div = vector_perf_divisor(chip, dst, data)
-    return one_input_cycles(chip, n, div) * stride_factor(dst, data)
+cost_cycles = one_input_engine_cycles
 
 
 def build(chip, dst, data, op0, operand0, op1=None, operand1=None, engine=Engine.VECTOR):
