@@ -129,6 +129,15 @@ class _Ctx:
         if isinstance(a, NkiTensor) and isinstance(b, NkiTensor) and a.buffer == b.buffer == "psum":
             self.fail(f"{an!r} and {bn!r} cannot both be in PSUM; copy one of them to SBUF first")
 
+    def two_inputs(self, dst, a, b, an, bn):
+        """An element-wise instruction's dst and two data inputs: on chip, one shape, the inputs
+        not both in PSUM."""
+        for n, t in (("dst", dst), (an, a), (bn, b)):
+            self.onchip(t, n)
+        self.same_pf(a, b, an, bn)
+        self.same_pf(dst, a, "dst", an)
+        self.not_both_psum(a, b, an, bn)
+
     # numerics
     def read(self, t, operand):
         """float32 (P, F) array of an operand; checks it was written."""

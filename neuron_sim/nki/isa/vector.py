@@ -34,11 +34,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     ctx = _Ctx("tensor_tensor")
-    for n, t in (("dst", dst), ("data1", data1), ("data2", data2)):
-        ctx.onchip(t, n)
-    ctx.same_pf(data1, data2, "data1", "data2")
-    ctx.same_pf(dst, data1, "dst", "data1")
-    ctx.not_both_psum(data1, data2, "data1", "data2")
+    ctx.two_inputs(dst, data1, data2, "data1", "data2")
     ctx.free_limit(data1, "data1")
     o = _alu(ctx, op)
     any_psum = "psum" in (dst.buffer, data1.buffer, data2.buffer)
@@ -164,11 +160,7 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
 
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
     ctx = _Ctx("tensor_tensor_scan")
-    for n, t in (("dst", dst), ("data0", data0), ("data1", data1)):
-        ctx.onchip(t, n)
-    ctx.same_pf(data0, data1, "data0", "data1")
-    ctx.same_pf(dst, data0, "dst", "data0")
-    ctx.not_both_psum(data0, data1, "data0", "data1")
+    ctx.two_inputs(dst, data0, data1, "data0", "data1")
     o0, o1 = _alu(ctx, op0, "op0"), _alu(ctx, op1, "op1")
     iv, it = _scalar_or_vector(ctx, initial, data0, "initial")
     a, b = ctx.read(data0, "data0"), ctx.read(data1, "data1")
