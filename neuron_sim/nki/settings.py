@@ -5,9 +5,10 @@ simulator [SimDoc] where they exist."""
 from __future__ import annotations
 
 from ..config import Setting, declare
+from .target import ALIASES
 
 # The spellings NEURON_PLATFORM_TARGET_OVERRIDE accepts (target.py maps them to trn1/2/3).
-TARGET_NAMES = ("trn1", "gen2", "inf2", "trn2", "gen3", "trn3", "gen4")
+TARGET_NAMES = tuple(ALIASES)
 
 SETTINGS = declare(
     "NKI",

@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..hardware import get_chip
+from ..hardware import CHIP_NAMES, get_chip
 from .errors import NkiLaunchError
 
-_ALIASES = {"trn1": "trn1", "gen2": "trn1", "inf2": "trn1", "trn2": "trn2", "gen3": "trn2",
-            "trn3": "trn3", "gen4": "trn3"}
+# NKI's spellings of a target: the chip's name, gen<N> for its NeuronCore-v<N> (the chip data's
+# neuroncore_version), and inf2 (Inferentia2 has NeuronCore-v2 cores) [SimDoc].
+ALIASES = {alias: name for name in CHIP_NAMES
+           for alias in (name, f"gen{get_chip(name).neuroncore_version}")}
+ALIASES["inf2"] = ALIASES["gen2"]
 DEFAULT_TARGET = "trn3"
 
 
@@ -45,11 +48,11 @@ def resolve_name(platform_target: str | None = None) -> str:
     from . import settings
     raw = platform_target or settings.get("NEURON_PLATFORM_TARGET_OVERRIDE") or DEFAULT_TARGET
     key = str(raw).strip().lower()
-    if key not in _ALIASES:
+    if key not in ALIASES:
         raise NkiLaunchError(
             f"unknown platform target {raw!r}: expected one of trn1/gen2, trn2/gen3, trn3/gen4 "
             "(set NEURON_PLATFORM_TARGET_OVERRIDE or @nki.jit(platform_target=...))")
-    return _ALIASES[key]
+    return ALIASES[key]
 
 
 @lru_cache(maxsize=None)
