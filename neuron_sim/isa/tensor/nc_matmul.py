@@ -80,9 +80,9 @@ def _check(chip, dst, stationary, moving, perf_mode):
     m = stationary.free_size // rows
     n = moving.free_size // rows
     check_free(NAME, "stationary", m, chip.matmul_stationary_fmax, chip, "stationary free size",
-               "tile M into blocks of 128")
+               f"tile M into blocks of {chip.matmul_stationary_fmax}")
     check_free(NAME, "moving", n, chip.matmul_moving_fmax(dst.dtype), chip, "moving free size",
-               "tile N into blocks of one PSUM bank (512 FP32)")
+               f"tile N into blocks of one PSUM bank ({chip.psum_bank_fp32_elems} FP32)")
     check_psum_bank(NAME, dst, chip)
     if dst.p_size != m or dst.free_size != n:
         raise PartitionError(NAME, "dst", f"shape [{m}, {n}] (M on partitions)", list(dst.shape),
