@@ -182,19 +182,24 @@ class _Seen:
     the op's name, its Timing (None for a host copy), how it is charged (`kind`), its ns when
     charged alone (launch + program, or a host copy's PCIe transfer) and whether it counts in
     `executed`."""
-    __slots__ = ("name", "timing", "kind", "ns", "aten")
+    __slots__ = ("name", "timing", "kind", "ns", "aten", "engines", "busy", "hbm_bytes")
 
     def __init__(self, name, timing, kind, ns):
         self.name, self.timing, self.kind, self.ns = name, timing, kind, ns
         self.aten = kind != _HOST and not name.startswith("neuron::")
+        # for the statistics: every engine of the Timing, and those that add something
+        self.engines = tuple(timing.engine_ns.items()) if timing is not None else ()
+        self.busy = tuple((e, v) for e, v in self.engines if v)
+        self.hbm_bytes = timing.hbm_bytes if timing is not None else 0.0
 
 
 class _OpStats:
-    __slots__ = ("count", "ns", "engine_ns", "hbm_bytes", "estimated", "fused")
+    __slots__ = ("count", "ns", "engine_ns", "hbm_bytes", "estimated", "fused", "seen")
 
     def __init__(self):
         self.count, self.ns, self.hbm_bytes, self.estimated, self.fused = 0, 0, 0.0, 0, 0
         self.engine_ns = defaultdict(float)
+        self.seen = set()        # the _Seen recorded here: their engines are in engine_ns
 
 
 _STATS = ("ops", "launches", "launch_total_ns", "fused_groups", "fused_ops", "total_ns", "cost_s")
@@ -258,16 +263,22 @@ class LoweredCostModel:
         kind = _ESTIMATED if t.estimated else _VIEW if t.total_ns <= 0 else _PROGRAM
         return _Seen(op.name, t, kind, int(round(self.launch_ns + t.total_ns)))
 
-    def _record(self, name, ns, t, fused=False):
-        s = self.ops[name]
+    def _record(self, c, ns, fused=False):
+        """Adds one op of `c`'s key, charged `ns`, to the statistics."""
+        s = self.ops[c.name]
         s.count += 1
         s.ns += ns
-        if t is not None:
+        if c.timing is not None:
             engine_ns = s.engine_ns
-            for e, v in t.engine_ns.items():
-                engine_ns[e] += v
-            s.hbm_bytes += t.hbm_bytes
-            if t.estimated:
+            if c in s.seen:          # adding 0.0 changes no sum: only busy engines are added
+                for e, v in c.busy:
+                    engine_ns[e] += v
+            else:                    # the first time, every engine, so each is listed
+                s.seen.add(c)
+                for e, v in c.engines:
+                    engine_ns[e] += v
+            s.hbm_bytes += c.hbm_bytes
+            if c.kind == _ESTIMATED:
                 s.estimated += 1
         if fused:
             s.fused += 1
@@ -327,12 +338,12 @@ class LoweredCostModel:
                     self._charge_group(batch, keys, group, costs, out, charges)
                     group, costs = [], []
                 out[i] = c.ns
-                self._record(c.name, c.ns, None)
+                self._record(c, c.ns)
                 continue
             if c.aten:
                 executed.add(c.name)
             if kind == _VIEW:             # no program, no launch
-                self._record(c.name, 0, c.timing)
+                self._record(c, 0)
                 continue
             if kind == _PROGRAM and aee:  # fusible
                 if group and (devices[i] != gdevice or streams[i] != gstream
@@ -362,7 +373,7 @@ class LoweredCostModel:
         out[i] = c.ns
         if charges is not None:
             charges[i] = Charge(keys[i], c.timing, self.launch_ns, False)
-        self._record(c.name, c.ns, c.timing)
+        self._record(c, c.ns)
 
     def _charge_group(self, batch, keys, group, costs, out, charges):
         """Consecutive fusible ops of one stream: ONE program, one launch, shared in proportion
@@ -392,7 +403,7 @@ class LoweredCostModel:
             out[i] = ns
             if charges is not None:
                 charges[i] = Charge(keys[i], t, self.launch_ns * t.total_ns / alone, True)
-            self._record(c.name, ns, t, True)
+            self._record(c, ns, True)
 
     # ---- reports --------------------------------------------------------------------------
     def breakdown(self) -> dict:
