@@ -12,10 +12,10 @@ import pytest
 from neuron_sim import calibrate
 
 PREDICT_NOT_MET = ("issue 13: predict rows not yet each within 25%: Mamba v2 at seq 8192 (C12, "
-                   "C13) +39-42% and at 7168 +34%: the spill/refetch traffic (12 and 3.5 MB per "
-                   "channel tile and state) goes through one FIFO HBM share at the 106 GB/s Trn1 "
-                   "DMA ceiling, so the 28-32 KB B_i/C_i loads wait behind each 3.5-4 MB refetch "
-                   "(about 21 us per state) and VectorE idles; v2 at seq 512 (C11, C13) +20% "
+                   "C13) +37-40%: HBM-bound on whole-tile spills (per channel tile and state the "
+                   "accumulator is stored and reloaded and u refetched, 12 MB at the 106 GB/s "
+                   "Trn1 DMA ceiling, 113 of 139 us); the hardware spills less or overlaps more "
+                   "(VectorE 58.9% active against 51% here). v2 at seq 512 (C11, C13) +20% "
                    "(VectorE per state 8N cycles against ~6.9N measured)")
 
 
