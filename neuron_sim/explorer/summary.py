@@ -114,6 +114,7 @@ class Summary:
     recommendations: list           # [{title, detail, metric, threshold[, saving_ns, checked]}]
     notes: list = field(default_factory=list)
     phases: dict = field(default_factory=dict)   # explorer.phases.phase_breakdown of the trace
+    not_recommended: list = field(default_factory=list)   # re-timed advice that does not pay
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -180,7 +180,7 @@ def test_bf16_saving_is_what_autocast_saves(tmp_path, dims):
     """The bf16 advice re-times the steps with autocast's casts (the issue's backfiring advice):
     big matmuls gain more than the casts cost and it is recommended with a saving within 25% of
     what autocast saves; on tiny matmuls the casts cost more, and it is not recommended (a note
-    gives the re-timed loss; autocast measured agrees it does not pay)."""
+    gives the re-timed loss, within 25% of the loss autocast measures)."""
     s = neuron_profile(mlp_step(*dims), tmp_path / "fp32")
     amp = neuron_profile(mlp_step(*dims, bf16=True), tmp_path / "bf16")
     actual = (s.total_ns - amp.total_ns) / STEPS
@@ -193,9 +193,11 @@ def test_bf16_saving_is_what_autocast_saves(tmp_path, dims):
         assert rec["checked"] == "re-timed" and rec["metric"] == "11 casts per step"
         assert f"saving: {rec['saving_ns'] / 1e6:.3f} ms per step, re-timed" in s.text()
         assert actual > 0.05 * step_ns
-        assert abs(rec["saving_ns"] - actual) <= 0.25 * actual, (rec["saving_ns"], actual)
     else:
         assert not recs
         note = next(n for n in s.notes if n.startswith(f"not recommended: {BF16}"))
         assert "ms longer" in note and "11 casts" in note
-        assert actual < 0.05 * step_ns          # measured: autocast does not pay here either
+        rec = s.not_recommended[0]
+        assert rec["title"] == BF16 and rec["saving_ns"] < 0
+        assert actual < 0                        # measured: autocast makes these steps longer
+    assert abs(rec["saving_ns"] - actual) <= 0.25 * abs(actual), (rec["saving_ns"], actual)

@@ -28,6 +28,7 @@ type (as torch 2.13 issues it on neuron)."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 
@@ -59,6 +60,7 @@ _BACKWARD_FP32 = frozenset(n for n in FP32_OPS if n.endswith(("_backward", "_bac
 # in-place ops that overwrite their tensor whatever it held: it keeps its own type
 _FRESH = frozenset("aten::" + n for n in ("fill_", "zero_", "normal_", "uniform_", "bernoulli_",
                                           "random_", "exponential_"))
+_BIAS_FIRST = frozenset("aten::" + n for n in ("addmm", "baddbmm", "addbmm", "addmv", "addr"))
 _fake_storage = itertools.count(3 << 61)     # storages of the tensors the casts make
 
 
@@ -106,6 +108,7 @@ class Rewrite:
         self.dtype = {}       # storage -> dtype of the tensor the step computed there
         self.made_in = {}     # storage -> phase that computed it
         self.copy = {}        # _key(t, dtype) -> (storage of the cast, phase that cast it)
+        self.cast_of = {}     # storage -> its keys in self.copy
         self.island = set()   # storages of float32-list outputs whose input autocast cast
 
     def _now(self, t):
@@ -144,11 +147,14 @@ class Rewrite:
             src, dst = t, (t[0], _contiguous(t[0]), dtype, True, storage, 0)
         out.append((-1, CAST, device, stream, (src,), (dst,), -1))
         self.casts += 1
-        self.copy[self._key(t, dtype)] = (storage, phase)
+        key = self._key(t, dtype)
+        self.copy[key] = (storage, phase)
+        self.cast_of.setdefault(t[4], set()).add(key)
         return self._read(t, dtype, storage)
 
-    def items(self, item, phase, feeds_optimizer=False) -> list:
-        """`feeds_optimizer`: the op makes a tensor the optimizer reads next (a gradient)."""
+    def items(self, item, phase, feeds_optimizer=None) -> list:
+        """`feeds_optimizer`: {storage: tensor} the optimizer reads next of this op's outputs
+        (gradients)."""
         seq, name, device, stream, args, outputs, preset = item[:7]   # (a QueuedOp has a key)
         if phase == "optimizer" or preset >= 0 or name.startswith(("neuron::copy_h2d",
                                                                    "neuron::copy_d2h")):
@@ -188,7 +194,15 @@ class Rewrite:
                 # (autocast's cache) and an intermediate at each use
                 reuse = backward or t[4] not in self.made_in
                 return self._cast(t, LOW, out, device, stream, phase, reuse=reuse)
-            args = each(low)
+            # casts in autocast's order: linear(input, weight, bias) casts its arguments
+            # right to left (C++ argument evaluation), so addmm's bias, weight, input
+            order = [0, 2, 1] if base in _BIAS_FIRST and len(args) > 2 else \
+                list(range(len(args)))[::-1]
+            cast = list(args)
+            for j in order:
+                a = args[j]
+                cast[j] = [low(t) for t in a] if isinstance(a, list) else low(a)
+            args = tuple(cast)
             result = LOW
         elif fp32:
             before = self.casts
@@ -228,11 +242,15 @@ class Rewrite:
             else:
                 d = self.dtype.get(o[4], o[2]) if keep or result is None else result
             self._forget(o)
-            if backward and d != o[2] and feeds_optimizer:
-                # autograd hands the optimizer a float32 gradient: cast right after it is made
+            if backward and d != o[2] and feeds_optimizer and o[4] in feeds_optimizer:
+                # autograd hands the optimizer a float32 gradient, cast as the optimizer reads it
                 made = (o[0], _contiguous(o[0]), d, True, next(_fake_storage), 0)
                 new_outs.append(made)
-                after.append((-1, CAST, device, stream, (made,), (o,), -1))
+                read = feeds_optimizer[o[4]]
+                if math.prod(read[0]) != math.prod(o[0]):
+                    read = o                   # the optimizer reads part of it: cast it whole
+                src = (read[0], _contiguous(read[0]), d, True, made[4], 0)
+                after.append((-1, CAST, device, stream, (src,), (read,), -1))
                 self.casts += 1
                 d = o[2]
             else:
@@ -248,9 +266,10 @@ class Rewrite:
         return out + after
 
     def _forget(self, o):
-        """A write ends the casts of what was there before."""
-        for d in (LOW, FP32):
-            self.copy.pop(self._key(o, d), None)
+        """A write ends the casts of what its storage held, through any view (an in-place
+        add_ to a gradient read before as a [b*t, c] view)."""
+        for key in self.cast_of.pop(o[4], ()):
+            self.copy.pop(key, None)
 
     def _promote(self, flat, backward):
         """The type an element-wise op computes in; in backward the saved (forward) tensors'
@@ -266,22 +285,29 @@ class Rewrite:
         return FP32 if FP32 in kinds else LOW
 
 
-def _storages(item, at):
+def _tensors(item, at):
     for a in item[at]:
         for t in (a if isinstance(a, list) else [a]):
             if _is_t(t) and t[3] and t[4]:
-                yield t[4]
+                yield t
 
 
-def _gradient_makers(batches, phases) -> set:
-    """(batch, op) of the backward ops whose output the optimizer reads: the last write to a
-    storage before an optimizer op reads it (the allocator reuses storages, so a storage the
-    optimizer reads may hold other tensors earlier in the step)."""
-    last, found = {}, set()
+def _storages(item, at):
+    return (t[4] for t in _tensors(item, at))
+
+
+def _gradient_makers(batches, phases) -> dict:
+    """{(batch, op): {storage: the tensor the optimizer reads there}} of the backward ops whose
+    output the optimizer reads: the last write to a storage before an optimizer op reads it
+    (the allocator reuses storages, so a storage the optimizer reads may hold other tensors
+    earlier in the step), and the view it reads (a bias gradient made [1, n] is read [n])."""
+    last, found = {}, {}
     for b, (batch, ps) in enumerate(zip(batches, phases)):
         for i, (item, phase) in enumerate(zip(batch, ps)):
             if phase == "optimizer":
-                found.update(last[s] for s in _storages(item, 4) if s in last)
+                for t in _tensors(item, 4):
+                    if t[4] in last:
+                        found.setdefault(last[t[4]], {}).setdefault(t[4], t)
             else:
                 for s in _storages(item, 5):
                     if phase == "backward":
@@ -307,6 +333,6 @@ def autocast_batches(batches, phases) -> tuple:
             if phase == "forward" and last == "optimizer":
                 rw.reset()
             last = phase
-            nb.extend(rw.items(item, phase, (b, i) in grads))
+            nb.extend(rw.items(item, phase, grads.get((b, i))))
         new.append(nb)
     return new, rw.casts

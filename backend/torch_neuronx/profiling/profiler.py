@@ -210,6 +210,7 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
                 continue
             if r and not r.pop("recommended", True):    # re-timed, and it does not pay
                 s.notes.append(f"not recommended: {r['title']}. {r['detail']}")
+                s.not_recommended.append(r)
             elif r:
                 checked.append(r)
         checked.sort(key=lambda r: -r["saving_ns"])
