@@ -15,15 +15,17 @@ rules torch applies (backend/csrc/aten/Autocast.cpp registers CUDA's op lists fo
   of one or more dimensions, else bf16); in-place ops and copies keep their destination's type.
 - backward (no autocast; autograd casts a gradient to its forward tensor's type): a matmul-family
   op reads the bf16 copies the forward saved, and a float32 gradient reaching it is cast once; a
-  float32-list op's backward reads float32; an element-wise backward op whose gradient and saved
-  tensor differ casts the gradient to the saved tensor's type. A gradient the optimizer reads is
-  cast back to float32 right after it is made (parameters stay float32).
+  float32-list op's backward reads float32 and, when its forward input was cast up, its gradient
+  is cast back down; an element-wise backward op whose gradient and saved tensor differ casts the
+  gradient to the saved tensor's type. A gradient the optimizer reads is cast back to float32
+  right after it is made, in the view the optimizer reads (parameters stay float32).
 - the optimizer's ops are unchanged.
 
-Known differences from a real autocast step (each shifts a few element-wise ops between float32
-and bf16, not the cast count): the gradient leaving a float32 region is cast where the next
-matmul reads it rather than where it leaves; F.cross_entropy's log_softmax is kept in its input
-type (as torch 2.13 issues it on neuron)."""
+A cast is reused until its storage is written again through any view. F.cross_entropy's
+log_softmax is kept in its input type (as torch 2.13 issues it on neuron). Known difference from
+a real autocast step (the same casts, by shape and direction, on the demo GPT): a gradient
+leaving a float32 region is cast where the next matmul reads it rather than where it leaves, so
+a few element-wise backward ops run in float32 instead of bf16."""
 
 from __future__ import annotations
 
