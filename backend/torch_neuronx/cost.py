@@ -218,6 +218,7 @@ class LoweredCostModel:
         self.executed = set()        # op names that ran as Neuron ops
         self.aee_override = None     # set_adaptive_eager(); None: follow env + determinism
         self._seen = {}              # op key (C++, runtime/OpKeys.h) -> _Seen
+        self._fused = {}             # fused group key (OpBatch.group_key) -> its ns per op
         self._lowering = Progress("lowering programs", unit=" programs")   # cold models: seconds
         self.reset_stats()
 
@@ -383,27 +384,38 @@ class LoweredCostModel:
             return
         self.launches += 1
         self.launch_total_ns += int(self.launch_ns)
+        gk = batch.group_key(group)
+        shares = self._fused.get(gk)
+        if shares is None:
+            shares = self._fused[gk] = self._fused_shares(batch, group, costs, gk)
+        else:
+            self.cache.hits += 1      # what the program cache would have counted
+        charged, alone = shares
+        self.fused_groups += 1
+        self.fused_ops += len(group)
+        for i, c, ns in zip(group, costs, charged):
+            out[i] = ns
+            if charges is not None:
+                charges[i] = Charge(keys[i], c.timing, self.launch_ns * c.timing.total_ns / alone,
+                                    True)
+            self._record(c, ns, True)
 
+    def _fused_shares(self, batch, group, costs, gk) -> tuple:
+        """(ns of each op, the ops' ns alone) of the fused group `gk`: its launch and program
+        shared in proportion to the ops' times alone, the last op taking the rounding."""
         def specs():                # only on a cache miss
             self._lowering.tick(note=f"{len(group)} fused ops")
             ops = [batch[i] for i in group]
             return fused_specs(ops, pattern_ids(ops, batch.pattern(group)))
-        ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=(batch.group_key(group),),
+        ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=(gk,),
                                        standalone=[c.timing for c in costs])
         total = self.launch_ns + ft.total_ns
         alone = sum(c.timing.total_ns for c in costs) or 1.0
-        self.fused_groups += 1
-        self.fused_ops += len(group)
-        charged = 0
-        last = len(group) - 1
-        for n, (i, c) in enumerate(zip(group, costs)):
-            t = c.timing
-            ns = int(round(total * t.total_ns / alone)) if n < last else int(round(total)) - charged
-            charged += ns
-            out[i] = ns
-            if charges is not None:
-                charges[i] = Charge(keys[i], t, self.launch_ns * t.total_ns / alone, True)
-            self._record(c, ns, True)
+        charged, last = [], len(costs) - 1
+        for n, c in enumerate(costs):
+            charged.append(int(round(total * c.timing.total_ns / alone)) if n < last
+                           else int(round(total)) - sum(charged))
+        return tuple(charged), alone
 
     # ---- reports --------------------------------------------------------------------------
     def breakdown(self) -> dict:
