@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from ..hardware import get_chip
+from ..program.builder import paused_gc
 from ..progress import Progress
 from . import _blas, dtypes, settings
 from .errors import NkiLaunchError, NkiUninitializedReadError, NkiUninitializedReadWarning
@@ -159,8 +160,9 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
 
     np_args, np_kwargs = list(args), dict(kwargs)     # torch tensors were converted by the hook
     # long simulations show a bar after DELAY_S (NEURON_SIM_PROGRESS): instructions traced,
-    # then the stage (planning memory, building and timing the programs)
-    with Progress(f"NKI {kernel.func.__name__}", unit=" instructions") as bar:
+    # then the stage (planning memory, building and timing the programs). The garbage collector
+    # waits until the launch is done (see paused_gc): its traces and plans are many live objects
+    with Progress(f"NKI {kernel.func.__name__}", unit=" instructions") as bar, paused_gc():
         return _launch(kernel, target, grid, n_prog, lnc, precise, mode, np_args, np_kwargs,
                        numerics, timing, check_semantics, t0, bar)
 
