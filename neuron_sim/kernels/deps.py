@@ -14,6 +14,8 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
+from . import drop_stale_caches
+
 
 @njit(cache=True, inline="always")
 def _push(buf, n, x):
@@ -152,3 +154,6 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
                 no += 1
         ord_ptr[i + 1] = no
     return dep_ptr, dep_idx[:nd].copy(), ord_ptr, ord_idx[:no].copy()
+
+
+drop_stale_caches(globals())

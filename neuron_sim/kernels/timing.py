@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import drop_stale_caches
+
 KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
 
 # The machine's scalar state between instructions, one tuple that _issue takes and returns (it
@@ -304,3 +306,6 @@ def _union_length(starts, ends):
             ce = e
     total += ce - cs
     return total
+
+
+drop_stale_caches(globals())

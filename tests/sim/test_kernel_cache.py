@@ -1,0 +1,58 @@
+"""The on-disk numba cache of neuron_sim.kernels never serves code compiled from old sources.
+
+numba keys a cached function on its own file only; a kernel that inlines a helper from another
+file would keep the helper's old logic after the helper's file changed. The package's
+drop_stale_caches runs in a throw-away package laid out the same way (helper in one file,
+cached caller in another) and the caller must see the helper's edit."""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import neuron_sim.kernels as kernels
+
+HELPER = """
+from numba import njit
+from . import drop_stale_caches
+
+@njit(cache=True, inline="always")
+def _value():
+    return {value}
+
+drop_stale_caches(globals())
+"""
+
+CALLER = """
+from numba import njit
+from . import drop_stale_caches
+from .helper import _value
+
+@njit(cache=True)
+def answer():
+    return _value()
+
+drop_stale_caches(globals())
+"""
+
+
+def _answer(root: Path) -> int:
+    code = "from pkg.caller import answer; print(answer())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip())
+
+
+def test_a_cached_caller_sees_its_inlined_helper_change(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    shutil.copy(kernels.__file__, pkg / "__init__.py")
+    (pkg / "caller.py").write_text(textwrap.dedent(CALLER))
+    (pkg / "helper.py").write_text(textwrap.dedent(HELPER.format(value=1)))
+    assert _answer(tmp_path) == 1
+    assert any((pkg / "__pycache__").glob("caller.answer-*.nbi"))  # cached on disk
+    (pkg / "helper.py").write_text(textwrap.dedent(HELPER.format(value=2)))
+    assert _answer(tmp_path) == 2
+    assert _answer(tmp_path) == 2  # and the new code is cached again
