@@ -6,7 +6,9 @@ Two programs: the main one is a real kernel made by the ProgramBuilder (the full
 matmul of the NKI tutorial, [4096,8192]@[8192,8192] on Trn2, 72k instructions) repeated back to
 back until it exceeds 1M instructions; the second is a synthetic mix made from columns (4 DMA
 queues, every engine, random extra dependencies), printed for comparison.
-Both include the scheduling pass (neuron_sim/kernels/schedule.py; in Python its `py_func`).
+Both are timed with the scheduling pass (neuron_sim/kernels/schedule.py, which also gives the times;
+in Python timing/reference.py's list_schedule), then in program order without it: the difference is
+the cost of the pass.
 The Python loop is run on a prefix of each program (dependencies only point backwards, so a
 prefix is itself a valid program) and its per-instruction time is extrapolated to the full size;
 the output says so. Last line (main program): RESULT instr_per_s=<n> speedup_vs_python=<x>."""
@@ -29,8 +31,7 @@ sys.path.insert(0, str(ROOT))
 import neuron_sim as ns  # noqa: E402
 from neuron_sim.engines import Engine, Kind  # noqa: E402
 from neuron_sim.program import Program  # noqa: E402
-from neuron_sim.timing import reference as ref  # noqa: E402
-from neuron_sim.timing.simulate import issue_order, kernel_args  # noqa: E402
+from neuron_sim.timing.simulate import scheduled  # noqa: E402
 
 
 def repeat(prog: Program, copies: int) -> Program:
@@ -139,35 +140,32 @@ def main() -> None:
 
 def measure(prog: Program, prefix: Program) -> tuple[float, float]:
     ns.simulate(prefix)                 # compile/load in this process before timing
-    best = best_pass = best_plain = np.inf
+    best = best_plain = np.inf
     for _ in range(3):
         t = time.perf_counter()
         res = ns.simulate(prog)
         best = min(best, time.perf_counter() - t)
-        t = time.perf_counter()
-        issue_order(prog, prog.chip)
-        best_pass = min(best_pass, time.perf_counter() - t)
         t = time.perf_counter()
         plain = ns.simulate(prog, schedule=False)
         best_plain = min(best_plain, time.perf_counter() - t)
     rate = len(prog) / best
     print(f"  numba: {len(prog):,} instructions in {best:.3f} s -> {rate / 1e6:.2f} M instr/s "
           f"(simulated device time {res.total_ns / 1e6:.3f} ms)")
-    print(f"  of which the scheduling pass {best_pass:.3f} s; without it {best_plain:.3f} s "
-          f"({len(prog) / best_plain / 1e6:.2f} M instr/s, program order: "
-          f"{plain.total_ns / 1e6:.3f} ms simulated)")
-    a = kernel_args(prefix, prefix.chip)
+    print(f"  program order without the scheduling pass {best_plain:.3f} s "
+          f"({len(prog) / best_plain / 1e6:.2f} M instr/s, {plain.total_ns / 1e6:.3f} ms "
+          f"simulated): the pass costs {(best - best_plain) / len(prog) * 1e6:.3f} s per million "
+          f"instructions")
     t = time.perf_counter()
-    order = issue_order(prefix, prefix.chip, reference=True)      # the scheduling pass, in Python
-    status, _, py_end, *_ = ref.schedule(*a, *order)
+    py_res = scheduled(prefix, prefix.chip, reference=True)     # the pass and the model, in Python
     py = time.perf_counter() - t
-    assert status == 0
+    assert py_res is not None
     py_rate = len(prefix) / py
-    print(f"  python loop (same model, timing/reference.py) on a {len(prefix):,}-instruction "
-          f"prefix: {py:.2f} s -> {py_rate / 1e3:.1f} k instr/s; extrapolated to "
+    print(f"  python loop (same pass and model, timing/reference.py) on a {len(prefix):,}-"
+          f"instruction prefix: {py:.2f} s -> {py_rate / 1e3:.1f} k instr/s; extrapolated to "
           f"{len(prog):,}: {len(prog) / py_rate:.1f} s")
-    same = np.array_equal(ns.simulate(prefix).end_ns, np.asarray(py_end))
-    print(f"  numba and python agree on the prefix: {same}; speedup {rate / py_rate:.1f}x")
+    same = all(np.array_equal(a, b) for a, b in zip(scheduled(prefix, prefix.chip), py_res))
+    print(f"  numba and python agree on the prefix (order and every time): {same}; "
+          f"speedup {rate / py_rate:.1f}x")
     return rate, rate / py_rate
 
 

@@ -1,11 +1,13 @@
 """The scheduling pass as a flat numba kernel: which order each engine's queue runs its
-instructions in, decided before timing as the Neuron compiler does.
+instructions in, decided before timing as the Neuron compiler does, and the times that order gives.
 
 List scheduling over the dependency graph with the timing model's costs: every stream (engine
 sequencer or DMA queue) looks at a window of its first `window[s]` not-yet-scheduled
-instructions in program order and issues the one that can start earliest (ties: program
-order), so an instruction waiting on a dependent-instruction latency, a semaphore or a DMA lets
-an independent one of a later loop iteration go first. What it may not move past:
+instructions in program order and issues the one that can start earliest (ties: program order),
+so an instruction waiting on
+a dependent-instruction latency, a semaphore or a DMA lets an independent one of a later loop
+iteration go first. Across streams, the one that can start earliest goes next (ties: lower stream
+number), as in the in-order timing engine. What an instruction may not move past:
 - data dependencies (dep_ptr/dep_idx: RAW across and within engines, WAR/WAW across engines,
   buffer reuse and semaphore waits), and
 - same-stream write-after-read/write ordering (ord_ptr/ord_idx), which the in-order timing
@@ -15,141 +17,218 @@ stationary is still loaded, which is decided in program order).
 
 Dependencies are scanned, start times found and resources (DMA engines, the HBM share, TensorE's
 stationary buffer and dI/dt throttle) claimed by the timing kernel's own helpers (timing.py), so
-the in-order timing run of the order this pass returns reproduces the times the pass saw.
-`_list_schedule.py_func` is the same pass in plain Python (the benchmark's reference)."""
+the pass returns the times as well: the in-order timing run of the order it returns gives the
+same times (tests/sim/test_schedule.py checks both against neuron_sim/timing/reference.py, the
+specification, which runs the same pass in plain Python).
+
+Book-keeping that cannot change results: a window slot keeps its place until its instruction
+issues (ties go by instruction index, which is program order within a stream); a slot whose
+dependency scan stopped at an instruction not yet done is linked into that instruction's waiter
+list and looked at again only when it completes; each stream's best candidate is kept until
+something it depends on changes. The loop runs without numba's reference counting (_nrt=False:
+it allocates nothing), which otherwise costs four atomic operations per issued instruction."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+from . import drop_stale_caches
+
 from .timing import KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps, _stream_order
 
 
+# Index of the lowest set bit of a byte (a stream's slots are bits of an int64: window <= 63).
+# Walking the set bits this way, rather than every bit, saves a mispredicted branch per empty slot.
+_LOW_BIT = np.array([0] + [(x & -x).bit_length() - 1 for x in range(1, 256)], np.int64)
+
+
 @njit(cache=True, inline="always")
-def _fill(s, window, wn, fillp, sptr, order0, win, wr, wpos, wblk, dep_ptr):
-    """Append stream s's next instruction in program order to its window if there is room."""
-    w = window[s] if window[s] > 0 else 1
-    if wn[s] >= w or fillp[s] >= sptr[s + 1]:
-        return False
-    i = order0[fillp[s]]
-    k = wn[s]
-    win[s, k] = i
-    wr[s, k] = 0.0
-    wpos[s, k] = dep_ptr[i]
-    wblk[s, k] = -2                 # not scanned yet
-    wn[s] += 1
-    fillp[s] += 1
-    return True
+def _low_bit(bits):
+    k = 0
+    while (bits & 255) == 0:
+        bits >>= 8
+        k += 8
+    return k + _LOW_BIT[bits & 255]
 
 
 @njit(cache=True, error_model="numpy")
 def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                    issue_ns, n_eng, eng0, params, window):
-    """Returns (status, order, sptr): per stream s, order[sptr[s]:sptr[s+1]] is the issue order.
+    """Returns (status, order, sptr, start, end, dstart, busy): per stream s,
+    order[sptr[s]:sptr[s+1]] is its issue order; the times are those of timing.py's kernels.
     status -1: nothing can issue (a dependency cycle through the windows)."""
-    sem_lat = params[0]
-    n_dma = int(params[5])
     n_streams = int(params[6])
     n = stream.shape[0]
     order0, sptr = _stream_order(stream, n_streams)
     W = 1
     for s in range(n_streams):
-        if window[s] > W:
-            W = window[s]
-    win = np.full((n_streams, W), -1, np.int64)    # window slots, program order
-    wr = np.zeros((n_streams, W))                   # dependency-ready time (partial while blocked)
-    wpos = np.zeros((n_streams, W), np.int64)       # where the slot's dependency scan stands
-    wblk = np.full((n_streams, W), -1, np.int64)    # what a blocked slot waits for (-1: ready)
-    wn = np.zeros(n_streams, np.int64)
-    fillp = sptr[:-1].copy()
-    outp = sptr[:-1].copy()
-    out = np.empty(n, np.int64)
-    end = np.zeros(n)
-    done = np.zeros(n, np.bool_)
-    waiters = np.zeros(n, np.int64)                 # bit s: a slot of stream s waits for i
-    free = np.zeros(n_streams)
-    dma_free = np.zeros(n_dma)
+        W = max(W, window[s])
+    slots = n_streams * W
+    state = (np.full(slots, -1, np.int64),      # instruction in slot s * W + k (-1: empty)
+             np.zeros(slots),                    # its dependency-ready time (partial if blocked)
+             np.zeros(slots, np.int64),          # where its dependency scan stands
+             np.zeros(slots, np.int64),          # next slot (+1) waiting for the same instruction
+             np.zeros(n, np.int64))              # first slot (+1) waiting for instruction i
+    order = np.empty(n, np.int64)
+    times = (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))   # start, end, dstart, busy
+    status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
+                  issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order, times,
+                  np.zeros(n, np.bool_), np.zeros(int(params[5])),
+                  np.zeros((8, n_streams), np.int64), np.zeros((2, n_streams)))
+    return status, order, sptr, times[0], times[1], times[2], times[3]
+
+
+@njit(cache=True, error_model="numpy", _nrt=False)
+def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns,
+         n_eng, eng0, params, window, W, order0, sptr, state, order, times, done, dma_free,
+         ints, floats):
+    win, wr, wpos, wnext, whead = state
+    start, end, dstart, busy = times
+    fillp, outp, ready, rescan, pend, cslot, dirty, active = (ints[0], ints[1], ints[2], ints[3],
+                                                              ints[4], ints[5], ints[6], ints[7])
+    free, cand = floats[0], floats[1]
+    sem_lat = params[0]
+    n_streams = int(params[6])
+    n = stream.shape[0]
     m = MACHINE0
-    cand = np.full(n_streams, np.inf)
-    cslot = np.zeros(n_streams, np.int64)
-    dirty = np.zeros(n_streams, np.bool_)
+    npend = 0                   # streams whose candidate is to be recomputed: pend[:npend]
+    nact = 0                    # streams with instructions: active[:nact]
     for s in range(n_streams):
-        while _fill(s, window, wn, fillp, sptr, order0, win, wr, wpos, wblk, dep_ptr):
-            pass
-        dirty[s] = wn[s] > 0
+        fillp[s] = sptr[s]
+        outp[s] = sptr[s]
+        cand[s] = np.inf
+        w = window[s] if window[s] > 0 else 1
+        k = 0
+        while k < w and fillp[s] < sptr[s + 1]:
+            i = order0[fillp[s]]
+            win[s * W + k] = i
+            wpos[s * W + k] = dep_ptr[i]
+            rescan[s] |= 1 << k
+            fillp[s] += 1
+            k += 1
+        if k > 0:
+            dirty[s] = 1
+            pend[npend] = s
+            npend += 1
+            active[nact] = s
+            nact += 1
     remaining = n
+    fast = False        # only the chosen stream changed: compare it with the runner-up only
+    best_s = -1
+    t2 = np.inf         # the best candidate of the other streams, and its stream
+    s2 = n_streams
     while remaining > 0:
-        for s in range(n_streams):
-            if not dirty[s]:
-                continue
-            dirty[s] = False
+        for q in range(npend):
+            s = pend[q]
+            dirty[s] = 0
+            base = s * W
+            # (re)scan new slots and slots whose blocker completed: dependencies, then the
+            # same-stream order edges
+            bits = rescan[s]
+            rescan[s] = 0
+            while bits != 0:
+                k = _low_bit(bits)
+                bits &= bits - 1
+                j = base + k
+                i = win[j]
+                r, p, blocker = _scan_deps(i, wpos[j], wr[j], s, dep_ptr, dep_idx, done,
+                                           end, stream, sem_lat)
+                if blocker < 0:
+                    for e in range(ord_ptr[i], ord_ptr[i + 1]):
+                        if not done[ord_idx[e]]:
+                            blocker = ord_idx[e]
+                            break
+                wr[j] = r
+                wpos[j] = p
+                if blocker >= 0:
+                    wnext[j] = whead[blocker]
+                    whead[blocker] = j + 1
+                else:
+                    ready[s] |= 1 << k
+            # the ready slot that can start earliest (ties: program order)
+            fs = free[s]
             best = np.inf
-            bk = -1
-            for k in range(wn[s]):
-                i = win[s, k]
-                b = wblk[s, k]
-                if b != -1:
-                    if b >= 0 and not done[b]:
-                        continue
-                    # (resume) the dependency scan, then the same-stream order edges
-                    r, p, blocker = _scan_deps(i, wpos[s, k], wr[s, k], s, dep_ptr, dep_idx,
-                                               done, end, stream, sem_lat)
-                    if blocker < 0:
-                        for q in range(ord_ptr[i], ord_ptr[i + 1]):
-                            if not done[ord_idx[q]]:
-                                blocker = ord_idx[q]
-                                break
-                    wr[s, k] = r
-                    wpos[s, k] = p
-                    wblk[s, k] = blocker
-                    if blocker >= 0:
-                        waiters[blocker] |= np.int64(1) << s
-                        continue
-                c = _earliest(kind[i], wr[s, k], free[s], m)
-                if c < best:
+            bi = n
+            bj = -1
+            bits = ready[s]
+            while bits != 0:
+                k = _low_bit(bits)
+                bits &= bits - 1
+                j = base + k
+                i = win[j]
+                c = _earliest(kind[i], wr[j], fs, m)
+                if c < best or (c == best and i < bi):
                     best = c
-                    bk = k
-                    if c <= free[s]:
-                        break       # nothing later in the window can start earlier
+                    bi = i
+                    bj = j
             cand[s] = best
-            cslot[s] = bk
-        best_s = -1
-        best_t = np.inf
-        for s in range(n_streams):
-            if cand[s] < best_t:
-                best_t = cand[s]
-                best_s = s
-        if best_s < 0:
-            return -1, out, sptr
+            cslot[s] = bj
+        npend = 0
+        if not fast or cand[best_s] > t2 or (cand[best_s] == t2 and best_s > s2) or \
+                cand[best_s] == np.inf:
+            best_s = -1
+            t2 = np.inf
+            s2 = n_streams
+            for a in range(nact):
+                s = active[a]
+                c = cand[s]
+                if best_s < 0 or c < cand[best_s]:
+                    if best_s >= 0:
+                        t2 = cand[best_s]
+                        s2 = best_s
+                    best_s = s
+                elif c < t2:
+                    t2 = c
+                    s2 = s
+            if cand[best_s] == np.inf:
+                return -1
+        fast = False
         s = best_s
-        k = cslot[s]
-        i = win[s, k]
-        for q in range(k, wn[s] - 1):
-            win[s, q] = win[s, q + 1]
-            wr[s, q] = wr[s, q + 1]
-            wpos[s, q] = wpos[s, q + 1]
-            wblk[s, q] = wblk[s, q + 1]
-        wn[s] -= 1
-        _fill(s, window, wn, fillp, sptr, order0, win, wr, wpos, wblk, dep_ptr)
-        out[outp[s]] = i
+        t = cand[s]
+        j = cslot[s]
+        i = win[j]
+        k = j - s * W
+        ready[s] &= ~(1 << k)
+        if fillp[s] < sptr[s + 1]:      # the slot takes the stream's next instruction
+            i2 = order0[fillp[s]]
+            win[j] = i2
+            wr[j] = 0.0
+            wpos[j] = dep_ptr[i2]
+            rescan[s] |= 1 << k
+            fillp[s] += 1
+        else:
+            win[j] = -1
+        order[outp[s]] = i
         outp[s] += 1
         remaining -= 1
-        dirty[s] = True
-        cand[s] = np.inf
-        free[s], end[i], _, _, m = _issue(
-            kind[i], best_t, ii[i], lat[i], eng_ns[i], hbm_ns[i], issue_ns[i], n_eng[i], eng0[i],
-            free[s], params, dma_free, m)
-        if kind[i] == KIND_LS or kind[i] == KIND_MM:
-            dirty[0] = True     # the LS/MM state feeds TensorE's next start
+        start[i] = t
+        ki = kind[i]
+        free[s], end[i], dstart[i], busy[i], m = _issue(
+            ki, t, ii[i], lat[i], eng_ns[i], hbm_ns[i], issue_ns[i], n_eng[i], eng0[i], free[s],
+            params, dma_free, m)
         done[i] = True
-        bits = waiters[i]
-        if bits != 0:
-            s2 = 0
-            while bits != 0:
-                if bits & 1:
-                    dirty[s2] = True
-                bits >>= 1
-                s2 += 1
-            waiters[i] = 0
-    return 0, out, sptr
+        cand[s] = np.inf
+        if ready[s] != 0 or rescan[s] != 0:
+            dirty[s] = 1
+            pend[npend] = s
+            npend += 1
+        if (ki == KIND_LS or ki == KIND_MM) and dirty[0] == 0:
+            dirty[0] = 1                # the LS/MM state feeds TensorE's next start
+            pend[npend] = 0
+            npend += 1
+        w1 = whead[i]
+        fast = npend == 1 and pend[0] == s and w1 == 0
+        while w1 != 0:                  # wake the slots that waited for i
+            j = w1 - 1
+            s3 = j // W
+            if dirty[s3] == 0:
+                dirty[s3] = 1
+                pend[npend] = s3
+                npend += 1
+            rescan[s3] |= 1 << (j - s3 * W)
+            w1 = wnext[j]
+    return 0
+
+
+drop_stale_caches(globals())

@@ -52,6 +52,36 @@ def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, 
     """Returns (status, start, end, data_start, busy, stuck) with status 0 on success, -1 on a
     deadlock (then `stuck` lists, per stream, the head instruction that cannot start or -1).
     `order`/`sptr` (CSR by stream) give each stream's issue order; default program order."""
+    status, _, start, end, dstart, busy, stuck = _run(
+        stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
+        order, sptr)
+    return status, start, end, dstart, busy, stuck
+
+
+def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
+                  issue_ns, n_eng, eng0, params, window):
+    """The scheduling pass (neuron_sim/kernels/schedule.py): each stream issues, from a window of
+    its next `window[s]` instructions in program order, the one that can start earliest (ties:
+    program order); an instruction waits for its dependencies and for the same-stream order
+    edges ord_ptr/ord_idx. Returns (status, order, sptr, start, end, data_start, busy):
+    order[sptr[s]:sptr[s+1]] is stream s's issue order."""
+    status, issued, start, end, dstart, busy, _ = _run(
+        stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
+        None, None, window, ord_ptr, ord_idx)
+    by_stream = [[] for _ in range(int(params[6]))]
+    for i in issued:
+        by_stream[int(stream[i])].append(i)
+    order, sptr = [], [0]
+    for b in by_stream:
+        order.extend(b)
+        sptr.append(len(order))
+    return status, order, sptr, start, end, dstart, busy
+
+
+def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
+         order, sptr, window=None, ord_ptr=None, ord_idx=None):
+    """schedule() and list_schedule(): each stream considers its next `window[s]` instructions
+    (default 1, its head in `order`). Also returns the instructions in the order they issued."""
     sem_lat, dma_fixed, didt_init, didt_ramp, didt_reset = (float(p) for p in params[:5])
     n_dma, n_streams = int(params[5]), int(params[6])
     stream, kind, ii, lat = list(stream), list(kind), list(ii), list(lat)
@@ -60,7 +90,12 @@ def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, 
     if order is None:
         order, sptr = stream_order(stream, n_streams)
     order, sptr = [int(x) for x in order], [int(x) for x in sptr]
-    head = sptr[:-1]
+    if ord_ptr is not None:
+        ord_ptr, ord_idx = list(ord_ptr), list(ord_idx)
+    width = [1] * n_streams if window is None else [max(int(w), 1) for w in window]
+    win = [order[sptr[s]:min(sptr[s] + width[s], sptr[s + 1])] for s in range(n_streams)]
+    nxt = [sptr[s] + len(win[s]) for s in range(n_streams)]
+    issued = []
     start, end, dstart, busy = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
     done = [False] * n
     free = [0.0] * n_streams
@@ -73,37 +108,41 @@ def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, 
     throttle = didt_init < 1.0
     remaining = n
     while remaining:
-        best_s, best_t = -1, math.inf
+        best_s, best_t, best_i = -1, math.inf, -1
         for s in range(n_streams):
-            h = head[s]
-            if h == sptr[s + 1]:
-                continue
-            i = order[h]
-            r, ok = 0.0, True
-            for d in dep_idx[dep_ptr[i]:dep_ptr[i + 1]]:
-                if not done[d]:
+            for i in win[s]:                    # program order
+                r, ok = 0.0, True
+                for d in dep_idx[dep_ptr[i]:dep_ptr[i + 1]]:
+                    if not done[d]:
+                        ok = False
+                        break
+                    t = end[d] + (sem_lat if stream[d] != s else 0.0)
+                    if t > r:
+                        r = t
+                if ord_ptr is not None and not all(done[d] for d in
+                                                   ord_idx[ord_ptr[i]:ord_ptr[i + 1]]):
                     ok = False
-                    break
-                t = end[d] + (sem_lat if stream[d] != s else 0.0)
-                if t > r:
-                    r = t
-            if not ok:
-                continue
-            k = kind[i]
-            if k == KIND_LS:
-                c = max(r, ls_free, last_mm_start)
-            elif k == KIND_MM:
-                c = max(r, free[s], ls_end)
-            else:
-                c = max(r, free[s])
-            if c < best_t:
-                best_t, best_s = c, s
+                if not ok:
+                    continue
+                k = kind[i]
+                if k == KIND_LS:
+                    c = max(r, ls_free, last_mm_start)
+                elif k == KIND_MM:
+                    c = max(r, free[s], ls_end)
+                else:
+                    c = max(r, free[s])
+                if c < best_t:
+                    best_t, best_s, best_i = c, s, i
         if best_s < 0:
-            stuck = [order[head[s]] if head[s] < sptr[s + 1] else -1 for s in range(n_streams)]
-            return -1, start, end, dstart, busy, stuck
+            stuck = [win[s][0] if win[s] else -1 for s in range(n_streams)]
+            return -1, issued, start, end, dstart, busy, stuck
         s = best_s
-        i = order[head[s]]
-        head[s] += 1
+        i = best_i
+        win[s].remove(i)
+        if nxt[s] < sptr[s + 1]:
+            win[s].append(order[nxt[s]])
+            nxt[s] += 1
+        issued.append(i)
         remaining -= 1
         t = best_t
         k = kind[i]
@@ -168,4 +207,4 @@ def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, 
             busy[i] = ii[i]
             end[i] = t + ii[i] + lat[i]
         done[i] = True
-    return 0, start, end, dstart, busy, [-1] * n_streams
+    return 0, issued, start, end, dstart, busy, [-1] * n_streams

@@ -47,33 +47,42 @@ def schedule_window(n_streams: int) -> np.ndarray:
     return w
 
 
-def issue_order(program, chip: Chip, reference: bool = False):
-    """The scheduling pass: (order, sptr), each stream's issue order as CSR by stream."""
+def scheduled(program, chip: Chip, reference: bool = False):
+    """The scheduling pass: (order, sptr, start, end, dstart, busy), each stream's issue order as
+    CSR by stream and the times it gives; None when it finds no order (a dependency cycle through
+    the windows: the program-order run then reports the deadlock)."""
     from ..kernels.schedule import _list_schedule
     c = program.cols
     optr, oidx = program.order_edges()
     params = timing_params(chip)
-    fn = _list_schedule.py_func if reference else _list_schedule
-    status, order, sptr = fn(c["stream"].astype(np.int64), c["kind"].astype(np.int64),
-                             c["ii_ns"], c["lat_ns"], program.dep_ptr, program.dep_idx, optr,
-                             oidx, c["dma_engine_ns"], c["dma_hbm_ns"], c["dma_issue_ns"],
-                             c["dma_engines"].astype(np.int64), c["dma_engine0"].astype(np.int64),
-                             params, schedule_window(int(params[6])))
+    fn = _ref.list_schedule if reference else _list_schedule
+    # the integer columns in their own narrow types: no copies, less memory to stream through
+    status, *res = fn(c["stream"], c["kind"], c["ii_ns"], c["lat_ns"], program.dep_ptr,
+                      program.dep_idx, optr, oidx, c["dma_engine_ns"], c["dma_hbm_ns"],
+                      c["dma_issue_ns"], c["dma_engines"], c["dma_engine0"], params,
+                      schedule_window(int(params[6])))
     if status != 0:
         return None
-    return order, sptr
+    order, sptr, *times = res
+    return (np.asarray(order, np.int64), np.asarray(sptr, np.int64),
+            *(np.asarray(x, np.float64) for x in times))
+
+
+def issue_order(program, chip: Chip, reference: bool = False):
+    """The scheduling pass's issue order: (order, sptr), CSR by stream (None: no order found)."""
+    res = scheduled(program, chip, reference)
+    return None if res is None else res[:2]
 
 
 def run_kernel(program, chip: Chip, reference: bool = False, schedule: bool = True):
+    if schedule:
+        res = scheduled(program, chip, reference)
+        if res is not None:
+            return res[2:]
     args = kernel_args(program, chip)
-    sched = issue_order(program, chip, reference) if schedule else None
     if reference:
-        extra = sched if sched is not None else (None, None)
-        status, start, end, dstart, busy, stuck = _ref.schedule(*args, *extra)
+        status, start, end, dstart, busy, stuck = _ref.schedule(*args)
         start, end, dstart, busy = (np.asarray(x, np.float64) for x in (start, end, dstart, busy))
-    elif sched is not None:
-        from ..kernels.timing import _schedule_ordered
-        status, start, end, dstart, busy, stuck = _schedule_ordered(*args, *sched)
     else:
         from ..kernels.timing import _schedule
         status, start, end, dstart, busy, stuck = _schedule(*args)

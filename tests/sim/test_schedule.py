@@ -6,11 +6,11 @@ then runs that order."""
 import importlib
 
 import numpy as np
+import pytest
 
 import neuron_sim as ns
-from neuron_sim.engines import Engine
-from neuron_sim.program import ProgramBuilder
-from neuron_sim.timing import reference as ref
+from neuron_sim.engines import Engine, Kind
+from neuron_sim.program import Program, ProgramBuilder
 
 S = importlib.import_module("neuron_sim.timing.simulate")
 
@@ -83,19 +83,67 @@ def test_independent_work_overtakes_a_waiting_instruction():
     assert r.start_ns[free] < r.start_ns[waits]
 
 
-def test_numba_and_python_schedulers_agree_and_timing_replays_the_order():
+def random_windowed_program(n, seed):
+    """Every engine and 4 DMA queues, random backward dependencies and random same-stream order
+    edges."""
+    rng = np.random.default_rng(seed)
+    engine = rng.choice([0, 0, 1, 1, 2, 3, 5, 5], size=n).astype(np.int8)
+    kind = np.where(engine == Engine.DMA, Kind.DMA, Kind.GENERIC)
+    mm = engine == Engine.TENSOR
+    kind[mm] = np.where(rng.random(mm.sum()) < 0.4, Kind.LOAD_STATIONARY, Kind.MULTIPLY_MOVING)
+    ndeps = rng.integers(0, 3, n)
+    ndeps[0] = 0
+    ptr = np.concatenate([[0], np.cumsum(ndeps)])
+    idx = np.concatenate([rng.integers(max(i - 40, 0), max(i, 1), k) for i, k in enumerate(ndeps)])
+    dma = engine == Engine.DMA
+    p = Program.from_columns(
+        ns.get_chip("trn2"), engine=engine, ii_ns=rng.uniform(10, 900, n),
+        lat_ns=rng.uniform(0, 300, n), kind=kind, deps=(ptr, idx.astype(np.int64)),
+        dma_queue=rng.integers(0, 4, n), dma_engine_ns=np.where(dma, rng.uniform(20, 2000, n), 0),
+        dma_hbm_ns=np.where(dma, rng.uniform(0, 1500, n), 0),
+        dma_issue_ns=np.where(dma, 50.0, 0), dma_engines=np.where(dma, rng.integers(1, 17, n), 0),
+        dma_engine0=rng.integers(0, 16, n), dma_bytes=np.where(dma, 4096.0, 0))
+    stream = p.cols["stream"]
+    optr, oidx = [0], []
+    for i in range(n):
+        same = np.nonzero(stream[max(i - 30, 0):i] == stream[i])[0] + max(i - 30, 0)
+        if same.size and rng.random() < 0.3:
+            oidx.append(int(rng.choice(same)))
+        optr.append(len(oidx))
+    p.ord_ptr, p.ord_idx = np.array(optr, np.int64), np.array(oidx, np.int64)
+    return p
+
+
+def _programs():
     from neuron_sim.calibrate.programs import matmul_tiled
-    p = matmul_tiled("trn2", M=256, K=1024, N=1024)
-    chip = p.chip
-    order, sptr = S.issue_order(p, chip)
-    porder, psptr = S.issue_order(p, chip, reference=True)
-    assert np.array_equal(order, porder) and np.array_equal(sptr, psptr)
-    args = S.kernel_args(p, chip)
-    _, _, py_end, *_ = ref.schedule(*args, order, sptr)
-    assert np.allclose(ns.simulate(p).end_ns, py_end)
+    return [two_chains(), matmul_tiled("trn2", M=256, K=1024, N=1024),
+            random_windowed_program(3000, 0), random_windowed_program(3000, 1)]
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_numba_pass_equals_the_readable_reference_and_in_order_timing_replays_it(k):
+    """The kernel (kernels/schedule.py) against timing/reference.py's list_schedule: the same
+    issue order per queue and the same start, end, data-start and busy times, bit for bit; the
+    in-order timing kernel given that order gives those times too."""
+    from neuron_sim.kernels.timing import _schedule_ordered
+    p = _programs()[k]
+    fast = S.scheduled(p, p.chip)
+    slow = S.scheduled(p, p.chip, reference=True)
+    for a, b in zip(fast, slow):
+        np.testing.assert_array_equal(a, b)
+    order, sptr, *times = fast
+    _, *replay, _ = _schedule_ordered(*S.kernel_args(p, p.chip), order, sptr)
+    for a, b in zip(times, replay):
+        np.testing.assert_array_equal(a, b)
     # TensorE keeps program order (LoadStationary reuse is decided in it)
     pe = order[sptr[int(Engine.TENSOR)]:sptr[int(Engine.TENSOR) + 1]]
     assert np.all(np.diff(pe) > 0)
+    # every same-stream order edge is kept
+    pos = np.empty(len(p), np.int64)
+    pos[order] = np.arange(len(p))
+    optr, oidx = p.order_edges()
+    for i in range(len(p)):
+        assert np.all(pos[oidx[optr[i]:optr[i + 1]]] < pos[i])
 
 
 def test_mamba_v2_vector_engine_is_the_busy_engine():
