@@ -110,22 +110,28 @@ def _flush_autograd_device_threads() -> None:
     the process aborts (SIGABRT, rc 134; about 2 runs in 5 of a script ending in backward()).
     A tiny backward on each device used is queued behind that work and waited for with the GIL
     released, so the earlier task is gone when this returns; its own task captures no Python
-    object (the context is unstashed first, its grad is made in C++, and its tensors are kept
-    until finalization), so dropping it late needs no GIL."""
+    object (it runs without torch.autograd's stashed context, and its tensors, grad included,
+    are kept until finalization), so dropping it late needs no GIL. torch 2.13 unstashes the
+    context when backward() returns while the graph task keeps its copy, so whether the context
+    is still stashed says nothing about whether a backward ran: every used device is flushed."""
     import time
-    if not _C._is_initialized() or not torch._C._is_key_in_tls("context"):
-        return                               # no backward ran in this thread
-    torch._C._remove_obj_from_tls("context")
+    if not _C._is_initialized():
+        return
+    if torch._C._is_key_in_tls("context"):
+        torch._C._remove_obj_from_tls("context")
     keep = _state.setdefault("exit_flush", [])
     owned = _C._owned_device()               # a torch.distributed rank uses only its own
     for d in ([owned] if owned >= 0 else range(_C._device_count())):
         if not max_memory_allocated(d):
             continue                         # never used: no autograd work on it
-        x = torch.zeros((), device=f"neuron:{d}", requires_grad=True)
-        y = x * 1
-        keep.append((x, y))
-        torch.autograd.Variable._execution_engine.run_backward(
-            (y,), (None,), False, False, (), True, True)
+        try:
+            x = torch.zeros((), device=f"neuron:{d}", requires_grad=True)
+            y, grad = x * 1, torch.ones((), device=f"neuron:{d}")
+            keep.append((x, y, grad))
+            torch.autograd.Variable._execution_engine.run_backward(
+                (y,), (grad,), False, False, (), True, True)
+        except Exception:  # noqa: BLE001 - best effort: never replace the script's own exit
+            continue
     time.sleep(0.02)     # and the GIL free a moment longer for any other thread still freeing
 
 

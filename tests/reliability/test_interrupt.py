@@ -10,6 +10,11 @@ from subprocess_run import exited_cleanly, run_script
 
 SCRIPT = """
 import signal, torch, torch_neuronx
+# What Ctrl-C at a terminal meets: Python's handler, the signal not blocked. A child inherits an
+# ignored or blocked SIGINT from its parent; in one parallel suite run every sync below came out
+# "not interrupted", which is what either gives.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 x = torch.randn(128, 128, device="neuron")
 
 def step():
