@@ -19,8 +19,8 @@ KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
 # stays in registers; an array would be re-read after every store): (TensorE's LoadStationary
 # slot free, its last LoadStationary end, last MultiplyMoving start, PE busy end, dI/dt burst
 # start, HBM share free, 1.0 while every DMA engine is free at one time (dma_free is stale then),
-# that time, end of the transfer interleaved with the HBM backlog).
-MACHINE0 = (0.0, 0.0, 0.0, -np.inf, 0.0, 0.0, 1.0, 0.0, 0.0)
+# that time).
+MACHINE0 = (0.0, 0.0, 0.0, -np.inf, 0.0, 0.0, 1.0, 0.0)
 
 
 @njit(cache=True)
@@ -91,12 +91,12 @@ def _issue(k, t, ii, lat, eng_ns, hbm_ns, issue_ns, n_eng, eng0, free_s, params,
     """Issue an instruction of kind k at t on a stream free at free_s (its per-instruction columns
     as scalars): claim TensorE state, DMA engines and the HBM share. Returns (the stream's next
     free time, end, dstart (first data movement), busy time, the new machine state m)."""
-    ls_free, ls_end, last_mm, pe_end, burst, hbm_free, uniform, uniform_t, shared = m
+    ls_free, ls_end, last_mm, pe_end, burst, hbm_free, uniform, uniform_t = m
     if k == KIND_LS:
         ls_free = t + ii
         ls_end = ls_free
         return free_s, ls_free, t, ii, (ls_free, ls_end, last_mm, pe_end, burst, hbm_free,
-                                        uniform, uniform_t, shared)
+                                        uniform, uniform_t)
     if k == KIND_MM:
         dur = ii
         didt_init = params[2]
@@ -107,7 +107,7 @@ def _issue(k, t, ii, lat, eng_ns, hbm_ns, issue_ns, n_eng, eng0, free_s, params,
             if f < 1.0:
                 dur = dur / f
         return t + dur, t + dur + lat, t, dur, (ls_free, ls_end, t, t + dur, burst, hbm_free,
-                                                 uniform, uniform_t, shared)
+                                                 uniform, uniform_t)
     if k != KIND_DMA:
         return t + ii, t + ii + lat, t, ii, m
     n_dma = int(params[5])
@@ -143,24 +143,16 @@ def _issue(k, t, ii, lat, eng_ns, hbm_ns, issue_ns, n_eng, eng0, free_s, params,
     if n_eng > 0 and latest + eng_ns > last:
         last = latest + eng_ns
     if hbm_ns > 0.0:
-        hs = max(ds, shared)
-        if hs + 2.0 * hbm_ns <= hbm_free:
-            # a short transfer interleaves with the backlog at half the share (reference.py)
-            he = hs + 2.0 * hbm_ns
-            shared = he
-            hbm_free += hbm_ns
-        else:
-            hs = max(ds, hbm_free)
-            hbm_free = hs + hbm_ns
-            he = hbm_free
+        hs = max(ds, hbm_free)
+        hbm_free = hs + hbm_ns
         if hs < first:
             first = hs
-        if he > last:
-            last = he
+        if hbm_free > last:
+            last = hbm_free
     if first == np.inf:
         first = ds
     return t + issue_ns, last, first, last - first, (ls_free, ls_end, last_mm, pe_end, burst,
-                                                      hbm_free, uniform, uniform_t, shared)
+                                                      hbm_free, uniform, uniform_t)
 
 
 @njit(cache=True, error_model="numpy")

@@ -15,12 +15,7 @@ Model (one NeuronCore):
   the array runs at `didt_init` of full rate, ramping linearly to 100% over `didt_ramp` [Explorer].
 - DMA instruction: triggered at t0 on its queue (next trigger on that queue >= t0 + issue);
   data moves from t0 + `dma_fixed` on each of its engines (FIFO per engine) and through the
-  core's HBM share (FIFO); it completes when the last of those finishes. A transfer short enough
-  to finish at half the share before the HBM backlog ahead of it drains does not wait for the
-  backlog: the DMA engines serve the descriptors of different queues interleaved, so it runs
-  beside the backlog at half the share and the backlog ends that much later (short transfers
-  queue among themselves in this second lane). A 2 KiB load issued behind a 4 MiB spill reload
-  no longer waits for all 4 MiB.
+  core's HBM share (FIFO); it completes when the last of those finishes.
 
 Parameters (array `params`): see PARAM_NAMES."""
 
@@ -101,7 +96,6 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_en
     free = [0.0] * n_streams
     dma_free = [0.0] * n_dma
     hbm_free = 0.0
-    hbm_shared_end = 0.0
     ls_free = ls_end = last_mm_start = 0.0
     pe_busy_end = -math.inf
     burst_start = 0.0
@@ -179,17 +173,7 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_en
                     first = es
                 if ee > last:
                     last = ee
-            if hbm_ns[i] > 0.0 and max(ds, hbm_shared_end) + 2.0 * hbm_ns[i] <= hbm_free:
-                # HBM busy with a backlog that outlasts this transfer even at half rate: the DMA
-                # engines interleave its descriptors with the backlog's instead of queueing it
-                # behind all of it. Two lanes at half the share each while both are busy: the
-                # backlog (FIFO, now hbm_ns longer) and the short transfers (FIFO among them)
-                hs = max(ds, hbm_shared_end)
-                he = hs + 2.0 * hbm_ns[i]
-                hbm_shared_end = he
-                hbm_free += hbm_ns[i]
-                first, last = min(first, hs), max(last, he)
-            elif hbm_ns[i] > 0.0:
+            if hbm_ns[i] > 0.0:
                 hs = max(ds, hbm_free)
                 he = hs + hbm_ns[i]
                 hbm_free = he
