@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines import N_COMPUTE_STREAMS, Engine, Kind
+from ..engines import ENGINE_NAMES, N_COMPUTE_STREAMS, Engine, Kind
 from ..errors import ProgramError
 
 COLUMNS = {
@@ -85,6 +85,20 @@ class Program:
             raise ProgramError("dep_ptr is not a CSR index over dep_idx")
         if self.dep_idx.size and (self.dep_idx.min() < 0 or self.dep_idx.max() >= n):
             raise ProgramError("a dependency index points outside the program")
+        engine, kind = self.cols["engine"], self.cols["kind"]
+        # The timing kernels keep the stationary buffer and the dI/dt throttle for TensorE only
+        # and move data only for DMA rows: any other pairing would be timed as something else.
+        homes = ((Kind.LOAD_STATIONARY, Engine.TENSOR), (Kind.MULTIPLY_MOVING, Engine.TENSOR),
+                 (Kind.DMA, Engine.DMA))
+        for k, home in homes:
+            wrong = np.flatnonzero((kind == k) & (engine != home))
+            if wrong.size:
+                i = int(wrong[0])
+                raise ProgramError(
+                    f"instruction {i} is a {k.name} on "
+                    f"{ENGINE_NAMES[Engine(engine[i])]}, but {k.name} runs on "
+                    f"{ENGINE_NAMES[home]} only ({wrong.size} such rows); put it on "
+                    f"{ENGINE_NAMES[home]} or give it kind=Kind.GENERIC")
 
     @classmethod
     def from_columns(cls, chip, *, engine, ii_ns, lat_ns=None, kind=None, deps=None,

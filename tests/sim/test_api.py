@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import neuron_sim as ns
-from neuron_sim.engines import Engine
+from neuron_sim.engines import Engine, Kind
 
 
 def _small():
@@ -58,3 +58,19 @@ def test_from_columns_bulk_program():
     p = ns.Program.from_columns(ns.get_chip("trn2"), engine=eng, ii_ns=np.full(n, 100.0))
     r = ns.simulate(p)
     assert r.total_ns == pytest.approx(100.0 * (n // 3 + 1))
+
+
+@pytest.mark.parametrize("kind, engine, home", [
+    (Kind.MULTIPLY_MOVING, Engine.VECTOR, "TensorE"),
+    (Kind.LOAD_STATIONARY, Engine.SCALAR, "TensorE"),
+    (Kind.DMA, Engine.GPSIMD, "DMA"),
+])
+def test_from_columns_rejects_a_kind_on_an_engine_that_cannot_run_it(kind, engine, home):
+    """The timing kernels keep TensorE's stationary buffer and throttle for TensorE rows only:
+    a MultiplyMoving given to VectorE would be timed as neither."""
+    eng = np.array([0, int(engine), 0], np.int8)
+    kinds = np.array([0, int(kind), 0], np.int8)
+    with pytest.raises(ns.ProgramError, match=rf"instruction 1 is a {kind.name} on .*runs on "
+                                              rf"{home} only \(1 such rows\); put it on {home}"):
+        ns.Program.from_columns(ns.get_chip("trn2"), engine=eng, kind=kinds,
+                                ii_ns=np.full(3, 100.0))
