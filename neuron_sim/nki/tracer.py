@@ -97,9 +97,17 @@ class KernelTrace:
     storages: list = field(default_factory=list)
     instrs: list = field(default_factory=list)
     findings: list = field(default_factory=list)
-    # engine-local state: ScalarE/VectorE accumulator registers (one float per lane)
-    act_regs: np.ndarray = field(default_factory=lambda: np.zeros(128, np.float32))
-    vec_regs: np.ndarray = field(default_factory=lambda: np.zeros(128, np.float32))
+    # engine-local state: ScalarE/VectorE accumulator registers (one float per lane), sized by
+    # the target's partitions when the trace starts
+    act_regs: np.ndarray = None
+    vec_regs: np.ndarray = None
+
+    def __post_init__(self):
+        lanes = self.target.num_partitions
+        if self.act_regs is None:
+            self.act_regs = np.zeros(lanes, np.float32)
+        if self.vec_regs is None:
+            self.vec_regs = np.zeros(lanes, np.float32)
 
     # ---- storages ---------------------------------------------------------------------------
     def new_storage(self, buffer, shape, dtype, name=None, role="internal", data=None, loc=None,
