@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from .grouped_mm import _group_ends
+
 _LIB = torch.library.Library("aten", "IMPL")
 
 
@@ -231,7 +233,10 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
     out_dtype = out_dtype or torch.bfloat16
     a, b = self.float(), mat2.float()
     sa, sb = scale_a.float().reshape(-1), scale_b.float().reshape(-1)
-    ends = [] if offs is None else offs.cpu().tolist()
+
+    def group_ends(extent):  # read on the device as the kernel does: no host copy, no sync
+        return [] if offs is None else _group_ends(offs, extent)
+
     if a.dim() == 3 and b.dim() == 3:                       # (G, M, K) x (G, K, N)
         G, M, N = a.shape[0], a.shape[1], b.shape[2]
         out = torch.bmm(a, b) * sa.view(G, M, 1) * sb.view(G, 1, N)
@@ -239,12 +244,13 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
         N = b.shape[2]
         out = torch.zeros(a.shape[0], N, dtype=torch.float32, device=a.device)
         start = 0
-        for g, end in enumerate(ends):
+        for g, end in enumerate(group_ends(a.shape[0])):
             if end > start:
                 out[start:end] = (a[start:end] @ b[g]) * sa[start:end, None] * sb[g * N:(g + 1) * N]
             start = end
     elif a.dim() == 2 and b.dim() == 2:                     # K grouped by offs: (G, M, N)
         M, N = a.shape[0], b.shape[1]
+        ends = group_ends(a.shape[1])
         out = torch.zeros(len(ends), M, N, dtype=torch.float32, device=a.device)
         start = 0
         for g, end in enumerate(ends):
@@ -255,7 +261,7 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
         M = a.shape[1]
         out = torch.zeros(M, b.shape[1], dtype=torch.float32, device=a.device)
         start = 0
-        for g, end in enumerate(ends):
+        for g, end in enumerate(group_ends(b.shape[1])):
             if end > start:
                 out[:, start:end] = (a[g] @ b[:, start:end]) * sa[g * M:(g + 1) * M, None] * \
                     sb[None, start:end]

@@ -9,29 +9,37 @@ import torch_neuronx
 from torch_neuronx import set_moe_routing, time_only
 
 
-def _grouped_mm_ns(offs_or_none, timed_only):
+def _grouped_mm_ns(offs_or_none, timed_only, scaled):
     torch.manual_seed(0)
     with time_only(timed_only):
         a = torch.randn(256, 128, device="neuron", dtype=torch.bfloat16)
-        b = torch.randn(4, 128, 256, device="neuron", dtype=torch.bfloat16)
+        b = torch.randn(4, 256, 128, device="neuron", dtype=torch.bfloat16).transpose(-2, -1)
         offs = torch.tensor(offs_or_none, dtype=torch.int32).to("neuron")
+        if scaled:      # FP8 row-wise, as TorchTitan's MoE calls it
+            fp8 = torch.float8_e4m3fn
+            sa, sb = torch.rand(256, device="neuron"), torch.rand(4 * 256, device="neuron")
+            a, b = a.to(fp8), b.to(fp8)
         start = torch_neuronx.device_time_ns()
-        out = torch._grouped_mm(a, b, offs=offs)
+        if scaled:
+            out = torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16)
+        else:
+            out = torch._grouped_mm(a, b, offs=offs)
         end = torch_neuronx.device_time_ns()
     assert out.shape == (256, 256)
     return end - start
 
 
+@pytest.mark.parametrize("scaled", [False, True], ids=["bf16", "fp8-scaled"])
 @pytest.mark.parametrize("ends,shares", [([64, 128, 192, 256], None),
                                          ([128, 192, 224, 256], [4, 2, 1, 1])],
                          ids=["uniform", "skewed"])
-def test_grouped_mm_time_follows_the_routing_assumption(ends, shares):
+def test_grouped_mm_time_follows_the_routing_assumption(ends, shares, scaled):
     set_moe_routing(shares)
     try:
-        assumed = _grouped_mm_ns(ends, timed_only=True)
+        assumed = _grouped_mm_ns(ends, timed_only=True, scaled=scaled)
     finally:
         set_moe_routing(None)
-    assert assumed == _grouped_mm_ns(ends, timed_only=False)
+    assert assumed == _grouped_mm_ns(ends, timed_only=False, scaled=scaled)
 
 
 def test_grouped_mm_equals_cpu():
