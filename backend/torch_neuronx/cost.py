@@ -321,11 +321,16 @@ class LoweredCostModel:
         seen, executed, hits = self._seen, self.executed, 0
         group, costs = [], []       # the open fused group: batch indices, their _Seen
         gdevice = gstream = None
+
+        def close_group():          # charge the open group as one program; a new one opens
+            self._charge_group(batch, keys, group, costs, out, charges)
+            group.clear()
+            costs.clear()
+
         for i, key in enumerate(keys):
             if presets[i] >= 0:           # duration known (compiled graph, collective, kernel)
                 if group:
-                    self._charge_group(batch, keys, group, costs, out, charges)
-                    group, costs = [], []
+                    close_group()
                 out[i] = presets[i]
                 continue
             c = seen.get(key)
@@ -336,8 +341,7 @@ class LoweredCostModel:
             kind = c.kind
             if kind == _HOST:
                 if group:
-                    self._charge_group(batch, keys, group, costs, out, charges)
-                    group, costs = [], []
+                    close_group()
                 out[i] = c.ns
                 self._record(c, c.ns)
                 continue
@@ -349,8 +353,7 @@ class LoweredCostModel:
             if kind == _PROGRAM and aee:  # fusible
                 if group and (devices[i] != gdevice or streams[i] != gstream
                               or len(group) >= AEE_MAX_OPS):
-                    self._charge_group(batch, keys, group, costs, out, charges)
-                    group, costs = [], []
+                    close_group()
                 gdevice, gstream = devices[i], streams[i]
                 group.append(i)
                 costs.append(c)
@@ -358,11 +361,10 @@ class LoweredCostModel:
             if kind == _ESTIMATED:
                 self.estimated[c.name] += 1
             if group:
-                self._charge_group(batch, keys, group, costs, out, charges)
-                group, costs = [], []
+                close_group()
             self._charge_alone(i, c, keys, out, charges)
         if group:
-            self._charge_group(batch, keys, group, costs, out, charges)
+            close_group()
         self.cache.hits += hits
         self._lowering.close()
         return out, charges
