@@ -68,12 +68,6 @@ def scheduled(program, chip: Chip, reference: bool = False):
             *(np.asarray(x, np.float64) for x in times))
 
 
-def issue_order(program, chip: Chip, reference: bool = False):
-    """The scheduling pass's issue order: (order, sptr), CSR by stream (None: no order found)."""
-    res = scheduled(program, chip, reference)
-    return None if res is None else res[:2]
-
-
 def run_kernel(program, chip: Chip, reference: bool = False, schedule: bool = True):
     if schedule:
         res = scheduled(program, chip, reference)
