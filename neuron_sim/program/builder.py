@@ -396,6 +396,37 @@ class ProgramBuilder:
         p.validate()
         return p
 
+    # ---- loops ------------------------------------------------------------------------------
+    def repeat(self, count: int, body) -> range:
+        """Append `count` iterations of a loop: `body(i)` appends the instructions of iteration i
+        (i = 0 .. count-1) through the ordinary methods, as `for i in range(count): body(i)`
+        would, and the program is exactly the one that loop builds (columns, dependencies,
+        order edges, operands). Returns the range of instruction indices appended.
+
+        The builder may run `body` for only a few leading iterations and write the rest in bulk
+        (NumPy) when those iterations are affine: after iteration 0 (free to differ: first
+        loads, `accumulate=i > 0`), every iteration (or every group of p iterations, for tiles
+        taken round-robin from a pool of p buffers) appends the same instructions with the same
+        costs, on the same tensors, each operand's partition start and element offset moving by
+        a constant step, explicit deps pointing before the loop or the same distance back. When
+        they are not, it simply runs body(i) for every i. Nested loops nest: a body may call
+        repeat() itself.
+
+        So `body(i)` must be a function of i alone: it must not carry Python state from one
+        iteration to the next (a round-robin counter advanced in the body, a list appended to),
+        since iterations written in bulk never run. Take `tiles[(base + i) % bufs]` instead of
+        `pool.next()`. Allocating or freeing tiles and semaphore waits/signals inside the body
+        are allowed; the builder then runs every iteration. The builder's own state (DMA queue
+        round-robin, stationary reuse, spill bytes) ends as the loop would leave it. In
+        reference mode (NEURON_SIM_REFERENCE=1) every iteration runs."""
+        count = int(count)
+        if count < 0:
+            raise ProgramError(f"repeat: count must be >= 0, got {count}")
+        start = len(self)
+        for i in range(count):
+            body(i)
+        return range(start, len(self))
+
     # ---- helpers shared by the instruction methods ----------------------------------------
     def _queue(self, queue):
         if queue is None:
