@@ -1,5 +1,6 @@
 // torch_neuronx._C: the thin Python surface of the C++ runtime (configuration, clocks,
 // the cost-function hook, op policy, generators).
+#include "aten/Autocast.h"
 #include "aten/CpuFallback.h"
 #include "aten/OpPolicy.h"
 #include "aten/TensorAlias.h"
@@ -155,6 +156,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_fallback_only_for_unimplemented", &set_fallback_only_for_unimplemented);
   m.def("_fallback_ops", &fallback_op_names);
+  m.def("_autocast_ops", &autocast_ops);
   m.def("_clear_fallback_ops", &clear_fallback_ops);
 
   // Time-only execution (aten/TimeOnly.h).

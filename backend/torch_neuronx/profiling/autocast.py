@@ -34,29 +34,29 @@ import math
 
 import torch
 
+from .. import _C
+
 CAST = "neuron::copy_d2d"        # how the queue names a dtype-changing copy (a cast)
 LOW, FP32 = torch.bfloat16, torch.float32
 
-# torch's AT_FORALL_LOWER_PRECISION_FP, as the queue names the ops they lower to
-LOWER = frozenset(
-    "aten::" + n for n in (
-        "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "matmul", "linear", "dot",
-        "convolution", "_convolution", "conv1d", "conv2d", "conv3d", "prelu", "addr",
-        "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math"))
-# torch's AT_FORALL_FP32 and AT_FORALL_FP32_SET_OPT_DTYPE (forward), and the backward ops of
-# float32-list ops that read their saved float32 tensors
-FP32_OPS = frozenset(
-    "aten::" + n for n in (
-        "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
-        "reciprocal", "rsqrt", "sinh", "tan", "pow", "softplus", "layer_norm", "native_layer_norm",
-        "group_norm", "native_group_norm", "norm", "nuclear_norm", "cosine_similarity",
-        "nll_loss", "nll_loss_forward", "nll_loss2d_forward", "l1_loss", "smooth_l1_loss",
-        "huber_loss", "mse_loss", "kl_div", "binary_cross_entropy_with_logits", "dist", "cdist",
-        "renorm", "logsumexp", "prod", "softmax", "_softmax", "cumprod", "cumsum",
-        "linalg_vector_norm", "linalg_matrix_norm", "sum",
-        "native_layer_norm_backward", "native_group_norm_backward", "nll_loss_backward",
-        "nll_loss2d_backward", "mse_loss_backward", "_softmax_backward_data"))
+
+def _listed(*policies) -> frozenset:
+    """The ops the extension registers for autocast with these policies (aten/Autocast.cpp,
+    torch's own lists), by name without overload, as the advice matches the queue's names."""
+    return frozenset(op.split(".")[0] for op, policy in _C._autocast_ops() if policy in policies)
+
+
+# The queue names an op by what reaches the device: a listed composite arrives as the op it
+# decomposes into (matmul of two vectors as dot, SDPA as one of its backends, softmax as
+# _softmax...), which keeps the type autocast gave the composite's operands.
+LOWER = _listed("lower_precision_fp") | {"aten::" + n for n in (
+    "dot", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_flash_attention_for_cpu")}
+# forward, and the backward ops of float32-list ops that read their saved float32 tensors
+FP32_OPS = _listed("fp32", "fp32_set_opt_dtype", "fp32_append_dtype") | {"aten::" + n for n in (
+    "native_group_norm", "nll_loss_forward", "nll_loss2d_forward", "_softmax",
+    "native_layer_norm_backward", "native_group_norm_backward", "nll_loss_backward",
+    "nll_loss2d_backward", "mse_loss_backward", "_softmax_backward_data")}
 _BACKWARD_FP32 = frozenset(n for n in FP32_OPS if n.endswith(("_backward", "_backward_data")))
 
 # in-place ops that overwrite their tensor whatever it held: it keeps its own type
