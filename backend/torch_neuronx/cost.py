@@ -465,7 +465,3 @@ class LoweredCostModel:
         lines.append("estimated (roofline, no lowering rule): " +
                      (", ".join(f"{k} x{v}" for k, v in sorted(est.items())) if est else "none"))
         return "\n".join(lines)
-
-
-# Kept for code that imported the first cost model by name.
-RooflineCostModel = LoweredCostModel

@@ -42,14 +42,6 @@ class Estimate:
     def ns(self) -> int:
         return int(round(self.seconds * 1e9))
 
-    @property
-    def bus_bytes_per_s(self) -> float:
-        """nccom-test's 'bus bandwidth': algorithm bandwidth x the op's traffic factor."""
-        p = self.ranks
-        factor = {"all_reduce": 2 * (p - 1) / p, "all_gather": (p - 1) / p,
-                  "reduce_scatter": (p - 1) / p, "all_to_all": (p - 1) / p}.get(self.op, 1.0)
-        return self.nbytes / self.seconds * factor if self.seconds else 0.0
-
 
 def _hop_s(fabric: Fabric, cores) -> float:
     """Step latency of a group: EFA when it spans instances."""

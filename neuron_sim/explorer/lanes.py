@@ -32,11 +32,6 @@ class LaneSpan:
     duration_ns: float
     label: str         # e.g. "nc_matmul x12, 91% busy"
 
-    def as_tuple(self, offset_ns: float = 0.0, scale: float = 1.0) -> tuple:
-        """(lane, offset_ns, duration_ns, label) as int ns, the form `_C._record_lanes` takes."""
-        off = int(round(offset_ns + self.offset_ns * scale))
-        return (self.lane, off, max(1, int(round(self.duration_ns * scale))), self.label)
-
 
 def lane_name(stream: int, dma: str = "queues") -> str:
     if stream < N_COMPUTE_STREAMS:

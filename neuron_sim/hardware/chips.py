@@ -104,14 +104,6 @@ class Chip:
         return 2 in self.lnc_supported
 
     @property
-    def sbuf_bytes_per_core(self) -> int:
-        return self.sbuf_partitions * self.sbuf_bytes_per_partition
-
-    @property
-    def psum_bytes_per_core(self) -> int:
-        return self.sbuf_partitions * self.psum_bytes_per_partition
-
-    @property
     def psum_bank_fp32_elems(self) -> int:
         """FP32 elements one PSUM bank holds per partition (512 on every generation): the
         moving tile a matmul accumulates into without crossing banks [Tile]."""

@@ -65,10 +65,6 @@ class Instance:
         return {"tensor": c.tensor_clock_hz, "vector": c.vector_clock_hz,
                 "scalar": c.scalar_clock_hz, "gpsimd": c.gpsimd_clock_hz}
 
-    @property
-    def device_mem_bytes(self) -> int:
-        return self.chips * self.chip.hbm_bytes
-
 
 def _from_json(chip: str, key: str, name: str, note: str = "") -> Instance:
     raw = _data()[chip][key]

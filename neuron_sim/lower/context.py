@@ -331,6 +331,3 @@ class LowerCtx:
         tile = self.tile(role, (p, r * cols), t.dtype, j)
         self._chunk_dma(t, tile, p, r * cols, j * r * cols, r * cols, store=False)
         return tile
-
-    def store_rows(self, t: TensorSpec, tile, p: int, r: int, cols: int, j: int):
-        return self.store(t, tile, p, r * cols, j, r * cols)

@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-_ENGINE_NAMES = ("TensorE", "VectorE", "ScalarE", "GpSimd", "SyncE", "DMA")
-
 
 @dataclass
 class KernelReport:
