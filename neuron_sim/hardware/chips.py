@@ -148,6 +148,16 @@ def _data() -> dict:
         return json.load(f)
 
 
+# Fields read under their own name: from the chip's data sheet, its cost-model section, and
+# assumptions.py (every assumption named like a field); the loader spells out the rest.
+_SHEET = ("neuroncore_version", "hbm_stacks", "tensor_clock_hz", "vector_clock_hz",
+          "scalar_clock_hz", "gpsimd_clock_hz", "pe_rows", "pe_cols", "matmul_partition_max",
+          "matmul_stationary_fmax", "sbuf_partitions", "sbuf_bytes_per_partition",
+          "sbuf_usable_bytes_per_partition", "psum_bytes_per_partition", "psum_banks",
+          "psum_bank_bytes_per_partition", "dma_engines_per_core", "dma_queues_per_engine")
+_COST_MODEL = ("min_ii_cycles", "fp32_matmul_cost_multiplier", "gpsimd_start_cycles")
+
+
 def _load(name: str) -> Chip:
     raw = _data()[name]
     cm = _data()["cost_model"]
@@ -160,9 +170,6 @@ def _load(name: str) -> Chip:
         sources[key] = entry.get("source", "")
         return entry["value"]
 
-    def a(key):
-        return _a.value(key, name)
-
     vec16 = v("vector_elems_per_cycle_bf16") or v("vector_elems_per_cycle_16b_8b") or \
         v("vector_elems_per_cycle")
     vec32 = v("vector_elems_per_cycle_other") or v("vector_elems_per_cycle")
@@ -173,65 +180,30 @@ def _load(name: str) -> Chip:
     has_double_row = (v("tensor_fp8_flops_per_core") or v("tensor_fp8_double_row_flops_per_core")) \
         is not None
     didt = v("tensor_didt_initial_util")
-    chip = Chip(
+    same = {f: v(f) for f in _SHEET} | {f: v(f, section=cm) for f in _COST_MODEL} | {
+        f: _a.value(f, name) for f in _a.ASSUMPTIONS if f in Chip.__dataclass_fields__}
+    for f in ("dma_transpose_hbm2sbuf_efficiency", "dma_transpose_sbuf2sbuf_efficiency"):
+        same[f] = v(f, section=raw if f in raw else _data()["trn2"])   # measured on Trn2 only
+    return Chip(
+        **same,
         name=name,
         product_name=PRODUCT_NAMES[name],
-        neuroncore_version=v("neuroncore_version"),
         cores_per_chip=v("neuron_cores_per_chip"),
         lnc_supported=tuple(v("lnc_supported")),
         lnc_default=v("lnc_default", 1),
         hbm_bytes=int(v("hbm_bytes")),
-        hbm_stacks=v("hbm_stacks"),
         hbm_bytes_per_s=v("hbm_bw_bytes_per_s"),
-        hbm_bytes_per_s_per_core=a("hbm_bytes_per_s_per_core"),
-        tensor_clock_hz=v("tensor_clock_hz"),
-        vector_clock_hz=v("vector_clock_hz"),
-        scalar_clock_hz=v("scalar_clock_hz"),
-        gpsimd_clock_hz=v("gpsimd_clock_hz"),
-        pe_rows=v("pe_rows"),
-        pe_cols=v("pe_cols"),
-        matmul_partition_max=v("matmul_partition_max"),
-        matmul_stationary_fmax=v("matmul_stationary_fmax"),
         matmul_moving_fmax_fp32_out=moving or v("matmul_moving_fmax_fp32_out"),
         matmul_moving_fmax_bf16_out=moving or v("matmul_moving_fmax_bf16_out"),
-        sbuf_partitions=v("sbuf_partitions"),
-        sbuf_bytes_per_partition=v("sbuf_bytes_per_partition"),
-        sbuf_usable_bytes_per_partition=v("sbuf_usable_bytes_per_partition"),
-        psum_bytes_per_partition=v("psum_bytes_per_partition"),
-        psum_banks=v("psum_banks"),
-        psum_bank_bytes_per_partition=v("psum_bank_bytes_per_partition"),
         vector_elems_per_cycle_16bit=vec16,
         vector_elems_per_cycle_32bit=vec32,
         scalar_elems_per_cycle_16bit=sc16,
         scalar_elems_per_cycle_32bit=sc32,
-        dma_engines_per_core=v("dma_engines_per_core"),
-        dma_queues_per_engine=v("dma_queues_per_engine"),
         dma_engine_bytes_per_s=v("dma_engine_bw_sustained_bytes_per_s"),
-        dma_descriptor_overhead_s=a("dma_descriptor_overhead_s"),
-        dma_fixed_latency_s=a("dma_fixed_latency_s"),
-        dma_static_issue_s=a("dma_static_issue_s"),
         hwdge_units_per_core=v("hwdge_units_per_core", 0),
         hwdge_instr_s=v("hwdge_instr_time_s", _data()["trn2"]["hwdge_instr_time_s"]["value"]),
-        swdge_instr_s=a("swdge_instr_s"),
-        dma_transpose_hbm2sbuf_efficiency=v("dma_transpose_hbm2sbuf_efficiency", 0.9,
-                                            section=raw if "dma_transpose_hbm2sbuf_efficiency" in raw
-                                            else _data()["trn2"]),
-        dma_transpose_sbuf2sbuf_efficiency=v("dma_transpose_sbuf2sbuf_efficiency", 0.5,
-                                             section=raw if "dma_transpose_sbuf2sbuf_efficiency" in raw
-                                             else _data()["trn2"]),
         tensor_didt_initial_util=didt if didt is not None else 1.0,
         tensor_didt_ramp_s=v("tensor_didt_ramp_s", 0.0),
-        tensor_didt_reset_idle_s=a("tensor_didt_reset_idle_s"),
-        min_ii_cycles=v("min_ii_cycles", section=cm),
-        dependent_latency_cycles=a("dependent_latency_cycles"),
-        tensor_access_latency_cycles=a("tensor_access_latency_cycles"),
-        tensor_mm_latency_extra_cycles=a("tensor_mm_latency_extra_cycles"),
-        mm_init_latency_cycles=a("mm_init_latency_cycles"),
-        fast_load_stationary_speedup=a("fast_load_stationary_speedup"),
-        fp32_matmul_cost_multiplier=v("fp32_matmul_cost_multiplier", section=cm),
-        gpsimd_start_cycles=v("gpsimd_start_cycles", section=cm),
-        cross_engine_semaphore_latency_s=a("cross_engine_semaphore_latency_s"),
-        eager_launch_s=a("eager_launch_s"),
         vector_exp_speedup_vs_scalar=v("vector_exp_speedup_vs_scalar", 0),
         has_fp8_double_row=has_double_row,
         has_mx_matmul=has_mx,
@@ -246,7 +218,6 @@ def _load(name: str) -> Chip:
         has_scalar_v3_ops=v("neuroncore_version") >= 3,
         sources=MappingProxyType(sources),
     )
-    return chip
 
 
 # Notes on derived capabilities, kept next to the loader:
