@@ -23,6 +23,7 @@ from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..kernels.deps import _auto_deps
 from ..memory.allocator import PartitionAllocator
+from . import repeat as R
 from .ap import Memory, Tensor, as_ap
 from .program import COLUMNS, Program
 
@@ -176,12 +177,22 @@ class ProgramBuilder:
         self.check_capacity = check_capacity
         self.keep_operands = keep_operands
         self.reference = bool(_reference_default() if reference is None else reference)
+        # Rows not yet flushed to segments (all of them in reference mode):
         self._rows: list[tuple] = []           # one tuple of COLUMNS values per instruction
         self._deps: list[list[int]] = []       # explicit deps (and automatic ones in reference mode)
         self._ord: dict[int, list[int]] = {}   # row -> same-stream WAR/WAW predecessors
-        self._acc: list[tuple] = []            # bulk mode: (track, write, p0, p1, f0, f1)
+        self._acc: list[tuple] = []            # bulk mode: (track, write, p0, p1, f0, f1, pst, off)
         self._acc_ptr: list[int] = [0]         # bulk mode: CSR of _acc over instructions
+        self._cls: list[int] = []              # inside repeat(): class of each row (repeat.py)
+        # Bulk mode: rows flushed to NumPy segments (repeat.Seg), by repeat()
+        self._segs: list = []
+        self._flushed = 0                      # instructions in _segs
+        self._pool: list = []                  # operand records of flushed rows (keep_operands)
+        self._classes: dict = {}               # emit_key -> class id
+        self._depth = 0                        # repeat() nesting
+        self._mut = 0                          # allocations, frees, semaphore uses (repeat())
         self._track_ids: dict[int, int] = {}   # tensor id -> dense track number
+        self._track_tid: list[int] = []        # dense track number -> tensor id
         self._versions: dict[int, int] = {}    # tensor id -> writes so far (stationary reuse)
         self._emits: list = []
         self._opnames: list[str] = []
@@ -203,6 +214,7 @@ class ProgramBuilder:
     # ---- tensors --------------------------------------------------------------------------
     def hbm(self, name: str, shape, dtype) -> Tensor:
         t = Tensor(name, Memory.HBM, shape, dtype)
+        self._mut += 1
         self._tensors.append(t)
         return t
 
@@ -221,11 +233,13 @@ class ProgramBuilder:
                                  "put the largest dimension on the free axis or split the tensor")
         if self.check_capacity:
             t.byte_offset = allocator.alloc(t.bytes_per_partition, name)
+        self._mut += 1
         self._tensors.append(t)
         return t
 
     def free(self, *tensors: Tensor) -> None:
         """Release SBUF/PSUM tiles; a later tile may reuse the bytes (WAR deps keep it ordered)."""
+        self._mut += 1
         for t in tensors:
             if t.memory != Memory.HBM and self.check_capacity and not t.freed:
                 (self._sbuf if t.memory == Memory.SBUF else self._psum).free(t.byte_offset)
@@ -252,7 +266,7 @@ class ProgramBuilder:
 
     # ---- the append path ------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._deps)
+        return self._flushed + len(self._deps)
 
     def _stream(self, emit) -> int:
         return N_COMPUTE_STREAMS + emit.dma.queue if emit.dma is not None else emit.engine
@@ -260,7 +274,7 @@ class ProgramBuilder:
     def append(self, emit, *, deps=(), wait=(), signal=None) -> int:
         """Append one instruction record (an isa.common.Emit). Public for front ends that make
         their own records; ordinary users call the named methods."""
-        i = len(self._deps)
+        i = self._flushed + len(self._deps)
         stream = self._stream(emit)
         d = set(int(x) for x in deps) if deps else set()
         for x in d:
@@ -279,8 +293,10 @@ class ProgramBuilder:
                 self._record(emit)
         for sem, count in wait:
             self._waits.append((i, int(sem), int(count)))
+            self._mut += 1
         if signal is not None:
             self._signals.setdefault(int(signal), []).append(i)
+            self._mut += 1
         op = self._opindex.get(emit.name)
         if op is None:
             op = self._opindex[emit.name] = len(self._opnames)
@@ -301,7 +317,18 @@ class ProgramBuilder:
                                m.hbm_ns, m.issue_ns, m.engines, m.engine0, m.direction))
         self._deps.append(sorted(d) if d else [])
         self._emits.append(emit if self.keep_operands else None)
+        if self._depth:
+            self._cls.append(self._class_of(emit) if self.keep_operands else 0)
         return i
+
+    def _class_of(self, emit) -> int:
+        key = R.emit_key(emit)
+        if key is None:
+            return -2                            # never equal to anything: not repeated in bulk
+        c = self._classes.get(key)
+        if c is None:
+            c = self._classes[key] = len(self._classes)
+        return c
 
     def _record(self, emit) -> None:
         """Bulk mode: keep the operands' boxes (reads, then writes) for build()."""
@@ -311,7 +338,8 @@ class ProgramBuilder:
                 t = tracks.get(ap.tensor.id)
                 if t is None:
                     t = tracks[ap.tensor.id] = len(tracks)
-                acc.append((t, write) + ap.box())
+                    self._track_tid.append(ap.tensor.id)
+                acc.append((t, write) + ap.box() + (ap.p_start, ap.offset))
         self._acc_ptr.append(len(acc))
 
     def _auto(self, i, stream, emit, d):
@@ -339,29 +367,45 @@ class ProgramBuilder:
             tr = self._track[ap.tensor.id] = _Track()
         return tr
 
-    def _columns(self) -> dict:
-        if not self._rows:
-            return {k: np.zeros(0, dt) for k, dt in COLUMNS.items()}
-        rows = np.array(self._rows, np.float64)     # every value is exact in float64
-        return {k: rows[:, j].astype(dt) for j, (k, dt) in enumerate(COLUMNS.items())}
-
-    def _bulk_deps(self, cols):
-        """(dep_ptr, dep_idx, ord_ptr, ord_idx) of the explicit and automatic dependencies."""
-        n = len(self._deps)
+    def _flush(self) -> None:
+        """Bulk mode: move the rows appended since the last flush into a NumPy segment."""
+        n = len(self._rows)
+        if not n:
+            return
         x_ptr = np.zeros(n + 1, np.int64)
         x_ptr[1:] = np.cumsum([len(x) for x in self._deps])
         x_idx = np.fromiter((j for x in self._deps for j in x), np.int64, count=int(x_ptr[-1]))
+        acc = np.array(self._acc, np.int64).reshape(-1, 8)
+        acc_ptr = (np.array(self._acc_ptr, np.int64) if self.auto_deps
+                   else np.zeros(n + 1, np.int64))
+        if self.keep_operands:
+            base = np.arange(len(self._pool), len(self._pool) + n, dtype=np.int64)
+            self._pool.extend(self._emits)
+        else:
+            base = np.full(n, -1, np.int64)
+        cls = np.array(self._cls, np.int64) if self._cls else np.full(n, -1, np.int64)
+        self._segs.append(R.Seg(np.array(self._rows, np.float64), x_ptr, x_idx, acc_ptr,
+                                acc[:, 0].copy(), acc[:, 1].copy(), acc[:, 2:6].copy(),
+                                acc[:, 6].copy(), acc[:, 7].copy(), base, cls))
+        self._flushed += n
+        self._rows, self._deps, self._emits, self._cls = [], [], [], []
+        self._acc, self._acc_ptr = [], [0]
+
+    def _bulk_deps(self, seg):
+        """(dep_ptr, dep_idx, ord_ptr, ord_idx) of the explicit and automatic dependencies."""
+        n = seg.n
         if not self.auto_deps:
-            return x_ptr, x_idx, np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
-        acc = np.array(self._acc, np.int64).reshape(-1, 6)
-        return _auto_deps(n, cols["stream"].astype(np.int64), np.array(self._acc_ptr, np.int64),
-                          np.ascontiguousarray(acc[:, 0]), np.ascontiguousarray(acc[:, 1]),
-                          np.ascontiguousarray(acc[:, 2:]), len(self._track_ids), x_ptr, x_idx)
+            return seg.x_ptr, seg.x_idx, np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
+        return _auto_deps(n, seg.rows[:, 2].astype(np.int64), seg.acc_ptr, seg.track, seg.write,
+                          np.ascontiguousarray(seg.box), len(self._track_ids), seg.x_ptr,
+                          seg.x_idx)
 
     def build(self) -> Program:
-        n = len(self._deps)
-        cols = self._columns()
         if self.reference:
+            n = len(self._deps)
+            rows = (np.array(self._rows, np.float64) if self._rows
+                    else np.zeros((0, len(COLUMNS))))
+            emits = self._emits if self.keep_operands else None
             deps = [list(x) for x in self._deps]
             optr = np.zeros(n + 1, np.int64)
             for i, o in self._ord.items():
@@ -370,18 +414,27 @@ class ProgramBuilder:
             oidx = np.fromiter((j for i in sorted(self._ord) for j in self._ord[i]), np.int64,
                                count=int(optr[-1]))
         else:
-            ptr, idx, optr, oidx = self._bulk_deps(cols)
+            self._flush()
+            seg = R.concat(self._segs, len(COLUMNS))
+            n, rows = seg.n, seg.rows
+            emits = None
+            if self.keep_operands:
+                emits = (R.LazyEmits(self._pool, seg.base, seg.acc_ptr, seg.pst, seg.off)
+                         if seg.synthetic else self._pool)
+            ptr, idx, optr, oidx = self._bulk_deps(seg)
             deps = None
             if self._waits:
                 deps = [idx[ptr[i]:ptr[i + 1]].tolist() for i in range(n)]
+        cols = {k: rows[:, j].astype(dt) for j, (k, dt) in enumerate(COLUMNS.items())}
         for i, sem, count in self._waits:
             sig = self._signals.get(sem, [])
             if count > len(sig):
-                eng = stream_name(self._rows[i][2])
-                sig_eng = sorted({stream_name(self._rows[s][2]) for s in sig})
+                eng = stream_name(int(cols["stream"][i]))
+                sig_eng = sorted({stream_name(int(cols["stream"][s])) for s in sig})
+                e = emits[i] if emits is not None else None
                 raise DeadlockError(
                     [eng] + sig_eng,
-                    f"instruction {i} ({self._emits[i].name if self._emits[i] else '?'}) on {eng} "
+                    f"instruction {i} ({e.name if e else '?'}) on {eng} "
                     f"waits for semaphore {sem} >= {count}, but the program signals it only "
                     f"{len(sig)} time(s)" + (f" (from {', '.join(sig_eng)})" if sig_eng else ""))
             deps[i].extend(s for s in sig[:count] if s != i)
@@ -391,8 +444,8 @@ class ProgramBuilder:
             idx = np.fromiter((j for x in deps for j in sorted(set(x))), np.int64,
                               count=int(ptr[-1]))
         p = Program(self.chip, cols, ptr, idx, list(self._opnames),
-                    self._emits if self.keep_operands else None, list(self._tensors), self.name,
-                    optr, oidx)
+                    list(emits) if isinstance(emits, list) else emits, list(self._tensors),
+                    self.name, optr, oidx)
         p.validate()
         return p
 
@@ -423,9 +476,63 @@ class ProgramBuilder:
         if count < 0:
             raise ProgramError(f"repeat: count must be >= 0, got {count}")
         start = len(self)
-        for i in range(count):
-            body(i)
+        if self.reference or not self.auto_deps or count < 4:
+            for i in range(count):
+                body(i)
+            return range(start, len(self))
+        self._flush()
+        self._depth += 1
+        try:
+            k = self._sample_then_synthesize(count, body)
+            for i in range(k, count):       # not affine: the plain loop
+                body(i)
+            if self._depth > 1:
+                self._flush()               # an outer repeat() compares whole iterations
+        finally:
+            self._depth -= 1
         return range(start, len(self))
+
+    def _snapshot(self) -> R.Snapshot:
+        st = self._last_stationary
+        return R.Snapshot(len(self), len(self._segs), self._mut, self._next_queue,
+                          self._spill_bytes, st,
+                          -1 if st is None else self._versions.get(st[0].tensor.id, 0))
+
+    def _sample_then_synthesize(self, count, body) -> int:
+        """Run iterations until they are seen to be affine, then write the rest in bulk
+        (repeat.py). Returns the first iteration still to run (count when all are written)."""
+        snaps = [self._snapshot()]               # snaps[k + 1]: after iteration k
+        its = []                                 # its[k]: iteration k's rows as one Seg
+        for k in range(count):
+            body(k)
+            self._flush()
+            snaps.append(self._snapshot())
+            its.append(R.concat(self._segs[snaps[k].segs:snaps[k + 1].segs], len(COLUMNS)))
+            if k < 2:
+                continue
+            if not R.alike(its[k - 1], its[k]):
+                return k + 1                     # iterations 1.. differ: the plain loop
+            if k == count - 1:
+                return count
+            for first in (0, 1):                 # iteration 0 may differ (first loads, ...)
+                t = R.find_template(its[first:], snaps[first + 1:], snaps[first], first)
+                if t is not None:
+                    self._write_bulk(t, k + 1, count)
+                    return count
+            if k > R.PERIOD_MAX + 1:
+                return k + 1
+        return count
+
+    def _write_bulk(self, t, start, stop) -> None:
+        seg = R.synthesize(t, start, stop)
+        self._segs.append(seg)
+        self._flushed += seg.n
+        written = np.bincount(seg.track[seg.write == 1], minlength=len(self._track_tid))
+        for track in np.flatnonzero(written):
+            tid = self._track_tid[track]
+            self._versions[tid] = self._versions.get(tid, 0) + int(written[track])
+        self._spill_bytes, ap = R.state_after(t, stop - 1)
+        self._last_stationary = None if ap is None else (ap, self._versions.get(ap.tensor.id, 0))
 
     # ---- helpers shared by the instruction methods ----------------------------------------
     def _queue(self, queue):

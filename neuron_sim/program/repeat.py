@@ -1,0 +1,284 @@
+"""The bulk side of `ProgramBuilder.repeat`: loop iterations written with NumPy from a few that ran.
+
+The builder keeps what it has appended as segments (`Seg`): the COLUMNS values of each row, its
+explicit dependencies (CSR, global indices) and its operands' accesses (CSR: tensor track, read or
+write, box, and the access pattern's partition start and element offset), plus, per row, the
+operand record it came from (`base`, an index into the builder's pool of `Emit`s) and its class
+(everything about the record but tensor identity and operand positions; equal classes, tracks and
+positions mean equal records). A loop iteration is the run of segments its body appended.
+
+`find_template` decides from the iterations that ran whether the rest follow: every iteration has
+the same rows and classes; tensor tracks repeat with a period p (tiles taken round-robin from p
+buffers); every box, partition start and offset moves by the same step from one iteration to the
+next; each explicit dependency either stays or moves by the iteration's length; the builder's own
+state (DMA queue round-robin, stationary reuse, spill bytes) evolves the same way and nothing is
+allocated, freed or signalled. `synthesize` then writes iteration k as the sample of its phase
+shifted by the steps. The program is the one the plain loop builds: the dependency pass
+(neuron_sim/kernels/deps.py) sees the written accesses exactly as if appended one by one, and
+`LazyEmits` makes an operand record on demand from its base record and the shifted positions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+# Round-robin periods looked for (tiles taken from up to PERIOD_MAX buffers in turn)
+PERIOD_MAX = 8
+
+
+@dataclasses.dataclass
+class Seg:
+    rows: np.ndarray        # [n, len(COLUMNS)] float64 (every value exact)
+    x_ptr: np.ndarray       # [n + 1] local CSR over x_idx
+    x_idx: np.ndarray       # explicit dependencies, global instruction indices
+    acc_ptr: np.ndarray     # [n + 1] local CSR over the accesses
+    track: np.ndarray       # per access: dense tensor track
+    write: np.ndarray       # per access: 0 read, 1 write
+    box: np.ndarray         # per access: [p0, p1, f0, f1]
+    pst: np.ndarray         # per access: AccessPattern.p_start
+    off: np.ndarray         # per access: AccessPattern.offset
+    base: np.ndarray        # per row: index of its operand record in the pool (-1: none kept)
+    cls: np.ndarray         # per row: class id (-1: made outside any repeat)
+    synthetic: bool = False
+
+    @property
+    def n(self) -> int:
+        return self.rows.shape[0]
+
+
+def concat(segs: list, ncols: int) -> Seg:
+    """One segment of several consecutive ones (CSR pointers rebased)."""
+    if len(segs) == 1:
+        return segs[0]
+    if not segs:
+        z = np.zeros(0, np.int64)
+        return Seg(np.zeros((0, ncols)), np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z,
+                   np.zeros((0, 4), np.int64), z, z, z, z)
+
+    def ptr(name):
+        out, base = [np.zeros(1, np.int64)], 0
+        for s in segs:
+            p = getattr(s, name)
+            out.append(p[1:] + base)
+            base += int(p[-1])
+        return np.concatenate(out)
+
+    def cat(name):
+        return np.concatenate([getattr(s, name) for s in segs])
+    return Seg(cat("rows"), ptr("x_ptr"), cat("x_idx"), ptr("acc_ptr"), cat("track"),
+               cat("write"), cat("box"), cat("pst"), cat("off"), cat("base"), cat("cls"),
+               any(s.synthetic for s in segs))
+
+
+def emit_key(e):
+    """What makes two operand records equal apart from their tensors and operand positions, or
+    None when a parameter is not hashable (such rows are never repeated in bulk)."""
+    d = e.dma
+    key = (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops,
+           None if d is None else (d.bytes, d.hbm_bytes, d.descriptors, d.engines, d.engine0,
+                                   d.queue, d.dge, d.direction, d.engine_ns, d.hbm_ns, d.issue_ns),
+           tuple((a.memory, a.p_size, a.dims, a.p_stride) for a in e.reads),
+           tuple((a.memory, a.p_size, a.dims, a.p_stride) for a in e.writes),
+           tuple(e.params.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """The builder state an iteration leaves behind that the next ones depend on."""
+    n: int                  # instructions so far
+    segs: int               # segments so far
+    mut: int                # allocations, frees, semaphore uses so far
+    queue: int              # DMA queue round-robin
+    spill: float
+    stationary: object      # _last_stationary
+    stationary_version: int  # the stationary tensor's writes so far (-1: no stationary)
+
+
+@dataclasses.dataclass
+class Template:
+    """The last p iterations that ran (stacked by phase) and the steps between iterations."""
+    first: int              # iteration of phase 0
+    period: int
+    length: int             # rows per iteration
+    rows: np.ndarray
+    cls: np.ndarray
+    row_acc: np.ndarray     # accesses per row
+    row_x: np.ndarray       # explicit deps per row
+    write: np.ndarray
+    track: np.ndarray       # [p, accesses]
+    base: np.ndarray        # [p, rows]
+    box: np.ndarray         # [p, accesses, 4]
+    pst: np.ndarray         # [p, accesses]
+    off: np.ndarray
+    x_idx: np.ndarray       # [p, deps]
+    d_box: np.ndarray       # steps per iteration
+    d_pst: np.ndarray
+    d_off: np.ndarray
+    x_moves: np.ndarray     # per dep: 1 if it moves by `length` per iteration, 0 if it stays
+    d_spill: float
+    snaps: list             # Snapshot at the end of each phase's sample
+    d_stationary: tuple     # (partition start, offset) step of the stationary key
+
+
+def _same_shape(a: Seg, b: Seg) -> bool:
+    return (a.n == b.n and a.x_idx.shape == b.x_idx.shape and a.track.shape == b.track.shape
+            and np.array_equal(a.rows, b.rows) and np.array_equal(a.cls, b.cls)
+            and np.array_equal(a.acc_ptr, b.acc_ptr) and np.array_equal(a.x_ptr, b.x_ptr)
+            and np.array_equal(a.write, b.write))
+
+
+def alike(a: Seg, b: Seg) -> bool:
+    """Whether two consecutive iterations can belong to one bulk-written loop at all (same rows,
+    classes and operand structure); when not, no period helps."""
+    return a.n > 0 and (a.cls >= 0).all() and _same_shape(a, b)
+
+
+def _stationary_step(snaps, period):
+    """(partition start, offset) step of the stationary key per iteration, or None if the key does
+    not move affinely (or its tensor is written after it was loaded)."""
+    keys = [s.stationary for s in snaps]
+    if all(k is None for k in keys):
+        return (0, 0)
+    if any(k is None for k in keys):
+        return None
+    aps = [k[0] for k in keys]
+    for s, k in zip(snaps, keys):
+        if k[1] != s.stationary_version:
+            return None
+    d = (aps[1].p_start - aps[0].p_start, aps[1].offset - aps[0].offset)
+    for j in range(1, len(aps)):
+        a, b = aps[j - 1], aps[j]
+        if (b.p_start - a.p_start, b.offset - a.offset) != d or (a.p_size, a.dims, a.p_stride) \
+                != (b.p_size, b.dims, b.p_stride):
+            return None
+        if j >= period and aps[j].tensor is not aps[j - period].tensor:
+            return None
+    return d
+
+
+def find_template(its: list, snaps: list, before: Snapshot, first: int):
+    """A Template if the iterations `its` (Segs of iterations first, first+1, ...; at least 3),
+    which ended in `snaps` after `before`, follow one affine pattern; else None."""
+    m = len(its)
+    if m < 3:
+        return None
+    s0 = its[0]
+    if before.mut != snaps[-1].mut or any(s.queue != before.queue for s in snaps):
+        return None
+    for a, b in zip(its, its[1:]):
+        if not alike(a, b):
+            return None
+    d_box, d_pst, d_off = (its[1].box - s0.box, its[1].pst - s0.pst, its[1].off - s0.off)
+    d_x = its[1].x_idx - s0.x_idx
+    L = s0.n
+    if not (np.isin(d_x, (0, L)).all()):
+        return None
+    spills = [before.spill] + [s.spill for s in snaps]
+    d_spill = spills[1] - spills[0]
+    for j in range(1, m):
+        a, b = its[j - 1], its[j]
+        if not (np.array_equal(b.box - a.box, d_box) and np.array_equal(b.pst - a.pst, d_pst)
+                and np.array_equal(b.off - a.off, d_off)
+                and np.array_equal(b.x_idx - a.x_idx, d_x)):
+            return None
+        if spills[j + 1] - spills[j] != d_spill:
+            return None
+    for p in range(1, min(PERIOD_MAX, m - 1) + 1):
+        if all(np.array_equal(its[j].track, its[j - p].track) for j in range(p, m)):
+            break
+    else:
+        return None
+    d_st = _stationary_step(snaps, p)
+    if d_st is None:
+        return None
+    last = its[m - p:]
+    return Template(
+        first=first + m - p, period=p, length=L, rows=s0.rows, cls=s0.cls,
+        row_acc=np.diff(s0.acc_ptr), row_x=np.diff(s0.x_ptr), write=s0.write,
+        track=np.stack([s.track for s in last]), base=np.stack([s.base for s in last]),
+        box=np.stack([s.box for s in last]), pst=np.stack([s.pst for s in last]),
+        off=np.stack([s.off for s in last]), x_idx=np.stack([s.x_idx for s in last]),
+        d_box=d_box, d_pst=d_pst, d_off=d_off, x_moves=(d_x != 0).astype(np.int64),
+        d_spill=d_spill, snaps=snaps[m - p:], d_stationary=d_st)
+
+
+def synthesize(t: Template, start: int, stop: int) -> Seg:
+    """Iterations start .. stop-1 of the loop `t` describes, as one segment."""
+    ks = np.arange(start, stop, dtype=np.int64)
+    j = (ks - t.first) % t.period                   # phase: which sample to shift
+    sh = ks - t.first - j                           # iterations from that sample
+    K = ks.shape[0]
+
+    def ptr(counts):
+        p = np.zeros(K * counts.shape[0] + 1, np.int64)
+        np.cumsum(np.tile(counts, K), out=p[1:])
+        return p
+    return Seg(
+        rows=np.tile(t.rows, (K, 1)), x_ptr=ptr(t.row_x),
+        x_idx=(t.x_idx[j] + (sh * t.length)[:, None] * t.x_moves[None]).reshape(-1),
+        acc_ptr=ptr(t.row_acc), track=t.track[j].reshape(-1), write=np.tile(t.write, K),
+        box=(t.box[j] + sh[:, None, None] * t.d_box[None]).reshape(-1, 4),
+        pst=(t.pst[j] + sh[:, None] * t.d_pst[None]).reshape(-1),
+        off=(t.off[j] + sh[:, None] * t.d_off[None]).reshape(-1),
+        base=t.base[j].reshape(-1), cls=np.tile(t.cls, K), synthetic=True)
+
+
+def state_after(t: Template, k: int):
+    """(spill bytes, stationary AP or None) after iteration k of the loop."""
+    j = (k - t.first) % t.period
+    sh = k - t.first - j
+    snap = t.snaps[j]
+    spill = snap.spill + sh * t.d_spill
+    if snap.stationary is None:
+        return spill, None
+    ap = snap.stationary[0]
+    dp, do = t.d_stationary
+    return spill, dataclasses.replace(ap, p_start=ap.p_start + sh * dp, offset=ap.offset + sh * do,
+                                      _box=None)
+
+
+class LazyEmits:
+    """Program.emits of a program with bulk-written rows: the operand record of row i is made when
+    asked for, from its base record with the operands moved to the row's positions."""
+
+    def __init__(self, pool, base, acc_ptr, pst, off):
+        self._pool, self._base, self._ptr, self._pst, self._off = pool, base, acc_ptr, pst, off
+
+    def __len__(self):
+        return int(self._base.shape[0])
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"instruction {i} out of range for a program of {n}")
+        i = int(i) % n
+        b = int(self._base[i])
+        if b < 0:
+            return None
+        e = self._pool[b]
+        a = int(self._ptr[i])
+        aps = e.reads + e.writes
+        moved = None
+        for q, ap in enumerate(aps):
+            p, o = int(self._pst[a + q]), int(self._off[a + q])
+            if p != ap.p_start or o != ap.offset:
+                if moved is None:
+                    moved = list(aps)
+                moved[q] = dataclasses.replace(ap, p_start=p, offset=o, _box=None)
+        if moved is None:
+            return e
+        r = len(e.reads)
+        return dataclasses.replace(e, reads=tuple(moved[:r]), writes=tuple(moved[r:]),
+                                   params=dict(e.params))
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
