@@ -41,19 +41,32 @@ def _out(t):
     return o
 
 
+def _written_psum(shape):
+    ps = nl.ndarray(shape, dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=ps, value=1.0, engine=nisa.vector_engine)
+    return ps
+
+
+RAISES = []   # the kernels below that must raise: (kernel, error, message pattern, line, more)
+
+
+def raises(error, match, marker, also=""):
+    """The decorated kernel must raise `error` matching `match`, naming its line `# marker`."""
+    def add(kernel):
+        RAISES.append(pytest.param(kernel, error, match, marker, also, id=kernel.__name__))
+        return kernel
+    return add
+
+
 # ---- tile limits ------------------------------------------------------------------------------
+@raises(nki.NkiValidationError, "exceeds the 128 partitions", "here:partitions")
 @nki.jit
 def too_many_partitions(x):
     t = nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf)   # here:partitions
     return _out(t)
 
 
-def test_partition_dimension_above_128():
-    with pytest.raises(nki.NkiValidationError, match="exceeds the 128 partitions") as e:
-        sim(too_many_partitions, X)
-    check_points_here(e.value, "here:partitions")
-
-
+@raises(nki.NkiValidationError, "moving free size 1024 exceeds 512", "here:moving", also="nisa.nc_matmul")
 @nki.jit
 def moving_too_wide(x):
     a = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
@@ -65,13 +78,7 @@ def moving_too_wide(x):
     return x
 
 
-def test_matmul_moving_free_size_limit():
-    with pytest.raises(nki.NkiValidationError, match="moving free size 1024 exceeds 512") as e:
-        sim(moving_too_wide, X)
-    assert "nisa.nc_matmul" in str(e.value)
-    check_points_here(e.value, "here:moving")
-
-
+@raises(nki.NkiValidationError, "at most 512 elements", "here:bn")
 @nki.jit
 def bn_stats_too_wide(x):
     t = nl.load(x)   # 512 wide is fine; 1024 is not
@@ -83,29 +90,18 @@ def bn_stats_too_wide(x):
     return x
 
 
-def test_bn_stats_free_size_limit():
-    with pytest.raises(nki.NkiValidationError, match="at most 512 elements") as e:
-        sim(bn_stats_too_wide, X)
-    check_points_here(e.value, "here:bn")
-
-
+@raises(nki.NkiValidationError, "float32/tfloat32 the other must be too", "here:dtype")
 @nki.jit
 def mixed_fp32_matmul(x):
-    a = nl.load(x[:, 0:128])
+    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
     b = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
     nisa.memset(dst=b, value=1.0)
-    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
-    nisa.nc_matmul(dst=ps, stationary=a, moving=b)   # here:dtype
+    nisa.nc_matmul(dst=ps, stationary=nl.load(x[:, 0:128]), moving=b)   # here:dtype
     return x
 
 
-def test_matmul_dtype_rule():
-    with pytest.raises(nki.NkiValidationError, match="float32/tfloat32 the other must be too") as e:
-        sim(mixed_fp32_matmul, X)
-    check_points_here(e.value, "here:dtype")
-
-
 # ---- partition start rules ----------------------------------------------------------------------
+@raises(nki.NkiPartitionError, "33-64 partitions must start at partition 0 or 64", "here:start")
 @nki.jit
 def bad_partition_start(x):
     t = nl.load(x)
@@ -115,28 +111,17 @@ def bad_partition_start(x):
     return x
 
 
-def test_partition_start_rule():
-    with pytest.raises(nki.NkiPartitionError, match="33-64 partitions must start at partition 0 or 64") as e:
-        sim(bad_partition_start, X)
-    check_points_here(e.value, "here:start")
-
-
 # ---- engine / memory legality --------------------------------------------------------------------
+@raises(nki.NkiValidationError, "gpsimd engine cannot access PSUM", "here:gpsimd")
 @nki.jit
 def gpsimd_reads_psum(x):
-    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
-    nisa.memset(dst=ps, value=0.0, engine=nisa.vector_engine)
+    ps = _written_psum((128, 512))
     t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=t, src=ps, engine=nisa.gpsimd_engine)   # here:gpsimd
     return x
 
 
-def test_gpsimd_has_no_psum_port():
-    with pytest.raises(nki.NkiValidationError, match="gpsimd engine cannot access PSUM") as e:
-        sim(gpsimd_reads_psum, X)
-    check_points_here(e.value, "here:gpsimd")
-
-
+@raises(nki.NkiValidationError, "DMA cannot access PSUM", "here:dmapsum")
 @nki.jit
 def dma_into_psum(x):
     ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
@@ -144,29 +129,18 @@ def dma_into_psum(x):
     return x
 
 
-def test_dma_cannot_reach_psum():
-    with pytest.raises(nki.NkiValidationError, match="DMA cannot access PSUM") as e:
-        sim(dma_into_psum, X)
-    check_points_here(e.value, "here:dmapsum")
-
-
+@raises(nki.NkiValidationError, "must be in SBUF, found PSUM", "here:mmpsum")
 @nki.jit
 def matmul_from_psum(x):
-    ps = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
-    nisa.memset(dst=ps, value=1.0, engine=nisa.vector_engine)
+    ps = _written_psum((128, 128))
     b = nl.load(x)
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
     nisa.nc_matmul(dst=out, stationary=ps, moving=b)   # here:mmpsum
     return x
 
 
-def test_tensor_engine_reads_only_sbuf():
-    with pytest.raises(nki.NkiValidationError, match="must be in SBUF, found PSUM") as e:
-        sim(matmul_from_psum, X)
-    check_points_here(e.value, "here:mmpsum")
-
-
 # ---- capacity, spills, overlaps --------------------------------------------------------------------
+@raises(nki.NkiCapacityError, "PSUM is full", "here:psum", also="16384 of 16384 bytes per partition live")
 @nki.jit
 def too_many_psum_tiles(x):
     b = nl.load(x)
@@ -183,25 +157,13 @@ def too_many_psum_tiles(x):
     return _out(acc)
 
 
-def test_psum_capacity_error_names_live_tiles():
-    with pytest.raises(nki.NkiCapacityError, match="PSUM is full") as e:
-        sim(too_many_psum_tiles, X)
-    assert "16384 of 16384 bytes per partition live" in str(e.value)
-    check_points_here(e.value, "here:psum")
-
-
+@raises(nki.NkiCapacityError, "needs 262144 bytes per partition but SBUF has 212984", "here:big")
 @nki.jit
 def one_tensor_too_big(x):
     big = nl.ndarray((128, 64 * 1024), dtype=nl.float32, buffer=nl.sbuf)   # here:big
     for i in range(4):
         nisa.memset(dst=big[:, i * 16384:(i + 1) * 16384], value=0.0)
     return x
-
-
-def test_single_allocation_larger_than_sbuf():
-    with pytest.raises(nki.NkiCapacityError, match="needs 262144 bytes per partition but SBUF has 212984") as e:
-        sim(one_tensor_too_big, X)
-    check_points_here(e.value, "here:big")
 
 
 @nki.jit
@@ -230,6 +192,7 @@ def test_sbuf_overflow_spills_and_counts_traffic():
     assert rep.program_rows > rep.instructions
 
 
+@raises(nki.NkiOverlapError, r"bytes \[1024, 3072\) overlaps", "here:overlap")
 @nki.jit
 def overlapping_placements(x):
     a = nl.sbuf.view(dtype=nl.float32, shape=(128, 512), address=(0, 0))
@@ -240,13 +203,8 @@ def overlapping_placements(x):
     return _out(a)
 
 
-def test_overlapping_live_allocations():
-    with pytest.raises(nki.NkiOverlapError, match=r"bytes \[1024, 3072\) overlaps") as e:
-        sim(overlapping_placements, X)
-    check_points_here(e.value, "here:overlap")
-
-
 # ---- reads of never-written memory -------------------------------------------------------------------
+@raises(nki.NkiUninitializedReadError, "reads 32768 of 65536 elements", "here:uninit")
 @nki.jit
 def reads_garbage(x):
     t = nl.load(x)
@@ -255,12 +213,6 @@ def reads_garbage(x):
     v = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=v, data1=t, data2=u, op=nl.add)   # here:uninit
     return _out(v)
-
-
-def test_uninitialized_read_is_an_error_by_default():
-    with pytest.raises(nki.NkiUninitializedReadError, match="reads 32768 of 65536 elements") as e:
-        sim(reads_garbage, X)
-    check_points_here(e.value, "here:uninit")
 
 
 def test_uninitialized_read_warns_and_propagates_nan():
@@ -272,6 +224,7 @@ def test_uninitialized_read_warns_and_propagates_nan():
     assert nki.last_report().findings[0].kind == "uninitialized-read"
 
 
+@raises(nki.NkiCapacityError, "straddles a 2048-byte bank boundary", "here:bank")
 @nki.jit
 def psum_across_banks(x):
     a = nl.load(x[:, 0:128])
@@ -283,12 +236,7 @@ def psum_across_banks(x):
     return _out(o)
 
 
-def test_psum_tile_must_not_straddle_a_bank():
-    with pytest.raises(nki.NkiCapacityError, match="straddles a 2048-byte bank boundary") as e:
-        sim(psum_across_banks, X)
-    check_points_here(e.value, "here:bank")
-
-
+@raises(nki.NkiValidationError, "5 free dimensions", "here:dims")
 @nki.jit
 def five_free_dims(x):
     t = nl.ndarray((128, 2, 3, 5, 7, 11), dtype=nl.float32, buffer=nl.sbuf)
@@ -298,7 +246,9 @@ def five_free_dims(x):
     return x
 
 
-def test_access_pattern_free_dimension_limit():
-    with pytest.raises(nki.NkiValidationError, match="5 free dimensions") as e:
-        sim(five_free_dims, X)
-    check_points_here(e.value, "here:dims")
+@pytest.mark.parametrize("kernel, error, match, marker, also", RAISES)
+def test_error_points_at_the_kernel_line(kernel, error, match, marker, also):
+    with pytest.raises(error, match=match) as e:
+        sim(kernel, X)
+    assert also in str(e.value)
+    check_points_here(e.value, marker)
