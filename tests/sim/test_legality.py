@@ -45,31 +45,33 @@ def test_partition_dim_over_128(b):
     assert "128" in str(e.value)
 
 
-def test_compute_engines_cannot_read_hbm(b):
-    h = b.hbm("h", (128, 4), "float32")
-    s = b.sbuf("s", (128, 4), "float32")
+@pytest.mark.parametrize("src, dst, op, engine, operand, text", [
+    ("hbm", "sbuf", "tensor_copy", "vector", "src", "HBM"),
+    ("psum", "sbuf", "tensor_copy", "gpsimd", "src", "GpSimd"),
+    ("hbm", "psum", "dma_copy", None, "dst", "PSUM"),
+], ids=["compute_engines_cannot_read_hbm", "gpsimd_has_no_psum_port", "dma_has_no_path_to_psum"])
+def test_memory_an_engine_cannot_reach(b, src, dst, op, engine, operand, text):
+    a, c = getattr(b, src)("a", (128, 512), "float32"), getattr(b, dst)("c", (128, 512), "float32")
     with pytest.raises(E.MemoryAccessError) as e:
-        b.tensor_copy(s, h)
-    _named(e, "tensor_copy", "src")
+        getattr(b, op)(c, a, **({"engine": engine} if engine else {}))
+    _named(e, op, operand)
+    assert text in str(e.value)
 
 
-def test_moving_free_size_over_limit(b):
-    st = b.sbuf("st", (128, 128), "bfloat16")
-    mv = b.sbuf("mv", (128, 1024), "bfloat16")
-    out = b.psum("out", (128, 1024), "float32")
-    with pytest.raises(E.FreeSizeError) as e:
-        b.nc_matmul(out, st, mv)
-    _named(e, "nc_matmul", "moving")
-    assert "512" in str(e.value)
-
-
-def test_stationary_free_size_over_limit(b):
-    st = b.sbuf("st", (128, 256), "bfloat16")
-    mv = b.sbuf("mv", (128, 512), "bfloat16")
-    out = b.psum("out", (128, 512), "float32")
-    with pytest.raises(E.FreeSizeError) as e:
-        b.nc_matmul(out, st, mv)
-    _named(e, "nc_matmul", "stationary")
+@pytest.mark.parametrize("error, st, mv, out, operand, text", [  # st, mv: (free size, dtype)
+    (E.FreeSizeError, (128, "bfloat16"), (1024, "bfloat16"), "psum", "moving", "512"),
+    (E.FreeSizeError, (256, "bfloat16"), (512, "bfloat16"), "psum", "stationary", ""),
+    (E.MemoryAccessError, (128, "bfloat16"), (512, "bfloat16"), "sbuf", "dst", "PSUM"),
+    (E.DtypeError, (128, "int32"), (512, "int32"), "psum", "stationary", ""),
+    (E.DtypeError, (128, "float32"), (512, "bfloat16"), "psum", "moving", "float32"),
+], ids=["moving_free_size", "stationary_free_size", "output_only_to_psum", "integer_dtype",
+        "fp32_needs_both_operands_fp32"])
+def test_matmul_operand_errors(b, error, st, mv, out, operand, text):
+    dst = getattr(b, out)("out", (128, mv[0]), "float32")
+    with pytest.raises(error) as e:
+        b.nc_matmul(dst, b.sbuf("st", (128, st[0]), st[1]), b.sbuf("mv", (128, mv[0]), mv[1]))
+    _named(e, "nc_matmul", operand)
+    assert text in str(e.value)
 
 
 def test_partition_start_rules(b):
@@ -83,51 +85,6 @@ def test_partition_start_rules(b):
         b.tensor_copy(t[32:96, :], t[0:64, :])        # 64 partitions must start at 0 or 64
     with pytest.raises(E.PartitionError):
         b.tensor_copy(t[1:128, :], t[0:127, :])       # > 64 partitions must start at 0
-
-
-def test_tensor_engine_writes_only_psum(b):
-    st = b.sbuf("st", (128, 128), "bfloat16")
-    mv = b.sbuf("mv", (128, 512), "bfloat16")
-    out = b.sbuf("out", (128, 512), "float32")
-    with pytest.raises(E.MemoryAccessError) as e:
-        b.nc_matmul(out, st, mv)
-    _named(e, "nc_matmul", "dst")
-    assert "PSUM" in str(e.value)
-
-
-def test_gpsimd_has_no_psum_port(b):
-    p = b.psum("p", (128, 512))
-    s = b.sbuf("s", (128, 512), "float32")
-    with pytest.raises(E.MemoryAccessError) as e:
-        b.tensor_copy(s, p, engine="gpsimd")
-    _named(e, "tensor_copy", "src")
-    assert "GpSimd" in str(e.value)
-
-
-def test_dma_has_no_path_to_psum(b):
-    h = b.hbm("h", (128, 512), "float32")
-    p = b.psum("p", (128, 512))
-    with pytest.raises(E.MemoryAccessError) as e:
-        b.dma_copy(p, h)
-    _named(e, "dma_copy", "dst")
-
-
-def test_unsupported_dtype_for_engine(b):
-    st = b.sbuf("st", (128, 128), "int32")
-    mv = b.sbuf("mv", (128, 512), "int32")
-    out = b.psum("out", (128, 512), "float32")
-    with pytest.raises(E.DtypeError) as e:
-        b.nc_matmul(out, st, mv)
-    _named(e, "nc_matmul", "stationary")
-
-
-def test_fp32_matmul_needs_both_operands_fp32(b):
-    st = b.sbuf("st", (128, 128), "float32")
-    mv = b.sbuf("mv", (128, 512), "bfloat16")
-    out = b.psum("out", (128, 512), "float32")
-    with pytest.raises(E.DtypeError) as e:
-        b.nc_matmul(out, st, mv)
-    assert e.value.operand == "moving"
 
 
 def test_bn_stats_free_limit(b):
