@@ -74,6 +74,8 @@ class _Mapper:
         self.tensors = {}
         self.geometry = {}
         self.ranges = {}      # id(view) -> (view, free_range): a traced view is asked many times
+        self.aps = {}         # (storage id, shape, strides, offset) -> AccessPattern
+        self.bytes = {}       # id(view) -> (view, byte_range) of views whose storage never moves
 
     def tensor(self, st, index):
         t = self.tensors.get(st.id)
@@ -112,13 +114,30 @@ class _Mapper:
 
     def byte_range(self, v: NkiTensor, index) -> tuple[float, float]:
         """[lo, hi) bytes of an on-chip view inside each partition, at its address at `index`."""
+        hit = self.bytes.get(id(v))
+        if hit is not None and hit[0] is v:      # a storage of one segment: one address
+            return hit[1]
         lo, hi = self.free_range(v)
-        addr = self.plan.address(v.storage, index)[1]
-        isz = v.storage.itemsize
-        return addr + lo * isz, addr + hi * isz
+        st = v.storage
+        addr = self.plan.address(st, index)[1]
+        isz = st.itemsize
+        r = addr + lo * isz, addr + hi * isz
+        if len(self.plan.segments.get(st.id, ())) <= 1:
+            self.bytes[id(v)] = (v, r)
+        return r
 
     def ap(self, v: NkiTensor, index) -> AccessPattern:
+        """The view's access pattern. A storage's Tensor is fixed once made, so equal views give
+        equal patterns: one object serves them all (kernels slice the same tile views in every
+        loop iteration)."""
         st = v.storage
+        key = (st.id, v.shape, v.strides, v.offset)
+        ap = self.aps.get(key)
+        if ap is None:
+            ap = self.aps[key] = self._ap(v, st, index)
+        return ap
+
+    def _ap(self, v, st, index):
         t = self.tensor(st, index)
         dims, span = self._geo(v)
         if st.on_chip:
@@ -223,12 +242,13 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
             if i in pieces:
                 _emit_pieces(b, ins, m, pieces[i], note, reuse_deps)
             else:
-                rows = _emit(b, ins, m, reuse_deps(ins.wviews, i))
-                note(rows[-1], ins.wviews + ins.rviews, i, ins.engine)
+                row = _emit(b, ins, m, reuse_deps(ins.writes, i))
+                note(row, ins.writes + ins.reads, i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
-        while len(out.source_index) < len(b):
-            out.source_index.append((k, i))
+        n = len(b) - len(out.source_index)
+        if n > 0:
+            out.source_index.extend([(k, i)] * n)
         # buffers dying at i become graveyard entries
         for sid, seg in ends.get(i, ()):
             st = storages.get(sid)
@@ -298,13 +318,16 @@ def _emit_pieces(b, ins, m, cols, note, reuse_deps):
     dst, src = ins.wviews[0], ins.rviews[0]
     for c0, c1 in cols:
         d, s = dst[:, c0:c1], src[:, c0:c1]
-        rows = _emit(b, ins, m, reuse_deps([d], ins.index), dst=d, src=s)
-        note(rows[-1], [d, s], ins.index, ins.engine)
+        row = _emit(b, ins, m, reuse_deps([d], ins.index), dst=d, src=s)
+        note(row, [d, s], ins.index, ins.engine)
 
 
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     st = sp.attrs["storage"]
     view = NkiTensor(st)
+    cols = sp.attrs.get("cols")     # part of the tensor (memory.py's partial spills): columns
+    if cols:                        # of its [partitions, free] view
+        view = view.reshape((st.partitions, st.free_elems))[:, cols[0]:cols[1]]
     whole = m.ap(view, i)
     if sp.attrs.get("source") is not None:      # a clean copy of HBM data: fetch it again
         d = reuse_deps([view], i)
@@ -316,11 +339,19 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     if scratch is None:
         scratch = Tensor(f"{st.name}.spill", Memory.HBM, st.shape, dtypes.name_of(st.dtype))
         m.tensors[("spill", st.id)] = scratch
+    slot = scratch.ap()
+    if cols:
+        flat = m.tensors.get(("spill2d", st.id))
+        if flat is None:
+            flat = Tensor(f"{st.name}.spill", Memory.HBM, (st.partitions, st.free_elems),
+                          dtypes.name_of(st.dtype))
+            m.tensors[("spill2d", st.id)] = flat
+        slot = flat[:, cols[0]:cols[1]]
     if sp.attrs["when"] == "store":
-        row = b.dma_copy(scratch.ap(), whole)
+        row = b.dma_copy(slot, whole)
     else:   # the reload writes the tensor's new bytes: wait for their previous users
         d = reuse_deps([view], i)
-        row = b.dma_copy(whole, scratch.ap(), **({"deps": d} if d else {}))
+        row = b.dma_copy(whole, slot, **({"deps": d} if d else {}))
     out.source_index.append((k, -1))
     note(row, [view], i, "dma")
 
@@ -328,18 +359,17 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
 def _emit(b: ProgramBuilder, ins, m, deps, **operands):
     """The builder row(s) of one traced instruction: its ISA module's `build` on the arguments the
     nisa call recorded, views mapped to access patterns (`operands` replaces some, e.g. with a
-    piece of a DMA). Returns the program rows it appended."""
+    piece of a DMA). Returns the last program row it appended."""
     i = ins.index
-    args = {k: m.ap(v, i) if isinstance(v, NkiTensor) else v
-            for k, v in (ins.attrs | operands).items()}
+    args = {k: m.ap(v, i) if v.__class__ is NkiTensor else v
+            for k, v in (ins.attrs | operands if operands else ins.attrs).items()}
     if deps:
         args["deps"] = deps
-    n0 = len(b)
     if ins.op == "dma_copy":
         _dma(b, **args)
     else:
         b.instruction(ins.op, **args)
-    return list(range(n0, len(b)))
+    return len(b) - 1
 
 
 def _geometry(ap):

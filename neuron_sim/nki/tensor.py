@@ -28,7 +28,8 @@ class Storage:
     """One allocation. ``data`` is None when the kernel is traced for timing only."""
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
-                 "address", "first_use", "last_use", "uses", "free_elems", "trace", "on_chip", "itemsize", "row_major", "dtype_name")
+                 "address", "first_use", "last_use", "uses", "free_elems", "trace", "on_chip", "itemsize", "row_major", "dtype_name",
+                 "n_written")
 
     def __init__(self, buffer, shape, dtype, name, loc, role, trace, data=None, address=None):
         self.id = next(_ids)
@@ -53,6 +54,7 @@ class Storage:
         # Which elements some instruction has written. Kept lazily: "all" / "none" need no
         # array; a bool mask is made only when a partial write happens.
         self.written = "all" if role == "input" else "none"
+        self.n_written = 0          # elements of the mask set so far (-1: not counted)
 
     @property
     def partitions(self) -> int:
@@ -65,6 +67,7 @@ class Storage:
             with _MASK_LOCK:
                 if isinstance(self.written, str):
                     n = math.prod(self.shape)
+                    self.n_written = n if self.written == "all" else 0
                     self.written = np.ones(n, dtype=bool) if self.written == "all" else np.zeros(n, dtype=bool)
         return self.written
 
@@ -82,6 +85,17 @@ class Storage:
 
 
 _WHOLE_CHECK_ELEMS = 1 << 20
+
+
+def _aliases(shape, strides) -> bool:
+    """Whether a view names some element more than once (dims sorted by stride must each step
+    past everything the smaller ones reach)."""
+    reach = 0
+    for s, n in sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1):
+        if s <= reach:
+            return True
+        reach += (n - 1) * s
+    return False
 
 
 def _row_major(shape):
@@ -225,7 +239,19 @@ class NkiTensor:
         if self.covers_storage():
             st.written = "all"
             return
-        self.written_mask()[...] = True
+        m = self.written_mask()
+        with _MASK_LOCK:
+            # count the elements written so far, so a tile filled piece by piece becomes "all"
+            # when its last piece lands, however large its mask (a view that names an element
+            # twice would be counted twice: such a write stops the count)
+            if st.n_written >= 0:
+                if _aliases(self.shape, self.strides):
+                    st.n_written = -1
+                else:
+                    st.n_written += m.size - int(np.count_nonzero(m))
+            m[...] = True
+            if not isinstance(st.written, str) and st.n_written == st.written.size:
+                st.written = "all"
 
     def fully_written(self) -> bool:
         st = self.storage
@@ -248,21 +274,28 @@ class NkiTensor:
         return NkiTensor(self.storage, shape, strides, offset)
 
     def __getitem__(self, key):
-        if not isinstance(key, tuple):
+        if key.__class__ is not tuple and not isinstance(key, tuple):
             key = (key,)
-        if any(k is Ellipsis for k in key):
-            i = next(i for i, k in enumerate(key) if k is Ellipsis)
+        for i, k in enumerate(key):
+            if k is not Ellipsis:
+                continue
             fill = self.ndim - (len(key) - 1)
             key = key[:i] + (slice(None),) * fill + key[i + 1:]
-        if len(key) > self.ndim:
+            break
+        ndim = len(self.shape)
+        if len(key) > ndim:
             raise NkiValidationError(f"too many indices ({len(key)}) for tensor of shape {self.shape}")
-        key = key + (slice(None),) * (self.ndim - len(key))
+        if len(key) < ndim:
+            key = key + (slice(None),) * (ndim - len(key))
+        on_chip = self.storage.on_chip
         shape, strides, offset = [], [], self.offset
         dropped_last = None
-        for d, (k, n, st) in enumerate(zip(key, self.shape, self.strides)):
-            if isinstance(k, IndexRange):
-                k = k.as_slice()
-            if isinstance(k, (int, np.integer)):
+        d = 0
+        for k, n, st in zip(key, self.shape, self.strides):
+            c = k.__class__
+            if c is IndexRange:
+                k, c = k.as_slice(), slice
+            if c is int or (c is not slice and isinstance(k, (int, np.integer))):
                 k = int(k)
                 if k < 0:
                     k += n
@@ -270,33 +303,37 @@ class NkiTensor:
                     raise NkiValidationError(f"index {k} out of range for dimension {d} of size {n} "
                                              f"(tensor {self.name}{list(self.shape)})")
                 offset += k * st
-                if d == 0 and self.on_chip:      # partition dim is never dropped
+                if d == 0 and on_chip:      # partition dim is never dropped
                     shape.append(1)
                     strides.append(st)
                 else:
                     dropped_last = st
+                d += 1
                 continue
-            if not isinstance(k, slice):
+            if c is not slice:
                 raise NkiValidationError(f"unsupported index {k!r} for dimension {d}: use ints, "
                                          "slices, nl.ds(...) or nl.arange(...)")
             start, stop, step = k.indices(n)
             if step <= 0:
                 raise NkiValidationError("negative or zero slice steps are not supported by access patterns")
-            if d == 0 and self.on_chip and step != 1:
+            if d == 0 and on_chip and step != 1:
                 raise NkiValidationError(
                     f"strided partition access {k} on {self.name}: the hardware cannot stride along the "
                     "partition dimension; slice partitions contiguously")
             if start >= n or stop > n and k.stop is not None and k.stop > n:
                 raise NkiValidationError(f"slice {k} out of range for dimension {d} of size {n} "
                                          f"(tensor {self.name}{list(self.shape)})")
-            size = max(0, (stop - start + step - 1) // step)
+            size = (stop - start + step - 1) // step if step != 1 else stop - start
             offset += start * st
-            shape.append(size)
+            shape.append(size if size > 0 else 0)
             strides.append(st * step)
-        if self.on_chip and len(shape) < 2:
+            d += 1
+        if on_chip and len(shape) < 2:
             shape.append(1)
             strides.append(dropped_last if dropped_last is not None else 1)
-        return self._view(shape, strides, offset)
+        v = _new_view(NkiTensor)
+        v.storage, v.shape, v.strides, v.offset = self.storage, tuple(shape), tuple(strides), offset
+        return v
 
     def __setitem__(self, key, value):
         from . import language
@@ -411,3 +448,6 @@ class NkiTensor:
     def __bool__(self):
         raise NkiValidationError("the value of a tensor is not known while the kernel is traced; "
                                  "use nki.isa instructions (or dynamic_range) instead of Python control flow on data")
+
+
+_new_view = object.__new__      # __getitem__ fills a view's four fields itself (it is called per operand)

@@ -74,3 +74,48 @@ def test_tile_size_follows_target():
 
     run(body)
     assert seen == {"fmax": 512, "pmax": 128}
+
+
+@pytest.mark.parametrize("pieces", [8, 7])
+def test_large_tile_written_piece_by_piece(pieces):
+    """A tile larger than the whole-mask check (2M elements) filled by 8 DMAs is fully written
+    once the last piece lands (its readers no longer look at the mask); with a piece missing,
+    a read of the whole tile is still an uninitialised read."""
+    import numpy as np
+    from neuron_sim.nki.tensor import _WHOLE_CHECK_ELEMS
+
+    def body(src):
+        t = nl.ndarray((128, 8, 2048), dtype=nl.bfloat16, buffer=nl.sbuf)
+        for k in range(pieces):
+            nisa.dma_copy(dst=t[:, k, :], src=src[k * 128:(k + 1) * 128, :])
+        st = t.storage
+        state = st.written if isinstance(st.written, str) else "partial"
+        u = nl.ndarray((128, 8, 2048), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=u, src=t)
+        return dict(state=state, big=st.shape[0] * 8 * 2048 > _WHOLE_CHECK_ELEMS)
+
+    src = np.zeros((1024, 2048), nl.bfloat16)
+    if pieces == 8:
+        r = run(body, src, numerics=False)
+        assert r == dict(state="all", big=True)
+    else:
+        with pytest.raises(nki.NkiUninitializedReadError, match="reads 262144 of 2097152 elements"):
+            run(body, src, numerics=False)
+
+
+def test_aliasing_view_write_stops_the_count():
+    """A view naming an element twice (stride 0) cannot be counted: the tile stays a mask and
+    the unwritten part is still found."""
+    from neuron_sim.nki.tensor import _aliases
+
+    assert _aliases((4, 3), (0, 1)) and _aliases((2, 2), (1, 1))
+    assert not _aliases((128, 8, 512), (4096, 512, 1)) and not _aliases((2, 3), (2, 3))
+
+    def body():
+        t = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t[:, 0:1].broadcast(1, 3), value=0.0)     # writes column 0 three times
+        nisa.memset(dst=t[:, 1:3], value=0.0)
+        st = t.storage
+        return dict(count=st.n_written, state=st.written if isinstance(st.written, str) else "partial")
+
+    assert run(body) == dict(count=-1, state="partial")
