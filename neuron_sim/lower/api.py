@@ -11,6 +11,7 @@ from ..errors import NeuronSimError
 from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..numerics.formats import itemsize
+from ..program.builder import paused_gc
 from ..timing import simulate
 from ..trace.op_program import OpProgram, classify_dma
 from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
@@ -123,13 +124,12 @@ def _timed(emit, chip, lnc, op: OpSpec) -> Timing:
 
 def _with_ids(op: OpSpec, fn) -> OpSpec:
     """A copy of op whose TensorSpecs carry ids: fn(tensor, is_output, position) -> id."""
-    from dataclasses import replace
     pos = [0]
 
     def tag(a, out):
         if isinstance(a, TensorSpec):
             pos[0] += 1
-            return a if a.id is not None else replace(a, id=fn(a, out, pos[0]))
+            return a if a.id is not None else a.with_id(fn(a, out, pos[0]))
         if isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
             return type(a)(tag(t, out) for t in a)
         return a
@@ -179,7 +179,8 @@ def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
         return Timing(0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0, ops=(op.name,),
                       note="empty tensors")
     try:
-        return _timed(emit, chip, lnc, op)
+        with paused_gc():       # building makes many small objects and no garbage to collect
+            return _timed(emit, chip, lnc, op)
     except (LoweringError, NeuronSimError):
         raise
     except (IndexError, ValueError, TypeError, KeyError, ZeroDivisionError) as e:
@@ -327,7 +328,11 @@ def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
     ones are fused with each other as loops (`_sliced`); the others are timed by their own
     program and added in series. `standalone` may pass already-known per-op Timings (the eager
     cache does) to avoid lowering them twice."""
-    chip = _chip(chip)
+    with paused_gc():       # as lower_op
+        return _lower_sequence(ops, _chip(chip), lnc, live_outputs, standalone)
+
+
+def _lower_sequence(ops, chip, lnc, live_outputs, standalone) -> Timing:
     t0 = time.perf_counter()
     ops = assign_ids(list(ops))
     alone = list(standalone) if standalone is not None else [lower_op(o, chip, lnc) for o in ops]

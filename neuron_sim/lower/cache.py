@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from ..program.builder import paused_gc
 from .api import Timing, _chip, lower_op, lower_sequence
 from .estimate import estimate
 from .registry import has_rule
@@ -44,7 +45,8 @@ class ProgramCache:
             return t
         self.misses += 1
         t0 = time.perf_counter()
-        t = table[k] = make()
+        with paused_gc():       # making the OpSpecs and lowering: many objects, no garbage
+            t = table[k] = make()
         self.lower_s += time.perf_counter() - t0
         return t
 

@@ -30,11 +30,22 @@ def lowers(*names: str):
     return deco
 
 
+_LOADED = False
+
+
+def _load_rules() -> None:
+    """Import the rule families once (an import statement per lookup cost 2% of lowering)."""
+    global _LOADED
+    if not _LOADED:
+        from . import rules  # noqa: F401  (registers every family)
+        _LOADED = True
+
+
 def has_rule(name: str) -> bool:
-    from . import rules  # noqa: F401  (registers every family)
+    _load_rules()
     return normalize_name(name) in RULES
 
 
 def rule_for(name: str):
-    from . import rules  # noqa: F401
+    _load_rules()
     return RULES.get(normalize_name(name))

@@ -9,6 +9,7 @@ registered under: in-place `aten::add_.Tensor` and out= `aten::add.out` time lik
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import prod
 
 # Storage dtypes on the device: 64-bit types run in 32 bits on Trainium (TorchNeuron casts
@@ -50,22 +51,30 @@ class TensorSpec:
         else:
             object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
 
-    @property
-    def numel(self) -> int:
-        return int(prod(self.shape)) if self.shape else 1
+    def __getattr__(self, name):
+        """numel, is_contiguous, layout_key: derived on first use and kept (rules ask for them
+        at every chunk of every op). Not fields: == and hash read the fields alone."""
+        if name not in ("numel", "is_contiguous", "layout_key"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        shape, strides = self.shape, self.strides
+        want = contiguous_strides(shape)
+        d = self.__dict__
+        d["numel"] = int(prod(shape)) if shape else 1
+        d["is_contiguous"] = all(s == w or n == 1 for s, w, n in zip(strides, want, shape))
+        d["layout_key"] = (shape, strides, self.dtype)
+        return d[name]
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
-    def is_contiguous(self) -> bool:
-        want = contiguous_strides(self.shape)
-        return all(s == w or n == 1 for s, w, n in zip(self.strides, want, self.shape))
-
-    @property
-    def layout_key(self) -> tuple:
-        return (self.shape, self.strides, self.dtype)
+    def with_id(self, id) -> "TensorSpec":
+        """This tensor under identity `id` (what dataclasses.replace(t, id=id) gives, without
+        re-checking fields that are already checked)."""
+        t = object.__new__(TensorSpec)
+        t.__dict__.update(self.__dict__)
+        t.__dict__["id"] = id
+        return t
 
 
 @dataclass(frozen=True)
@@ -75,22 +84,29 @@ class OpSpec:
     outputs: tuple = ()
     kwargs: dict = field(default_factory=dict, compare=False, hash=False)
 
-    @property
-    def op(self) -> str:
-        """The normalised (functional) name the rules are registered under."""
-        return normalize_name(self.name)
+    def __getattr__(self, name):
+        """`op`: the normalised (functional) name the rules are registered under, derived on
+        first use and kept, as the device inputs (`inputs`) are."""
+        if name == "op":
+            self.__dict__["op"] = op = normalize_name(self.name)
+            return op
+        if name == "_inputs":
+            out = []
+            for a in self.args:
+                if isinstance(a, TensorSpec):
+                    if a.on_device:
+                        out.append(a)
+                elif isinstance(a, (list, tuple)) and a and \
+                        all(isinstance(t, TensorSpec) for t in a):
+                    out.extend(t for t in a if t.on_device)
+            self.__dict__["_inputs"] = out = tuple(out)
+            return out
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def inputs(self) -> list:
         """Device tensors among the arguments, flattened, in order (CPU scalars excluded)."""
-        out = []
-        for a in self.args:
-            if isinstance(a, TensorSpec):
-                if a.on_device:
-                    out.append(a)
-            elif isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
-                out.extend(t for t in a if t.on_device)
-        return out
+        return list(self._inputs)
 
     def arg(self, i, default=None):
         return self.args[i] if i < len(self.args) else default
@@ -113,6 +129,7 @@ _KEEP_UNDERSCORE = {"aten::__and__", "aten::__or__", "aten::__xor__", "aten::__l
                     "aten::__rshift__"}
 
 
+@lru_cache(maxsize=None)      # a few hundred names; asked at every op of every program
 def normalize_name(name: str) -> str:
     """'aten::add_.Tensor' / 'aten::add.out' / 'add.Tensor' -> 'aten::add.Tensor' style.
 

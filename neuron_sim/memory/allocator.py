@@ -5,6 +5,8 @@ partition, 512 FP32) never straddle a bank; larger ones start on a bank boundary
 
 from __future__ import annotations
 
+from bisect import insort
+
 from ..errors import CapacityError
 
 
@@ -33,12 +35,11 @@ class PartitionAllocator:
     def alloc(self, size: int, name: str) -> int:
         size = max(1, int(size))
         cur = 0
-        for off, sz in self.blocks + [(self.capacity, 0)]:
+        for off, sz in (*self.blocks, (self.capacity, 0)):
             cand = self._fits(cur, size)
             if cand + size <= off:
-                self.blocks.append((cand, size))
-                self.blocks.sort()
-                self.peak = max(self.peak, max(o + s for o, s in self.blocks))
+                insort(self.blocks, (cand, size))
+                self.peak = max(self.peak, cand + size)   # the other blocks are counted already
                 return cand
             cur = max(cur, off + sz)
         raise CapacityError(self.memory, name, size, self.capacity - self.used, self.capacity,

@@ -36,18 +36,24 @@ FP8 = ("float8_e4m3", "float8_e4m3fn", "float8_e5m2")
 MX_PACKED = ("float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
 
 
+_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
+            "float": "float32", "float8_e4m3b11fnuz": "float8_e4m3"}
+
+
 def normalize(dtype) -> str:
     """Accept a dtype name, a NumPy/ml_dtypes dtype, or an object with `.name`."""
+    if type(dtype) is str and dtype in DTYPES:    # canonical: asked for every operand
+        return dtype
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or str(dtype)
-    name = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
-            "float": "float32", "float8_e4m3b11fnuz": "float8_e4m3"}.get(name, name)
+    name = _ALIASES.get(name, name)
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     return name
 
 
 def itemsize(dtype) -> float:
-    return DTYPES[normalize(dtype)][1]
+    v = DTYPES.get(dtype) if type(dtype) is str else None
+    return v[1] if v is not None else DTYPES[normalize(dtype)][1]
 
 
 def np_dtype(dtype) -> np.dtype:
