@@ -71,7 +71,8 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
             return [(i, v) for i, v in enumerate(val) if isinstance(v, torch.Tensor)]
         return []
 
-    def input_indices(node):
+    def indices(*args):
+        """The value indices of the nodes in `args`, in order, through nested tuples and lists."""
         found = []
 
         def visit(a):
@@ -80,8 +81,7 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
             elif isinstance(a, (tuple, list)):
                 for e in a:
                     visit(e)
-        visit(node.args)
-        visit(tuple(node.kwargs.values()))
+        visit(args)
         return tuple(found)
 
     for node in gm.graph.nodes:
@@ -99,7 +99,7 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
                 continue  # symbolic-size arithmetic and the like: host side
             name = node.target._schema.name
             base_name = name.split("::", 1)[-1]
-            ins = input_indices(node)
+            ins = indices(node.args, tuple(node.kwargs.values()))
             is_view = base_name in _VIEW
             outs = []
             for pos, t in tensors_of(val):
@@ -109,16 +109,7 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
                 outs.append(idx)
             spec.ops.append(Op(name, ins, tuple(outs), is_view))
         elif node.op == "output":
-            outs = []
-
-            def visit(a):
-                if isinstance(a, torch.fx.Node) and (a, 0) in index_of:
-                    outs.append(index_of[(a, 0)])
-                elif isinstance(a, (tuple, list)):
-                    for e in a:
-                        visit(e)
-            visit(node.args)
-            spec.outputs = tuple(outs)
+            spec.outputs = indices(node.args)
     return spec
 
 
