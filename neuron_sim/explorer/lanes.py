@@ -78,7 +78,7 @@ def _merge(start, end, ops, opnames, max_spans, lane):
     spans = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         s0, s1 = float(start[a]), float(reach[b - 1])
-        busy = float(_union(start[a:b], end[a:b]))
+        busy = float(busy_union(zip(start[a:b], end[a:b])))
         names, counts = np.unique(ops[a:b], return_counts=True)
         top = sorted(zip(counts, names), key=lambda x: (-x[0], x[1]))[:2]
         what = ", ".join(f"{opnames[int(n)]} x{int(k)}" for k, n in top)
@@ -90,9 +90,10 @@ def _merge(start, end, ops, opnames, max_spans, lane):
     return spans
 
 
-def _union(start, end) -> float:
+def busy_union(spans) -> float:
+    """Length of the union of (start, end) spans given in order of start."""
     reach, total = -np.inf, 0.0
-    for s, e in zip(start, end):
+    for s, e in spans:
         if e <= reach:
             continue
         total += e - max(s, reach)

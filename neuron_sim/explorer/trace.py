@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from .lanes import busy_union
 from .summary import DMA_KINDS, ENGINES, OpRecord, Summary, summarize
 
 EXPLORER_KEY = "neuronExplorer"
@@ -23,16 +24,6 @@ _BUSY = re.compile(r"(\d+)% busy")
 def load_trace(path) -> dict:
     with open(path) as f:
         return json.load(f)
-
-
-def _union(spans) -> float:
-    total, reach = 0.0, float("-inf")
-    for s, e in sorted(spans):
-        if e <= reach:
-            continue
-        total += e - max(s, reach)
-        reach = e
-    return total
 
 
 def is_op_row(e: dict) -> bool:
@@ -164,7 +155,7 @@ def summary_from_trace(trace: dict) -> Summary:
             dma_spans.append((ts, ts + dur * frac))
         elif lane in busy:
             busy[lane] += dur * frac
-    busy["DMA"] = _union(dma_spans)
+    busy["DMA"] = busy_union(sorted(dma_spans))
     total = sum(r.device_ns for r in recs.values())
     # engine time is known only region-wide: give it to one pseudo-record
     carrier = OpRecord("(engine lanes)", 0, 0.0, engine_ns=busy)
