@@ -129,6 +129,13 @@ class _Ctx:
         if isinstance(a, NkiTensor) and isinstance(b, NkiTensor) and a.buffer == b.buffer == "psum":
             self.fail(f"{an!r} and {bn!r} cannot both be in PSUM; copy one of them to SBUF first")
 
+    def one_input(self, dst, a, an):
+        """An element-wise instruction's dst and data input: on chip, one shape, a legal free size."""
+        self.onchip(dst, "dst")
+        self.onchip(a, an)
+        self.same_pf(dst, a, "dst", an)
+        self.free_limit(a, an)
+
     def two_inputs(self, dst, a, b, an, bn):
         """An element-wise instruction's dst and two data inputs: on chip, one shape, the inputs
         not both in PSUM."""

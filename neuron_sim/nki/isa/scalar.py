@@ -23,10 +23,7 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 
 
 def _activation(ctx, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
-    ctx.onchip(dst, "dst")
-    ctx.onchip(data, "data")
-    ctx.same_pf(dst, data, "dst", "data")
-    ctx.free_limit(data, "data")
+    ctx.one_input(dst, data, "data")
     f = _act(ctx, op)
     P = data.num_partitions
     sv, st = _scalar_or_vector(ctx, scale, data, "scale")

@@ -18,10 +18,7 @@ from .enums import engine, reduce_cmd
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None):
     ctx = _Ctx("tensor_copy")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(src, "src")
-    ctx.same_pf(dst, src, "dst", "src")
-    ctx.free_limit(src, "src")
+    ctx.one_input(dst, src, "src")
     eng = ctx.engine(engine, "vector", ("vector", "scalar", "gpsimd"), (("dst", dst), ("src", src)))
     if eng == "scalar" and not ctx.chip.has_scalar_v3_ops:
         ctx.fail("tensor_copy is not supported on the Scalar Engine of NeuronCore-v2; "
@@ -51,10 +48,7 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None):
     ctx = _Ctx("tensor_scalar")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(data, "data")
-    ctx.same_pf(dst, data, "dst", "data")
-    ctx.free_limit(data, "data")
+    ctx.one_input(dst, data, "data")
     o0 = _alu(ctx, op0, "op0")
     o1 = _alu(ctx, op1, "op1") if op1 is not None else None
     if o1 is not None and (o0.kind == "bitvec") != (o1.kind == "bitvec"):
