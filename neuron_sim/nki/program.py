@@ -325,9 +325,6 @@ def _emit_pieces(b, ins, m, cols, note, reuse_deps):
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     st = sp.attrs["storage"]
     view = NkiTensor(st)
-    cols = sp.attrs.get("cols")     # part of the tensor (memory.py's partial spills): columns
-    if cols:                        # of its [partitions, free] view
-        view = view.reshape((st.partitions, st.free_elems))[:, cols[0]:cols[1]]
     whole = m.ap(view, i)
     if sp.attrs.get("source") is not None:      # a clean copy of HBM data: fetch it again
         d = reuse_deps([view], i)
@@ -339,19 +336,11 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     if scratch is None:
         scratch = Tensor(f"{st.name}.spill", Memory.HBM, st.shape, dtypes.name_of(st.dtype))
         m.tensors[("spill", st.id)] = scratch
-    slot = scratch.ap()
-    if cols:
-        flat = m.tensors.get(("spill2d", st.id))
-        if flat is None:
-            flat = Tensor(f"{st.name}.spill", Memory.HBM, (st.partitions, st.free_elems),
-                          dtypes.name_of(st.dtype))
-            m.tensors[("spill2d", st.id)] = flat
-        slot = flat[:, cols[0]:cols[1]]
     if sp.attrs["when"] == "store":
-        row = b.dma_copy(slot, whole)
+        row = b.dma_copy(scratch.ap(), whole)
     else:   # the reload writes the tensor's new bytes: wait for their previous users
         d = reuse_deps([view], i)
-        row = b.dma_copy(whole, slot, **({"deps": d} if d else {}))
+        row = b.dma_copy(whole, scratch.ap(), **({"deps": d} if d else {}))
     out.source_index.append((k, -1))
     note(row, [view], i, "dma")
 
