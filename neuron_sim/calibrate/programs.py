@@ -28,15 +28,19 @@ Q_SPILL_IN, Q_SPILL_OUT = 3, 4
 
 
 class Pool:
-    """Round-robin buffers for a tile declared inside a loop."""
+    """Round-robin buffers for a tile declared inside a loop: `at(i)` is the buffer of the i-th
+    use (a function of the loop indices, as ProgramBuilder.repeat needs), `next()` the next one."""
 
     def __init__(self, b, name, shape, dtype, bufs, psum=False):
         alloc = b.psum if psum else b.sbuf
         self.tiles = [alloc(f"{name}{i}", shape, dtype) for i in range(bufs)]
         self.i = 0
 
+    def at(self, i):
+        return self.tiles[i % len(self.tiles)]
+
     def next(self):
-        t = self.tiles[self.i % len(self.tiles)]
+        t = self.at(self.i)
         self.i += 1
         return t
 
@@ -64,20 +68,24 @@ def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
     rp = Pool(b, "rhs_tile", (TILE_K, TILE_N), dtype, bufs)
     pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
     sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, bufs)
-    for m in range(M // TILE_M):
-        for n in range(N // TILE_N):
-            acc = pp.next()
-            for k in range(K // TILE_K):
-                lt, rt = lp.next(), rp.next()
-                b.dma_copy(lt, lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M],
-                           queue=Q_LHS)
-                b.dma_copy(rt, rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N],
-                           queue=Q_RHS)
-                b.nc_matmul(acc, lt, rt, accumulate=k > 0)
-            sb = sp.next()
-            b.tensor_copy(sb, acc)
-            b.dma_copy(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], sb,
-                       queue=Q_OUT)
+    NN, KT = N // TILE_N, K // TILE_K
+
+    def mn(m, n):
+        acc = pp.at(m * NN + n)
+
+        def k_step(k):
+            lt, rt = lp.at((m * NN + n) * KT + k), rp.at((m * NN + n) * KT + k)
+            b.dma_copy(lt, lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M],
+                       queue=Q_LHS)
+            b.dma_copy(rt, rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N],
+                       queue=Q_RHS)
+            b.nc_matmul(acc, lt, rt, accumulate=k > 0)
+        b.repeat(KT, k_step)
+        sb = sp.at(m * NN + n)
+        b.tensor_copy(sb, acc)
+        b.dma_copy(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], sb,
+                   queue=Q_OUT)
+    b.repeat(M // TILE_M, lambda m: b.repeat(NN, lambda n: mn(m, n)))
     return b.build()
 
 
@@ -154,11 +162,12 @@ class Accumulators:
     does (neuron_sim/nki/memory.py, [MMtut]): when the working set first overflows (at the first
     lhsT block load, the partial sums already live) it sends to HBM the live slices whose next use
     is furthest away, i.e. the last ones in update order. A spilled slice lives in an HBM slot,
-    is reloaded into one of `staging_bufs` buffers before each use and stored after it."""
+    is reloaded into one of `staging_bufs` buffers before each use and stored after it; `use`
+    numbers the staging buffer's uses (the loops compute it, see matmul_fully_blocked)."""
 
     def __init__(self, b, order, shape, dtype, resident, staging_bufs):
         self.b, self.home, self.slot = b, {}, {}
-        resident = min(resident, len(order))
+        self.resident = resident = min(resident, len(order))
         spilled = order[resident:]
         if resident:
             res = b.sbuf("result_tiles", (shape[0], resident, shape[1]), dtype)
@@ -168,19 +177,19 @@ class Accumulators:
             self.slot = {key: slots[:, j, :] for j, key in enumerate(spilled)}
             self.stage = Pool(b, "result_stage", shape, dtype, staging_bufs)
 
-    def zero(self, key):
+    def zero(self, key, use):
         if key in self.home:
             self.b.memset(self.home[key], 0.0)
         else:
-            t = self.stage.next()
+            t = self.stage.at(use)
             self.b.memset(t, 0.0)
             self.b.spill_store(self.slot[key], t, queue=Q_SPILL_OUT)
 
-    def load(self, key):
+    def load(self, key, use):
         """The SBUF tile holding `key` for one use (reloaded when spilled)."""
         if key in self.home:
             return self.home[key]
-        t = self.stage.next()
+        t = self.stage.at(use)
         self.b.spill_reload(t, self.slot[key], queue=Q_SPILL_IN)
         return t
 
@@ -197,11 +206,22 @@ def _load_by_operand(b, block, src, k_tile0, col0, width, queue):
     per operand lets a single-buffered block be refilled piece by piece as its last readers
     finish, instead of after the block's last matmul."""
     tiles_k, cols = block.shape[1], block.shape[2]
-    for c in range(0, cols, width):
+
+    def piece(c):
+        c *= width
         for bk in range(tiles_k):
             r0 = (k_tile0 + bk) * TILE_K
             b.dma_copy(block[:, bk, c:c + width], src[r0:r0 + TILE_K, col0 + c:col0 + c + width],
                        queue=queue)
+    b.repeat(cols // width, piece)
+
+
+def _repeat_between(b, count, splits, body):
+    """b.repeat over 0..count-1 in pieces cut at `splits`, where body(i) changes form (e.g. at
+    the first partial sum that is spilled): each piece is affine on its own."""
+    cuts = sorted({0, count} | {c for c in splits if 0 < c < count})
+    for lo, hi in zip(cuts, cuts[1:]):
+        b.repeat(hi - lo, lambda i, lo=lo: body(lo + i))
 
 
 def _fit_blocked(free, acc_bytes, n_acc, block_bytes, packed_bytes, bufs):
@@ -237,34 +257,54 @@ def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", 
     pp = Pool(b, "res_tile", (TILE_M, TILE_N), "float32", 8, psum=True)
     kp = Pool(b, "result_packed", (TILE_K, BN), dtype, nb)
     acc = Accumulators(b, order, (TILE_M, TILE_N), dtype, resident, staging)
-    for n in range(NBN):
+    # Buffer uses as functions of the loop indices (repeat() bodies carry no counters): per n,
+    # the staging buffer serves the spilled slices once when zeroed (in m, bm, bn order), once
+    # per K step (in `order`) and once when packed (m, bm, bn order again).
+    index = {key: j for j, key in enumerate(order)}
+    spilled = [key for key in sorted(order) if index[key] >= acc.resident]
+    rank = {key: r for r, key in enumerate(spilled)}      # (m, bm, bn) order
+    S = len(spilled)
+    # where a bm loop changes between resident and spilled slices
+    cuts = lambda m: [acc.resident - (m * tiles_n + bn) * tiles_m for bn in range(tiles_n)]
+
+    def n_step(n):
+        uses = n * S * (NBK + 2)
         for m in range(NBM):
-            for bm in range(tiles_m):
-                for bn in range(tiles_n):
-                    acc.zero((m, bm, bn))
-        for k in range(NBK):
-            rt = rp.next()
+            _repeat_between(b, tiles_m, cuts(m), lambda bm, m=m: [
+                acc.zero((m, bm, bn), uses + rank.get((m, bm, bn), 0)) for bn in range(tiles_n)])
+
+        def k_step(k):
+            rt = rp.at(n * NBK + k)
             _load_by_operand(b, rt, rhs, tiles_k * k, BN * n, TILE_N, Q_RHS)
             for m in range(NBM):
-                lt = lp.next()
+                lt = lp.at((n * NBK + k) * NBM + m)
                 _load_by_operand(b, lt, lhsT, tiles_k * k, BM * m, TILE_M, Q_LHS)
                 for bn in range(tiles_n):
-                    for bm in range(tiles_m):
-                        ps = pp.next()
+                    def bm_step(bm, m=m, bn=bn, lt=lt):
+                        ps = pp.at(((n * NBK + k) * NBM + m) * tiles_n * tiles_m
+                                   + bn * tiles_m + bm)
                         for bk in range(tiles_k):
                             b.nc_matmul(ps, lt[:, bk, bm * TILE_M:(bm + 1) * TILE_M],
                                         rt[:, bk, bn * TILE_N:(bn + 1) * TILE_N],
                                         accumulate=bk > 0)
-                        dst = acc.load((m, bm, bn))
+                        key = (m, bm, bn)
+                        dst = acc.load(key, uses + S + k * S + index[key] - acc.resident)
                         b.tensor_tensor(dst, dst, ps, "add")
-                        acc.store((m, bm, bn), dst)
+                        acc.store(key, dst)
+                    _repeat_between(b, tiles_m, [cuts(m)[bn]], bm_step)
+        b.repeat(NBK, k_step)
+
         for m in range(NBM):
-            for bm in range(tiles_m):
-                packed = kp.next()
+            def pack(bm, m=m):
+                packed = kp.at((n * NBM + m) * tiles_m + bm)
                 for bn in range(tiles_n):
-                    b.tensor_copy(packed[:, bn * TILE_N:(bn + 1) * TILE_N], acc.load((m, bm, bn)))
+                    key = (m, bm, bn)
+                    b.tensor_copy(packed[:, bn * TILE_N:(bn + 1) * TILE_N],
+                                  acc.load(key, uses + S + NBK * S + rank.get(key, 0)))
                 r0 = (tiles_m * m + bm) * TILE_K
                 b.dma_copy(result[r0:r0 + TILE_K, BN * n:BN * (n + 1)], packed, queue=Q_OUT)
+            _repeat_between(b, tiles_m, cuts(m), pack)
+    b.repeat(NBN, n_step)
     return b.build()
 
 

@@ -29,14 +29,22 @@ def _push(buf, n, x):
 
 
 @njit(cache=True, inline="always")
-def _sorted_unique(buf, n):
-    s = np.sort(buf[:n])
+def _sort_unique(buf, n):
+    """Sort buf[:n] in place (insertion sort: an instruction has a handful of dependencies) and
+    drop repeats; returns how many values remain."""
+    for j in range(1, n):
+        x = buf[j]
+        q = j - 1
+        while q >= 0 and buf[q] > x:
+            buf[q + 1] = buf[q]
+            q -= 1
+        buf[q + 1] = x
     k = 0
     for j in range(n):
-        if k == 0 or s[j] != s[k - 1]:
-            s[k] = s[j]
+        if k == 0 or buf[j] != buf[k - 1]:
+            buf[k] = buf[j]
             k += 1
-    return s[:k]
+    return k
 
 
 @njit(cache=True, inline="always")
@@ -78,6 +86,15 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
     count = np.zeros(2 * n_tracks, np.int64)
     longest = np.zeros(2 * n_tracks, np.int64)
     acc_instr = np.empty(acc_track.shape[0], np.int64)
+    # An access is only ever looked at by later accesses of its track (a read by writes, a write
+    # by both): the last ones of a track, e.g. every read of an input never written, are not
+    # kept. Dropping them changes no answer and keeps the live lists short.
+    last_any = np.full(n_tracks, -1, np.int64)
+    last_write = np.full(n_tracks, -1, np.int64)
+    for a in range(acc_track.shape[0]):
+        last_any[acc_track[a]] = a
+        if acc_write[a]:
+            last_write[acc_track[a]] = a
     dep_ptr = np.zeros(n + 1, np.int64)
     ord_ptr = np.zeros(n + 1, np.int64)
     dep_idx = np.empty(max(n, 8), np.int64)
@@ -132,23 +149,26 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
                         for q in range(hi, n_k):
                             lst[keep + q - hi] = lst[q]
                         count[k] = n_k - (hi - keep)
+            if a >= (last_any[t] if acc_write[a] else last_write[t]):
+                continue
             k = 2 * t + acc_write[a]
             live[k] = _insert(live[k], count[k], box, a)
             count[k] += 1
             if f1 - f0 > longest[k]:
                 longest[k] = f1 - f0
-        ds = _sorted_unique(d, kd)
-        for x in ds:
-            dep_idx = _push(dep_idx, nd, x)
+        kd = _sort_unique(d, kd)
+        for q in range(kd):
+            dep_idx = _push(dep_idx, nd, d[q])
             nd += 1
         dep_ptr[i + 1] = nd
         if ko:
-            os_ = _sorted_unique(o, ko)
+            ko = _sort_unique(o, ko)
             q = 0
-            for x in os_:                         # order edges minus dependencies (both sorted)
-                while q < ds.shape[0] and ds[q] < x:
+            for r in range(ko):                   # order edges minus dependencies (both sorted)
+                x = o[r]
+                while q < kd and d[q] < x:
                     q += 1
-                if q < ds.shape[0] and ds[q] == x:
+                if q < kd and d[q] == x:
                     continue
                 ord_idx = _push(ord_idx, no, x)
                 no += 1

@@ -502,23 +502,24 @@ class ProgramBuilder:
         """Run iterations until they are seen to be affine, then write the rest in bulk
         (repeat.py). Returns the first iteration still to run (count when all are written)."""
         snaps = [self._snapshot()]               # snaps[k + 1]: after iteration k
-        its = []                                 # its[k]: iteration k's rows as one Seg
+        its = []                                 # its[k]: iteration k as a repeat.Sample
         for k in range(count):
             body(k)
             self._flush()
             snaps.append(self._snapshot())
-            its.append(R.concat(self._segs[snaps[k].segs:snaps[k + 1].segs], len(COLUMNS)))
+            its.append(R.Sample(R.concat(self._segs[snaps[k].segs:snaps[k + 1].segs],
+                                         len(COLUMNS))))
             if k < 2:
                 continue
-            if not R.alike(its[k - 1], its[k]):
+            if its[k].sig != its[k - 1].sig or not its[k].repeatable():
                 return k + 1                     # iterations 1.. differ: the plain loop
             if k == count - 1:
                 return count
-            for first in (0, 1):                 # iteration 0 may differ (first loads, ...)
-                t = R.find_template(its[first:], snaps[first + 1:], snaps[first], first)
-                if t is not None:
-                    self._write_bulk(t, k + 1, count)
-                    return count
+            first = 0 if its[0].sig == its[1].sig else 1   # iteration 0 may differ (first loads)
+            t = R.find_template(its[first:], snaps[first + 1:], snaps[first], first)
+            if t is not None:
+                self._write_bulk(t, k + 1, count)
+                return count
             if k > R.PERIOD_MAX + 1:
                 return k + 1
         return count
@@ -531,8 +532,10 @@ class ProgramBuilder:
         for track in np.flatnonzero(written):
             tid = self._track_tid[track]
             self._versions[tid] = self._versions.get(tid, 0) + int(written[track])
-        self._spill_bytes, ap = R.state_after(t, stop - 1)
-        self._last_stationary = None if ap is None else (ap, self._versions.get(ap.tensor.id, 0))
+        self._spill_bytes, key = R.state_after(t, stop - 1)
+        if key is not None and key[1] == -1:
+            key = (key[0], self._versions.get(key[0].tensor.id, 0))
+        self._last_stationary = key
 
     # ---- helpers shared by the instruction methods ----------------------------------------
     def _queue(self, queue):

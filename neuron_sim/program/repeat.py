@@ -25,6 +25,7 @@ import numpy as np
 
 # Round-robin periods looked for (tiles taken from up to PERIOD_MAX buffers in turn)
 PERIOD_MAX = 8
+SAME = "same"       # the loop leaves the stationary key as it found it
 
 
 @dataclasses.dataclass
@@ -126,25 +127,31 @@ class Template:
     d_stationary: tuple     # (partition start, offset) step of the stationary key
 
 
-def _same_shape(a: Seg, b: Seg) -> bool:
-    return (a.n == b.n and a.x_idx.shape == b.x_idx.shape and a.track.shape == b.track.shape
-            and np.array_equal(a.rows, b.rows) and np.array_equal(a.cls, b.cls)
-            and np.array_equal(a.acc_ptr, b.acc_ptr) and np.array_equal(a.x_ptr, b.x_ptr)
-            and np.array_equal(a.write, b.write))
+class Sample:
+    """One iteration that ran, reduced for comparisons: `sig` (bytes) equal means same rows,
+    classes and operand structure; `pos` holds every position that may move (boxes, partition
+    starts, offsets, explicit deps); `trk` the tensor tracks (bytes)."""
+    __slots__ = ("seg", "sig", "pos", "trk", "nx")
 
+    def __init__(self, seg: Seg):
+        self.seg = seg
+        self.sig = (seg.rows.tobytes(), seg.cls.tobytes(), seg.acc_ptr.tobytes(),
+                    seg.x_ptr.tobytes(), seg.write.tobytes())
+        self.pos = np.concatenate([seg.box.reshape(-1), seg.pst, seg.off, seg.x_idx])
+        self.trk = seg.track.tobytes()
+        self.nx = seg.x_idx.shape[0]
 
-def alike(a: Seg, b: Seg) -> bool:
-    """Whether two consecutive iterations can belong to one bulk-written loop at all (same rows,
-    classes and operand structure); when not, no period helps."""
-    return a.n > 0 and (a.cls >= 0).all() and _same_shape(a, b)
+    def repeatable(self) -> bool:
+        return self.seg.n > 0 and bool((self.seg.cls >= 0).all())
 
 
 def _stationary_step(snaps, period):
-    """(partition start, offset) step of the stationary key per iteration, or None if the key does
-    not move affinely (or its tensor is written after it was loaded)."""
+    """(partition start, offset) step of the stationary key per iteration; SAME if no iteration
+    changes the key; None if the key does not move affinely (or its tensor is written after it
+    was loaded)."""
     keys = [s.stationary for s in snaps]
-    if all(k is None for k in keys):
-        return (0, 0)
+    if all(k == keys[0] for k in keys):
+        return SAME
     if any(k is None for k in keys):
         return None
     aps = [k[0] for k in keys]
@@ -163,49 +170,43 @@ def _stationary_step(snaps, period):
 
 
 def find_template(its: list, snaps: list, before: Snapshot, first: int):
-    """A Template if the iterations `its` (Segs of iterations first, first+1, ...; at least 3),
-    which ended in `snaps` after `before`, follow one affine pattern; else None."""
+    """A Template if the iterations `its` (Samples of iterations first, first+1, ...; at least 3,
+    with equal `sig`), which ended in `snaps` after `before`, follow one affine pattern; else
+    None."""
     m = len(its)
-    if m < 3:
+    if m < 3 or before.mut != snaps[-1].mut or any(s.queue != before.queue for s in snaps):
         return None
-    s0 = its[0]
-    if before.mut != snaps[-1].mut or any(s.queue != before.queue for s in snaps):
-        return None
-    for a, b in zip(its, its[1:]):
-        if not alike(a, b):
-            return None
-    d_box, d_pst, d_off = (its[1].box - s0.box, its[1].pst - s0.pst, its[1].off - s0.off)
-    d_x = its[1].x_idx - s0.x_idx
+    s0 = its[0].seg
     L = s0.n
-    if not (np.isin(d_x, (0, L)).all()):
+    d = its[1].pos - its[0].pos
+    d_x = d[d.shape[0] - its[0].nx:]
+    if not ((d_x == 0) | (d_x == L)).all():
         return None
     spills = [before.spill] + [s.spill for s in snaps]
     d_spill = spills[1] - spills[0]
-    for j in range(1, m):
-        a, b = its[j - 1], its[j]
-        if not (np.array_equal(b.box - a.box, d_box) and np.array_equal(b.pst - a.pst, d_pst)
-                and np.array_equal(b.off - a.off, d_off)
-                and np.array_equal(b.x_idx - a.x_idx, d_x)):
-            return None
-        if spills[j + 1] - spills[j] != d_spill:
+    for j in range(2, m):
+        if spills[j + 1] - spills[j] != d_spill or (its[j].pos - its[j - 1].pos - d).any():
             return None
     for p in range(1, min(PERIOD_MAX, m - 1) + 1):
-        if all(np.array_equal(its[j].track, its[j - p].track) for j in range(p, m)):
+        if all(its[j].trk == its[j - p].trk for j in range(p, m)):
             break
     else:
         return None
     d_st = _stationary_step(snaps, p)
     if d_st is None:
         return None
-    last = its[m - p:]
+    last = [s.seg for s in its[m - p:]]
+    nb = s0.box.size
+    na = s0.pst.shape[0]
     return Template(
         first=first + m - p, period=p, length=L, rows=s0.rows, cls=s0.cls,
         row_acc=np.diff(s0.acc_ptr), row_x=np.diff(s0.x_ptr), write=s0.write,
         track=np.stack([s.track for s in last]), base=np.stack([s.base for s in last]),
         box=np.stack([s.box for s in last]), pst=np.stack([s.pst for s in last]),
         off=np.stack([s.off for s in last]), x_idx=np.stack([s.x_idx for s in last]),
-        d_box=d_box, d_pst=d_pst, d_off=d_off, x_moves=(d_x != 0).astype(np.int64),
-        d_spill=d_spill, snaps=snaps[m - p:], d_stationary=d_st)
+        d_box=d[:nb].reshape(-1, 4), d_pst=d[nb:nb + na], d_off=d[nb + na:nb + 2 * na],
+        x_moves=(d_x != 0).astype(np.int64), d_spill=d_spill, snaps=snaps[m - p:],
+        d_stationary=d_st)
 
 
 def synthesize(t: Template, start: int, stop: int) -> Seg:
@@ -230,17 +231,18 @@ def synthesize(t: Template, start: int, stop: int) -> Seg:
 
 
 def state_after(t: Template, k: int):
-    """(spill bytes, stationary AP or None) after iteration k of the loop."""
+    """(spill bytes, stationary key) after iteration k of the loop: the key as the builder keeps
+    it, (AP, version) or None, with the version still to be filled in (-1)."""
     j = (k - t.first) % t.period
     sh = k - t.first - j
     snap = t.snaps[j]
     spill = snap.spill + sh * t.d_spill
-    if snap.stationary is None:
-        return spill, None
+    if t.d_stationary is SAME or snap.stationary is None:
+        return spill, snap.stationary
     ap = snap.stationary[0]
     dp, do = t.d_stationary
-    return spill, dataclasses.replace(ap, p_start=ap.p_start + sh * dp, offset=ap.offset + sh * do,
-                                      _box=None)
+    return spill, (dataclasses.replace(ap, p_start=ap.p_start + sh * dp,
+                                       offset=ap.offset + sh * do, _box=None), -1)
 
 
 class LazyEmits:
