@@ -108,7 +108,11 @@ def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
                 return int(val) if isinstance(val, torch.SymInt) else val
             return None
         if isinstance(a, (list, tuple)):
-            return type(a)(convert(x) for x in a)
+            # tensor lists as lists, int lists as tuples, as the eager queue describes them: a
+            # rule reading dims as a tuple took FX's list for "every dim" (sum over [0] of a
+            # bias gradient was timed as a sum of everything)
+            items = [convert(x) for x in a]
+            return items if any(isinstance(x, lower.TensorSpec) for x in items) else tuple(items)
         if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
             return str(a).replace("torch.", "")
         return a
