@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .tensor import NkiTensor
 
-_CONSUMERS = ("vector", "scalar")
+CONSUMERS = ("vector", "scalar")      # the engines whose operands are lowered here
 
 
 def is_partition_broadcast(v) -> bool:
@@ -30,7 +30,7 @@ def is_partition_broadcast(v) -> bool:
 def lower(trace, engine, reads, attrs):
     """(reads, attrs) with every partition-broadcast operand replaced by the tile a broadcast
     instruction wrote (recorded on `trace` first)."""
-    if engine not in _CONSUMERS or getattr(trace, "_in_broadcast", False):
+    if engine not in CONSUMERS or getattr(trace, "_in_broadcast", False):
         return reads, attrs
     if not any(is_partition_broadcast(v) for v in reads):
         return reads, attrs

@@ -29,7 +29,7 @@ from ..program.ap import AccessPattern, Memory, Tensor
 from ..program.builder import ProgramBuilder, paused_gc
 from . import dtypes
 from .errors import NkiValidationError
-from .tensor import NkiTensor
+from .tensor import NkiTensor, _new_view
 from .tracer import Finding
 
 _MEM = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}
@@ -75,7 +75,7 @@ class _Mapper:
         self.geometry = {}
         self.ranges = {}      # id(view) -> (view, free_range): a traced view is asked many times
         self.aps = {}         # (storage id, shape, strides, offset) -> AccessPattern
-        self.bytes = {}       # id(view) -> (view, byte_range) of views whose storage never moves
+        self.bytes = {}       # (storage id, shape, strides, offset) -> byte_range, storages that never move
 
     def tensor(self, st, index):
         t = self.tensors.get(st.id)
@@ -114,16 +114,17 @@ class _Mapper:
 
     def byte_range(self, v: NkiTensor, index) -> tuple[float, float]:
         """[lo, hi) bytes of an on-chip view inside each partition, at its address at `index`."""
-        hit = self.bytes.get(id(v))
-        if hit is not None and hit[0] is v:      # a storage of one segment: one address
-            return hit[1]
-        lo, hi = self.free_range(v)
         st = v.storage
+        key = (st.id, v.shape, v.strides, v.offset)
+        r = self.bytes.get(key)
+        if r is not None:
+            return r
+        lo, hi = self.free_range(v)
         addr = self.plan.address(st, index)[1]
         isz = st.itemsize
         r = addr + lo * isz, addr + hi * isz
-        if len(self.plan.segments.get(st.id, ())) <= 1:
-            self.bytes[id(v)] = (v, r)
+        if len(self.plan.segments.get(st.id, ())) <= 1:     # one segment: one address
+            self.bytes[key] = r
         return r
 
     def ap(self, v: NkiTensor, index) -> AccessPattern:
@@ -317,9 +318,16 @@ def _emit_pieces(b, ins, m, cols, note, reuse_deps):
     """One dma_copy per column range, each ordered after the previous users of its own bytes."""
     dst, src = ins.wviews[0], ins.rviews[0]
     for c0, c1 in cols:
-        d, s = dst[:, c0:c1], src[:, c0:c1]
+        d, s = _columns(dst, c0, c1), _columns(src, c0, c1)
         row = _emit(b, ins, m, reuse_deps([d], ins.index), dst=d, src=s)
         note(row, [d, s], ins.index, ins.engine)
+
+
+def _columns(v, c0, c1):
+    """``v[:, c0:c1]`` of a 2-D view (`_splittable` ones only: the columns are in range)."""
+    w = _new_view(NkiTensor)
+    w.storage, w.shape, w.strides, w.offset = v.storage, (v.shape[0], c1 - c0), v.strides, v.offset + c0 * v.strides[1]
+    return w
 
 
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):

@@ -143,10 +143,11 @@ class KernelTrace:
         """Record an instruction. ``reads``/``writes`` are tensors (views)."""
         loc = loc or user_loc()
         # a partition-broadcast operand needs its own instruction first (broadcast.py)
-        reads, attrs = broadcast.lower(self, engine, reads, attrs)
+        if engine in broadcast.CONSUMERS:
+            reads, attrs = broadcast.lower(self, engine, reads, attrs)
         idx = len(self.instrs)
-        r = tuple(t for t in reads if isinstance(t, NkiTensor))
-        w = tuple(t for t in writes if isinstance(t, NkiTensor))
+        r = tuple([t for t in reads if isinstance(t, NkiTensor)])
+        w = tuple([t for t in writes if isinstance(t, NkiTensor)])
         for a in r + w:
             s = a.storage
             if s.first_use is None:
