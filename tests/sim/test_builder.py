@@ -13,6 +13,7 @@ from neuron_sim.errors import DeadlockError, ProgramError
 from neuron_sim.nki.launch import last_report, simulate as nki_simulate
 from neuron_sim.program import ProgramBuilder
 from neuron_sim.program import builder as B
+from neuron_sim.program import repeat as R
 
 
 def _equal(a, b):
@@ -133,3 +134,121 @@ def test_paused_gc_nests_across_threads_and_restores_the_collector():
         with B.paused_gc():
             raise ValueError("an error inside still restores the collector")
     assert gc.isenabled()
+
+
+# ---- ProgramBuilder.repeat: loops written in bulk equal the loops run ----------------------------
+
+def _operands(prog):
+    """Every instruction's operand record, with tensors by name (builders make their own)."""
+    ap = lambda x: (x.tensor.name, x.p_start, x.p_size, x.offset, x.dims, x.p_stride)
+    return [(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops, e.dma, e.params,
+             [ap(x) for x in e.reads], [ap(x) for x in e.writes]) for e in prog.emits]
+
+
+def _three_ways(make, monkeypatch):
+    """(repeat as it is, repeat running every iteration, the per-instruction reference)."""
+    bulk = make()
+    with monkeypatch.context() as m:
+        m.setattr(B.ProgramBuilder, "_sample_then_synthesize", lambda self, count, body: 0)
+        loop = make()
+        m.setattr(B, "_reference_default", lambda: True)
+        ref = make()
+    return bulk, loop, ref
+
+
+def _written_in_bulk(prog) -> bool:
+    return isinstance(prog.emits, R.LazyEmits)
+
+
+@pytest.mark.parametrize("name", ["C1 tiled", "C4 fully blocked", "C8 with spills"])
+def test_repeat_equals_the_loop_and_the_reference_on_calibration_programs(name, monkeypatch):
+    bulk, loop, ref = _three_ways(PROGRAMS[name], monkeypatch)
+    assert _written_in_bulk(bulk) and not _written_in_bulk(loop)
+    for other in (loop, ref):
+        _equal(bulk, other)
+        assert _operands(bulk) == _operands(other)
+
+
+def _nested(chip="trn2", keep_operands=True):
+    """Nested loops with round-robin buffers (periods 3 and 2), a stationary reused across
+    iterations and after the loop, explicit deps before the loop and one iteration back, spill
+    stores, and an inner loop whose first iteration differs (accumulate=False)."""
+    b = ProgramBuilder(chip, keep_operands=keep_operands)
+    h = b.hbm("h", (128, 64 * 512), "bfloat16")
+    o = b.hbm("o", (128, 64 * 512), "bfloat16")
+    tiles = [b.sbuf(f"t{i}", (128, 512), "bfloat16") for i in range(3)]
+    w = b.sbuf("w", (128, 128), "bfloat16")
+    ps = [b.psum(f"p{i}", (128, 512)) for i in range(2)]
+    outs = b.sbuf("outs", (128, 64, 512), "bfloat16")
+    slot = b.spill_slot("outs", (128, 64, 512), "bfloat16")
+    first = b.dma_copy(w, h[:, 0:128])
+
+    def body(i):
+        t = tiles[i % 3]
+        b.dma_copy(t, h[:, i * 512:(i + 1) * 512], queue=0, deps=[first])
+        b.repeat(4, lambda j: b.nc_matmul(ps[i % 2][:, 0:128], w, t[:, j * 128:(j + 1) * 128],
+                                          accumulate=j > 0))
+        c = b.tensor_copy(outs[:, i, :], ps[i % 2])
+        b.spill_store(slot[:, i, :], outs[:, i, :], queue=2, deps=[c - 3])
+        b.dma_copy(o[:, i * 512:(i + 1) * 512], outs[:, i, :], queue=1)
+    b.repeat(64, body)
+    b.nc_matmul(ps[0][:, 0:128], w, tiles[0][:, 0:128])     # w still loaded: no LoadStationary
+    return b, b.build()
+
+
+@pytest.mark.parametrize("keep_operands", [True, False])
+def test_repeat_nested_periodic_loops_equal_the_loop_and_the_reference(keep_operands,
+                                                                       monkeypatch):
+    bulk, loop, ref = _three_ways(lambda: _nested(keep_operands=keep_operands)[1], monkeypatch)
+    for other in (loop, ref):
+        _equal(bulk, other)
+    if keep_operands:
+        assert _written_in_bulk(bulk)
+        assert _operands(bulk) == _operands(loop) == _operands(ref)
+    assert bulk.counts()["load_stationary"] == 1
+    b, _ = _nested()
+    assert b.spill_bytes == 64 * 128 * 512 * 2
+
+
+def _not_affine(kind):
+    b = ProgramBuilder("trn2")
+    x = b.sbuf("x", (128, 4096), "float32")
+    h = b.hbm("h", (128, 4096), "float32")
+
+    def body(i):
+        if kind == "squares":                          # offsets i*i: not a constant step
+            b.memset(x[:, i * i:i * i + 8], 0.0)
+        elif kind == "alloc":                          # a fresh tile per iteration
+            t = b.sbuf(f"t{i}", (128, 64), "float32")
+            b.tensor_copy(t, x[:, i * 64:(i + 1) * 64])
+            b.free(t)
+        elif kind == "queue":                          # DMA queues taken round-robin
+            b.dma_copy(x[:, i * 8:(i + 1) * 8], h[:, i * 8:(i + 1) * 8])
+        elif kind == "semaphore":
+            b.memset(x[:, i * 8:(i + 1) * 8], 0.0, signal=1)
+            b.tensor_copy(x[:, 2048 + i * 8:2048 + (i + 1) * 8], x[:, i * 8:(i + 1) * 8],
+                          engine="scalar", wait=[(1, i + 1)])
+        elif kind == "change":                         # iteration 2 differs from 0 and 1 (a
+            # change after the iterations repeat() runs breaks its contract: body must be affine)
+            b.memset(x[:, i * 8:(i + 1) * 8], 0.0, engine="gpsimd" if i == 2 else "vector")
+    b.repeat(40, body)
+    return b.build()
+
+
+@pytest.mark.parametrize("kind", ["squares", "alloc", "queue", "semaphore", "change"])
+def test_repeat_runs_every_iteration_when_they_are_not_affine(kind, monkeypatch):
+    bulk, loop, ref = _three_ways(lambda: _not_affine(kind), monkeypatch)
+    assert not _written_in_bulk(bulk)
+    for other in (loop, ref):
+        _equal(bulk, other)
+        assert _operands(bulk) == _operands(other)
+
+
+def test_repeat_count_errors_and_ranges():
+    b = ProgramBuilder("trn2")
+    x = b.sbuf("x", (128, 512), "float32")
+    with pytest.raises(ProgramError, match="count must be >= 0"):
+        b.repeat(-1, lambda i: None)
+    assert b.repeat(0, lambda i: b.memset(x, 0.0)) == range(0, 0)
+    assert b.repeat(8, lambda i: b.memset(x[:, i * 64:(i + 1) * 64], 0.0)) == range(0, 8)
+    assert b.repeat(3, lambda i: b.memset(x[:, i:i + 1], 0.0)) == range(8, 11)
