@@ -30,10 +30,6 @@ class Setting:
     minimum: int | None = None       # smallest valid int
     case_insensitive: bool = False   # str choices match whatever the case (log levels)
 
-    @property
-    def type(self) -> type:          # the name neuron_sim used before
-        return self.kind
-
     def valid_values(self) -> str:
         if self.kind is bool:
             return "0/1, true/false, yes/no or on/off"
@@ -74,8 +70,6 @@ class Setting:
                 return value
             raise self._error(raw, "is not valid")
         return value
-
-    get = read
 
     def _error(self, raw: str, what: str) -> SettingError:
         return SettingError(f"{self.name}={raw!r} {what}; valid values: {self.valid_values()}. "
@@ -136,6 +130,14 @@ def _chips() -> tuple:
     from .hardware import list_chips
     return tuple(list_chips())
 
+
+# Read by the device and by the torch-free Neuron tools (neuron-ls, neuron-top).
+declare(
+    "device",
+    Setting("NEURON_SIM_INSTANCE", str, "trn2.3xlarge",
+            "Simulated instance (trn2.3xlarge, trn2.48xlarge, trn3.48xlarge, trn1.32xlarge, ...; "
+            "`torch_neuronx.list_instances()`), checked when the device starts."),
+)
 
 declare(
     "simulator",

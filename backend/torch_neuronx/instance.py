@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neuron_sim.hardware import get_instance, list_instances
+from neuron_sim.hardware.instances import select
 
 from . import settings
 
@@ -53,16 +53,7 @@ def _parse_visible(spec: str, total: int) -> tuple:
 def resolve(instance_name: str | None = None, environ=None) -> Visible:
     """The instance and visible cores the environment asks for; clear errors list valid values."""
     name = instance_name or settings.get("NEURON_SIM_INSTANCE", environ)
-    if name not in list_instances():
-        raise ValueError(f"Unknown simulated instance {name!r}. Valid instances: "
-                         f"{', '.join(list_instances())}. Set NEURON_SIM_INSTANCE or call "
-                         "torch_neuronx.set_instance(name).")
-    inst = get_instance(name)
-    lnc = settings.get("NEURON_LOGICAL_NC_CONFIG", environ)
-    lnc = inst.lnc_default if lnc is None else lnc
-    if lnc not in inst.lnc_allowed:
-        raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={lnc} is not valid for {name}; valid values: "
-                         f"{', '.join(str(v) for v in inst.lnc_allowed)}.")
+    inst, lnc = select(name, settings.get("NEURON_LOGICAL_NC_CONFIG", environ))
     total = inst.logical_cores(lnc)
     spec = settings.get("NEURON_RT_VISIBLE_CORES", environ)
     cores = _parse_visible(spec, total) if spec else tuple(range(total))

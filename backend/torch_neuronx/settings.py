@@ -20,9 +20,6 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 SETTINGS = list(declare(
     "device",
-    Setting("NEURON_SIM_INSTANCE", str, "trn2.3xlarge",
-            "Simulated instance (trn2.3xlarge, trn2.48xlarge, trn3.48xlarge, trn1.32xlarge, ...; "
-            "`torch_neuronx.list_instances()`), checked when the device starts."),
     Setting("NEURON_RT_VISIBLE_CORES", str, None,
             "Logical cores this process sees: one index or a range such as 0-3."),
     Setting("NEURON_RT_NUM_CORES", int, 0, "Number of logical cores to use; 0 means all.",

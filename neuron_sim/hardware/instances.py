@@ -105,6 +105,21 @@ def list_instances() -> list[str]:
     return list(_instances())
 
 
+def select(name: str, lnc: int | None) -> tuple[Instance, int]:
+    """The instance and logical core size NEURON_SIM_INSTANCE and NEURON_LOGICAL_NC_CONFIG ask
+    for (`lnc` None: the chip's default); the errors list the valid values."""
+    if name not in _instances():
+        raise ValueError(f"Unknown simulated instance {name!r}. Valid instances: "
+                         f"{', '.join(list_instances())}. Set NEURON_SIM_INSTANCE or call "
+                         "torch_neuronx.set_instance(name).")
+    inst = _instances()[name]
+    lnc = inst.lnc_default if lnc is None else lnc
+    if lnc not in inst.lnc_allowed:
+        raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={lnc} is not valid for {name}; valid values: "
+                         f"{', '.join(str(v) for v in inst.lnc_allowed)}.")
+    return inst, lnc
+
+
 def get_instance(name: str) -> Instance:
     """The instance `name` (e.g. 'trn2.48xlarge'); an unknown name lists the valid ones."""
     try:

@@ -2,14 +2,14 @@
 logical core ids at the configured LNC, HBM, and the devices each one has a NeuronLink to.
 
 The instance and LNC are the ones a new process would get: NEURON_SIM_INSTANCE and
-NEURON_LOGICAL_NC_CONFIG (declared in torch_neuronx.settings; read here without torch)."""
+NEURON_LOGICAL_NC_CONFIG."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from ..hardware import get_instance, list_instances
+from ..config import get
+from ..hardware.instances import select
 
 
 @dataclass(frozen=True)
@@ -36,20 +36,8 @@ class Layout:
 
 
 def current(environ=None) -> Layout:
-    env = os.environ if environ is None else environ
-    name = env.get("NEURON_SIM_INSTANCE") or "trn2.3xlarge"
-    if name not in list_instances():
-        raise ValueError(f"NEURON_SIM_INSTANCE={name!r} is not a simulated instance; valid: "
-                         f"{', '.join(list_instances())}")
-    inst = get_instance(name)
-    raw = env.get("NEURON_LOGICAL_NC_CONFIG") or ""
-    try:
-        lnc = int(raw) if raw.strip() else inst.lnc_default
-    except ValueError:
-        raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={raw!r} must be 1 or 2") from None
-    if lnc not in inst.lnc_allowed:
-        raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={lnc} is not valid for {name}; valid: "
-                         f"{', '.join(str(v) for v in inst.lnc_allowed)}")
+    name = get("NEURON_SIM_INSTANCE", environ)
+    inst, lnc = select(name, get("NEURON_LOGICAL_NC_CONFIG", environ))
     per = inst.logical_cores_per_chip(lnc)
     links = _links(name, lnc, inst.chips, per)
     nodes = 2 if inst.chips > 1 else 1          # multi-chip instances have two sockets

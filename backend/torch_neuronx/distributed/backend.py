@@ -26,9 +26,8 @@ from torch._C._distributed_c10d import AllgatherOptions, ProcessGroupGloo
 
 from neuron_sim.collectives import estimate, fabric_for
 
-from .. import _C
+from .. import _C, settings
 from . import placement as _placement
-from . import settings
 from .errors import (CollectiveDeviceError, CollectiveMismatchError, DistributedSetupError,
                      PeerLostError)
 

@@ -40,9 +40,8 @@ from torch._C._distributed_c10d import FakeProcessGroup
 from neuron_sim.collectives import fabric_for
 from neuron_sim.hardware import get_instance
 
-from .. import _C
+from .. import _C, settings
 from . import backend as _backend
-from . import settings
 from .errors import DistributedSetupError
 from .placement import Placement
 
