@@ -69,3 +69,82 @@ def test_reused_buffer_piece_waits_only_for_its_own_readers(monkeypatch):
     read0, read1 = mm[0], mm[1]               # iteration 0's matmuls, columns 0:128 and 128:256
     assert read0 in prog.deps_of(piece0) and read1 not in prog.deps_of(piece0)
     assert read1 in prog.deps_of(piece1) and read0 not in prog.deps_of(piece1)
+
+
+def _program_key(prog):
+    op, oi = prog.order_edges()
+    return ({k: prog.cols[k].tobytes() for k in prog.cols}, prog.dep_ptr.tobytes(),
+            prog.dep_idx.tobytes(), op.tobytes(), oi.tobytes(), list(prog.opnames))
+
+
+@nki.jit
+def partial_accumulations(lhsT, rhs):
+    """nc_matmul into untouched, whole, partly written and explicitly accumulated PSUM tiles:
+    every way its accumulate flag is decided."""
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+    b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=lhsT)
+    nisa.dma_copy(dst=b, src=rhs)
+    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=ps[:, 0:256], value=0.0, engine=nisa.vector_engine)      # partly written
+    nisa.nc_matmul(dst=ps, stationary=a, moving=b)
+    nisa.nc_matmul(dst=ps, stationary=a, moving=b)                            # whole
+    q = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=q, stationary=a, moving=b)                             # untouched
+    nisa.nc_matmul(dst=q, stationary=a, moving=b, accumulate=True)
+    nisa.nc_matmul(dst=q, stationary=a, moving=b, accumulate=False)
+    r = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=r, src=q)
+    nisa.tensor_tensor(dst=r, data1=ps, data2=r, op=nl.add)
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+def test_timing_only_trace_builds_the_program_numerics_build():
+    """numerics=False takes its own path through nc_matmul (no masks, checks memoised): the
+    program, rows, dependencies and order edges, is byte for byte the one of the full trace,
+    for the matmul tutorial's kernels and every way a matmul's accumulate flag is decided."""
+    from nki_examples import load_example
+    mt = load_example("matmul_tutorial")
+    rng = np.random.default_rng(1)
+    lhsT = rng.standard_normal((1024, 2048)).astype(nl.bfloat16)
+    rhs = rng.standard_normal((1024, 1024)).astype(nl.bfloat16)
+    small = (rng.standard_normal((128, 128)).astype(np.float32),
+             rng.standard_normal((128, 512)).astype(np.float32))
+    cases = [(mt.matmul_fully_optimized, (lhsT, rhs)), (mt.matmul_block_free, (lhsT, rhs)),
+             (partial_accumulations, small)]
+    for kernel, args in cases:
+        keys, times = [], []
+        for numerics in (True, False):
+            nki.simulate(kernel, platform_target="trn1", numerics=numerics)(*args)
+            rep = nki.last_report()
+            acc = [e.params["accumulate"] for e in rep.programs[0].emits if e.name == "nc_matmul"]
+            keys.append((_program_key(rep.programs[0]), acc))
+            times.append(rep.total_ns)
+        assert keys[0] == keys[1], kernel.__name__
+        assert times[0] == times[1]
+    assert acc == [True, True, False, True, False]
+
+
+def test_memoised_matmul_checks_still_reject_a_bad_geometry():
+    """nc_matmul's checks are kept by operand geometry; a call that differs only in where the
+    destination lives (SBUF, not PSUM) is still refused after a good one."""
+    import pytest
+
+    @nki.jit
+    def k(lhsT, rhs):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=lhsT)
+        nisa.dma_copy(dst=b, src=rhs)
+        for buf in (nl.psum, nl.sbuf):
+            d = nl.ndarray((128, 512), dtype=nl.float32, buffer=buf)
+            nisa.nc_matmul(dst=d, stationary=a, moving=b)
+        return out
+
+    x, y = np.zeros((128, 128), np.float32), np.zeros((128, 512), np.float32)
+    for numerics in (True, False):
+        with pytest.raises(nki.NkiValidationError, match="'dst'.*must be in PSUM"):
+            nki.simulate(k, platform_target="trn1", numerics=numerics)(x, y)
