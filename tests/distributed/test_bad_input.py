@@ -106,12 +106,17 @@ def test_another_ranks_setup_error_stops_this_rank():
         neuron_backend._handshake(store, _rank_info(0, 2, 0), timedelta(seconds=5))
 
 
-def test_more_ranks_than_the_instance_has_cores(monkeypatch):
+def _torchrun(monkeypatch, instance, **env):
+    """The environment torchrun gives a worker on `instance`, with no core selection of its own."""
     for name in ("NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NEURON_SIM_INSTANCE", "trn1.2xlarge")
-    monkeypatch.setenv("LOCAL_RANK", "2")
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    monkeypatch.setenv("NEURON_SIM_INSTANCE", instance)
+    for name, value in env.items():
+        monkeypatch.setenv(name, str(value))
+
+
+def test_more_ranks_than_the_instance_has_cores(monkeypatch):
+    _torchrun(monkeypatch, "trn1.2xlarge", LOCAL_RANK=2, LOCAL_WORLD_SIZE=3)
     with pytest.raises(DistributedSetupError) as e:
         neuron_placement.from_environment(2, 3)
     assert "rank 2 (LOCAL_RANK 2) has no NeuronCore" in str(e.value)
@@ -120,12 +125,7 @@ def test_more_ranks_than_the_instance_has_cores(monkeypatch):
 
 
 def test_placement_follows_torchrun(monkeypatch):
-    for name in ("NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NEURON_SIM_INSTANCE", "trn2.48xlarge")
-    monkeypatch.setenv("LOCAL_RANK", "5")
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
-    monkeypatch.setenv("GROUP_RANK", "0")
+    _torchrun(monkeypatch, "trn2.48xlarge", LOCAL_RANK=5, LOCAL_WORLD_SIZE=8, GROUP_RANK=0)
     p = neuron_placement.from_environment(5, 8)
     assert (p.local_rank, p.local_world_size, p.core, p.global_core) == (5, 8, 5, 5)
     monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "8-15")     # a list the local ranks index

@@ -6,6 +6,7 @@ generation, serialization) keep every bit. A computed value that does not fit in
 raises one warning per op and dtype naming the op, the dtype and the 32-bit compute.
 """
 
+import inspect
 import io
 import json
 import warnings
@@ -73,21 +74,17 @@ def test_serialization_keeps_64_bit_values():
 
 # The warning is once per op and dtype in a process, and other tests (the OpInfo sweep) may
 # already have computed these ops in 64 bits: the two tests of the warning itself start fresh.
-WARNINGS_IN_FRESH_PROCESS = """
+WARNINGS_IN_FRESH_PROCESS = f"""
 import json, warnings, torch
-BIG = 2**40 + 5
-def neuron_warnings(fn):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = fn()
-    return result, [str(w.message) for w in caught if "[Neuron]" in str(w.message)]
+BIG = {BIG}
+{inspect.getsource(_neuron_warnings)}
 x = torch.tensor([BIG], device="neuron")
-y, first = neuron_warnings(lambda: (x * 3).cpu())
-_, again = neuron_warnings(lambda: (x * 3).cpu())
+y, first = _neuron_warnings(lambda: (x * 3).cpu())
+_, again = _neuron_warnings(lambda: (x * 3).cpu())
 h = torch.tensor([1.0, 2.0], dtype=torch.float64, device="neuron")
-d, div = neuron_warnings(lambda: (h / 3).cpu())
-print(json.dumps({"mul": y.tolist(), "first": first, "again": again,
-                  "div_dtype": str(d.dtype), "div": d.tolist(), "div_warnings": div}))
+d, div = _neuron_warnings(lambda: (h / 3).cpu())
+print(json.dumps({{"mul": y.tolist(), "first": first, "again": again,
+                  "div_dtype": str(d.dtype), "div": d.tolist(), "div_warnings": div}}))
 """
 
 
