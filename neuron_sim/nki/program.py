@@ -29,7 +29,7 @@ from ..program.ap import AccessPattern, Memory, Tensor
 from ..program.builder import ProgramBuilder, paused_gc
 from . import dtypes
 from .errors import NkiValidationError
-from .tensor import NkiTensor, _new_view
+from .tensor import NkiTensor, make_view
 from .tracer import Finding
 
 _MEM = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}
@@ -325,9 +325,7 @@ def _emit_pieces(b, ins, m, cols, note, reuse_deps):
 
 def _columns(v, c0, c1):
     """``v[:, c0:c1]`` of a 2-D view (`_splittable` ones only: the columns are in range)."""
-    w = _new_view(NkiTensor)
-    w.storage, w.shape, w.strides, w.offset = v.storage, (v.shape[0], c1 - c0), v.strides, v.offset + c0 * v.strides[1]
-    return w
+    return make_view(v.storage, (v.shape[0], c1 - c0), v.strides, v.offset + c0 * v.strides[1])
 
 
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):

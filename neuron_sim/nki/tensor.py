@@ -140,7 +140,7 @@ class IndexRange:
 class NkiTensor:
     """A view on a Storage. Attributes follow the NKI language guide."""
 
-    __slots__ = ("storage", "shape", "strides", "offset")
+    __slots__ = ("storage", "shape", "strides", "offset", "_sub")
     __array_priority__ = 1000  # so ndarray <op> tensor defers to the tensor
 
     def __init__(self, storage: Storage, shape=None, strides=None, offset=0):
@@ -148,6 +148,7 @@ class NkiTensor:
         self.shape = tuple(storage.shape if shape is None else (int(s) for s in shape))
         self.strides = tuple(_row_major(self.shape) if strides is None else strides)
         self.offset = int(offset)
+        self._sub = None        # index key -> the view it gave (__getitem__); views never change
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -276,6 +277,32 @@ class NkiTensor:
     def __getitem__(self, key):
         if key.__class__ is not tuple and not isinstance(key, tuple):
             key = (key,)
+        # a kernel slices the same tile the same way in every loop iteration: the view made
+        # for an index of ints and slices is kept (slices are unhashable before Python 3.12)
+        hk = []
+        for k in key:
+            c = k.__class__
+            if c is slice:
+                hk.append((k.start, k.stop, k.step))
+            elif c is int:
+                hk.append(k)
+            else:
+                hk = None
+                break
+        if hk is not None:
+            hk = tuple(hk)
+            sub = self._sub
+            if sub is None:
+                sub = self._sub = {}
+            else:
+                v = sub.get(hk)
+                if v is not None:
+                    return v
+            v = sub[hk] = self._index(key)
+            return v
+        return self._index(key)
+
+    def _index(self, key):
         for i, k in enumerate(key):
             if k is not Ellipsis:
                 continue
@@ -331,9 +358,7 @@ class NkiTensor:
         if on_chip and len(shape) < 2:
             shape.append(1)
             strides.append(dropped_last if dropped_last is not None else 1)
-        v = _new_view(NkiTensor)
-        v.storage, v.shape, v.strides, v.offset = self.storage, tuple(shape), tuple(strides), offset
-        return v
+        return make_view(self.storage, tuple(shape), tuple(strides), offset)
 
     def __setitem__(self, key, value):
         from . import language
@@ -450,4 +475,12 @@ class NkiTensor:
                                  "use nki.isa instructions (or dynamic_range) instead of Python control flow on data")
 
 
-_new_view = object.__new__      # __getitem__ fills a view's four fields itself (it is called per operand)
+def make_view(storage, shape: tuple, strides: tuple, offset: int) -> NkiTensor:
+    """A view from already-checked fields (what indexing computed), without __init__'s
+    conversions: views are made per instruction operand."""
+    v = _new(NkiTensor)
+    v.storage, v.shape, v.strides, v.offset, v._sub = storage, shape, strides, offset, None
+    return v
+
+
+_new = object.__new__
