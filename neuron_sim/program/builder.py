@@ -190,6 +190,7 @@ class ProgramBuilder:
         self._pool: list = []                  # operand records of flushed rows (keep_operands)
         self._classes: dict = {}               # emit_key -> class id
         self._depth = 0                        # repeat() nesting
+        self._precedents: dict = {}            # (body code, count) -> [repeat.Precedent]
         self._mut = 0                          # allocations, frees, semaphore uses (repeat())
         self._track_ids: dict[int, int] = {}   # tensor id -> dense track number
         self._track_tid: list[int] = []        # dense track number -> tensor id
@@ -500,7 +501,12 @@ class ProgramBuilder:
 
     def _sample_then_synthesize(self, count, body) -> int:
         """Run iterations until they are seen to be affine, then write the rest in bulk
-        (repeat.py). Returns the first iteration still to run (count when all are written)."""
+        (repeat.py). Returns the first iteration still to run (count when all are written).
+        A loop whose body (same code) and count were written in bulk before, e.g. the inner
+        loop of a nest in the next outer iteration, is written after its first affine two
+        iterations if they match that precedent shifted (repeat.from_precedent)."""
+        key = (getattr(body, "__code__", None), count)
+        precedents = self._precedents.get(key, ()) if key[0] is not None else ()
         snaps = [self._snapshot()]               # snaps[k + 1]: after iteration k
         its = []                                 # its[k]: iteration k as a repeat.Sample
         for k in range(count):
@@ -509,16 +515,26 @@ class ProgramBuilder:
             snaps.append(self._snapshot())
             its.append(R.Sample(R.concat(self._segs[snaps[k].segs:snaps[k + 1].segs],
                                          len(COLUMNS))))
+            if k == count - 1:
+                return count
+            for pre in precedents:
+                if pre.window + 1 == k:
+                    t = R.from_precedent(pre, its, snaps)
+                    if t is not None:
+                        self._write_bulk(t, k + 1, count)
+                        return count
             if k < 2:
                 continue
             if its[k].sig != its[k - 1].sig or not its[k].repeatable():
                 return k + 1                     # iterations 1.. differ: the plain loop
-            if k == count - 1:
-                return count
             first = 0 if its[0].sig == its[1].sig else 1   # iteration 0 may differ (first loads)
             t = R.find_template(its[first:], snaps[first + 1:], snaps[first], first)
             if t is not None:
                 self._write_bulk(t, k + 1, count)
+                if key[0] is not None:
+                    kept = self._precedents.setdefault(key, [])
+                    kept.insert(0, R.Precedent(t, first, its[:first + 2], snaps[:first + 3]))
+                    del kept[4:]
                 return count
             if k > R.PERIOD_MAX + 1:
                 return k + 1

@@ -209,6 +209,77 @@ def find_template(its: list, snaps: list, before: Snapshot, first: int):
         d_stationary=d_st)
 
 
+@dataclasses.dataclass
+class Precedent:
+    """An earlier repeat() of the same loop body and count that was written in bulk: the
+    iterations it ran up to the second of its pattern, and its template."""
+    t: Template
+    window: int             # its first affine iteration (0, or 1 when iteration 0 differed)
+    its: list               # Samples of iterations 0 .. window + 1
+    snaps: list             # Snapshots before iteration 0 .. after iteration window + 1
+
+
+def from_precedent(pre: Precedent, its: list, snaps: list):
+    """The Template of this loop if its iterations 0 .. window + 1 match the precedent's up to
+    one constant shift of every position (same rows, classes, tracks; the same steps from one
+    iteration to the next; the same spill bytes per iteration; nothing allocated, freed or
+    signalled; the stationary key untouched, or moved by the same shift): a loop nest's inner
+    loop written in bulk after two iterations instead of a full period. Else None."""
+    w = pre.window
+    if len(its) != w + 2:
+        return None
+    before = snaps[w]
+    if snaps[-1].mut != before.mut or any(s.queue != before.queue for s in snaps[w + 1:]):
+        return None
+    keys = _shifted_keys(pre, snaps)
+    if keys is None:
+        return None
+    for a, b in zip(its, pre.its):
+        if a.sig != b.sig or a.trk != b.trk:
+            return None
+    d = its[w].pos - pre.its[w].pos
+    if (its[w + 1].pos - pre.its[w + 1].pos - d).any():
+        return None
+    spills, pre_spills = [s.spill for s in snaps], [s.spill for s in pre.snaps]
+    for j in (w, w + 1):
+        if spills[j + 1] - spills[j] != pre_spills[j + 1] - pre_spills[j]:
+            return None
+    t = pre.t
+    nb, na = t.box[0].size, t.pst.shape[1]
+    d_spill = spills[w] - pre_spills[w]
+    return dataclasses.replace(
+        t, box=t.box + d[:nb].reshape(-1, 4)[None], pst=t.pst + d[nb:nb + na][None],
+        off=t.off + d[nb + na:nb + 2 * na][None], x_idx=t.x_idx + d[nb + 2 * na:][None],
+        snaps=[dataclasses.replace(s, spill=s.spill + d_spill, stationary=keys(s.stationary))
+               for s in t.snaps])
+
+
+def _shifted_keys(pre: Precedent, snaps: list):
+    """How the precedent's stationary keys map to this loop's: a function of a key, or None when
+    the two loops' keys after iterations window, window + 1 differ otherwise than by one shift of
+    the same tensor's AP (or the tensor was written after it was loaded)."""
+    w = pre.window
+    if pre.t.d_stationary is SAME:
+        if any(s.stationary != snaps[w].stationary for s in snaps[w + 1:]):
+            return None
+        return lambda key: snaps[w].stationary
+    shifts = set()
+    for a, b in zip(snaps[w + 1:], pre.snaps[w + 1:]):
+        if a.stationary is None or b.stationary is None or \
+                a.stationary[1] != a.stationary_version:
+            return None
+        x, y = a.stationary[0], b.stationary[0]
+        if x.tensor is not y.tensor or (x.p_size, x.dims, x.p_stride) != \
+                (y.p_size, y.dims, y.p_stride):
+            return None
+        shifts.add((x.p_start - y.p_start, x.offset - y.offset))
+    if len(shifts) != 1:
+        return None
+    dp, do = shifts.pop()
+    return lambda key: (dataclasses.replace(key[0], p_start=key[0].p_start + dp,
+                                            offset=key[0].offset + do, _box=None), key[1])
+
+
 def synthesize(t: Template, start: int, stop: int) -> Seg:
     """Iterations start .. stop-1 of the loop `t` describes, as one segment."""
     ks = np.arange(start, stop, dtype=np.int64)

@@ -252,3 +252,26 @@ def test_repeat_count_errors_and_ranges():
     assert b.repeat(0, lambda i: b.memset(x, 0.0)) == range(0, 0)
     assert b.repeat(8, lambda i: b.memset(x[:, i * 64:(i + 1) * 64], 0.0)) == range(0, 8)
     assert b.repeat(3, lambda i: b.memset(x[:, i:i + 1], 0.0)) == range(8, 11)
+
+
+def _precedents():
+    """One loop body (same code, same count) repeated with different steps and buffer phases: a
+    later loop is written from an earlier one only when its first iterations match it shifted."""
+    b = ProgramBuilder("trn2")
+    x = b.sbuf("x", (128, 8192), "float32")
+    tiles = [b.sbuf(f"t{i}", (128, 64), "float32") for i in range(2)]
+
+    def loop(stride, phase, base):
+        b.repeat(16, lambda i: b.tensor_copy(tiles[(phase + i) % 2],
+                                             x[:, base + i * stride:base + i * stride + 64]))
+    for stride, phase, base in [(64, 0, 0), (64, 0, 2048), (128, 0, 0), (64, 1, 0), (64, 0, 64)]:
+        loop(stride, phase, base)
+    return b.build()
+
+
+def test_repeat_reuses_an_earlier_loop_only_when_it_matches(monkeypatch):
+    bulk, loop, ref = _three_ways(_precedents, monkeypatch)
+    assert _written_in_bulk(bulk)
+    for other in (loop, ref):
+        _equal(bulk, other)
+        assert _operands(bulk) == _operands(other)
