@@ -25,17 +25,9 @@ def _interface():
         Stream = torch.Stream
 
         class Worker:
-            @staticmethod
-            def set_device(device: int) -> None:
-                neuron.set_device(device)
-
-            @staticmethod
-            def current_device() -> int:
-                return neuron.current_device()
-
-            @staticmethod
-            def get_device_properties(device=None):
-                return neuron.get_device_properties(device)
+            set_device = staticmethod(neuron.set_device)
+            current_device = staticmethod(neuron.current_device)
+            get_device_properties = staticmethod(neuron.get_device_properties)
 
         current_device = staticmethod(neuron.current_device)
         set_device = staticmethod(neuron.set_device)
