@@ -11,8 +11,7 @@ settings table is generated from these declarations (`python -m torch_neuronx.se
 
 from __future__ import annotations
 
-from neuron_sim.config import Setting, SettingError, check_all, declare, declared
-from neuron_sim.config import get as _get
+from neuron_sim.config import Setting, SettingError, check_all, declare, declared, get
 
 __all__ = ["Setting", "SettingError", "SETTINGS", "get", "validate", "markdown_table"]
 
@@ -93,11 +92,6 @@ DISTRIBUTED_SETTINGS = list(declare(
             "small gloo all-gather): mismatches raise on every rank, and a rank that arrives "
             "later in simulated time makes the others wait. 0 skips both."),
 ).values())
-
-
-def get(name: str, environ=None):
-    """The parsed value of any declared setting (torch_neuronx's, NKI's or the simulator's)."""
-    return _get(name, environ)
 
 
 def validate(environ=None) -> None:

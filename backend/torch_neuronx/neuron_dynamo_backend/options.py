@@ -10,18 +10,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..settings import COMPILE_SETTINGS as SETTINGS
-from ..settings import get as _get
+from ..settings import get as setting
 
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
 
 # Keys of `options` the backend reads; others are accepted and ignored with a warning, as
 # TorchNeuron reads only a few keys.
 KNOWN_OPTIONS = ("fallback_execution", "model_name")
-
-
-def setting(name: str):
-    return _get(name)
 
 
 @dataclass(frozen=True)
