@@ -118,9 +118,25 @@ SBUF_FREE_LIMIT = 65536
 PSUM_FREE_LIMIT = 4096
 
 
+# operand geometries already found legal, by everything the checks read: a program asks about a
+# few geometries thousands of times. Bounded.
+_LEGAL: set = set()
+
+
 def check_engine_operand(instr, name, ap, engine, chip):
     """The partition rules plus each engine's memory ports: TensorE reads SBUF, writes PSUM;
     GpSimd has no PSUM port; VectorE/ScalarE reach SBUF and PSUM [ArchV2][ISA]."""
+    dims = ap.dims if type(ap.dims) is tuple else tuple(map(tuple, ap.dims))
+    key = (int(engine), ap.tensor.memory, ap.p_start, ap.p_size, dims, chip.sbuf_partitions)
+    if key in _LEGAL:
+        return
+    _check_engine_operand(instr, name, ap, engine, chip)
+    if len(_LEGAL) > 4096:
+        _LEGAL.clear()
+    _LEGAL.add(key)
+
+
+def _check_engine_operand(instr, name, ap, engine, chip):
     check_partitions(instr, name, ap, chip)
     check_memory(instr, name, ap, REACH[Engine(engine)], engine, chip,
                  "GpSimd has no PSUM port: copy through VectorE or ScalarE first"

@@ -64,7 +64,14 @@ class Tensor:
 
     def ap(self) -> "AccessPattern":
         if self._whole is None:
-            self._whole = self[(slice(None),) * len(self.shape)]
+            shape = self.shape
+            if not shape:
+                self._whole = self[()]
+            else:       # self[:, :, ...] written out: every tile and tensor asks for it once
+                st = self._strides
+                dims = tuple((shape[d], st[d]) for d in range(1, len(shape))) or ((1, 1),)
+                self._whole = AccessPattern(self.base, self.partition_start, shape[0], 0, dims,
+                                            st[0] if self.memory == Memory.HBM else 1)
         return self._whole
 
     def fits(self, shape, dtype) -> bool:
