@@ -20,7 +20,11 @@ PREDICT_NOT_MET = ("issue 13: predict rows not yet each within 25%: Mamba v2 at 
                    "slower: the refetches come back only when the state's last tensors die, so "
                    "the next state waits for them and its B_i load queues behind them; what the "
                    "hardware gets (104 us per tile and state against 144 here) needs DMA "
-                   "transfers sharing the HBM instead of queueing. v2 at seq 512 (C11, C13) "
+                   "transfers sharing the HBM instead of queueing. Tiling the consumers of a "
+                   "broadcast longer than a PSUM bank by banks (VectorE 8N per state instead of "
+                   "10N) gives 64.9 ms at seq 8192 and 42.2 at 7168, but v2 at 1024-5120 -11 to "
+                   "-13% and no efficiency drop from 512 to 1024 (98% against the published 73%), "
+                   "which the SBUF-copied broadcast explains. v2 at seq 512 (C11, C13) "
                    "+20% (VectorE per state 8N cycles by the ISA cost table against ~6.9N "
                    "measured)")
 
