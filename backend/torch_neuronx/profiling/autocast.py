@@ -76,10 +76,6 @@ def _dev(t) -> bool:
     return t[3] and bool(t[4]) and t[2] in (FP32, LOW)
 
 
-def _loc(t):
-    return (t[4], t[5], t[0], t[1])
-
-
 def _contiguous(sizes) -> tuple:
     strides, acc = [], 1
     for n in reversed(sizes):
@@ -122,7 +118,7 @@ class Rewrite:
         """A dense tensor is cast whole, in memory order, so every view of it (a weight and its
         transpose) reads the one copy; a strided slice is cast on its own."""
         dense = _dense_order(t)
-        return (t[4], t[5], dense[0], dtype) if dense is not None else (_loc(t), dtype)
+        return (t[4], t[5], dense[0], dtype) if dense is not None else ((t[4], t[5], t[0], t[1]), dtype)
 
     @staticmethod
     def _read(t, dtype, storage):
@@ -294,10 +290,6 @@ def _tensors(item, at):
                 yield t
 
 
-def _storages(item, at):
-    return (t[4] for t in _tensors(item, at))
-
-
 def _gradient_makers(batches, phases) -> dict:
     """{(batch, op): {storage: the tensor the optimizer reads there}} of the backward ops whose
     output the optimizer reads: the last write to a storage before an optimizer op reads it
@@ -311,7 +303,7 @@ def _gradient_makers(batches, phases) -> dict:
                     if t[4] in last:
                         found.setdefault(last[t[4]], {}).setdefault(t[4], t)
             else:
-                for s in _storages(item, 5):
+                for s in (t[4] for t in _tensors(item, 5)):
                     if phase == "backward":
                         last[s] = (b, i)
                     else:
