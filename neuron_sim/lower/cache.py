@@ -28,6 +28,7 @@ def _seq_key(op: OpSpec) -> tuple:
 class ProgramCache:
     def __init__(self):
         self._ops: dict = {}
+        self._specs: dict = {}      # (OpSpec.key, name, ids, chip, lnc) -> Timing (see _lower)
         self._seqs: dict = {}
         self.hits = 0
         self.misses = 0
@@ -67,6 +68,19 @@ class ProgramCache:
         return self._cached(self._ops, (key if key is not None else op.key(), c.name, lnc), make)
 
     def _lower(self, op: OpSpec, c, lnc) -> Timing:
+        """One lowering per distinct OpSpec: callers keying ops their own way (the eager backend
+        by raw descriptors) can reach the same OpSpec under two keys; the program is the same."""
+        k = (op.key(), op.name, tuple(t.id for t in op.inputs), tuple(t.id for t in op.outputs),
+             c.name, lnc)
+        try:
+            t = self._specs.get(k)
+        except TypeError:           # an unhashable argument: lowered without sharing
+            return self._lower_new(op, c, lnc)
+        if t is None:
+            t = self._specs[k] = self._lower_new(op, c, lnc)
+        return t
+
+    def _lower_new(self, op: OpSpec, c, lnc) -> Timing:
         reason = "no lowering rule"
         if has_rule(op.name):
             try:

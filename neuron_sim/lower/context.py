@@ -132,6 +132,8 @@ class LowerCtx:
         shape = tuple(shape)
         k = (role, dtype, slot % bufs, memory)
         t = self._pool.get(k)
+        if t is not None and t.shape == shape:      # the buffer itself (made for this dtype)
+            return t
         if t is None or not t.fits(shape, dtype):
             if t is not None:                    # still released by end_op
                 self._outgrown.append(t)

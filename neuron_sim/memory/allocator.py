@@ -35,13 +35,15 @@ class PartitionAllocator:
     def alloc(self, size: int, name: str) -> int:
         size = max(1, int(size))
         cur = 0
+        plain = not (self.bank_bytes or self.align)     # SBUF: any offset will do
         for off, sz in (*self.blocks, (self.capacity, 0)):
-            cand = self._fits(cur, size)
+            cand = cur if plain else self._fits(cur, size)
             if cand + size <= off:
                 insort(self.blocks, (cand, size))
                 self.peak = max(self.peak, cand + size)   # the other blocks are counted already
                 return cand
-            cur = max(cur, off + sz)
+            if off + sz > cur:
+                cur = off + sz
         raise CapacityError(self.memory, name, size, self.capacity - self.used, self.capacity,
                             self.chip)
 

@@ -10,6 +10,7 @@ from neuron_sim.errors import NeuronSimError
 from neuron_sim.lower import (RULES, OpSpec, ProgramCache, TensorSpec, estimate, has_rule,
                               lower_op, lower_sequence, lowers, normalize_name)
 from neuron_sim.lower import api, context
+from neuron_sim.lower import cache as cache_module
 
 
 def T(shape, dtype="float32", strides=None, **kw):
@@ -126,6 +127,22 @@ def test_cache_hits_and_reports_lowering_time():
     s = cache.stats()
     assert s["hits"] == 1 and s["misses"] == 1 and s["hit_rate"] == 0.5 and s["lower_s"] > 0
     assert cache.lower_op(op, "trn3", 1) is not a            # chip is part of the key
+
+
+def test_one_lowering_per_opspec_under_several_caller_keys(monkeypatch):
+    """The eager backend keys ops by raw descriptors; two keys describing the same OpSpec share
+    one program (same Timing), and an OpSpec differing only in aliasing (ids) gets its own."""
+    cache = ProgramCache()
+    built = []
+    monkeypatch.setattr(cache_module, "lower_op", lambda op, c, lnc: built.append(op) or
+                        lower_op(op, c, lnc))
+    op = OpSpec("aten::add.Tensor", (T((256, 256)), T((256, 256)), 1), (T((256, 256)),))
+    a = cache.lower_op(lambda: op, "trn2", 1, key="raw-1")
+    b = cache.lower_op(lambda: op, "trn2", 1, key="raw-2")
+    assert a is b and len(built) == 1 and cache.stats()["misses"] == 2
+    x = T((256, 256)).with_id("x")
+    aliased = OpSpec("aten::add.Tensor", (x, x, 1), (T((256, 256)),))
+    assert cache.lower_op(lambda: aliased, "trn2", 1, key="raw-3") is not a and len(built) == 2
 
 
 def test_big_op_is_cheap_to_build():
