@@ -76,14 +76,20 @@ def train_step(model, opt, x, y):
     return loss
 
 
+def fresh(cfg: GPTConfig, batch: int, device="neuron"):
+    """(model, AdamW optimizer, inputs, targets): a GPT made with seed 0 and one batch."""
+    torch.manual_seed(0)
+    model = GPT(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = (t.to(device) for t in make_batch(cfg, batch))
+    return model, opt, x, y
+
+
 def neuron_trainer(cfg: GPTConfig, batch: int, compiled: bool):
     """One AdamW training step of a fresh GPT on 'neuron', eager or compiled with the neuron
     backend (model and optimizer step), as a closure: returns (step, losses, parameter count);
     each step() appends its loss."""
-    torch.manual_seed(0)
-    model = GPT(cfg).to("neuron")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = (t.to("neuron") for t in make_batch(cfg, batch))
+    model, opt, x, y = fresh(cfg, batch)
     run = torch.compile(model, backend="neuron") if compiled else model
     step_opt = torch.compile(opt.step, backend="neuron") if compiled else opt.step
     losses = []

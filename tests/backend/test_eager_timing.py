@@ -12,7 +12,7 @@ import torch_neuronx
 from torch_neuronx import _state
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "gpt"))
-from gpt_model import GPT, GPTConfig, make_batch, train_step  # noqa: E402
+from gpt_model import GPTConfig, fresh, train_step  # noqa: E402
 
 
 @pytest.fixture
@@ -30,12 +30,7 @@ def _restore_aee():
 
 
 def _small_gpt():
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=128, n_layer=1, n_head=2, n_embd=64, block_size=32)
-    m = GPT(cfg).to("neuron")
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-    x, y = (t.to("neuron") for t in make_batch(cfg, 4))
-    return m, opt, x, y
+    return fresh(GPTConfig(vocab_size=128, n_layer=1, n_head=2, n_embd=64, block_size=32), 4)
 
 
 def _step_ns(state):

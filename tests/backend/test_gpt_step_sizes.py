@@ -12,16 +12,13 @@ import torch_neuronx
 from torch_neuronx import _state
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "gpt"))
-from gpt_model import GPT, GPTConfig, make_batch, train_step  # noqa: E402
+from gpt_model import GPTConfig, fresh, train_step  # noqa: E402
 
 
 def test_gpt_step_at_hidden_2048_lowers_every_op():
-    torch.manual_seed(0)
     # 100 tokens: a chunk of the head copies is not a whole number of 128-element head rows
-    cfg = GPTConfig(vocab_size=64, n_layer=1, n_head=16, n_embd=2048, block_size=100)
-    m = GPT(cfg).to("neuron")
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-    x, y = (t.to("neuron") for t in make_batch(cfg, 1))
+    m, opt, x, y = fresh(GPTConfig(vocab_size=64, n_layer=1, n_head=16, n_embd=2048,
+                                   block_size=100), 1)
     torch_neuronx.set_adaptive_eager(True)
     before = dict(torch_neuronx.estimated_ops())    # earlier tests' estimates, if any
     try:
