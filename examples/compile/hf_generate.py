@@ -12,10 +12,11 @@ import torch_neuronx
 import torch_neuronx.neuron_dynamo_backend as ndb
 
 
-def timed_generate(model, prompt, **kw):
+def timed_generate(model, prompt, new_tokens=16, **kw):
+    """Greedy generation with a static cache: (tokens, simulated device ns it took)."""
     torch.neuron.synchronize()
     start = torch_neuronx.device_time_ns()
-    out = model.generate(prompt, max_new_tokens=16, do_sample=False,
+    out = model.generate(prompt, max_new_tokens=new_tokens, do_sample=False,
                          cache_implementation="static", **kw)
     torch.neuron.synchronize()
     return out, torch_neuronx.device_time_ns() - start

@@ -19,6 +19,7 @@ from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 from transformers.generation.configuration_utils import CompileConfig  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "models"))
+from hf_generate import timed_generate  # noqa: E402
 from hf_tiny import tiny_causal_lm, tokens  # noqa: E402
 
 
@@ -36,12 +37,7 @@ def model_and_prompt():
 
 
 def generate(model, prompt, **kw):
-    torch.neuron.synchronize()
-    start = torch_neuronx.device_time_ns()
-    out = model.generate(prompt, max_new_tokens=8, do_sample=False,
-                         cache_implementation="static", **kw)
-    torch.neuron.synchronize()
-    return out, torch_neuronx.device_time_ns() - start
+    return timed_generate(model, prompt, 8, **kw)     # the example's (examples/compile)
 
 
 def test_static_cache_generation_compiles_and_matches_eager(model_and_prompt):
