@@ -281,7 +281,7 @@ def _dma_pieces(instrs, m):
             out[i] = [(a - lo, z - lo) for a, z in iv]
 
     for ins in instrs:
-        for v in ins.rviews:
+        for v in ins.reads:
             ws = windows.get(v.storage.id)
             if not ws:
                 continue
@@ -292,7 +292,7 @@ def _dma_pieces(instrs, m):
                         w[3].add((a, z))
                     else:
                         w[3] = None
-        for v in ins.wviews:
+        for v in ins.writes:
             ws = windows.get(v.storage.id)
             if ws:
                 a, z = m.free_range(v)
@@ -361,10 +361,8 @@ def _emit(b: ProgramBuilder, ins, m, deps, **operands):
     if deps:
         args["deps"] = deps
     if ins.op == "dma_copy":
-        _dma(b, **args)
-    else:
-        b.instruction(ins.op, **args)
-    return len(b) - 1
+        return _dma(b, **args)
+    return b.instruction(ins.op, **args)
 
 
 def _geometry(ap):
