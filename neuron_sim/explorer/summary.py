@@ -35,9 +35,10 @@ LAUNCH_SHARE = 0.30           # eager launch overhead > 30% of device time
 ESTIMATED_SHARE = 0.10        # ops timed by the roofline > 10% of device time
 
 # A recommendation triggered by a threshold states no saving, and says why: the change it names
-# (compile, bigger tiles, another layout) is not a rewrite of the profiled ops the summary can
-# re-time. Re-timed advice (torch_neuronx.profiling.advice: fused optimizer, one sync per step,
-# bf16 autocast) carries "saving_ns" and "checked": "re-timed".
+# (bigger tiles, another layout) is not a rewrite of the profiled ops the summary can re-time;
+# its "kind" is its WHY_NOT key. Re-timed advice (torch_neuronx.profiling.advice: fused
+# optimizer, one sync per step, bf16 autocast, torch.compile) carries "saving_ns" and
+# "checked": "re-timed", and replaces the launch threshold's recommendation.
 NOT_RETIMED = "not computed"
 WHY_NOT = {
     "dma": "its remedies (a compiled region, bigger tiles or batch, resident weights) build "
@@ -49,11 +50,10 @@ WHY_NOT = {
              "profile does not rewrite",
     "transpose": "the layout change is in the model or kernel, which a profile does not rewrite",
     "graphs": "giving each graph more work changes what is compiled",
-    "launch": "torch.compile builds its programs from the traced graph (other ops, one program "
-              "per graph, only graph outputs stored), not from the profiled eager ops: pricing "
-              "the eager ops as one program per phase missed the measured compiled step by "
-              "27-29% (demo GPT, a small MLP), more than the 25% a stated saving is held to; "
-              "removing sync points is re-timed by the sync-point advice",
+    "launch": "torch.compile of the forward and loss is re-timed by the compile advice when the "
+              "profiling process summarises a trace (its saving, or a note when it does not "
+              "pay), removing sync points by the sync-point advice; from a saved trace's rows "
+              "the ops cannot be rewritten",
     "estimate": "a caveat on accuracy, not a change",
 }
 COMPILED_GRAPH_PREFIX = "neuron::graph."   # how the torch.compile backend names its launches
@@ -157,7 +157,7 @@ def recommendations(s: Summary) -> list:
 
     def rec(score, title, detail, metric, threshold, why):
         found.append((score, {"title": title, "detail": detail, "metric": metric,
-                              "threshold": threshold,
+                              "threshold": threshold, "kind": why,
                               "checked": f"{NOT_RETIMED}: {WHY_NOT[why]}"}))
 
     tensor_busy = act.get("TensorE", 0.0)

@@ -142,29 +142,40 @@ def _is_aten(name: str) -> bool:
     return name.split("::", 1)[0] in ("aten", "prims")
 
 
-def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
-    """Simulated time of the ATen graph `gm` as ONE program on one logical core of `target`.
-    Raises NEFFCompilationError for graphs the simulated compiler cannot lower."""
-    spec = describe_graph(gm)
-    _check_lowerable(spec)
-    ops, live = lowering_ops(gm, lower)
+def lower_graph(ops, live, chip: str, lnc: int, cache=None) -> tuple:
+    """(the program of `ops` as ONE lowered sequence or None, [(name, Timing)] of the ops timed
+    apart and added in series, ns of those that are custom ops). Only `live` outputs are stored
+    to HBM. `cache`: the ProgramCache to lower through (the compile backend's by default; the
+    profiling advice prices a would-be graph with the eager cost model's)."""
+    cache = _CACHE if cache is None else cache
     fused, alone, serial = [], [], []
     custom_ns = 0.0
     for op in ops:
-        if not _is_aten(op.name):    # a custom op (NKI kernel): opaque, estimated here
-            est = lower.estimate(op, target.chip, target.lnc)
+        if not (_is_aten(op.name) or lower.has_rule(op.name)):   # a custom op (NKI kernel):
+            # opaque, estimated here (the profiling advice's graphs have the queue's copies)
+            est = lower.estimate(op, chip, lnc)
             custom_ns += est.total_ns
             serial.append((op.name, est))
             continue
-        t = _CACHE.lower_op(op, target.chip, target.lnc)   # the roofline when no rule lowers it
+        t = cache.lower_op(op, chip, lnc)   # the roofline when no rule lowers it
         if t.estimated:
             logger.info("neuron_sim.lower could not lower %s: %s", op.name, t.note)
             serial.append((op.name, t))
         else:
             fused.append(op)
             alone.append(t)
-    program = _CACHE.lower_sequence(fused, target.chip, target.lnc, live_outputs=live,
-                                    standalone=alone) if fused else None
+    program = cache.lower_sequence(fused, chip, lnc, live_outputs=live,
+                                   standalone=alone) if fused else None
+    return program, serial, custom_ns
+
+
+def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
+    """Simulated time of the ATen graph `gm` as ONE program on one logical core of `target`.
+    Raises NEFFCompilationError for graphs the simulated compiler cannot lower."""
+    spec = describe_graph(gm)
+    _check_lowerable(spec)
+    ops, live = lowering_ops(gm, lower)
+    program, serial, custom_ns = lower_graph(ops, live, target.chip, target.lnc)
     note = f" ({program.note})" if program is not None and program.note else ""
     engines = dict.fromkeys(lower.ENGINES, 0.0)
     total, hbm, flops = 0.0, 0.0, 0.0

@@ -215,6 +215,20 @@ def sync_points(phased, total_ns: float):
 RETIMED_STEPS = 2      # latest optimizer steps the bf16 advice re-times (cold programs: seconds)
 
 
+def _latest_steps(phased_rows, matched) -> tuple:
+    """(indices of the batches of the latest RETIMED_STEPS steps that are all still kept, how
+    many steps they are, the batches that end an optimizer step). Without an optimizer the
+    profiled region is the step."""
+    seen = sorted({m[0] for m in matched if m is not None})
+    if not seen:
+        return [], 0, []
+    ends = [matched[k][0] for k in _step_ends(phased_rows) if matched[k] is not None]
+    if not ends:
+        return seen, 1, ends
+    first = ends[-RETIMED_STEPS - 1] + 1 if len(ends) > RETIMED_STEPS else seen[0]
+    return list(range(first, ends[-1] + 1)), min(len(ends), RETIMED_STEPS), ends
+
+
 def _item_phases(batches, matched, phased) -> list:
     """The phase of every op of each batch: its row's, or (an op with no row: a view, a copy
     timed at 0) the phase of the op before it."""
@@ -238,16 +252,9 @@ def bf16_autocast(phased, total_ns: float):
     from .autocast import FP32, LOWER, autocast_batches
     phased_rows, _classes = phased
     batches, matched = _matched(phased_rows)
-    seen = sorted({m[0] for m in matched if m is not None})
-    if not seen:
+    span, steps, ends = _latest_steps(phased_rows, matched)
+    if not span:
         return None
-    ends = [matched[k][0] for k in _step_ends(phased_rows) if matched[k] is not None]
-    if ends:       # the batches of the latest RETIMED_STEPS steps that are all still kept
-        first = ends[-RETIMED_STEPS - 1] + 1 if len(ends) > RETIMED_STEPS else seen[0]
-        span = list(range(first, ends[-1] + 1))
-        steps = min(len(ends), RETIMED_STEPS)
-    else:          # no optimizer: the profiled region is the step
-        span, steps = seen, 1
     chosen = [batches[b] for b in span]
     if not any(it[1].split(".")[0] in LOWER and any(
             isinstance(a, tuple) and len(a) == 6 and a[2] == FP32 for a in it[4])
@@ -276,3 +283,50 @@ def bf16_autocast(phased, total_ns: float):
            "saving_ns": saving, "checked": "re-timed", "per": per,
            "recommended": saving >= MIN_SAVING_SHARE * step_ns}
     return rec
+
+
+COMPILE = "Compile the forward and loss: torch.compile(backend='neuron')"
+
+
+def compiled_step(phased, total_ns: float):
+    """The torch.compile recommendation, re-timed: the latest profiled steps with the forward
+    (and loss) and the backward each one compiled graph, priced as the compile backend prices a
+    graph (profiling/compiled.py); the optimizer and what runs between the graphs stay eager.
+    A recommendation when that saves >= MIN_SAVING_SHARE of a step, otherwise the same figures
+    with "recommended": False. None when the region has no forward or backward op to compile
+    or already runs compiled graphs."""
+    from .compiled import compiled_batch
+    phased_rows, _classes = phased
+    if any(e["name"].startswith("neuron::graph.") for e, _p in phased_rows):
+        return None
+    batches, matched = _matched(phased_rows)
+    span, steps, ends = _latest_steps(phased_rows, matched)
+    if not span:
+        return None
+    phases = _item_phases(batches, matched, phased_rows)
+    flat, charged = [], 0
+    for b in span:
+        batch, ns = batches[b]
+        sync_end = len(batch) < QUEUE_OPS            # a queue-full drain is no sync point
+        flat.extend((item, phases[b][i], sync_end and i == len(batch) - 1)
+                    for i, item in enumerate(batch))
+        charged += sum(ns)
+    model = _model()
+    new, graphs = compiled_batch(flat, model)
+    if not graphs:
+        return None
+    saving = (charged - sum(model.price(new))) / steps
+    step_ns = charged / steps
+    per = "step" if ends else "profiled region"
+    verb = "shorter" if saving >= 0 else "longer"
+    return {"title": COMPILE,
+            "detail": (f"Re-timed with the forward (and the loss) and the backward as "
+                       f"{graphs / steps:.0f} compiled graphs per {per}, one program and one "
+                       f"launch each (the optimizer as profiled), each {per} is "
+                       f"{abs(saving) / 1e6:.3f} ms {verb} ({100 * abs(saving) / step_ns:.0f}% "
+                       f"of the {per}). Compile the function that returns the loss (a model "
+                       "that computes its own loss: the model)."),
+            "metric": f"{graphs / steps:.0f} graphs per {per}",
+            "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
+            "saving_ns": saving, "checked": "re-timed", "per": per,
+            "recommended": saving >= MIN_SAVING_SHARE * step_ns}
