@@ -106,32 +106,31 @@ def test_vector_scalar_gpsimd_semantics():
     np.testing.assert_allclose(out["Y"], t + np.arange(128)[:, None], rtol=1e-5)
 
 
-def test_transpose_is_bit_exact_even_for_nan():
+def _program(build, inputs, outputs_shape, dtype="float32", out_dtype="float32"):
+    """Loads `inputs` into SBUF, runs build(builder, sbuf tiles, output tile), stores OUT."""
     b = ns.ProgramBuilder("trn2")
-    X = b.hbm("X", (32, 32), "bfloat16")
-    Y = b.hbm("Y", (32, 32), "bfloat16")
-    x = b.sbuf("x", (32, 32), "bfloat16")
-    y = b.sbuf("y", (32, 32), "bfloat16")
-    b.dma_copy(x, X)
-    b.nc_transpose(y, x, engine="vector")
-    b.dma_copy(Y, y)
-    xv = np.random.default_rng(5).standard_normal((32, 32)).astype(ml_dtypes.bfloat16)
-    xv[3, 7] = np.nan
-    out = ns.execute(b.build(), {"X": xv})["Y"]
-    np.testing.assert_array_equal(out.view(np.uint16), xv.T.view(np.uint16))
+    hb = {k: b.hbm(k, v.shape, dtype) for k, v in inputs.items()}
+    sb = {k: b.sbuf(k + "_s", v.shape, dtype) for k, v in inputs.items()}
+    for k in inputs:
+        b.dma_copy(sb[k], hb[k])
+    out = b.sbuf("out_s", outputs_shape, out_dtype)
+    build(b, sb, out)
+    O = b.hbm("OUT", outputs_shape, out_dtype)
+    b.dma_copy(O, out)
+    return b.build()
 
 
 def _run_vector_program(build, inputs, outputs_shape):
-    b = ns.ProgramBuilder("trn2")
-    hb = {k: b.hbm(k, v.shape, "float32") for k, v in inputs.items()}
-    sb = {k: b.sbuf(k + "_s", v.shape, "float32") for k, v in inputs.items()}
-    for k in inputs:
-        b.dma_copy(sb[k], hb[k])
-    out = b.sbuf("out_s", outputs_shape, "float32")
-    build(b, sb, out)
-    O = b.hbm("OUT", outputs_shape, "float32")
-    b.dma_copy(O, out)
-    return ns.execute(b.build(), inputs)["OUT"]
+    return ns.execute(_program(build, inputs, outputs_shape), inputs)["OUT"]
+
+
+def test_transpose_is_bit_exact_even_for_nan():
+    xv = np.random.default_rng(5).standard_normal((32, 32)).astype(ml_dtypes.bfloat16)
+    xv[3, 7] = np.nan
+    prog = _program(lambda b, s, o: b.nc_transpose(o, s["X"], engine="vector"), {"X": xv},
+                    (32, 32), "bfloat16", "bfloat16")
+    out = ns.execute(prog, {"X": xv})["OUT"]
+    np.testing.assert_array_equal(out.view(np.uint16), xv.T.view(np.uint16))
 
 
 def test_more_instruction_semantics_against_numpy():
@@ -175,20 +174,13 @@ def test_more_instruction_semantics_against_numpy():
 
 
 def test_execute_with_stochastic_rounding_is_seeded_and_unbiased():
-    b = ns.ProgramBuilder("trn2")
-    X = b.hbm("X", (128, 512), "float32")
-    Y = b.hbm("Y", (128, 512), "bfloat16")
-    x = b.sbuf("x", (128, 512), "float32")
-    y = b.sbuf("y", (128, 512), "bfloat16")
-    b.dma_copy(x, X)
-    b.tensor_copy(y, x)
-    b.dma_copy(Y, y)
-    prog = b.build()
     xv = np.full((128, 512), 1.0 + 2.0 ** -9, np.float32)   # between bf16 1.0 and 1 + 2^-7
-    rne = ns.execute(prog, {"X": xv})["Y"].astype(np.float32)
+    prog = _program(lambda b, s, o: b.tensor_copy(o, s["X"]), {"X": xv}, (128, 512),
+                    out_dtype="bfloat16")
+    rne = ns.execute(prog, {"X": xv})["OUT"].astype(np.float32)
     assert np.all(rne == 1.0)
-    a = ns.execute(prog, {"X": xv}, rounding="stochastic", seed=1)["Y"].astype(np.float32)
-    b2 = ns.execute(prog, {"X": xv}, rounding="stochastic", seed=1)["Y"].astype(np.float32)
+    a = ns.execute(prog, {"X": xv}, rounding="stochastic", seed=1)["OUT"].astype(np.float32)
+    b2 = ns.execute(prog, {"X": xv}, rounding="stochastic", seed=1)["OUT"].astype(np.float32)
     np.testing.assert_array_equal(a, b2)
     assert abs(a.mean() - xv[0, 0]) < 1e-4
 
