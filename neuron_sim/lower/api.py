@@ -6,12 +6,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..engines import DmaDir, Engine, ENGINE_NAMES
+import numpy as np
+
+from ..engines import N_COMPUTE_STREAMS, DmaDir, Engine, ENGINE_NAMES
 from ..errors import NeuronSimError
 from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..numerics.formats import itemsize
 from ..program.builder import paused_gc
+from ..program.program import COLUMNS, Program
 from ..timing import simulate
 from ..trace.op_program import OpProgram, classify_dma
 from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
@@ -40,6 +43,8 @@ class Timing:
     # lower_op: its representative program as the profiler reads it (lanes, DMA bytes by
     # argument, spills, peaks); None for estimates, sequences and empty ops
     program: OpProgram | None = field(default=None, compare=False, repr=False)
+    # lower_op: (blocks in all, blocks of this core) of each repeat()/split() (cores_of_work)
+    blocks: tuple = field(default=(), compare=False, repr=False)
 
 
 def _chip(chip) -> Chip:
@@ -51,6 +56,11 @@ def _measure(ctx: LowerCtx):
     if len(prog) == 0:
         return 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
     res = ctx.result = simulate(prog)
+    return _summed(prog, res)
+
+
+def _summed(prog, res):
+    """(total ns, busy ns per engine, HBM bytes, FLOPs, instructions) of a simulated program."""
     c = prog.cols
     dma = c["engine"] == Engine.DMA
     d = c["dma_dir"]
@@ -119,7 +129,7 @@ def _timed(emit, chip, lnc, op: OpSpec) -> Timing:
     return Timing(tot, eng, hbm * cores, flops * cores, n, extrapolated=extrapolated,
                   lower_s=time.perf_counter() - t0, ops=(name,),
                   extra={"sbuf_peak_bytes_per_partition": ctx.b.sbuf_peak_bytes_per_partition},
-                  program=program)
+                  program=program, blocks=tuple(ctx._blocks))
 
 
 def _with_ids(op: OpSpec, fn) -> OpSpec:
@@ -241,6 +251,85 @@ def _program(fused, chip, lnc, live):
             ctx.b.sbuf_peak_bytes_per_partition, spilled)
 
 
+# Rules that only stream chunks through LowerCtx.stream: tiles from the op's own pool, DMAs on
+# the round-robin queues, nothing carried from one op to the next (optimizer rules tag tensors
+# with ctx.ops_done, matmuls carry ctx._seq and the stationary operand)
+_STREAM_RULES = {"unary_activation", "unary_vector", "binary", "ternary",
+                 "activation_backward", "copy_like", "fill"}
+
+
+def _concatenated_program(fused, alone, chip, live):
+    """`_program(fused, ...)`'s program without building it, when it is only the ops' own
+    programs one after the other: no tensor shared between or inside the ops (so no dataflow, no residency, no
+    dependency from one op to another), every output stored (`live` None), every op a streaming
+    rule whose standalone program (`alone[i].program`) is the one it emits in a sequence. The
+    builder would then write each op's rows as it did alone, its DMAs on the queues shifted by
+    the DMAs before it (round-robin), and free every tile at the op's end (so each op allocates
+    as alone: the SBUF peak is the largest op's). Per-op foreach/Adam chains of an optimizer
+    step are such sequences. None when it does not apply. The same program as _program's, byte
+    for byte (tests/lower/test_graph_fusion.py compares the two)."""
+    if live is not None or len(fused) < 2 or len(alone) != len(fused):
+        return None
+    seen = set()
+    for o, a in zip(fused, alone):
+        rule = rule_for(o.name)
+        if rule is None or rule.__name__ not in _STREAM_RULES or a.program is None \
+                or a.estimated or a.extrapolated or not a.blocks \
+                or a.program.result.program.chip.name != chip.name:
+            return None
+        for t in (*o.inputs, *o.outputs):
+            k = LowerCtx.key(t)
+            if k in seen:
+                return None
+            seen.add(k)
+    progs = [a.program.result.program for a in alone]
+    nq, ne = chip.dma_queues_per_engine, chip.dma_engines_per_core
+    names, order = [], {}
+    cols = {k: [] for k in COLUMNS}
+    ptr, idx, optr, oidx = [np.zeros(1, np.int64)], [], [np.zeros(1, np.int64)], []
+    rows = queue = 0
+    for p in progs:
+        c = dict(p.cols)
+        ops, first = np.unique(c["op"], return_index=True)
+        for o in ops[np.argsort(first)]:        # names numbered as the builder meets them
+            nm = p.opnames[int(o)]
+            if nm not in order:
+                order[nm] = len(names)
+                names.append(nm)
+        c["op"] = np.array([order.get(nm, -1) for nm in p.opnames], np.int64)[c["op"]]
+        dma = np.flatnonzero(c["engine"] == Engine.DMA)
+        if dma.size:        # the round-robin queue goes on from the DMAs before this op
+            q = (c["stream"][dma].astype(np.int64) - N_COMPUTE_STREAMS + queue) % nq
+            c["stream"], c["dma_engine0"] = c["stream"].copy(), c["dma_engine0"].copy()
+            c["stream"][dma] = N_COMPUTE_STREAMS + q
+            c["dma_engine0"][dma] = q % ne
+            queue = (queue + dma.size) % nq
+        for k in cols:
+            cols[k].append(c[k])
+        ptr.append(p.dep_ptr[1:] + ptr[-1][-1])
+        idx.append(p.dep_idx + rows)
+        o_ptr, o_idx = p.order_edges()
+        optr.append(o_ptr[1:] + optr[-1][-1])
+        oidx.append(o_idx + rows)
+        rows += len(p)
+    return Program(chip, {k: np.concatenate(v).astype(COLUMNS[k]) for k, v in cols.items()},
+                   np.concatenate(ptr), np.concatenate(idx).astype(np.int64), names, None, [],
+                   "fused", np.concatenate(optr), np.concatenate(oidx).astype(np.int64))
+
+
+def _concatenated(fused, alone, chip, lnc, live):
+    """_program's result from `_concatenated_program` when it applies, else None."""
+    prog = _concatenated_program(fused, alone, chip, live)
+    if prog is None:
+        return None
+    tot, eng, hbm, flops, n = _summed(prog, simulate(prog))
+    blocks = [b for a in alone for b in a.blocks]
+    total, per_core = max(blocks, key=lambda b: b[1])
+    cores = min(float(lnc), total / per_core)
+    peak = max(a.extra.get("sbuf_peak_bytes_per_partition", 0) for a in alone)
+    return tot, eng, hbm * cores, flops * cores, n, False, peak, {}
+
+
 # Rules whose work is the same per element wherever it sits: a run of such ops over big tensors
 # can be timed on a slice of every tensor and scaled (see _sliced).
 _ELEMENTWISE_RULES = {"unary_activation", "unary_vector", "binary", "ternary",
@@ -355,7 +444,9 @@ def _lower_sequence(ops, chip, lnc, live_outputs, standalone) -> Timing:
     tot, eng, hbm, flops, n = 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
     parts, peak, spilled = [], 0, {}
     if fused:
-        *part, peak, spilled = _program(fused, chip, lnc, live_for(fused))
+        fused_alone = [a for a, o in zip(alone, ops) if any(o is f for f in fused)]
+        *part, peak, spilled = (_concatenated(fused, fused_alone, chip, lnc, live_for(fused))
+                                or _program(fused, chip, lnc, live_for(fused)))
         parts.append(part[:5])
     if looped:
         parts.append(_sliced(looped, chip, lnc, live_for(looped)))
