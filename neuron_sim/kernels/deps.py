@@ -5,14 +5,15 @@ Each access is (instruction, tensor track, read or write, box p0, p1, f0, f1), i
 and, inside one instruction, its reads before its writes (as `_auto` visits them). A read depends
 on the live writes its box overlaps; a write on the live reads and writes it overlaps (on another
 stream a dependency, on its own stream an order edge for the scheduler) and hides the live
-accesses its box covers. Every track keeps its live accesses in a plain list scanned in full: the
-same answers as the builder's indexed lists (`_Accesses`), without their Python overhead."""
+accesses its box covers. Every track keeps its live accesses indexed by the start of their free
+range, as the builder's `_Accesses` does (a sorted run, plus a short unsorted tail of the newest
+entries merged into it when full), and keeps no access that no later access of its track will
+look at: the same answers as the reference, without its Python overhead."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.typed import List
 
 from . import drop_stale_caches
 
@@ -48,12 +49,13 @@ def _sort_unique(buf, n):
 
 
 @njit(cache=True, inline="always")
-def _bisect(lst, n, box, key, right):
-    """First position in lst[:n] (sorted by box[., 2]) whose start is > key (right) or >= key."""
+def _bisect(store, s0, n, box, key, right):
+    """First position p in 0..n of the run store[s0:s0+n] (sorted by box[., 2]) whose start is
+    > key (right) or >= key."""
     lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi) // 2
-        v = box[lst[mid], 2]
+        v = box[store[s0 + mid], 2]
         if v < key or (right and v == key):
             lo = mid + 1
         else:
@@ -61,18 +63,65 @@ def _bisect(lst, n, box, key, right):
     return lo
 
 
+# A live list is a sorted run followed by an unsorted tail of up to TAIL newer entries, merged
+# into the run when full: inserting into the middle of a long sorted list moved ~75 entries per
+# access on C8 (most of the pass's time).
+TAIL = 16
+
+
 @njit(cache=True, inline="always")
-def _insert(lst, n, box, a):
-    """Insert access a into lst[:n] after the entries with the same start; returns the list."""
-    if n == lst.shape[0]:
-        new = np.empty(2 * n + 8, np.int64)
-        new[:n] = lst[:n]
-        lst = new
-    k = _bisect(lst, n, box, box[a, 2], True)
-    for j in range(n, k, -1):
-        lst[j] = lst[j - 1]
-    lst[k] = a
-    return lst
+def _overlap(box, e, p0, p1, f0, f1):
+    return p0 < box[e, 1] and box[e, 0] < p1 and f0 < box[e, 3] and box[e, 2] < f1
+
+
+@njit(cache=True, inline="always")
+def _covers(box, e, p0, p1, f0, f1):
+    return p0 <= box[e, 0] and box[e, 1] <= p1 and f0 <= box[e, 2] and box[e, 3] <= f1
+
+
+@njit(cache=True, inline="always")
+def _visit(store, s0, keep, e, box, p0, p1, f0, f1, wr, w, i, stream, s, d, kd, o, ko):
+    """Live entry e (of instruction w) seen by access (p0, p1, f0, f1) of instruction i: an
+    overlap is a dependency (an order edge on i's own stream for a write); e is kept at
+    store[s0 + keep] unless the access is a write that covers it."""
+    if _overlap(box, e, p0, p1, f0, f1):
+        if wr == 0:
+            d = _push(d, kd, w)
+            kd += 1
+        elif w != i:
+            if stream[w] != s:
+                d = _push(d, kd, w)
+                kd += 1
+            else:
+                o = _push(o, ko, w)
+                ko += 1
+    if wr == 0 or not _covers(box, e, p0, p1, f0, f1):
+        store[s0 + keep] = e
+        keep += 1
+    return d, kd, o, ko, keep
+
+
+@njit(cache=True)
+def _merge_tail(store, s0, n, t, box, scratch):
+    """Sort the tail store[s0+n:s0+n+t] by start and merge it into the run store[s0:s0+n]."""
+    for j in range(t):
+        scratch[j] = store[s0 + n + j]
+    for j in range(1, t):                          # insertion sort of the tail
+        x = scratch[j]
+        q = j - 1
+        while q >= 0 and box[scratch[q], 2] > box[x, 2]:
+            scratch[q + 1] = scratch[q]
+            q -= 1
+        scratch[q + 1] = x
+    a, b, w = n - 1, t - 1, n + t - 1              # merge from the back
+    while b >= 0:
+        if a >= 0 and box[store[s0 + a], 2] > box[scratch[b], 2]:
+            store[s0 + w] = store[s0 + a]
+            a -= 1
+        else:
+            store[s0 + w] = scratch[b]
+            b -= 1
+        w -= 1
 
 
 @njit(cache=True)
@@ -80,18 +129,25 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
     """Returns (dep_ptr, dep_idx, ord_ptr, ord_idx): per instruction the sorted union of its
     explicit deps (x_ptr/x_idx) and its automatic ones, and its same-stream order edges that are
     not already dependencies."""
-    live = List()
-    for _ in range(2 * n_tracks):                 # 2t: live reads of track t, 2t+1: live writes
-        live.append(np.empty(4, np.int64))
-    count = np.zeros(2 * n_tracks, np.int64)
-    longest = np.zeros(2 * n_tracks, np.int64)
-    acc_instr = np.empty(acc_track.shape[0], np.int64)
+    # Live lists, 2t: the reads of track t, 2t+1: its writes; list k is the run of `count[k]`
+    # sorted entries then `tail[k]` newer ones from store[start[k]], room for cap[k] in all.
+    n_lists = 2 * n_tracks
+    store = np.empty(64 * n_lists + 64, np.int64)
+    start = np.arange(n_lists, dtype=np.int64) * 64
+    cap = np.full(n_lists, 64, np.int64)
+    used = 64 * n_lists
+    count = np.zeros(n_lists, np.int64)
+    tail = np.zeros(n_lists, np.int64)
+    longest = np.zeros(n_lists, np.int64)
+    scratch = np.empty(TAIL, np.int64)
+    n_acc = acc_track.shape[0]
+    acc_instr = np.empty(n_acc, np.int64)
     # An access is only ever looked at by later accesses of its track (a read by writes, a write
     # by both): the last ones of a track, e.g. every read of an input never written, are not
     # kept. Dropping them changes no answer and keeps the live lists short.
     last_any = np.full(n_tracks, -1, np.int64)
     last_write = np.full(n_tracks, -1, np.int64)
-    for a in range(acc_track.shape[0]):
+    for a in range(n_acc):
         last_any[acc_track[a]] = a
         if acc_write[a]:
             last_write[acc_track[a]] = a
@@ -111,49 +167,48 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
         for a in range(acc_ptr[i], acc_ptr[i + 1]):
             acc_instr[a] = i
             t = acc_track[a]
+            wr = acc_write[a]
             p0, p1, f0, f1 = box[a, 0], box[a, 1], box[a, 2], box[a, 3]
-            if acc_write[a] == 0:
-                k = 2 * t + 1
-                w_list = live[k]
-                lo = _bisect(w_list, count[k], box, f0 - longest[k], True)
-                hi = _bisect(w_list, count[k], box, f1, False)
-                for q in range(lo, hi):
-                    e = w_list[q]
-                    if p0 < box[e, 1] and box[e, 0] < p1 and f0 < box[e, 3] and box[e, 2] < f1:
-                        d = _push(d, kd, acc_instr[e])
-                        kd += 1
-            else:
-                for side in range(2):
-                    k = 2 * t + side
-                    lst = live[k]
-                    n_k = count[k]
-                    lo = _bisect(lst, n_k, box, f0 - longest[k], True)
-                    hi = _bisect(lst, n_k, box, f1, False)
-                    keep = lo
-                    for q in range(lo, hi):
-                        e = lst[q]
-                        if p0 < box[e, 1] and box[e, 0] < p1 and f0 < box[e, 3] and box[e, 2] < f1:
-                            w = acc_instr[e]
-                            if w != i:
-                                if stream[w] != s:
-                                    d = _push(d, kd, w)
-                                    kd += 1
-                                else:
-                                    o = _push(o, ko, w)
-                                    ko += 1
-                        if not (p0 <= box[e, 0] and box[e, 1] <= p1
-                                and f0 <= box[e, 2] and box[e, 3] <= f1):
-                            lst[keep] = e
-                            keep += 1
-                    if keep != hi:                # close the gap the pruned entries left
-                        for q in range(hi, n_k):
-                            lst[keep + q - hi] = lst[q]
-                        count[k] = n_k - (hi - keep)
-            if a >= (last_any[t] if acc_write[a] else last_write[t]):
+            for side in range(1 - wr, 2):         # a read looks at writes; a write at both
+                k = 2 * t + side
+                s0, n_k, t_k = start[k], count[k], tail[k]
+                lo = _bisect(store, s0, n_k, box, f0 - longest[k], True)
+                hi = _bisect(store, s0, n_k, box, f1, False)
+                keep = lo
+                for q in range(lo, hi):           # the run, inside the window
+                    e = store[s0 + q]
+                    d, kd, o, ko, keep = _visit(store, s0, keep, e, box, p0, p1, f0, f1, wr,
+                                                acc_instr[e], i, stream, s, d, kd, o, ko)
+                if keep != hi:                    # close the gap the pruned entries left
+                    for r in range(hi, n_k + t_k):
+                        store[s0 + keep + r - hi] = store[s0 + r]
+                    n_k -= hi - keep
+                keep = n_k
+                for q in range(n_k, n_k + t_k):   # the tail, all of it
+                    e = store[s0 + q]
+                    d, kd, o, ko, keep = _visit(store, s0, keep, e, box, p0, p1, f0, f1, wr,
+                                                acc_instr[e], i, stream, s, d, kd, o, ko)
+                count[k], tail[k] = n_k, keep - n_k
+            if a >= (last_any[t] if wr else last_write[t]):
                 continue
-            k = 2 * t + acc_write[a]
-            live[k] = _insert(live[k], count[k], box, a)
-            count[k] += 1
+            k = 2 * t + wr
+            n_k, t_k = count[k], tail[k]
+            if n_k + t_k == cap[k]:               # full: move the list to the end, twice as big
+                if used + 2 * cap[k] > store.shape[0]:
+                    grown = np.empty(2 * (used + 2 * cap[k]), np.int64)
+                    grown[:used] = store[:used]
+                    store = grown
+                store[used:used + n_k + t_k] = store[start[k]:start[k] + n_k + t_k]
+                start[k] = used
+                cap[k] *= 2
+                used += cap[k]
+            store[start[k] + n_k + t_k] = a
+            t_k += 1
+            if t_k == TAIL:
+                _merge_tail(store, start[k], n_k, t_k, box, scratch)
+                n_k += t_k
+                t_k = 0
+            count[k], tail[k] = n_k, t_k
             if f1 - f0 > longest[k]:
                 longest[k] = f1 - f0
         kd = _sort_unique(d, kd)
