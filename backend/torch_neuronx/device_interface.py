@@ -14,6 +14,11 @@ import torch
 _MODULE = "torch._dynamo.device_interface"
 
 
+_WORKER = ("set_device", "current_device", "get_device_properties")
+_FUNCTIONS = _WORKER + ("device_count", "is_available", "stream", "current_stream", "set_stream",
+                        "synchronize", "memory_allocated")
+
+
 def _interface():
     from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 
@@ -24,21 +29,8 @@ def _interface():
         Event = torch.Event
         Stream = torch.Stream
 
-        class Worker:
-            set_device = staticmethod(neuron.set_device)
-            current_device = staticmethod(neuron.current_device)
-            get_device_properties = staticmethod(neuron.get_device_properties)
-
-        current_device = staticmethod(neuron.current_device)
-        set_device = staticmethod(neuron.set_device)
-        device_count = staticmethod(neuron.device_count)
-        is_available = staticmethod(neuron.is_available)
-        stream = staticmethod(neuron.stream)
-        current_stream = staticmethod(neuron.current_stream)
-        set_stream = staticmethod(neuron.set_stream)
-        synchronize = staticmethod(neuron.synchronize)
-        get_device_properties = staticmethod(neuron.get_device_properties)
-        memory_allocated = staticmethod(neuron.memory_allocated)
+        class Worker:     # what a compile worker process calls
+            pass
 
         @staticmethod
         def maybe_exchange_device(device: int) -> int:
@@ -70,6 +62,10 @@ def _interface():
         def is_triton_capable(device=None) -> bool:
             return False
 
+    # the rest of the interface is torch.neuron's own functions
+    for cls, names in ((NeuronInterface.Worker, _WORKER), (NeuronInterface, _FUNCTIONS)):
+        for name in names:
+            setattr(cls, name, staticmethod(getattr(neuron, name)))
     register_interface_for_device("neuron", NeuronInterface)
     for i in range(neuron.device_count()):
         register_interface_for_device(f"neuron:{i}", NeuronInterface)
