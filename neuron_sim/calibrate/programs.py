@@ -7,7 +7,8 @@ inside a loop come from a small pool of buffers (`bufs`), as the compiler alloca
 dependency tracker then lets loads of the next iteration overlap the matmuls of this one exactly
 as far as the buffers allow. Each DMA loads one matmul operand (a [128, 128] stationary or
 [128, 512] moving piece), the granularity at which the compiler orders a load after the reads of
-the memory it overwrites."""
+the memory it overwrites. Loops are written with ProgramBuilder.repeat, which builds the
+iterations of an affine loop in bulk: the program is the plain loop's."""
 
 from __future__ import annotations
 
@@ -29,20 +30,14 @@ Q_SPILL_IN, Q_SPILL_OUT = 3, 4
 
 class Pool:
     """Round-robin buffers for a tile declared inside a loop: `at(i)` is the buffer of the i-th
-    use (a function of the loop indices, as ProgramBuilder.repeat needs), `next()` the next one."""
+    use, i computed from the loop indices (ProgramBuilder.repeat bodies carry no counters)."""
 
     def __init__(self, b, name, shape, dtype, bufs, psum=False):
         alloc = b.psum if psum else b.sbuf
         self.tiles = [alloc(f"{name}{i}", shape, dtype) for i in range(bufs)]
-        self.i = 0
 
     def at(self, i):
         return self.tiles[i % len(self.tiles)]
-
-    def next(self):
-        t = self.at(self.i)
-        self.i += 1
-        return t
 
 
 def _gc_paused(build):
@@ -99,23 +94,27 @@ def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", buf
     rp = Pool(b, "rhs_tiles", (TILE_K, KT, TILE_N), dtype, bufs)
     pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
     sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, 4)
-    for m in range(M // TILE_M):
-        lt = lp.next()
-        for k in range(KT):
-            b.dma_copy(lt[:, k, :], lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M],
-                       queue=Q_LHS)
-        for n in range(N // TILE_N):
-            rt = rp.next()
-            for k in range(KT):
-                b.dma_copy(rt[:, k, :], rhs[k * TILE_K:(k + 1) * TILE_K,
-                                            n * TILE_N:(n + 1) * TILE_N], queue=Q_RHS)
-            acc = pp.next()
-            for k in range(KT):
-                b.nc_matmul(acc, lt[:, k, :], rt[:, k, :], accumulate=k > 0)
-            sb = sp.next()
+    NN = N // TILE_N
+
+    def m_step(m):
+        lt = lp.at(m)
+        b.repeat(KT, lambda k: b.dma_copy(
+            lt[:, k, :], lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M],
+            queue=Q_LHS))
+
+        def n_step(n):
+            rt = rp.at(m * NN + n)
+            b.repeat(KT, lambda k: b.dma_copy(
+                rt[:, k, :], rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N],
+                queue=Q_RHS))
+            acc = pp.at(m * NN + n)
+            b.repeat(KT, lambda k: b.nc_matmul(acc, lt[:, k, :], rt[:, k, :], accumulate=k > 0))
+            sb = sp.at(m * NN + n)
             b.tensor_copy(sb, acc)
             b.dma_copy(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], sb,
                        queue=Q_OUT)
+        b.repeat(NN, n_step)
+    b.repeat(M // TILE_M, m_step)
     return b.build()
 
 
@@ -131,28 +130,34 @@ def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_
     rt = b.sbuf("rhs_tiles", (TILE_K, bn_tiles, KT, TILE_N), dtype)
     pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
     sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, 4)
-    for m in range(M // (TILE_M * bm_tiles)):
+    NN = N // (TILE_N * bn_tiles)
+
+    def m_step(m):
         for bm in range(bm_tiles):
-            for k in range(KT):
-                col = (m * bm_tiles + bm) * TILE_M
-                b.dma_copy(lt[:, bm, k, :], lhsT[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_M],
-                           queue=Q_LHS)
-        for n in range(N // (TILE_N * bn_tiles)):
+            col = (m * bm_tiles + bm) * TILE_M
+            b.repeat(KT, lambda k, bm=bm, col=col: b.dma_copy(
+                lt[:, bm, k, :], lhsT[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_M],
+                queue=Q_LHS))
+
+        def n_step(n):
             for bn in range(bn_tiles):
-                for k in range(KT):
-                    col = (n * bn_tiles + bn) * TILE_N
-                    b.dma_copy(rt[:, bn, k, :], rhs[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_N],
-                               queue=Q_RHS)
+                col = (n * bn_tiles + bn) * TILE_N
+                b.repeat(KT, lambda k, bn=bn, col=col: b.dma_copy(
+                    rt[:, bn, k, :], rhs[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_N],
+                    queue=Q_RHS))
             for bm in range(bm_tiles):
                 for bn in range(bn_tiles):
-                    acc = pp.next()
-                    for k in range(KT):
-                        b.nc_matmul(acc, lt[:, bm, k, :], rt[:, bn, k, :], accumulate=k > 0)
-                    sb = sp.next()
+                    use = ((m * NN + n) * bm_tiles + bm) * bn_tiles + bn
+                    acc = pp.at(use)
+                    b.repeat(KT, lambda k, bm=bm, bn=bn, acc=acc: b.nc_matmul(
+                        acc, lt[:, bm, k, :], rt[:, bn, k, :], accumulate=k > 0))
+                    sb = sp.at(use)
                     b.tensor_copy(sb, acc)
                     r0 = (m * bm_tiles + bm) * TILE_M
                     c0 = (n * bn_tiles + bn) * TILE_N
                     b.dma_copy(result[r0:r0 + TILE_M, c0:c0 + TILE_N], sb, queue=Q_OUT)
+        b.repeat(NN, n_step)
+    b.repeat(M // (TILE_M * bm_tiles), m_step)
     return b.build()
 
 

@@ -160,7 +160,8 @@ def _written_in_bulk(prog) -> bool:
     return isinstance(prog.emits, R.LazyEmits)
 
 
-@pytest.mark.parametrize("name", ["C1 tiled", "C4 fully blocked", "C8 with spills"])
+@pytest.mark.parametrize("name", ["C1 tiled", "C2 hoist", "C3 block free", "C4 fully blocked",
+                                  "C8 with spills"])
 def test_repeat_equals_the_loop_and_the_reference_on_calibration_programs(name, monkeypatch):
     bulk, loop, ref = _three_ways(PROGRAMS[name], monkeypatch)
     assert _written_in_bulk(bulk) and not _written_in_bulk(loop)
