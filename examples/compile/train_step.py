@@ -16,23 +16,14 @@ import torch_neuronx.neuron_dynamo_backend as ndb
 from tiny_gpt import batch, make
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gpt"))
-from gpt_model import GPTConfig, neuron_trainer  # noqa: E402
+from gpt_model import GPTConfig, neuron_trainer, stepper  # noqa: E402
 
 
 def trainer(model, compiled, **batch_kwargs):
     """One training step (eager, or with the optimizer step compiled too) and its loss log."""
     x, y = batch(**batch_kwargs)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    step = torch.compile(opt.step, backend="neuron") if compiled else opt.step
-    losses = []
-
-    def one_step():
-        loss = model(x, y)
-        loss.backward()
-        step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    return one_step, losses
+    return stepper(model, torch.optim.AdamW(model.parameters(), lr=1e-3), x, y,
+                   compile_step=compiled)
 
 
 def main():

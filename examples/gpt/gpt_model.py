@@ -90,8 +90,15 @@ def neuron_trainer(cfg: GPTConfig, batch: int, compiled: bool):
     backend (model and optimizer step), as a closure: returns (step, losses, parameter count);
     each step() appends its loss."""
     model, opt, x, y = fresh(cfg, batch)
-    run = torch.compile(model, backend="neuron") if compiled else model
-    step_opt = torch.compile(opt.step, backend="neuron") if compiled else opt.step
+    step, losses = stepper(model, opt, x, y, compiled, compiled)
+    return step, losses, sum(p.numel() for p in model.parameters())
+
+
+def stepper(model, opt, x, y, compile_model=False, compile_step=False):
+    """(step, losses): step() runs one training step on (x, y), the model and the optimizer step
+    compiled with the neuron backend as asked, and appends its loss to losses."""
+    run = torch.compile(model, backend="neuron") if compile_model else model
+    step_opt = torch.compile(opt.step, backend="neuron") if compile_step else opt.step
     losses = []
 
     def step():
@@ -100,4 +107,4 @@ def neuron_trainer(cfg: GPTConfig, batch: int, compiled: bool):
         step_opt()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
-    return step, losses, sum(p.numel() for p in model.parameters())
+    return step, losses
