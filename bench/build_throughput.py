@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from neuron_sim.calibrate import programs as P  # noqa: E402
 from neuron_sim.program import builder as B  # noqa: E402
+from neuron_sim.progress import progress  # noqa: E402
 
 PROGRAMS = {
     "C8 kernel_opt_v5 trn2": lambda: P.kernel_opt_v5("trn2"),
@@ -77,7 +78,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     n_total = t_total = auto_total = 0.0
     P.scalar_dependent_chain()        # loads the compiled dependency pass (cached on disk)
-    for name, make in PROGRAMS.items():
+    for name, make in progress(PROGRAMS.items(), "building programs", " programs"):
         spent, undo = _timed_deps()
         t = time.perf_counter()
         prog = make()

@@ -27,6 +27,7 @@ import torch  # noqa: E402
 
 import torch_neuronx  # noqa: E402
 import torch_neuronx.neuron_dynamo_backend as ndb  # noqa: E402
+from neuron_sim.progress import Progress  # noqa: E402
 from torch_neuronx.neuron_dynamo_backend.graph_cost import Target  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "compile"))
@@ -82,15 +83,21 @@ def main():
     kw = dict(layers=args.layers, d=args.d, vocab=args.vocab)
     print(f"model: TinyGPT {kw}, instance {torch_neuronx.get_instance()}")
 
-    neuron_s, inductor_s = compile_times(kw)
-    graphs = ndb.get_dynamo_metrics()
+    with Progress("compile_time", unit=" stages", total=2, delay_s=0) as bar:
+        bar.stage("first steps, compiled (neuron, inductor)")
+        neuron_s, inductor_s = compile_times(kw)
+        bar.tick()
+        graphs = ndb.get_dynamo_metrics()
+        ndb.reset_dynamo_metrics()
+        bar.stage("eager and compiled steps")
+        eager, compiled, eager_losses, compiled_losses, step_graphs = step_profiles(kw)
+        bar.tick()
     sim_compile_s = sum(g.sim_compile_ns for g in graphs) / 1e9
     print(f"compile wall time: neuron {neuron_s:.2f} s, inductor (CPU) {inductor_s:.2f} s "
           f"({len(graphs)} neuron graphs; simulated neuronx-cc time {sim_compile_s:.1f} s, "
           "reported apart from run time)")
 
-    ndb.reset_dynamo_metrics()
-    eager, compiled, eager_losses, compiled_losses, graphs = step_profiles(kw)
+    graphs = step_graphs
     print(f"loss eager {eager_losses[-1]:.5f} compiled {compiled_losses[-1]:.5f}")
     launch_ns = Target.of(torch_neuronx._visible()).launch_ns
     print(ndb.compare(eager, compiled, launch_ns=launch_ns))

@@ -19,6 +19,7 @@ import sys
 import torch
 
 import torch_neuronx.neuron_dynamo_backend as ndb
+from neuron_sim.progress import progress
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "gpt"))
 from gpt_model import GPTConfig, neuron_trainer  # noqa: E402
@@ -31,7 +32,7 @@ MODELS = {
 
 def main():
     results = {}
-    for name, (cfg, batch) in MODELS.items():
+    for name, (cfg, batch) in progress(MODELS.items(), "models, eager and compiled", " models"):
         torch._dynamo.reset()
         eager_step, eager_losses, params = neuron_trainer(cfg, batch, False)
         compiled_step, compiled_losses, _ = neuron_trainer(cfg, batch, True)

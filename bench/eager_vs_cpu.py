@@ -55,17 +55,18 @@ def simulated_step_ms(state):
 
 def main():
     import torch_neuronx
+    from neuron_sim.progress import progress
     torch.set_num_threads(1)  # the two devices must not compete for cores differently
     cpu, neuron = setup("cpu"), setup("neuron")
     cold_lower_s = torch_neuronx.timing_breakdown()["cache"]["lower_s"]
-    for _ in range(WARMUP):
+    for _ in progress(range(WARMUP), "warm-up steps (cold programs)", " steps"):
         timed_step(cpu)
         timed_step(neuron)
     cold_lower_s = torch_neuronx.timing_breakdown()["cache"]["lower_s"] - cold_lower_s
     cache0 = torch_neuronx.timing_breakdown()["cache"]
     cpu_s, neuron_s, sim_ms = [], [], []
     begin, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
-    for _ in range(STEPS):
+    for _ in progress(range(STEPS), "timed steps", " steps"):
         cpu_s.append(timed_step(cpu))
         begin.record()
         neuron_s.append(timed_step(neuron))

@@ -23,6 +23,7 @@ import time
 os.environ.setdefault("NEURON_SIM_INSTANCE", "trn2.48xlarge")
 
 import torch_neuronx  # noqa: E402
+from neuron_sim.progress import Progress  # noqa: E402
 from torch_neuronx.estimate import calibration_rows, estimate_inference, estimate_training  # noqa: E402
 
 
@@ -33,25 +34,33 @@ def main():
                     help="matmul precision of both estimates (mx needs a Trn3 instance)")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    bar = Progress("estimates", unit=" estimates", total=2 + (not args.no_published), delay_s=0)
+    bar.stage("Llama-3.1-8B training step, FSDP64")
     train = estimate_training("llama-3.1-8b", "trn2.48xlarge", fsdp=64, seq=4096, micro_batch=1,
                               dtype="bf16", checkpoint=True, name="Llama-3.1-8B",
                               precision=args.precision)
+    bar.tick()
     print(train.report(), flush=True)
+    bar.stage("Llama-3.3-70B inference, TP64")
     infer = estimate_inference("llama-3.3-70b", "trn2.48xlarge", tp=64, input_len=10000,
                                output_len=1500, batch=1, dtype="bf16", name="Llama-3.3-70B",
                                precision=args.precision)
+    bar.tick()
     print(infer.report(), flush=True)
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     extra = ""
     if not args.no_published:
         from neuron_sim.calibrate import format_table
+        bar.stage("published figures")
         rows = calibration_rows()
+        bar.tick()
         table = format_table(rows)
         print("\n".join(line for line in table.splitlines() if not line.startswith("RESULT")))
         errs = [r.error for r in rows if r.asserted]
         extra = (f" published_rows={len(rows)} published_median_err="
                  f"{sorted(errs)[len(errs) // 2]:.3f}" if errs else "")
+    bar.close()
     print(f"RESULT train_step_s={train.step_s:.4f} train_tokens_per_s={train.tokens_per_s:.0f} "
           f"train_mfu={train.mfu:.3f} train_hbm_gib={train.hbm_per_core / 2**30:.1f} ttft_ms={infer.ttft_s * 1e3:.1f} "
           f"tpot_ms={infer.tpot_s * 1e3:.2f} precision={args.precision} time_only={int(train.time_only and infer.time_only)} "

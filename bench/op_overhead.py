@@ -16,6 +16,7 @@ import time
 import torch
 
 import torch_neuronx
+from neuron_sim.progress import progress
 
 OPS = 10_000
 ROUNDS = 5
@@ -39,7 +40,7 @@ def main():
         _, x = chain(device)
         assert torch.equal(x.cpu(), torch.full((NUMEL,), float(OPS))), f"{device}: wrong values"
     wall = {k: [] for k in modes}
-    for _ in range(ROUNDS):
+    for _ in progress(range(ROUNDS), "rounds of cpu, aee, noaee", " rounds"):
         for name, (device, aee) in modes.items():
             torch_neuronx.set_adaptive_eager(aee)
             wall[name].append(chain(device)[0])

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import neuron_sim as ns  # noqa: E402
 from neuron_sim.engines import Engine, Kind  # noqa: E402
 from neuron_sim.program import Program  # noqa: E402
+from neuron_sim.progress import progress  # noqa: E402
 from neuron_sim.timing.simulate import scheduled  # noqa: E402
 
 
@@ -141,7 +142,7 @@ def main() -> None:
 def measure(prog: Program, prefix: Program) -> tuple[float, float]:
     ns.simulate(prefix)                 # compile/load in this process before timing
     best = best_plain = np.inf
-    for _ in range(3):
+    for _ in progress(range(3), f"timing {len(prog):,} instructions", " runs"):
         t = time.perf_counter()
         res = ns.simulate(prog)
         best = min(best, time.perf_counter() - t)

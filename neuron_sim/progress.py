@@ -55,6 +55,10 @@ class Progress:
             self._bar.set_postfix_str(note[:40], refresh=not n)
         self._bar.update(n)
 
+    def stage(self, note: str) -> None:
+        """Names the work now running (shown at once, nothing counted); `tick()` when it ends."""
+        self.tick(0, note)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()

@@ -186,25 +186,29 @@ def _mamba_rows(pub) -> list[Row]:
 
 def run(mamba: bool = True) -> list[Row]:
     pub = published()
-    with Progress("calibration", unit=" groups", total=6 + mamba) as bar:
+    # stages of seconds each: the bar shows at once, naming the group being simulated
+    with Progress("calibration", unit=" groups", total=6 + mamba, delay_s=0) as bar:
+        bar.stage("C1-C4 matmul")
         rows = _mark(_matmul_rows(pub), pub["C1-C4"])
-        bar.tick(note="C1-C4 matmul")
+        bar.tick()
+        bar.stage("C8")
         rows += _mark(_c8_rows(pub), pub["C8"])
-        bar.tick(note="C8")
+        bar.tick()
         if mamba:
+            bar.stage("C9-C13 mamba")
             rows += _mamba_rows(pub)
-            bar.tick(note="C9-C13 mamba")
+            bar.tick()
+        bar.stage("C15-C16 DMA")
         dma = _dma_rows(pub)
         rows += _mark(dma[:1], pub["C15"]) + _mark(dma[1:], pub["C16"],
                                                    {"trigger_to_done_us":
                                                     "trigger_to_done_us_approx"})
-        bar.tick(note="C15-C16 DMA")
-        rows += _mark([_scalar_row(pub)], pub["C17"])
-        bar.tick(note="C17")
-        rows += _mark([_dge_row(pub)], pub["C18"])
-        bar.tick(note="C18")
-        rows += _mark(_throttle_rows(pub), pub["C19"])
-        bar.tick(note="C19")
+        bar.tick()
+        for group, make in (("C17", lambda: [_scalar_row(pub)]), ("C18", lambda: [_dge_row(pub)]),
+                            ("C19", lambda: _throttle_rows(pub))):
+            bar.stage(group)
+            rows += _mark(make(), pub[group])
+            bar.tick()
     return rows
 
 

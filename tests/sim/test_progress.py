@@ -59,3 +59,39 @@ def test_cold_lowering_shows_programs_lowered():
     assert "cold done" in r.stdout and "warm done" in r.stdout
     assert "neuron-sim: lowering programs" in r.stderr
     assert " programs" in r.stderr and "aten::addmm" in r.stderr
+
+
+def test_a_stage_is_named_before_it_ends(capsys, monkeypatch):
+    """Calibration and benchmarks name the long stage now running (a bar with no delay), then
+    count it when it ends."""
+    monkeypatch.setenv("NEURON_SIM_PROGRESS", "on")
+    with P.Progress("calibration", unit=" groups", total=2, delay_s=0) as bar:
+        bar.stage("C8")
+        shown = capsys.readouterr().err
+        bar.tick()
+        bar.stage("C9-C13 mamba")
+        after = capsys.readouterr().err
+        bar.tick()
+    assert "neuron-sim: calibration" in shown and "C8" in shown and "0/2" in shown
+    assert "C9-C13 mamba" in after and "1/2" in after
+
+
+@pytest.mark.parametrize("mode", ["on", "auto"])
+def test_benchmark_bar_stays_off_the_result_line(mode):
+    """A benchmark's bar goes to stderr; stdout still ends with its RESULT line, and under auto
+    (no terminal, as in CI or a pipe) stderr has no bar either."""
+    env = dict(os.environ, NEURON_SIM_PROGRESS=mode)
+    script = textwrap.dedent("""
+        import sys
+        import neuron_sim.progress
+        neuron_sim.progress.DELAY_S = 0          # shown at once: these rounds take under 1 s
+        sys.path.insert(0, "bench")
+        import op_overhead as b
+        b.OPS, b.ROUNDS = 200, 2
+        b.main()
+    """)
+    r = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1].startswith("RESULT ratio_aee=")
+    assert ("neuron-sim: rounds" in r.stderr) == (mode == "on")
