@@ -76,7 +76,14 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "22.1 and 6.97 ms: 105, 103, 103 and 106 GB/s although their latencies differ 7x and their "
         "rows range from 256 B to 4 KiB, which identifies one bandwidth ceiling (not descriptor "
         "overhead). 106 GB/s is that ceiling; it is far below 820 GB/s / 2 cores, so it most likely "
-        "reflects how the 2024 toolchain spread a single core's DMAs, not the HBM itself."),
+        "reflects how the 2024 toolchain spread a single core's DMAs, not the HBM itself. Still a "
+        "fit: no documented figure gives it. The docs give 16 engines x 27.2 GB/s theoretical "
+        "[DMAov] (27 GiB/s [ArchV2]), 17 B/ns sustained = 272 GB/s at >= 4 KiB per partition "
+        "[DMAbw], 'larger than 32KiB' per transfer for ideal bandwidth [Perf], and the tutorial's "
+        "own roofline threshold of 222 FLOP/B (~413 GB/s) [MMtut-old]; 106 GB/s is 39% of the "
+        "sustained figure, and with 410 GB/s here C1-C3 come out 60% fast. Fits of C1-C3 with a "
+        "per-descriptor or per-transfer cost come out negative (C1 needs 1.5x the transfers and "
+        "descriptors per byte of C2, yet is faster per byte)."),
     Assumption(
         "tensor_didt_reset_idle_s", {"trn1": 1.5e-6, "trn2": 1.5e-6, "trn3": 1.5e-6}, "s",
         "The dI/dt limit returns when TensorE utilisation drops below 50% in a ~3 us window "
