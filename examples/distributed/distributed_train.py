@@ -67,6 +67,22 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
+def train_step(model, opt, x, y, timed: bool):
+    """(loss, simulated ms of the step between two device events, or None when not `timed`)."""
+    if timed:
+        start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
+        start.record()
+    loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    if not timed:
+        return loss, None
+    end.record()
+    end.synchronize()
+    return loss, start.elapsed_time(end)
+
+
 def tp_plan(layers: int):
     """Megatron-style: q, k, v and fc1 split by output columns, o and fc2 by input rows."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
@@ -148,16 +164,9 @@ def train(args, group=None) -> dict:
         x, y = mine[:, :-1].to(device), mine[:, 1:].to(device)
         if timed:
             clear_collective_log()
-            start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
-            start.record()
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        loss, ms = train_step(model, opt, x, y, timed)
         if timed:
-            end.record()
-            end.synchronize()
-            step_ns.append(int(start.elapsed_time(end) * 1e6))
+            step_ns.append(int(ms * 1e6))
             coll = collective_log()
         reported = loss.detach().clone()
         dist.all_reduce(reported, group=group)   # the mean over ranks, for printing
