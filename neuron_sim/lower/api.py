@@ -283,38 +283,39 @@ def _concatenated_program(fused, alone, chip, live):
                 return None
             seen.add(k)
     progs = [a.program.result.program for a in alone]
-    nq, ne = chip.dma_queues_per_engine, chip.dma_engines_per_core
-    names, order = [], {}
-    cols = {k: [] for k in COLUMNS}
-    ptr, idx, optr, oidx = [np.zeros(1, np.int64)], [], [np.zeros(1, np.int64)], []
-    rows = queue = 0
+    lens = np.array([len(p) for p in progs], np.int64)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    cols = {k: np.concatenate([p.cols[k] for p in progs]) for k in COLUMNS}
+    # op names numbered as the builder meets them: by first appearance over the rows
+    names, nid, combined = [], {}, []
     for p in progs:
-        c = dict(p.cols)
-        ops, first = np.unique(c["op"], return_index=True)
-        for o in ops[np.argsort(first)]:        # names numbered as the builder meets them
-            nm = p.opnames[int(o)]
-            if nm not in order:
-                order[nm] = len(names)
-                names.append(nm)
-        c["op"] = np.array([order.get(nm, -1) for nm in p.opnames], np.int64)[c["op"]]
-        dma = np.flatnonzero(c["engine"] == Engine.DMA)
-        if dma.size:        # the round-robin queue goes on from the DMAs before this op
-            q = (c["stream"][dma].astype(np.int64) - N_COMPUTE_STREAMS + queue) % nq
-            c["stream"], c["dma_engine0"] = c["stream"].copy(), c["dma_engine0"].copy()
-            c["stream"][dma] = N_COMPUTE_STREAMS + q
-            c["dma_engine0"][dma] = q % ne
-            queue = (queue + dma.size) % nq
-        for k in cols:
-            cols[k].append(c[k])
-        ptr.append(p.dep_ptr[1:] + ptr[-1][-1])
-        idx.append(p.dep_idx + rows)
-        o_ptr, o_idx = p.order_edges()
-        optr.append(o_ptr[1:] + optr[-1][-1])
-        oidx.append(o_idx + rows)
-        rows += len(p)
-    return Program(chip, {k: np.concatenate(v).astype(COLUMNS[k]) for k, v in cols.items()},
-                   np.concatenate(ptr), np.concatenate(idx).astype(np.int64), names, None, [],
-                   "fused", np.concatenate(optr), np.concatenate(oidx).astype(np.int64))
+        combined += [nid.setdefault(nm, len(nid)) for nm in p.opnames]
+    base = np.concatenate(([0], np.cumsum([len(p.opnames) for p in progs])[:-1]))
+    row_name = np.asarray(combined, np.int64)[cols["op"] + np.repeat(base, lens)]
+    uniq, first = np.unique(row_name, return_index=True)
+    met = uniq[np.argsort(first)]
+    rank = np.empty(len(nid), np.int64)
+    rank[met] = np.arange(met.size)
+    by_id = list(nid)
+    names = [by_id[i] for i in met]
+    cols["op"] = rank[row_name].astype(COLUMNS["op"])
+    # DMA queues: the round-robin goes on from the DMAs of the ops before
+    nq = chip.dma_queues_per_engine
+    dma = cols["engine"] == Engine.DMA
+    per_op = np.add.reduceat(dma.astype(np.int64), starts)
+    shift = np.repeat(np.concatenate(([0], np.cumsum(per_op)[:-1])) % nq, lens)[dma]
+    q = (cols["stream"][dma].astype(np.int64) - N_COMPUTE_STREAMS + shift) % nq
+    cols["stream"][dma] = N_COMPUTE_STREAMS + q
+    cols["dma_engine0"][dma] = q % chip.dma_engines_per_core
+
+    def csr(pairs):      # per-op CSR (ptr, idx) over local rows -> one over the whole program
+        ptrs, idxs = zip(*pairs)
+        counts = np.array([len(i) for i in idxs], np.int64)
+        ptr = np.concatenate(([0], np.cumsum(np.concatenate([np.diff(x) for x in ptrs]))))
+        return ptr, np.concatenate(idxs).astype(np.int64) + np.repeat(starts, counts)
+    ptr, idx = csr([(p.dep_ptr, p.dep_idx) for p in progs])
+    optr, oidx = csr([p.order_edges() for p in progs])
+    return Program(chip, cols, ptr, idx, names, None, [], "fused", optr, oidx)
 
 
 def _concatenated(fused, alone, chip, lnc, live):
