@@ -264,3 +264,41 @@ def test_long_simulation_shows_progress(capsys, monkeypatch):
     monkeypatch.setenv("NEURON_SIM_PROGRESS", "auto")        # pytest's stderr is no terminal
     nki.simulate(many_instructions_kernel)(X)
     assert capsys.readouterr().err == ""
+
+
+def test_launch_leaves_no_collection_and_no_trace_cycles(monkeypatch):
+    """A launch makes its objects with the collector paused. Afterwards they are handed to the
+    oldest generation without a collection (the young count is back to zero, so the next
+    allocation does not walk them all), and its trace is freed by reference counting when the
+    launch returns: with the collector off, none of the trace is left for it to find."""
+    import gc
+    import weakref
+    from neuron_sim.nki import tracer
+    from neuron_sim.nki.tensor import NkiTensor, Storage
+
+    seen = []
+    real = tracer.KernelTrace.__post_init__
+
+    def keep(self):
+        seen.append(weakref.ref(self))
+        real(self)
+
+    monkeypatch.setattr(tracer.KernelTrace, "__post_init__", keep)
+    nki.simulate(version_kernel)(X)             # warm: first-use imports and caches
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        seen.clear()
+        nki.simulate(version_kernel)(X)
+        assert gc.get_count()[0] < 100
+        assert len(seen) == 1 and seen[0]() is None     # freed without the collector
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = {type(o) for o in gc.garbage}
+        assert not left & {tracer.KernelTrace, tracer.Instr, Storage, NkiTensor}, left
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
