@@ -18,15 +18,12 @@ from numba import njit
 from . import drop_stale_caches
 
 
-@njit(cache=True, inline="always")
-def _push(buf, n, x):
-    """Append x to a growable int64 buffer holding n values; returns the (maybe new) buffer."""
-    if n == buf.shape[0]:
-        new = np.empty(2 * n + 8, np.int64)
-        new[:n] = buf[:n]
-        buf = new
-    buf[n] = x
-    return buf
+@njit(cache=True)
+def _grown(buf, n, need):
+    """buf (holding n values) copied into a buffer of at least `need` (called only to grow)."""
+    new = np.empty(max(2 * need, 8), np.int64)
+    new[:n] = buf[:n]
+    return new
 
 
 @njit(cache=True, inline="always")
@@ -79,28 +76,6 @@ def _covers(box, e, p0, p1, f0, f1):
     return p0 <= box[e, 0] and box[e, 1] <= p1 and f0 <= box[e, 2] and box[e, 3] <= f1
 
 
-@njit(cache=True, inline="always")
-def _visit(store, s0, keep, e, box, p0, p1, f0, f1, wr, w, i, stream, s, d, kd, o, ko):
-    """Live entry e (of instruction w) seen by access (p0, p1, f0, f1) of instruction i: an
-    overlap is a dependency (an order edge on i's own stream for a write); e is kept at
-    store[s0 + keep] unless the access is a write that covers it."""
-    if _overlap(box, e, p0, p1, f0, f1):
-        if wr == 0:
-            d = _push(d, kd, w)
-            kd += 1
-        elif w != i:
-            if stream[w] != s:
-                d = _push(d, kd, w)
-                kd += 1
-            else:
-                o = _push(o, ko, w)
-                ko += 1
-    if wr == 0 or not _covers(box, e, p0, p1, f0, f1):
-        store[s0 + keep] = e
-        keep += 1
-    return d, kd, o, ko, keep
-
-
 @njit(cache=True)
 def _merge_tail(store, s0, n, t, box, scratch):
     """Sort the tail store[s0+n:s0+n+t] by start and merge it into the run store[s0:s0+n]."""
@@ -151,18 +126,23 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
         last_any[acc_track[a]] = a
         if acc_write[a]:
             last_write[acc_track[a]] = a
+    # This loop calls no helper that returns an array: numba counts references on every array
+    # passed back, which cost more than the work itself (the buffers grow in place instead).
+    # d and o: one instruction's dependencies and order edges.
+    d = np.empty(64, np.int64)
+    o = np.empty(64, np.int64)
     dep_ptr = np.zeros(n + 1, np.int64)
     ord_ptr = np.zeros(n + 1, np.int64)
     dep_idx = np.empty(max(n, 8), np.int64)
-    ord_idx = np.empty(8, np.int64)
+    ord_idx = np.empty(max(n // 4, 8), np.int64)
     nd = no = 0
-    d = np.empty(16, np.int64)
-    o = np.empty(16, np.int64)
     for i in range(n):
         s = stream[i]
         kd = ko = 0
+        if x_ptr[i + 1] - x_ptr[i] > d.shape[0]:
+            d = _grown(d, 0, x_ptr[i + 1] - x_ptr[i])
         for j in range(x_ptr[i], x_ptr[i + 1]):
-            d = _push(d, kd, x_idx[j])
+            d[kd] = x_idx[j]
             kd += 1
         for a in range(acc_ptr[i], acc_ptr[i + 1]):
             acc_instr[a] = i
@@ -174,30 +154,43 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
                 s0, n_k, t_k = start[k], count[k], tail[k]
                 lo = _bisect(store, s0, n_k, box, f0 - longest[k], True)
                 hi = _bisect(store, s0, n_k, box, f1, False)
-                keep = lo
-                for q in range(lo, hi):           # the run, inside the window
-                    e = store[s0 + q]
-                    d, kd, o, ko, keep = _visit(store, s0, keep, e, box, p0, p1, f0, f1, wr,
-                                                acc_instr[e], i, stream, s, d, kd, o, ko)
-                if keep != hi:                    # close the gap the pruned entries left
-                    for r in range(hi, n_k + t_k):
-                        store[s0 + keep + r - hi] = store[s0 + r]
-                    n_k -= hi - keep
-                keep = n_k
-                for q in range(n_k, n_k + t_k):   # the tail, all of it
-                    e = store[s0 + q]
-                    d, kd, o, ko, keep = _visit(store, s0, keep, e, box, p0, p1, f0, f1, wr,
-                                                acc_instr[e], i, stream, s, d, kd, o, ko)
-                count[k], tail[k] = n_k, keep - n_k
+                n_win = hi - lo
+                dropped = dropped_run = 0
+                for step in range(n_win + t_k):   # the run inside the window, then the tail
+                    q = s0 + (lo + step if step < n_win else n_k + step - n_win)
+                    e = store[q]
+                    if _overlap(box, e, p0, p1, f0, f1):
+                        w = acc_instr[e]
+                        if wr == 0 or (w != i and stream[w] != s):
+                            if kd == d.shape[0]:
+                                d = _grown(d, kd, kd + 1)
+                            d[kd] = w
+                            kd += 1
+                        elif w != i:
+                            if ko == o.shape[0]:
+                                o = _grown(o, ko, ko + 1)
+                            o[ko] = w
+                            ko += 1
+                    if wr and _covers(box, e, p0, p1, f0, f1):
+                        store[q] = -1             # hidden by this write
+                        dropped += 1
+                        if step < n_win:
+                            dropped_run += 1
+                if dropped:                       # close the gaps
+                    keep = s0 + lo
+                    for q in range(s0 + lo, s0 + n_k + t_k):
+                        if store[q] >= 0:
+                            store[keep] = store[q]
+                            keep += 1
+                    count[k] = n_k - dropped_run
+                    tail[k] = t_k - (dropped - dropped_run)
             if a >= (last_any[t] if wr else last_write[t]):
                 continue
             k = 2 * t + wr
             n_k, t_k = count[k], tail[k]
             if n_k + t_k == cap[k]:               # full: move the list to the end, twice as big
                 if used + 2 * cap[k] > store.shape[0]:
-                    grown = np.empty(2 * (used + 2 * cap[k]), np.int64)
-                    grown[:used] = store[:used]
-                    store = grown
+                    store = _grown(store, used, used + 2 * cap[k])
                 store[used:used + n_k + t_k] = store[start[k]:start[k] + n_k + t_k]
                 start[k] = used
                 cap[k] *= 2
@@ -212,12 +205,15 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
             if f1 - f0 > longest[k]:
                 longest[k] = f1 - f0
         kd = _sort_unique(d, kd)
-        for q in range(kd):
-            dep_idx = _push(dep_idx, nd, d[q])
-            nd += 1
+        if nd + kd > dep_idx.shape[0]:
+            dep_idx = _grown(dep_idx, nd, nd + kd)
+        dep_idx[nd:nd + kd] = d[:kd]
+        nd += kd
         dep_ptr[i + 1] = nd
         if ko:
             ko = _sort_unique(o, ko)
+            if no + ko > ord_idx.shape[0]:
+                ord_idx = _grown(ord_idx, no, no + ko)
             q = 0
             for r in range(ko):                   # order edges minus dependencies (both sorted)
                 x = o[r]
@@ -225,7 +221,7 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
                     q += 1
                 if q < kd and d[q] == x:
                     continue
-                ord_idx = _push(ord_idx, no, x)
+                ord_idx[no] = x
                 no += 1
         ord_ptr[i + 1] = no
     return dep_ptr, dep_idx[:nd].copy(), ord_ptr, ord_idx[:no].copy()
