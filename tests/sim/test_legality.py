@@ -142,3 +142,18 @@ def test_matmul_output_must_stay_in_one_psum_bank(b):
     with pytest.raises(E.FreeSizeError) as e:
         b.nc_matmul(two_banks[:, 256:768], st, mv)       # straddles two banks
     _named(e, "nc_matmul", "dst")
+
+
+def test_matmul_checks_remembered_by_input_shape_not_address(b):
+    """nc_matmul's checks are kept for inputs of the same shape wherever they sit (the inputs'
+    addresses play no part in them), but the destination's bank is checked at every address."""
+    blk = b.sbuf("blk", (128, 8, 512), "bfloat16")
+    mv = b.sbuf("mv", (128, 512), "bfloat16")
+    two_banks = b.psum("two", (128, 1024), "float32")
+    for k in range(8):
+        b.nc_matmul(two_banks[:, 512:1024], blk[:, k, 0:128], mv)
+    with pytest.raises(E.FreeSizeError) as e:
+        b.nc_matmul(two_banks[:, 256:768], blk[:, 3, 0:128], mv)
+    _named(e, "nc_matmul", "dst")
+    with pytest.raises(E.FreeSizeError):      # moving too wide: the shape is part of the key
+        b.nc_matmul(two_banks[:, 512:1024], blk[:, 3, 0:128], blk[:, 0:2, :])
