@@ -279,3 +279,16 @@ def test_compile_saving_is_what_compiling_saves(tmp_path, model):
     assert not [r for r in s.recommendations if r.get("kind") == "launch"]
     # nothing left to compile in the compiled steps
     assert not [r for r in comp.recommendations + comp.not_recommended if r["title"] == COMPILE]
+
+
+APPLIED = {"fused_optimizer": test_fused_optimizer_saving_is_what_the_change_saves,
+           "sync_points": test_sync_point_saving_is_what_removing_it_saves,
+           "bf16_autocast": test_bf16_saving_is_what_autocast_saves,
+           "compiled_step": test_compile_saving_is_what_compiling_saves}
+
+
+def test_every_retimed_recommendation_is_applied_by_a_test():
+    """Each re-timed recommendation kind has a test here that applies it and checks its saving
+    within 25%; the threshold kinds say why they state no saving (test_explorer_summary)."""
+    from torch_neuronx.profiling import advice
+    assert list(advice.RETIMED) == list(APPLIED)

@@ -330,3 +330,8 @@ def compiled_step(phased, total_ns: float):
             "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
             "saving_ns": saving, "checked": "re-timed", "per": per,
             "recommended": saving >= MIN_SAVING_SHARE * step_ns}
+
+
+# Every re-timed recommendation by its function's name, in the order the summary tries them
+# (tests/profiler/test_advice.py applies each one and checks its saving)
+RETIMED = ("fused_optimizer", "sync_points", "bf16_autocast", "compiled_step")

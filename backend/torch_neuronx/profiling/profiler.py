@@ -209,8 +209,7 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
         phased = row_phases(trace)
         s.phases = phase_breakdown(phased=phased)
         checked = []
-        for kind in (advice.fused_optimizer, advice.sync_points, advice.bf16_autocast,
-                     advice.compiled_step):
+        for kind in (getattr(advice, name) for name in advice.RETIMED):
             try:
                 r = kind(phased, s.total_ns)
             except Exception as e:  # noqa: BLE001 - advice must never cost the user the trace
