@@ -185,21 +185,23 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         coalesce = mcount * bn * itemsize(out_dt) <= 16 * 1024 and mcount > 1
         oblk = ctx.tile(f"oblk{g}", (min(MT, mcols), mcount * bn), out_dt, blk) \
             if coalesce else None
+        # the moving operands of each N tile, made once per block (every M tile reads them)
+        bts = [x if isinstance(x, AccessPattern) else x.ap() for x in
+               (b_tiles[kk] for kk in range(kt_n))]
+        mvs = [[AccessPattern(bt.tensor, bt.p_start, bt.p_size, bt.offset + j * NT * rows,
+                              ((min(NT, bn - j * NT) * rows, 1),)) for bt in bts]
+               for j in range(ceil(bn / NT))]
         for t in range(mcount):
             ms = min(MT, mcols - t * MT)
+            sts = [AccessPattern(at.tensor, at.p_start, at.p_size, at.offset + t * MT * rows,
+                                 ((ms * rows, 1),))
+                   for at in (x if isinstance(x, AccessPattern) else x.ap() for x in
+                              (a_tiles[kk] for kk in range(kt_n)))]
             for j in range(ceil(bn / NT)):
                 ns = min(NT, bn - j * NT)
                 acc = ctx.tile("acc", (ms, ns), "float32", ot, Memory.PSUM)
                 for kk in range(kt_n):
-                    at = a_tiles[kk] if isinstance(a_tiles[kk], AccessPattern) \
-                        else a_tiles[kk].ap()
-                    st = AccessPattern(at.tensor, at.p_start, at.p_size,
-                                       at.offset + t * MT * rows, ((ms * rows, 1),))
-                    bt = b_tiles[kk] if isinstance(b_tiles[kk], AccessPattern) \
-                        else b_tiles[kk].ap()
-                    mv = AccessPattern(bt.tensor, bt.p_start, bt.p_size,
-                                       bt.offset + j * NT * rows, ((ns * rows, 1),))
-                    b.nc_matmul(acc, st, mv, accumulate=kk > 0,
+                    b.nc_matmul(acc, sts[kk], mvs[j][kk], accumulate=kk > 0,
                                 perf_mode="double_row" if double else None)
                 o = oblk[0:ms, t * bn + j * NT:t * bn + j * NT + ns] if coalesce \
                     else ctx.tile(f"o{g}", (ms, ns), out_dt, ot)
