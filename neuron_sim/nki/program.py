@@ -187,7 +187,8 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
         spills.setdefault(before, []).append(sp)
     graveyard = {"sbuf": [], "psum": []}       # (lo, hi, [(row, lo, hi)]) of dead buffers
     frontier = {}                               # storage id -> {(lo, hi, engine): last row}
-    first_row_deps = {}                         # storage id -> [(row, lo, hi)] its bytes' previous users
+    first_row_deps = {}                         # storage id -> ([(row, lo, hi)] its bytes' previous
+                                                #   users, {(lo, hi): those a write there waits for})
     seg_start = {}
     # when each storage's segment starts, collect the frontier of dead buffers it overlaps
     for sid, segs in plan.segments.items():
@@ -202,19 +203,27 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
 
     def note(row, views, i, engine):
         for v in views:
-            if v.storage.on_chip:
+            st = v.storage
+            if st.on_chip:
                 lo, hi = m.byte_range(v, i)
-                frontier.setdefault(v.storage.id, {})[(lo, hi, engine)] = row
+                f = frontier.get(st.id)
+                if f is None:
+                    f = frontier[st.id] = {}
+                f[lo, hi, engine] = row
 
     def reuse_deps(views, i):
         # every write into a reused buffer waits for the previous occupant's last users of the
-        # bytes it overwrites
+        # bytes it overwrites (a tile is written many times at the same few byte ranges: the
+        # users found for a range are kept with the storage's list)
         deps = []
         for v in views:
             d = first_row_deps.get(v.storage.id)
             if d:
                 lo, hi = m.byte_range(v, i)
-                deps.extend(r for r, a, z in d if a < hi and lo < z)
+                found = d[1].get((lo, hi))
+                if found is None:
+                    found = d[1][lo, hi] = [r for r, a, z in d[0] if a < hi and lo < z]
+                deps.extend(found)
         return deps
 
     for ins in tr.instrs:
@@ -236,7 +245,7 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
                 else:
                     keep.append((glo, ghi, users))
             graveyard[st.buffer] = keep
-            first_row_deps[sid] = deps
+            first_row_deps[sid] = (deps, {}) if deps else None
         for sp in spills.get(i, ()):
             _emit_spill(b, out, k, sp, m, i, note, reuse_deps)
         try:
