@@ -242,16 +242,19 @@ class NkiTensor:
             return
         m = self.written_mask()
         with _MASK_LOCK:
-            # count the elements written so far, so a tile filled piece by piece becomes "all"
-            # when its last piece lands, however large its mask (a view that names an element
-            # twice would be counted twice: such a write stops the count)
-            if st.n_written >= 0:
+            # a mask too large for fully_written's whole-mask check counts the elements written
+            # so far, so a tile filled piece by piece becomes "all" when its last piece lands (a
+            # view that names an element twice would be counted twice: such a write stops the
+            # count)
+            w = st.written
+            big = not isinstance(w, str) and w.size > _WHOLE_CHECK_ELEMS
+            if big and st.n_written >= 0:
                 if _aliases(self.shape, self.strides):
                     st.n_written = -1
                 else:
                     st.n_written += m.size - int(np.count_nonzero(m))
             m[...] = True
-            if not isinstance(st.written, str) and st.n_written == st.written.size:
+            if big and st.n_written == w.size:
                 st.written = "all"
 
     def fully_written(self) -> bool:

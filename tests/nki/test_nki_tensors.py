@@ -112,9 +112,9 @@ def test_aliasing_view_write_stops_the_count():
     assert not _aliases((128, 8, 512), (4096, 512, 1)) and not _aliases((2, 3), (2, 3))
 
     def body():
-        t = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+        t = nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf)     # 2M elements
         nisa.memset(dst=t[:, 0:1].broadcast(1, 3), value=0.0)     # writes column 0 three times
-        nisa.memset(dst=t[:, 1:3], value=0.0)
+        nisa.memset(dst=t[:, 1:16384], value=0.0)
         st = t.storage
         return dict(count=st.n_written, state=st.written if isinstance(st.written, str) else "partial")
 
