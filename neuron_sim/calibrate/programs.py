@@ -226,7 +226,7 @@ def _repeat_between(b, count, splits, body):
     the first partial sum that is spilled): each piece is affine on its own."""
     cuts = sorted({0, count} | {c for c in splits if 0 < c < count})
     for lo, hi in zip(cuts, cuts[1:]):
-        b.repeat(hi - lo, lambda i, lo=lo: body(lo + i))
+        b.repeat(hi - lo, body, start=lo)
 
 
 def _fit_blocked(free, acc_bytes, n_acc, block_bytes, packed_bytes, bufs):

@@ -451,11 +451,12 @@ class ProgramBuilder:
         return p
 
     # ---- loops ------------------------------------------------------------------------------
-    def repeat(self, count: int, body) -> range:
+    def repeat(self, count: int, body, *, start: int = 0) -> range:
         """Append `count` iterations of a loop: `body(i)` appends the instructions of iteration i
-        (i = 0 .. count-1) through the ordinary methods, as `for i in range(count): body(i)`
-        would, and the program is exactly the one that loop builds (columns, dependencies,
-        order edges, operands). Returns the range of instruction indices appended.
+        (i = start .. start+count-1) through the ordinary methods, as
+        `for i in range(start, start + count): body(i)` would, and the program is exactly the
+        one that loop builds (columns, dependencies, order edges, operands). Returns the range
+        of instruction indices appended.
 
         The builder may run `body` for only a few leading iterations and write the rest in bulk
         (NumPy) when those iterations are affine: after iteration 0 (free to differ: first
@@ -476,22 +477,22 @@ class ProgramBuilder:
         count = int(count)
         if count < 0:
             raise ProgramError(f"repeat: count must be >= 0, got {count}")
-        start = len(self)
+        first_row, start = len(self), int(start)
         if self.reference or not self.auto_deps or count < 4:
             for i in range(count):
-                body(i)
-            return range(start, len(self))
+                body(start + i)
+            return range(first_row, len(self))
         self._flush()
         self._depth += 1
         try:
-            k = self._sample_then_synthesize(count, body)
+            k = self._sample_then_synthesize(count, body, start)
             for i in range(k, count):       # not affine: the plain loop
-                body(i)
+                body(start + i)
             if self._depth > 1:
                 self._flush()               # an outer repeat() compares whole iterations
         finally:
             self._depth -= 1
-        return range(start, len(self))
+        return range(first_row, len(self))
 
     def _snapshot(self) -> R.Snapshot:
         st = self._last_stationary
@@ -499,7 +500,7 @@ class ProgramBuilder:
                           self._spill_bytes, st,
                           -1 if st is None else self._versions.get(st[0].tensor.id, 0))
 
-    def _sample_then_synthesize(self, count, body) -> int:
+    def _sample_then_synthesize(self, count, body, start=0) -> int:
         """Run iterations until they are seen to be affine, then write the rest in bulk
         (repeat.py). Returns the first iteration still to run (count when all are written).
         A loop whose body (same code) and count were written in bulk before, e.g. the inner
@@ -510,7 +511,7 @@ class ProgramBuilder:
         snaps = [self._snapshot()]               # snaps[k + 1]: after iteration k
         its = []                                 # its[k]: iteration k as a repeat.Sample
         for k in range(count):
-            body(k)
+            body(start + k)
             self._flush()
             snaps.append(self._snapshot())
             its.append(R.Sample(R.concat(self._segs[snaps[k].segs:snaps[k + 1].segs],
@@ -534,7 +535,7 @@ class ProgramBuilder:
                 if key[0] is not None:
                     kept = self._precedents.setdefault(key, [])
                     kept.insert(0, R.Precedent(t, first, its[:first + 2], snaps[:first + 3]))
-                    del kept[4:]
+                    del kept[8:]
                 return count
             if k > R.PERIOD_MAX + 1:
                 return k + 1

@@ -149,7 +149,7 @@ def _three_ways(make, monkeypatch):
     """(repeat as it is, repeat running every iteration, the per-instruction reference)."""
     bulk = make()
     with monkeypatch.context() as m:
-        m.setattr(B.ProgramBuilder, "_sample_then_synthesize", lambda self, count, body: 0)
+        m.setattr(B.ProgramBuilder, "_sample_then_synthesize", lambda self, *args: 0)
         loop = make()
         m.setattr(B, "_reference_default", lambda: True)
         ref = make()
@@ -276,3 +276,17 @@ def test_repeat_reuses_an_earlier_loop_only_when_it_matches(monkeypatch):
     for other in (loop, ref):
         _equal(bulk, other)
         assert _operands(bulk) == _operands(other)
+
+
+def test_repeat_start_runs_the_iterations_from_start():
+    b = ProgramBuilder("trn2")
+    x = b.sbuf("x", (128, 512), "float32")
+    seen = []
+
+    def body(i):
+        seen.append(i)
+        b.memset(x[:, i * 8:(i + 1) * 8], 0.0)
+    assert b.repeat(20, body, start=30) == range(0, 20)
+    assert seen[:3] == [30, 31, 32]
+    prog = b.build()
+    assert [e.writes[0].offset for e in prog.emits] == [i * 8 for i in range(30, 50)]
