@@ -260,14 +260,14 @@ _STREAM_RULES = {"unary_activation", "unary_vector", "binary", "ternary",
 
 def _concatenated_program(fused, alone, chip, live):
     """`_program(fused, ...)`'s program without building it, when it is only the ops' own
-    programs one after the other: no tensor shared between or inside the ops (so no dataflow, no residency, no
-    dependency from one op to another), every output stored (`live` None), every op a streaming
-    rule whose standalone program (`alone[i].program`) is the one it emits in a sequence. The
-    builder would then write each op's rows as it did alone, its DMAs on the queues shifted by
-    the DMAs before it (round-robin), and free every tile at the op's end (so each op allocates
-    as alone: the SBUF peak is the largest op's). Per-op foreach/Adam chains of an optimizer
-    step are such sequences. None when it does not apply. The same program as _program's, byte
-    for byte (tests/lower/test_graph_fusion.py compares the two)."""
+    programs one after the other: no tensor shared between or inside the ops (so no dataflow,
+    no residency, no dependency from one op to another), every output stored (`live` None),
+    every op a streaming rule whose standalone program (`alone[i].program`) is the one it emits
+    in a sequence. The builder would then write each op's rows as it did alone, its DMAs on the
+    queues shifted by the DMAs before it (round-robin), and free every tile at the op's end (so
+    each op allocates as alone: the SBUF peak is the largest op's). The per-tensor optimizer
+    groups of an eager step are such sequences. None when it does not apply. The same program
+    as _program's, array for array (tests/lower/test_graph_fusion.py compares the two)."""
     if live is not None or len(fused) < 2 or len(alone) != len(fused):
         return None
     seen = set()
@@ -287,7 +287,7 @@ def _concatenated_program(fused, alone, chip, live):
     starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
     cols = {k: np.concatenate([p.cols[k] for p in progs]) for k in COLUMNS}
     # op names numbered as the builder meets them: by first appearance over the rows
-    names, nid, combined = [], {}, []
+    nid, combined = {}, []
     for p in progs:
         combined += [nid.setdefault(nm, len(nid)) for nm in p.opnames]
     base = np.concatenate(([0], np.cumsum([len(p.opnames) for p in progs])[:-1]))
@@ -430,7 +430,8 @@ def _lower_sequence(ops, chip, lnc, live_outputs, standalone) -> Timing:
     # element-wise ops that are big, or whose tensors could not stay resident, run as fused loops
     loops = {i for i, (o, b) in enumerate(zip(ops, big))
              if _sliceable(o) and (b or _group_bytes(o) > _loop_bytes(chip))}
-    fused = [o for i, (o, b) in enumerate(zip(ops, big)) if not b and i not in loops]
+    in_fused = [i for i, b in enumerate(big) if not b and i not in loops]
+    fused = [ops[i] for i in in_fused]
     looped = [ops[i] for i in sorted(loops)]
     serial = [i for i, b in enumerate(big) if b and i not in loops]
     live = None if live_outputs is None else {("id", x) for x in live_outputs}
@@ -445,7 +446,7 @@ def _lower_sequence(ops, chip, lnc, live_outputs, standalone) -> Timing:
     tot, eng, hbm, flops, n = 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
     parts, peak, spilled = [], 0, {}
     if fused:
-        fused_alone = [a for a, o in zip(alone, ops) if any(o is f for f in fused)]
+        fused_alone = [alone[i] for i in in_fused]
         *part, peak, spilled = (_concatenated(fused, fused_alone, chip, lnc, live_for(fused))
                                 or _program(fused, chip, lnc, live_for(fused)))
         parts.append(part[:5])
