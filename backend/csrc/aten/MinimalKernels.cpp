@@ -23,19 +23,22 @@ namespace {
 
 constexpr c10::DispatchKeySet kNeuronKeys{c10::DispatchKey::PrivateUse1};
 
-c10::DeviceIndex device_index_of(std::optional<c10::Device> device) {
-  if (device.has_value() && device->has_index()) return device->index();
-  return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+// The device an allocation asks for (the current one without an index), initialised and checked.
+c10::Device ready_device(std::optional<c10::Device> device) {
+  const c10::DeviceIndex index =
+      device.has_value() && device->has_index()
+          ? device->index()
+          : c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+  lazy_init();
+  check_device_index(index);
+  return c10::Device(c10::DeviceType::PrivateUse1, index);
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device, std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
-  const c10::DeviceIndex index = device_index_of(device);
-  lazy_init();
-  check_device_index(index);
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
+  c10::DeviceGuard guard(ready_device(device));
   return at::detail::empty_generic(size, allocator(), kNeuronKeys,
                                    c10::dtype_or_default(dtype), memory_format);
 }
@@ -43,10 +46,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
-  const c10::DeviceIndex index = device_index_of(device);
-  lazy_init();
-  check_device_index(index);
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
+  c10::DeviceGuard guard(ready_device(device));
   return at::detail::empty_strided_generic(size, stride, allocator(), kNeuronKeys,
                                            c10::dtype_or_default(dtype));
 }

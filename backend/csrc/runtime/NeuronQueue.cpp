@@ -127,11 +127,6 @@ const std::string& op_name(int32_t id) {
   return g_names.at(static_cast<size_t>(id));
 }
 
-size_t op_name_count() {
-  std::lock_guard<std::mutex> lock(g_names_mutex);
-  return g_names.size();
-}
-
 void set_charging(bool on) { t_charging = on; }
 bool charging() { return t_charging; }
 

@@ -83,7 +83,6 @@ struct Activity {
 // Interns an op name; ids are stable for the process.
 int32_t intern_op_name(const std::string& name);
 const std::string& op_name(int32_t id);
-size_t op_name_count();
 
 void enqueue_op(OpDesc&& op);
 // Per-thread switch: while off, enqueue_op drops ops instead of queueing them. A compiled
