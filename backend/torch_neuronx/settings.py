@@ -1,6 +1,6 @@
 """Every environment variable torch_neuronx reads, declared once with type, default, valid
-values and help, with the project's one `Setting` class (`neuron_sim.config`; the simulator and
-the NKI front end declare theirs there).
+values and help, with the project's one `Setting` class (`neuron_sim.config`; the simulator, the
+NKI front end and NEURON_SIM_INSTANCE, which the torch-free tools read too, are declared there).
 
 Names are TorchNeuron's and the Neuron runtime's where they exist, so scripts written for
 real Trainium keep their meaning; `NEURON_SIM_*` are the simulator's own. The README's
