@@ -16,6 +16,7 @@ chip and gives its cost (neuron_sim/isa/<engine>/<instr>.py). Dependencies:
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -278,7 +279,10 @@ def _dma_pieces(instrs, m):
     operands matmuls take from a loaded block). The compiler orders a DMA after the readers of
     the memory it overwrites at this granularity, so a reused buffer is refilled piece by piece
     as each piece's last readers finish, not after the last reader of the whole tile."""
-    windows = {}        # storage id -> [[dma index, lo, hi, read ranges or None]] still open
+    # storage id -> (los, [[dma index, lo, hi, read ranges or None]]) of the windows still open,
+    # sorted by lo. A DMA's write first closes the open windows it overlaps, so the open windows
+    # of a storage never overlap: those a range meets are a run found by bisection.
+    windows = {}
     out = {}
 
     def close(w):
@@ -289,13 +293,22 @@ def _dma_pieces(instrs, m):
         if iv[0][0] == lo and iv[-1][1] == hi and all(x[1] == y[0] for x, y in zip(iv, iv[1:])):
             out[i] = [(a - lo, z - lo) for a, z in iv]
 
+    def meeting(los, a, z):
+        """Indices of the windows [lo, hi) that [a, z) overlaps (windows sorted, disjoint)."""
+        k = bisect_right(los, a) - 1
+        if k < 0:
+            k = 0
+        n = bisect_left(los, z, k)
+        return range(k, n)
+
     for ins in instrs:
         for v in ins.reads:
             ws = windows.get(v.storage.id)
-            if not ws:
+            if not ws or not ws[0]:
                 continue
             a, z = m.free_range(v)
-            for w in ws:
+            for k in meeting(ws[0], a, z):
+                w = ws[1][k]
                 if w[3] is not None and a < w[2] and w[1] < z:
                     if w[1] <= a and z <= w[2]:
                         w[3].add((a, z))
@@ -303,16 +316,20 @@ def _dma_pieces(instrs, m):
                         w[3] = None
         for v in ins.writes:
             ws = windows.get(v.storage.id)
-            if ws:
+            if ws and ws[0]:
                 a, z = m.free_range(v)
-                for w in [w for w in ws if a < w[2] and w[1] < z]:
-                    close(w)
-                    ws.remove(w)
-        if ins.op == "dma_copy" and _splittable(ins.wviews[0], ins.rviews[0]):
-            lo, hi = m.free_range(ins.wviews[0])
-            windows.setdefault(ins.wviews[0].storage.id, []).append([ins.index, lo, hi, set()])
-    for ws in windows.values():
-        for w in ws:
+                hit = [k for k in meeting(ws[0], a, z) if a < ws[1][k][2] and ws[1][k][1] < z]
+                for k in reversed(hit):
+                    close(ws[1][k])
+                    del ws[0][k], ws[1][k]
+        if ins.op == "dma_copy" and _splittable(ins.writes[0], ins.reads[0]):
+            lo, hi = m.free_range(ins.writes[0])
+            los, wl = windows.setdefault(ins.writes[0].storage.id, ([], []))
+            k = bisect_right(los, lo)
+            los.insert(k, lo)
+            wl.insert(k, [ins.index, lo, hi, set()])
+    for _, wl in windows.values():
+        for w in wl:
             close(w)
     return out
 
