@@ -25,21 +25,21 @@ ops of the forward and backward phases into those graphs:
 Against the measured compiled step (tests/profiler/test_advice.py): demo GPT (fused AdamW, batch
 8) eager 2.011 ms, re-timed 1.665, compiled 1.636 ms (saving predicted 0.346, measured 0.375);
 MLP 256-512-256 on 64 rows, loss compiled with it: eager 0.073, re-timed 0.153, compiled
-0.154 ms (compiling costs a launch more than AEE's one fused program)."""
+0.154 ms (two graph launches and the gradient seed's own launch cost more than AEE's few fused
+groups)."""
 
 from __future__ import annotations
 
-from ..cost import _described, _extent, _identity, op_spec
+from ..cost import _HOST_COPIES, _described, _extent, _identity, op_spec
 
 GRAPHED = ("forward", "backward")
-HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 # in-place ops that write every element: their operand's value is not read (a fresh tensor)
 VALUELESS = ("aten::fill_", "aten::zero_")
 COPY = "neuron::copy_d2d"
 
 
 def _graphable(item) -> bool:
-    return item[6] < 0 and item[1] not in HOST_COPIES
+    return item[6] < 0 and item[1] not in _HOST_COPIES
 
 
 def graph_spans(flat) -> list:
