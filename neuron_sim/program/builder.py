@@ -6,7 +6,8 @@ Dependencies are found automatically from the operands (read-after-write, write-
 write-after-write on overlapping tensor regions, as the compiler's semaphores would enforce), and
 can be added explicitly (`deps=[i, ...]`) or through semaphores (`signal=s`, `wait=[(s, count)]`).
 Every method returns the index of the instruction it appended (nc_matmul returns the
-MultiplyMoving's)."""
+MultiplyMoving's). Loops go through `repeat(count, body)`, which writes the iterations of an
+affine loop in bulk (program/repeat.py) and gives the program the plain loop gives."""
 
 from __future__ import annotations
 

@@ -290,3 +290,7 @@ def test_repeat_start_runs_the_iterations_from_start():
     assert seen[:3] == [30, 31, 32]
     prog = b.build()
     assert [e.writes[0].offset for e in prog.emits] == [i * 8 for i in range(30, 50)]
+    assert prog.emits[-1].writes[0].offset == 49 * 8
+    assert [e.writes[0].offset for e in prog.emits[18:]] == [48 * 8, 49 * 8]
+    with pytest.raises(IndexError, match="instruction 20 out of range for a program of 20"):
+        prog.emits[20]
