@@ -179,7 +179,11 @@ def _promote_young_objects() -> None:
     find them alive. gc.freeze() + gc.unfreeze() moves every young object of the process to the
     oldest generation as is (two list splices) and resets the young count; they are examined at
     the next full collection instead. Garbage cycles made meanwhile are freed then, not at the
-    next young collection; the launch's own traces are not among them (`_release`)."""
+    next young collection; the launch's own traces are not among them (`_release`). A process
+    that froze objects itself (gc.freeze before forking workers) keeps them frozen: then nothing
+    is done."""
+    if gc.get_freeze_count():
+        return
     gc.freeze()
     gc.unfreeze()
 

@@ -302,3 +302,16 @@ def test_launch_leaves_no_collection_and_no_trace_cycles(monkeypatch):
         gc.garbage.clear()
         if was:
             gc.enable()
+
+
+def test_launch_keeps_objects_the_process_froze():
+    """A process that froze its objects (gc.freeze before forking) finds them still frozen
+    after a launch (the launch's own hand-over to the oldest generation would unfreeze them)."""
+    import gc
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        nki.simulate(version_kernel)(X)
+        assert frozen > 0 and gc.get_freeze_count() > frozen // 2   # (some die meanwhile)
+    finally:
+        gc.unfreeze()
