@@ -13,7 +13,6 @@ from ..errors import NeuronSimError
 from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..numerics.formats import itemsize
-from ..program.builder import paused_gc
 from ..program.program import COLUMNS, Program
 from ..timing import simulate
 from ..trace.op_program import OpProgram, classify_dma
@@ -189,8 +188,7 @@ def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
         return Timing(0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0, ops=(op.name,),
                       note="empty tensors")
     try:
-        with paused_gc():       # building makes many small objects and no garbage to collect
-            return _timed(emit, chip, lnc, op)
+        return _timed(emit, chip, lnc, op)
     except (LoweringError, NeuronSimError):
         raise
     except (IndexError, ValueError, TypeError, KeyError, ZeroDivisionError) as e:
@@ -418,11 +416,7 @@ def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
     ones are fused with each other as loops (`_sliced`); the others are timed by their own
     program and added in series. `standalone` may pass already-known per-op Timings (the eager
     cache does) to avoid lowering them twice."""
-    with paused_gc():       # as lower_op
-        return _lower_sequence(ops, _chip(chip), lnc, live_outputs, standalone)
-
-
-def _lower_sequence(ops, chip, lnc, live_outputs, standalone) -> Timing:
+    chip = _chip(chip)
     t0 = time.perf_counter()
     ops = assign_ids(list(ops))
     alone = list(standalone) if standalone is not None else [lower_op(o, chip, lnc) for o in ops]
