@@ -197,8 +197,33 @@ def test_semantics_check_mode_on_nki_only_instructions():
 
 def test_semantics_check_mode_finds_a_divergence(monkeypatch):
     """A module whose semantics disagree with what the nisa call computed is reported (the
-    tensor_copy adapter copies on its own, the program runs the module's semantics)."""
-    from neuron_sim.isa.vector import tensor_copy
-    monkeypatch.setattr(tensor_copy, "semantics", lambda state, emit: None)
+    tensor_copy_predicated adapter copies on its own, the program runs the module's semantics)."""
+    from neuron_sim.isa.vector import tensor_copy_predicated
+    monkeypatch.setattr(tensor_copy_predicated, "semantics", lambda state, emit: None)
     with pytest.raises(nki.NkiValidationError, match="differs from the traced kernel"):
         _run(_vector_family, *_inputs(), check=True)
+
+
+@nki.jit
+def _copy_on(x, eng):
+    a = nl.load(x)
+    o = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=o, src=a, engine=eng)
+    out = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=o)
+    return out
+
+
+def test_engine_rules_of_a_generated_adapter_come_from_its_module():
+    """nisa.tensor_copy is made from its module: the engines it lists (ENGINES), the ScalarE rule
+    of NC-v2 its `build` checks, the cast its semantics does."""
+    x = np.random.default_rng(5).standard_normal((128, 64)).astype(np.float32)
+    for eng, unit in ((nisa.vector_engine, "VectorE"), (nisa.scalar_engine, "ScalarE"),
+                      (nisa.gpsimd_engine, "GpSimd")):
+        out, rep = _run(_copy_on, x, eng)
+        np.testing.assert_array_equal(out, x.astype(nl.bfloat16))
+        assert rep.instructions_per_engine.get(unit) == 1
+    with pytest.raises(nki.NkiValidationError, match="ScalarE copies need NeuronCore-v3"):
+        _run(_copy_on, x, nisa.scalar_engine, target="trn1")
+    with pytest.raises(nki.NkiValidationError, match="engine 'tensor' cannot run this instruction"):
+        _run(_copy_on, x, nisa.tensor_engine)

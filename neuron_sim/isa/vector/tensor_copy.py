@@ -1,4 +1,4 @@
-"""tensor_copy: dst = src (with a dtype cast), on VectorE, ScalarE or GpSimd.
+"""tensor_copy: dst = src (with a dtype cast), on VectorE, ScalarE (NC-v3+) or GpSimd.
 
 Cost [ISAcost][ArchV3][ArchV4]: max(64, N) on VectorE/ScalarE with the NC-v3 VectorE performance
 modes (N/4, N/2) and the NC-v4 ScalarE 2x for BF16/FP16; GpSimd 150 + N. GpSimd cannot reach PSUM
@@ -7,14 +7,19 @@ modes (N/4, N/2) and the NC-v4 ScalarE 2x for BF16/FP16; GpSimd 150 + N. GpSimd 
 from __future__ import annotations
 
 from ...engines import Engine
+from ...errors import CapabilityError
 from ..common import (access_latency, check_engine_operand, check_same_partitions, make,
                       one_input_engine_cycles)
 
 NAME = "tensor_copy"
 cost_cycles = one_input_engine_cycles
+ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
 def build(chip, dst, src, engine=Engine.VECTOR):
+    if engine == Engine.SCALAR and not chip.has_scalar_v3_ops:
+        raise CapabilityError(NAME, "engine", "VectorE or GpSimd (ScalarE copies need NeuronCore-v3+)",
+                              "ScalarE", chip.name, "use activation(op=copy) on ScalarE instead")
     check_engine_operand(NAME, "dst", dst, engine, chip)
     check_engine_operand(NAME, "src", src, engine, chip)
     check_same_partitions(NAME, "dst", dst, "src", src, chip)

@@ -2,8 +2,10 @@
 
 The adapter binds the call to the module's ``build`` signature (``dst`` first, as in NKI), maps
 the tensor views to access patterns, lets the module check and cost the instruction on the
-target's chip (an error names the kernel's line), computes the result with the module's
-``semantics`` on the kernel's own tensors, and records the instruction for the program build.
+target's chip (an error names the kernel's line; the partition-start rule and the module's
+`ENGINES` with their memory reach are checked in NKI's words), computes the result with the
+module's ``semantics`` on the kernel's own tensors, and records the instruction for the program
+build.
 Instructions whose NKI form needs more than their module (accumulator registers, PSUM write
 masks, reversed operands, the compiler's engine choice) have hand-written adapters beside it."""
 
@@ -60,6 +62,20 @@ class _Views:
         return tr.act_regs if engine == Engine.SCALAR else tr.vec_regs
 
 
+_COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+
+
+def _engine(ctx, mod, default, given):
+    """The engine of the call: nisa.vector_engine ... as asked, else (unknown) the module's
+    default; one of the module's `ENGINES` (else any compute engine), reaching every tensor
+    operand's memory (errors in NKI's words)."""
+    names = [Engine(e).name.lower() for e in getattr(mod, "ENGINES", _COMPUTE)]
+    asked = given["engine"]
+    asked = Engine(asked).name.lower() if isinstance(asked, Engine) else asked
+    tensors = [(k, v) for k, v in given.items() if isinstance(v, NkiTensor)]
+    return engine_of(ctx.engine(asked, Engine(default).name.lower(), names, tensors))
+
+
 def adapter(name: str):
     """The nisa function of instruction `name`."""
     mod = module_for(name)
@@ -78,11 +94,11 @@ def adapter(name: str):
         mapper, views, operands = _Mapper(_TracePlan()), {}, {}
         if "seed" in given and given["seed"] is None:     # a random draw: one stream per instruction
             given["seed"] = len(ctx.trace.instrs)
-        if "engine" in given:       # nisa.vector_engine ... or the module's default for unknown
-            e = getattr(given["engine"], "value", given["engine"])
-            given["engine"] = sig.parameters["engine"].default if e in (None, "unknown") else engine_of(e)
+        if "engine" in given:
+            given["engine"] = _engine(ctx, mod, sig.parameters["engine"].default, given)
         for k, v in given.items():
             if isinstance(v, NkiTensor):
+                ctx.partitions(v, k)
                 ctx.pattern_dims(v, k)
                 ap = operands[k] = mapper.ap(v, len(ctx.trace.instrs))
                 views[id(ap)] = (k, v)

@@ -16,19 +16,6 @@ from ._common import _alu, _apply, _arg, _Ctx, _dtype_str, _int_path, _scalar_or
 from .enums import engine, reduce_cmd
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None):
-    ctx = _Ctx("tensor_copy")
-    ctx.one_input(dst, src, "src")
-    eng = ctx.engine(engine, "vector", ("vector", "scalar", "gpsimd"), (("dst", dst), ("src", src)))
-    if eng == "scalar" and not ctx.chip.has_scalar_v3_ops:
-        ctx.fail("tensor_copy is not supported on the Scalar Engine of NeuronCore-v2; "
-                 "use nisa.activation(op=nl.copy) instead")
-    same = dtypes.normalize(dst.dtype) == dtypes.normalize(src.dtype)
-    vals = ctx.read_raw(src, "src") if same else ctx.read(src, "src")
-    ctx.write(dst, vals)
-    ctx.emit(eng, [src], [dst], dst=dst, src=src, engine=eng)
-
-
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     ctx = _Ctx("tensor_tensor")
     ctx.two_inputs(dst, data1, data2, "data1", "data2")
