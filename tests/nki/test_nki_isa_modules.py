@@ -197,9 +197,9 @@ def test_semantics_check_mode_on_nki_only_instructions():
 
 def test_semantics_check_mode_finds_a_divergence(monkeypatch):
     """A module whose semantics disagree with what the nisa call computed is reported (the
-    tensor_copy_predicated adapter copies on its own, the program runs the module's semantics)."""
-    from neuron_sim.isa.vector import tensor_copy_predicated
-    monkeypatch.setattr(tensor_copy_predicated, "semantics", lambda state, emit: None)
+    dma_copy adapter copies on its own, the program runs the module's semantics)."""
+    from neuron_sim.isa.dma import dma_copy
+    monkeypatch.setattr(dma_copy, "semantics", lambda state, emit: None)
     with pytest.raises(nki.NkiValidationError, match="differs from the traced kernel"):
         _run(_vector_family, *_inputs(), check=True)
 
@@ -227,3 +227,17 @@ def test_engine_rules_of_a_generated_adapter_come_from_its_module():
         _run(_copy_on, x, nisa.scalar_engine, target="trn1")
     with pytest.raises(nki.NkiValidationError, match="engine 'tensor' cannot run this instruction"):
         _run(_copy_on, x, nisa.tensor_engine)
+
+
+@nki.jit
+def _predicate_too_short(x, m):
+    a, mask = nl.load(x), nl.load(m)
+    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy_predicated(dst=o, src=a, predicate=mask[:, 0:256])
+    return x
+
+
+def test_predicated_copy_checks_the_predicate_shape():
+    x, _, m = _inputs()
+    with pytest.raises(nki.NkiValidationError, match="expected 512 elements per partition like dst, found 256"):
+        _run(_predicate_too_short, x, m)

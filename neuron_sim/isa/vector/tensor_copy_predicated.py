@@ -11,7 +11,7 @@ import numpy as np
 from ...engines import Engine
 from ...errors import MemoryAccessError
 from ...program.ap import Memory
-from ..common import access_latency, check_engine_operand, check_same_partitions, make, stride_factor
+from ..common import access_latency, check_engine_operand, check_same_shape, make, stride_factor
 
 NAME = "tensor_copy_predicated"
 
@@ -21,7 +21,7 @@ def build(chip, dst, src, predicate, reverse_pred=False):
     operands = (("dst", dst), ("predicate", predicate)) + ((("src", src),) if tile_src else ())
     for nm, ap in operands:
         check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
-        check_same_partitions(NAME, "dst", dst, nm, ap, chip)
+        check_same_shape(NAME, "dst", dst, nm, ap, chip)
     psum = [ap.memory == Memory.PSUM for ap in ((src,) if tile_src else ()) + (predicate,)]
     if all(psum) and len(psum) == 2:
         raise MemoryAccessError(NAME, "predicate", "src and predicate not both in PSUM",

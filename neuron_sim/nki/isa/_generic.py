@@ -38,11 +38,14 @@ class _Views:
     """The interpreter's state interface (neuron_sim/interpreter.py) over the kernel's tensors,
     so that a module's ``semantics`` computes the nisa call's numerics."""
 
-    def __init__(self, ctx, views):
+    def __init__(self, ctx, views, kept=()):
         self.ctx, self.views = ctx, views          # id(access pattern) -> (operand, view)
+        self.kept = kept    # ids of operands only written: a masked write reads back what it keeps
 
     def read(self, ap):
         name, v = self.views[id(ap)]
+        if id(ap) in self.kept:     # unwritten elements it keeps stay NaN, as on the hardware
+            return np.asarray(v.np(), np.float32).reshape(ap.shape)
         return self.ctx.read(v, name).reshape(ap.shape)
 
     def read_raw(self, ap):
@@ -113,10 +116,11 @@ def adapter(name: str):
         except (AttributeError, TypeError) as e:
             ctx.fail(f"the operands of nisa.{name}{sig} do not fit it ({e})")
         emits = out if isinstance(out, (list, tuple)) else (out,)
-        reads = list({id(a): views[id(a)] for e in emits for a in e.reads if id(a) in views}.values())
-        writes = list({id(a): views[id(a)] for e in emits for a in e.writes if id(a) in views}.values())
+        read_ids = {id(a): views[id(a)] for e in emits for a in e.reads if id(a) in views}
+        written_ids = {id(a): views[id(a)] for e in emits for a in e.writes if id(a) in views}
+        reads, writes = list(read_ids.values()), list(written_ids.values())
         if ctx.numerics:
-            state = _Views(ctx, views)
+            state = _Views(ctx, views, written_ids.keys() - read_ids.keys())
             for e in emits:
                 mod.semantics(state, e)
         else:

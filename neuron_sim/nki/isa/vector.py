@@ -95,26 +95,6 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     ctx.emit("vector", [data], [dst], dst=dst, data=data, op=o.name, negate=bool(negate))
 
 
-def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
-    ctx = _Ctx("tensor_copy_predicated")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(predicate, "predicate")
-    ctx.same_pf(dst, predicate, "dst", "predicate")
-    if isinstance(src, NkiTensor):
-        ctx.onchip(src, "src")
-        ctx.same_pf(dst, src, "dst", "src")
-        ctx.not_both_psum(src, predicate, "src", "predicate")
-    pred = ctx.read(predicate, "predicate")
-    x = ctx.read(src, "src") if isinstance(src, NkiTensor) else np.float32(src)
-    where = None
-    if ctx.numerics:
-        where = core("tensor_copy_predicated").keep(pred, reverse_pred)
-        x = np.broadcast_to(x, where.shape)
-    ctx.write(dst, x if ctx.numerics else None, where=where)
-    ctx.emit("vector", [t for t in (src, predicate) if isinstance(t, NkiTensor)], [dst], dst=dst,
-             src=_arg(src), predicate=predicate, reverse_pred=bool(reverse_pred))
-
-
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
     ctx = _Ctx("exponential")
     if not ctx.chip.has_vector_exponential:
