@@ -241,3 +241,38 @@ def test_predicated_copy_checks_the_predicate_shape():
     x, _, m = _inputs()
     with pytest.raises(nki.NkiValidationError, match="expected 512 elements per partition like dst, found 256"):
         _run(_predicate_too_short, x, m)
+
+
+@nki.jit
+def _int_ops(x, y):
+    a, b = nl.load(x), nl.load(y)
+    s = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=s, data1=a, data2=b, op=nl.bitwise_and)
+    outs = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=outs, src=s)
+    return outs
+
+
+def test_tensor_tensor_engine_choice_and_exact_integer_bits():
+    """The module's default_engine: int32 operands go to GpSimd; bit-vector operators work on the
+    integer values exactly (beyond FP32's 2^24), in the trace and in the program's semantics."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(2**25, 2**31 - 1, (128, 64), dtype=np.int32)
+    y = rng.integers(2**25, 2**31 - 1, (128, 64), dtype=np.int32)
+    out, rep = _run(_int_ops, x, y, check=True)
+    np.testing.assert_array_equal(out, x & y)
+    assert rep.instructions_per_engine.get("GpSimd") == 1
+
+
+@nki.jit
+def _tt_short_operand(x):
+    a = nl.load(x)
+    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=o, data1=a, data2=a[:, 0:32], op=nl.add)
+    return x
+
+
+def test_tensor_tensor_operands_have_one_shape():
+    x = np.zeros((128, 64), np.float32)
+    with pytest.raises(nki.NkiValidationError, match="'data1' has 64 elements per partition but 'data2' has 32"):
+        _run(_tt_short_operand, x)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...engines import Engine
 from ...program.ap import Memory
 from .. import alu
+from ...errors import MemoryAccessError
 from ..common import (access_latency, check_engine_operand, check_same_partitions, contiguous,
                       is16, make, stride_factor)
 
@@ -31,14 +32,34 @@ def cost_cycles(chip, dst, a, b, engine):
     return max(chip.min_ii_cycles, per_elem * n) * stride_factor(dst, a, b)
 
 
-def build(chip, dst, a, b, op, engine=Engine.VECTOR):
+ENGINES = (Engine.VECTOR, Engine.GPSIMD)
+# operands of one shape [ISA]: the NKI front end checks it; the lowering's tiles may pair a
+# shorter operand (its cost is the dst's size)
+SAME_SHAPE = ("dst", "data1", "data2")
+
+
+def default_engine(dst, data1, data2, op, **_):
+    """The compiler's choice when a kernel leaves the engine open: GpSimd for pow and for
+    int32/uint32 operands (exact integer arithmetic), unless one is in PSUM (GpSimd has no PSUM
+    port); else VectorE."""
+    aps = (dst, data1, data2)
+    if any(ap.memory == Memory.PSUM for ap in aps):
+        return Engine.VECTOR
+    ints = all(ap.dtype in ("int32", "uint32") for ap in aps)
+    return Engine.GPSIMD if ints or alu.op_name(op) == "power" else Engine.VECTOR
+
+
+def build(chip, dst, data1, data2, op, engine=Engine.VECTOR):
     alu.binary(op)
-    for nm, ap in (("dst", dst), ("data1", a), ("data2", b)):
+    for nm, ap in (("dst", dst), ("data1", data1), ("data2", data2)):
         check_engine_operand(NAME, nm, ap, engine, chip)
-    check_same_partitions(NAME, "dst", dst, "data1", a, chip)
-    check_same_partitions(NAME, "dst", dst, "data2", b, chip)
-    return make(NAME, engine, cost_cycles(chip, dst, a, b, engine), access_latency(chip, 3),
-                (a, b), (dst,), {"op": alu.op_name(op)})
+    check_same_partitions(NAME, "dst", dst, "data1", data1, chip)
+    check_same_partitions(NAME, "dst", dst, "data2", data2, chip)
+    if data1.memory == data2.memory == Memory.PSUM:
+        raise MemoryAccessError(NAME, "data2", "data1 and data2 not both in PSUM", "both in PSUM",
+                                chip.name, "copy one of them to SBUF first")
+    return make(NAME, engine, cost_cycles(chip, dst, data1, data2, engine), access_latency(chip, 3),
+                (data1, data2), (dst,), {"op": alu.op_name(op)})
 
 
 def reference(a, b, op):
@@ -48,5 +69,10 @@ def reference(a, b, op):
 def semantics(state, emit):
     a, b = emit.reads
     (dst,) = emit.writes
-    state.write(dst, reference(state.read(a), state.read(b).reshape(state.read(a).shape),
-                               emit.params["op"]).reshape(dst.shape))
+    op = emit.params["op"]
+    if op in alu.BITVEC:        # on the integer values, exactly (FP32 would round above 2^24)
+        x = state.read_raw(a)
+        state.write(dst, alu.binary(op)(x, state.read_raw(b).reshape(x.shape)).reshape(dst.shape))
+        return
+    x = state.read(a)
+    state.write(dst, reference(x, state.read(b).reshape(x.shape), op).reshape(dst.shape))

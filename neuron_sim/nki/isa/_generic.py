@@ -2,8 +2,8 @@
 
 The adapter binds the call to the module's ``build`` signature (``dst`` first, as in NKI), maps
 the tensor views to access patterns, lets the module check and cost the instruction on the
-target's chip (an error names the kernel's line; the partition-start rule and the module's
-`ENGINES` with their memory reach are checked in NKI's words), computes the result with the
+target's chip (an error names the kernel's line; the partition-start rule, the module's
+`SAME_SHAPE` operands and its `ENGINES` with their memory reach are checked in NKI's words), computes the result with the
 module's ``semantics`` on the kernel's own tensors, and records the instruction for the program
 build.
 Instructions whose NKI form needs more than their module (accumulator registers, PSUM write
@@ -23,6 +23,7 @@ from ..errors import NkiValidationError
 from ..program import _Mapper
 from ..tensor import NkiTensor
 from ._common import _arg, _Ctx
+from .enums import engine
 
 
 class _TracePlan:
@@ -68,21 +69,24 @@ class _Views:
 _COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
-def _engine(ctx, mod, default, given):
+def _engine(ctx, mod, default, given, operands):
     """The engine of the call: nisa.vector_engine ... as asked, else (unknown) the module's
-    default; one of the module's `ENGINES` (else any compute engine), reaching every tensor
-    operand's memory (errors in NKI's words)."""
+    `default_engine` for these operands or its `build` default; one of the module's `ENGINES`
+    (else any compute engine), reaching every tensor operand's memory (errors in NKI's words)."""
     names = [Engine(e).name.lower() for e in getattr(mod, "ENGINES", _COMPUTE)]
-    asked = given["engine"]
-    asked = Engine(asked).name.lower() if isinstance(asked, Engine) else asked
+    if getattr(given["engine"], "value", given["engine"]) in (None, "unknown") \
+            and hasattr(mod, "default_engine"):
+        default = mod.default_engine(**operands)
     tensors = [(k, v) for k, v in given.items() if isinstance(v, NkiTensor)]
-    return engine_of(ctx.engine(asked, Engine(default).name.lower(), names, tensors))
+    return engine_of(ctx.engine(given["engine"], Engine(default).name.lower(), names, tensors))
 
 
 def adapter(name: str):
     """The nisa function of instruction `name`."""
     mod = module_for(name)
-    params = list(inspect.signature(mod.build).parameters.values())[1:]
+    params = [p.replace(default=engine.unknown) if p.name == "engine" else p
+              for p in list(inspect.signature(mod.build).parameters.values())[1:]]
+    default_engine = inspect.signature(mod.build).parameters.get("engine")
     sig = inspect.Signature(params + [inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY,
                                                         default=None)])
 
@@ -97,8 +101,6 @@ def adapter(name: str):
         mapper, views, operands = _Mapper(_TracePlan()), {}, {}
         if "seed" in given and given["seed"] is None:     # a random draw: one stream per instruction
             given["seed"] = len(ctx.trace.instrs)
-        if "engine" in given:
-            given["engine"] = _engine(ctx, mod, sig.parameters["engine"].default, given)
         for k, v in given.items():
             if isinstance(v, NkiTensor):
                 ctx.partitions(v, k)
@@ -109,6 +111,11 @@ def adapter(name: str):
                 operands[k] = _arg(v)       # numbers as Python floats, as the modules compare
             else:
                 operands[k] = v
+        same = [(k, given[k]) for k in getattr(mod, "SAME_SHAPE", ()) if isinstance(given[k], NkiTensor)]
+        for (an, a), (bn, b) in zip(same, same[1:]):
+            ctx.same_pf(a, b, an, bn)
+        if "engine" in given:
+            operands["engine"] = _engine(ctx, mod, default_engine.default, given, operands)
         try:
             out = mod.build(ctx.chip, **operands)
         except NeuronSimError as e:

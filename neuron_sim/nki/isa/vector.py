@@ -16,22 +16,6 @@ from ._common import _alu, _apply, _arg, _Ctx, _dtype_str, _int_path, _scalar_or
 from .enums import engine, reduce_cmd
 
 
-def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
-    ctx = _Ctx("tensor_tensor")
-    ctx.two_inputs(dst, data1, data2, "data1", "data2")
-    ctx.free_limit(data1, "data1")
-    o = _alu(ctx, op)
-    any_psum = "psum" in (dst.buffer, data1.buffer, data2.buffer)
-    default = "gpsimd" if (o.name == "power" or _int_path(dst, data1, data2)) and not any_psum else "vector"
-    eng = ctx.engine(engine, default, ("vector", "gpsimd"), (("dst", dst), ("data1", data1), ("data2", data2)))
-    if o.kind == "bitvec":
-        a, b = ctx.read_raw(data1, "data1"), ctx.read_raw(data2, "data2")
-    else:
-        a, b = ctx.read(data1, "data1"), ctx.read(data2, "data2")
-    ctx.write(dst, _apply(o, a, b) if ctx.numerics else None)
-    ctx.emit(eng, [data1, data2], [dst], dst=dst, a=data1, b=data2, op=o.name, engine=eng)
-
-
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None):
     ctx = _Ctx("tensor_scalar")
