@@ -637,7 +637,7 @@ class ProgramBuilder:
                       engine="vector", **kw) -> int:
         from ..isa.vector import tensor_scalar
         return self.append(tensor_scalar.build(self.chip, as_ap(dst), as_ap(data), op0, operand0,
-                                               op1, operand1, engine_of(engine)), **kw)
+                                               op1=op1, operand1=operand1, engine=engine_of(engine)), **kw)
 
     def tensor_reduce(self, dst, data, op="add", *, negate=False, engine="vector", **kw) -> int:
         from ..isa.vector import tensor_reduce

@@ -276,3 +276,45 @@ def test_tensor_tensor_operands_have_one_shape():
     x = np.zeros((128, 64), np.float32)
     with pytest.raises(nki.NkiValidationError, match="'data1' has 64 elements per partition but 'data2' has 32"):
         _run(_tt_short_operand, x)
+
+
+@nki.jit
+def _ts_forms(x, v, i):
+    a, s, n = nl.load(x), nl.load(v), nl.load(i)
+    r = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=r, data=a, op0=nl.subtract, operand0=s, reverse0=True, op1=nl.divide,
+                       operand1=2.0, reverse1=True)
+    m = nl.ndarray(n.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=m, data=n, op0=nl.bitwise_and, operand0=0x7FFFFF0F, op1=nl.right_shift,
+                       operand1=4)
+    outs = []
+    for t in (r, m):
+        o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=o, src=t)
+        outs.append(o)
+    return tuple(outs)
+
+
+def test_tensor_scalar_reversed_operands_and_integer_bits():
+    """Reversed operands (operand0 - data, then 2 / that) with a per-partition operand0, and
+    bit-vector operators on int32 values beyond 2^24, in the trace and in the program."""
+    rng = np.random.default_rng(11)
+    x = rng.uniform(1, 2, (128, 64)).astype(np.float32)
+    v = rng.uniform(3, 4, (128, 1)).astype(np.float32)
+    i = rng.integers(2**25, 2**31 - 1, (128, 64), dtype=np.int32)
+    (r, m), _ = _run(_ts_forms, x, v, i, check=True)
+    np.testing.assert_allclose(r, 2.0 / (v - x), rtol=1e-6)
+    np.testing.assert_array_equal(m, (i & 0x7FFFFF0F) >> 4)
+
+
+@nki.jit
+def _ts_mixed_kinds(x):
+    a = nl.load(x)
+    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=o, data=a, op0=nl.add, operand0=1.0, op1=nl.bitwise_and, operand1=3)
+    return x
+
+
+def test_tensor_scalar_operators_of_one_kind():
+    with pytest.raises(nki.NkiValidationError, match="both bit-vector or both arithmetic"):
+        _run(_ts_mixed_kinds, np.zeros((128, 8), np.float32))

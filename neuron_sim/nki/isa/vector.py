@@ -16,34 +16,6 @@ from ._common import _alu, _apply, _arg, _Ctx, _dtype_str, _int_path, _scalar_or
 from .enums import engine, reduce_cmd
 
 
-def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
-                  engine=engine.unknown, name=None):
-    ctx = _Ctx("tensor_scalar")
-    ctx.one_input(dst, data, "data")
-    o0 = _alu(ctx, op0, "op0")
-    o1 = _alu(ctx, op1, "op1") if op1 is not None else None
-    if o1 is not None and (o0.kind == "bitvec") != (o1.kind == "bitvec"):
-        ctx.fail("op0 and op1 must both be bit-vector or both arithmetic operators")
-    eng = ctx.engine(engine, "vector", ("vector", "scalar", "gpsimd"),
-                     (("dst", dst), ("data", data), ("operand0", operand0), ("operand1", operand1)))
-    if eng == "scalar" and ctx.chip.has_scalar_v3_ops and not ctx.chip.has_scalar_tensor_scalar:
-        combo = (o0.name, o1.name if o1 else None)
-        if combo not in (("multiply", "add"), ("multiply", None), ("add", None)):
-            ctx.fail(f"the Scalar Engine of NeuronCore-v3 supports only multiply+add, multiply or add, got {combo}")
-    v0, t0 = _scalar_or_vector(ctx, operand0, data, "operand0")
-    v1, t1 = _scalar_or_vector(ctx, operand1, data, "operand1")
-    x = ctx.read_raw(data, "data") if o0.kind == "bitvec" else ctx.read(data, "data")
-    vals = None
-    if ctx.numerics:
-        vals = _apply(o0, x, v0, reverse0)
-        if o1 is not None:
-            vals = _apply(o1, vals, v1, reverse1)
-    ctx.write(dst, vals)
-    ctx.emit(eng, [data] + [t for t in (t0, t1) if t is not None], [dst], dst=dst, data=data,
-             op0=o0.name, operand0=_arg(operand0), op1=o1.name if o1 else None,
-             operand1=_arg(operand1), engine=eng)
-
-
 def _reduce_axes(ctx, data, axis):
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     axes = tuple(a % data.ndim for a in axes)
