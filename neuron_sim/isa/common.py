@@ -113,6 +113,14 @@ def check_same_shape(instr: str, a_name: str, a: AccessPattern, b_name: str, b: 
                             b.free_size, chip.name)
 
 
+def check_not_both_psum(instr: str, a_name: str, a: AccessPattern, b_name: str, b: AccessPattern,
+                        chip) -> None:
+    """Two inputs of one element-wise instruction: at most one in PSUM [ISA]."""
+    if a.memory == b.memory == Memory.PSUM:
+        raise MemoryAccessError(instr, b_name, f"{a_name} and {b_name} not both in PSUM",
+                                "both in PSUM", chip.name, "copy one of them to SBUF first")
+
+
 # Free-size limits of VectorE/ScalarE operands: 64K elements in SBUF, 4K in PSUM [ArchV2].
 SBUF_FREE_LIMIT = 65536
 PSUM_FREE_LIMIT = 4096

@@ -318,3 +318,28 @@ def _ts_mixed_kinds(x):
 def test_tensor_scalar_operators_of_one_kind():
     with pytest.raises(nki.NkiValidationError, match="both bit-vector or both arithmetic"):
         _run(_ts_mixed_kinds, np.zeros((128, 8), np.float32))
+
+
+@nki.jit
+def _scan(x, y, v):
+    a, b, s = nl.load(x), nl.load(y), nl.load(v)
+    r = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor_scan(dst=r, data0=a, data1=b, initial=s, op0=nl.multiply, op1=nl.subtract,
+                            reverse1=True)
+    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=o, src=r)
+    return o
+
+
+def test_scan_with_per_partition_initial_and_reversed_operator():
+    """r[i] = data1[i] - data0[i] * r[i-1] from a [P, 1] initial, in the trace and the program."""
+    rng = np.random.default_rng(13)
+    x = rng.uniform(-1, 1, (128, 16)).astype(np.float32)
+    y = rng.uniform(-1, 1, (128, 16)).astype(np.float32)
+    v = rng.uniform(-1, 1, (128, 1)).astype(np.float32)
+    out, _ = _run(_scan, x, y, v, check=True)
+    r, want = v[:, 0].copy(), np.empty_like(x)
+    for i in range(x.shape[1]):
+        r = y[:, i] - x[:, i] * r
+        want[:, i] = r
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)

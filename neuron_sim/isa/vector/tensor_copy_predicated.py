@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ...errors import MemoryAccessError
 from ...program.ap import Memory
-from ..common import access_latency, check_engine_operand, check_same_shape, make, stride_factor
+from ..common import (access_latency, check_engine_operand, check_not_both_psum, check_same_shape,
+                      make, stride_factor)
 
 NAME = "tensor_copy_predicated"
 
@@ -22,10 +22,9 @@ def build(chip, dst, src, predicate, reverse_pred=False):
     for nm, ap in operands:
         check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
         check_same_shape(NAME, "dst", dst, nm, ap, chip)
+    if tile_src:
+        check_not_both_psum(NAME, "src", src, "predicate", predicate, chip)
     psum = [ap.memory == Memory.PSUM for ap in ((src,) if tile_src else ()) + (predicate,)]
-    if all(psum) and len(psum) == 2:
-        raise MemoryAccessError(NAME, "predicate", "src and predicate not both in PSUM",
-                                "both in PSUM", chip.name, "copy one of them to SBUF first")
     per_elem = 1 if any(psum) else 2
     c = max(chip.min_ii_cycles, per_elem * dst.free_size) * stride_factor(dst, predicate)
     reads = ((src,) if tile_src else ()) + (predicate,)

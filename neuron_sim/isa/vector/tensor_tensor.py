@@ -12,9 +12,8 @@ from __future__ import annotations
 from ...engines import Engine
 from ...program.ap import Memory
 from .. import alu
-from ...errors import MemoryAccessError
-from ..common import (access_latency, check_engine_operand, check_same_partitions, contiguous,
-                      is16, make, stride_factor)
+from ..common import (access_latency, check_engine_operand, check_not_both_psum,
+                      check_same_partitions, contiguous, is16, make, stride_factor)
 
 NAME = "tensor_tensor"
 
@@ -55,9 +54,7 @@ def build(chip, dst, data1, data2, op, engine=Engine.VECTOR):
         check_engine_operand(NAME, nm, ap, engine, chip)
     check_same_partitions(NAME, "dst", dst, "data1", data1, chip)
     check_same_partitions(NAME, "dst", dst, "data2", data2, chip)
-    if data1.memory == data2.memory == Memory.PSUM:
-        raise MemoryAccessError(NAME, "data2", "data1 and data2 not both in PSUM", "both in PSUM",
-                                chip.name, "copy one of them to SBUF first")
+    check_not_both_psum(NAME, "data1", data1, "data2", data2, chip)
     return make(NAME, engine, cost_cycles(chip, dst, data1, data2, engine), access_latency(chip, 3),
                 (data1, data2), (dst,), {"op": alu.op_name(op)})
 

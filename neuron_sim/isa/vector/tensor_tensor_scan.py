@@ -1,5 +1,6 @@
 """tensor_tensor_scan: along the free axis, r[i] = (data0[i] <op0> r[i-1]) <op1> data1[i],
-r[-1] = initial (a linear recurrence, e.g. cumulative sums/products).
+r[-1] = initial, a number or a [P, 1] tensor (a linear recurrence, e.g. cumulative sums/products);
+reverse0/reverse1 swap an operator's operands [ISA].
 Cost max(64, 2N) VectorE cycles [ISAcost]."""
 
 from __future__ import annotations
@@ -8,26 +9,38 @@ import numpy as np
 
 from ...engines import Engine
 from .. import alu
-from ..common import access_latency, check_engine_operand, make
+from ..common import (access_latency, check_engine_operand, check_not_both_psum,
+                      check_scalar_operand, make)
 
 NAME = "tensor_tensor_scan"
+SAME_SHAPE = ("dst", "data0", "data1")     # [ISA]; the NKI front end checks it
 
 
-def build(chip, dst, d0, d1, initial, op0, op1):
-    for nm, ap in (("dst", dst), ("data0", d0), ("data1", d1)):
+def build(chip, dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False):
+    for nm, ap in (("dst", dst), ("data0", data0), ("data1", data1)):
         check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
+    # A [P, 1] `initial` is read through the params, not `reads`: programs carry no dependency
+    # on it (a gap kept so that programs stay as they were; the NKI trace counts it as read)
+    check_not_both_psum(NAME, "data0", data0, "data1", data1, chip)
+    check_scalar_operand(NAME, "initial", initial, data0, Engine.VECTOR, chip)
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, 2 * dst.free_size),
-                access_latency(chip, 3), (d0, d1), (dst,),
-                {"initial": initial, "op0": alu.op_name(op0), "op1": alu.op_name(op1)})
+                access_latency(chip, 3), (data0, data1), (dst,),
+                {"initial": initial, "op0": alu.op_name(op0), "op1": alu.op_name(op1),
+                 "reverse0": bool(reverse0), "reverse1": bool(reverse1)})
 
 
-def reference(d0, d1, initial, op0, op1):
+def _apply(op, x, y, reverse):
+    return alu.apply(op, y, x) if reverse else alu.apply(op, x, y)
+
+
+def reference(d0, d1, initial, op0, op1, reverse0=False, reverse1=False):
+    """`initial` a number or one value per partition."""
     a = d0.reshape(d0.shape[0], -1)
     b = d1.reshape(d1.shape[0], -1)
     out = np.empty_like(a, dtype=np.float32)
-    r = np.full(a.shape[0], initial, np.float32)
+    r = np.broadcast_to(np.asarray(initial, np.float32).reshape(-1), a.shape[:1]).copy()
     for i in range(a.shape[1]):
-        r = alu.apply(op1, alu.apply(op0, a[:, i], r), b[:, i])
+        r = _apply(op1, _apply(op0, a[:, i], r, reverse0), b[:, i], reverse1)
         out[:, i] = r
     return out
 
@@ -36,4 +49,6 @@ def semantics(state, emit):
     d0, d1 = (state.read(x) for x in emit.reads)
     (dst,) = emit.writes
     p = emit.params
-    state.write(dst, reference(d0, d1, p["initial"], p["op0"], p["op1"]).reshape(dst.shape))
+    init = p["initial"] if isinstance(p["initial"], (int, float)) else state.read(p["initial"])
+    state.write(dst, reference(d0, d1, init, p["op0"], p["op1"], p["reverse0"],
+                               p["reverse1"]).reshape(dst.shape))

@@ -125,6 +125,7 @@ def adapter(name: str):
         emits = out if isinstance(out, (list, tuple)) else (out,)
         read_ids = {id(a): views[id(a)] for e in emits for a in e.reads if id(a) in views}
         written_ids = {id(a): views[id(a)] for e in emits for a in e.writes if id(a) in views}
+        read_ids |= {i: v for i, v in views.items() if i not in read_ids and i not in written_ids}
         reads, writes = list(read_ids.values()), list(written_ids.values())
         if ctx.numerics:
             state = _Views(ctx, views, written_ids.keys() - read_ids.keys())

@@ -73,24 +73,3 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
         writes.append(reduce_res)
     ctx.emit("vector", [src] + ([mt] if mt is not None else []), writes, dst=dst, data=src,
              max_value=_arg(max_value), reduce_res=reduce_res)
-
-
-def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
-    ctx = _Ctx("tensor_tensor_scan")
-    ctx.two_inputs(dst, data0, data1, "data0", "data1")
-    o0, o1 = _alu(ctx, op0, "op0"), _alu(ctx, op1, "op1")
-    iv, it = _scalar_or_vector(ctx, initial, data0, "initial")
-    a, b = ctx.read(data0, "data0"), ctx.read(data1, "data1")
-    vals = None
-    if ctx.numerics:
-        vals = np.empty_like(a)
-        prev = np.broadcast_to(iv, (a.shape[0], 1))[:, 0] if iv is not None else np.zeros(a.shape[0], np.float32)
-        with np.errstate(all="ignore"):
-            for i in range(a.shape[1]):
-                prev = _apply(o1, _apply(o0, a[:, i], prev, reverse0), b[:, i], reverse1).astype(np.float32)
-                vals[:, i] = prev
-    ctx.write(dst, vals)
-    ctx.emit("vector", [data0, data1] + ([it] if it is not None else []), [dst], dst=dst, d0=data0,
-             d1=data1, initial=_arg(initial), op0=o0.name, op1=o1.name)
-
-
