@@ -123,9 +123,21 @@ class _Accesses:
                 self.longest = max(self.lengths, default=0)
 
 
-_MODULES: dict = {}             # instruction name -> its ISA module (instruction() looks it up)
+_MODULES: dict = {}     # instruction name -> (ISA module, takes a queue, reuses the stationary)
 _GC_LOCK = threading.Lock()
 _GC_PAUSE = [0, False]          # holders of the pause, whether the collector ran before the first
+
+
+def _module_spec(name) -> tuple:
+    """What instruction() needs of instruction `name`'s ISA module, looked up once."""
+    from .. import isa
+    mod = isa.module_for(name)
+    if mod is None:
+        raise ProgramError(f"unknown instruction {name!r}; known: "
+                           f"{', '.join(isa.instruction_names())}")
+    spec = _MODULES[name] = (mod, "queue" in isa.build_params(mod),
+                             getattr(mod, "REUSES_STATIONARY", False))
+    return spec
 
 
 @contextmanager
@@ -206,6 +218,7 @@ class ProgramBuilder:
         self._last_stationary = None
         self._next_queue = 0
         self._clocks: dict[int, float] = {}
+        self._row_memo: dict[tuple, tuple] = {}   # compute row by what it is made of (_append)
         self._spill_slots: set[int] = set()
         self._spill_bytes = 0.0
         c = self.chip
@@ -270,35 +283,59 @@ class ProgramBuilder:
     def __len__(self) -> int:
         return self._flushed + len(self._deps)
 
-    def _stream(self, emit) -> int:
-        return N_COMPUTE_STREAMS + emit.dma.queue if emit.dma is not None else emit.engine
-
     def append(self, emit, *, deps=(), wait=(), signal=None) -> int:
         """Append one instruction record (an isa.common.Emit). Public for front ends that make
         their own records; ordinary users call the named methods."""
+        return self._append(emit, deps, wait, signal)
+
+    def _append(self, emit, deps, wait, signal) -> int:
         i = self._flushed + len(self._deps)
-        stream = self._stream(emit)
-        d = set(int(x) for x in deps) if deps else set()
-        for x in d:
-            if not 0 <= x < i:
-                raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
+        m = emit.dma
+        engine = emit.engine
+        stream = engine if m is None else N_COMPUTE_STREAMS + m.queue
+        d = set(int(x) for x in deps) if deps else None
+        if d:
+            for x in d:
+                if not 0 <= x < i:
+                    raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
         if self.auto_deps:
             versions = self._versions
             for ap in emit.writes:
                 tid = ap.tensor.id
                 versions[tid] = versions.get(tid, 0) + 1
             if self.reference:
+                if d is None:
+                    d = set()
                 o = self._auto(i, stream, emit, d)
                 if o:
                     self._ord[i] = sorted(o - d)
             else:
                 self._record(emit)
-        for sem, count in wait:
-            self._waits.append((i, int(sem), int(count)))
-            self._mut += 1
+        if wait:
+            for sem, count in wait:
+                self._waits.append((i, int(sem), int(count)))
+                self._mut += 1
         if signal is not None:
             self._signals.setdefault(int(signal), []).append(i)
             self._mut += 1
+        if m is None:
+            # a compute row is a function of these (a kernel repeats a few of them thousands of
+            # times): looked up, not recomputed
+            key = (emit.name, engine, emit.kind, emit.ii_cycles, emit.lat_cycles, emit.flops)
+            row = self._row_memo.get(key)
+            if row is None:
+                row = self._row_memo[key] = self._row(emit, stream)
+            self._rows.append(row)
+        else:
+            self._rows.append(self._row(emit, stream))
+        self._deps.append(sorted(d) if d else [])
+        self._emits.append(emit if self.keep_operands else None)
+        if self._depth:
+            self._cls.append(self._class_of(emit) if self.keep_operands else 0)
+        return i
+
+    def _row(self, emit, stream) -> tuple:
+        """The instruction's values in the order of COLUMNS."""
         op = self._opindex.get(emit.name)
         if op is None:
             op = self._opindex[emit.name] = len(self._opnames)
@@ -308,20 +345,12 @@ class ProgramBuilder:
             clock = self._clocks[emit.engine] = (self.chip.clock_hz(emit.engine)
                                                  if emit.engine != Engine.DMA else 1e9)
         m = emit.dma
-        # in the order of COLUMNS
         if m is None:
-            self._rows.append((op, emit.engine, stream, emit.kind, emit.ii_cycles * 1e9 / clock,
-                               emit.lat_cycles * 1e9 / clock, emit.flops,
-                               0.0, 0.0, 0.0, 0.0, 0, 0, -1))
-        else:
-            self._rows.append((op, emit.engine, stream, emit.kind, emit.ii_cycles * 1e9 / clock,
-                               emit.lat_cycles * 1e9 / clock, emit.flops, m.bytes, m.engine_ns,
-                               m.hbm_ns, m.issue_ns, m.engines, m.engine0, m.direction))
-        self._deps.append(sorted(d) if d else [])
-        self._emits.append(emit if self.keep_operands else None)
-        if self._depth:
-            self._cls.append(self._class_of(emit) if self.keep_operands else 0)
-        return i
+            return (op, emit.engine, stream, emit.kind, emit.ii_cycles * 1e9 / clock,
+                    emit.lat_cycles * 1e9 / clock, emit.flops, 0.0, 0.0, 0.0, 0.0, 0, 0, -1)
+        return (op, emit.engine, stream, emit.kind, emit.ii_cycles * 1e9 / clock,
+                emit.lat_cycles * 1e9 / clock, emit.flops, m.bytes, m.engine_ns, m.hbm_ns,
+                m.issue_ns, m.engines, m.engine0, m.direction)
 
     def _class_of(self, emit) -> int:
         key = R.emit_key(emit)
@@ -335,14 +364,24 @@ class ProgramBuilder:
     def _record(self, emit) -> None:
         """Bulk mode: keep the operands' boxes (reads, then writes) for build()."""
         acc, tracks = self._acc, self._track_ids
-        for write, aps in ((0, emit.reads), (1, emit.writes)):
-            for ap in aps:
-                t = tracks.get(ap.tensor.id)
-                if t is None:
-                    t = tracks[ap.tensor.id] = len(tracks)
-                    self._track_tid.append(ap.tensor.id)
-                acc.append((t, write) + ap.box() + (ap.p_start, ap.offset))
+        for ap in emit.reads:
+            t = tracks.get(ap.tensor.id)
+            if t is None:
+                t = self._new_track(ap.tensor.id)
+            b = ap._box or ap.box()
+            acc.append((t, 0, b[0], b[1], b[2], b[3], ap.p_start, ap.offset))
+        for ap in emit.writes:
+            t = tracks.get(ap.tensor.id)
+            if t is None:
+                t = self._new_track(ap.tensor.id)
+            b = ap._box or ap.box()
+            acc.append((t, 1, b[0], b[1], b[2], b[3], ap.p_start, ap.offset))
         self._acc_ptr.append(len(acc))
+
+    def _new_track(self, tid) -> int:
+        t = self._track_ids[tid] = len(self._track_ids)
+        self._track_tid.append(tid)
+        return t
 
     def _auto(self, i, stream, emit, d):
         o = set()   # same-stream WAR/WAW: implicit in program order, kept for the scheduler
@@ -568,39 +607,36 @@ class ProgramBuilder:
         """Append instruction `name` with its operands by keyword, as its module's `build`
         (neuron_sim/isa/<engine>/<name>.py) names them; `deps`, `wait`, `signal` as everywhere.
         Returns the index of its last row. The named methods below are the same, spelled out."""
-        from .. import isa
-        kw = {k: args.pop(k) for k in ("deps", "wait", "signal") if k in args}
-        mod = _MODULES.get(name)
-        if mod is None:
-            mod = isa.module_for(name)
-            if mod is None:
-                raise ProgramError(f"unknown instruction {name!r}; known: "
-                                   f"{', '.join(isa.instruction_names())}")
-            _MODULES[name] = mod
+        spec = _MODULES.get(name)
+        if spec is None:
+            spec = _module_spec(name)
+        mod, takes_queue, reuse = spec
+        deps = args.pop("deps", ())
+        wait = args.pop("wait", ())
+        signal = args.pop("signal", None)
         for k, v in args.items():
             if isinstance(v, Tensor):
                 args[k] = v.ap()
         if "engine" in args:
             args["engine"] = engine_of(args["engine"])
-        if "queue" in isa.build_params(mod) and args.get("queue") is None:
+        if takes_queue and args.get("queue") is None:
             args["queue"] = self._queue(None)
         out = mod.build(self.chip, **args)
         if not isinstance(out, (tuple, list)):
-            return self.append(out, **kw)
+            return self._append(out, deps, wait, signal)
         # a TensorE pass: LoadStationary row(s), then the array pass. nc_matmul skips a
         # LoadStationary whose operand is still loaded; anything else on TensorE replaces it.
         *pre, last = out
-        reuse = getattr(mod, "REUSES_STATIONARY", False)
         for em in pre:
             if reuse:
                 key = self._stationary_key(em.reads[0])
                 if key == self._last_stationary:
                     continue
                 self._last_stationary = key
-            self.append(em, **_only(kw, "wait"))
+            self._append(em, (), wait, None)
         if not reuse and last.engine == Engine.TENSOR:
             self._last_stationary = None
-        return self.append(last, **(_without(kw, "wait") if pre else kw))
+        return self._append(last, deps, () if pre else wait, signal)
 
     # ---- TensorE ----------------------------------------------------------------------------
     def nc_matmul(self, dst, stationary, moving, *, accumulate: bool = False,
@@ -680,8 +716,8 @@ class ProgramBuilder:
         """exp(data - max_value) on VectorE (NC-v4), optional running sum into reduce_res."""
         from ..isa.vector import exponential
         return self.append(exponential.build(self.chip, as_ap(dst), as_ap(data), max_value,
-                                             None if reduce_res is None else as_ap(reduce_res)),
-                           **kw)
+                                             None if reduce_res is None else as_ap(reduce_res),
+                                             reduce_cmd="reset_reduce"), **kw)
 
     def quantize_mx(self, dst, scale, data, **kw) -> int:
         """NC-v4: quantize data [P, 4F] into x4-packed MXFP8 dst [P, F] and E8M0 scale [P/8, F]."""
@@ -785,14 +821,6 @@ class ProgramBuilder:
         """A zero-cost marker on an engine's queue (carries semaphore waits/signals)."""
         from ..isa.common import make
         return self.append(make("nop", engine_of(engine), 0, 0, (), ()), **kw)
-
-
-def _only(kw, key):
-    return {key: kw[key]} if key in kw else {}
-
-
-def _without(kw, key):
-    return {k: v for k, v in kw.items() if k != key}
 
 
 __all__ = ["ProgramBuilder", "engine_of", "paused_gc"]

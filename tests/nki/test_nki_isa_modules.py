@@ -343,3 +343,32 @@ def test_scan_with_per_partition_initial_and_reversed_operator():
         r = y[:, i] - x[:, i] * r
         want[:, i] = r
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+@nki.jit
+def _exp_sums(x, v):
+    a, m = nl.load(x), nl.load(v)
+    e = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.exponential(dst=e, src=a, max_value=m, reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.exponential(dst=e, src=a, max_value=m)                        # idle: the sums stay
+    nisa.exponential(dst=e, src=a, reduce_res=s, reduce_cmd=nisa.reduce_cmd.reduce)
+    outs = []
+    for t in (e, s):
+        o = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=o, src=t)
+        outs.append(o)
+    return tuple(outs)
+
+
+def test_exponential_folds_row_sums_by_reduce_cmd():
+    """NC-v4 VectorE exp with a [P, 1] max_value; reduce_cmd resets, leaves (idle) and adds to
+    the accumulator registers, in the trace and in the program."""
+    rng = np.random.default_rng(17)
+    x = rng.uniform(-1, 1, (128, 32)).astype(np.float32)
+    v = rng.uniform(0, 1, (128, 1)).astype(np.float32)
+    (e, s), _ = _run(_exp_sums, x, v, target="trn3", check=True)
+    np.testing.assert_allclose(e, np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(s[:, 0], np.exp(x - v).sum(1) + np.exp(x).sum(1), rtol=1e-5)
+    with pytest.raises(nki.NkiValidationError, match="VectorE exponential"):
+        _run(_exp_sums, x, v, target="trn2")

@@ -1,5 +1,6 @@
-"""exponential (NC-v4 VectorE): dst = exp(data - max_value), optionally the row sum into
-reduce_res. 4x the rate of ScalarE exp [ArchV4]: cost max(64, N/4) VectorE cycles (derived)."""
+"""exponential (NC-v4 VectorE): dst = exp(src - max_value), max_value a number or [P, 1]; the row
+sums fold into VectorE's accumulator registers by reduce_cmd (NKI's default idle leaves them),
+read out to reduce_res [ISA]. 4x the rate of ScalarE exp [ArchV4]: cost max(64, N/4) VectorE cycles (derived)."""
 
 from __future__ import annotations
 
@@ -9,26 +10,35 @@ import numpy as np
 
 from ...engines import Engine
 from ...errors import CapabilityError
-from ..common import access_latency, check_engine_operand, make
+from .. import alu
+from ..common import access_latency, check_engine_operand, check_scalar_operand, make
 
 NAME = "exponential"
 
 
-def build(chip, dst, data, max_value=0.0, reduce_res=None):
+SAME_SHAPE = ("dst", "src")     # [ISA]; the NKI front end checks it
+
+
+def build(chip, dst, src, max_value=0.0, reduce_res=None, reduce_cmd="idle", reduce_init=0.0):
     if not chip.has_vector_exponential:
-        raise CapabilityError(NAME, "data", "a chip with VectorE exponential (NC-v4)",
+        raise CapabilityError(NAME, "src", "a chip with VectorE exponential (NC-v4)",
                               "exponential on VectorE", chip.name,
-                              "use activation(op='exp') on ScalarE")
+                              "use activation(op='exp') on ScalarE with bias=-max")
     check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
-    check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
-    reads = [data]
-    if not isinstance(max_value, (int, float)):
+    check_engine_operand(NAME, "src", src, Engine.VECTOR, chip)
+    reads = [src]
+    if check_scalar_operand(NAME, "max_value", max_value, src, Engine.VECTOR, chip):
         reads.append(max_value)
-    writes = [dst] + ([reduce_res] if reduce_res is not None else [])
-    n = data.free_size
+    writes = [dst]
+    if reduce_res is not None:
+        check_engine_operand(NAME, "reduce_res", reduce_res, Engine.VECTOR, chip)
+        writes.append(reduce_res)
+    n = src.free_size
     c = max(chip.min_ii_cycles, ceil(n / chip.vector_exp_speedup_vs_scalar))
     return make(NAME, Engine.VECTOR, c, access_latency(chip, 2 + (reduce_res is not None)),
-                reads, writes, {"max_value": max_value})
+                reads, writes, {"max_value": max_value,
+                                "reduce_cmd": getattr(reduce_cmd, "value", reduce_cmd),
+                                "reduce_init": reduce_init})
 
 
 def reference(x, m=0.0):
@@ -38,13 +48,17 @@ def reference(x, m=0.0):
 
 
 def semantics(state, emit):
-    data = emit.reads[0]
-    x = state.read(data)
-    m = emit.params["max_value"]
+    """dst, and the row sums folded into VectorE's accumulator registers by reduce_cmd (idle:
+    untouched), read out to reduce_res."""
+    x = state.read(emit.reads[0])
+    p = emit.params
+    m = p["max_value"]
     if not isinstance(m, (int, float)):
         m = state.read(emit.reads[1]).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
     y = reference(x, m)
+    regs = alu.accumulate(state.accumulator(Engine.VECTOR), x.shape[0],
+                          y.reshape(y.shape[0], -1).sum(axis=1), p["reduce_cmd"], "add",
+                          p["reduce_init"])
     state.write(emit.writes[0], y.reshape(emit.writes[0].shape))
     if len(emit.writes) > 1:
-        state.write(emit.writes[1], y.reshape(y.shape[0], -1).sum(axis=1).reshape(
-            emit.writes[1].shape))
+        state.write(emit.writes[1], regs.reshape(emit.writes[1].shape))

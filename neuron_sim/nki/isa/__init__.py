@@ -9,10 +9,10 @@ hand-written function here gets one from ``_generic.adapter``.
 
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
     _common.py        per-call context and checks, operand helpers, ALU semantics
-    _generic.py       nisa.<instr> made from an ISA module alone (tensor_tensor, tensor_scalar, tensor_tensor_scan, tensor_copy, tensor_copy_predicated, max8, bn_stats ...)
+    _generic.py       nisa.<instr> made from an ISA module alone (tensor_tensor, tensor_scalar, tensor_tensor_scan, exponential, tensor_copy, tensor_copy_predicated, max8, bn_stats ...)
     dma.py            dma_copy, dma_transpose
     matmul.py         nc_matmul, nc_transpose (TensorE)
-    vector.py         tensor_reduce, exponential
+    vector.py         tensor_reduce
     scalar.py         activation, activation_reduce
     gpsimd.py         iota, affine_select, tensor_partition_reduce
 """
@@ -30,7 +30,7 @@ from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mod
 from .gpsimd import affine_select, iota
 from .scalar import activation, activation_reduce
 from .matmul import nc_matmul, nc_transpose
-from .vector import exponential, tensor_reduce
+from .vector import tensor_reduce
 
 
 # ---- instructions ----------------------------------------------------------------------------
@@ -65,7 +65,7 @@ def sendrecv(*args, **kwargs):
 
 __all__ = _generated + [
            "activation", "activation_reduce", "affine_select", "core_barrier",
-           "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "engine", "exponential", "get_nc_version",
+           "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "engine", "get_nc_version",
            "gpsimd_engine", "iota", "matmul_perf_mode", "nc_matmul", "nc_transpose",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_engine",
            "tensor_reduce",

@@ -1,19 +1,18 @@
 """Shared pieces of the instruction functions: the per-call context with its checks
-(partitions and start rules, memories each engine reaches, free sizes), operand helpers and
-the ALU semantics (the core's definitions where it has them)."""
+(partitions and start rules, memories each engine reaches, free sizes) in NKI's words, reading
+and writing the kernel's tensors, and operand helpers."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...hardware import get_chip
-from ...isa import alu as core_alu
 from ...isa.common import REACH, partition_starts
 from ...program.ap import Memory
 from ...program.builder import engine_of
 from .. import dtypes
 from ..errors import NkiPartitionError, NkiValidationError
-from ..ops import AluOp, act, alu
+from ..ops import act, alu
 from ..tensor import NkiTensor
 from ..tracer import current, user_loc
 
@@ -125,25 +124,12 @@ class _Ctx:
                              if name == "gpsimd" else "move the data through SBUF first"))
         return name
 
-    def not_both_psum(self, a, b, an, bn):
-        if isinstance(a, NkiTensor) and isinstance(b, NkiTensor) and a.buffer == b.buffer == "psum":
-            self.fail(f"{an!r} and {bn!r} cannot both be in PSUM; copy one of them to SBUF first")
-
     def one_input(self, dst, a, an):
         """An element-wise instruction's dst and data input: on chip, one shape, a legal free size."""
         self.onchip(dst, "dst")
         self.onchip(a, an)
         self.same_pf(dst, a, "dst", an)
         self.free_limit(a, an)
-
-    def two_inputs(self, dst, a, b, an, bn):
-        """An element-wise instruction's dst and two data inputs: on chip, one shape, the inputs
-        not both in PSUM."""
-        for n, t in (("dst", dst), (an, a), (bn, b)):
-            self.onchip(t, n)
-        self.same_pf(a, b, an, bn)
-        self.same_pf(dst, a, "dst", an)
-        self.not_both_psum(a, b, an, bn)
 
     # numerics
     def read(self, t, operand):
@@ -161,7 +147,7 @@ class _Ctx:
             return None
         return np.ascontiguousarray(t.np()).reshape(t.num_partitions, -1)
 
-    def write(self, t, values, where=None):
+    def write(self, t, values):
         """Round ``values`` to dst dtype and store them; mark the region written."""
         if self.numerics and values is not None:
             view = t.np()
@@ -174,8 +160,6 @@ class _Ctx:
                 vals = np.nan_to_num(np.rint(vals))
                 if info is not None:
                     vals = np.clip(vals, info.min, info.max)
-            if where is not None:
-                vals = np.where(np.asarray(where).reshape(view.shape), vals, view)
             view[...] = vals.astype(view.dtype, copy=False)
         t.mark_written()
 
@@ -218,22 +202,5 @@ def _act(ctx, op):
         ctx.fail(f"op={op!r} is not an activation function (nl.exp, nl.relu, nl.copy, ...)")
 
 
-def _apply(op: AluOp, a, b, reverse=False):
-    """The ALU operator's semantics (neuron_sim/isa/alu.py): FP32, or on the integer bits of a
-    bit-vector operator's raw operands."""
-    if reverse:
-        a, b = b, a
-    with np.errstate(all="ignore"):
-        if op.kind != "bitvec":
-            return core_alu.apply(op.name, a, np.asarray(b, dtype=np.float32) if b is not None else b)
-        return op.fn(a, b)
-
-
 def _dtype_str(t):
     return t.storage.dtype_name
-
-
-def _int_path(*ts):
-    return all(isinstance(t, NkiTensor) and dtypes.normalize(t.dtype) in (dtypes.int32, dtypes.uint32) for t in ts)
-
-

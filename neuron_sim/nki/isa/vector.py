@@ -1,19 +1,12 @@
-"""VectorE instructions (most also run on GpSimd): element-wise, reductions, statistics,
-scans, selection."""
+"""VectorE tensor_reduce: NKI's `axis` needs the kernel's view (its dimensions before the
+access pattern merges them), so its adapter is written out; every other VectorE instruction's
+nisa function is made from its ISA module (_generic.py)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from ...isa import module_for as core
-from .. import dtypes
-from ..tensor import NkiTensor
-
-from ...isa.alu import accumulate as _regs_update
-from ._common import _alu, _apply, _arg, _Ctx, _dtype_str, _int_path, _scalar_or_vector
-from .enums import engine, reduce_cmd
+from ._common import _alu, _Ctx
 
 
 def _reduce_axes(ctx, data, axis):
@@ -49,27 +42,3 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
             vals = -vals
     ctx.write(dst, vals)
     ctx.emit("vector", [data], [dst], dst=dst, data=data, op=o.name, negate=bool(negate))
-
-
-def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
-    ctx = _Ctx("exponential")
-    if not ctx.chip.has_vector_exponential:
-        ctx.fail("nisa.exponential is available only on NeuronCore-v4 (trn3); use nisa.activation(op=nl.exp) "
-                 "with bias=-max on this target")
-    ctx.onchip(dst, "dst")
-    ctx.onchip(src, "src")
-    ctx.same_pf(dst, src, "dst", "src")
-    mv, mt = _scalar_or_vector(ctx, max_value, src, "max_value")
-    x = ctx.read(src, "src")
-    vals = None
-    if ctx.numerics:
-        vals = core("exponential").reference(x, mv)
-        regs = _regs_update(ctx.trace.vec_regs, src.num_partitions, vals.sum(axis=1), reduce_cmd, "add", reduce_init)
-    ctx.write(dst, vals)
-    writes = [dst]
-    if reduce_res is not None:
-        ctx.onchip(reduce_res, "reduce_res")
-        ctx.write(reduce_res, regs if ctx.numerics else None)
-        writes.append(reduce_res)
-    ctx.emit("vector", [src] + ([mt] if mt is not None else []), writes, dst=dst, data=src,
-             max_value=_arg(max_value), reduce_res=reduce_res)
