@@ -732,10 +732,11 @@ class ProgramBuilder:
         (activation_reduce)."""
         from ..isa.scalar import activation
         return self.append(activation.build(
-            self.chip, as_ap(dst), as_ap(data), op, None if bias is None else
+            self.chip, as_ap(dst), op, as_ap(data), None if bias is None else
             (bias if isinstance(bias, (int, float)) else as_ap(bias)),
-            scale if isinstance(scale, (int, float)) else as_ap(scale),
-            None if reduce_res is None else as_ap(reduce_res), reduce_op), **kw)
+            scale if isinstance(scale, (int, float)) else as_ap(scale), reduce_op,
+            None if reduce_res is None else as_ap(reduce_res),
+            "idle" if reduce_res is None else "reset_reduce"), **kw)
 
     def activation_reduce(self, dst, data, op, reduce_res, *, reduce_op="add", bias=None,
                           scale=1.0, **kw) -> int:

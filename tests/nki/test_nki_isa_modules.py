@@ -204,6 +204,16 @@ def test_semantics_check_mode_finds_a_divergence(monkeypatch):
         _run(_vector_family, *_inputs(), check=True)
 
 
+def _to_hbm(*tiles):
+    """Kernel helper: each tile copied to a new HBM output."""
+    outs = []
+    for t in tiles:
+        o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=o, src=t)
+        outs.append(o)
+    return tuple(outs)
+
+
 @nki.jit
 def _copy_on(x, eng):
     a = nl.load(x)
@@ -287,12 +297,7 @@ def _ts_forms(x, v, i):
     m = nl.ndarray(n.shape, dtype=nl.int32, buffer=nl.sbuf)
     nisa.tensor_scalar(dst=m, data=n, op0=nl.bitwise_and, operand0=0x7FFFFF0F, op1=nl.right_shift,
                        operand1=4)
-    outs = []
-    for t in (r, m):
-        o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=o, src=t)
-        outs.append(o)
-    return tuple(outs)
+    return _to_hbm(r, m)
 
 
 def test_tensor_scalar_reversed_operands_and_integer_bits():
@@ -353,12 +358,7 @@ def _exp_sums(x, v):
     nisa.exponential(dst=e, src=a, max_value=m, reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce)
     nisa.exponential(dst=e, src=a, max_value=m)                        # idle: the sums stay
     nisa.exponential(dst=e, src=a, reduce_res=s, reduce_cmd=nisa.reduce_cmd.reduce)
-    outs = []
-    for t in (e, s):
-        o = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=o, src=t)
-        outs.append(o)
-    return tuple(outs)
+    return _to_hbm(e, s)
 
 
 def test_exponential_folds_row_sums_by_reduce_cmd():
@@ -372,3 +372,38 @@ def test_exponential_folds_row_sums_by_reduce_cmd():
     np.testing.assert_allclose(s[:, 0], np.exp(x - v).sum(1) + np.exp(x).sum(1), rtol=1e-5)
     with pytest.raises(nki.NkiValidationError, match="VectorE exponential"):
         _run(_exp_sums, x, v, target="trn2")
+
+
+@nki.jit
+def _act_sums(x, v):
+    a, b = nl.load(x), nl.load(v)
+    y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(dst=y, op=nl.exp, data=a, reduce_op=nl.add, reduce_res=s, bias=b)
+    nisa.activation(dst=y, op=nl.square, data=a, scale=2.0, reduce_op=nl.add, reduce_res=s,
+                    reduce_cmd=nisa.reduce_cmd.reduce)
+    return _to_hbm(y, s)
+
+
+@nki.jit
+def _act_immediate_bias(x):
+    a = nl.load(x)
+    y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=y, op=nl.exp, data=a, bias=1.0)
+    return x
+
+
+def test_activation_accumulates_by_reduce_cmd_and_checks_nc_v2_rules():
+    """activation_reduce resets ScalarE's accumulators with its row sums, a later activation adds
+    to them (reduce_cmd=reduce), with a [P, 1] bias, in the trace and the program; NC-v2 takes no
+    immediate bias."""
+    rng = np.random.default_rng(19)
+    x = rng.uniform(-1, 1, (128, 32)).astype(np.float32)
+    v = rng.uniform(-1, 1, (128, 1)).astype(np.float32)
+    for target in ("trn1", "trn2"):
+        (y, s), _ = _run(_act_sums, x, v, target=target, check=True)
+        np.testing.assert_allclose(y, (2 * x) ** 2, rtol=1e-6)
+        np.testing.assert_allclose(s[:, 0], np.exp(x + v).sum(1) + ((2 * x) ** 2).sum(1), rtol=1e-5)
+    _run(_act_immediate_bias, x)
+    with pytest.raises(nki.NkiValidationError, match="immediate biases need NC-v3"):
+        _run(_act_immediate_bias, x, target="trn1")

@@ -13,9 +13,9 @@ import math
 import numpy as np
 
 from ...engines import Engine
-from ...errors import ProgramError
+from ...errors import CapabilityError, ProgramError
 from .. import alu
-from ..common import access_latency, check_engine_operand, make
+from ..common import access_latency, check_engine_operand, check_scalar_operand, make
 
 NAME = "activation"
 
@@ -52,24 +52,40 @@ def function(op):
     return name
 
 
-def build(chip, dst, data, op, bias, scale, reduce_res, reduce_op="add"):
+SAME_SHAPE = ("dst", "data")     # [ISA]; the NKI front end checks it
+
+
+def build(chip, dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
+          reduce_cmd="idle"):
+    """`bias`/`scale`: a number or a [P, 1] tensor (NC-v2 takes no immediate bias); `reduce_op`
+    reduces each row into ScalarE's accumulator registers by `reduce_cmd`, read out to
+    `reduce_res` [P, 1] (activation_reduce)."""
     name = function(op)
     check_engine_operand(NAME, "dst", dst, Engine.SCALAR, chip)
     check_engine_operand(NAME, "data", data, Engine.SCALAR, chip)
     reads, writes = [data], [dst]
-    for o in (bias, scale):
-        if o is not None and not isinstance(o, (int, float)):
-            check_engine_operand(NAME, "bias/scale", o, Engine.SCALAR, chip)
+    if isinstance(bias, (int, float)) and not chip.has_scalar_v3_ops:
+        raise CapabilityError(NAME, "bias", "a [P, 1] tensor (immediate biases need NC-v3+)", bias,
+                              chip.name, "memset a [P, 1] tile to the value and pass it")
+    for nm, o in (("bias", bias), ("scale", scale)):
+        if o is not None and check_scalar_operand(NAME, nm, o, data, Engine.SCALAR, chip):
             reads.append(o)
+    if reduce_op is not None:
+        alu.reduce(reduce_op)
+        if not chip.has_scalar_v3_ops and alu.op_name(reduce_op) != "add":
+            raise CapabilityError(NAME, "reduce_op", "add (other reductions need NC-v3+)",
+                                  alu.op_name(reduce_op), chip.name)
     c = max(chip.min_ii_cycles, data.free_size)
     instr = NAME
     if reduce_res is not None:
-        check_engine_operand("activation_reduce", "reduce_res", reduce_res, Engine.SCALAR, chip)
+        check_scalar_operand("activation_reduce", "reduce_res", reduce_res, data, Engine.SCALAR, chip)
         writes.append(reduce_res)
         c += 64  # ActReadAccumulator [ISAcost]
         instr = "activation_reduce"
     return make(instr, Engine.SCALAR, c, access_latency(chip, len(reads) + len(writes)), reads,
-                writes, {"op": name, "bias": bias, "scale": scale, "reduce_op": reduce_op})
+                writes, {"op": name, "bias": bias, "scale": scale,
+                         "reduce_op": None if reduce_op is None else alu.op_name(reduce_op),
+                         "reduce_cmd": getattr(reduce_cmd, "value", reduce_cmd)})
 
 
 def reference(x, op, scale=1.0, bias=0.0):
@@ -92,6 +108,9 @@ def semantics(state, emit):
 
     y = reference(x, p["op"], val(p["scale"], 1.0), val(p["bias"], 0.0))
     state.write(emit.writes[0], y.reshape(emit.writes[0].shape))
+    rop = p["reduce_op"]
+    part = None if rop is None else alu.reduce(rop)(y.reshape(y.shape[0], -1), axis=1)
+    regs = alu.accumulate(state.accumulator(Engine.SCALAR), x.shape[0], part, p["reduce_cmd"],
+                          rop or "add")
     if len(emit.writes) > 1:
-        r = alu.reduce(p["reduce_op"])(y.reshape(y.shape[0], -1), axis=1)
-        state.write(emit.writes[1], np.asarray(r, np.float32).reshape(emit.writes[1].shape))
+        state.write(emit.writes[1], regs.reshape(emit.writes[1].shape))
