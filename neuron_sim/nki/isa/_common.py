@@ -12,7 +12,7 @@ from ...program.ap import Memory
 from ...program.builder import engine_of
 from .. import dtypes
 from ..errors import NkiPartitionError, NkiValidationError
-from ..ops import act, alu
+from ..ops import alu
 from ..tensor import NkiTensor
 from ..tracer import current, user_loc
 
@@ -124,13 +124,6 @@ class _Ctx:
                              if name == "gpsimd" else "move the data through SBUF first"))
         return name
 
-    def one_input(self, dst, a, an):
-        """An element-wise instruction's dst and data input: on chip, one shape, a legal free size."""
-        self.onchip(dst, "dst")
-        self.onchip(a, an)
-        self.same_pf(dst, a, "dst", an)
-        self.free_limit(a, an)
-
     # numerics
     def read(self, t, operand):
         """float32 (P, F) array of an operand; checks it was written."""
@@ -167,21 +160,6 @@ class _Ctx:
         return self.trace.emit(self.op, engine_name, reads, writes, attrs, self.loc)
 
 
-def _scalar_or_vector(ctx, v, data, operand, allow_scalar=True):
-    """A compile-time scalar or a (P, 1) tensor; returns (value-for-numpy, tensor-or-None)."""
-    if isinstance(v, NkiTensor):
-        ctx.onchip(v, operand)
-        if v.num_partitions != data.num_partitions or v.free_size != 1:
-            ctx.fail(f"{operand!r} must be a scalar or a tensor of shape ({data.num_partitions}, 1), "
-                     f"got shape {v.shape}")
-        return ctx.read(v, operand), v
-    if v is None:
-        return None, None
-    if not allow_scalar:
-        ctx.fail(f"{operand!r} must be a ({data.num_partitions}, 1) tensor on this target")
-    return np.float32(v), None
-
-
 def _arg(v):
     """How a nisa call records an operand for its ISA module's `build`: a tensor view as it is,
     a number as a Python float (None stays None)."""
@@ -193,13 +171,6 @@ def _alu(ctx, op, operand="op"):
         return alu(op)
     except KeyError:
         ctx.fail(f"{operand}={op!r} is not an ALU operator (nl.add, nl.multiply, nl.maximum, ...)")
-
-
-def _act(ctx, op):
-    try:
-        return act(op)
-    except KeyError:
-        ctx.fail(f"op={op!r} is not an activation function (nl.exp, nl.relu, nl.copy, ...)")
 
 
 def _dtype_str(t):
