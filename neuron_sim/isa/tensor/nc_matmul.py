@@ -23,7 +23,7 @@ from ...engines import Engine, Kind
 from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
 from ...numerics.formats import FLOAT32_FAMILY, FP8, itemsize
 from ...program.ap import Memory
-from ..common import check_free, check_memory, check_partitions, make
+from ..common import Emit, check_free, check_memory, check_partitions
 
 NAME = "nc_matmul"
 # the builder skips the LoadStationary row when the same stationary is still loaded
@@ -31,11 +31,11 @@ REUSES_STATIONARY = True
 INPUT_DTYPES = ("bfloat16", "float16", "float32", "tfloat32") + FP8
 
 
-# check() by everything it reads of its operands (not the tensors' names): a kernel repeats a
-# few matmul geometries thousands of times. Of the inputs it reads no addresses (only dst's, for
-# the PSUM bank), so the key leaves theirs out: a kernel's matmuls take their stationaries and
-# movings at hundreds of offsets, and with the offsets in the key the table kept overflowing.
-# Bounded.
+# check() and the costs by everything they read of the operands (not the tensors' names): a
+# kernel repeats a few matmul geometries thousands of times. Of the inputs they read no addresses
+# (only dst's, for the PSUM bank), so the key leaves theirs out: a kernel's matmuls take their
+# stationaries and movings at hundreds of offsets, and with the offsets in the key the table kept
+# overflowing. Only legal geometries are kept (an illegal one raises before it is stored). Bounded.
 _CHECKED: dict = {}
 
 
@@ -48,16 +48,26 @@ def _shape(ap):
     return (ap.memory, ap.dtype, ap.p_start, ap.p_size, ap.dims, ap.p_stride)
 
 
-def check(chip, dst, stationary, moving, perf_mode=None):
+def _checked(chip, dst, stationary, moving, perf_mode):
+    """(m, n, rows, LS cycles, MM cycles, MM latency cycles, flops) of a legal matmul."""
     key = (id(chip), perf_mode, _geometry(dst), _shape(stationary), _shape(moving))
     hit = _CHECKED.get(key)
     if hit is not None and hit[0] is chip:
         return hit[1]
-    out = _check(chip, dst, stationary, moving, perf_mode)
+    m, n, rows = _check(chip, dst, stationary, moving, perf_mode)
+    ls_c, mm_c = cost_cycles(chip, m, n, stationary.dtype in FLOAT32_FAMILY)
+    k = stationary.p_size * rows
+    out = (m, n, rows, float(ls_c), float(mm_c), float(chip.tensor_mm_latency_extra_cycles),
+           float(2.0 * k * m * n))
     if len(_CHECKED) > 4096:
         _CHECKED.clear()
     _CHECKED[key] = (chip, out)
     return out
+
+
+def check(chip, dst, stationary, moving, perf_mode=None):
+    """(m, n, rows) of a legal matmul; raises on an illegal one."""
+    return _checked(chip, dst, stationary, moving, perf_mode)[:3]
 
 
 def _check(chip, dst, stationary, moving, perf_mode):
@@ -131,17 +141,15 @@ def cost_cycles(chip, n_stationary, n_moving, fp32):
 
 
 def build(chip, dst, stationary, moving, *, accumulate=False, perf_mode=None, is_transpose=False):
-    m, n, rows = check(chip, dst, stationary, moving, perf_mode)
-    fp32 = stationary.dtype in FLOAT32_FAMILY
-    ls_c, mm_c = cost_cycles(chip, m, n, fp32)
-    k = stationary.p_size * rows
+    _, _, rows, ls_c, mm_c, lat, flops = _checked(chip, dst, stationary, moving, perf_mode)
     params = {"accumulate": bool(accumulate), "rows": rows, "is_transpose": is_transpose}
-    ls = make("load_stationary", Engine.TENSOR, ls_c, 0, (stationary,), (), params,
-              kind=Kind.LOAD_STATIONARY)
-    mm = make(NAME, Engine.TENSOR, mm_c, chip.tensor_mm_latency_extra_cycles,
-              (stationary, moving), (dst,), params, kind=Kind.MULTIPLY_MOVING,
-              flops=2.0 * k * m * n)
+    # Emit(...) as make() would build it (the memo holds its values already converted)
+    ls = Emit("load_stationary", _TENSOR, _LS, ls_c, 0.0, (stationary,), (), params, 0.0, None)
+    mm = Emit(NAME, _TENSOR, _MM, mm_c, lat, (stationary, moving), (dst,), params, flops, None)
     return ls, mm
+
+
+_TENSOR, _LS, _MM = int(Engine.TENSOR), int(Kind.LOAD_STATIONARY), int(Kind.MULTIPLY_MOVING)
 
 
 def reference(stationary, moving, acc=None):
