@@ -747,15 +747,14 @@ class ProgramBuilder:
     def iota(self, dst, *, base=0, channel_multiplier=0, pattern=((1, None),), **kw) -> int:
         """dst[p, f...] = base + channel_multiplier * p + sum(step_d * i_d)."""
         from ..isa.gpsimd import iota
-        return self.append(iota.build(self.chip, as_ap(dst), base, channel_multiplier, pattern),
-                           **kw)
+        return self.append(iota.build(self.chip, as_ap(dst), pattern, offset=base,
+                                      channel_multiplier=channel_multiplier), **kw)
 
     def affine_select(self, dst, on_true, on_false_value, *, channel_multiplier=1,
                       pattern=((-1, None),), offset=0, cmp_op="greater_equal", **kw) -> int:
         from ..isa.gpsimd import affine_select
-        return self.append(affine_select.build(self.chip, as_ap(dst), as_ap(on_true),
-                                               on_false_value, channel_multiplier, pattern,
-                                               offset, cmp_op), **kw)
+        return self.append(affine_select.build(self.chip, as_ap(dst), pattern, channel_multiplier,
+                                               as_ap(on_true), on_false_value, cmp_op, offset), **kw)
 
     def local_gather(self, dst, src, index, **kw) -> int:
         from ..isa.gpsimd import local_gather

@@ -407,3 +407,34 @@ def test_activation_accumulates_by_reduce_cmd_and_checks_nc_v2_rules():
     _run(_act_immediate_bias, x)
     with pytest.raises(nki.NkiValidationError, match="immediate biases need NC-v3"):
         _run(_act_immediate_bias, x, target="trn1")
+
+
+@nki.jit
+def _iota_mask(x):
+    a = nl.load(x)
+    i = nl.ndarray((128, 4, 8), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=i, pattern=[[100, 4], [-1, 8]], offset=2**26, channel_multiplier=3)
+    m = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.affine_select(dst=m, pattern=[[-1, 32]], channel_multiplier=1, on_true_tile=a,
+                       on_false_value=-9.0, cmp_op=nl.greater_equal)
+    return _to_hbm(i, m)
+
+
+@nki.jit
+def _iota_short_pattern(x):
+    i = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.iota(dst=i, pattern=[[1, 16]])
+    return x
+
+
+def test_iota_and_affine_select_follow_the_flattened_pattern():
+    """NKI's (step, count) pairs over the flattened free elements, exact int32 values beyond
+    2^24, a causal mask (keep column j <= partition p); a pattern that does not cover dst fails."""
+    x = np.random.default_rng(23).standard_normal((128, 32)).astype(np.float32)
+    (i, m), _ = _run(_iota_mask, x, check=True)
+    p, j = np.arange(128)[:, None], np.arange(32)[None, :]
+    want = 2**26 + 3 * p + (100 * (j // 8) - (j % 8))
+    np.testing.assert_array_equal(i.reshape(128, 32), want)
+    np.testing.assert_array_equal(m, np.where(p - j >= 0, x, -9.0))
+    with pytest.raises(nki.NkiValidationError, match="expected 32 elements per partition like dst, found 16"):
+        _run(_iota_short_pattern, x)

@@ -1,34 +1,49 @@
-"""iota (GpSimd): dst[p, i0, i1, ...] = base + channel_multiplier * p + sum(step_d * i_d).
-Cost 150 + N GpSimd cycles [ISAcost]."""
+"""iota (GpSimd): dst[p, j] = offset + channel_multiplier * p + the value of free element j
+under `pattern`, NKI's (step, count) pairs, outermost first, flattened over dst's free elements
+(a count of None: as many as are left). Cost 150 + N GpSimd cycles [ISAcost]."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ...engines import Engine
+from ...errors import FreeSizeError
 from ..common import access_latency, check_engine_operand, make
 
 NAME = "iota"
 
 
-def build(chip, dst, base, channel_multiplier, pattern):
+def check_pattern(instr, pattern, dst, chip) -> tuple:
+    """The pattern as ((step, count), ...) of Python ints; its counts must cover dst's free size."""
+    pat = tuple((int(s), None if n is None else int(n)) for s, n in pattern)
+    if all(n is not None for _, n in pat) and math.prod(n for _, n in pat) != dst.free_size:
+        raise FreeSizeError(instr, "pattern", f"{dst.free_size} elements per partition like dst",
+                            math.prod(n for _, n in pat), chip.name,
+                            "make the counts' product dst's free size")
+    return pat
+
+
+def build(chip, dst, pattern, offset=0, channel_multiplier=0):
     check_engine_operand(NAME, "dst", dst, Engine.GPSIMD, chip)
-    steps = tuple(s for s, _ in pattern)
     return make(NAME, Engine.GPSIMD, chip.gpsimd_start_cycles + dst.free_size,
                 access_latency(chip, 1), (), (dst,),
-                {"base": base, "cm": channel_multiplier, "steps": steps})
+                {"offset": int(offset), "cm": int(channel_multiplier),
+                 "pattern": check_pattern(NAME, pattern, dst, chip)})
 
 
-def reference(shape, base, cm, steps):
-    p = np.arange(shape[0]).reshape((-1,) + (1,) * (len(shape) - 1))
-    out = base + cm * p + np.zeros(shape)
-    for d, step in enumerate(steps[: len(shape) - 1]):
-        idx = np.arange(shape[d + 1]).reshape((1,) * (d + 1) + (-1,) + (1,) * (len(shape) - d - 2))
-        out = out + step * idx
-    return out.astype(np.float32)
+def reference(partitions, free, offset, cm, pattern):
+    """(partitions, free) exact integers (int64)."""
+    v = np.zeros(1, np.int64)
+    for step, n in pattern:
+        n = max(free // len(v), 1) if n is None else n
+        v = (v[:, None] + step * np.arange(n, dtype=np.int64)[None, :]).reshape(-1)
+    return offset + cm * np.arange(partitions, dtype=np.int64)[:, None] + v[None, :free]
 
 
 def semantics(state, emit):
     (dst,) = emit.writes
     p = emit.params
-    state.write(dst, reference(dst.shape, p["base"], p["cm"], p["steps"]))
+    state.write(dst, reference(dst.p_size, dst.free_size, p["offset"], p["cm"],
+                               p["pattern"]).reshape(dst.shape))

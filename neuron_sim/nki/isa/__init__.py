@@ -8,13 +8,13 @@ module's ``build`` arguments for the program build. Every registry instruction w
 hand-written function here gets one from ``_generic.adapter``.
 
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
-    _common.py        per-call context and checks, operand helpers, ALU semantics
-    _generic.py       nisa.<instr> made from an ISA module alone (activation, tensor_tensor, tensor_scalar, tensor_tensor_scan, exponential, tensor_copy, tensor_copy_predicated, max8, bn_stats ...)
+    _common.py        per-call context and checks in NKI's words, reading/writing kernel tensors
+    _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
+                      below (activation, tensor_tensor, tensor_scalar, iota, max8, bn_stats ...)
     dma.py            dma_copy, dma_transpose
     matmul.py         nc_matmul, nc_transpose (TensorE)
     vector.py         tensor_reduce
     scalar.py         activation_reduce (activation with its reduction reset)
-    gpsimd.py         iota, affine_select, tensor_partition_reduce
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from ._generic import adapter
 from .dma import dma_copy, dma_transpose
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
-from .gpsimd import affine_select, iota
 from .scalar import activation_reduce
 from .matmul import nc_matmul, nc_transpose
 from .vector import tensor_reduce
@@ -64,9 +63,9 @@ def sendrecv(*args, **kwargs):
 
 
 __all__ = _generated + [
-           "activation_reduce", "affine_select", "core_barrier",
+           "activation_reduce", "core_barrier",
            "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "engine", "get_nc_version",
-           "gpsimd_engine", "iota", "matmul_perf_mode", "nc_matmul", "nc_transpose",
+           "gpsimd_engine", "matmul_perf_mode", "nc_matmul", "nc_transpose",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_engine",
            "tensor_reduce",
            "unknown_engine", "vector_engine"]
