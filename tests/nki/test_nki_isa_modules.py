@@ -438,3 +438,19 @@ def test_iota_and_affine_select_follow_the_flattened_pattern():
     np.testing.assert_array_equal(m, np.where(p - j >= 0, x, -9.0))
     with pytest.raises(nki.NkiValidationError, match="expected 32 elements per partition like dst, found 16"):
         _run(_iota_short_pattern, x)
+
+
+@nki.jit
+def _reduce_last(x):
+    a = nl.load(x)
+    r = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=r, op=nl.maximum, data=a.reshape((128, 4, 8)), axis=2, negate=True)
+    return _to_hbm(r)[0]
+
+
+def test_tensor_reduce_of_trailing_axis_keeps_the_leading_ones():
+    """axis=2 of [128, 4, 8] leaves 4 values per partition, in the trace and in the program's
+    semantics (the module groups by dst's free size)."""
+    x = np.random.default_rng(29).standard_normal((128, 32)).astype(np.float32)
+    out, _ = _run(_reduce_last, x, check=True)
+    np.testing.assert_array_equal(out, -x.reshape(128, 4, 8).max(axis=2))

@@ -1,4 +1,5 @@
-"""tensor_reduce: dst[P, 1] = reduce(op) of data along the free axes (optionally negated).
+"""tensor_reduce: dst = reduce(op) of data along its trailing free elements, dst's free size
+groups per partition (dst [P, 1]: all of them), optionally negated.
 
 Cost [ISAcost]: N VectorE cycles; N/2 when input and output are BF16 and op is add or max;
 never below MIN_II = 64."""
@@ -27,13 +28,15 @@ def build(chip, dst, data, op, negate=False, engine=Engine.VECTOR):
                 {"op": alu.op_name(op), "negate": bool(negate)})
 
 
-def reference(x, op, negate=False):
-    x2 = x.reshape(x.shape[0], -1)
-    r = np.asarray(alu.reduce(op)(x2.astype(np.float32), axis=1), np.float32)[:, None]
+def reference(x, op, negate=False, kept=1):
+    """(P, kept): each partition's elements in `kept` consecutive groups, each group reduced (an
+    NKI reduction of the trailing axes keeps the leading ones)."""
+    x3 = x.reshape(x.shape[0], kept, -1)
+    r = np.asarray(alu.reduce(op)(x3.astype(np.float32), axis=2), np.float32)
     return -r if negate else r
 
 
 def semantics(state, emit):
     (data,), (dst,) = emit.reads, emit.writes
-    state.write(dst, reference(state.read(data), emit.params["op"],
-                               emit.params["negate"]).reshape(dst.shape))
+    state.write(dst, reference(state.read(data), emit.params["op"], emit.params["negate"],
+                               dst.free_size).reshape(dst.shape))

@@ -1,11 +1,13 @@
 """VectorE tensor_reduce: NKI's `axis` needs the kernel's view (its dimensions before the
-access pattern merges them), so its adapter is written out; every other VectorE instruction's
-nisa function is made from its ISA module (_generic.py)."""
+access pattern merges them), so its adapter checks it here and computes with the module's
+reference; every other VectorE instruction's nisa function is made from its ISA module
+(_generic.py)."""
 
 from __future__ import annotations
 
 import math
 
+from ...isa.vector import tensor_reduce as core_reduce
 from ._common import _alu, _Ctx
 
 
@@ -33,12 +35,6 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     if dst.num_partitions != data.num_partitions or dst.free_size != kept:
         ctx.fail(f"dst must have {data.num_partitions} partitions and {kept} elements per partition "
                  f"for axis={axis} of data {list(data.shape)}, got {list(dst.shape)}")
-    vals = None
     x = ctx.read(data, "data")
-    if ctx.numerics:
-        xs = x.reshape(data.shape[0], kept, -1)
-        vals = o.reduce(xs, axis=2)
-        if negate:
-            vals = -vals
-    ctx.write(dst, vals)
+    ctx.write(dst, core_reduce.reference(x, o.name, negate, kept) if ctx.numerics else None)
     ctx.emit("vector", [data], [dst], dst=dst, data=data, op=o.name, negate=bool(negate))
