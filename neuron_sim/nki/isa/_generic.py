@@ -1,13 +1,14 @@
 """``nisa.<instr>`` for any instruction of the ISA registry, made from its module alone.
 
 The adapter binds the call to the module's ``build`` signature (``dst`` first, as in NKI), maps
-the tensor views to access patterns, lets the module check and cost the instruction on the
-target's chip (an error names the kernel's line; the partition-start rule, the module's
-`SAME_SHAPE` operands and its `ENGINES` with their memory reach are checked in NKI's words), computes the result with the
-module's ``semantics`` on the kernel's own tensors, and records the instruction for the program
-build.
-Instructions whose NKI form needs more than their module (accumulator registers, PSUM write
-masks, reversed operands, the compiler's engine choice) have hand-written adapters beside it."""
+the tensor views to access patterns, checks in NKI's words the partition-start rule, the
+module's `SAME_SHAPE` operands and its engine (`ENGINES`, `default_engine` when the kernel leaves
+it open, the engine's memory reach), lets the module check and cost the instruction on the
+target's chip (an error names the kernel's line), computes the result with the module's
+``semantics`` on the kernel's own tensors (accumulator registers included), and records the
+instruction for the program build. Hand-written adapters remain where the NKI call needs the
+kernel's view itself (tensor_reduce's axis, dma_transpose's axes), the NKI program build's own
+DMA path (dma_copy) or PSUM write masks (nc_matmul)."""
 
 from __future__ import annotations
 
