@@ -151,6 +151,10 @@ class AccessPattern:
     dims: tuple           # ((size, stride), ...) in elements, outermost first
     p_stride: int = 1     # elements between partition rows (HBM); 1 for SBUF/PSUM
     _box: tuple | None = field(default=None, compare=False, repr=False)
+    # made once per pattern, for every instruction that takes it; not __init__ arguments, so
+    # dataclasses.replace (repeat.py moves patterns with it) never copies them
+    _geo: tuple | None = field(default=None, init=False, compare=False, repr=False)
+    _rec: tuple | None = field(default=None, init=False, compare=False, repr=False)
 
     # ---- shape -----------------------------------------------------------------------------
     @property
@@ -209,6 +213,21 @@ class AccessPattern:
         if self._box is None:
             object.__setattr__(self, "_box", self._footprint())
         return self._box
+
+    def geometry(self) -> tuple:
+        """(memory, dtype, p_start, p_size, dims, p_stride): all of the pattern but its tensor and
+        offset, what the instruction modules key their per-geometry checks and costs by."""
+        if self._geo is None:
+            t = self.tensor
+            object.__setattr__(self, "_geo", (t.memory, t.dtype, self.p_start, self.p_size,
+                                              self.dims, self.p_stride))
+        return self._geo
+
+    def record(self) -> tuple:
+        """box() + (p_start, offset): what the program builder records of an operand."""
+        if self._rec is None:
+            object.__setattr__(self, "_rec", self.box() + (self.p_start, self.offset))
+        return self._rec
 
     def _footprint(self) -> tuple:
         # a plain loop, not sums of generators: this runs for every operand of every instruction

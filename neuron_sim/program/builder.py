@@ -293,7 +293,7 @@ class ProgramBuilder:
         m = emit.dma
         engine = emit.engine
         stream = engine if m is None else N_COMPUTE_STREAMS + m.queue
-        d = set(int(x) for x in deps) if deps else None
+        d = set(map(int, deps)) if deps else None
         if d:
             for x in d:
                 if not 0 <= x < i:
@@ -368,14 +368,12 @@ class ProgramBuilder:
             t = tracks.get(ap.tensor.id)
             if t is None:
                 t = self._new_track(ap.tensor.id)
-            b = ap._box or ap.box()
-            acc.append((t, 0, b[0], b[1], b[2], b[3], ap.p_start, ap.offset))
+            acc.append((t, 0) + (ap._rec or ap.record()))
         for ap in emit.writes:
             t = tracks.get(ap.tensor.id)
             if t is None:
                 t = self._new_track(ap.tensor.id)
-            b = ap._box or ap.box()
-            acc.append((t, 1, b[0], b[1], b[2], b[3], ap.p_start, ap.offset))
+            acc.append((t, 1) + (ap._rec or ap.record()))
         self._acc_ptr.append(len(acc))
 
     def _new_track(self, tid) -> int:

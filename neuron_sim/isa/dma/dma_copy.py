@@ -45,15 +45,14 @@ def dge_mode(chip, dge, name):
     return mode
 
 
-# cost() by everything it reads of its operands (not their addresses in the free dimension):
+# cost() by everything it reads of its operands (not their addresses in the free dimension:
+# AccessPattern.geometry()):
 # programs repeat a few DMA geometries thousands of times. Bounded; DmaCost is never modified.
 _COSTS: dict = {}
 
 
 def cost(chip, dst, src, queue, engines, dge, name=NAME, efficiency=1.0) -> DmaCost:
-    key = (id(chip), name, efficiency, queue, engines, dge,
-           dst.memory, dst.dtype, dst.p_start, dst.p_size, dst.dims,
-           src.memory, src.dtype, src.p_start, src.p_size, src.dims)
+    key = (id(chip), name, efficiency, queue, engines, dge, dst.geometry(), src.geometry())
     hit = _COSTS.get(key)
     if hit is not None and hit[0] is chip:
         return hit[1]

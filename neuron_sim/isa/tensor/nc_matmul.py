@@ -39,18 +39,10 @@ INPUT_DTYPES = ("bfloat16", "float16", "float32", "tfloat32") + FP8
 _CHECKED: dict = {}
 
 
-def _geometry(ap):
-    return (ap.memory, ap.dtype, ap.p_start, ap.p_size, ap.offset, ap.dims, ap.p_stride,
-            ap.tensor.byte_offset)
-
-
-def _shape(ap):
-    return (ap.memory, ap.dtype, ap.p_start, ap.p_size, ap.dims, ap.p_stride)
-
-
 def _checked(chip, dst, stationary, moving, perf_mode):
     """(m, n, rows, LS cycles, MM cycles, MM latency cycles, flops) of a legal matmul."""
-    key = (id(chip), perf_mode, _geometry(dst), _shape(stationary), _shape(moving))
+    key = (id(chip), perf_mode, dst.geometry(), dst.offset, dst.tensor.byte_offset,
+           stationary.geometry(), moving.geometry())
     hit = _CHECKED.get(key)
     if hit is not None and hit[0] is chip:
         return hit[1]
