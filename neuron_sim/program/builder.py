@@ -15,6 +15,7 @@ import gc
 import threading
 from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
+from itertools import chain
 
 import numpy as np
 
@@ -309,8 +310,19 @@ class ProgramBuilder:
                 o = self._auto(i, stream, emit, d)
                 if o:
                     self._ord[i] = sorted(o - d)
-            else:
-                self._record(emit)
+            else:       # bulk mode: keep the operands' boxes (reads, then writes) for build()
+                acc, tracks = self._acc, self._track_ids
+                for ap in emit.reads:
+                    t = tracks.get(ap.tensor.id)
+                    if t is None:
+                        t = self._new_track(ap.tensor.id)
+                    acc.append((t, 0) + (ap._rec or ap.record()))
+                for ap in emit.writes:
+                    t = tracks.get(ap.tensor.id)
+                    if t is None:
+                        t = self._new_track(ap.tensor.id)
+                    acc.append((t, 1) + (ap._rec or ap.record()))
+                self._acc_ptr.append(len(acc))
         if wait:
             for sem, count in wait:
                 self._waits.append((i, int(sem), int(count)))
@@ -361,21 +373,6 @@ class ProgramBuilder:
             c = self._classes[key] = len(self._classes)
         return c
 
-    def _record(self, emit) -> None:
-        """Bulk mode: keep the operands' boxes (reads, then writes) for build()."""
-        acc, tracks = self._acc, self._track_ids
-        for ap in emit.reads:
-            t = tracks.get(ap.tensor.id)
-            if t is None:
-                t = self._new_track(ap.tensor.id)
-            acc.append((t, 0) + (ap._rec or ap.record()))
-        for ap in emit.writes:
-            t = tracks.get(ap.tensor.id)
-            if t is None:
-                t = self._new_track(ap.tensor.id)
-            acc.append((t, 1) + (ap._rec or ap.record()))
-        self._acc_ptr.append(len(acc))
-
     def _new_track(self, tid) -> int:
         t = self._track_ids[tid] = len(self._track_ids)
         self._track_tid.append(tid)
@@ -413,8 +410,10 @@ class ProgramBuilder:
             return
         x_ptr = np.zeros(n + 1, np.int64)
         x_ptr[1:] = np.cumsum([len(x) for x in self._deps])
-        x_idx = np.fromiter((j for x in self._deps for j in x), np.int64, count=int(x_ptr[-1]))
-        acc = np.array(self._acc, np.int64).reshape(-1, 8)
+        # fromiter over the chained tuples: NumPy converts a flat stream ~2x faster than rows
+        x_idx = np.fromiter(chain.from_iterable(self._deps), np.int64, count=int(x_ptr[-1]))
+        acc = np.fromiter(chain.from_iterable(self._acc), np.int64,
+                          count=8 * len(self._acc)).reshape(-1, 8)
         acc_ptr = (np.array(self._acc_ptr, np.int64) if self.auto_deps
                    else np.zeros(n + 1, np.int64))
         if self.keep_operands:
@@ -423,7 +422,9 @@ class ProgramBuilder:
         else:
             base = np.full(n, -1, np.int64)
         cls = np.array(self._cls, np.int64) if self._cls else np.full(n, -1, np.int64)
-        self._segs.append(R.Seg(np.array(self._rows, np.float64), x_ptr, x_idx, acc_ptr,
+        rows = np.fromiter(chain.from_iterable(self._rows), np.float64,
+                           count=n * len(COLUMNS)).reshape(n, len(COLUMNS))
+        self._segs.append(R.Seg(rows, x_ptr, x_idx, acc_ptr,
                                 acc[:, 0].copy(), acc[:, 1].copy(), acc[:, 2:6].copy(),
                                 acc[:, 6].copy(), acc[:, 7].copy(), base, cls))
         self._flushed += n
