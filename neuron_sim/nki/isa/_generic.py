@@ -70,16 +70,19 @@ class _Views:
 _COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
-def _engine(ctx, mod, default, given, operands):
+_NAMES = {e: e.name.lower() for e in Engine}
+
+
+def _engine(ctx, mod, default, names, given, operands):
     """The engine of the call: nisa.vector_engine ... as asked, else (unknown) the module's
-    `default_engine` for these operands or its `build` default; one of the module's `ENGINES`
-    (else any compute engine), reaching every tensor operand's memory (errors in NKI's words)."""
-    names = [Engine(e).name.lower() for e in getattr(mod, "ENGINES", _COMPUTE)]
+    `default_engine` for these operands or its `build` default; one of `names` (the module's
+    `ENGINES`, else any compute engine), reaching every tensor operand's memory (errors in NKI's
+    words)."""
     if getattr(given["engine"], "value", given["engine"]) in (None, "unknown") \
             and hasattr(mod, "default_engine"):
         default = mod.default_engine(**operands)
     tensors = [(k, v) for k, v in given.items() if isinstance(v, NkiTensor)]
-    return engine_of(ctx.engine(given["engine"], Engine(default).name.lower(), names, tensors))
+    return engine_of(ctx.engine(given["engine"], _NAMES[Engine(default)], names, tensors))
 
 
 def adapter(name: str):
@@ -91,15 +94,40 @@ def adapter(name: str):
     sig = inspect.Signature(params + [inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY,
                                                         default=None)])
 
+    names = [p.name for p in params]
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    engines = [_NAMES[Engine(e)] for e in getattr(mod, "ENGINES", _COMPUTE)]
+    same_shape = getattr(mod, "SAME_SHAPE", ())
+
+    def bind(args, kwargs):
+        """`sig.bind` with its defaults applied, minus `name` (inspect's is ~40% of a call)."""
+        if len(args) > len(names):
+            raise TypeError(f"takes {len(names)} positional arguments but {len(args)} were given")
+        given = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k in given:
+                raise TypeError(f"multiple values for argument {k!r}")
+            if k not in defaults and k not in names:
+                if k != "name":
+                    raise TypeError(f"got an unexpected keyword argument {k!r}")
+                continue
+            given[k] = v
+        missing = [k for k in names if k not in given and k not in defaults]
+        if missing:
+            raise TypeError(f"missing a required argument: {missing[0]!r}")
+        return {k: given[k] if k in given else defaults[k] for k in names}
+
     def call(*args, **kwargs):
         ctx = _Ctx(name)
         try:
-            bound = sig.bind(*args, **kwargs)
+            given = bind(args, kwargs)
         except TypeError as e:
             ctx.fail(f"{e}; the call is nisa.{name}{sig}")
-        bound.apply_defaults()
-        given = {k: v for k, v in bound.arguments.items() if k != "name"}
-        mapper, views, operands = _Mapper(_TracePlan()), {}, {}
+        tr = ctx.trace      # one mapper per trace: equal views recur in every loop iteration
+        mapper = tr.__dict__.get("_generic_mapper")
+        if mapper is None:
+            mapper = tr._generic_mapper = _Mapper(_TracePlan())
+        views, operands = {}, {}
         if "seed" in given and given["seed"] is None:     # a random draw: one stream per instruction
             given["seed"] = len(ctx.trace.instrs)
         for k, v in given.items():
@@ -112,11 +140,11 @@ def adapter(name: str):
                 operands[k] = _arg(v)       # numbers as Python floats, as the modules compare
             else:
                 operands[k] = v
-        same = [(k, given[k]) for k in getattr(mod, "SAME_SHAPE", ()) if isinstance(given[k], NkiTensor)]
+        same = [(k, given[k]) for k in same_shape if isinstance(given[k], NkiTensor)]
         for (an, a), (bn, b) in zip(same, same[1:]):
             ctx.same_pf(a, b, an, bn)
         if "engine" in given:
-            operands["engine"] = _engine(ctx, mod, default_engine.default, given, operands)
+            operands["engine"] = _engine(ctx, mod, default_engine.default, engines, given, operands)
         try:
             out = mod.build(ctx.chip, **operands)
         except NeuronSimError as e:
@@ -137,7 +165,7 @@ def adapter(name: str):
                 ctx.trace.check_initialized(v, f"nisa.{name}", k, ctx.loc)
             for _, v in writes:
                 ctx.write(v, None)
-        ctx.emit(Engine(emits[-1].engine).name.lower(), [v for _, v in reads], [v for _, v in writes],
+        ctx.emit(_NAMES[Engine(emits[-1].engine)], [v for _, v in reads], [v for _, v in writes],
                  **{k: operands[k] if not isinstance(v, NkiTensor) else v for k, v in given.items()})
 
     call.__name__ = call.__qualname__ = name
