@@ -36,14 +36,18 @@ class Tensor:
                  partition_start: int = 0):
         self.id = next(_tensor_ids)
         self.name = name
-        self.memory = Memory(memory)
-        self.shape = tuple(int(s) for s in shape)
+        self.memory = memory if memory.__class__ is Memory else Memory(memory)
+        self.shape = shape = tuple(int(s) for s in shape)
         self.dtype = normalize(dtype)
         self.byte_offset = int(byte_offset)      # inside each partition (SBUF/PSUM)
         self.partition_start = int(partition_start)
         self.freed = False
         self.base = self        # the allocation its access patterns address (see view())
-        self._strides = tuple(int(prod(self.shape[d + 1:])) for d in range(len(self.shape)))
+        strides, n = [], 1      # elements between steps of each dimension (row-major)
+        for s in reversed(shape):
+            strides.append(n)
+            n *= s
+        self._strides = tuple(reversed(strides))
         self._whole = None      # ap() of the whole tensor, made once (APs are immutable)
 
     @property
@@ -226,7 +230,11 @@ class AccessPattern:
     def record(self) -> tuple:
         """box() + (p_start, offset): what the program builder records of an operand."""
         if self._rec is None:
-            object.__setattr__(self, "_rec", self.box() + (self.p_start, self.offset))
+            box = self._box
+            if box is None:
+                box = self._footprint()
+                object.__setattr__(self, "_box", box)
+            object.__setattr__(self, "_rec", box + (self.p_start, self.offset))
         return self._rec
 
     def _footprint(self) -> tuple:

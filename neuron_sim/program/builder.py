@@ -301,10 +301,10 @@ class ProgramBuilder:
                     raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
         if self.auto_deps:
             versions = self._versions
-            for ap in emit.writes:
-                tid = ap.tensor.id
-                versions[tid] = versions.get(tid, 0) + 1
             if self.reference:
+                for ap in emit.writes:
+                    tid = ap.tensor.id
+                    versions[tid] = versions.get(tid, 0) + 1
                 if d is None:
                     d = set()
                 o = self._auto(i, stream, emit, d)
@@ -313,14 +313,17 @@ class ProgramBuilder:
             else:       # bulk mode: keep the operands' boxes (reads, then writes) for build()
                 acc, tracks = self._acc, self._track_ids
                 for ap in emit.reads:
-                    t = tracks.get(ap.tensor.id)
+                    tid = ap.tensor.id
+                    t = tracks.get(tid)
                     if t is None:
-                        t = self._new_track(ap.tensor.id)
+                        t = self._new_track(tid)
                     acc.append((t, 0) + (ap._rec or ap.record()))
                 for ap in emit.writes:
-                    t = tracks.get(ap.tensor.id)
+                    tid = ap.tensor.id
+                    versions[tid] = versions.get(tid, 0) + 1
+                    t = tracks.get(tid)
                     if t is None:
-                        t = self._new_track(ap.tensor.id)
+                        t = self._new_track(tid)
                     acc.append((t, 1) + (ap._rec or ap.record()))
                 self._acc_ptr.append(len(acc))
         if wait:

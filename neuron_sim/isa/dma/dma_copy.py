@@ -26,13 +26,15 @@ _DGE = {"none": Dge.NONE, None: Dge.NONE, "static": Dge.NONE, "swdge": Dge.SW, "
         "hwdge": Dge.HW, "hw": Dge.HW}
 
 
+_DIRECTION = {(Memory.HBM, Memory.SBUF): DmaDir.HBM_TO_SBUF,
+              (Memory.SBUF, Memory.HBM): DmaDir.SBUF_TO_HBM,
+              (Memory.SBUF, Memory.SBUF): DmaDir.SBUF_TO_SBUF,
+              (Memory.HBM, Memory.HBM): DmaDir.HBM_TO_HBM}
+
+
 def direction(dst, src):
-    if dst.memory == Memory.PSUM or src.memory == Memory.PSUM:
-        return None
-    return {(Memory.HBM, Memory.SBUF): DmaDir.HBM_TO_SBUF,
-            (Memory.SBUF, Memory.HBM): DmaDir.SBUF_TO_HBM,
-            (Memory.SBUF, Memory.SBUF): DmaDir.SBUF_TO_SBUF,
-            (Memory.HBM, Memory.HBM): DmaDir.HBM_TO_HBM}[(src.memory, dst.memory)]
+    """The DmaDir of a copy from src to dst (None when either side is PSUM)."""
+    return _DIRECTION.get((src.memory, dst.memory))
 
 
 def dge_mode(chip, dge, name):
