@@ -116,9 +116,17 @@ class Tensor:
         p_start, p_size, p_step = _resolve(idx[0], self.shape[0], self.name, 0)
         offset, dims = 0, []
         for d in range(1, len(self.shape)):
-            start, size, step = _resolve(idx[d], self.shape[d], self.name, d)
+            ix = idx[d]
+            if ix.__class__ is slice:       # _resolve's slice case, inline: most indices are
+                start, stop, step = ix.indices(self.shape[d])
+                if step <= 0:
+                    _resolve(ix, self.shape[d], self.name, d)       # raises
+                offset += start * strides[d]
+                dims.append((max(0, (stop - start + step - 1) // step), step * strides[d]))
+                continue
+            start, size, step = _resolve(ix, self.shape[d], self.name, d)
             offset += start * strides[d]
-            if not isinstance(idx[d], int):
+            if not isinstance(ix, int):
                 dims.append((size, step * strides[d]))
         if not dims:
             dims = [(1, 1)]

@@ -19,7 +19,7 @@ import numpy as np
 from ...engines import Dge, DmaDir, Engine, Kind
 from ...errors import CapabilityError, FreeSizeError, MemoryAccessError
 from ...program.ap import Memory
-from ..common import DmaCost, check_partitions, make
+from ..common import DmaCost, Emit, check_partitions
 
 NAME = "dma_copy"
 _DGE = {"none": Dge.NONE, None: Dge.NONE, "static": Dge.NONE, "swdge": Dge.SW, "sw": Dge.SW,
@@ -98,7 +98,11 @@ def _cost(chip, dst, src, queue, engines, dge, name, efficiency) -> DmaCost:
 
 def build(chip, dst, src, queue, engines=None, dge="none"):
     c = cost(chip, dst, src, queue, engines, dge)
-    return make(NAME, Engine.DMA, 0, 0, (src,), (dst,), {"queue": queue}, kind=Kind.DMA, dma=c)
+    # Emit(...) as make() would build it, without its conversions of constants
+    return Emit(NAME, _DMA, _KIND_DMA, 0.0, 0.0, (src,), (dst,), {"queue": queue}, 0.0, c)
+
+
+_DMA, _KIND_DMA = int(Engine.DMA), int(Kind.DMA)
 
 
 def semantics(state, emit):
