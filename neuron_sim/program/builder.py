@@ -628,10 +628,11 @@ class ProgramBuilder:
             return self._append(out, deps, wait, signal)
         # a TensorE pass: LoadStationary row(s), then the array pass. nc_matmul skips a
         # LoadStationary whose operand is still loaded; anything else on TensorE replaces it.
-        *pre, last = out
+        pre, last = out[:-1], out[-1]
         for em in pre:
             if reuse:
-                key = self._stationary_key(em.reads[0])
+                ap = em.reads[0]
+                key = (ap, self._versions.get(ap.tensor.id, 0))     # the operand, its writes so far
                 if key == self._last_stationary:
                     continue
                 self._last_stationary = key
@@ -656,9 +657,6 @@ class ProgramBuilder:
         return self.instruction("nc_matmul_mx", dst=dst, stationary=stationary, moving=moving,
                                 stationary_scale=stationary_scale, moving_scale=moving_scale,
                                 accumulate=accumulate, **kw)
-
-    def _stationary_key(self, ap):
-        return (ap, self._versions.get(ap.tensor.id, 0))
 
     def nc_transpose(self, dst, src, *, engine="tensor", **kw) -> int:
         """Transpose src[P, F] to dst[F, P]: on TensorE (matmul against identity, PSUM out) or on
