@@ -295,7 +295,7 @@ class ProgramBuilder:
         engine = emit.engine
         stream = engine if m is None else N_COMPUTE_STREAMS + m.queue
         d = set(map(int, deps)) if deps else None
-        if d:
+        if d and (min(d) < 0 or max(d) >= i):
             for x in d:
                 if not 0 <= x < i:
                     raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
