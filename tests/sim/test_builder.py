@@ -156,6 +156,16 @@ def _three_ways(make, monkeypatch):
     return bulk, loop, ref
 
 
+def _same_three_ways(make, monkeypatch):
+    """`_three_ways`, asserting the loop and the reference equal repeat's program (columns,
+    deps, order edges and every operand record); returns (bulk, loop)."""
+    bulk, loop, ref = _three_ways(make, monkeypatch)
+    for other in (loop, ref):
+        _equal(bulk, other)
+        assert _operands(bulk) == _operands(other)
+    return bulk, loop
+
+
 def _written_in_bulk(prog) -> bool:
     return isinstance(prog.emits, R.LazyEmits)
 
@@ -163,11 +173,8 @@ def _written_in_bulk(prog) -> bool:
 @pytest.mark.parametrize("name", ["C1 tiled", "C2 hoist", "C3 block free", "C4 fully blocked",
                                   "C8 with spills"])
 def test_repeat_equals_the_loop_and_the_reference_on_calibration_programs(name, monkeypatch):
-    bulk, loop, ref = _three_ways(PROGRAMS[name], monkeypatch)
+    bulk, loop = _same_three_ways(PROGRAMS[name], monkeypatch)
     assert _written_in_bulk(bulk) and not _written_in_bulk(loop)
-    for other in (loop, ref):
-        _equal(bulk, other)
-        assert _operands(bulk) == _operands(other)
 
 
 def _nested(chip="trn2", keep_operands=True):
@@ -238,11 +245,8 @@ def _not_affine(kind):
 
 @pytest.mark.parametrize("kind", ["squares", "alloc", "queue", "semaphore", "change"])
 def test_repeat_runs_every_iteration_when_they_are_not_affine(kind, monkeypatch):
-    bulk, loop, ref = _three_ways(lambda: _not_affine(kind), monkeypatch)
+    bulk, _ = _same_three_ways(lambda: _not_affine(kind), monkeypatch)
     assert not _written_in_bulk(bulk)
-    for other in (loop, ref):
-        _equal(bulk, other)
-        assert _operands(bulk) == _operands(other)
 
 
 def test_repeat_count_errors_and_ranges():
@@ -271,11 +275,8 @@ def _precedents():
 
 
 def test_repeat_reuses_an_earlier_loop_only_when_it_matches(monkeypatch):
-    bulk, loop, ref = _three_ways(_precedents, monkeypatch)
+    bulk, _ = _same_three_ways(_precedents, monkeypatch)
     assert _written_in_bulk(bulk)
-    for other in (loop, ref):
-        _equal(bulk, other)
-        assert _operands(bulk) == _operands(other)
 
 
 def test_repeat_start_runs_the_iterations_from_start():
