@@ -249,11 +249,14 @@ def _program(fused, chip, lnc, live):
             ctx.b.sbuf_peak_bytes_per_partition, spilled)
 
 
-# Rules that only stream chunks through LowerCtx.stream: tiles from the op's own pool, DMAs on
-# the round-robin queues, nothing carried from one op to the next (optimizer rules tag tensors
-# with ctx.ops_done, matmuls carry ctx._seq and the stationary operand)
-_STREAM_RULES = {"unary_activation", "unary_vector", "binary", "ternary",
-                 "activation_backward", "copy_like", "fill"}
+# Rules whose work is the same per element wherever it sits: a run of such ops over big tensors
+# can be timed on a slice of every tensor and scaled (see _sliced).
+_ELEMENTWISE_RULES = {"unary_activation", "unary_vector", "binary", "ternary",
+                      "activation_backward", "copy_like", "fill", "foreach"}
+# Of those, the rules that only stream chunks through LowerCtx.stream: tiles from the op's own
+# pool, DMAs on the round-robin queues, nothing carried from one op to the next (the foreach
+# optimizer rules tag tensors with ctx.ops_done; matmuls carry ctx._seq and the stationary)
+_STREAM_RULES = _ELEMENTWISE_RULES - {"foreach"}
 
 
 def _concatenated_program(fused, alone, chip, live):
@@ -329,10 +332,6 @@ def _concatenated(fused, alone, chip, lnc, live):
     return tot, eng, hbm * cores, flops * cores, n, False, peak, {}
 
 
-# Rules whose work is the same per element wherever it sits: a run of such ops over big tensors
-# can be timed on a slice of every tensor and scaled (see _sliced).
-_ELEMENTWISE_RULES = {"unary_activation", "unary_vector", "binary", "ternary",
-                      "activation_backward", "copy_like", "fill", "foreach"}
 _SLICE_START, _SLICE_MAX = 8, 1 << 14
 
 
