@@ -24,6 +24,8 @@ import torch._dynamo.config as dynamo_config
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
+from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
+
 from .. import _C
 from . import cache, metrics
 from .errors import CPUInputError, DynamicShapeError, NEFFCompilationError
@@ -281,7 +283,7 @@ def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int)
     """Runs the graph's ops uncharged, then charges the graph as one launch. Work of known
     duration the graph issues (NKI kernels of custom ops) is captured and becomes part of the
     launch, in place of the roofline estimate the compile used for those ops."""
-    launch_name = f"neuron::graph.{name}"
+    launch_name = f"{COMPILED_GRAPH_PREFIX}{name}"
     ns, engines, dma = cost.total_ns, dict(cost.engine_busy_ns), cost.dma_bytes
     without_custom = ns - cost.custom_ops_ns
     from ..profiling.hook import register_graph   # profiler lanes + Explorer summary (issue 7)

@@ -20,6 +20,8 @@ import itertools
 
 import torch
 
+from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
+
 FUSED = {"Adam": "aten::_fused_adam_", "AdamW": "aten::_fused_adamw_"}
 MIN_SAVING_SHARE = 0.05      # recommend when the re-timed steps are >= 5% shorter
 QUEUE_OPS = 4096             # the queue drains by itself when this full (NeuronQueue.cpp)
@@ -297,7 +299,7 @@ def compiled_step(phased, total_ns: float):
     or already runs compiled graphs."""
     from .compiled import compiled_batch
     phased_rows, _classes = phased
-    if any(e["name"].startswith("neuron::graph.") for e, _p in phased_rows):
+    if any(e["name"].startswith(COMPILED_GRAPH_PREFIX) for e, _p in phased_rows):
         return None
     batches, matched = _matched(phased_rows)
     span, steps, ends = _latest_steps(phased_rows, matched)

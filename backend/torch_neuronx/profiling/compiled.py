@@ -30,6 +30,8 @@ groups)."""
 
 from __future__ import annotations
 
+from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
+
 from ..cost import _HOST_COPIES, _described, _extent, _identity, op_spec
 
 GRAPHED = ("forward", "backward")
@@ -186,7 +188,7 @@ def compiled_batch(flat, model) -> tuple:
         ns = graph_ns(specs, live, model)
         new.extend(items[last:lo])
         first = items[lo]
-        new.append((-1, f"neuron::graph.advice_{flat[lo][1]}", first[2], first[3], (), (),
+        new.append((-1, f"{COMPILED_GRAPH_PREFIX}advice_{flat[lo][1]}", first[2], first[3], (), (),
                     int(round(ns))))
         last = hi
         graphs += 1

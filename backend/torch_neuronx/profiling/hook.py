@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from neuron_sim.explorer import OpRecord, lane_spans
+from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 from neuron_sim.lower import normalize_name
 
 from .. import _C
@@ -107,7 +108,7 @@ def on_drain(model, batch, out, charges) -> None:
         ns = int(out[i])
         if preset < 0 and name not in _HOST_COPIES or ns <= 0:
             continue                            # a view: no program, no time
-        cost = _graph_cost(name, model) if name.startswith(GRAPH_PREFIX) else None
+        cost = _graph_cost(name, model) if name.startswith(COMPILED_GRAPH_PREFIX) else None
         if cost is not None:
             _graph(seq, name, ns, cost, model.chip.sbuf_partitions)
             continue
@@ -120,7 +121,6 @@ def on_drain(model, batch, out, charges) -> None:
         SESSION.entries.append((name, ns, OpRecord(name, 1, float(ns))))
 
 
-GRAPH_PREFIX = "neuron::graph."   # launches of the torch.compile backend (issue 6)
 _GRAPHS: dict = {}           # launch name of a compiled graph -> its cost (GraphCost or metrics)
 
 
@@ -153,7 +153,7 @@ def _graph_cost(name, model):
         from ..neuron_dynamo_backend.metrics import get_dynamo_metrics
     except ImportError:
         return None
-    short = name[len(GRAPH_PREFIX):]
+    short = name[len(COMPILED_GRAPH_PREFIX):]
     for m in reversed(get_dynamo_metrics()):
         if getattr(m, "graph_name", None) == short and getattr(m, "engine_busy_ns", None):
             cost = _GRAPHS[name] = _MetricsCost(m, model.launch_ns)

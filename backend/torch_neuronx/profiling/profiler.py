@@ -28,6 +28,7 @@ import torch
 from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_row, is_op_row,
                                  summarize)
 from neuron_sim.explorer.clock import check_clock, mark_clock, to_simulated_clock
+from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
 from neuron_sim.explorer.phases import (BACKWARD_ROW, LAUNCH_CATEGORY, OPTIMIZER_ANNOTATIONS,
                                         phase_breakdown, row_phases)
@@ -185,7 +186,7 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
         notes.append(f"{len(rows)} device rows in the trace, {sum(r.count for r in recs)} "
                      "matched to simulated programs")
     from .hook import OPTIONS, SESSION
-    if any(r.name.startswith("neuron::graph.") for r in recs):
+    if any(r.name.startswith(COMPILED_GRAPH_PREFIX) for r in recs):
         notes.append("compiled graphs: engine busy, FLOPs, DMA/spill bytes and SBUF peak from "
                      "their graph cost (totals per launch, no instruction timeline)")
     if SESSION.lanes_dropped:
