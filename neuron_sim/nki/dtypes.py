@@ -75,10 +75,6 @@ def itemsize(dtype) -> int:
     return normalize(dtype).itemsize
 
 
-def is_float(dtype) -> bool:
-    return normalize(dtype).kind == "f" or normalize(dtype) in LOW_PRECISION_FLOATS or isinstance(normalize(dtype), _TFloat32)
-
-
 def storage_dtype(dtype, precise: bool) -> np.dtype:
     """The NumPy dtype that holds values of ``dtype``."""
     dt = normalize(dtype)

@@ -14,9 +14,8 @@ from ..isa.scalar import activation as core_activation
 class AluOp:
     """A binary (or unary) ALU operator usable by VectorE/GpSimd/ScalarE instructions."""
 
-    def __init__(self, name, fn, kind="arith", reduce=None, nl_impl=None):
+    def __init__(self, name, fn, kind="arith", reduce=None):
         self.name, self.fn, self.kind, self.reduce = name, fn, kind, reduce
-        self._nl_impl = nl_impl
 
     def __call__(self, *args, **kwargs):
         from . import language

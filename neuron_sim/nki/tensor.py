@@ -18,7 +18,6 @@ from . import dtypes
 from .errors import NkiValidationError
 
 ON_CHIP = ("sbuf", "psum")
-HBM_KINDS = ("hbm", "shared_hbm", "private_hbm")
 
 _ids = itertools.count()
 _MASK_LOCK = threading.Lock()
@@ -195,14 +194,6 @@ class NkiTensor:
     def free_size(self) -> int:
         """Elements per partition this view touches (all of it, for HBM)."""
         return math.prod(self.shape[1:]) if self.storage.on_chip else math.prod(self.shape)
-
-    def byte_extent(self) -> tuple[int, int]:
-        """[lo, hi) byte range touched inside each partition (on-chip) or the whole tensor (HBM)."""
-        item = self.storage.itemsize
-        dims = range(1, self.ndim) if self.on_chip else range(self.ndim)
-        base = self.offset % self.storage.free_elems if self.on_chip else self.offset
-        span = sum((self.shape[d] - 1) * self.strides[d] for d in dims if self.shape[d] > 0)
-        return base * item, (base + span + 1) * item
 
     def is_contiguous(self) -> bool:
         return self.strides == _row_major(self.shape) or self.size <= 1

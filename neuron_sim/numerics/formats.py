@@ -58,7 +58,3 @@ def itemsize(dtype) -> float:
 
 def np_dtype(dtype) -> np.dtype:
     return DTYPES[normalize(dtype)][0]
-
-
-def is_float(dtype) -> bool:
-    return not normalize(dtype).startswith(("int", "uint", "bool"))

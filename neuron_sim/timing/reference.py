@@ -27,7 +27,6 @@ PARAM_NAMES = ("sem_lat_ns", "dma_fixed_ns", "didt_init", "didt_ramp_ns", "didt_
                "n_dma_engines", "n_streams")
 
 KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
-PE = 0
 
 
 def stream_order(stream, n_streams):

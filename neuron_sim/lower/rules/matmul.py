@@ -34,7 +34,7 @@ class _Mat:
         self.reuse = reuse      # >1: an im2col view; each loaded element serves `reuse` columns
 
 
-def _mat2d(t: TensorSpec, batch_index=0):
+def _mat2d(t: TensorSpec):
     """Last two dims of t as a matrix (leading dims batch; 1-D becomes a row/column)."""
     if t.ndim == 1:
         return _Mat(t, 1, t.shape[0], t.shape[0], t.strides[0])
