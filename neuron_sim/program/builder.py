@@ -677,8 +677,8 @@ class ProgramBuilder:
 
     def tensor_reduce(self, dst, data, op="add", *, negate=False, engine="vector", **kw) -> int:
         from ..isa.vector import tensor_reduce
-        return self.append(tensor_reduce.build(self.chip, as_ap(dst), as_ap(data), op, negate,
-                                               engine_of(engine)), **kw)
+        return self.append(tensor_reduce.build(self.chip, as_ap(dst), op, as_ap(data),
+                                               negate=negate, engine=engine_of(engine)), **kw)
 
     def tensor_copy(self, dst, src, *, engine="vector", **kw) -> int:
         from ..isa.vector import tensor_copy

@@ -6,16 +6,40 @@ never below MIN_II = 64."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...engines import Engine
+from ...errors import ProgramError
 from .. import alu
 from ..common import access_latency, check_engine_operand, is16, make
 
 NAME = "tensor_reduce"
+ENGINES = (Engine.VECTOR, Engine.GPSIMD)
 
 
-def build(chip, dst, data, op, negate=False, engine=Engine.VECTOR):
+def check_views(dst, data, axis, **_):
+    """NKI's `axis` on the kernel's views (their dimensions before access patterns merge them):
+    the trailing free dimensions of data (None: all of them), leaving dst's free elements."""
+    axes = range(1, data.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
+    axes = tuple(a % data.ndim for a in axes)
+    if 0 in axes:
+        raise ProgramError("the partition axis (0) cannot be reduced by tensor_reduce; transpose "
+                           "first or use nc_matmul with a ones vector")
+    if sorted(axes) != list(range(data.ndim - len(axes), data.ndim)):
+        raise ProgramError(f"axis={axis} must be the last contiguous free dimension(s) of the "
+                           f"{data.ndim}-D input")
+    kept = math.prod(n for d, n in enumerate(data.shape[1:], 1) if d not in axes)
+    if dst.num_partitions != data.num_partitions or dst.free_size != kept:
+        raise ProgramError(f"dst must have {data.num_partitions} partitions and {kept} elements per "
+                           f"partition for axis={axis} of data {list(data.shape)}, got "
+                           f"{list(dst.shape)}")
+
+
+def build(chip, dst, op, data, axis=None, negate=False, keepdims=False, engine=Engine.VECTOR):
+    """`axis` and `keepdims` are NKI's (checked by `check_views`); the reduction is over data's
+    trailing elements, in dst's free size groups."""
     alu.reduce(op)
     check_engine_operand(NAME, "dst", dst, engine, chip)
     check_engine_operand(NAME, "data", data, engine, chip)

@@ -10,10 +10,9 @@ hand-written function here gets one from ``_generic.adapter``.
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
     _common.py        per-call context and checks in NKI's words, reading/writing kernel tensors
     _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
-                      below (activation, tensor_tensor, tensor_scalar, iota, max8, bn_stats ...)
+                      below (activation, tensor_tensor, tensor_reduce, iota, max8, bn_stats ...)
     dma.py            dma_copy, dma_transpose
     matmul.py         nc_matmul, nc_transpose (TensorE)
-    vector.py         tensor_reduce
     scalar.py         activation_reduce (activation with its reduction reset)
 """
 
@@ -29,7 +28,6 @@ from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mod
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from .scalar import activation_reduce
 from .matmul import nc_matmul, nc_transpose
-from .vector import tensor_reduce
 
 
 # ---- instructions ----------------------------------------------------------------------------
@@ -67,5 +65,4 @@ __all__ = _generated + [
            "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "engine", "get_nc_version",
            "gpsimd_engine", "matmul_perf_mode", "nc_matmul", "nc_transpose",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_engine",
-           "tensor_reduce",
            "unknown_engine", "vector_engine"]

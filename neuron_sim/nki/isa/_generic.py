@@ -6,9 +6,10 @@ module's `SAME_SHAPE` operands and its engine (`ENGINES`, `default_engine` when 
 it open, the engine's memory reach), lets the module check and cost the instruction on the
 target's chip (an error names the kernel's line), computes the result with the module's
 ``semantics`` on the kernel's own tensors (accumulator registers included), and records the
-instruction for the program build. Hand-written adapters remain where the NKI call needs the
-kernel's view itself (tensor_reduce's axis, dma_transpose's axes), the NKI program build's own
-DMA path (dma_copy) or PSUM write masks (nc_matmul)."""
+instruction for the program build. A module whose NKI rules need the kernel's views themselves
+(their dimensions before access patterns merge them, e.g. tensor_reduce's axis) declares
+`check_views(**arguments)`. Hand-written adapters remain for dma_transpose's axes, the NKI
+program build's own DMA path (dma_copy) and PSUM write masks (nc_matmul)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,7 @@ def adapter(name: str):
     defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
     engines = [_NAMES[Engine(e)] for e in getattr(mod, "ENGINES", _COMPUTE)]
     same_shape = getattr(mod, "SAME_SHAPE", ())
+    check_views = getattr(mod, "check_views", None)
 
     def bind(args, kwargs):
         """`sig.bind` with its defaults applied, minus `name` (inspect's is ~40% of a call)."""
@@ -123,6 +125,11 @@ def adapter(name: str):
             given = bind(args, kwargs)
         except TypeError as e:
             ctx.fail(f"{e}; the call is nisa.{name}{sig}")
+        if check_views is not None:     # rules on the kernel's views, before dims merge
+            try:
+                check_views(**given)
+            except NeuronSimError as e:
+                raise NkiValidationError(str(e), ctx.loc, f"nisa.{name}") from e
         tr = ctx.trace      # one mapper per trace: equal views recur in every loop iteration
         mapper = tr.__dict__.get("_generic_mapper")
         if mapper is None:
