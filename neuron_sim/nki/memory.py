@@ -214,12 +214,13 @@ def plan_memory(trace: KernelTrace) -> MemoryPlan:
     """The deepest multi-buffering that spills no more bytes than double buffering: extra
     buffers only where memory holds them (greedy deep buffering can fragment SBUF and turn
     dead buffers into spills of live data, which would cost more than the overlap gains)."""
+    liveness = _Liveness(trace)
     if BUFFERS_PER_SITE is not None:
-        return _plan(trace, BUFFERS_PER_SITE)
-    base = _plan(trace, 2)
+        return _plan(trace, BUFFERS_PER_SITE, liveness)
+    base = _plan(trace, 2, liveness)
     for depth in _DEPTHS:
         try:
-            plan = _plan(trace, depth)
+            plan = _plan(trace, depth, liveness)
         except NkiCapacityError:
             continue
         if plan.spill_bytes <= base.spill_bytes:
@@ -227,25 +228,30 @@ def plan_memory(trace: KernelTrace) -> MemoryPlan:
     return base
 
 
-def _plan(trace: KernelTrace, depth) -> MemoryPlan:
+def _plan(trace: KernelTrace, depth, liveness) -> MemoryPlan:
     t = trace.target
     plan = MemoryPlan(capacity_bytes_per_partition={"sbuf": t.sbuf_bytes_per_partition,
                                                     "psum": t.psum_bytes_per_partition})
     for kind in ("psum", "sbuf"):
-        _plan_kind(trace, plan, kind, depth)
+        _plan_kind(trace, plan, kind, depth, liveness)
     return plan
 
 
+class _Liveness:
+    """What every plan of one trace starts from (plan_memory tries several buffer depths): the
+    uses of each on-chip storage, the clean copies of HBM data, where SBUF is over capacity."""
+
+    def __init__(self, trace):
+        self.uses = {kind: _uses(trace, kind) for kind in ("psum", "sbuf")}
+        self.clean = _clean_copies(trace)
+        self.over = _over_capacity(self.uses["sbuf"], trace.target.sbuf_bytes_per_partition,
+                                   SBUF_ALIGN_BYTES, len(trace.instrs))
+
+
 def _uses(trace, kind):
-    """storage -> sorted instruction indices that touch it."""
-    uses = {}
-    for ins in trace.instrs:
-        for a in ins.reads + ins.writes:
-            if a.storage.buffer == kind:
-                lst = uses.setdefault(a.storage.id, [a.storage])
-                if len(lst) == 1 or lst[-1] != ins.index:
-                    lst.append(ins.index)
-    return uses
+    """storage id -> [storage, sorted indices of the instructions that touch it], in the order
+    the instructions first touch them (the tracer records them: KernelTrace.emit)."""
+    return {s.id: [s, *s.used_at] for s in trace.on_chip_used if s.buffer == kind}
 
 
 def _fmt_live(live, kind, cap):
@@ -257,16 +263,16 @@ def _fmt_live(live, kind, cap):
     return f"{used} of {cap} bytes per partition live in {kind.upper()}:\n" + "\n".join(lines)
 
 
-def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth=None) -> None:
+def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness) -> None:
     t = trace.target
     cap = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
     align = SBUF_ALIGN_BYTES if kind == "sbuf" else t.psum_bank_bytes
     ring = _SitePools(_LruAllocator(cap, align), depth)
-    uses = _uses(trace, kind)
+    uses = dict(liveness.uses[kind])      # a spill replaces its storage's entry (_spill)
     if not uses:
         return
-    clean = _clean_copies(trace) if kind == "sbuf" else {}
-    over = _over_capacity(uses, cap, align, len(trace.instrs)) if kind == "sbuf" else []
+    clean = liveness.clean if kind == "sbuf" else {}
+    over = liveness.over if kind == "sbuf" else []
     starts = [(lst[1], n, sid) for n, (sid, lst) in enumerate(uses.items())]
     heapq.heapify(starts)
     live = {}           # sid -> (addr, size)

@@ -27,8 +27,8 @@ class Storage:
     """One allocation. ``data`` is None when the kernel is traced for timing only."""
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
-                 "address", "first_use", "last_use", "uses", "free_elems", "trace", "on_chip", "itemsize", "row_major", "dtype_name",
-                 "n_written")
+                 "address", "first_use", "last_use", "uses", "used_at", "free_elems", "trace", "on_chip",
+                 "itemsize", "row_major", "dtype_name", "n_written")
 
     def __init__(self, buffer, shape, dtype, name, loc, role, trace, data=None, address=None):
         self.id = next(_ids)
@@ -44,6 +44,7 @@ class Storage:
         self.last_use = None
         self.uses = 0
         self.on_chip = buffer in ON_CHIP
+        self.used_at = [] if self.on_chip else None     # on-chip: the indices, for memory.py
         self.row_major = _row_major(self.shape)
         self.itemsize = dtypes.itemsize(dtype)
         self.dtype_name = dtypes.name_of(dtype)

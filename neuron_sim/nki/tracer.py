@@ -96,6 +96,9 @@ class KernelTrace:
     progress: object = None                # neuron_sim.progress.Progress of the launch (or None)
     storages: list = field(default_factory=list)
     instrs: list = field(default_factory=list)
+    # the SBUF/PSUM storages in the order instructions first touch them, each with the indices
+    # of the instructions that touch it (Storage.used_at): the liveness memory.py plans from
+    on_chip_used: list = field(default_factory=list)
     findings: list = field(default_factory=list)
     # engine-local state: ScalarE/VectorE accumulator registers (one float per lane), sized by
     # the target's partitions when the trace starts
@@ -150,10 +153,15 @@ class KernelTrace:
         w = tuple([t for t in writes if isinstance(t, NkiTensor)])
         for a in r + w:
             s = a.storage
-            if s.first_use is None:
-                s.first_use = idx
-            s.last_use = idx
             s.uses += 1
+            if s.last_use != idx:
+                s.last_use = idx
+                if s.first_use is None:
+                    s.first_use = idx
+                    if s.on_chip:
+                        self.on_chip_used.append(s)
+                if s.on_chip:
+                    s.used_at.append(idx)
         ins = Instr(idx, op, engine, r, w, attrs or {}, loc)
         self.instrs.append(ins)
         if self.progress is not None and not (idx + 1) & 1023:    # every 1024: one test per op

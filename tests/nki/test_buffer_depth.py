@@ -126,3 +126,33 @@ def test_a_clean_copy_of_an_input_is_fetched_again_not_stored():
     (row,) = [t.row for t in spills]
     assert prog.emits[row].params["spill"] == "reload"
     assert prog.emits[row].reads[0].tensor.name != prog.emits[row].writes[0].tensor.name + ".spill"
+
+
+def test_liveness_recorded_while_tracing_equals_a_scan_of_the_instructions(monkeypatch):
+    """The tracer records each on-chip storage's uses (KernelTrace.emit); the plan reads them.
+    They must be what a scan of the instruction stream finds, in first-use order (the plan
+    breaks ties by it), with partition broadcasts emitted inside another instruction's emit."""
+    from nki_examples import load_example
+    from neuron_sim.nki import launch
+    traces = []
+
+    def plan(tr):
+        traces.append(tr)
+        return memory.plan_memory(tr)
+    monkeypatch.setattr(launch, "plan_memory", plan)
+    rng = np.random.default_rng(0)
+    qT = rng.standard_normal((64, 256)).astype(nl.bfloat16)
+    nki.simulate(load_example("attention").attention_kernel, platform_target="trn2")(
+        qT, qT, qT.T.copy(), causal=True)
+    mamba = __import__("neuron_sim.calibrate.mamba", fromlist=["mamba_v3"])
+    nki.simulate(mamba.mamba_v3, platform_target="trn2", numerics=False)(*mamba.inputs(256, 512))
+    for tr in traces:
+        for kind in ("sbuf", "psum"):
+            scan = {}
+            for ins in tr.instrs:
+                for a in ins.reads + ins.writes:
+                    if a.storage.buffer == kind:
+                        lst = scan.setdefault(a.storage.id, [a.storage])
+                        if len(lst) == 1 or lst[-1] != ins.index:
+                            lst.append(ins.index)
+            assert list(memory._uses(tr, kind).items()) == list(scan.items())
