@@ -20,6 +20,7 @@ from importlib import resources
 import numpy as np
 
 from ..engines import Engine, Kind
+from ..hardware import get_chip
 from ..progress import Progress
 from ..timing import simulate
 from . import programs as P
@@ -160,7 +161,8 @@ def _mamba_ms(version, channels, seq, cache) -> float:
     if key not in cache:
         from ..nki.launch import last_report, simulate
         from . import mamba
-        scale = MAMBA_CHANNEL_SCALE if channels >= 128 * MAMBA_CHANNEL_SCALE else 1
+        tile = get_chip("trn1").sbuf_partitions       # channels per tile
+        scale = MAMBA_CHANNEL_SCALE if channels >= tile * MAMBA_CHANNEL_SCALE else 1
         simulate(mamba.KERNELS[version], platform_target="trn1", numerics=False)(
             *mamba.inputs(channels // scale, seq))
         cache[key] = last_report().total_ms * scale

@@ -102,6 +102,13 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "gpsimd_elementwise_cycles", {"trn1": "150+N", "trn2": "150+N", "trn3": "150+N"}, "formula",
         "Consistent with the iota and affine_select formulas [ISAcost] (§5)."),
     Assumption(
+        "gemm_panel_budget_bytes_per_partition",
+        {"trn1": 128 * 1024, "trn2": 128 * 1024, "trn3": 128 * 1024}, "bytes",
+        "SBUF per partition a lowered matmul keeps for its resident B panel (all of K); how much "
+        "the compiler gives it is not published. The lowering's choice since its first matmul "
+        "rule: two thirds of Trn1's 192 KiB, the rest for A tiles and outputs; the same on every "
+        "chip so that a matmul tiles alike across generations. No calibration row measures it."),
+    Assumption(
         "eager_launch_s", {"trn1": 25e-6, "trn2": 25e-6, "trn3": 5e-6}, "s",
         "Start of one eager program (one op, or one AEE-fused group): TorchNeuron runs each eager "
         "op as a cached NEFF; the runtime release notes say Trn3 cut NEFF start overhead 'by "

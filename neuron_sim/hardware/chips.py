@@ -78,6 +78,7 @@ class Chip:
     tensor_access_latency_cycles: int
     tensor_mm_latency_extra_cycles: int
     mm_init_latency_cycles: int
+    gemm_panel_budget_bytes_per_partition: int   # assumption: the lowering's SBUF for a B panel
     fast_load_stationary_speedup: int
     fp32_matmul_cost_multiplier: int
     gpsimd_start_cycles: int

@@ -23,8 +23,6 @@ from ...program.ap import AccessPattern, Memory
 from ..registry import LoweringError, lowers
 from ..spec import TensorSpec
 
-PANEL_BUDGET = 128 * 1024  # SBUF bytes per partition for the resident B panel (all of K)
-
 
 class _Mat:
     """A 2-D operand view [R, C] of a TensorSpec: row/column strides and a base offset."""
@@ -118,7 +116,8 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     n_tiles = ceil(N / NT)
     # B panel: kt_n tiles of [KT, BN * rows] per partition; A tile: kt_n x [KT, MT * rows]
     per_nt = kt_n * NT * rows * isz
-    tn = max(1, min(n_tiles, PANEL_BUDGET // max(per_nt, 1)))
+    budget = chip.gemm_panel_budget_bytes_per_partition     # SBUF for the resident B panel
+    tn = max(1, min(n_tiles, budget // max(per_nt, 1)))
     BN = min(N, tn * NT)
     panels = ceil(N / BN)
     m_tiles = ceil(M / MT)
@@ -130,7 +129,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         / chip.tensor_clock_hz
     mtb = max(1, min(8, m_tiles, ceil(2e-6 / max(mtile_s, 1e-12)),
                      (48 * 1024) // max(2 * kt_n * MT * rows * isz, 1)))
-    if 2 * kt_n * MT * rows * isz > 64 * 1024 or kt_n * min(N, NT) * rows * isz > PANEL_BUDGET:
+    if 2 * kt_n * MT * rows * isz > 64 * 1024 or kt_n * min(N, NT) * rows * isz > budget:
         # K too long for whole-K panels in SBUF (weight gradients over many tokens)
         _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_batch_stride,
                        b_batch_stride)
@@ -154,7 +153,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         bias_tile = ctx.tile("bias", (MT, BN), bias.dtype, 0)
         b.dma_copy(bias_tile, AccessPattern(ctx.hbm(bias), 0, MT, 0, ((BN, 1),), 0))
     b_tiles, cur_panel, ot, npanel = {}, None, 0, 0
-    b_slots = 2 if 2 * kt_n * BN * rows * isz <= PANEL_BUDGET else 1   # double-buffer small panels
+    b_slots = 2 if 2 * kt_n * BN * rows * isz <= budget else 1   # double-buffer small panels
     store = ctx.needs_store(out)
     for blk, g in ((blk, g) for blk in range(n) for g in range(G)):
         bg, rest = divmod(blk, panels * m_blocks)
