@@ -39,3 +39,15 @@ def drop_stale_caches(namespace: dict) -> None:
         stamp.write_text(digest)
     except OSError:  # a read-only cache folder: numba then recompiles in memory anyway
         pass
+
+
+def without_refcounting() -> dict:
+    """numba's private `_nrt=False` option where this numba has it, for a kernel that allocates
+    nothing (its caller allocates): without it every array a helper touches costs two atomic
+    reference-count operations. A numba release without the option gives the same answers,
+    only slower."""
+    try:
+        from numba.core.cpu import CPUTargetOptions
+    except ImportError:
+        return {}
+    return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}

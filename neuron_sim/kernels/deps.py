@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import drop_stale_caches
+from . import drop_stale_caches, without_refcounting
 
 
 @njit(cache=True)
@@ -45,14 +45,22 @@ def _sort_unique(buf, n):
     return k
 
 
+@njit(cache=True)
+def _grown_rows(buf, n, need):
+    """The store (n rows used) copied into one of at least `need` rows (called only to grow)."""
+    new = np.empty((max(2 * need, 64), buf.shape[1]), np.int64)
+    new[:n] = buf[:n]
+    return new
+
+
 @njit(cache=True, inline="always")
-def _bisect(store, s0, n, box, key, right):
-    """First position p in 0..n of the run store[s0:s0+n] (sorted by box[., 2]) whose start is
-    > key (right) or >= key."""
+def _bisect(store, s0, n, key, right):
+    """First position p in 0..n of the run store[s0:s0+n] (sorted by f0) whose f0 is > key
+    (right) or >= key."""
     lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi) // 2
-        v = box[store[s0 + mid], 2]
+        v = store[s0 + mid, F0]
         if v < key or (right and v == key):
             lo = mid + 1
         else:
@@ -64,59 +72,80 @@ def _bisect(store, s0, n, box, key, right):
 # into the run when full: inserting into the middle of a long sorted list moved ~75 entries per
 # access on C8 (most of the pass's time).
 TAIL = 16
+# The columns of a live entry: its instruction (HIDDEN once a write covers it, until the list is
+# compacted) and its box, copied there so a search or scan reads one row per entry.
+INSTR, P0, P1, F0, F1 = 0, 1, 2, 3, 4
+HIDDEN = -1
 
 
 @njit(cache=True, inline="always")
-def _overlap(box, e, p0, p1, f0, f1):
-    return p0 < box[e, 1] and box[e, 0] < p1 and f0 < box[e, 3] and box[e, 2] < f1
+def _copy_row(dst, q, src, r):
+    for c in range(5):
+        dst[q, c] = src[r, c]
 
 
 @njit(cache=True, inline="always")
-def _covers(box, e, p0, p1, f0, f1):
-    return p0 <= box[e, 0] and box[e, 1] <= p1 and f0 <= box[e, 2] and box[e, 3] <= f1
-
-
-@njit(cache=True)
-def _merge_tail(store, s0, n, t, box, scratch):
-    """Sort the tail store[s0+n:s0+n+t] by start and merge it into the run store[s0:s0+n]."""
+def _merge_tail(store, s0, n, t, scratch):
+    """Sort the tail store[s0+n:s0+n+t] by f0 and merge it into the run store[s0:s0+n]."""
     for j in range(t):
-        scratch[j] = store[s0 + n + j]
+        _copy_row(scratch, j, store, s0 + n + j)
     for j in range(1, t):                          # insertion sort of the tail
-        x = scratch[j]
         q = j - 1
-        while q >= 0 and box[scratch[q], 2] > box[x, 2]:
-            scratch[q + 1] = scratch[q]
+        while q >= 0 and scratch[q, F0] > scratch[q + 1, F0]:
+            for c in range(5):
+                x = scratch[q, c]
+                scratch[q, c] = scratch[q + 1, c]
+                scratch[q + 1, c] = x
             q -= 1
-        scratch[q + 1] = x
     a, b, w = n - 1, t - 1, n + t - 1              # merge from the back
     while b >= 0:
-        if a >= 0 and box[store[s0 + a], 2] > box[scratch[b], 2]:
-            store[s0 + w] = store[s0 + a]
+        if a >= 0 and store[s0 + a, F0] > scratch[b, F0]:
+            _copy_row(store, s0 + w, store, s0 + a)
             a -= 1
         else:
-            store[s0 + w] = scratch[b]
+            _copy_row(store, s0 + w, scratch, b)
             b -= 1
         w -= 1
+
+
+@njit(cache=True, inline="always")
+def _compact(store, s0, k, count, tail):
+    """Drop the hidden entries of list k (its run stays sorted, its tail follows it)."""
+    n_k, t_k = count[k], tail[k]
+    keep = s0
+    for q in range(s0, s0 + n_k + t_k):
+        if q == s0 + n_k:
+            count[k] = keep - s0
+        if store[q, INSTR] != HIDDEN:
+            if keep != q:
+                _copy_row(store, keep, store, q)
+            keep += 1
+    if t_k == 0:
+        count[k] = keep - s0
+    tail[k] = keep - s0 - count[k]
+
+
+# What _pass keeps between calls, in `pos` and in `lists` (rows), so it can stop for room and go on
+I_NEXT, USED, N_DEP, N_ORD, NEED_ROWS, NEED_D = 0, 1, 2, 3, 4, 5
+START, CAP, COUNT, TAILN, N_HIDDEN, LONGEST = 0, 1, 2, 3, 4, 5
 
 
 @njit(cache=True)
 def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x_idx):
     """Returns (dep_ptr, dep_idx, ord_ptr, ord_idx): per instruction the sorted union of its
     explicit deps (x_ptr/x_idx) and its automatic ones, and its same-stream order edges that are
-    not already dependencies."""
-    # Live lists, 2t: the reads of track t, 2t+1: its writes; list k is the run of `count[k]`
-    # sorted entries then `tail[k]` newer ones from store[start[k]], room for cap[k] in all.
+    not already dependencies. Allocates the buffers; _pass fills them, and stops before an
+    instruction that might not fit for them to be grown."""
+    # Live lists, 2t: the reads of track t, 2t+1: its writes; list k is the run of
+    # lists[COUNT, k] sorted entries then lists[TAILN, k] newer ones from store[lists[START, k]],
+    # room for lists[CAP, k] in all.
     n_lists = 2 * n_tracks
-    store = np.empty(64 * n_lists + 64, np.int64)
-    start = np.arange(n_lists, dtype=np.int64) * 64
-    cap = np.full(n_lists, 64, np.int64)
-    used = 64 * n_lists
-    count = np.zeros(n_lists, np.int64)
-    tail = np.zeros(n_lists, np.int64)
-    longest = np.zeros(n_lists, np.int64)
-    scratch = np.empty(TAIL, np.int64)
+    lists = np.zeros((6, n_lists), np.int64)
+    for k in range(n_lists):
+        lists[START, k] = 64 * k
+        lists[CAP, k] = 64
+    store = np.empty((64 * n_lists + 64, 5), np.int64)
     n_acc = acc_track.shape[0]
-    acc_instr = np.empty(n_acc, np.int64)
     # An access is only ever looked at by later accesses of its track (a read by writes, a write
     # by both): the last ones of a track, e.g. every read of an input never written, are not
     # kept. Dropping them changes no answer and keeps the live lists short.
@@ -126,94 +155,124 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
         last_any[acc_track[a]] = a
         if acc_write[a]:
             last_write[acc_track[a]] = a
-    # This loop calls no helper that returns an array: numba counts references on every array
-    # passed back, which cost more than the work itself (the buffers grow in place instead).
-    # d and o: one instruction's dependencies and order edges.
-    d = np.empty(64, np.int64)
+    pos = np.zeros(6, np.int64)
+    pos[USED] = 64 * n_lists
+    d = np.empty(64, np.int64)         # one instruction's dependencies and order edges
     o = np.empty(64, np.int64)
     dep_ptr = np.zeros(n + 1, np.int64)
     ord_ptr = np.zeros(n + 1, np.int64)
     dep_idx = np.empty(max(n, 8), np.int64)
     ord_idx = np.empty(max(n // 4, 8), np.int64)
-    nd = no = 0
-    for i in range(n):
+    scratch = np.empty((TAIL, 5), np.int64)
+    while _pass(n, stream, acc_ptr, acc_track, acc_write, box, x_ptr, x_idx, last_any,
+                last_write, lists, store, pos, d, o, dep_ptr, dep_idx, ord_ptr, ord_idx,
+                scratch):
+        if pos[NEED_ROWS] > store.shape[0]:
+            store = _grown_rows(store, pos[USED], pos[NEED_ROWS])
+        if pos[NEED_D] > d.shape[0]:
+            d = np.empty(2 * pos[NEED_D], np.int64)
+            o = np.empty(2 * pos[NEED_D], np.int64)
+        if pos[N_DEP] + pos[NEED_D] > dep_idx.shape[0]:
+            dep_idx = _grown(dep_idx, pos[N_DEP], pos[N_DEP] + pos[NEED_D])
+        if pos[N_ORD] + pos[NEED_D] > ord_idx.shape[0]:
+            ord_idx = _grown(ord_idx, pos[N_ORD], pos[N_ORD] + pos[NEED_D])
+    return dep_ptr, dep_idx[:pos[N_DEP]].copy(), ord_ptr, ord_idx[:pos[N_ORD]].copy()
+
+
+@njit(cache=True, **without_refcounting())
+def _pass(n, stream, acc_ptr, acc_track, acc_write, box, x_ptr, x_idx, last_any, last_write,
+          lists, store, pos, d, o, dep_ptr, dep_idx, ord_ptr, ord_idx, scratch):
+    """The pass from instruction pos[I_NEXT] on; returns False when done, True when it stopped
+    before an instruction that might not fit the buffers (pos[NEED_ROWS], pos[NEED_D] say how
+    much they need). It allocates nothing, so it runs without numba's reference counting (two
+    atomic operations per array a helper touches: ~2/3 of the pass's time with them)."""
+    start, cap, count, tail = lists[START], lists[CAP], lists[COUNT], lists[TAILN]
+    n_hidden, longest = lists[N_HIDDEN], lists[LONGEST]
+    used, nd, no = pos[USED], pos[N_DEP], pos[N_ORD]
+    for i in range(pos[I_NEXT], n):
+        # room first: at most every live entry of the lists its accesses look at, plus its
+        # explicit deps; a list grows at most once per instruction (caps >= 64 > its accesses)
+        bound = x_ptr[i + 1] - x_ptr[i] + acc_ptr[i + 1] - acc_ptr[i]
+        rows = used
+        for a in range(acc_ptr[i], acc_ptr[i + 1]):
+            t = acc_track[a]
+            for side in range(1 - acc_write[a], 2):
+                bound += count[2 * t + side] + tail[2 * t + side]
+            rows += 2 * cap[2 * t + acc_write[a]]
+        if rows > store.shape[0] or bound > d.shape[0] or nd + bound > dep_idx.shape[0] \
+                or no + bound > ord_idx.shape[0]:
+            pos[I_NEXT], pos[USED], pos[N_DEP], pos[N_ORD] = i, used, nd, no
+            pos[NEED_ROWS], pos[NEED_D] = rows, bound
+            return True
         s = stream[i]
         kd = ko = 0
-        if x_ptr[i + 1] - x_ptr[i] > d.shape[0]:
-            d = _grown(d, 0, x_ptr[i + 1] - x_ptr[i])
         for j in range(x_ptr[i], x_ptr[i + 1]):
             d[kd] = x_idx[j]
             kd += 1
         for a in range(acc_ptr[i], acc_ptr[i + 1]):
-            acc_instr[a] = i
             t = acc_track[a]
             wr = acc_write[a]
             p0, p1, f0, f1 = box[a, 0], box[a, 1], box[a, 2], box[a, 3]
             for side in range(1 - wr, 2):         # a read looks at writes; a write at both
                 k = 2 * t + side
                 s0, n_k, t_k = start[k], count[k], tail[k]
-                lo = _bisect(store, s0, n_k, box, f0 - longest[k], True)
-                hi = _bisect(store, s0, n_k, box, f1, False)
+                lo = _bisect(store, s0, n_k, f0 - longest[k], True)
+                hi = _bisect(store, s0, n_k, f1, False)
                 n_win = hi - lo
-                dropped = dropped_run = 0
+                hid = 0
                 for step in range(n_win + t_k):   # the run inside the window, then the tail
                     q = s0 + (lo + step if step < n_win else n_k + step - n_win)
-                    e = store[q]
-                    if _overlap(box, e, p0, p1, f0, f1):
-                        w = acc_instr[e]
+                    w = store[q, INSTR]
+                    if w == HIDDEN:
+                        continue
+                    e0, e1, e2, e3 = store[q, P0], store[q, P1], store[q, F0], store[q, F1]
+                    if p0 < e1 and e0 < p1 and f0 < e3 and e2 < f1:       # overlap
                         if wr == 0 or (w != i and stream[w] != s):
-                            if kd == d.shape[0]:
-                                d = _grown(d, kd, kd + 1)
                             d[kd] = w
                             kd += 1
                         elif w != i:
-                            if ko == o.shape[0]:
-                                o = _grown(o, ko, ko + 1)
                             o[ko] = w
                             ko += 1
-                    if wr and _covers(box, e, p0, p1, f0, f1):
-                        store[q] = -1             # hidden by this write
-                        dropped += 1
-                        if step < n_win:
-                            dropped_run += 1
-                if dropped:                       # close the gaps
-                    keep = s0 + lo
-                    for q in range(s0 + lo, s0 + n_k + t_k):
-                        if store[q] >= 0:
-                            store[keep] = store[q]
-                            keep += 1
-                    count[k] = n_k - dropped_run
-                    tail[k] = t_k - (dropped - dropped_run)
+                    if wr and p0 <= e0 and e1 <= p1 and f0 <= e2 and e3 <= f1:   # covers
+                        store[q, INSTR] = HIDDEN
+                        hid += 1
+                if hid:
+                    n_hidden[k] += hid
+                    if 2 * n_hidden[k] > n_k + t_k:
+                        _compact(store, s0, k, count, tail)
+                        n_hidden[k] = 0
             if a >= (last_any[t] if wr else last_write[t]):
                 continue
             k = 2 * t + wr
             n_k, t_k = count[k], tail[k]
+            if n_k + t_k == cap[k] and n_hidden[k]:
+                _compact(store, start[k], k, count, tail)
+                n_hidden[k] = 0
+                n_k, t_k = count[k], tail[k]
             if n_k + t_k == cap[k]:               # full: move the list to the end, twice as big
-                if used + 2 * cap[k] > store.shape[0]:
-                    store = _grown(store, used, used + 2 * cap[k])
-                store[used:used + n_k + t_k] = store[start[k]:start[k] + n_k + t_k]
+                for q in range(n_k + t_k):
+                    _copy_row(store, used + q, store, start[k] + q)
                 start[k] = used
                 cap[k] *= 2
                 used += cap[k]
-            store[start[k] + n_k + t_k] = a
+            q = start[k] + n_k + t_k
+            store[q, INSTR], store[q, P0], store[q, P1], store[q, F0], store[q, F1] = \
+                i, p0, p1, f0, f1
             t_k += 1
             if t_k == TAIL:
-                _merge_tail(store, start[k], n_k, t_k, box, scratch)
+                _merge_tail(store, start[k], n_k, t_k, scratch)
                 n_k += t_k
                 t_k = 0
             count[k], tail[k] = n_k, t_k
             if f1 - f0 > longest[k]:
                 longest[k] = f1 - f0
         kd = _sort_unique(d, kd)
-        if nd + kd > dep_idx.shape[0]:
-            dep_idx = _grown(dep_idx, nd, nd + kd)
-        dep_idx[nd:nd + kd] = d[:kd]
+        for r in range(kd):
+            dep_idx[nd + r] = d[r]
         nd += kd
         dep_ptr[i + 1] = nd
         if ko:
             ko = _sort_unique(o, ko)
-            if no + ko > ord_idx.shape[0]:
-                ord_idx = _grown(ord_idx, no, no + ko)
             q = 0
             for r in range(ko):                   # order edges minus dependencies (both sorted)
                 x = o[r]
@@ -224,7 +283,8 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
                 ord_idx[no] = x
                 no += 1
         ord_ptr[i + 1] = no
-    return dep_ptr, dep_idx[:nd].copy(), ord_ptr, ord_idx[:no].copy()
+    pos[I_NEXT], pos[USED], pos[N_DEP], pos[N_ORD] = n, used, nd, no
+    return False
 
 
 drop_stale_caches(globals())
