@@ -116,11 +116,8 @@ def unary_vector(ctx, op):
     if op.op in ("aten::pow", "aten::float_power") and len(op.inputs) >= 2:
         elementwise(ctx, op, [(TT, "power")], n_inputs=2)
         return
-    steps = [(TS, _VEC_UNARY[op.op])]
-    if op.op in ("aten::clamp", "aten::clip", "aten::nan_to_num") and len(op.args) > 2:
-        steps.append((TS, "minimum"))   # two-sided clamp: one tensor_scalar with op0 and op1
-        steps = steps[:1]
-    elementwise(ctx, op, steps, n_inputs=1)
+    # a two-sided clamp too: one tensor_scalar with op0 and op1
+    elementwise(ctx, op, [(TS, _VEC_UNARY[op.op])], n_inputs=1)
 
 
 # ---- binary (tensor_tensor, or tensor_scalar with a scalar operand) -----------------------------
@@ -159,14 +156,12 @@ def binary(ctx, op):
         "aten::_masked_scale", "aten::masked_scatter")
 def ternary(ctx, op):
     name = op.op
-    if name == "aten::where":
-        elementwise(ctx, op, [(TT, "multiply"), (TT, "add")], n_inputs=3)
-    elif name == "aten::addcdiv":
+    if name == "aten::addcdiv":
         elementwise(ctx, op, [(TT, "add"), (TT, "divide"), (TS, "multiply")], n_inputs=3)
     elif name == "aten::lerp":
         # self + w * (end - self): subtract, then multiply-add (w scalar or tensor)
         elementwise(ctx, op, [(TT, "subtract"), (TT, "multiply"), (TS, "add")], n_inputs=3)
-    else:
+    else:       # where, addcmul, addr, masked scale/scatter: multiply, then add
         elementwise(ctx, op, [(TT, "multiply"), (TT, "add")], n_inputs=3)
 
 
