@@ -2,20 +2,38 @@
 specification it is tested against (timing: neuron_sim/timing/reference.py).
 
 The kernels are compiled once and cached on disk (cache=True). numba keys a cached function on
-its own file only, but schedule.py inlines timing.py's helpers and timing.py inlines deps.py's:
-after an edit to one file, another file's cached code would keep the old logic. Each module
-therefore ends with `drop_stale_caches(globals())`, which empties its caches whenever any source
-file of this package changed since they were written."""
+its own file only, but schedule.py inlines timing.py's helpers: after an edit to timing.py,
+schedule.py's cached code would keep the old logic. Each module therefore ends with
+`drop_stale_caches(globals())`, which empties its caches whenever its own file or a file of this
+package it takes functions from (transitively) changed since they were written. An edit to an
+unrelated kernel file (deps.py) leaves them alone: recompiling the timing kernels costs ~1 min."""
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 
-def _sources_digest() -> str:
+def _source_files(namespace: dict) -> list:
+    """The module's file and those of the package's modules whose functions it holds, and
+    theirs in turn (what its compiled code can inline)."""
+    seen, todo, files = {namespace["__name__"]}, [namespace], []
+    while todo:
+        ns = todo.pop()
+        files.append(Path(ns["__file__"]))
+        for obj in list(ns.values()):
+            mod = getattr(obj, "__module__", None)
+            if isinstance(mod, str) and mod.startswith(__name__ + ".") and mod not in seen \
+                    and mod in sys.modules:
+                seen.add(mod)
+                todo.append(vars(sys.modules[mod]))
+    return sorted(files)
+
+
+def _sources_digest(namespace: dict) -> str:
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    for path in _source_files(namespace):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -23,14 +41,14 @@ def _sources_digest() -> str:
 
 def drop_stale_caches(namespace: dict) -> None:
     """Flush the on-disk cache of every cached dispatcher in `namespace` (a module's globals)
-    unless it was written from the package's current sources."""
+    unless it was written from the current sources of the module and of what it inlines."""
     caches = [obj._cache for obj in namespace.values()
               if getattr(getattr(obj, "_cache", None), "_cache_path", None)
               and obj.__module__ == namespace["__name__"]]
     if not caches:
         return
     stamp = Path(caches[0]._cache_path) / (namespace["__name__"] + ".sources")
-    digest = _sources_digest()
+    digest = _sources_digest(namespace)
     try:
         if stamp.exists() and stamp.read_text() == digest:
             return
