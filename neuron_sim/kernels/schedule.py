@@ -33,19 +33,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import drop_stale_caches
+from . import drop_stale_caches, without_refcounting
 
 from .timing import KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps, _stream_order
-
-
-def _without_refcounting() -> dict:
-    """numba's private `_nrt=False` option where this numba has it; a release without it times
-    the same, only slower (the loop is correct with reference counting too)."""
-    try:
-        from numba.core.cpu import CPUTargetOptions
-    except ImportError:
-        return {}
-    return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
 
 
 # Index of the lowest set bit of a byte (a stream's slots are bits of an int64: window <= 63).
@@ -89,7 +79,7 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
     return status, order, sptr, times[0], times[1], times[2], times[3]
 
 
-@njit(cache=True, error_model="numpy", **_without_refcounting())
+@njit(cache=True, error_model="numpy", **without_refcounting())
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns,
          n_eng, eng0, params, window, W, order0, sptr, state, order, times, done, dma_free,
          ints, floats):
