@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import errors as core_errors
-from ..engines import Engine, Kind
-from ..isa.common import DmaCost, make
 from ..isa.dma import dma_copy as core_dma
 from ..hardware import get_chip
 from ..program.ap import AccessPattern, Memory, Tensor
@@ -59,9 +57,11 @@ def _merge_dims(shape, strides):
 class _AP(AccessPattern):
     """An AccessPattern whose dependency footprint is computed once, from the view, when it is
     made (the core's ``box()`` recomputes it at every use; it was ~20% of program building).
-    The footprint is the same as ``AccessPattern.box()``: see test_fast_box_matches_core_box."""
+    The footprint is the same as ``AccessPattern.box()``: see test_fast_box_matches_core_box.
+    ``storage``: the traced storage it addresses; ``bytes``: [lo, hi) bytes of an on-chip view
+    inside each partition, kept by ``_Mapper.byte_range`` when the storage stays at one address."""
 
-    __slots__ = ("_box",)
+    __slots__ = ("_box", "storage", "bytes")
 
     def box(self) -> tuple:
         return self._box
@@ -76,14 +76,13 @@ class _Mapper:
         self.geometry = {}
         self.ranges = {}      # id(view) -> (view, free_range): a traced view is asked many times
         self.aps = {}         # (storage id, shape, strides, offset) -> AccessPattern
-        self.bytes = {}       # (storage id, shape, strides, offset) -> byte_range, storages that never move
 
     def tensor(self, st, index):
         t = self.tensors.get(st.id)
         if t is None:
             mem = _MEM.get(st.buffer, Memory.HBM)
             p0, addr = self.plan.address(st, index) if mem != Memory.HBM else (0, 0)
-            t = Tensor(st.name, mem, st.shape, dtypes.name_of(st.dtype), addr, p0)
+            t = Tensor(st.name, mem, st.shape, st.dtype_name, addr, p0)
             self.tensors[st.id] = t
         return t
 
@@ -113,30 +112,32 @@ class _Mapper:
         r = self.ranges[id(v)] = (v, (lo, lo + self._geo(v)[1] + 1))
         return r[1]
 
-    def byte_range(self, v: NkiTensor, index) -> tuple[float, float]:
-        """[lo, hi) bytes of an on-chip view inside each partition, at its address at `index`."""
-        st = v.storage
-        key = (st.id, v.shape, v.strides, v.offset)
-        r = self.bytes.get(key)
+    def byte_range(self, ap: _AP, index) -> tuple[float, float]:
+        """[lo, hi) bytes of an on-chip pattern inside each partition, at its address at `index`."""
+        r = ap.bytes
         if r is not None:
             return r
-        lo, hi = self.free_range(v)
+        st = ap.storage
+        _, _, lo, hi = ap._box          # the free extent, as free_range gives it
         addr = self.plan.address(st, index)[1]
         isz = st.itemsize
         r = addr + lo * isz, addr + hi * isz
         if len(self.plan.segments.get(st.id, ())) <= 1:     # one segment: one address
-            self.bytes[key] = r
+            object.__setattr__(ap, "bytes", r)
         return r
 
-    def ap(self, v: NkiTensor, index) -> AccessPattern:
-        """The view's access pattern. A storage's Tensor is fixed once made, so equal views give
-        equal patterns: one object serves them all (kernels slice the same tile views in every
-        loop iteration)."""
-        st = v.storage
-        key = (st.id, v.shape, v.strides, v.offset)
+    def ap(self, v: NkiTensor, index) -> _AP:
+        """The view's access pattern."""
+        return self.ap_at(v.storage, v.shape, v.strides, v.offset, index)
+
+    def ap_at(self, st, shape, strides, offset, index) -> _AP:
+        """The access pattern of the view (shape, strides, offset) of `st`. A storage's Tensor
+        is fixed once made, so equal views give equal patterns: one object serves them all
+        (kernels slice the same tile views in every loop iteration)."""
+        key = (st.id, shape, strides, offset)
         ap = self.aps.get(key)
         if ap is None:
-            ap = self.aps[key] = self._ap(v, st, index)
+            ap = self.aps[key] = self._ap(make_view(st, shape, strides, offset), st, index)
         return ap
 
     def _ap(self, v, st, index):
@@ -154,6 +155,8 @@ class _Mapper:
             ap = _AP(t, 0, 1, v.offset, dims, 1)
             box = (0, 1, v.offset, v.offset + span + 1)
         object.__setattr__(ap, "_box", box)
+        object.__setattr__(ap, "storage", st)
+        object.__setattr__(ap, "bytes", None)
         return ap
 
 
@@ -202,25 +205,25 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
     storages = {st.id: st for st in tr.storages}
     pieces = _dma_pieces(tr.instrs, m)
 
-    def note(row, views, i, engine):
-        for v in views:
-            st = v.storage
+    def note(row, aps, i, engine):
+        for ap in aps:
+            st = ap.storage
             if st.on_chip:
-                lo, hi = m.byte_range(v, i)
+                lo, hi = m.byte_range(ap, i)
                 f = frontier.get(st.id)
                 if f is None:
                     f = frontier[st.id] = {}
                 f[lo, hi, engine] = row
 
-    def reuse_deps(views, i):
+    def reuse_deps(aps, i):
         # every write into a reused buffer waits for the previous occupant's last users of the
         # bytes it overwrites (a tile is written many times at the same few byte ranges: the
         # users found for a range are kept with the storage's list)
         deps = []
-        for v in views:
-            d = first_row_deps.get(v.storage.id)
+        for ap in aps:
+            d = first_row_deps.get(ap.storage.id)
             if d:
-                lo, hi = m.byte_range(v, i)
+                lo, hi = m.byte_range(ap, i)
                 found = d[1].get((lo, hi))
                 if found is None:
                     found = d[1][lo, hi] = [r for r, a, z in d[0] if a < hi and lo < z]
@@ -253,8 +256,9 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
             if i in pieces:
                 _emit_pieces(b, ins, m, pieces[i], note, reuse_deps)
             else:
-                row = _emit(b, ins, m, reuse_deps(ins.writes, i))
-                note(row, ins.writes + ins.reads, i, ins.engine)
+                writes = [m.ap(v, i) for v in ins.writes]
+                row = _emit(b, ins, m, reuse_deps(writes, i))
+                note(row, writes + [m.ap(v, i) for v in ins.reads], i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
         n = len(b) - len(out.source_index)
@@ -342,16 +346,17 @@ def _splittable(dst, src):
 
 def _emit_pieces(b, ins, m, cols, note, reuse_deps):
     """One dma_copy per column range, each ordered after the previous users of its own bytes."""
-    dst, src = ins.wviews[0], ins.rviews[0]
+    dst, src, i = ins.writes[0], ins.reads[0], ins.index
     for c0, c1 in cols:
-        d, s = _columns(dst, c0, c1), _columns(src, c0, c1)
-        row = _emit(b, ins, m, reuse_deps([d], ins.index), dst=d, src=s)
-        note(row, [d, s], ins.index, ins.engine)
+        d, s = _columns(m, dst, c0, c1, i), _columns(m, src, c0, c1, i)
+        row = _dma(b, d, s, ins.attrs["dge"], reuse_deps((d,), i))
+        note(row, (d, s), i, ins.engine)
 
 
-def _columns(v, c0, c1):
-    """``v[:, c0:c1]`` of a 2-D view (`_splittable` ones only: the columns are in range)."""
-    return make_view(v.storage, (v.shape[0], c1 - c0), v.strides, v.offset + c0 * v.strides[1])
+def _columns(m, v, c0, c1, index):
+    """The pattern of ``v[:, c0:c1]`` of a 2-D view (`_splittable` ones only: the columns are in
+    range)."""
+    return m.ap_at(v.storage, (v.shape[0], c1 - c0), v.strides, v.offset + c0 * v.strides[1], index)
 
 
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
@@ -359,10 +364,10 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     view = NkiTensor(st)
     whole = m.ap(view, i)
     if sp.attrs.get("source") is not None:      # a clean copy of HBM data: fetch it again
-        d = reuse_deps([view], i)
+        d = reuse_deps([whole], i)
         row = b.spill_refetch(whole, m.ap(sp.attrs["source"], i), **({"deps": d} if d else {}))
         out.source_index.append((k, -1))
-        note(row, [view], i, "dma")
+        note(row, [whole], i, "dma")
         return
     scratch = m.tensors.get(("spill", st.id))
     if scratch is None:
@@ -371,10 +376,10 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     if sp.attrs["when"] == "store":
         row = b.dma_copy(scratch.ap(), whole)
     else:   # the reload writes the tensor's new bytes: wait for their previous users
-        d = reuse_deps([view], i)
+        d = reuse_deps([whole], i)
         row = b.dma_copy(whole, scratch.ap(), **({"deps": d} if d else {}))
     out.source_index.append((k, -1))
-    note(row, [view], i, "dma")
+    note(row, [whole], i, "dma")
 
 
 def _emit(b: ProgramBuilder, ins, m, deps, **operands):
@@ -391,19 +396,13 @@ def _emit(b: ProgramBuilder, ins, m, deps, **operands):
     return b.instruction(ins.op, **args)
 
 
-def _geometry(ap):
-    return (ap.tensor.memory, ap.tensor.dtype, ap.p_size, ap.dims, ap.p_stride)
-
-
 def _dma(b, dst, src, dge, deps=()):
-    """dma_copy with its cost computed once per geometry: a kernel's DMAs repeat a few shapes
-    thousands of times, and the cost module's checks and arithmetic were ~70% of the builder's
-    time per DMA (measured 19.6 of 28 us). The queue rotates as the builder's own does, except
-    for hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time (~600 ns
+    """dma_copy on the next queue. The queue rotates as the builder's own does, except for
+    hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time (~600 ns
     each [DGE]) and a core has `hwdge_units_per_core` of them (2 on Trn2, driven from SyncE and
     ScalarE [ArchV3]), so those rotate over that many queues; spread over all 16 they would
-    generate descriptors 16 at a time. (Trn3 publishes no unit count: all queues, as before.)"""
-    cache = b.__dict__.setdefault("_nki_dma_cost_cache", {})
+    generate descriptors 16 at a time. (Trn3 publishes no unit count: all queues, as before.)
+    The cost module keeps its cost per geometry and queue: a kernel's DMAs repeat a few shapes."""
     units = b.chip.hwdge_units_per_core if dge == "hwdge" else 0
     if units:
         q = b.__dict__.get("_nki_next_dge_queue", 0)
@@ -411,16 +410,7 @@ def _dma(b, dst, src, dge, deps=()):
     else:
         q = b.__dict__.get("_nki_next_queue", 0)
         b._nki_next_queue = (q + 1) % b.chip.dma_queues_per_engine
-    key = (_geometry(dst), _geometry(src), dge)
-    cost = cache.get(key)
-    if cost is None:
-        em = core_dma.build(b.chip, dst, src, q, None, dge)      # checks + cost, once
-        cache[key] = em.dma
-        return b.append(em, deps=deps)
-    c = DmaCost(cost.bytes, cost.hbm_bytes, cost.descriptors, cost.engines, q % b.chip.dma_engines_per_core, q,
-                cost.dge, cost.direction, cost.engine_ns, cost.hbm_ns, cost.issue_ns)
-    return b.append(make(core_dma.NAME, Engine.DMA, 0, 0, (src,), (dst,), {"queue": q}, kind=Kind.DMA,
-                         dma=c), deps=deps)
+    return b.append(core_dma.build(b.chip, dst, src, q, None, dge), deps=deps)
 
 
 def check_semantics(traces, built, rtol=1e-2, atol=1e-2) -> list[str]:
