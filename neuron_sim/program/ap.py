@@ -154,7 +154,11 @@ def _resolve(ix, n, name, dim):
     raise IndexError(f"{name}: unsupported index {ix!r} (use ints and slices)")
 
 
-@dataclass(frozen=True, slots=True)
+# Immutable by convention, hashable by value: not frozen=True, whose generated __init__ sets each
+# field through object.__setattr__ and made a pattern ~5x as costly to create (every operand of
+# every instruction is a new pattern). Nothing assigns to a pattern's fields; the cached _box,
+# _geo and _rec are filled in once, from the fields.
+@dataclass(slots=True, unsafe_hash=True)
 class AccessPattern:
     tensor: Tensor
     p_start: int          # absolute partition (SBUF/PSUM) or first row (HBM)

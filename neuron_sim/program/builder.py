@@ -369,9 +369,10 @@ class ProgramBuilder:
 
     def _class_of(self, emit) -> int:
         key = R.emit_key(emit)
-        if key is None:
+        try:
+            c = self._classes.get(key)
+        except TypeError:                        # a parameter is not hashable
             return -2                            # never equal to anything: not repeated in bulk
-        c = self._classes.get(key)
         if c is None:
             c = self._classes[key] = len(self._classes)
         return c

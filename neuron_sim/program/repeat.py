@@ -73,20 +73,15 @@ def concat(segs: list, ncols: int) -> Seg:
 
 
 def emit_key(e):
-    """What makes two operand records equal apart from their tensors and operand positions, or
-    None when a parameter is not hashable (such rows are never repeated in bulk)."""
+    """What makes two operand records equal apart from their tensors and operand positions. Not
+    hashable when a parameter is not (the builder never repeats such rows in bulk)."""
     d = e.dma
-    key = (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops,
-           None if d is None else (d.bytes, d.hbm_bytes, d.descriptors, d.engines, d.engine0,
-                                   d.queue, d.dge, d.direction, d.engine_ns, d.hbm_ns, d.issue_ns),
-           tuple((a.memory, a.p_size, a.dims, a.p_stride) for a in e.reads),
-           tuple((a.memory, a.p_size, a.dims, a.p_stride) for a in e.writes),
-           tuple(e.params.items()))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops,
+            None if d is None else (d.bytes, d.hbm_bytes, d.descriptors, d.engines, d.engine0,
+                                    d.queue, d.dge, d.direction, d.engine_ns, d.hbm_ns, d.issue_ns),
+            tuple([(a.tensor.memory, a.p_size, a.dims, a.p_stride) for a in e.reads]),
+            tuple([(a.tensor.memory, a.p_size, a.dims, a.p_stride) for a in e.writes]),
+            tuple(e.params.items()))
 
 
 @dataclasses.dataclass
