@@ -610,13 +610,19 @@ class ProgramBuilder:
         """Append instruction `name` with its operands by keyword, as its module's `build`
         (neuron_sim/isa/<engine>/<name>.py) names them; `deps`, `wait`, `signal` as everywhere.
         Returns the index of its last row. The named methods below are the same, spelled out."""
-        spec = _MODULES.get(name)
-        if spec is None:
-            spec = _module_spec(name)
-        mod, takes_queue, reuse = spec
         deps = args.pop("deps", ())
         wait = args.pop("wait", ())
         signal = args.pop("signal", None)
+        return self.append_built(name, self.build_instruction(name, **args), deps, wait, signal)
+
+    def build_instruction(self, name: str, **args):
+        """instruction()'s first half: the record(s) its module's `build` makes of these operands
+        (checked and costed), not appended yet. A front end that meets one instruction geometry
+        many times can build it once and hand copies to append_built (neuron_sim/nki/program.py)."""
+        spec = _MODULES.get(name)
+        if spec is None:
+            spec = _module_spec(name)
+        mod, takes_queue, _ = spec
         for k, v in args.items():
             if isinstance(v, Tensor):
                 args[k] = v.ap()
@@ -624,11 +630,16 @@ class ProgramBuilder:
             args["engine"] = engine_of(args["engine"])
         if takes_queue and args.get("queue") is None:
             args["queue"] = self._queue(None)
-        out = mod.build(self.chip, **args)
+        return mod.build(self.chip, **args)
+
+    def append_built(self, name: str, out, deps=(), wait=(), signal=None) -> int:
+        """instruction()'s second half: append `out`, what build_instruction(name, ...) gave.
+        Returns the index of its last row."""
         if not isinstance(out, (tuple, list)):
             return self._append(out, deps, wait, signal)
         # a TensorE pass: LoadStationary row(s), then the array pass. nc_matmul skips a
         # LoadStationary whose operand is still loaded; anything else on TensorE replaces it.
+        reuse = _MODULES[name][2]
         pre, last = out[:-1], out[-1]
         for em in pre:
             if reuse:
