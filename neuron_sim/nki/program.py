@@ -423,7 +423,7 @@ def check_semantics(traces, built, rtol=1e-2, atol=1e-2) -> list[str]:
     if len(traces) != 1 or not traces[0].numerics:
         return ["not checked: the semantics check takes one traced program with numerics"]
     tr, bp = traces[0], built[0]
-    written = {v.storage.id for ins in tr.instrs for v in ins.wviews}
+    written = {v.storage.id for ins in tr.instrs for v in ins.writes}
     inputs = [st for st in tr.storages if st.role == "input" and st.id in bp.tensors]
     if any(st.id in written for st in inputs):
         return ["not checked: the kernel writes an input in place (its first values are gone)"]

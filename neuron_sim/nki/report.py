@@ -152,12 +152,6 @@ def _fill_timing(rep, timing):
     rep.dma_bytes = dma_bytes
 
 
-def _get(res, key, default=None):
-    if isinstance(res, dict):
-        return res.get(key, default)
-    return getattr(res, key, default)
-
-
 def _engine_intervals(res):
     """(engine name, start_ns array, end_ns array) per engine of one core's Result."""
     from ..engines import ENGINE_NAMES, Engine, Kind

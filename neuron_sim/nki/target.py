@@ -36,8 +36,6 @@ class NkiTarget:
     gemm_moving_fmax: int             # fp32 PSUM output
     gemm_moving_fmax_bf16: int        # bf16 PSUM output (NC-v4 only differs)
     bn_stats_fmax: int
-    sbuf_free_elems_max: int          # per instruction operand, elements per partition
-    psum_free_elems_max: int
 
     @property
     def psum_num_banks(self) -> int:
@@ -58,8 +56,7 @@ def resolve_name(platform_target: str | None = None) -> str:
 @lru_cache(maxsize=None)
 def get_target(name: str) -> NkiTarget:
     """The NKI limits of a target, read from the chip data; the NKI API limits the chip data does
-    not carry (bn_stats free size, per-operand free sizes) are the instruction modules' [ISA]."""
-    from ..isa.common import PSUM_FREE_LIMIT, SBUF_FREE_LIMIT
+    not carry (bn_stats free size) are the instruction modules' [ISA]."""
     from ..isa.vector.bn_stats import MAX_FREE as BN_STATS_FMAX
     c = get_chip(resolve_name(name))
     return NkiTarget(
@@ -70,5 +67,4 @@ def get_target(name: str) -> NkiTarget:
         gemm_stationary_fmax=c.matmul_stationary_fmax,
         gemm_moving_fmax=c.matmul_moving_fmax_fp32_out,
         gemm_moving_fmax_bf16=c.matmul_moving_fmax_bf16_out,
-        bn_stats_fmax=BN_STATS_FMAX, sbuf_free_elems_max=SBUF_FREE_LIMIT,
-        psum_free_elems_max=PSUM_FREE_LIMIT)
+        bn_stats_fmax=BN_STATS_FMAX)

@@ -54,14 +54,6 @@ class Instr:
         self.reads, self.writes = reads, writes        # the operand views (NkiTensor), in call order
         self.attrs, self.loc = attrs, loc
 
-    @property
-    def rviews(self):
-        return self.reads
-
-    @property
-    def wviews(self):
-        return self.writes
-
     def __repr__(self):
         where = f"{os.path.basename(self.loc[0])}:{self.loc[1]}" if self.loc else "?"
         names = lambda vs: [f"{v.storage.name}{list(v.shape)}" for v in vs]     # noqa: E731

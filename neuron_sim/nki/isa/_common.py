@@ -12,7 +12,6 @@ from ...program.ap import Memory
 from ...program.builder import engine_of
 from .. import dtypes
 from ..errors import NkiPartitionError, NkiValidationError
-from ..ops import alu
 from ..tensor import NkiTensor
 from ..tracer import current, user_loc
 
@@ -97,12 +96,6 @@ class _Ctx:
                 f"operand {operand!r} accesses {n} partitions starting at partition {p0}: {rule}. "
                 f"Re-tile so the access starts on an allowed boundary", self.loc, f"nisa.{self.op}")
 
-    def free_limit(self, t, operand):
-        lim = self.target.psum_free_elems_max if t.buffer == "psum" else self.target.sbuf_free_elems_max
-        if t.free_size > lim:
-            self.fail(f"operand {operand!r} has {t.free_size} elements per partition; the engines accept at "
-                      f"most {lim} per instruction from {t.buffer.upper()} (split the free dimension)")
-
     def same_pf(self, a, b, an, bn):
         if a.num_partitions != b.num_partitions:
             self.fail(f"{an!r} has {a.num_partitions} partitions but {bn!r} has {b.num_partitions}; they must match")
@@ -164,13 +157,6 @@ def _arg(v):
     """How a nisa call records an operand for its ISA module's `build`: a tensor view as it is,
     a number as a Python float (None stays None)."""
     return v if v is None or isinstance(v, NkiTensor) else float(v)
-
-
-def _alu(ctx, op, operand="op"):
-    try:
-        return alu(op)
-    except KeyError:
-        ctx.fail(f"{operand}={op!r} is not an ALU operator (nl.add, nl.multiply, nl.maximum, ...)")
 
 
 def _dtype_str(t):
