@@ -27,22 +27,21 @@ PREDICT_NOT_MET = (
     "per state on them (DMA 86% active). At 7168 one refetch of u (3.67 MB, 34.6 us) is issued "
     "after deltaBu and C_i's 28 KB load queues behind it in the FIFO HBM share (~21 us), then "
     "the C broadcast's 14 matmul+copy pairs (~11 us) run before scanC: VectorE idles ~34 us per "
-    "state. The published "
-    "VectorE activity at 8192 (58.93% of 53.33 ms = 31.4 ms, 8.4 cycles per element and state; "
-    "test_mamba_v2_seq_8192_vector_time) says the broadcast operands are read at the PSUM rate "
-    "(8N per state) and not from SBUF copies (10N, 37.7 ms simulated); v3's 94.85% of 27.8 ms "
-    "(7.0N) matches the cost table (7N). Measured with 2 channel tiles x 16: broadcast operands "
-    "charged at the PSUM rate but still copied: 6144 27.7 ms, 7168 49.1, 8192 70.6 (spill-bound); "
-    "spill DMAs off the HBM share: 7168 45.4, 8192 62.0. Reading the broadcasts from PSUM bank "
+    "state. The published VectorE activity at 8192 (58.93% of 53.33 ms = 31.4 ms, 8.4 cycles "
+    "per element and state; test_mamba_v2_seq_8192_vector_time) is ~8N per state, not the 10N "
+    "simulated (37.7 ms: both broadcast consumers read SBUF copies at 2N, step 6 is 2N): either "
+    "the broadcast operands are read at the PSUM rate or step 6 runs off VectorE; v3's 94.85% "
+    "of 27.8 ms (7.0N) matches the cost table (7N). Reading the broadcasts from PSUM bank "
     "by bank (no copies; 8N) gives 42.2 at 7168 and 64.9 at 8192 (measured in an earlier "
     "session) but v2 at 1024-5120 -11 to -13% and no efficiency drop from 512 to 1024 (98% "
     "against the published 73%, test_mamba_sweep_follows_the_published_curve), because v2 at "
     "seq 512 (C11, C13) is +20% (8N by the ISA cost table against 6.85N measured: 99.63% of "
     "1.61 ms). What blocks it: a cause for the published 512 -> 1024 drop that is consistent "
-    "with 8.4N at 8192 (VectorE stalls on the per-bank TensorE broadcasts?), and a DMA model in "
-    "which transfers on different queues share the HBM instead of queueing whole. Also tried: "
-    "partial-tile spills, spilling the clean inputs first (5% slower: their refetches return "
-    "only when the state's last tensors die and the next state's B_i load queues behind them)")
+    "with 8.4N at 8192, and a DMA model in which transfers on different queues share the HBM "
+    "instead of queueing whole while its bandwidth stays bounded (with the FIFO share, "
+    "reloading earlier makes the states' small B_i/C_i loads wait longer). The variants tried "
+    "(HBM sharing, step 6 on GpSimd, cost-aware spill victims, earlier reloads, partial-tile "
+    "spills, clean inputs spilled first) and their numbers: calibrate/mamba.py")
 
 
 @pytest.fixture(scope="module")
