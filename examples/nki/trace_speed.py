@@ -1,6 +1,6 @@
 """How fast a kernel of ~100k instructions traces and simulates.
 
-    python examples/nki/trace_speed.py [--n 100000]
+    python examples/nki/trace_speed.py [--n 100000] [--only chain|matmul_c1]
 
 Two kernels: a chain of small VectorE/ScalarE instructions on one tile (numerics on), and the
 matmul tutorial's first stage at full size (~99k instructions, timing only). Prints wall and CPU
@@ -59,6 +59,7 @@ def timed(fn):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--only", choices=("chain", "matmul_c1"), help="run one of the two kernels")
     args = ap.parse_args(argv)
     nki.simulate(chain_kernel)(np.ones((128, 64), np.float32), 10)          # warm the numba kernel
     results = {}
@@ -68,9 +69,11 @@ def main(argv=None):
             np.zeros((8192, 4096), nl.bfloat16), np.zeros((8192, 8192), nl.bfloat16)),
     }
     for name, fn in runs.items():
+        if args.only not in (None, name):
+            continue
         rep, wall, total, build = timed(fn)
-        print(f"{name}: {rep.instructions} instructions ({rep.program_rows} program rows): wall {wall:.1f} s, "
-              f"CPU {total:.1f} s (trace+plan {total - build:.1f} s, build+time {build:.1f} s); "
+        print(f"{name}: {rep.instructions} instructions ({rep.program_rows} program rows): wall {wall:.2f} s, "
+              f"CPU {total:.2f} s (trace+plan {total - build:.2f} s, build+time {build:.2f} s); "
               f"simulated {rep.total_us:,.1f} us")
         results[f"{name}_instructions"] = rep.instructions
         results[f"{name}_cpu_s"] = round(total, 2)

@@ -454,3 +454,48 @@ def test_tensor_reduce_of_trailing_axis_keeps_the_leading_ones():
     x = np.random.default_rng(29).standard_normal((128, 32)).astype(np.float32)
     out, _ = _run(_reduce_last, x, check=True)
     np.testing.assert_array_equal(out, -x.reshape(128, 4, 8).max(axis=2))
+
+
+@nki.jit
+def _repeated_calls(x):
+    a = nl.load(x)
+    outs = []
+    for operand in (0.0, -0.0, 0.0, 1.0, 1.0):      # equal calls, and zeros of either sign
+        o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=o, data=a, op0=nl.multiply, operand0=operand)
+        outs.append(o)
+    inplace = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=inplace, src=a)
+    for _ in range(2):                               # in place, then the same geometry out of place
+        nisa.tensor_scalar(dst=inplace, data=inplace, op0=nl.add, operand0=1.0)
+    nisa.tensor_scalar(dst=outs[0], data=inplace, op0=nl.add, operand0=1.0)
+    errors = 0
+    for _ in range(2):                               # an illegal call fails every time
+        try:
+            nisa.tensor_scalar(dst=a[0:64, :], data=a, op0=nl.add, operand0=1.0)
+        except nki.NkiValidationError:
+            errors += 1
+    assert errors == 2
+    return _to_hbm(*outs, inplace)
+
+
+def test_generic_adapter_builds_once_per_operand_geometry(monkeypatch):
+    """The adapter keeps a call's checks and build for the calls of equal operand geometry and
+    arguments (a kernel's loop repeats a few thousands of times); everything else still differs:
+    the sign of a zero operand, an operand that is also the destination, the values computed."""
+    from neuron_sim.nki import tracer
+    ts = module_for("tensor_scalar")
+    builds = []                         # the adapter's, not the program build's
+    real = ts.build
+    monkeypatch.setattr(ts, "build", lambda *a, **k: builds.append(tracer.active()) or real(*a, **k))
+    x = np.random.default_rng(2).uniform(1, 2, (128, 16)).astype(np.float32)
+    (out_of_place, nz, z, one, one2, inplace), rep = _run(_repeated_calls, x, check=True)
+    assert np.all(z == 0) and not np.signbit(z).any() and np.all(nz == 0) and np.signbit(nz).all()
+    np.testing.assert_array_equal(one, x)
+    np.testing.assert_array_equal(one2, x)
+    np.testing.assert_array_equal(inplace, x + 2)
+    np.testing.assert_array_equal(out_of_place, x + 3)
+    # 0.0, -0.0, 1.0, in place, out of place (equal view geometry, another storage): 5 builds
+    # for 8 calls (the illegal one fails its checks before the build)
+    assert sum(builds) == 5
+    assert len(_rows(rep, "tensor_scalar")) == 8

@@ -9,11 +9,15 @@ target's chip (an error names the kernel's line), computes the result with the m
 instruction for the program build. A module whose NKI rules need the kernel's views themselves
 (their dimensions before access patterns merge them, e.g. tensor_reduce's axis) declares
 `check_views(**arguments)`. Hand-written adapters remain for dma_transpose's axes, the NKI
-program build's own DMA path (dma_copy) and PSUM write masks (nc_matmul)."""
+program build's own DMA path (dma_copy) and PSUM write masks (nc_matmul).
+
+A kernel's loops repeat a few operand geometries thousands of times: the checks and the build
+run once per geometry and trace (`_key`), later calls of it only compute and record."""
 
 from __future__ import annotations
 
 import inspect
+import math
 
 import numpy as np
 
@@ -68,6 +72,57 @@ class _Views:
         return tr.act_regs if engine == Engine.SCALAR else tr.vec_regs
 
 
+class _PerTrace:
+    """The adapters' state for one trace: one access-pattern mapper (equal views recur in every
+    loop iteration) and the calls built so far, by operand geometry (_key)."""
+
+    def __init__(self):
+        self.mapper = _Mapper(_TracePlan())
+        self.built = {}
+
+    @staticmethod
+    def of(trace):
+        st = trace.__dict__.get("_generic")
+        if st is None:
+            st = trace._generic = _PerTrace()
+        return st
+
+
+class _Built:
+    """A call's checks and build, for every call of the same operand geometry: the module's
+    emits (with the access patterns of the call that made them: `semantics` finds the operand
+    of each through `aps`), the operands read and written, the operands other than tensors as
+    the module took them (numbers as floats, the engine chosen)."""
+
+    __slots__ = ("emits", "aps", "reads", "writes", "kept", "values")
+
+    def __init__(self, emits, aps, reads, writes, kept, values):
+        self.emits, self.aps, self.reads, self.writes = emits, aps, reads, writes
+        self.kept, self.values = kept, values
+
+
+def _key(name, given):
+    """What a call's checks and build read: each tensor operand's storage (memory, dtype, shape,
+    explicit address) and view, and which operand's storage it shares; every other argument by
+    type and value (the sign of a zero too). None when an argument cannot be a dict key."""
+    key, storages = [name], {}
+    for v in given.values():
+        if isinstance(v, NkiTensor):
+            st = v.storage
+            key.append((st.buffer, st.dtype, st.shape, st.address, v.shape, v.strides, v.offset,
+                        storages.setdefault(st.id, len(storages))))
+        elif isinstance(v, (float, np.floating)) and v == 0:
+            key.append((type(v), v, math.copysign(1.0, v)))
+        else:
+            key.append((type(v), v))
+    key = tuple(key)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 _COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
@@ -119,24 +174,10 @@ def adapter(name: str):
             raise TypeError(f"missing a required argument: {missing[0]!r}")
         return {k: given[k] if k in given else defaults[k] for k in names}
 
-    def call(*args, **kwargs):
-        ctx = _Ctx(name)
-        try:
-            given = bind(args, kwargs)
-        except TypeError as e:
-            ctx.fail(f"{e}; the call is nisa.{name}{sig}")
-        if check_views is not None:     # rules on the kernel's views, before dims merge
-            try:
-                check_views(**given)
-            except NeuronSimError as e:
-                raise NkiValidationError(str(e), ctx.loc, f"nisa.{name}") from e
-        tr = ctx.trace      # one mapper per trace: equal views recur in every loop iteration
-        mapper = tr.__dict__.get("_generic_mapper")
-        if mapper is None:
-            mapper = tr._generic_mapper = _Mapper(_TracePlan())
+    def first(ctx, given):
+        """The checks and the module's build for a call of operands not seen before (_key)."""
+        mapper = _PerTrace.of(ctx.trace).mapper
         views, operands = {}, {}
-        if "seed" in given and given["seed"] is None:     # a random draw: one stream per instruction
-            given["seed"] = len(ctx.trace.instrs)
         for k, v in given.items():
             if isinstance(v, NkiTensor):
                 ctx.partitions(v, k)
@@ -159,21 +200,49 @@ def adapter(name: str):
         except (AttributeError, TypeError) as e:
             ctx.fail(f"the operands of nisa.{name}{sig} do not fit it ({e})")
         emits = out if isinstance(out, (list, tuple)) else (out,)
-        read_ids = {id(a): views[id(a)] for e in emits for a in e.reads if id(a) in views}
-        written_ids = {id(a): views[id(a)] for e in emits for a in e.writes if id(a) in views}
-        read_ids |= {i: v for i, v in views.items() if i not in read_ids and i not in written_ids}
-        reads, writes = list(read_ids.values()), list(written_ids.values())
+        read_ids = {id(a): views[id(a)][0] for e in emits for a in e.reads if id(a) in views}
+        written_ids = {id(a): views[id(a)][0] for e in emits for a in e.writes if id(a) in views}
+        read_ids |= {i: k for i, (k, _) in views.items() if i not in read_ids and i not in written_ids}
+        tensors = [k for k, v in given.items() if isinstance(v, NkiTensor)]
+        return _Built(emits, [(k, operands[k]) for k in tensors], list(read_ids.values()),
+                      list(written_ids.values()), written_ids.keys() - read_ids.keys(),
+                      {k: a for k, a in operands.items() if k not in tensors})
+
+    def call(*args, **kwargs):
+        ctx = _Ctx(name)
+        try:
+            given = bind(args, kwargs)
+        except TypeError as e:
+            ctx.fail(f"{e}; the call is nisa.{name}{sig}")
+        if check_views is not None:     # rules on the kernel's views, before dims merge
+            try:
+                check_views(**given)
+            except NeuronSimError as e:
+                raise NkiValidationError(str(e), ctx.loc, f"nisa.{name}") from e
+        if "seed" in given and given["seed"] is None:     # a random draw: one stream per instruction
+            given["seed"] = len(ctx.trace.instrs)
+        memo = _PerTrace.of(ctx.trace).built       # checks and build once per geometry
+        key = _key(name, given)
+        built = memo.get(key) if key is not None else None
+        if built is None:
+            built = first(ctx, given)
+            if key is not None:
+                memo[key] = built
+        reads = [(k, given[k]) for k in built.reads]
+        writes = [(k, given[k]) for k in built.writes]
         if ctx.numerics:
-            state = _Views(ctx, views, written_ids.keys() - read_ids.keys())
-            for e in emits:
+            views = {id(a): (k, given[k]) for k, a in built.aps}
+            state = _Views(ctx, views, built.kept)
+            for e in built.emits:
                 mod.semantics(state, e)
         else:
             for k, v in reads:
                 ctx.trace.check_initialized(v, f"nisa.{name}", k, ctx.loc)
             for _, v in writes:
                 ctx.write(v, None)
-        ctx.emit(_NAMES[Engine(emits[-1].engine)], [v for _, v in reads], [v for _, v in writes],
-                 **{k: operands[k] if not isinstance(v, NkiTensor) else v for k, v in given.items()})
+        values = built.values
+        ctx.emit(_NAMES[Engine(built.emits[-1].engine)], [v for _, v in reads], [v for _, v in writes],
+                 **{k: values[k] if k in values else v for k, v in given.items()})
 
     call.__name__ = call.__qualname__ = name
     call.__signature__ = sig
