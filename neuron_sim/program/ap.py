@@ -106,35 +106,49 @@ class Tensor:
     def __getitem__(self, idx) -> "AccessPattern":
         if not isinstance(idx, tuple):
             idx = (idx,)
+        shape = self.shape
+        nd = len(shape)
         if Ellipsis in idx:
             k = idx.index(Ellipsis)
-            idx = idx[:k] + (slice(None),) * (len(self.shape) - len(idx) + 1) + idx[k + 1:]
-        idx = idx + (slice(None),) * (len(self.shape) - len(idx))
-        if len(idx) != len(self.shape):
-            raise IndexError(f"{self.name}: {len(idx)} indices for shape {self.shape}")
+            idx = idx[:k] + (slice(None),) * (nd - len(idx) + 1) + idx[k + 1:]
+        if len(idx) < nd:
+            idx = idx + (slice(None),) * (nd - len(idx))
+        if len(idx) != nd:
+            raise IndexError(f"{self.name}: {len(idx)} indices for shape {shape}")
         strides = self._strides
-        p_start, p_size, p_step = _resolve(idx[0], self.shape[0], self.name, 0)
+        # slices and in-range ints resolved inline (nearly every index); the rest, and every
+        # error, through _resolve
+        ix = idx[0]
+        if ix.__class__ is slice:
+            p_start, stop, p_step = ix.indices(shape[0])
+            if p_step <= 0:
+                _resolve(ix, shape[0], self.name, 0)            # raises
+            p_size = max(0, (stop - p_start + p_step - 1) // p_step)
+        else:
+            p_start, p_size, p_step = _resolve(ix, shape[0], self.name, 0)
         offset, dims = 0, []
-        for d in range(1, len(self.shape)):
+        for d in range(1, nd):
             ix = idx[d]
-            if ix.__class__ is slice:       # _resolve's slice case, inline: most indices are
-                start, stop, step = ix.indices(self.shape[d])
+            if ix.__class__ is slice:
+                start, stop, step = ix.indices(shape[d])
                 if step <= 0:
-                    _resolve(ix, self.shape[d], self.name, d)       # raises
+                    _resolve(ix, shape[d], self.name, d)       # raises
                 offset += start * strides[d]
                 dims.append((max(0, (stop - start + step - 1) // step), step * strides[d]))
-                continue
-            start, size, step = _resolve(ix, self.shape[d], self.name, d)
-            offset += start * strides[d]
-            if not isinstance(ix, int):
-                dims.append((size, step * strides[d]))
+            elif ix.__class__ is int and -shape[d] <= ix < shape[d]:
+                offset += (ix % shape[d]) * strides[d]
+            else:
+                start, size, step = _resolve(ix, shape[d], self.name, d)
+                offset += start * strides[d]
+                if not isinstance(ix, int):
+                    dims.append((size, step * strides[d]))
         if not dims:
             dims = [(1, 1)]
-        p_stride = strides[0] * p_step if self.memory == Memory.HBM else p_step
-        if self.memory != Memory.HBM and p_step != 1:
+        hbm = self.memory == Memory.HBM
+        if not hbm and p_step != 1:
             raise IndexError(f"{self.name}: partition ranges are contiguous (step 1) [ArchV2]")
         return AccessPattern(self.base, self.partition_start + p_start, p_size, offset,
-                             tuple(dims), p_stride)
+                             tuple(dims), strides[0] * p_step if hbm else p_step)
 
     def __repr__(self):
         return f"Tensor({self.name!r}, {self.memory.name}, {self.shape}, {self.dtype})"
