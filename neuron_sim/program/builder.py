@@ -202,7 +202,7 @@ class ProgramBuilder:
         self._segs: list = []
         self._flushed = 0                      # instructions in _segs
         self._pool: list = []                  # operand records of flushed rows (keep_operands)
-        self._classes: dict = {}               # emit_key -> class id
+        self._classes: dict = {}               # emit_key -> (class id, row)
         self._depth = 0                        # repeat() nesting
         self._precedents: dict = {}            # (body code, count) -> [repeat.Precedent]
         self._mut = 0                          # allocations, frees, semaphore uses (repeat())
@@ -333,20 +333,26 @@ class ProgramBuilder:
         if signal is not None:
             self._signals.setdefault(int(signal), []).append(i)
             self._mut += 1
-        if m is None:
-            # a compute row is a function of these (a kernel repeats a few of them thousands of
-            # times): looked up, not recomputed
-            key = (emit.name, engine, emit.kind, emit.ii_cycles, emit.lat_cycles, emit.flops)
-            row = self._row_memo.get(key)
-            if row is None:
-                row = self._row_memo[key] = self._row(emit, stream)
-            self._rows.append(row)
+        if self._depth and self.keep_operands:
+            # inside repeat(): the row is a function of the record's class, so one lookup gives
+            # both (a DMA row is not recomputed either)
+            c, row = self._class_row(emit, stream)
+            self._cls.append(c)
         else:
-            self._rows.append(self._row(emit, stream))
+            if self._depth:
+                self._cls.append(0)
+            if m is None:
+                # a compute row is a function of these (a kernel repeats a few of them
+                # thousands of times): looked up, not recomputed
+                key = (emit.name, engine, emit.kind, emit.ii_cycles, emit.lat_cycles, emit.flops)
+                row = self._row_memo.get(key)
+                if row is None:
+                    row = self._row_memo[key] = self._row(emit, stream)
+            else:
+                row = self._row(emit, stream)
+        self._rows.append(row)
         self._deps.append(sorted(d) if d else [])
         self._emits.append(emit if self.keep_operands else None)
-        if self._depth:
-            self._cls.append(self._class_of(emit) if self.keep_operands else 0)
         return i
 
     def _row(self, emit, stream) -> tuple:
@@ -367,15 +373,17 @@ class ProgramBuilder:
                 emit.lat_cycles * 1e9 / clock, emit.flops, m.bytes, m.engine_ns, m.hbm_ns,
                 m.issue_ns, m.engines, m.engine0, m.direction)
 
-    def _class_of(self, emit) -> int:
+    def _class_row(self, emit, stream) -> tuple:
+        """(class, row) of a record appended inside repeat(): its class numbers its
+        repeat.emit_key, which holds everything the row is made of."""
         key = R.emit_key(emit)
         try:
-            c = self._classes.get(key)
-        except TypeError:                        # a parameter is not hashable
-            return -2                            # never equal to anything: not repeated in bulk
-        if c is None:
-            c = self._classes[key] = len(self._classes)
-        return c
+            hit = self._classes.get(key)
+        except TypeError:                        # a parameter is not hashable: never equal to
+            return -2, self._row(emit, stream)   # anything, not repeated in bulk
+        if hit is None:
+            hit = self._classes[key] = (len(self._classes), self._row(emit, stream))
+        return hit
 
     def _new_track(self, tid) -> int:
         t = self._track_ids[tid] = len(self._track_ids)
@@ -673,7 +681,7 @@ class ProgramBuilder:
     def nc_transpose(self, dst, src, *, engine="tensor", **kw) -> int:
         """Transpose src[P, F] to dst[F, P]: on TensorE (matmul against identity, PSUM out) or on
         VectorE (32x32 blocks)."""
-        return self.instruction("nc_transpose", dst=dst, src=src, engine=engine, **kw)
+        return self.instruction("nc_transpose", dst=dst, data=src, engine=engine, **kw)
 
     # ---- VectorE ----------------------------------------------------------------------------
     def tensor_tensor(self, dst, data1, data2, op="add", *, engine="vector", **kw) -> int:
