@@ -10,15 +10,30 @@ from __future__ import annotations
 from math import ceil
 
 from ...engines import Engine, Kind
-from ...errors import FreeSizeError, PartitionError
+from ...errors import FreeSizeError, PartitionError, ProgramError
 from ...program.ap import Memory
 from ..common import access_latency, check_engine_operand, check_memory, check_partitions, make
 
 NAME = "nc_transpose"
 VECTOR_BLOCK = 32       # VectorE transposes within one 32-partition reshape bank [ArchV2]
+ENGINES = (Engine.TENSOR, Engine.VECTOR)
 
 
-def build(chip, dst, src, *, engine=Engine.TENSOR):
+def default_engine(data, **_):
+    """The compiler's choice: VectorE for a tile within one reshape bank, else TensorE."""
+    small = data.p_size <= VECTOR_BLOCK and data.free_size <= VECTOR_BLOCK
+    return Engine.VECTOR if small else Engine.TENSOR
+
+
+def check_views(dst, data, **_):
+    """NKI's rule: no conversion on the way (the lowering may transpose into FP32 PSUM)."""
+    if dst.storage.dtype_name != data.storage.dtype_name:
+        raise ProgramError(f"dst dtype {dst.storage.dtype_name} must equal data dtype "
+                           f"{data.storage.dtype_name}")
+
+
+def build(chip, dst, data, engine=Engine.TENSOR):
+    src = data
     p, f = src.p_size, src.free_size
     if dst.p_size != f or dst.free_size != p:
         raise PartitionError(NAME, "dst", f"shape [{f}, {p}]", list(dst.shape), chip.name)

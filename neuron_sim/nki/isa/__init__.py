@@ -10,9 +10,9 @@ hand-written function here gets one from ``_generic.adapter``.
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
     _common.py        per-call context and checks in NKI's words, reading/writing kernel tensors
     _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
-                      below (activation, tensor_tensor, tensor_reduce, iota, max8, bn_stats ...)
+                      below (activation, tensor_tensor, tensor_reduce, nc_transpose, iota, ...)
     dma.py            dma_copy, dma_transpose
-    matmul.py         nc_matmul, nc_transpose (TensorE)
+    matmul.py         nc_matmul (TensorE)
     scalar.py         activation_reduce (activation with its reduction reset)
 """
 
@@ -27,7 +27,7 @@ from .dma import dma_copy, dma_transpose
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from .scalar import activation_reduce
-from .matmul import nc_matmul, nc_transpose
+from .matmul import nc_matmul
 
 
 # ---- instructions ----------------------------------------------------------------------------
@@ -63,6 +63,6 @@ def sendrecv(*args, **kwargs):
 __all__ = _generated + [
            "activation_reduce", "core_barrier",
            "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "engine", "get_nc_version",
-           "gpsimd_engine", "matmul_perf_mode", "nc_matmul", "nc_transpose",
+           "gpsimd_engine", "matmul_perf_mode", "nc_matmul",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_engine",
            "unknown_engine", "vector_engine"]

@@ -1,15 +1,15 @@
-"""TensorE instructions: ``nc_matmul``, ``nc_transpose``."""
+"""TensorE: ``nc_matmul`` (its PSUM write mask and accumulation need the kernel's views);
+``nc_transpose`` is made from its ISA module (_generic.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...isa.tensor import nc_matmul as core_matmul
-from ...isa.tensor.nc_transpose import VECTOR_BLOCK
 from .. import dtypes
 from ._common import _Ctx, _dtype_str
 from ..tensor import NkiTensor
-from .enums import engine, matmul_perf_mode
+from .enums import matmul_perf_mode
 
 
 _FP8 = (dtypes.float8_e4m3, dtypes.float8_e5m2, dtypes.float8_e4m3fn)
@@ -130,34 +130,3 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     ctx.emit("tensor", [stationary, moving], [dst], dst=dst, stationary=stationary, moving=moving,
              accumulate=bool(acc.any()), perf_mode="double_row" if double else None,
              is_transpose=bool(is_transpose))
-
-
-def nc_transpose(dst, data, engine=engine.unknown, name=None):
-    ctx = _Ctx("nc_transpose")
-    ctx.tensor(data, "data")
-    P, F = data.num_partitions, data.free_size
-    eng = engine.value if hasattr(engine, "value") else engine
-    if eng in (None, "unknown"):
-        eng = "vector" if P <= VECTOR_BLOCK and F <= VECTOR_BLOCK else "tensor"
-    if eng == "tensor":
-        ctx.onchip(data, "data", ("sbuf",))
-        ctx.onchip(dst, "dst", ("psum",))
-        lim = ctx.target.num_partitions
-        if P > lim or F > lim:
-            ctx.fail(f"Tensor Engine transpose takes at most [{lim}, {lim}], got [{P}, {F}]")
-    elif eng == "vector":
-        ctx.onchip(data, "data")
-        ctx.onchip(dst, "dst")
-        if P > VECTOR_BLOCK or F > VECTOR_BLOCK:
-            ctx.fail(f"Vector Engine transpose takes at most [{VECTOR_BLOCK}, {VECTOR_BLOCK}], got [{P}, {F}]; "
-                     "use engine=nisa.tensor_engine")
-    else:
-        ctx.fail(f"engine {eng!r} cannot transpose; use nisa.tensor_engine or nisa.vector_engine")
-    if dst.num_partitions != F or dst.free_size != P:
-        ctx.fail(f"dst must be [{F}, {P}] (the transpose of data [{P}, {F}]), got {list(dst.shape)}")
-    if dtypes.normalize(dst.dtype) != dtypes.normalize(data.dtype):
-        ctx.fail(f"dst dtype {_dtype_str(dst)} must equal data dtype {_dtype_str(data)}")
-    x = ctx.read_raw(data, "data")
-    ctx.write(dst, x.T if x is not None else None)
-    ctx.emit(eng, [data], [dst], dst=dst, src=data, engine=eng)
-
