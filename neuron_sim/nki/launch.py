@@ -300,11 +300,11 @@ def _copy_back_inputs(inputs):
             continue
         vals = st.data.astype(user.dtype, copy=False).reshape(user.shape)
         try:
-            if isinstance(w, str):                      # "all": inputs start fully written
+            if isinstance(w, str) and w == "all":      # inputs start fully written
                 if not np.array_equal(vals, user):
                     np.copyto(user, vals, casting="unsafe")
             else:
-                mask = w.reshape(user.shape)
+                mask = st.mask().reshape(user.shape)
                 user[mask] = vals[mask]
         except (TypeError, ValueError):
             pass

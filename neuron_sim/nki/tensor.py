@@ -28,7 +28,7 @@ class Storage:
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
                  "address", "first_use", "last_use", "uses", "used_at", "free_elems", "trace", "on_chip",
-                 "itemsize", "row_major", "dtype_name", "n_written")
+                 "itemsize", "row_major", "dtype_name", "n_written", "boxes")
 
     def __init__(self, buffer, shape, dtype, name, loc, role, trace, data=None, address=None):
         self.id = next(_ids)
@@ -50,11 +50,13 @@ class Storage:
         self.dtype_name = dtypes.name_of(dtype)
         self.free_elems = math.prod(self.shape[1:]) if self.on_chip else math.prod(self.shape)
         self.data = data
-        n = math.prod(self.shape)
-        # Which elements some instruction has written. Kept lazily: "all" / "none" need no
-        # array; a bool mask is made only when a partial write happens.
+        # Which elements some instruction has written, kept as cheaply as the writes allow:
+        # "all" / "none" need no array; "boxes" while every write was a block of whole rows x
+        # one column interval (see _box) apart from the others, as a tile loaded piece by
+        # piece is (self.boxes); a bool mask once a write is anything else.
         self.written = "all" if role == "input" else "none"
-        self.n_written = 0          # elements of the mask set so far (-1: not counted)
+        self.boxes = []
+        self.n_written = 0          # elements set so far, in boxes or a large mask (-1: not counted)
 
     @property
     def partitions(self) -> int:
@@ -65,11 +67,36 @@ class Storage:
         the two programs of an LNC=2 launch share a tensor)."""
         if isinstance(self.written, str):
             with _MASK_LOCK:
-                if isinstance(self.written, str):
+                w = self.written
+                if isinstance(w, str):
                     n = math.prod(self.shape)
-                    self.n_written = n if self.written == "all" else 0
-                    self.written = np.ones(n, dtype=bool) if self.written == "all" else np.zeros(n, dtype=bool)
+                    if w == "all":
+                        self.n_written, m = n, np.ones(n, dtype=bool)
+                    else:
+                        m = np.zeros(n, dtype=bool)
+                        rows = m.reshape(-1, self.row_major[0]) if self.boxes else None
+                        for r0, r1, c0, c1 in self.boxes:
+                            rows[r0:r1, c0:c1] = True
+                    self.written, self.boxes = m, []
         return self.written
+
+    def _write_box(self, box) -> bool:
+        """Record a write of `box` (see _box) if it is apart from the boxes written so far."""
+        r0, r1, c0, c1 = box
+        with _MASK_LOCK:
+            w = self.written
+            if w.__class__ is not str or w == "all":      # another program got there first
+                return False
+            for q0, q1, d0, d1 in self.boxes:
+                if r0 < q1 and q0 < r1 and c0 < d1 and d0 < c1:
+                    return False
+            self.boxes.append(box)
+            self.n_written += (r1 - r0) * (c1 - c0)
+            if self.n_written == math.prod(self.shape):
+                self.written, self.boxes = "all", []
+            else:
+                self.written = "boxes"
+        return True
 
     @property
     def bytes_per_partition(self) -> int:
@@ -96,6 +123,29 @@ def _aliases(shape, strides) -> bool:
             return True
         reach += (n - 1) * s
     return False
+
+
+def _box(v):
+    """(r0, r1, c0, c1) when view `v` is exactly rows [r0, r1) x columns [c0, c1) of its
+    storage seen as rows of `row_major[0]` elements (partitions x free elements on chip, first
+    dimension x the others in HBM): its first dimension steps one row, the others are
+    contiguous. Else None."""
+    st = v.storage
+    shape, strides = v.shape, v.strides
+    if len(shape) < 2 or len(st.shape) < 2:
+        return None
+    row = st.row_major[0]
+    if shape[0] != 1 and strides[0] != row:
+        return None
+    cols = 1
+    for n, s in zip(reversed(shape[1:]), reversed(strides[1:])):
+        if n != 1 and s != cols:
+            return None
+        cols *= n
+    r0, c0 = divmod(v.offset, row)
+    if c0 + cols > row:
+        return None
+    return r0, r0 + shape[0], c0, c0 + cols
 
 
 def _row_major(shape):
@@ -227,11 +277,16 @@ class NkiTensor:
 
     def mark_written(self) -> None:
         st = self.storage
-        if isinstance(st.written, str) and st.written == "all":
+        w = st.written
+        if w.__class__ is str and w == "all":
             return
         if self.covers_storage():
-            st.written = "all"
+            st.written, st.boxes = "all", []
             return
+        if w.__class__ is str:          # "none" or "boxes"
+            box = _box(self)
+            if box is not None and st._write_box(box):
+                return
         m = self.written_mask()
         with _MASK_LOCK:
             # a mask too large for fully_written's whole-mask check counts the elements written

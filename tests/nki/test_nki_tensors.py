@@ -119,3 +119,55 @@ def test_aliasing_view_write_stops_the_count():
         return dict(count=st.n_written, state=st.written if isinstance(st.written, str) else "partial")
 
     assert run(body) == dict(count=-1, state="partial")
+
+
+def test_written_state_kept_as_boxes_equals_the_element_mask():
+    """Writes of whole rows x a column interval are kept as boxes (no element mask) while they
+    stay apart; any other write, an overlap or a read of the mask turns them into the mask.
+    Random writes on SBUF and HBM tensors: the state read back equals an element mask written
+    through the same views, after every prefix of the writes."""
+    import numpy as np
+    from neuron_sim.nki import tracer
+    from neuron_sim.nki.target import get_target
+    from neuron_sim.nki.tensor import NkiTensor
+
+    rng = np.random.default_rng(1)
+
+    def random_view(t):
+        R, F = t.shape[0], t.shape[1] * t.shape[2]
+        r0 = int(rng.integers(0, R))
+        r1 = int(rng.integers(r0 + 1, R + 1))
+        kind = rng.integers(0, 4)
+        if kind == 0:                                  # a box: rows x one middle index
+            v = t[r0:r1, int(rng.integers(0, t.shape[1])), :]
+        elif kind == 1:                                # a box: rows x a column interval
+            c0 = int(rng.integers(0, F))
+            v = t.reshape((R, F))[r0:r1, c0:int(rng.integers(c0 + 1, F + 1))]
+        elif kind == 2:                                # strided columns: not a box
+            v = t[r0:r1, :, 0:t.shape[2]:2]
+        else:                                          # two column intervals: not a box
+            v = t[r0:r1, 1:3, 2:5]
+        return v.shape, v.strides, v.offset
+
+    tr = tracer.KernelTrace(target=get_target("trn2"), numerics=False)
+    seen = set()
+    for trial in range(60):
+        buffer = ("sbuf", "shared_hbm")[trial % 2]
+        writes = None
+        for n in range(1, 7):
+            t = NkiTensor(tr.new_storage(buffer, (16, 4, 8), "float32", loc=("test", 0)))
+            writes = writes or [random_view(t) for _ in range(6)]
+            ref = np.zeros(t.shape, bool)
+            for shape, strides, offset in writes[:n]:
+                NkiTensor(t.storage, shape, strides, offset).mark_written()
+                np.lib.stride_tricks.as_strided(ref.reshape(-1)[offset:], shape,
+                                                [s * ref.itemsize for s in strides])[...] = True
+            seen.add(t.storage.written if isinstance(t.storage.written, str) else "mask")
+            assert t.fully_written() == ref.all() and not t.nothing_written()
+            np.testing.assert_array_equal(t.written_mask(), ref)
+    assert {"boxes", "mask"} <= seen
+    # overlapping boxes whose sizes add up to the whole tensor do not fill it
+    t = NkiTensor(tr.new_storage("sbuf", (16, 32), "float32", loc=("test", 0)))
+    t[:, 0:16].mark_written()
+    t[:, 8:24].mark_written()
+    assert not t.fully_written() and t.written_mask().sum() == 16 * 24
