@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import errors as core_errors
+from ..isa.common import Emit
 from ..isa.dma import dma_copy as core_dma
 from ..hardware import get_chip
 from ..program.ap import AccessPattern, Memory, Tensor
@@ -59,9 +60,10 @@ class _AP(AccessPattern):
     made (the core's ``box()`` recomputes it at every use; it was ~20% of program building).
     The footprint is the same as ``AccessPattern.box()``: see test_fast_box_matches_core_box.
     ``storage``: the traced storage it addresses; ``bytes``: [lo, hi) bytes of an on-chip view
-    inside each partition, kept by ``_Mapper.byte_range`` when the storage stays at one address."""
+    inside each partition, kept by ``_Mapper.byte_range`` when the storage stays at one address;
+    ``geometry_id``: its geometry's number in _Records."""
 
-    __slots__ = ("_box", "storage", "bytes")
+    __slots__ = ("_box", "storage", "bytes", "geometry_id")
 
     def box(self) -> tuple:
         return self._box
@@ -157,11 +159,15 @@ class _Mapper:
         object.__setattr__(ap, "_box", box)
         object.__setattr__(ap, "storage", st)
         object.__setattr__(ap, "bytes", None)
+        object.__setattr__(ap, "geometry_id", None)
         return ap
 
 
-def build_programs(traces, plans, lnc=1):
-    """One BuiltProgram per physical core; SPMD instances are dealt round-robin to the cores."""
+def build_programs(traces, plans, lnc=1, records=True):
+    """One BuiltProgram per physical core; SPMD instances are dealt round-robin to the cores.
+    `records=False` builds every instruction through its ISA module (the plain path, see
+    _Records)."""
+    recs = _Records() if records else None
     chip = get_chip(traces[0].target.name)
     n_cores = max(1, min(lnc, len(traces)))
     builders = [ProgramBuilder(chip, name=f"{traces[0].kernel_name}[core {c}]", auto_deps=True,
@@ -170,7 +176,7 @@ def build_programs(traces, plans, lnc=1):
     with paused_gc():
         for k, (tr, plan) in enumerate(zip(traces, plans)):
             core = k % n_cores
-            _emit_trace(builders[core], built[core], k, tr, plan)
+            _emit_trace(builders[core], built[core], k, tr, plan, recs)
         for b, out in zip(builders, built):
             out.program = b.build()
     return built
@@ -183,7 +189,7 @@ _MAX_REGIONS = 64
 _COARSE_USERS = 8
 
 
-def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
+def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, records=None):
     m = _Mapper(plan)
     out.tensors = m.tensors
     spills = {}
@@ -257,7 +263,7 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan):
                 _emit_pieces(b, ins, m, pieces[i], note, reuse_deps)
             else:
                 writes = [m.ap(v, i) for v in ins.writes]
-                row = _emit(b, ins, m, reuse_deps(writes, i))
+                row = _emit(b, ins, m, reuse_deps(writes, i), records)
                 note(row, writes + [m.ap(v, i) for v in ins.reads], i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
@@ -382,18 +388,107 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     note(row, [whole], i, "dma")
 
 
-def _emit(b: ProgramBuilder, ins, m, deps, **operands):
+def _emit(b: ProgramBuilder, ins, m, deps, records=None):
     """The builder row(s) of one traced instruction: its ISA module's `build` on the arguments the
-    nisa call recorded, views mapped to access patterns (`operands` replaces some, e.g. with a
-    piece of a DMA). Returns the last program row it appended."""
+    nisa call recorded, views mapped to access patterns (`records`: made once per geometry, see
+    _Records). Returns the last program row it appended."""
     i = ins.index
-    args = {k: m.ap(v, i) if v.__class__ is NkiTensor else v
-            for k, v in (ins.attrs | operands if operands else ins.attrs).items()}
-    if deps:
-        args["deps"] = deps
+    args = {k: m.ap(v, i) if v.__class__ is NkiTensor else v for k, v in ins.attrs.items()}
     if ins.op == "dma_copy":
-        return _dma(b, **args)
-    return b.instruction(ins.op, **args)
+        return _dma(b, deps=deps, **args)
+    if records is None:
+        return b.instruction(ins.op, deps=deps, **args)
+    return b.append_built(ins.op, records.build(b, ins.op, args), deps)
+
+
+class _Records:
+    """The records of compute instructions, built once per geometry. A kernel repeats a few
+    instruction geometries thousands of times (C4: 32,768 matmuls of a handful), and an ISA
+    module's `build` reads of its operands only their geometry (memory, dtype, partition start
+    and size, dims), and for PSUM their placement (bank checks); the same arguments with the same
+    operand geometries give the same records but for which patterns they name. So the first
+    build of a geometry is kept as a template and the next ones are copies with their own
+    patterns. DMA records (the queue rotates) and instructions whose records name a pattern that
+    is not one of their arguments are built every time. build_programs(records=False) builds
+    every instruction (the plain path; tests/nki/test_nki_program.py compares the two)."""
+
+    def __init__(self):
+        self.templates = {}
+        self.geometries = {}
+
+    def build(self, b, op, args):
+        parts, aps, first = [op], [], {}
+        for k, v in args.items():
+            if v.__class__ is _AP:
+                # the argument's geometry, and which argument first named the same pattern
+                g = v.geometry_id
+                if g is None:
+                    g = self._geometry_id(v)
+                parts += (k, first.setdefault(id(v), len(aps)), g)
+                aps.append(v)
+            else:
+                parts += (k, v.__class__, v)
+        key = tuple(parts)
+        try:
+            t = self.templates.get(key, False)
+        except TypeError:           # an unhashable argument (a list, an array): build it
+            return b.build_instruction(op, **args)
+        if t:
+            return _from_template(t, aps)
+        out = b.build_instruction(op, **args)
+        if t is False:
+            self.templates[key] = _template(out, aps)
+        return out
+
+    def _geometry_id(self, ap):
+        """A number per operand geometry (a key of small numbers hashes faster than the nested
+        geometry tuples)."""
+        g = ((ap.geometry(), ap.offset, ap.tensor.byte_offset) if ap.tensor.memory == Memory.PSUM
+             else ap.geometry())
+        g = self.geometries.setdefault(g, len(self.geometries))
+        object.__setattr__(ap, "geometry_id", g)
+        return g
+
+
+def _template(out, aps):
+    """(emits, their reads' and writes' argument positions, params' pattern positions) of one
+    build, or None when it cannot be copied (see _Records)."""
+    pos = {}
+    for j, ap in enumerate(aps):
+        pos.setdefault(id(ap), j)   # a pattern named twice: its first argument (in the key)
+    emits = out if isinstance(out, (tuple, list)) else (out,)
+    t = []
+    for e in emits:
+        if e.dma is not None:
+            return None
+        try:
+            rd = tuple(pos[id(a)] for a in e.reads)
+            wr = tuple(pos[id(a)] for a in e.writes)
+        except KeyError:
+            return None
+        in_params = [(k, v) for k, v in e.params.items() if isinstance(v, AccessPattern)]
+        if any(id(v) not in pos for _, v in in_params):
+            return None
+        sub = tuple((k, pos[id(v)]) for k, v in in_params)
+        t.append((e, rd, wr, sub))
+    return (out.__class__ if isinstance(out, (tuple, list)) else None, t)
+
+
+def _from_template(t, aps):
+    """The records of a build like the template's, naming the patterns `aps`."""
+    kind, emits = t
+    made = []
+    shared = {}         # template params dict -> its copy (nc_matmul's two records share one)
+    for e, rd, wr, sub in emits:
+        params = shared.get(id(e.params))
+        if params is None:
+            params = shared[id(e.params)] = dict(e.params)
+            for k, j in sub:
+                params[k] = aps[j]
+        made.append(Emit(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles,
+                         tuple([aps[j] for j in rd]), tuple([aps[j] for j in wr]), params,
+                         e.flops, None))
+    return made[0] if kind is None else kind(made)
 
 
 def _dma(b, dst, src, dge, deps=()):

@@ -148,3 +148,70 @@ def test_memoised_matmul_checks_still_reject_a_bad_geometry():
     for numerics in (True, False):
         with pytest.raises(nki.NkiValidationError, match="'dst'.*must be in PSUM"):
             nki.simulate(k, platform_target="trn1", numerics=numerics)(x, y)
+
+
+@nki.jit
+def aliased_operands(x):
+    """Views of one tile as several operands of an instruction, in different combinations of
+    one geometry (one pattern named twice must not be taken for the other argument's), and a
+    pattern in an instruction's parameters (activation's scale)."""
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    u = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=u, src=x)
+    for i in range(3):
+        nisa.tensor_tensor(dst=t, data1=t, data2=u, op=nl.add)
+        nisa.tensor_tensor(dst=t, data1=u, data2=u, op=nl.add)
+        nisa.tensor_tensor(dst=u, data1=t, data2=u[:, 0:512], op=nl.add)
+        nisa.tensor_scalar(dst=t[:, 0:256], data=t[:, 256:512], op0=nl.multiply, operand0=2.0)
+        nisa.activation(dst=t, op=nl.exp, data=u, scale=t[:, 0:1])
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def _operand(ap):
+    return (ap.tensor.name, ap.p_start, ap.p_size, ap.offset, ap.dims, ap.p_stride)
+
+
+def _records(prog):
+    """Every row's record, patterns by their tensor's name and position (the two builds make
+    their own Tensor objects)."""
+    op = lambda v: _operand(v) if hasattr(v, "p_stride") else v     # noqa: E731
+    return [(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops, e.dma,
+             [_operand(a) for a in e.reads], [_operand(a) for a in e.writes],
+             {k: op(v) for k, v in e.params.items()}) for e in prog.emits]
+
+
+def test_records_built_once_per_geometry_equal_the_plain_build(monkeypatch):
+    """build_programs copies a compute instruction's records from the first build of its
+    geometry (_Records); the programs (columns, dependencies, order edges, every record and
+    operand) and their times equal those of building every instruction through its module."""
+    from neuron_sim.calibrate import mamba
+    from neuron_sim.nki import program
+    from neuron_sim.timing.simulate import simulate
+    from nki_examples import load_example
+    mt, at = load_example("matmul_tutorial"), load_example("attention")
+    seen = []
+    real = program.simulate_programs
+
+    def grab(traces, plans, lnc=1, check=False):
+        seen.append((traces, plans, lnc))
+        return real(traces, plans, lnc=lnc, check=check)
+
+    monkeypatch.setattr(program, "simulate_programs", grab)
+    bf = nl.bfloat16
+    cases = [(mt.matmul_fully_optimized, "trn1", (np.zeros((1024, 2048), bf), np.zeros((1024, 1024), bf))),
+             (mamba.mamba_v2, "trn1", mamba.inputs(128, 1024)),
+             (at.attention_kernel, "trn2", (np.zeros((128, 512), bf), np.zeros((128, 512), bf),
+                                            np.zeros((512, 128), bf))),
+             (aliased_operands, "trn2", (np.zeros((128, 512), np.float32),))]
+    for kernel, target, args in cases:
+        nki.simulate(kernel, platform_target=target, numerics=False)(*args)
+        traces, plans, lnc = seen[-1]
+        fast, plain = (program.build_programs(traces, plans, lnc=lnc, records=r) for r in (True, False))
+        for f, p in zip(fast, plain):
+            assert _program_key(f.program) == _program_key(p.program), kernel.__name__
+            assert _records(f.program) == _records(p.program), kernel.__name__
+            assert f.source_index == p.source_index
+            assert simulate(f.program).total_ns == simulate(p.program).total_ns
