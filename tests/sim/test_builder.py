@@ -96,6 +96,32 @@ def test_bulk_deps_equal_reference_with_semaphores_and_explicit_deps(monkeypatch
     assert fast.order_edges()[1].size > 0
 
 
+def _wide_fan_in(chip="trn2"):
+    """Hundreds of live accesses of one tile, instructions with hundreds of dependencies and
+    order edges, writes that hide most entries: the bulk pass grows every buffer it has and
+    compacts its live lists on the way (kernels/deps.py)."""
+    b = ProgramBuilder(chip)
+    t = b.sbuf("t", (128, 4096), "float32")
+    u = b.sbuf("u", (128, 4096), "float32")
+    for i in range(200):
+        b.memset(t[:, i * 16:(i + 1) * 16], float(i), engine="gpsimd" if i % 2 else "vector")
+    for i in range(200):
+        b.tensor_copy(u[:, i * 16:(i + 1) * 16], t[:, i * 8:i * 8 + 1024], engine="scalar")
+    b.tensor_copy(t, u, engine="vector", deps=list(range(0, 400, 3)))
+    for i in range(128):
+        b.memset(t[:, i * 32:(i + 1) * 32], 0.0, engine="vector" if i % 3 else "gpsimd")
+        b.tensor_copy(u[:, i * 32:(i + 1) * 32], t[:, 0:(i + 1) * 32], engine="scalar")
+    return b.build()
+
+
+def test_bulk_deps_equal_reference_when_the_pass_grows_its_buffers(monkeypatch):
+    fast, ref = _both(_wide_fan_in, monkeypatch)
+    _equal(fast, ref)
+    per_row = np.diff(fast.dep_ptr)
+    assert per_row.max() > 64 and fast.dep_idx.size > len(fast)     # beyond the first buffers
+    assert fast.order_edges()[1].size > len(fast) // 4
+
+
 @pytest.mark.parametrize("reference", [False, True])
 def test_bad_explicit_dependency_and_deadlock_raise_in_both_modes(reference):
     b = ProgramBuilder("trn2", reference=reference)
