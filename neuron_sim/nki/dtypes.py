@@ -72,7 +72,7 @@ def normalize(dtype) -> np.dtype | _TFloat32:
 
 
 def itemsize(dtype) -> int:
-    return normalize(dtype).itemsize
+    return _info(dtype)[1]
 
 
 def storage_dtype(dtype, precise: bool) -> np.dtype:
@@ -86,8 +86,18 @@ def storage_dtype(dtype, precise: bool) -> np.dtype:
 
 
 def name_of(dtype) -> str:
-    dt = normalize(dtype)
-    return dt.name if not isinstance(dt, _TFloat32) else "tfloat32"
+    return _info(dtype)[0]
+
+
+_INFO: dict = {}        # dtype -> (name, itemsize): asked for every tensor a kernel makes
+
+
+def _info(dtype) -> tuple[str, int]:
+    info = _INFO.get(dtype)
+    if info is None:
+        dt = normalize(dtype)
+        info = _INFO[dtype] = ("tfloat32" if isinstance(dt, _TFloat32) else dt.name, dt.itemsize)
+    return info
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from . import isa as _isa
 from .errors import NkiValidationError
 from .ops import ACT, ALU, ActFn, AluOp
 from .target import DEFAULT_TARGET, get_target
-from .tensor import IndexRange, NkiTensor
+from .tensor import IndexRange, NkiTensor, make_view
 from .tracer import current, user_loc
 
 # ---- dtypes ---------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ def ndarray(shape, dtype, buffer=None, name=None, address=None, **_ignored):
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     role = "output" if buf in ("hbm", "shared_hbm", "private_hbm") else "internal"
     s = tr.new_storage(buf, shape, dtype, name=name, role=role, address=address)
-    return NkiTensor(s)
+    return make_view(s, s.shape, s.row_major, 0)
 
 
 def empty_like(t, dtype=None, buffer=None, name=None):

@@ -20,6 +20,8 @@ from .errors import NkiValidationError
 ON_CHIP = ("sbuf", "psum")
 
 _ids = itertools.count()
+_GEOMETRIES: dict = {}          # NkiTensor.geometry
+_geometry_ids = itertools.count()
 _MASK_LOCK = threading.Lock()
 
 
@@ -30,10 +32,10 @@ class Storage:
                  "address", "first_use", "last_use", "uses", "used_at", "free_elems", "trace", "on_chip",
                  "itemsize", "row_major", "dtype_name", "n_written", "boxes")
 
-    def __init__(self, buffer, shape, dtype, name, loc, role, trace, data=None, address=None):
+    def __init__(self, buffer, shape: tuple, dtype, name, loc, role, trace, data=None, address=None):
         self.id = next(_ids)
         self.buffer = buffer
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = shape          # a tuple of ints (KernelTrace.new_storage)
         self.dtype = dtype
         self.name = name or f"t{self.id}"
         self.loc = loc
@@ -45,10 +47,9 @@ class Storage:
         self.uses = 0
         self.on_chip = buffer in ON_CHIP
         self.used_at = [] if self.on_chip else None     # on-chip: the indices, for memory.py
-        self.row_major = _row_major(self.shape)
-        self.itemsize = dtypes.itemsize(dtype)
-        self.dtype_name = dtypes.name_of(dtype)
-        self.free_elems = math.prod(self.shape[1:]) if self.on_chip else math.prod(self.shape)
+        self.row_major = _row_major(shape)
+        self.dtype_name, self.itemsize = dtypes._info(dtype)
+        self.free_elems = math.prod(shape[1:]) if self.on_chip else math.prod(shape)
         self.data = data
         # Which elements some instruction has written, kept as cheaply as the writes allow:
         # "all" / "none" need no array; "boxes" while every write was a block of whole rows x
@@ -190,7 +191,7 @@ class IndexRange:
 class NkiTensor:
     """A view on a Storage. Attributes follow the NKI language guide."""
 
-    __slots__ = ("storage", "shape", "strides", "offset", "_sub")
+    __slots__ = ("storage", "shape", "strides", "offset", "_sub", "_geometry")
     __array_priority__ = 1000  # so ndarray <op> tensor defers to the tensor
 
     def __init__(self, storage: Storage, shape=None, strides=None, offset=0):
@@ -199,6 +200,7 @@ class NkiTensor:
         self.strides = tuple(_row_major(self.shape) if strides is None else strides)
         self.offset = int(offset)
         self._sub = None        # index key -> the view it gave (__getitem__); views never change
+        self._geometry = None
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -231,6 +233,22 @@ class NkiTensor:
     def __repr__(self):
         return (f"NkiTensor(name={self.name!r}, shape={self.shape}, dtype={dtypes.name_of(self.dtype)}, "
                 f"buffer={self.buffer}, offset={self.offset}, strides={self.strides})")
+
+    def geometry(self) -> int:
+        """A number for all of the view but its storage's identity (the storage's memory, dtype,
+        shape and explicit address; the view's shape, strides and offset): views of equal
+        numbers pass the same checks at the same cost, which the nisa functions keep."""
+        g = self._geometry
+        if g is None:
+            st = self.storage
+            key = (st.buffer, st.dtype_name, st.shape, st.address, self.shape, self.strides, self.offset)
+            g = _GEOMETRIES.get(key)
+            if g is None:
+                if len(_GEOMETRIES) > 1 << 20:
+                    _GEOMETRIES.clear()             # numbers are never reused: old views just miss
+                g = _GEOMETRIES[key] = next(_geometry_ids)
+            self._geometry = g
+        return g
 
     # ---- partition / free geometry (on-chip) --------------------------------------------------
     @property
@@ -529,7 +547,7 @@ def make_view(storage, shape: tuple, strides: tuple, offset: int) -> NkiTensor:
     """A view from already-checked fields (what indexing computed), without __init__'s
     conversions: views are made per instruction operand."""
     v = _new(NkiTensor)
-    v.storage, v.shape, v.strides, v.offset, v._sub = storage, shape, strides, offset, None
+    v.storage, v.shape, v.strides, v.offset, v._sub, v._geometry = storage, shape, strides, offset, None, None
     return v
 
 

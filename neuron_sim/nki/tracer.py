@@ -25,21 +25,29 @@ from .tensor import ON_CHIP, NkiTensor, Storage
 _PKG_DIRS: tuple[str, ...] = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 
 
+_LIBRARY_CODE: dict = {}      # code object -> whether it is in _PKG_DIRS (asked per instruction)
+
+
 def register_package_dir(path: str) -> None:
     """Frames in these directories are library frames, skipped when locating the user's line."""
     global _PKG_DIRS
     d = os.path.dirname(os.path.abspath(path)) + os.sep
     if d not in _PKG_DIRS:
         _PKG_DIRS = _PKG_DIRS + (d,)
+        _LIBRARY_CODE.clear()
 
 
 def user_loc() -> tuple[str, int] | None:
     """(file, line) of the innermost frame outside the NKI packages: the kernel's own line."""
     f = sys._getframe(1)
     while f is not None:
-        fn = f.f_code.co_filename
-        if not fn.startswith(_PKG_DIRS) and not fn.startswith("<frozen"):
-            return fn, f.f_lineno
+        code = f.f_code
+        library = _LIBRARY_CODE.get(code)
+        if library is None:
+            fn = code.co_filename
+            library = _LIBRARY_CODE[code] = fn.startswith(_PKG_DIRS) or fn.startswith("<frozen")
+        if not library:
+            return code.co_filename, f.f_lineno
         f = f.f_back
     return None
 
@@ -108,7 +116,7 @@ class KernelTrace:
     def new_storage(self, buffer, shape, dtype, name=None, role="internal", data=None, loc=None,
                     address=None) -> Storage:
         dtype = dtypes.normalize(dtype)
-        shape = tuple(int(s) for s in shape)
+        shape = tuple([int(s) for s in shape])
         if buffer in ON_CHIP:
             if len(shape) < 2:
                 shape = (shape[0] if shape else 1, 1)

@@ -102,15 +102,13 @@ class _Built:
 
 
 def _key(name, given):
-    """What a call's checks and build read: each tensor operand's storage (memory, dtype, shape,
-    explicit address) and view, and which operand's storage it shares; every other argument by
-    type and value (the sign of a zero too). None when an argument cannot be a dict key."""
+    """What a call's checks and build read: each tensor operand's geometry and which operand's
+    storage it shares; every other argument by type and value (the sign of a zero too). None
+    when an argument cannot be a dict key."""
     key, storages = [name], {}
     for v in given.values():
         if isinstance(v, NkiTensor):
-            st = v.storage
-            key.append((st.buffer, st.dtype, st.shape, st.address, v.shape, v.strides, v.offset,
-                        storages.setdefault(st.id, len(storages))))
+            key.append((v.geometry(), storages.setdefault(v.storage.id, len(storages))))
         elif isinstance(v, (float, np.floating)) and v == 0:
             key.append((type(v), v, math.copysign(1.0, v)))
         else:

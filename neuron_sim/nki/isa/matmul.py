@@ -59,15 +59,10 @@ def _mm_checks(ctx, dst, stationary, moving, rows=1):
 _CHECKED: dict = {}
 
 
-def _view_key(t):
-    st = t.storage
-    return (st.buffer, st.dtype, st.free_elems, t.shape, t.strides, t.offset // st.free_elems if st.on_chip else 0)
-
-
 def _checked(ctx, dst, stationary, moving, double):
     if not (isinstance(dst, NkiTensor) and isinstance(stationary, NkiTensor) and isinstance(moving, NkiTensor)):
         return _mm_checks(ctx, dst, stationary, moving, rows=2 if double else 1)
-    key = (ctx.trace.target.name, double, _view_key(dst), _view_key(stationary), _view_key(moving))
+    key = (ctx.trace.target.name, double, dst.geometry(), stationary.geometry(), moving.geometry())
     hit = _CHECKED.get(key)
     if hit is None:
         hit = _mm_checks(ctx, dst, stationary, moving, rows=2 if double else 1)
