@@ -81,7 +81,6 @@ PYBIND11_MODULE(_C, m) {
     configure(cfg);
   });
   m.def("_device_count", [] { return static_cast<int>(config().device_count); });
-  m.def("_hbm_bytes_per_device", [] { return config().hbm_bytes_per_device; });
   m.def("_instance_name", [] { return config().instance_name; });
   m.def("_is_initialized", &is_initialized);
   m.def("_memory_placed", &memory_placed);
@@ -110,11 +109,6 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     return device_clock_ns(static_cast<c10::DeviceIndex>(device), drain);
   }, py::arg("device"), py::arg("drain") = true);
-  m.def("_reset_clocks", [] {
-    py::gil_scoped_release release;
-    reset_clocks();
-  });
-  m.def("_op_name", [](int32_t id) { return op_name(id); });
   // Charges work whose simulated duration is already known (a compiled graph, a collective,
   // an NKI kernel) to the current stream of `device`, in issue order with everything else.
   m.def("_enqueue_timed", [](const std::string& name, int device, int64_t ns) {

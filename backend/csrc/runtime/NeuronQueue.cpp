@@ -289,13 +289,6 @@ int64_t device_clock_ns(c10::DeviceIndex device, bool drain_first) {
   return *std::max_element(clocks.begin(), clocks.end());
 }
 
-void reset_clocks() {
-  drain();
-  DrainLock lock;
-  for (auto& clocks : g_clock_ns) clocks.fill(0);
-  for (auto& ends : g_trace_end_ns) ends.fill(0);
-}
-
 void set_activity_logging(bool on) {
   drain();
   g_logging.store(on);

@@ -131,7 +131,6 @@ int64_t stream_clock_ns(const c10::Stream& stream);
 // Latest clock over the device's streams. drain_first=false reads what is charged so far
 // without a sync point (an observer must not change where AEE groups end).
 int64_t device_clock_ns(c10::DeviceIndex device, bool drain_first = true);
-void reset_clocks();
 
 // Profiler activity log.
 void set_activity_logging(bool on);
