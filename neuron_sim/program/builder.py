@@ -420,12 +420,16 @@ class ProgramBuilder:
         n = len(self._rows)
         if not n:
             return
+        # (a loop's sampled iterations flush one by one: a few rows each, so the NumPy calls
+        # per flush are what it costs)
         x_ptr = np.zeros(n + 1, np.int64)
-        x_ptr[1:] = np.cumsum([len(x) for x in self._deps])
+        if any(self._deps):
+            x_ptr[1:] = np.cumsum([len(x) for x in self._deps])
         # fromiter over the chained tuples: NumPy converts a flat stream ~2x faster than rows
         x_idx = np.fromiter(chain.from_iterable(self._deps), np.int64, count=int(x_ptr[-1]))
         acc = np.fromiter(chain.from_iterable(self._acc), np.int64,
                           count=8 * len(self._acc)).reshape(-1, 8)
+        per_field = acc.T.copy()                 # track, write, (box), p_start, offset
         acc_ptr = (np.array(self._acc_ptr, np.int64) if self.auto_deps
                    else np.zeros(n + 1, np.int64))
         if self.keep_operands:
@@ -436,9 +440,8 @@ class ProgramBuilder:
         cls = np.array(self._cls, np.int64) if self._cls else np.full(n, -1, np.int64)
         rows = np.fromiter(chain.from_iterable(self._rows), np.float64,
                            count=n * len(COLUMNS)).reshape(n, len(COLUMNS))
-        self._segs.append(R.Seg(rows, x_ptr, x_idx, acc_ptr,
-                                acc[:, 0].copy(), acc[:, 1].copy(), acc[:, 2:6].copy(),
-                                acc[:, 6].copy(), acc[:, 7].copy(), base, cls))
+        self._segs.append(R.Seg(rows, x_ptr, x_idx, acc_ptr, per_field[0], per_field[1],
+                                acc[:, 2:6].copy(), per_field[6], per_field[7], base, cls))
         self._flushed += n
         self._rows, self._deps, self._emits, self._cls = [], [], [], []
         self._acc, self._acc_ptr = [], [0]
