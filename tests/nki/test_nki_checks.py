@@ -250,27 +250,24 @@ def five_free_dims(x):
 @raises(nki.NkiValidationError, r"the partition axis \(0\) cannot be reduced", "here:axis0")
 @nki.jit
 def reduce_partition_axis(x):
-    t = nl.load(x)
     r = nl.ndarray((1, 512), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_reduce(dst=r, op=nl.add, data=t, axis=0)   # here:axis0
+    nisa.tensor_reduce(dst=r, op=nl.add, data=nl.load(x), axis=0)   # here:axis0
     return x
 
 
 @raises(nki.NkiValidationError, "axis=1 must be the last contiguous free dimension", "here:axis1")
 @nki.jit
 def reduce_middle_axis(x):
-    t = nl.load(x)
     r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_reduce(dst=r, op=nl.add, data=t.reshape((128, 8, 64)), axis=1)   # here:axis1
+    nisa.tensor_reduce(dst=r, op=nl.add, data=nl.load(x).reshape((128, 8, 64)), axis=1)   # here:axis1
     return x
 
 
 @raises(nki.NkiValidationError, "dst dtype bfloat16 must equal data dtype float32", "here:trdt")
 @nki.jit
 def transpose_converting(x):
-    t = nl.load(x[:, 0:128])
     ps = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.psum)
-    nisa.nc_transpose(dst=ps, data=t, engine=nisa.tensor_engine)   # here:trdt
+    nisa.nc_transpose(dst=ps, data=nl.load(x[:, 0:128]), engine=nisa.tensor_engine)   # here:trdt
     return x
 
 
