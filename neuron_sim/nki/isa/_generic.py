@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from enum import Enum
 
 import numpy as np
 
@@ -94,31 +95,29 @@ class _Built:
     of each through `aps`), the operands read and written, the operands other than tensors as
     the module took them (numbers as floats, the engine chosen)."""
 
-    __slots__ = ("emits", "aps", "reads", "writes", "kept", "values")
+    __slots__ = ("emits", "aps", "reads", "writes", "kept", "values", "engine")
 
     def __init__(self, emits, aps, reads, writes, kept, values):
         self.emits, self.aps, self.reads, self.writes = emits, aps, reads, writes
         self.kept, self.values = kept, values
+        self.engine = _NAMES[Engine(emits[-1].engine)]      # the trace's name of it
 
 
-def _key(name, given):
+def _key(name, given) -> tuple:
     """What a call's checks and build read: each tensor operand's geometry and which operand's
-    storage it shares; every other argument by type and value (the sign of a zero too). None
-    when an argument cannot be a dict key."""
+    storage it shares; every other argument by type and value (the sign of a zero too; an enum
+    member by identity, as its __hash__ is Python code). Unhashable if an argument is."""
     key, storages = [name], {}
     for v in given.values():
         if isinstance(v, NkiTensor):
             key.append((v.geometry(), storages.setdefault(v.storage.id, len(storages))))
+        elif isinstance(v, Enum):
+            key.append((type(v), id(v)))
         elif isinstance(v, (float, np.floating)) and v == 0:
             key.append((type(v), v, math.copysign(1.0, v)))
         else:
             key.append((type(v), v))
-    key = tuple(key)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return tuple(key)
 
 
 _COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
@@ -221,7 +220,10 @@ def adapter(name: str):
             given["seed"] = len(ctx.trace.instrs)
         memo = _PerTrace.of(ctx.trace).built       # checks and build once per geometry
         key = _key(name, given)
-        built = memo.get(key) if key is not None else None
+        try:
+            built = memo.get(key)
+        except TypeError:                           # an argument that is no dict key
+            built = key = None
         if built is None:
             built = first(ctx, given)
             if key is not None:
@@ -239,8 +241,8 @@ def adapter(name: str):
             for _, v in writes:
                 ctx.write(v, None)
         values = built.values
-        ctx.emit(_NAMES[Engine(built.emits[-1].engine)], [v for _, v in reads], [v for _, v in writes],
-                 **{k: values[k] if k in values else v for k, v in given.items()})
+        ctx.trace.emit(name, built.engine, [v for _, v in reads], [v for _, v in writes],
+                       {k: values[k] if k in values else v for k, v in given.items()}, ctx.loc)
 
     call.__name__ = call.__qualname__ = name
     call.__signature__ = sig

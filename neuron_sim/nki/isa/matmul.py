@@ -76,28 +76,32 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
               is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
               perf_mode=matmul_perf_mode.none, name=None):
     ctx = _Ctx("nc_matmul")
-    double = perf_mode == matmul_perf_mode.double_row or getattr(perf_mode, "value", perf_mode) == "double_row"
+    double = perf_mode is not matmul_perf_mode.none and (
+        perf_mode is matmul_perf_mode.double_row or getattr(perf_mode, "value", perf_mode) == "double_row")
     if double and not ctx.chip.has_fp8_double_row:
         ctx.fail("perf_mode=double_row needs NeuronCore-v3 or newer")
     K, M, N = _checked(ctx, dst, stationary, moving, double)
-    if not ctx.numerics and not double:
-        # timing only: no values, and the accumulate flag from the written state alone (the
-        # masks below are what it reduces to when the destination is untouched or whole)
-        ctx.read(stationary, "stationary")
-        ctx.read(moving, "moving")
+    tr = ctx.trace
+    if not tr.numerics and not double:
+        # timing only (a kernel's bulk: spelled out): no values, and the accumulate flag from the
+        # written state alone (the masks below are what it reduces to when the destination is
+        # untouched or whole)
+        tr.check_initialized(stationary, "nisa.nc_matmul", "stationary", ctx.loc)
+        tr.check_initialized(moving, "nisa.nc_matmul", "moving", ctx.loc)
         if accumulate is not None:
             acc = bool(accumulate) and M * N > 0
             if accumulate:
-                ctx.trace.check_initialized(dst, "nisa.nc_matmul", "dst (accumulate=True)", ctx.loc)
+                tr.check_initialized(dst, "nisa.nc_matmul", "dst (accumulate=True)", ctx.loc)
         elif dst.nothing_written():
             acc = False
         elif dst.fully_written():
             acc = M * N > 0
         else:
             acc = bool(np.asarray(dst.written_mask()).any())
-        ctx.write(dst, None)
-        ctx.emit("tensor", [stationary, moving], [dst], dst=dst, stationary=stationary, moving=moving,
-                 accumulate=acc, perf_mode=None, is_transpose=bool(is_transpose))
+        dst.mark_written()
+        tr.emit("nc_matmul", "tensor", (stationary, moving), (dst,),
+                {"dst": dst, "stationary": stationary, "moving": moving, "accumulate": acc,
+                 "perf_mode": None, "is_transpose": bool(is_transpose)}, ctx.loc)
         return
     s = ctx.read(stationary, "stationary")
     m = ctx.read(moving, "moving")
