@@ -21,6 +21,7 @@ ON_CHIP = ("sbuf", "psum")
 
 _ids = itertools.count()
 _GEOMETRIES: dict = {}          # NkiTensor.geometry
+_INDEXED: dict = {}             # NkiTensor.__getitem__: (view geometry, index) -> the view's
 _geometry_ids = itertools.count()
 _MASK_LOCK = threading.Lock()
 
@@ -366,7 +367,18 @@ class NkiTensor:
                 v = sub.get(hk)
                 if v is not None:
                     return v
-            v = sub[hk] = self._index(key)
+            # a new tile of a loop's iteration is sliced as the last one was: the view's
+            # geometry is kept by the geometry it came from
+            geo = (self.shape, self.strides, self.offset, self.storage.on_chip, hk)
+            made = _INDEXED.get(geo)
+            if made is None:
+                v = self._index(key)
+                if len(_INDEXED) > 1 << 16:
+                    _INDEXED.clear()
+                _INDEXED[geo] = (v.shape, v.strides, v.offset)
+            else:
+                v = make_view(self.storage, *made)
+            sub[hk] = v
             return v
         return self._index(key)
 

@@ -171,3 +171,43 @@ def test_written_state_kept_as_boxes_equals_the_element_mask():
     t[:, 0:16].mark_written()
     t[:, 8:24].mark_written()
     assert not t.fully_written() and t.written_mask().sum() == 16 * 24
+
+
+def test_indexing_a_new_tile_like_the_last_one_gives_the_same_views():
+    """__getitem__ keeps the views an index gave by the geometry of the indexed view (a loop's
+    new tile is sliced as the last one was): random indices on fresh SBUF and HBM tensors give
+    the view a fresh computation gives, errors included."""
+    import numpy as np
+    from neuron_sim.nki import tracer
+    from neuron_sim.nki.target import get_target
+    from neuron_sim.nki.tensor import NkiTensor
+
+    rng = np.random.default_rng(3)
+    tr = tracer.KernelTrace(target=get_target("trn2"), numerics=False)
+
+    def index(n):
+        k = int(rng.integers(0, 3))
+        if k == 0:
+            return int(rng.integers(-n, n + 1))
+        a, b = sorted(int(x) for x in rng.integers(0, n + 2, 2))
+        return slice(a, b, int(rng.integers(1, 3))) if k == 1 else slice(a, None)
+
+    for trial in range(400):
+        buffer = ("sbuf", "hbm")[trial % 2]
+        key = tuple(index(n) for n in (32, 6, 5))[:int(rng.integers(1, 4))]
+        p0, c0 = int(rng.integers(0, 3)), int(rng.integers(0, 3))   # the indexed view's offset
+        got = []
+        for _ in range(2):                      # the second tile hits the kept geometry
+            t = NkiTensor(tr.new_storage(buffer, (64, 6, 10), "float32", loc=("test", 0)))
+            try:
+                v = t[p0:p0 + 32, :, c0:c0 + 5][key]
+                got.append((v.shape, v.strides, v.offset, v.storage is t.storage))
+            except nki.NkiValidationError as e:
+                got.append(str(e).replace(t.name, "T"))
+        fresh = NkiTensor(tr.new_storage(buffer, (64, 6, 10), "float32", loc=("test", 0)))
+        try:
+            v = fresh[p0:p0 + 32, :, c0:c0 + 5]._index(key)
+            want = (v.shape, v.strides, v.offset, True)
+        except nki.NkiValidationError as e:
+            want = str(e).replace(fresh.name, "T")
+        assert got == [want, want], key
