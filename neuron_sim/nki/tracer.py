@@ -148,9 +148,13 @@ class KernelTrace:
         # a partition-broadcast operand needs its own instruction first (broadcast.py)
         if engine in broadcast.CONSUMERS:
             reads, attrs = broadcast.lower(self, engine, reads, attrs)
+        return self.record(op, engine, tuple([t for t in reads if isinstance(t, NkiTensor)]),
+                           tuple([t for t in writes if isinstance(t, NkiTensor)]), attrs or {}, loc)
+
+    def record(self, op: str, engine: str, r: tuple, w: tuple, attrs: dict, loc) -> Instr:
+        """`emit` for operands that are all tensors, none a partition broadcast on VectorE or
+        ScalarE (TensorE's and the DMAs' never are): the instruction as it is."""
         idx = len(self.instrs)
-        r = tuple([t for t in reads if isinstance(t, NkiTensor)])
-        w = tuple([t for t in writes if isinstance(t, NkiTensor)])
         for a in r + w:
             s = a.storage
             s.uses += 1
@@ -162,7 +166,7 @@ class KernelTrace:
                         self.on_chip_used.append(s)
                 if s.on_chip:
                     s.used_at.append(idx)
-        ins = Instr(idx, op, engine, r, w, attrs or {}, loc)
+        ins = Instr(idx, op, engine, r, w, attrs, loc)
         self.instrs.append(ins)
         if self.progress is not None and not (idx + 1) & 1023:    # every 1024: one test per op
             self.progress.tick(1024)

@@ -99,9 +99,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         else:
             acc = bool(np.asarray(dst.written_mask()).any())
         dst.mark_written()
-        tr.emit("nc_matmul", "tensor", (stationary, moving), (dst,),
-                {"dst": dst, "stationary": stationary, "moving": moving, "accumulate": acc,
-                 "perf_mode": None, "is_transpose": bool(is_transpose)}, ctx.loc)
+        tr.record("nc_matmul", "tensor", (stationary, moving), (dst,),
+                  {"dst": dst, "stationary": stationary, "moving": moving, "accumulate": acc,
+                   "perf_mode": None, "is_transpose": bool(is_transpose)}, ctx.loc)
         return
     s = ctx.read(stationary, "stationary")
     m = ctx.read(moving, "moving")
