@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from math import copysign
 
 import numpy as np
 
@@ -426,6 +427,8 @@ class _Records:
                     g = self._geometry_id(v)
                 parts += (k, first.setdefault(id(v), len(aps)), g)
                 aps.append(v)
+            elif v.__class__ is float:      # -0.0 == 0.0: the sign is part of the key
+                parts += (k, float, v, copysign(1.0, v))
             else:
                 parts += (k, v.__class__, v)
         key = tuple(parts)

@@ -153,13 +153,16 @@ def test_memoised_matmul_checks_still_reject_a_bad_geometry():
 @nki.jit
 def aliased_operands(x):
     """Views of one tile as several operands of an instruction, in different combinations of
-    one geometry (one pattern named twice must not be taken for the other argument's), and a
-    pattern in an instruction's parameters (activation's scale)."""
+    one geometry (one pattern named twice must not be taken for the other argument's), a pattern
+    in an instruction's parameters (activation's scale), and arguments equal but for their sign
+    (memset of 0.0 and -0.0)."""
     t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     u = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
     nisa.dma_copy(dst=u, src=x)
     for i in range(3):
+        nisa.memset(dst=u[:, 0:8], value=0.0)
+        nisa.memset(dst=u[:, 8:16], value=-0.0)
         nisa.tensor_tensor(dst=t, data1=t, data2=u, op=nl.add)
         nisa.tensor_tensor(dst=t, data1=u, data2=u, op=nl.add)
         nisa.tensor_tensor(dst=u, data1=t, data2=u[:, 0:512], op=nl.add)
@@ -177,7 +180,10 @@ def _operand(ap):
 def _records(prog):
     """Every row's record, patterns by their tensor's name and position (the two builds make
     their own Tensor objects)."""
-    op = lambda v: _operand(v) if hasattr(v, "p_stride") else v     # noqa: E731
+    def op(v):
+        if isinstance(v, float):
+            return repr(v)          # -0.0 == 0.0, but not as a memset value
+        return _operand(v) if hasattr(v, "p_stride") else v
     return [(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops, e.dma,
              [_operand(a) for a in e.reads], [_operand(a) for a in e.writes],
              {k: op(v) for k, v in e.params.items()}) for e in prog.emits]
