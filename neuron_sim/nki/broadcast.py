@@ -30,9 +30,12 @@ def is_partition_broadcast(v) -> bool:
 def lower(trace, engine, reads, attrs):
     """(reads, attrs) with every partition-broadcast operand replaced by the tile a broadcast
     instruction wrote (recorded on `trace` first)."""
-    if engine not in CONSUMERS or getattr(trace, "_in_broadcast", False):
+    for v in reads:         # the usual case first: no operand is one (a loop, not any(): per call)
+        if is_partition_broadcast(v):
+            break
+    else:
         return reads, attrs
-    if not any(is_partition_broadcast(v) for v in reads):
+    if engine not in CONSUMERS or getattr(trace, "_in_broadcast", False):
         return reads, attrs
     trace._in_broadcast = True
     try:
