@@ -4,10 +4,14 @@ instructions in, decided before timing as the Neuron compiler does, and the time
 List scheduling over the dependency graph with the timing model's costs: every stream (engine
 sequencer or DMA queue) looks at a window of its first `window[s]` not-yet-scheduled
 instructions in program order and issues the one that can start earliest (ties: program order),
-so an instruction waiting on
-a dependent-instruction latency, a semaphore or a DMA lets an independent one of a later loop
-iteration go first. Across streams, the one that can start earliest goes next (ties: lower stream
-number), as in the in-order timing engine. What an instruction may not move past:
+so an instruction waiting on a dependent-instruction latency, a semaphore or a DMA lets an
+independent one of a later loop iteration go first. A DMA may not pass an earlier DMA of its
+queue's window whose bottom level (longest path to the end of the program through the
+dependencies and each compute engine's program order, with the instructions' own costs) is
+higher: the DMA engines are FIFO, so the hoisted transfer would delay the more critical one (a
+weight prefetch ahead of the store everything waits for). Across streams, the one that can start
+earliest goes next (ties: lower stream number), as in the in-order timing engine.
+What an instruction may not move past:
 - data dependencies (dep_ptr/dep_idx: RAW across and within engines, WAR/WAW across engines,
   buffer reuse and semaphore waits), and
 - same-stream write-after-read/write ordering (ord_ptr/ord_idx), which the in-order timing
@@ -35,7 +39,7 @@ from numba import njit
 
 from . import drop_stale_caches, without_refcounting
 
-from .timing import KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps, _stream_order
+from .timing import KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps, _stream_order
 
 
 # Index of the lowest set bit of a byte (a stream's slots are bits of an int64: window <= 63).
@@ -50,6 +54,52 @@ def _low_bit(bits):
         bits >>= 8
         k += 8
     return k + _LOW_BIT[bits & 255]
+
+
+@njit(cache=True, error_model="numpy")
+def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
+                  issue_ns, params):
+    """Each instruction's bottom level: the longest path from its start to the end of the program
+    through the dependencies, the same-stream order edges and each compute engine's program order
+    (an engine is an in-order machine: what comes after an instruction on it waits for its ii),
+    with the instructions' own costs (compute: ii + lat; DMA: issue + fixed latency + the longer
+    of its engine and HBM times) and the semaphore latency on edges across streams. One reverse
+    pass: dependencies point back."""
+    sem_lat = params[0]
+    dma_fixed = params[1]
+    n = stream.shape[0]
+    acc = np.zeros(n)                   # the longest path from i's end (over its successors)
+    bl = np.empty(n)
+    nxt = np.zeros(int(params[6]))      # bl of the stream's next compute instruction
+    for i in range(n - 1, -1, -1):
+        s = stream[i]
+        if kind[i] == KIND_DMA:
+            b = issue_ns[i] + dma_fixed + max(eng_ns[i], hbm_ns[i]) + acc[i]
+        else:
+            b = max(ii[i] + lat[i] + acc[i], ii[i] + nxt[s])
+            nxt[s] = b
+        bl[i] = b
+        for e in range(dep_ptr[i], dep_ptr[i + 1]):
+            d = dep_idx[e]
+            x = b + sem_lat if stream[d] != s else b
+            if x > acc[d]:
+                acc[d] = x
+        for e in range(ord_ptr[i], ord_ptr[i + 1]):
+            d = ord_idx[e]
+            if b > acc[d]:
+                acc[d] = b
+    return bl
+
+
+@njit(cache=True, inline="always")
+def _passes_critical_dma(i, win, base, w, kind, prio):
+    """Whether DMA i would pass an earlier DMA of its window that is more critical: the DMA
+    engines are FIFO, so a DMA issued ahead of one it does not wait for delays that one."""
+    for k in range(w):
+        i2 = win[base + k]
+        if 0 <= i2 < i and kind[i2] == KIND_DMA and prio[i2] > prio[i]:
+            return True
+    return False
 
 
 @njit(cache=True, error_model="numpy")
@@ -72,8 +122,11 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
              np.zeros(n, np.int64))              # first slot (+1) waiting for instruction i
     order = np.empty(n, np.int64)
     times = (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))   # start, end, dstart, busy
+    prio = _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
+                         hbm_ns, issue_ns, params)
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order, times,
+                  prio,
                   np.zeros(n, np.bool_), np.zeros(int(params[5])),
                   np.zeros((8, n_streams), np.int64), np.zeros((2, n_streams)))
     return status, order, sptr, times[0], times[1], times[2], times[3]
@@ -81,8 +134,8 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
 
 @njit(cache=True, error_model="numpy", **without_refcounting())
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns,
-         n_eng, eng0, params, window, W, order0, sptr, state, order, times, done, dma_free,
-         ints, floats):
+         n_eng, eng0, params, window, W, order0, sptr, state, order, times, prio, done,
+         dma_free, ints, floats):
     win, wr, wpos, wnext, whead = state
     start, end, dstart, busy = times
     fillp, outp, ready, rescan, pend, cslot, dirty, active = (ints[0], ints[1], ints[2], ints[3],
@@ -146,7 +199,8 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                     whead[blocker] = j + 1
                 else:
                     ready[s] |= 1 << k
-            # the ready slot that can start earliest (ties: program order)
+            # the ready slot that can start earliest (ties: program order); a DMA does not pass
+            # an earlier, more critical DMA of its queue
             fs = free[s]
             best = np.inf
             bi = n
@@ -157,6 +211,9 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                 bits &= bits - 1
                 j = base + k
                 i = win[j]
+                if kind[i] == KIND_DMA and _passes_critical_dma(i, win, base, window[s], kind,
+                                                                prio):
+                    continue
                 c = _earliest(kind[i], wr[j], fs, m)
                 if c < best or (c == best and i < bi):
                     best = c

@@ -57,11 +57,14 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     """The scheduling pass (neuron_sim/kernels/schedule.py): each stream issues, from a window of
     its next `window[s]` instructions in program order, the one that can start earliest (ties:
     program order); an instruction waits for its dependencies and for the same-stream order
-    edges ord_ptr/ord_idx. Returns (status, order, sptr, start, end, data_start, busy):
-    order[sptr[s]:sptr[s+1]] is stream s's issue order."""
+    edges ord_ptr/ord_idx, and a DMA does not pass an earlier DMA of its queue's window with a
+    higher bottom level (the DMA engines are FIFO: it would delay that one). Returns (status, order, sptr, start, end,
+    data_start, busy): order[sptr[s]:sptr[s+1]] is stream s's issue order."""
+    prio = bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
+                        issue_ns, params)
     status, issued, start, end, dstart, busy, _ = _run(
         stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
-        None, None, window, ord_ptr, ord_idx)
+        None, None, window, ord_ptr, ord_idx, prio)
     by_stream = [[] for _ in range(int(params[6]))]
     for i in issued:
         by_stream[int(stream[i])].append(i)
@@ -72,8 +75,35 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     return status, order, sptr, start, end, dstart, busy
 
 
+def bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
+                 issue_ns, params):
+    """The scheduling priority: each instruction's longest path to the end of the program through
+    its dependents (cross-stream edges cost the semaphore latency), same-stream order edges and
+    each compute engine's program order (an in-order machine: the engine's next instruction waits
+    for this one's ii), costs being the instruction's own (compute: ii + lat; DMA: issue + fixed
+    latency + the longer of its engine and HBM times)."""
+    sem_lat, dma_fixed = float(params[0]), float(params[1])
+    n = len(stream)
+    succ = [[] for _ in range(n)]
+    for i in range(n):
+        for d in dep_idx[dep_ptr[i]:dep_ptr[i + 1]]:
+            succ[int(d)].append((i, sem_lat if stream[d] != stream[i] else 0.0))
+        for d in ord_idx[ord_ptr[i]:ord_ptr[i + 1]]:
+            succ[int(d)].append((i, 0.0))
+    bl = [0.0] * n
+    engine_next = {}                    # stream -> bl of its next compute instruction
+    for i in reversed(range(n)):
+        after = max((bl[j] + e for j, e in succ[i]), default=0.0)
+        if kind[i] == KIND_DMA:
+            bl[i] = issue_ns[i] + dma_fixed + max(eng_ns[i], hbm_ns[i]) + after
+        else:
+            bl[i] = max(ii[i] + lat[i] + after, ii[i] + engine_next.get(int(stream[i]), 0.0))
+            engine_next[int(stream[i])] = bl[i]
+    return bl
+
+
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
-         order, sptr, window=None, ord_ptr=None, ord_idx=None):
+         order, sptr, window=None, ord_ptr=None, ord_idx=None, prio=None):
     """schedule() and list_schedule(): each stream considers its next `window[s]` instructions
     (default 1, its head in `order`). Also returns the instructions in the order they issued."""
     sem_lat, dma_fixed, didt_init, didt_ramp, didt_reset = (float(p) for p in params[:5])
@@ -118,6 +148,9 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_en
                 if not ok:
                     continue
                 k = kind[i]
+                if k == KIND_DMA and prio is not None and any(
+                        j < i and kind[j] == KIND_DMA and prio[j] > prio[i] for j in win[s]):
+                    continue                    # would pass a more critical DMA of its queue
                 if k == KIND_LS:
                     c = max(r, ls_free, last_mm_start)
                 elif k == KIND_MM:
