@@ -39,7 +39,8 @@ from numba import njit
 
 from . import drop_stale_caches, without_refcounting
 
-from .timing import KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps, _stream_order
+from .timing import (KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps,
+                     _stream_order)
 
 
 # Index of the lowest set bit of a byte (a stream's slots are bits of an int64: window <= 63).
@@ -126,8 +127,7 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
                          hbm_ns, issue_ns, params)
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order, times,
-                  prio,
-                  np.zeros(n, np.bool_), np.zeros(int(params[5])),
+                  prio, np.zeros(n, np.bool_), np.zeros(int(params[5])),
                   np.zeros((8, n_streams), np.int64), np.zeros((2, n_streams)))
     return status, order, sptr, times[0], times[1], times[2], times[3]
 

@@ -58,8 +58,9 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     its next `window[s]` instructions in program order, the one that can start earliest (ties:
     program order); an instruction waits for its dependencies and for the same-stream order
     edges ord_ptr/ord_idx, and a DMA does not pass an earlier DMA of its queue's window with a
-    higher bottom level (the DMA engines are FIFO: it would delay that one). Returns (status, order, sptr, start, end,
-    data_start, busy): order[sptr[s]:sptr[s+1]] is stream s's issue order."""
+    higher bottom level (the DMA engines are FIFO: it would delay that one). Returns (status,
+    order, sptr, start, end, data_start, busy): order[sptr[s]:sptr[s+1]] is stream s's issue
+    order."""
     prio = bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                         issue_ns, params)
     status, issued, start, end, dstart, busy, _ = _run(
