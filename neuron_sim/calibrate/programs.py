@@ -5,8 +5,8 @@ C1-C4 follow the loop structure of the NKI matmul tutorial [MMtut-old] kernel by
 fully blocked kernel in FP32 as the kernel-optimisation tutorial's v5 [KOpt]. Tiles declared
 inside a loop come from a small pool of buffers (`bufs`), as the compiler allocates them; the
 dependency tracker then lets loads of the next iteration overlap the matmuls of this one exactly
-as far as the buffers allow. Each DMA loads one matmul operand (a [128, 128] stationary or
-[128, 512] moving piece), the granularity at which the compiler orders a load after the reads of
+as far as the buffers allow. Each DMA loads one matmul operand (a stationary or moving tile, see
+_tiles), the granularity at which the compiler orders a load after the reads of
 the memory it overwrites. Loops are written with ProgramBuilder.repeat, which builds the
 iterations of an affine loop in bulk: the program is the plain loop's."""
 
@@ -18,7 +18,6 @@ from ..numerics.formats import itemsize
 from ..program import ProgramBuilder
 from ..program.builder import paused_gc
 
-TILE_K, TILE_M, TILE_N = 128, 128, 512
 # DMA queues by role: a queue follows the engine that triggers it [DMAov], and the compiler
 # triggers the loads of each operand and the stores from their own instruction streams, so one
 # operand waiting for a free buffer does not hold up the others.
@@ -40,6 +39,14 @@ class Pool:
         return self.tiles[i % len(self.tiles)]
 
 
+def _tiles(chip):
+    """(TILE_K, TILE_M, TILE_N) as the matmul tutorial reads them from the target [MMtut-old]
+    (nl.tile_size.pmax, gemm_stationary_fmax, gemm_moving_fmax): 128, 128, 512 on Trn1/Trn2.
+    TILE_N is held to one PSUM bank of FP32 partial sums (Trn3's moving limit is larger)."""
+    return (chip.sbuf_partitions, chip.matmul_stationary_fmax,
+            min(chip.matmul_moving_fmax(), chip.psum_bank_fp32_elems))
+
+
 def _gc_paused(build):
     """The big programs below are built with the garbage collector paused (see paused_gc)."""
     @functools.wraps(build)
@@ -58,10 +65,11 @@ def _io(b, M, K, N, dtype):
 def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
     """C1: nki_matmul_tiled_: two loads per matmul, no reuse."""
     b = ProgramBuilder(chip, name="C1 tiled")
+    TILE_K, TILE_M, TILE_N = _tiles(b.chip)
     lhsT, rhs, result = _io(b, M, K, N, dtype)
     lp = Pool(b, "lhsT_tile", (TILE_K, TILE_M), dtype, bufs)
     rp = Pool(b, "rhs_tile", (TILE_K, TILE_N), dtype, bufs)
-    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
+    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", b.chip.psum_banks, psum=True)
     sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, bufs)
     NN, KT = N // TILE_N, K // TILE_K
 
@@ -88,11 +96,12 @@ def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
 def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=2):
     """C2: nki_matmul_hoist_load_: a column of lhsT tiles per m, of rhs tiles per n."""
     b = ProgramBuilder(chip, name="C2 hoist loads")
+    TILE_K, TILE_M, TILE_N = _tiles(b.chip)
     lhsT, rhs, result = _io(b, M, K, N, dtype)
     KT = K // TILE_K
     lp = Pool(b, "lhsT_tiles", (TILE_K, KT, TILE_M), dtype, bufs)
     rp = Pool(b, "rhs_tiles", (TILE_K, KT, TILE_N), dtype, bufs)
-    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
+    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", b.chip.psum_banks, psum=True)
     sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, 4)
     NN = N // TILE_N
 
@@ -124,11 +133,12 @@ def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_
     """C3: nki_matmul_block_free_dimension_: 2 x 2 tiles per block of the free dimensions. The
     rhs block (128 KiB per partition) leaves room for one buffer of each operand on Trn1."""
     b = ProgramBuilder(chip, name="C3 block free dims")
+    TILE_K, TILE_M, TILE_N = _tiles(b.chip)
     lhsT, rhs, result = _io(b, M, K, N, dtype)
     KT = K // TILE_K
     lt = b.sbuf("lhsT_tiles", (TILE_K, bm_tiles, KT, TILE_M), dtype)
     rt = b.sbuf("rhs_tiles", (TILE_K, bn_tiles, KT, TILE_N), dtype)
-    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", 8, psum=True)
+    pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", b.chip.psum_banks, psum=True)
     sp = Pool(b, "res_sb", (TILE_M, TILE_N), dtype, 4)
     NN = N // (TILE_N * bn_tiles)
 
@@ -162,7 +172,7 @@ def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_
 
 
 class Accumulators:
-    """The SBUF partial sums of the fully blocked kernel: one [128, TILE_N] slice per key, in the
+    """The SBUF partial sums of the fully blocked kernel: one [TILE_M, TILE_N] slice per key, in the
     order the K loop updates them. When they do not all fit, the compiler spills as its allocator
     does (neuron_sim/nki/memory.py, [MMtut]): when the working set first overflows (at the first
     lhsT block load, the partial sums already live) it sends to HBM the live slices whose next use
@@ -207,16 +217,17 @@ class Accumulators:
 def _load_by_operand(b, block, src, k_tile0, col0, width, queue):
     """Fill a [TILE_K, tiles_k, cols] block from `src` rows k_tile0*TILE_K.. and columns col0..
     with one DMA per matmul operand (a [TILE_K, width] piece), column piece by column piece.
+    TILE_K is the block's partition count.
     The compiler orders a DMA after the instructions that read the memory it overwrites; one DMA
     per operand lets a single-buffered block be refilled piece by piece as its last readers
     finish, instead of after the block's last matmul."""
-    tiles_k, cols = block.shape[1], block.shape[2]
+    tile_k, tiles_k, cols = block.shape
 
     def piece(c):
         c *= width
         for bk in range(tiles_k):
-            r0 = (k_tile0 + bk) * TILE_K
-            b.dma_copy(block[:, bk, c:c + width], src[r0:r0 + TILE_K, col0 + c:col0 + c + width],
+            r0 = (k_tile0 + bk) * tile_k
+            b.dma_copy(block[:, bk, c:c + width], src[r0:r0 + tile_k, col0 + c:col0 + c + width],
                        queue=queue)
     b.repeat(cols // width, piece)
 
@@ -246,10 +257,11 @@ def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", 
                          tiles_n=2, tiles_k=8, bufs=2, name="C4 fully blocked"):
     """C4 (BF16, Trn1) and C8 (FP32, Trn2): nki_matmul_fully_optimized_ / kernel-optimisation
     v5: all three dimensions blocked, partial sums accumulated in SBUF by VectorE, results packed
-    into [128, BLOCK_N] rows before the store. Buffer counts and spills follow from the chip's
+    into [TILE_K, BN] rows before the store. Buffer counts and spills follow from the chip's
     usable SBUF (_fit_blocked, Accumulators); blocks are loaded operand by operand
     (_load_by_operand)."""
     b = ProgramBuilder(chip, name=name)
+    TILE_K, TILE_M, TILE_N = _tiles(b.chip)
     lhsT, rhs, result = _io(b, M, K, N, dtype)
     BM, BN, BK = TILE_M * tiles_m, TILE_N * tiles_n, TILE_K * tiles_k
     NBM, NBN, NBK = M // BM, N // BN, K // BK
@@ -259,7 +271,7 @@ def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", 
                                          len(order), tiles_k * (BN + BM) * isz, BN * isz, bufs)
     rp = Pool(b, "rhs_tiles", (TILE_K, tiles_k, BN), dtype, nb)
     lp = Pool(b, "lhsT_tiles", (TILE_K, tiles_k, BM), dtype, nb)
-    pp = Pool(b, "res_tile", (TILE_M, TILE_N), "float32", 8, psum=True)
+    pp = Pool(b, "res_tile", (TILE_M, TILE_N), "float32", b.chip.psum_banks, psum=True)
     kp = Pool(b, "result_packed", (TILE_K, BN), dtype, nb)
     acc = Accumulators(b, order, (TILE_M, TILE_N), dtype, resident, staging)
     # Buffer uses as functions of the loop indices (repeat() bodies carry no counters): per n,
@@ -334,6 +346,7 @@ def dma_sixteen_engines(chip="trn2"):
     """C16: [128, 128] BF16 HBM->SBUF spread over the 16 engines, then a VectorE instruction that
     waits for it (trigger-to-completion as the profile shows it) [DMAov]."""
     b = ProgramBuilder(chip, name="C16 DMA 16 engines")
+    # the published workload's shape (public.json), not a hardware size
     src = b.hbm("src", (128, 128), "bfloat16")
     dst = b.sbuf("dst", (128, 128), "bfloat16")
     out = b.sbuf("out", (128, 128), "bfloat16")
@@ -345,7 +358,7 @@ def dma_sixteen_engines(chip="trn2"):
 def scalar_dependent_chain(chip="trn1", n=64):
     """C17: back-to-back dependent 1-element-per-partition activations on ScalarE [Perf]."""
     b = ProgramBuilder(chip, name="C17 ScalarE chain")
-    t = [b.sbuf(f"t{i}", (128, 1), "float32") for i in range(2)]
+    t = [b.sbuf(f"t{i}", (b.chip.sbuf_partitions, 1), "float32") for i in range(2)]
     b.memset(t[0], 1.0)
     for i in range(n):
         b.activation(t[(i + 1) % 2], t[i % 2], "exp" if i % 2 else "copy")
@@ -355,8 +368,9 @@ def scalar_dependent_chain(chip="trn1", n=64):
 def hwdge_stream(chip="trn2", n=64):
     """C18: back-to-back hardware-DGE DMA instructions from one queue [DGE]."""
     b = ProgramBuilder(chip, name="C18 HW DGE")
-    src = b.hbm("src", (n, 128, 64), "bfloat16")
-    dst = b.sbuf("dst", (128, n, 64), "bfloat16")
+    P = b.chip.sbuf_partitions                 # any shape [DGE]: 64 elements on every partition
+    src = b.hbm("src", (n, P, 64), "bfloat16")
+    dst = b.sbuf("dst", (P, n, 64), "bfloat16")
     for i in range(n):
         b.dma_copy(dst[:, i, :], src[i], queue=0, dge="hwdge")
     return b.build()
@@ -365,9 +379,10 @@ def hwdge_stream(chip="trn2", n=64):
 def tensor_burst_after_idle(chip="trn2", n=64):
     """C19: a burst of back-to-back BF16 matmuls after TensorE idled [Explorer]."""
     b = ProgramBuilder(chip, name="C19 TensorE burst")
-    st = b.sbuf("st", (128, 128), "bfloat16")
-    mv = b.sbuf("mv", (128, 512), "bfloat16")
-    acc = [b.psum(f"acc{i}", (128, 512)) for i in range(8)]
+    K, M, N = _tiles(b.chip)                   # any shape [Explorer]: full-size matmuls
+    st = b.sbuf("st", (K, M), "bfloat16")
+    mv = b.sbuf("mv", (K, N), "bfloat16")
+    acc = [b.psum(f"acc{i}", (M, N)) for i in range(b.chip.psum_banks)]
     for i in range(n):
-        b.nc_matmul(acc[i % 8], st, mv, accumulate=False)
+        b.nc_matmul(acc[i % len(acc)], st, mv, accumulate=False)
     return b.build()
