@@ -12,8 +12,6 @@ iterations of an affine loop in bulk: the program is the plain loop's."""
 
 from __future__ import annotations
 
-import functools
-
 from ..numerics.formats import itemsize
 from ..program import ProgramBuilder
 from ..program.builder import paused_gc
@@ -47,21 +45,12 @@ def _tiles(chip):
             min(chip.matmul_moving_fmax(), chip.psum_bank_fp32_elems))
 
 
-def _gc_paused(build):
-    """The big programs below are built with the garbage collector paused (see paused_gc)."""
-    @functools.wraps(build)
-    def run(*args, **kwargs):
-        with paused_gc():
-            return build(*args, **kwargs)
-    return run
-
-
 def _io(b, M, K, N, dtype):
     return (b.hbm("lhsT", (K, M), dtype), b.hbm("rhs", (K, N), dtype),
             b.hbm("result", (M, N), dtype))
 
 
-@_gc_paused
+@paused_gc()   # the big programs are built with the collector paused
 def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
     """C1: nki_matmul_tiled_: two loads per matmul, no reuse."""
     b = ProgramBuilder(chip, name="C1 tiled")
@@ -92,7 +81,7 @@ def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
     return b.build()
 
 
-@_gc_paused
+@paused_gc()
 def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=2):
     """C2: nki_matmul_hoist_load_: a column of lhsT tiles per m, of rhs tiles per n."""
     b = ProgramBuilder(chip, name="C2 hoist loads")
@@ -127,7 +116,7 @@ def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", buf
     return b.build()
 
 
-@_gc_paused
+@paused_gc()
 def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_tiles=2,
                       bn_tiles=2):
     """C3: nki_matmul_block_free_dimension_: 2 x 2 tiles per block of the free dimensions. The
@@ -252,7 +241,7 @@ def _fit_blocked(free, acc_bytes, n_acc, block_bytes, packed_bytes, bufs):
     return 1, (free - block_bytes - packed_bytes) // acc_bytes - bufs, bufs
 
 
-@_gc_paused
+@paused_gc()
 def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", tiles_m=16,
                          tiles_n=2, tiles_k=8, bufs=2, name="C4 fully blocked"):
     """C4 (BF16, Trn1) and C8 (FP32, Trn2): nki_matmul_fully_optimized_ / kernel-optimisation
