@@ -66,11 +66,11 @@ class Instance:
                 "scalar": c.scalar_clock_hz, "gpsimd": c.gpsimd_clock_hz}
 
 
-def _from_json(chip: str, key: str, name: str, note: str = "") -> Instance:
+def _from_json(chip: str, key: str, name: str) -> Instance:
     raw = _data()[chip][key]
     return Instance(name=name, chip=get_chip(chip), chips=raw["chips"]["value"],
                     vcpus=raw["vcpus"]["value"], host_mem_bytes=int(raw["host_mem_bytes"]["value"]),
-                    note=note or raw.get("topology", {}).get("value", ""),
+                    note=raw.get("topology", {}).get("value", ""),
                     source=raw["chips"]["source"])
 
 

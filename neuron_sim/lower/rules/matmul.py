@@ -16,7 +16,7 @@ without it, a natural load plus a TensorE transpose through PSUM."""
 
 from __future__ import annotations
 
-from math import ceil
+from math import ceil, prod
 
 from ...numerics.formats import FP8, itemsize
 from ...program.ap import AccessPattern, Memory
@@ -335,14 +335,10 @@ def linear(ctx, op):
     gemm(ctx, 1, M, K, N, am, bmat, op.outputs[0], bias=bias)
 
 
-def _conv_gemm_dims(x: TensorSpec, w: TensorSpec, out: TensorSpec, groups=1):
+def _conv_gemm_dims(w: TensorSpec, out: TensorSpec):
     """Implicit GEMM: M = output pixels x batch, K = Cin/groups x kernel, N = Cout."""
     cout = w.shape[0]
-    k = 1
-    for d in w.shape[1:]:
-        k *= d
-    pixels = out.numel // max(cout, 1)
-    return pixels, k, cout
+    return out.numel // max(cout, 1), prod(w.shape[1:]), cout
 
 
 @lowers("aten::convolution", "aten::_convolution", "aten::conv2d", "aten::conv1d",
@@ -353,7 +349,7 @@ def convolution(ctx, op):
     layout); the patch gather is not charged separately (it overlaps as strided DMA)."""
     x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
     bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2].ndim == 1 else None
-    M, K, N = _conv_gemm_dims(x, w, out)
+    M, K, N = _conv_gemm_dims(w, out)
     a = TensorSpec((M, K), x.dtype, (1, M), x.id)          # K-major: natural loads
     bsp = TensorSpec((K, N), w.dtype, (N, 1), w.id)
     taps = max(1, (w.numel // max(w.shape[0], 1)) // max(w.shape[1], 1))   # kh * kw
@@ -367,7 +363,7 @@ def convolution_backward(ctx, op):
     """grad_input (a GEMM of the forward's size, transposed weights) and grad_weight (a GEMM
     contracting over the output pixels)."""
     gout, x, w = op.inputs[0], op.inputs[1], op.inputs[2]
-    M, K, N = _conv_gemm_dims(x, w, gout)
+    M, K, N = _conv_gemm_dims(w, gout)
     outs = [o for o in op.outputs if o is not None and o.numel > 0]
     gi = outs[0] if outs else x
     a = TensorSpec((M, N), gout.dtype, (1, M), gout.id)

@@ -30,8 +30,8 @@ MAX_ROWS_PER_BLOCK = 8     # rows per partition per block for per-row instructio
 LONG_ROW = 4096            # longer rows are processed in pieces, two passes
 
 
-def _rows_cols(x: TensorSpec, dim=-1):
-    c = x.shape[dim] if x.ndim else 1
+def _rows_cols(x: TensorSpec):
+    c = x.shape[-1] if x.ndim else 1
     return max(1, x.numel // max(c, 1)), max(c, 1)
 
 
