@@ -2,7 +2,7 @@
 (C9-C13 of public.json). Shapes: delta, u [batch, channels, seq]; A [channels, state];
 B, C [batch, state, seq]; out [batch, channels, seq]; FP32.
 
-Per (channel tile of 128, state) the tutorial's six steps:
+Per (channel tile of nl.tile_size.pmax partitions, state) the tutorial's six steps:
   1+2. deltaA = exp(delta * A_i)          one ScalarE activation (A_i as the per-partition scale)
   3.   deltaBu = (delta * u) * B_i        two VectorE tensor_tensor, B_i broadcast over partitions
   4.   scan = deltaA[t] * scan[t-1] + deltaBu[t]   one VectorE tensor_tensor_scan
@@ -48,7 +48,7 @@ from ..nki import isa as nisa
 from ..nki import language as nl
 from ..nki.launch import jit
 
-SEQ_TILE = 512
+SEQ_TILE = 512     # the v3 kernel's own sequence tile [Mamba], not a hardware size
 
 
 def _state_step(delta_t, u_t, A_i, load_B, load_C, accum, scan_init, P, F, scanC_buffer=nl.sbuf):
