@@ -630,14 +630,14 @@ def _device():
 def _setup(cfg, instance, lnc, dtype, precision, tp):
     """What a training and an inference estimate both start from, after checking the instance:
     (torch dtype, precision, bytes per element, dims, parameter counts, one TP shard's config)."""
-    _check_instance(instance, lnc)
+    _check_instance(instance)
     tdt = _dtype(dtype)
     prec = _precision(precision, tdt, instance)
     return (tdt, prec, torch.finfo(tdt).bits // 8, _dims(cfg), parameter_counts(cfg),
             _shard(cfg, tp, prec))
 
 
-def _check_instance(instance, lnc):
+def _check_instance(instance):
     import torch_neuronx
     inst = get_instance(instance)
     here = get_instance(torch_neuronx.get_instance())

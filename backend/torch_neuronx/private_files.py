@@ -42,7 +42,7 @@ def user_temp_dir(name: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"{name}-{os.getuid()}")
 
 
-def _problem(path: str, st: os.stat_result, leaf: bool) -> str | None:
+def _problem(st: os.stat_result, leaf: bool) -> str | None:
     me = os.getuid()
     if not stat.S_ISDIR(st.st_mode):
         return "is not a directory"
@@ -59,10 +59,10 @@ def private_dir(path: str, what: str) -> str | None:
     path = os.path.abspath(path)
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
-        problem = _problem(path, os.stat(path), leaf=True)
+        problem = _problem(os.stat(path), leaf=True)
         parent = os.path.dirname(path)
         while problem is None and parent != os.path.dirname(parent):
-            why = _problem(parent, os.stat(parent), leaf=False)
+            why = _problem(os.stat(parent), leaf=False)
             if why:
                 problem = f"is inside {parent}, which {why}"
             parent = os.path.dirname(parent)

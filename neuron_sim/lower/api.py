@@ -201,7 +201,7 @@ def _list_args(op):
             and all(isinstance(t, TensorSpec) for t in a)]
 
 
-def _keys(op, tensors, lists):
+def _keys(tensors, lists):
     """Residency keys of an op's tensors: each tensor, and a tensor list as the one flat
     tensor a foreach op streams (optimizer.list_identity)."""
     out = [LowerCtx.key(t) for t in tensors]
@@ -220,10 +220,10 @@ def _program(fused, chip, lnc, live):
     later = set()
     last_read = {}          # key -> the last op reading it: its SBUF is free after that
     for i, o in enumerate(fused):
-        for k in _keys(o, o.inputs, _list_args(o)):
+        for k in _keys(o.inputs, _list_args(o)):
             last_read[k] = i
     for i, o in enumerate(fused):
-        for k in _keys(o, o.outputs, [list(o.outputs)] if len(o.outputs) > 1 else []):
+        for k in _keys(o.outputs, [list(o.outputs)] if len(o.outputs) > 1 else []):
             if last_read.get(k, -1) > i:
                 later.add(k)
     ctx = LowerCtx(chip, lnc, REPEAT_CAP, live=live, consumed_later=frozenset(later),

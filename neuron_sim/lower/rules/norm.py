@@ -35,11 +35,6 @@ def _rows_cols(x: TensorSpec):
     return max(1, x.numel // max(c, 1)), max(c, 1)
 
 
-def _bcast(ap, p, f):
-    """A [p, r] per-row value used against [p, r*C] data (broadcast along C)."""
-    return ap if isinstance(ap, AccessPattern) else ap.ap()
-
-
 def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extra_in=(),
                outs=None):
     """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j).
@@ -185,12 +180,12 @@ def _softmax_body(ctx, log, backward=False, logback=False):
             if logback:                    # g - exp(y) * sum(g)
                 b.tensor_reduce(ssum, g, "add")
                 b.activation(gy, y, "exp")
-                b.tensor_tensor(gy, gy, _bcast(ssum, p, r), "multiply")
+                b.tensor_tensor(gy, gy, ssum, "multiply")
                 b.tensor_tensor(out, g, gy, "subtract")
                 return
             b.tensor_tensor(gy, g, y, "multiply")
             b.tensor_reduce(ssum, gy, "add")
-            b.tensor_tensor(gy, g, _bcast(ssum, p, r), "subtract")
+            b.tensor_tensor(gy, g, ssum, "subtract")
             b.tensor_tensor(out, gy, y, "multiply")
             return
         b.tensor_reduce(stat, x, "maximum")
@@ -203,7 +198,7 @@ def _softmax_body(ctx, log, backward=False, logback=False):
                 b.activation(_row(e, p, row, C), _row(x, p, row, C), "exp",
                              bias=neg[0:p, row:row + 1], reduce_res=ssum[0:p, row:row + 1])
         else:           # short rows: whole-block passes (per-row instructions cost >= 64 cycles)
-            b.tensor_tensor(e, x, _bcast(stat, p, r), "subtract")
+            b.tensor_tensor(e, x, stat, "subtract")
             b.activation(e, e, "exp")
             b.tensor_reduce(ssum, e, "add")
         b.activation(ssum, ssum, "log" if log else "reciprocal")
@@ -219,7 +214,7 @@ def _softmax_body(ctx, log, backward=False, logback=False):
                         b.activation(_row(out, p, row, C), _row(src, p, row, C), "copy",
                                      scale=ssum[0:p, row:row + 1])
             else:
-                b.tensor_tensor(out, src, _bcast(ssum, p, r), "subtract" if log else "multiply")
+                b.tensor_tensor(out, src, ssum, "subtract" if log else "multiply")
         return tail
     return body
 
