@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 
 import torch
@@ -314,7 +314,7 @@ def _setup_default_group(store, rank, size, timeout):
     else:
         try:
             p = _placement.from_environment(rank, size)
-            info.update(p.as_dict())
+            info.update(asdict(p))
         except DistributedSetupError as e:
             error = str(e)
     info["error"] = error

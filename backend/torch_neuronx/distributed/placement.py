@@ -5,7 +5,7 @@ user set it, device_count() == LOCAL_WORLD_SIZE and the current device is LOCAL_
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from .. import settings as neuron_settings
 from ..instance import resolve
@@ -27,9 +27,6 @@ class Placement:
     @property
     def global_core(self) -> int:
         return self.node * self.cores_per_node + self.core
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _env_int(name, default):
