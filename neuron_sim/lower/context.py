@@ -23,7 +23,7 @@ from math import ceil
 from ..errors import CapacityError
 from ..numerics.formats import itemsize
 from ..program import ProgramBuilder
-from ..program.ap import AccessPattern, Memory, Tensor
+from ..program.ap import AccessPattern, Memory, Tensor, as_ap
 from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES  # noqa: F401
 from .spec import TensorSpec
 
@@ -203,7 +203,7 @@ class LowerCtx:
     def _chunk_dma(self, t: TensorSpec, tile, p: int, cols: int, off: int, f: int, store: bool):
         """The DMA(s) between chunk [p, f] of t in HBM and an SBUF tile (or access pattern)."""
         pieces = self.hbm_pieces(t, p, cols, off, f)
-        sb = tile if isinstance(tile, AccessPattern) else tile.ap()
+        sb = as_ap(tile)
         last = None
         for hap, lo, n in pieces:
             s = sb if len(pieces) == 1 else self.cols(sb, p, lo, n)
@@ -213,7 +213,7 @@ class LowerCtx:
     @staticmethod
     def cols(t, p: int, off: int, n: int) -> AccessPattern:
         """Free-axis slice [p, off:off+n] of a Tensor or an AccessPattern."""
-        a = t if isinstance(t, AccessPattern) else t.ap()
+        a = as_ap(t)
         return AccessPattern(a.tensor, a.p_start, p, a.offset + off, ((n, 1),))
 
     def resident_ap(self, t: TensorSpec, p: int, off: int, f: int):
@@ -284,7 +284,7 @@ class LowerCtx:
     def store(self, t: TensorSpec, tile, p: int, cols: int, j: int, f: int):
         if not self.needs_store(t):
             return None
-        src = tile if isinstance(tile, AccessPattern) else tile.ap()
+        src = as_ap(tile)
         return self._chunk_dma(t, src, p, cols, j * f, f, store=True)
 
     def chunks(self, t: TensorSpec, streams: int = 3):

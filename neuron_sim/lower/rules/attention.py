@@ -29,7 +29,7 @@ from functools import partial
 from math import ceil
 
 from ...numerics.formats import itemsize
-from ...program.ap import AccessPattern, Memory
+from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import LoweringError, lowers
 from .matmul import _load_k_major, _Mat
 
@@ -46,13 +46,9 @@ def _mm_dtype(t):
     return t.dtype if t.dtype in ("bfloat16", "float16") else "float32"
 
 
-def _ap(t):
-    return t if isinstance(t, AccessPattern) else t.ap()
-
-
 def _sub(t, pn, f0, fn):
     """[0:pn, f0:f0+fn] of a Tensor or an AccessPattern."""
-    a = _ap(t)
+    a = as_ap(t)
     return AccessPattern(a.tensor, a.p_start, pn, a.offset + f0, ((fn, 1),))
 
 
@@ -95,7 +91,7 @@ def _km(ctx, t, base, d0, r0, rn, dtype, role, slot):
     NP = ctx.P
     D = t.shape[-1]
     m = _Mat(t, t.shape[-2], D, t.strides[-2], t.strides[-1], base + d0)
-    return _ap(_load_k_major(ctx, m, False, 0, min(NP, D - d0), r0, rn, dtype, role, slot))
+    return as_ap(_load_k_major(ctx, m, False, 0, min(NP, D - d0), r0, rn, dtype, role, slot))
 
 
 def _kv_end(causal, q0, qn, S_k):
@@ -252,7 +248,7 @@ def _head_tiles(ctx, k, v, base_k, base_v, S_k, D, dt, slot, need=("kT", "v")):
             for di in range(nd):
                 dn = min(NP, D - di * NP)
                 m = _Mat(t, S_k, D, t.strides[-2], t.strides[-1], base + di * NP)
-                tiles.append(_ap(_load_k_major(ctx, m, False, 0, dn, 0, S_k, dt,
+                tiles.append(as_ap(_load_k_major(ctx, m, False, 0, dn, 0, S_k, dt,
                                                f"{name}{di}", slot)))
             out[name] = tiles
         else:

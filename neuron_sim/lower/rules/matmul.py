@@ -19,7 +19,7 @@ from __future__ import annotations
 from math import ceil, prod
 
 from ...numerics.formats import FP8, itemsize
-from ...program.ap import AccessPattern, Memory
+from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import LoweringError, lowers
 from ..spec import TensorSpec
 
@@ -185,8 +185,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         oblk = ctx.tile(f"oblk{g}", (min(MT, mcols), mcount * bn), out_dt, blk) \
             if coalesce else None
         # the moving operands of each N tile, made once per block (every M tile reads them)
-        bts = [x if isinstance(x, AccessPattern) else x.ap() for x in
-               (b_tiles[kk] for kk in range(kt_n))]
+        bts = [as_ap(b_tiles[kk]) for kk in range(kt_n)]
         mvs = [[AccessPattern(bt.tensor, bt.p_start, bt.p_size, bt.offset + j * NT * rows,
                               ((min(NT, bn - j * NT) * rows, 1),)) for bt in bts]
                for j in range(ceil(bn / NT))]
@@ -194,8 +193,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
             ms = min(MT, mcols - t * MT)
             sts = [AccessPattern(at.tensor, at.p_start, at.p_size, at.offset + t * MT * rows,
                                  ((ms * rows, 1),))
-                   for at in (x if isinstance(x, AccessPattern) else x.ap() for x in
-                              (a_tiles[kk] for kk in range(kt_n)))]
+                   for at in (as_ap(a_tiles[kk]) for kk in range(kt_n))]
             for j in range(ceil(bn / NT)):
                 ns = min(NT, bn - j * NT)
                 acc = ctx.tile("acc", (ms, ns), "float32", ot, Memory.PSUM)
@@ -260,8 +258,8 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
                                f"Ak{kk - ci * kc}", u)
             bt = _load_k_major(ctx, bm, True, kk * KT, kp, n0, ncols * rows, dtype,
                                f"Bk{kk - ci * kc}", u)
-            at = at if isinstance(at, AccessPattern) else at.ap()
-            bt = bt if isinstance(bt, AccessPattern) else bt.ap()
+            at = as_ap(at)
+            bt = as_ap(bt)
             for (t, j), acc in accs.items():
                 ms, ns = acc.shape
                 st = AccessPattern(at.tensor, at.p_start, at.p_size, at.offset + t * MT * rows,

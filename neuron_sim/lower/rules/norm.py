@@ -20,7 +20,7 @@ from math import ceil
 
 from ...isa.vector.bn_stats import MAX_FREE as BN_STATS_FMAX
 from ...numerics.formats import itemsize
-from ...program.ap import AccessPattern, Memory
+from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import lowers
 from ..spec import TensorSpec
 from .elementwise import TT, elementwise, run_recipe
@@ -101,7 +101,7 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
     for f0 in range(0, f, bank):
         fn = min(bank, f - f0)
         ps = ctx.tile("psum_red", (1, fn), "float32", f0 // bank, Memory.PSUM)
-        src = acc_ap if isinstance(acc_ap, AccessPattern) else acc_ap.ap()
+        src = as_ap(acc_ap)
         mv = AccessPattern(src.tensor, src.p_start, p, src.offset + f0, ((fn, 1),))
         b.nc_matmul(ps, ones, mv)
         o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
@@ -221,7 +221,7 @@ def _softmax_body(ctx, log, backward=False, logback=False):
 
 def _row(t, p, row, C):
     """Row `row` ([p, C]) of a [p, r*C] block."""
-    a = t if isinstance(t, AccessPattern) else t.ap()
+    a = as_ap(t)
     return AccessPattern(a.tensor, a.p_start, p, a.offset + row * C, ((C, 1),))
 
 
@@ -262,7 +262,7 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
         else:
             nchunk = ceil(C / BN_STATS_FMAX)
             stats = ctx.tmp("st", (p, 6 * nchunk), "float32", j)
-            xa = x if isinstance(x, AccessPattern) else x.ap()
+            xa = as_ap(x)
             for row in range(r):
                 for c in range(nchunk):
                     cn = min(BN_STATS_FMAX, C - c * BN_STATS_FMAX)
@@ -277,8 +277,8 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
         b.tensor_scalar(rstd, mv[0:p, 0:r], "add", 1e-5, "power", -0.5)
         nb = ctx.tmp("nb", (p, r), "float32", j)
         b.tensor_tensor(nb, mv[0:p, 0:r], rstd, "multiply")
-        xa = x if isinstance(x, AccessPattern) else x.ap()
-        oa = out if isinstance(out, AccessPattern) else out.ap()
+        xa = as_ap(x)
+        oa = as_ap(out)
         for row in range(r):     # (x - mean) * rstd = x * rstd + (-mean * rstd): one activation
             b.activation(AccessPattern(oa.tensor, oa.p_start, p, oa.offset + row * C, ((C, 1),)),
                          AccessPattern(xa.tensor, xa.p_start, p, xa.offset + row * C, ((C, 1),)),
@@ -408,7 +408,7 @@ def layer_norm_backward(ctx, op):
                 b.activation(_row(dsts[0], p, row, C), _row(gw, p, row, C), "copy",
                              scale=s2[0:p, row:row + 1])
             for k, src in (("w", gx), ("b", gg)) if col_sums else ():
-                sa = src if isinstance(src, AccessPattern) else src.ap()
+                sa = as_ap(src)
                 # TensorE takes FP32 only against FP32: the ones vector in the column's dtype
                 one = ones if sa.dtype == "float32" else ctx.tile(f"ones_{sa.dtype}", (p, 1),
                                                                   sa.dtype, 0)
