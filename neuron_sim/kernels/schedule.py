@@ -93,21 +93,68 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
 
 
 @njit(cache=True, inline="always")
-def _passes_critical_dma(i, win, base, w, kind, prio):
-    """Whether DMA i would pass an earlier DMA of its window that is more critical: the DMA
-    engines are FIFO, so a DMA issued ahead of one it does not wait for delays that one."""
+def _share_engines(a, b, n_eng, eng0, n_dma):
+    """Whether DMAs a and b use a DMA engine in common (each uses n_eng engines from eng0 on,
+    modulo n_dma)."""
+    na = n_eng[a]
+    nb = n_eng[b]
+    if na <= 0 or nb <= 0:
+        return False
+    return (eng0[b] - eng0[a]) % n_dma < na or (eng0[a] - eng0[b]) % n_dma < nb
+
+
+@njit(cache=True, inline="always")
+def _hoisted(i, win, base, w):
+    """Whether i's window holds an earlier instruction of its stream (i would pass it)."""
     for k in range(w):
         i2 = win[base + k]
-        if 0 <= i2 < i and kind[i2] == KIND_DMA and prio[i2] > prio[i]:
+        if 0 <= i2 < i:
             return True
     return False
+
+
+@njit(cache=True, inline="always")
+def _passes_critical_dma(i, s, win, W, dma_stream, kind, prio, n_eng, eng0, n_dma):
+    """Whether DMA i, issued ahead of its queue's program order, would pass an earlier DMA that
+    is more critical and waits in its own queue's window or in another queue's window on a DMA
+    engine i uses: the DMA engines are FIFO, so a DMA issued ahead of one it does not wait for
+    delays that one."""
+    if not _hoisted(i, win, s * W, W):
+        return False
+    for s2 in range(dma_stream.shape[0]):
+        if dma_stream[s2] == 0:
+            continue
+        for k in range(W):
+            i2 = win[s2 * W + k]
+            if 0 <= i2 < i and kind[i2] == KIND_DMA and prio[i2] > prio[i] and (
+                    s2 == s or _share_engines(i, i2, n_eng, eng0, n_dma)):
+                return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _hold_back(y, win, W, dma_stream, stream, kind, prio, n_eng, eng0, n_dma, after):
+    """DMA y issues: every DMA of another queue's window that y held back (the gate of
+    _passes_critical_dma) gets the order edge after[x] = y, the semaphore a compiler inserts so
+    that x does not trigger before y (the last one wins: it issued after the others)."""
+    sy = stream[y]
+    for s2 in range(dma_stream.shape[0]):
+        if dma_stream[s2] == 0 or s2 == sy:
+            continue
+        for k in range(W):
+            x = win[s2 * W + k]
+            if x > y and kind[x] == KIND_DMA and prio[y] > prio[x] and \
+                    _share_engines(x, y, n_eng, eng0, n_dma) and _hoisted(x, win, s2 * W, W):
+                after[x] = y
 
 
 @njit(cache=True, error_model="numpy")
 def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                    issue_ns, n_eng, eng0, params, window):
-    """Returns (status, order, sptr, start, end, dstart, busy): per stream s,
-    order[sptr[s]:sptr[s+1]] is its issue order; the times are those of timing.py's kernels.
+    """Returns (status, order, sptr, after, start, end, dstart, busy): per stream s,
+    order[sptr[s]:sptr[s+1]] is its issue order; after[x] >= 0 is the DMA that x, held back for
+    it, may not trigger before (-1: none); the times are those of timing.py's kernels given
+    that order and those edges.
     status -1: nothing can issue (a dependency cycle through the windows)."""
     n_streams = int(params[6])
     n = stream.shape[0]
@@ -125,21 +172,28 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
     times = (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))   # start, end, dstart, busy
     prio = _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
                          hbm_ns, issue_ns, params)
+    ints = np.zeros((10, n_streams), np.int64)
+    for i in range(n):
+        if kind[i] == KIND_DMA:
+            ints[8, stream[i]] = 1              # the streams with DMAs
+    after = np.full(n, -1, np.int64)
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order, times,
-                  prio, np.zeros(n, np.bool_), np.zeros(int(params[5])),
-                  np.zeros((8, n_streams), np.int64), np.zeros((2, n_streams)))
-    return status, order, sptr, times[0], times[1], times[2], times[3]
+                  prio, after, np.zeros(n, np.bool_), np.zeros(int(params[5])), ints,
+                  np.zeros((2, n_streams)))
+    return status, order, sptr, after, times[0], times[1], times[2], times[3]
 
 
 @njit(cache=True, error_model="numpy", **without_refcounting())
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns,
-         n_eng, eng0, params, window, W, order0, sptr, state, order, times, prio, done,
+         n_eng, eng0, params, window, W, order0, sptr, state, order, times, prio, after, done,
          dma_free, ints, floats):
     win, wr, wpos, wnext, whead = state
     start, end, dstart, busy = times
     fillp, outp, ready, rescan, pend, cslot, dirty, active = (ints[0], ints[1], ints[2], ints[3],
                                                               ints[4], ints[5], ints[6], ints[7])
+    dma_stream, gated = ints[8], ints[9]     # streams with DMAs; with a slot held back
+    n_dma = int(params[5])
     free, cand = floats[0], floats[1]
     sem_lat = params[0]
     n_streams = int(params[6])
@@ -200,21 +254,28 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                 else:
                     ready[s] |= 1 << k
             # the ready slot that can start earliest (ties: program order); a DMA does not pass
-            # an earlier, more critical DMA of its queue
+            # an earlier, more critical DMA of its queue or of a queue on its DMA engines, and
+            # starts no earlier than the one it was held back for
             fs = free[s]
             best = np.inf
             bi = n
             bj = -1
+            gated[s] = 0
             bits = ready[s]
             while bits != 0:
                 k = _low_bit(bits)
                 bits &= bits - 1
                 j = base + k
                 i = win[j]
-                if kind[i] == KIND_DMA and _passes_critical_dma(i, win, base, window[s], kind,
-                                                                prio):
-                    continue
-                c = _earliest(kind[i], wr[j], fs, m)
+                r = wr[j]
+                if kind[i] == KIND_DMA:
+                    if _passes_critical_dma(i, s, win, W, dma_stream, kind, prio, n_eng, eng0,
+                                            n_dma):
+                        gated[s] = 1
+                        continue
+                    if after[i] >= 0:
+                        r = max(r, start[after[i]])
+                c = _earliest(kind[i], r, fs, m)
                 if c < best or (c == best and i < bi):
                     best = c
                     bi = i
@@ -247,6 +308,7 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
         i = win[j]
         k = j - s * W
         ready[s] &= ~(1 << k)
+        i2 = -1
         if fillp[s] < sptr[s + 1]:      # the slot takes the stream's next instruction
             i2 = order0[fillp[s]]
             win[j] = i2
@@ -270,6 +332,27 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
             dirty[s] = 1
             pend[npend] = s
             npend += 1
+        if ki == KIND_DMA:
+            _hold_back(i, win, W, dma_stream, stream, kind, prio, n_eng, eng0, n_dma, after)
+        if dma_stream[s]:
+            # a DMA window changed: a DMA held back for i may go now, and the DMA that took its
+            # slot may hold back another queue's candidate
+            for a in range(nact):
+                s3 = active[a]
+                if dirty[s3] != 0 or dma_stream[s3] == 0:
+                    continue
+                if gated[s3] != 0 and ki == KIND_DMA:
+                    redo = True
+                elif i2 >= 0 and kind[i2] == KIND_DMA and cand[s3] != np.inf:
+                    x = win[cslot[s3]]
+                    redo = x > i2 and prio[i2] > prio[x] and \
+                        _share_engines(x, i2, n_eng, eng0, n_dma) and _hoisted(x, win, s3 * W, W)
+                else:
+                    redo = False
+                if redo:
+                    dirty[s3] = 1
+                    pend[npend] = s3
+                    npend += 1
         if (ki == KIND_LS or ki == KIND_MM) and dirty[0] == 0:
             dirty[0] = 1                # the LS/MM state feeds TensorE's next start
             pend[npend] = 0

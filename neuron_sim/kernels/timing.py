@@ -70,9 +70,12 @@ def _earliest(k, r, free_s, m):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat, kind, free, m):
+def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat, kind, free, m,
+               after, start):
     """Stream s's head i: (earliest start, -1), or (inf, the instruction it waits for). The scan
-    resumes where the last one stopped (hpos[s] < 0: from the start)."""
+    resumes where the last one stopped (hpos[s] < 0: from the start). after[i] >= 0: i may not
+    start before that instruction has started (the scheduling pass's order edge; after None:
+    no edges, the check compiled out)."""
     p = hpos[s]
     r = hr[s]
     if p < 0:
@@ -83,6 +86,12 @@ def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat, kin
     hr[s] = r
     if blocker >= 0:
         return np.inf, blocker
+    if after is not None:
+        g = after[i]
+        if g >= 0:
+            if not done[g]:
+                return np.inf, g
+            r = max(r, start[g])
     return _earliest(kind[i], r, free[s], m), -1
 
 
@@ -161,13 +170,15 @@ def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
     """Program order within each stream."""
     order, sptr = _stream_order(stream, int(params[6]))
     return _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
-                             n_eng, eng0, params, order, sptr)
+                             n_eng, eng0, params, order, sptr, None)
 
 
 @njit(cache=True, error_model="numpy")
 def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng,
-                      eng0, params, order, sptr):
-    """Each stream runs order[sptr[s]:sptr[s+1]] in that order (the scheduling pass's)."""
+                      eng0, params, order, sptr, after):
+    """Each stream runs order[sptr[s]:sptr[s+1]] in that order (the scheduling pass's), and an
+    instruction i with after[i] >= 0 starts no earlier than that one (the pass's order edges;
+    None: none)."""
     sem_lat = params[0]
     n_dma = int(params[5])
     n_streams = int(params[6])
@@ -211,7 +222,7 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
         for q in range(npend):
             s = pending[q]
             c, blocker = _eval_head(s, order[head[s]], hpos, hr, dep_ptr, dep_idx, done, end,
-                                    stream, sem_lat, kind, free, m)
+                                    stream, sem_lat, kind, free, m, after, start)
             cand[s] = c
             blk[s] = blocker
             if blocker >= 0:
@@ -265,7 +276,7 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
             # Only this stream changed: its next head goes next if it still beats every other
             # stream (ties to the lower stream number, as in the reference).
             c, blocker = _eval_head(s, order[head[s]], hpos, hr, dep_ptr, dep_idx, done, end,
-                                    stream, sem_lat, kind, free, m)
+                                    stream, sem_lat, kind, free, m, after, start)
             cand[s] = c
             npend = 0
             if blocker >= 0:

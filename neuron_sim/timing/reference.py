@@ -42,13 +42,14 @@ def stream_order(stream, n_streams):
 
 
 def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
-             params, order=None, sptr=None):
+             params, order=None, sptr=None, after=None):
     """Returns (status, start, end, data_start, busy, stuck) with status 0 on success, -1 on a
     deadlock (then `stuck` lists, per stream, the head instruction that cannot start or -1).
-    `order`/`sptr` (CSR by stream) give each stream's issue order; default program order."""
+    `order`/`sptr` (CSR by stream) give each stream's issue order; default program order.
+    after[i] >= 0: i starts no earlier than that instruction (the scheduling pass's edges)."""
     status, _, start, end, dstart, busy, stuck = _run(
         stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
-        order, sptr)
+        order, sptr, after=after)
     return status, start, end, dstart, busy, stuck
 
 
@@ -57,15 +58,19 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     """The scheduling pass (neuron_sim/kernels/schedule.py): each stream issues, from a window of
     its next `window[s]` instructions in program order, the one that can start earliest (ties:
     program order); an instruction waits for its dependencies and for the same-stream order
-    edges ord_ptr/ord_idx, and a DMA does not pass an earlier DMA of its queue's window with a
-    higher bottom level (the DMA engines are FIFO: it would delay that one). Returns (status,
-    order, sptr, start, end, data_start, busy): order[sptr[s]:sptr[s+1]] is stream s's issue
-    order."""
+    edges ord_ptr/ord_idx. A DMA issued ahead of its queue's program order does not pass an
+    earlier DMA with a higher bottom level waiting in its queue's window or in another queue's
+    window on a DMA engine it uses (the DMA engines are FIFO: it would delay that one); when
+    such a DMA y of another queue issues, each DMA x it held back gets the order edge
+    after[x] = y: x starts no earlier than y (the semaphore a compiler inserts; the last y
+    wins). Returns (status, order, sptr, after, start, end, data_start, busy):
+    order[sptr[s]:sptr[s+1]] is stream s's issue order."""
     prio = bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                         issue_ns, params)
+    after = [-1] * len(stream)
     status, issued, start, end, dstart, busy, _ = _run(
         stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
-        None, None, window, ord_ptr, ord_idx, prio)
+        None, None, window, ord_ptr, ord_idx, prio, after)
     by_stream = [[] for _ in range(int(params[6]))]
     for i in issued:
         by_stream[int(stream[i])].append(i)
@@ -73,7 +78,13 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     for b in by_stream:
         order.extend(b)
         sptr.append(len(order))
-    return status, order, sptr, start, end, dstart, busy
+    return status, order, sptr, after, start, end, dstart, busy
+
+
+def _share_engines(a, b, n_eng, eng0, n_dma):
+    """Whether DMAs a and b use a DMA engine in common."""
+    ea = {(int(eng0[a]) + j) % n_dma for j in range(int(n_eng[a]))}
+    return any((int(eng0[b]) + j) % n_dma in ea for j in range(int(n_eng[b])))
 
 
 def bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
@@ -104,7 +115,7 @@ def bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_
 
 
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
-         order, sptr, window=None, ord_ptr=None, ord_idx=None, prio=None):
+         order, sptr, window=None, ord_ptr=None, ord_idx=None, prio=None, after=None):
     """schedule() and list_schedule(): each stream considers its next `window[s]` instructions
     (default 1, its head in `order`). Also returns the instructions in the order they issued."""
     sem_lat, dma_fixed, didt_init, didt_ramp, didt_reset = (float(p) for p in params[:5])
@@ -146,12 +157,19 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_en
                 if ord_ptr is not None and not all(done[d] for d in
                                                    ord_idx[ord_ptr[i]:ord_ptr[i + 1]]):
                     ok = False
+                if after is not None and after[i] >= 0:
+                    if done[after[i]]:
+                        r = max(r, start[after[i]])
+                    else:
+                        ok = False
                 if not ok:
                     continue
                 k = kind[i]
-                if k == KIND_DMA and prio is not None and any(
-                        j < i and kind[j] == KIND_DMA and prio[j] > prio[i] for j in win[s]):
-                    continue                    # would pass a more critical DMA of its queue
+                if k == KIND_DMA and prio is not None and any(j < i for j in win[s]) and any(
+                        j < i and kind[j] == KIND_DMA and prio[j] > prio[i] and (
+                            s2 == s or _share_engines(i, j, n_eng, eng0, n_dma))
+                        for s2 in range(n_streams) for j in win[s2]):
+                    continue                    # would pass a more critical DMA
                 if k == KIND_LS:
                     c = max(r, ls_free, last_mm_start)
                 elif k == KIND_MM:
@@ -171,6 +189,13 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_en
             nxt[s] += 1
         issued.append(i)
         remaining -= 1
+        if prio is not None and kind[i] == KIND_DMA:    # the DMAs i held back: edges i -> x
+            for s2 in range(n_streams):
+                for x in win[s2]:
+                    if s2 != s and x > i and kind[x] == KIND_DMA and prio[i] > prio[x] and \
+                            any(j < x for j in win[s2]) and \
+                            _share_engines(x, i, n_eng, eng0, n_dma):
+                        after[x] = i
         t = best_t
         k = kind[i]
         start[i] = t

@@ -48,9 +48,10 @@ def schedule_window(n_streams: int) -> np.ndarray:
 
 
 def scheduled(program, chip: Chip, reference: bool = False):
-    """The scheduling pass: (order, sptr, start, end, dstart, busy), each stream's issue order as
-    CSR by stream and the times it gives; None when it finds no order (a dependency cycle through
-    the windows: the program-order run then reports the deadlock)."""
+    """The scheduling pass: (order, sptr, after, start, end, dstart, busy), each stream's issue
+    order as CSR by stream, the order edges it added (after[x] >= 0: x starts no earlier than
+    that DMA, which it was held back for) and the times they give; None when it finds no order
+    (a dependency cycle through the windows: the program-order run then reports the deadlock)."""
     from ..kernels.schedule import _list_schedule
     c = program.cols
     optr, oidx = program.order_edges()
@@ -63,8 +64,8 @@ def scheduled(program, chip: Chip, reference: bool = False):
                       schedule_window(int(params[6])))
     if status != 0:
         return None
-    order, sptr, *times = res
-    return (np.asarray(order, np.int64), np.asarray(sptr, np.int64),
+    order, sptr, after, *times = res
+    return (np.asarray(order, np.int64), np.asarray(sptr, np.int64), np.asarray(after, np.int64),
             *(np.asarray(x, np.float64) for x in times))
 
 
@@ -72,7 +73,7 @@ def run_kernel(program, chip: Chip, reference: bool = False, schedule: bool = Tr
     if schedule:
         res = scheduled(program, chip, reference)
         if res is not None:
-            return res[2:]
+            return res[3:]
     args = kernel_args(program, chip)
     if reference:
         status, start, end, dstart, busy, stuck = _ref.schedule(*args)

@@ -59,9 +59,10 @@ def test_prefill_of_one_layer_times_layers_matches_the_compiled_model(small_mode
     small_model.eval()
     with torch.no_grad():
         whole = _device_ns(lambda: prefill(ids))
-    # measured 201.4 vs 197.8 us (+1.8%). With DMAs hoisted past the embedding's store on its
-    # FIFO queue (before the scheduler's priority) the whole graph took 268.8 us (-20%)
-    assert est.ttft_s * 1e9 == pytest.approx(whole, rel=0.15)
+    # measured 188.9 vs 177.6 us (+6.3%; +1.8% when a DMA was held back only for its own
+    # queue's critical DMAs, the whole graph then 197.8 us). With DMAs hoisted past the
+    # embedding's store on its FIFO queue (before the scheduler's priority) it took 268.8 us (-20%)
+    assert est.ttft_s * 1e9 == pytest.approx(whole, rel=0.10)
     assert est.compiled and not est.time_only and est.tpot_s < est.ttft_s
 
 
@@ -78,10 +79,11 @@ def test_training_step_of_one_layer_matches_the_compiled_model(small_model):
 
     fwd_bwd = _device_ns(fresh_step)
     optimizer = _device_ns(opt.step)
-    # measured 554.4 vs 636.1 us (-12.8%; -15.7% before the scheduler's DMA priority). The rest:
-    # a DMA hoisted on one queue still fills the shared engines ahead of another queue's
-    # critical DMA (a cross-queue gate needs scheduler-inserted semaphores)
-    assert (est.compute_s - est.optimizer_s) * 1e9 == pytest.approx(fwd_bwd, rel=0.15)
+    # measured 546.1 vs 529.3 us (+3.2%): a DMA is held back for a more critical DMA of any
+    # queue on its DMA engines (the pass adds the semaphore). -12.8% when held back only for
+    # its own queue's (another queue's hoisted DMAs filled the shared engines ahead of the
+    # critical one), -15.7% before the scheduler's DMA priority
+    assert (est.compute_s - est.optimizer_s) * 1e9 == pytest.approx(fwd_bwd, rel=0.10)
     assert est.optimizer_s * 1e9 == pytest.approx(optimizer, rel=0.10)
     assert est.step_s == est.compute_s and est.collectives == []      # one rank: no collective
     n = parameter_counts(load_config(SMALL))["total"]

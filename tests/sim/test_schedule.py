@@ -13,6 +13,7 @@ from neuron_sim.engines import Engine, Kind
 from neuron_sim.program import Program, ProgramBuilder
 
 S = importlib.import_module("neuron_sim.timing.simulate")
+_ref = importlib.import_module("neuron_sim.timing.reference")
 
 
 def two_chains(n=6, F=512):
@@ -83,30 +84,36 @@ def test_independent_work_overtakes_a_waiting_instruction():
     assert r.start_ns[free] < r.start_ns[waits]
 
 
-def store_behind_prefetches(consumers=True, n_prefetch=6):
+def store_behind_prefetches(consumers=True, n_prefetch=6, other_queue=False):
     """A compiled graph's start, small: VectorE makes a tile (1.8 us), one DMA queue stores it,
     then the same queue has independent weight prefetches (5 us each on all 16 DMA engines),
     used only by the last instruction. With `consumers`, two 20 us VectorE instructions wait for
-    the store (everything depends on it); without, nothing waits for the store."""
+    the store (everything depends on it); without, nothing waits for the store. With
+    `other_queue`, the prefetches are on queue 1, behind a small load that waits for an 8 us
+    ScalarE instruction and that nothing critical waits for (they are hoisted past it)."""
     E, D = int(Engine.VECTOR), int(Engine.DMA)
-    rows = [(E, 1800.0, 0.0, [])]                                   # 0: the tile
-    rows.append((D, 0.0, 300.0, [0]))                               # 1: its store
-    rows += [(D, 0.0, 5000.0, []) for _ in range(n_prefetch)]       # 2..: prefetches
+    rows = [(E, 1800.0, 0.0, [], 0)]                                # 0: the tile
+    rows.append((D, 0.0, 300.0, [0], 0))                            # 1: its store
+    if other_queue:
+        rows.append((int(Engine.SCALAR), 8000.0, 0.0, [], 0))       # 2: ScalarE
+        rows.append((D, 0.0, 100.0, [2], 1))                        # 3: the small load
+    first = len(rows)
+    rows += [(D, 0.0, 5000.0, [], int(other_queue)) for _ in range(n_prefetch)]   # prefetches
     last = [1]
     if consumers:
-        rows += [(E, 20000.0, 0.0, [1]), (E, 20000.0, 0.0, [len(rows)])]
+        rows += [(E, 20000.0, 0.0, [1], 0), (E, 20000.0, 0.0, [len(rows)], 0)]
         last = [len(rows) - 1]
-    rows.append((E, 100.0, 0.0, last + list(range(2, 2 + n_prefetch))))
+    rows.append((E, 100.0, 0.0, last + list(range(2, first + n_prefetch)), 0))
     n = len(rows)
-    engine, ii, eng_ns = (np.array(col) for col in list(zip(*rows))[:3])
-    deps = [r[3] for r in rows]
+    engine, ii, eng_ns, deps, queue = (list(col) for col in zip(*rows))
+    engine, ii, eng_ns = np.array(engine), np.array(ii), np.array(eng_ns)
     dma = engine == D
     ptr = np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64)
     idx = np.array([x for d in deps for x in d], np.int64)
     return Program.from_columns(
         ns.get_chip("trn2"), engine=engine.astype(np.int8), ii_ns=ii, lat_ns=np.zeros(n),
         kind=np.where(dma, Kind.DMA, Kind.GENERIC), deps=(ptr, idx),
-        dma_queue=np.zeros(n, np.int64), dma_engine_ns=eng_ns, dma_hbm_ns=np.zeros(n),
+        dma_queue=np.array(queue, np.int64), dma_engine_ns=eng_ns, dma_hbm_ns=np.zeros(n),
         dma_issue_ns=np.where(dma, 50.0, 0), dma_engines=np.where(dma, 16, 0),
         dma_engine0=np.zeros(n, np.int64), dma_bytes=np.where(dma, 4096.0, 0))
 
@@ -128,6 +135,20 @@ def test_a_prefetch_passes_a_store_nothing_waits_for():
     """Without consumers the store is the least critical DMA: the prefetches go first, at 0."""
     r = ns.simulate(store_behind_prefetches(consumers=False))
     assert all(r.start_ns[k] < r.start_ns[1] for k in range(2, 8))
+
+
+def test_a_prefetch_of_another_queue_waits_for_the_store_on_its_engines():
+    """The 16 DMA engines are shared by the queues: queue 1's prefetches, hoisted past its small
+    load, would fill them ahead of queue 0's store everything waits for. They are held back
+    until the store has triggered, and the pass says so with an order edge (after[x] = the
+    store: the semaphore a compiler inserts), which the in-order replay honours."""
+    p = store_behind_prefetches(other_queue=True)
+    r = ns.simulate(p)
+    assert r.data_start_ns[1] < r.end_ns[0] + 2000
+    assert all(r.start_ns[1] <= r.start_ns[k] < r.start_ns[3] for k in range(4, 10))
+    assert r.total_ns <= ns.simulate(p, schedule=False).total_ns
+    order, sptr, after, *_ = S.scheduled(p, p.chip)
+    assert after[4:10].tolist() == [1] * 6 and after[:4].tolist() == [-1] * 4
 
 
 def random_windowed_program(n, seed):
@@ -165,10 +186,11 @@ def _programs():
     from neuron_sim.calibrate.programs import matmul_tiled
     return [two_chains(), matmul_tiled("trn2", M=256, K=1024, N=1024),
             random_windowed_program(3000, 0), random_windowed_program(3000, 1),
-            store_behind_prefetches(), store_behind_prefetches(consumers=False)]
+            store_behind_prefetches(), store_behind_prefetches(consumers=False),
+            store_behind_prefetches(other_queue=True)]
 
 
-@pytest.mark.parametrize("k", range(6))
+@pytest.mark.parametrize("k", range(7))
 def test_numba_pass_equals_the_readable_reference_and_in_order_timing_replays_it(k):
     """The kernel (kernels/schedule.py) against timing/reference.py's list_schedule: the same
     issue order per queue and the same start, end, data-start and busy times, bit for bit; the
@@ -179,8 +201,11 @@ def test_numba_pass_equals_the_readable_reference_and_in_order_timing_replays_it
     slow = S.scheduled(p, p.chip, reference=True)
     for a, b in zip(fast, slow):
         np.testing.assert_array_equal(a, b)
-    order, sptr, *times = fast
-    _, *replay, _ = _schedule_ordered(*S.kernel_args(p, p.chip), order, sptr)
+    order, sptr, after, *times = fast
+    _, *replay, _ = _schedule_ordered(*S.kernel_args(p, p.chip), order, sptr, after)
+    for a, b in zip(times, replay):
+        np.testing.assert_array_equal(a, b)
+    _, *replay, _ = _ref.schedule(*S.kernel_args(p, p.chip), order, sptr, after)
     for a, b in zip(times, replay):
         np.testing.assert_array_equal(a, b)
     # TensorE keeps program order (LoadStationary reuse is decided in it)
