@@ -5,11 +5,14 @@ List scheduling over the dependency graph with the timing model's costs: every s
 sequencer or DMA queue) looks at a window of its first `window[s]` not-yet-scheduled
 instructions in program order and issues the one that can start earliest (ties: program order),
 so an instruction waiting on a dependent-instruction latency, a semaphore or a DMA lets an
-independent one of a later loop iteration go first. A DMA may not pass an earlier DMA of its
-queue's window whose bottom level (longest path to the end of the program through the
-dependencies and each compute engine's program order, with the instructions' own costs) is
-higher: the DMA engines are FIFO, so the hoisted transfer would delay the more critical one (a
-weight prefetch ahead of the store everything waits for). Across streams, the one that can start
+independent one of a later loop iteration go first. A DMA may not pass an earlier DMA waiting in
+its queue's window, or in another queue's window on a DMA engine it uses, whose bottom level
+(longest path to the end of the program through the dependencies and each compute engine's
+program order, with the instructions' own costs) is higher: the DMA engines are FIFO, so the
+hoisted transfer would delay the more critical one (a weight prefetch ahead of the store
+everything waits for). When one of another queue issues, each DMA it held back gets an order
+edge to it (after[x] = y: x triggers no earlier than y), the semaphore a compiler inserts, so
+that the in-order engine keeps the FIFO order. Across streams, the one that can start
 earliest goes next (ties: lower stream number), as in the in-order timing engine.
 What an instruction may not move past:
 - data dependencies (dep_ptr/dep_idx: RAW across and within engines, WAR/WAW across engines,
@@ -21,9 +24,9 @@ stationary is still loaded, which is decided in program order).
 
 Dependencies are scanned, start times found and resources (DMA engines, the HBM share, TensorE's
 stationary buffer and dI/dt throttle) claimed by the timing kernel's own helpers (timing.py), so
-the pass returns the times as well: the in-order timing run of the order it returns gives the
-same times (tests/sim/test_schedule.py checks both against neuron_sim/timing/reference.py, the
-specification, which runs the same pass in plain Python).
+the pass returns the times as well: the in-order timing run of the order and edges it returns
+gives the same times (tests/sim/test_schedule.py checks both against
+neuron_sim/timing/reference.py, the specification, which runs the same pass in plain Python).
 
 Book-keeping that cannot change results: a window slot keeps its place until its instruction
 issues (ties go by instruction index, which is program order within a stream); a slot whose
