@@ -140,3 +140,28 @@ def test_a_chunk_that_is_not_whole_runs_is_moved_exactly():
     assert not odd.estimated and not whole.estimated
     assert odd.hbm_bytes == pytest.approx(whole.hbm_bytes)
     assert odd.total_ns == pytest.approx(whole.total_ns, rel=0.25)
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 5000), (1, 5000), (200, 9000), (3, 4097)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_norms_of_few_long_rows_lower(rows, cols, dtype):
+    """Fewer rows than partitions with rows longer than a tile (processed in pieces): the
+    weight and bias tiles follow the pieces' layout (a [64, 5000] FP32 layer_norm raised a
+    PartitionError, 64 vs 128 partitions, and fell back to an estimate)."""
+    x, vec = _t((rows, cols), dtype), _t((cols,), dtype)
+    stats = _t((rows, 1), "float32")
+    ops = {
+        "layer_norm": OpSpec("aten::native_layer_norm", (x, (cols,), vec, vec, 1e-5),
+                             (x, stats, stats)),
+        "rms_norm": OpSpec("aten::rms_norm", (x, (cols,), vec, 1e-5), (x,)),
+        "layer_norm_bwd": OpSpec("aten::native_layer_norm_backward",
+                                 (x, x, (cols,), stats, stats, vec, vec, [True] * 3),
+                                 (x, vec, vec)),
+    }
+    cache = ProgramCache()
+    estimated = {}
+    for label, op in ops.items():
+        tm = cache.lower_op(op, "trn2", 1)
+        if tm.estimated:
+            estimated[label] = cache.estimate_reasons.get(op.name)
+    assert not estimated, estimated

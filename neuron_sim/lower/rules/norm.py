@@ -35,6 +35,18 @@ def _rows_cols(x: TensorSpec):
     return max(1, x.numel // max(c, 1)), max(c, 1)
 
 
+def _pieces(C: int) -> int:
+    """Pieces of <= 2048 elements a row longer than LONG_ROW is processed in (1: whole rows)."""
+    return ceil(C / 2048) if C > LONG_ROW else 1
+
+
+def _block_rows_cols(x: TensorSpec):
+    """Rows and row length as row_blocks lays them out: a long row is `_pieces` rows."""
+    rows, C = _rows_cols(x)
+    k = _pieces(C)
+    return rows * k, ceil(C / k)
+
+
 def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extra_in=(),
                outs=None):
     """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j).
@@ -43,7 +55,7 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
     row pieces of <= 2048 (statistics, then the normalising pass), reading x twice from HBM."""
     rows, C = _rows_cols(x)
     if C > LONG_ROW:
-        k = ceil(C / 2048)
+        k = _pieces(C)
         piece = lambda t: TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id)  # noqa: E731
         stats_pass = lambda srcs, dsts, p, r, c, j: ctx.b.tensor_reduce(  # noqa: E731
             ctx.tmp("pass1", (p, r), "float32", j), srcs[0], "maximum")
@@ -325,7 +337,9 @@ def layer_norm(ctx, op):
         x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
         params = []      # per-channel affine folds into the scale/bias of the activation
     rows, C = _rows_cols(x)
-    p = max(1, min(ctx.P, rows))
+    # the parameter tiles span the partitions of row_blocks' blocks (a long row is processed
+    # in pieces, one piece per partition row) and hold r whole rows of weight
+    p = max(1, min(ctx.P, _block_rows_cols(x)[0]))
     _, r, _ = ctx.row_plan(rows, C, x.dtype)
     r = min(r, MAX_ROWS_PER_BLOCK)
     w = _param_tile(ctx, params[0], p, r * C) if params else None
