@@ -241,3 +241,15 @@ def test_long_k_weight_gradient_is_compute_bound():
     t = lower_op(op)
     ideal = 2 * 768 * 65536 * 3072 / peak("bfloat16") * 1e9
     assert ideal <= t.total_ns <= 1.15 * ideal
+
+
+@pytest.mark.parametrize("n", [512, 30000])     # bias loaded once / per output block
+def test_long_k_addmm_times_its_bias(n):
+    # K-blocked (K too long for whole-K panels): the bias row is loaded (broadcast over the
+    # partitions) and added while PSUM is evacuated, so addmm costs more than the same mm
+    a, w = T((128, 16384)), T((16384, n), strides=(1, 16384))
+    out = (T((128, n)),)
+    plain = lower_op(OpSpec("aten::mm", (a, w), out))
+    biased = lower_op(OpSpec("aten::addmm", (T((n,)), a, w, 1, 1), out))
+    assert not plain.estimated and not biased.estimated
+    assert plain.total_ns < biased.total_ns < 1.05 * plain.total_ns

@@ -148,10 +148,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     n = ctx.repeat(total, cap=max(2, 900 // max(per_block, 1)))
     out_dt = out.dtype
     oh = ctx.hbm(out)
-    bias_tile = None
-    if bias is not None:
-        bias_tile = ctx.tile("bias", (MT, BN), bias.dtype, 0)
-        b.dma_copy(bias_tile, AccessPattern(ctx.hbm(bias), 0, MT, 0, ((BN, 1),), 0))
+    bias_tile = _bias_tile(ctx, bias, MT, 0, BN) if bias is not None else None
     b_tiles, cur_panel, ot, npanel = {}, None, 0, 0
     b_slots = 2 if 2 * kt_n * BN * rows * isz <= budget else 1   # double-buffer small panels
     store = ctx.needs_store(out)
@@ -219,6 +216,13 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
                                      ((mcount, bn + 1), (bn, 1)), mcount * (bn + 1)), oblk)
 
 
+def _bias_tile(ctx, bias: TensorSpec, parts, n0, n, slot=0):
+    """bias[n0:n0+n] broadcast to `parts` partitions (a stride-0 partition read)."""
+    tile = ctx.tile("bias", (parts, n), bias.dtype, slot)
+    ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(bias), 0, parts, n0, ((n, 1),), 0))
+    return tile
+
+
 def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_bs):
     """Output-stationary blocking for long K: an output block of TM x TN tiles (<= 4 PSUM banks,
     double-buffered) accumulates over K chunks whose A [kc, TM*MT] and B [kc, TN*NT] tiles are
@@ -239,6 +243,12 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
     double = rows == 2
     store = ctx.needs_store(out)
     oh = ctx.hbm(out)
+    # the bias row broadcast over an M tile's partitions, added while evacuating PSUM (as in
+    # gemm): loaded once when all N columns take at most a quarter of the panel budget (the
+    # streamed K chunks take up to 96 KiB), else per output block
+    bias_whole = bias is not None and N * itemsize(bias.dtype) \
+        <= ctx.chip.gemm_panel_budget_bytes_per_partition // 4
+    bias_tile = _bias_tile(ctx, bias, MT, 0, N) if bias_whole else None
     accs = {}
     for u in range(n):
         ob, ci = divmod(u, chunks)
@@ -269,10 +279,16 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
                 b.nc_matmul(acc, st, mv, accumulate=kk > 0,
                             perf_mode="double_row" if double else None)
         if ci == chunks - 1:
+            if bias is not None and not bias_whole:
+                bias_tile = _bias_tile(ctx, bias, MT, n0, ncols, ob)
             for (t, j), acc in accs.items():
                 ms, ns = acc.shape
                 o = ctx.tile("ko", (ms, ns), out.dtype, t * 2 + j)
-                (b.activation if (t + j) % 2 else b.tensor_copy)(o, acc)
+                if bias_tile is not None:
+                    c0 = (n0 if bias_whole else 0) + j * NT
+                    b.tensor_tensor(o, acc, bias_tile[0:ms, c0:c0 + ns], "add")
+                else:
+                    (b.activation if (t + j) % 2 else b.tensor_copy)(o, acc)
                 if store:
                     mrow = m0 + t * MT
                     b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + mrow * N + (n0 + j * NT) * ms,
