@@ -23,6 +23,7 @@ from math import copysign
 import numpy as np
 
 from .. import errors as core_errors
+from ..engines import Engine
 from ..isa.common import Emit
 from ..isa.dma import dma_copy as core_dma
 from ..hardware import get_chip
@@ -62,9 +63,9 @@ class _AP(AccessPattern):
     The footprint is the same as ``AccessPattern.box()``: see test_fast_box_matches_core_box.
     ``storage``: the traced storage it addresses; ``bytes``: [lo, hi) bytes of an on-chip view
     inside each partition, kept by ``_Mapper.byte_range`` when the storage stays at one address;
-    ``geometry_id``: its geometry's number in _Records."""
+    ``geometry_id``: its geometry's number in _Records; ``num``: its row in _BulkRows' table."""
 
-    __slots__ = ("_box", "storage", "bytes", "geometry_id")
+    __slots__ = ("_box", "storage", "bytes", "geometry_id", "num")
 
     def box(self) -> tuple:
         return self._box
@@ -161,24 +162,29 @@ class _Mapper:
         object.__setattr__(ap, "storage", st)
         object.__setattr__(ap, "bytes", None)
         object.__setattr__(ap, "geometry_id", None)
+        object.__setattr__(ap, "num", None)
         return ap
 
 
-def build_programs(traces, plans, lnc=1, records=True):
+def build_programs(traces, plans, lnc=1, records=True, bulk=True):
     """One BuiltProgram per physical core; SPMD instances are dealt round-robin to the cores.
     `records=False` builds every instruction through its ISA module (the plain path, see
-    _Records)."""
+    _Records); `bulk=False` appends the rows to the builder one by one (the readable path, and
+    the one of the builder's reference mode), else they go to it in bulk (_BulkRows)."""
     recs = _Records() if records else None
     chip = get_chip(traces[0].target.name)
     n_cores = max(1, min(lnc, len(traces)))
     builders = [ProgramBuilder(chip, name=f"{traces[0].kernel_name}[core {c}]", auto_deps=True,
                                check_capacity=False) for c in range(n_cores)]
+    sinks = [_BulkRows(b, recs) if bulk and recs is not None and not b.reference else _Rows(b, recs)
+             for b in builders]
     built = [BuiltProgram(None, c) for c in range(n_cores)]
     with paused_gc():
         for k, (tr, plan) in enumerate(zip(traces, plans)):
             core = k % n_cores
-            _emit_trace(builders[core], built[core], k, tr, plan, recs)
-        for b, out in zip(builders, built):
+            _emit_trace(sinks[core], built[core], k, tr, plan)
+        for b, rows, out in zip(builders, sinks, built):
+            rows.flush()
             out.program = b.build()
     return built
 
@@ -190,7 +196,8 @@ _MAX_REGIONS = 64
 _COARSE_USERS = 8
 
 
-def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, records=None):
+def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
+    """The rows of trace `tr` (program instance k), appended through `rows` (_Rows/_BulkRows)."""
     m = _Mapper(plan)
     out.tensors = m.tensors
     spills = {}
@@ -258,17 +265,18 @@ def _emit_trace(b: ProgramBuilder, out: BuiltProgram, k, tr, plan, records=None)
             graveyard[st.buffer] = keep
             first_row_deps[sid] = (deps, {}) if deps else None
         for sp in spills.get(i, ()):
-            _emit_spill(b, out, k, sp, m, i, note, reuse_deps)
+            rows.flush()
+            _emit_spill(rows.b, out, k, sp, m, i, note, reuse_deps)
         try:
             if i in pieces:
-                _emit_pieces(b, ins, m, pieces[i], note, reuse_deps)
+                _emit_pieces(rows, ins, m, pieces[i], note, reuse_deps)
             else:
                 writes = [m.ap(v, i) for v in ins.writes]
-                row = _emit(b, ins, m, reuse_deps(writes, i), records)
+                row = _emit(rows, ins, m, reuse_deps(writes, i))
                 note(row, writes + [m.ap(v, i) for v in ins.reads], i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
-        n = len(b) - len(out.source_index)
+        n = len(rows) - len(out.source_index)
         if n > 0:
             out.source_index.extend([(k, i)] * n)
         # buffers dying at i become graveyard entries
@@ -351,12 +359,12 @@ def _splittable(dst, src):
             and src.shape == dst.shape)
 
 
-def _emit_pieces(b, ins, m, cols, note, reuse_deps):
+def _emit_pieces(rows, ins, m, cols, note, reuse_deps):
     """One dma_copy per column range, each ordered after the previous users of its own bytes."""
     dst, src, i = ins.writes[0], ins.reads[0], ins.index
     for c0, c1 in cols:
         d, s = _columns(m, dst, c0, c1, i), _columns(m, src, c0, c1, i)
-        row = _dma(b, d, s, ins.attrs["dge"], reuse_deps((d,), i))
+        row = rows.dma(d, s, ins.attrs["dge"], reuse_deps((d,), i))
         note(row, (d, s), i, ins.engine)
 
 
@@ -389,17 +397,148 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     note(row, [whole], i, "dma")
 
 
-def _emit(b: ProgramBuilder, ins, m, deps, records=None):
+def _emit(rows, ins, m, deps):
     """The builder row(s) of one traced instruction: its ISA module's `build` on the arguments the
-    nisa call recorded, views mapped to access patterns (`records`: made once per geometry, see
-    _Records). Returns the last program row it appended."""
+    nisa call recorded, views mapped to access patterns. Returns the last program row it
+    appended."""
     i = ins.index
     args = {k: m.ap(v, i) if v.__class__ is NkiTensor else v for k, v in ins.attrs.items()}
     if ins.op == "dma_copy":
-        return _dma(b, deps=deps, **args)
-    if records is None:
-        return b.instruction(ins.op, deps=deps, **args)
-    return b.append_built(ins.op, records.build(b, ins.op, args), deps)
+        return rows.dma(deps=deps, **args)
+    return rows.compute(ins.op, args, deps)
+
+
+class _Rows:
+    """Appends each row to the builder as it is made (the readable path). `records`: a _Records
+    (compute records made once per geometry) or None (every one built by its module)."""
+
+    def __init__(self, b: ProgramBuilder, records):
+        self.b, self.records = b, records
+
+    def __len__(self):
+        return len(self.b)
+
+    def compute(self, op, args, deps) -> int:
+        b = self.b
+        if self.records is None:
+            return b.instruction(op, deps=deps, **args)
+        return b.append_built(op, self.records.build(b, op, args), deps)
+
+    def dma(self, dst, src, dge, deps=()) -> int:
+        return self.b.append(_dma_record(self.b, dst, src, dge), deps=deps)
+
+    def flush(self) -> None:
+        pass
+
+
+class _BulkRows(_Rows):
+    """Keeps the rows as flat lists and hands them to the builder in one append_rows call per
+    run of rows (a spill, appended by the builder itself, ends a run): the program is the one
+    _Rows builds (tests/nki/test_nki_program.py). The builder then never sees a row alone, so
+    the TensorE stationary reuse append_built decides is decided here, the same way: an
+    nc_matmul's LoadStationary is left out when the same pattern, not written since, is still
+    loaded."""
+
+    def __init__(self, b: ProgramBuilder, records):
+        super().__init__(b, records)
+        self.first = 0              # index of the first row not handed over (set at a run's start)
+        self.stationary = None      # (pattern, its tensor's writes so far) last loaded
+        self.classes, self.class_of = [], {}    # distinct records the rows' columns come from
+        self.table = []             # per numbered pattern: (tensor id, p0, p1, f0, f1, pst, off)
+        self._clear()
+
+    def _clear(self):
+        self.rec, self.nx, self.x_idx, self.emits = [], [], [], []
+        self.nr, self.nw, self.acc = [], [], []
+        self.writes = {}            # tensor id -> rows written since the last flush
+
+    def __len__(self):
+        return len(self.b) + len(self.rec)
+
+    def _num(self, ap) -> int:
+        n = ap.num if ap.__class__ is _AP else None
+        if n is None:
+            n = len(self.table)
+            self.table.append((ap.tensor.id,) + ap.record())
+            if ap.__class__ is _AP:
+                object.__setattr__(ap, "num", n)
+        return n
+
+    def _add(self, e, deps=()) -> int:
+        key = (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops,
+               None if e.dma is None else id(e.dma))
+        c = self.class_of.get(key)
+        if c is None:       # (the record is kept, so the id of its DmaCost is not reused)
+            c = self.class_of[key] = len(self.classes)
+            self.classes.append(e)
+        if not self.rec:
+            self.first = len(self.b)
+        self.rec.append(c)
+        if deps:
+            d = sorted(set(deps))
+            self.nx.append(len(d))
+            self.x_idx.extend(d)
+        else:
+            self.nx.append(0)
+        acc, num = self.acc, self._num
+        for a in e.reads:
+            acc.append(num(a))
+        writes = self.writes
+        for a in e.writes:
+            acc.append(num(a))
+            t = a.tensor.id
+            writes[t] = writes.get(t, 0) + 1
+        self.nr.append(len(e.reads))
+        self.nw.append(len(e.writes))
+        self.emits.append(e)
+        return self.first + len(self.rec) - 1
+
+    def _version(self, tensor) -> int:
+        """Writes of `tensor` so far (the builder's count, plus the rows not handed over yet)."""
+        return self.b._versions.get(tensor.id, 0) + self.writes.get(tensor.id, 0)
+
+    def compute(self, op, args, deps) -> int:
+        out = self.records.build(self.b, op, args)
+        if not isinstance(out, (tuple, list)):
+            return self._add(out, deps)
+        reuse = _stationary_reuse(op)       # as ProgramBuilder.append_built
+        for em in out[:-1]:
+            if reuse:
+                ap = em.reads[0]
+                key = (ap, self._version(ap.tensor))
+                if key == self.stationary:
+                    continue
+                self.stationary = key
+            self._add(em)
+        last = out[-1]
+        if not reuse and last.engine == Engine.TENSOR:
+            self.stationary = None
+        return self._add(last, deps)
+
+    def dma(self, dst, src, dge, deps=()) -> int:
+        return self._add(_dma_record(self.b, dst, src, dge), deps)
+
+    def flush(self) -> None:
+        n = len(self.rec)
+        if not n:
+            return
+        x_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(self.nx, out=x_ptr[1:])
+        nr, nw = np.array(self.nr, np.int64), np.array(self.nw, np.int64)
+        acc_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(nr + nw, out=acc_ptr[1:])
+        write = np.repeat(np.tile(np.array([0, 1], np.int64), n), np.stack([nr, nw], 1).ravel())
+        tab = np.array(self.table, np.int64).reshape(-1, 7)[np.array(self.acc, np.int64)]
+        self.b.append_rows(self.classes, np.array(self.rec, np.int64), x_ptr,
+                           np.array(self.x_idx, np.int64), acc_ptr, tab[:, 0].copy(), write,
+                           tab[:, 1:5].copy(), tab[:, 5].copy(), tab[:, 6].copy(), self.emits)
+        self._clear()
+
+
+def _stationary_reuse(op) -> bool:
+    """Whether instruction `op` skips a LoadStationary of the pattern still loaded."""
+    from .. import isa
+    return getattr(isa.module_for(op), "REUSES_STATIONARY", False)
 
 
 class _Records:
@@ -494,8 +633,8 @@ def _from_template(t, aps):
     return made[0] if kind is None else kind(made)
 
 
-def _dma(b, dst, src, dge, deps=()):
-    """dma_copy on the next queue. The queue rotates as the builder's own does, except for
+def _dma_record(b, dst, src, dge):
+    """The record of a dma_copy on the next queue. The queue rotates as the builder's own does, except for
     hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time (~600 ns
     each [DGE]) and a core has `hwdge_units_per_core` of them (2 on Trn2, driven from SyncE and
     ScalarE [ArchV3]), so those rotate over that many queues; spread over all 16 they would
@@ -508,7 +647,7 @@ def _dma(b, dst, src, dge, deps=()):
     else:
         q = b.__dict__.get("_nki_next_queue", 0)
         b._nki_next_queue = (q + 1) % b.chip.dma_queues_per_engine
-    return b.append(core_dma.build(b.chip, dst, src, q, None, dge), deps=deps)
+    return core_dma.build(b.chip, dst, src, q, None, dge)
 
 
 def check_semantics(traces, built, rtol=1e-2, atol=1e-2) -> list[str]:

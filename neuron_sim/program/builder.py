@@ -355,6 +355,47 @@ class ProgramBuilder:
         self._emits.append(emit if self.keep_operands else None)
         return i
 
+    def append_rows(self, records, rec, x_ptr, x_idx, acc_ptr, tensor, write, box, pst, off,
+                    emits=None) -> int:
+        """Append n rows a front end made in bulk (neuron_sim/nki/program.py): the program is
+        the one append() called row by row builds. `records`: Emits the rows' columns come from
+        (row i's are those of records[rec[i]]); x_ptr/x_idx: explicit dependencies (CSR over the
+        n rows, sorted and unique per row, earlier instructions' global indices);
+        acc_ptr/tensor/write/box/pst/off: each row's operand accesses, reads then writes, as
+        append() records them (tensor id, 0/1, AccessPattern.record()); emits: the n rows'
+        records (kept when keep_operands). No semaphores and no stationary reuse (the caller
+        decides which rows there are); the tensors' write counts advance. Bulk mode only.
+        Returns the index of the first row."""
+        if self.reference or self._depth or not self.auto_deps:
+            raise ProgramError("append_rows: only in bulk mode (not in reference mode, not inside "
+                               "repeat(), with auto_deps); append the rows one by one instead")
+        n, first = len(rec), len(self)
+        rows_of = np.repeat(np.arange(first, first + n), np.diff(x_ptr))
+        if x_idx.size and (x_idx.min() < 0 or (x_idx >= rows_of).any()):
+            raise ProgramError("append_rows: a dependency is not an earlier instruction")
+        self._flush()
+        table = np.array([self._row(e, e.engine if e.dma is None else
+                                    N_COMPUTE_STREAMS + e.dma.queue) for e in records],
+                         np.float64).reshape(-1, len(COLUMNS))
+        ids, at, inv = np.unique(tensor, return_index=True, return_inverse=True)
+        tracks = self._track_ids
+        for t in ids[np.argsort(at)].tolist():      # new tracks in order of first access
+            if t not in tracks:
+                self._new_track(t)
+        track = np.array([tracks[t] for t in ids.tolist()], np.int64)[inv]
+        for t, k in zip(ids.tolist(), np.bincount(inv[write == 1], minlength=len(ids)).tolist()):
+            if k:
+                self._versions[t] = self._versions.get(t, 0) + k
+        if self.keep_operands:
+            base = np.arange(len(self._pool), len(self._pool) + n, dtype=np.int64)
+            self._pool.extend(emits)
+        else:
+            base = np.full(n, -1, np.int64)
+        self._segs.append(R.Seg(table[rec], x_ptr, x_idx, acc_ptr, track, write, box, pst, off,
+                                base, np.full(n, -1, np.int64)))
+        self._flushed += n
+        return first
+
     def _row(self, emit, stream) -> tuple:
         """The instruction's values in the order of COLUMNS."""
         op = self._opindex.get(emit.name)

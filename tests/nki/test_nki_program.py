@@ -191,8 +191,10 @@ def _records(prog):
 
 def test_records_built_once_per_geometry_equal_the_plain_build(monkeypatch):
     """build_programs copies a compute instruction's records from the first build of its
-    geometry (_Records); the programs (columns, dependencies, order edges, every record and
-    operand) and their times equal those of building every instruction through its module."""
+    geometry (_Records) and hands the rows to the builder in bulk (_BulkRows); the programs
+    (columns, dependencies, order edges, every record and operand) and their times equal those
+    of building every instruction through its module and appending it row by row, and those of
+    the records appended row by row."""
     from neuron_sim.calibrate import mamba
     from neuron_sim.nki import program
     from neuron_sim.timing.simulate import simulate
@@ -215,9 +217,11 @@ def test_records_built_once_per_geometry_equal_the_plain_build(monkeypatch):
     for kernel, target, args in cases:
         nki.simulate(kernel, platform_target=target, numerics=False)(*args)
         traces, plans, lnc = seen[-1]
-        fast, plain = (program.build_programs(traces, plans, lnc=lnc, records=r) for r in (True, False))
-        for f, p in zip(fast, plain):
-            assert _program_key(f.program) == _program_key(p.program), kernel.__name__
-            assert _records(f.program) == _records(p.program), kernel.__name__
-            assert f.source_index == p.source_index
-            assert simulate(f.program).total_ns == simulate(p.program).total_ns
+        plain = program.build_programs(traces, plans, lnc=lnc, records=False)
+        for fast in (program.build_programs(traces, plans, lnc=lnc, bulk=False),
+                     program.build_programs(traces, plans, lnc=lnc)):
+            for f, p in zip(fast, plain):
+                assert _program_key(f.program) == _program_key(p.program), kernel.__name__
+                assert _records(f.program) == _records(p.program), kernel.__name__
+                assert f.source_index == p.source_index
+                assert simulate(f.program).total_ns == simulate(p.program).total_ns
