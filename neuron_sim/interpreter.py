@@ -74,7 +74,13 @@ class State:
         return self._view(ap).astype(np.float32)
 
     def read_packed(self, ap) -> np.ndarray:
+        """The four values of each element of an x4-packed MX operand, FP32 [..., 4]."""
         return self._view(ap, packed=True).astype(np.float32)
+
+    def write_packed(self, ap, values) -> None:
+        """Store [..., 4] values (already rounded to the element type) into an x4 operand."""
+        view = self._view(ap, packed=True)
+        view[...] = np.asarray(values, np.float32).astype(view.dtype).reshape(view.shape)
 
     def write(self, ap, values, exact_from=None) -> None:
         view = self._view(ap)

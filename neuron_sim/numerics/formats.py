@@ -58,3 +58,39 @@ def itemsize(dtype) -> float:
 
 def np_dtype(dtype) -> np.dtype:
     return DTYPES[normalize(dtype)][0]
+
+
+# ---- x4-packed MX words -----------------------------------------------------------------------
+# One x4 element is one word holding four values along the contraction: FP8 x4 a 32-bit word of
+# four bytes, FP4 x4 a 16-bit word of four nibbles, value j in byte (nibble) j from the least
+# significant [ISA] quantize_mx; [SDK@81ce03ae26 `nki/deep-dives/mxfp-matmul.rst`].
+X4_ELEMENT = {"float8_e4m3fn_x4": "float8_e4m3fn", "float8_e5m2_x4": "float8_e5m2",
+              "float4_e2m1fn_x4": "float4_e2m1fn"}
+_WORD = {4: np.dtype("<u4"), 2: np.dtype("<u2")}
+
+
+def x4_word(dtype) -> np.dtype:
+    """The unsigned word that holds one element of an x4 type (uint32 or uint16)."""
+    return _WORD[int(itemsize(dtype))]
+
+
+def unpack_x4(words, dtype) -> np.ndarray:
+    """Words of x4 type `dtype` -> their four values as FP32, shape words.shape + (4,)."""
+    w = np.ascontiguousarray(words).view(x4_word(dtype))
+    elem = np_dtype(X4_ELEMENT[normalize(dtype)])
+    if w.itemsize == 4:
+        codes = w.view(np.uint8).reshape(w.shape + (4,))
+    else:
+        codes = ((w[..., None] >> np.array([0, 4, 8, 12], np.uint16)) & 0xF).astype(np.uint8)
+    return codes.view(elem).astype(np.float32)
+
+
+def pack_x4(values, dtype) -> np.ndarray:
+    """Values [..., 4] (rounded to the element type) -> words of x4 type `dtype`."""
+    name = normalize(dtype)
+    codes = np.asarray(values, np.float32).astype(np_dtype(X4_ELEMENT[name])).view(np.uint8)
+    word = x4_word(name)
+    if word.itemsize == 4:
+        return np.ascontiguousarray(codes).view(word)[..., 0]
+    shifts = np.array([0, 4, 8, 12], np.uint16)
+    return ((codes.astype(np.uint16) & 0xF) << shifts).sum(axis=-1, dtype=np.uint16)

@@ -75,15 +75,17 @@ def cast(x, dtype, rounding: str = "rne", rng: np.random.Generator | None = None
 _EMAX = {"float8_e4m3fn": 8, "float8_e5m2": 15, "float4_e2m1fn": 2}
 
 
-def quantize_mx(x, elem_dtype: str = "float8_e4m3fn", block: int = 32):
+def quantize_mx(x, elem_dtype: str = "float8_e4m3fn", block: int = 32, scale_headroom: int = 0):
     """OCP MX quantization along the last axis: returns (elements [..., n] in elem_dtype,
-    scales [..., n/block] as E8M0 biased exponents uint8)."""
+    scales [..., n/block] as E8M0 biased exponents uint8). `scale_headroom` doubles the scale that
+    many times over the OCP sample conversion (NC-v4's quantize_mx takes 1)."""
     x32 = np.asarray(x, np.float32)
     shp = x32.shape
     blocks = x32.reshape(shp[:-1] + (shp[-1] // block, block))
     amax = np.max(np.abs(blocks), axis=-1)
     with np.errstate(divide="ignore"):
-        e = np.where(amax > 0, np.floor(np.log2(amax)), -127.0) - _EMAX[elem_dtype]
+        e = np.where(amax > 0, np.floor(np.log2(amax)), -127.0) - _EMAX[elem_dtype] \
+            + scale_headroom
     e = np.clip(e, -127, 127)
     scale = np.exp2(e).astype(np.float32)
     top = float(ml_dtypes.finfo(np_dtype(elem_dtype)).max)

@@ -192,7 +192,7 @@ class ProgramBuilder:
         self.keep_operands = keep_operands
         self.reference = bool(_reference_default() if reference is None else reference)
         # Rows not yet flushed to segments (all of them in reference mode):
-        self._rows: list[tuple] = []           # one tuple of COLUMNS values per instruction
+        self._rids: list[int] = []             # per instruction: its row in _table
         self._deps: list[list[int]] = []       # explicit deps (and automatic ones in reference mode)
         self._ord: dict[int, list[int]] = {}   # row -> same-stream WAR/WAW predecessors
         self._acc: list[tuple] = []            # bulk mode: (track, write, p0, p1, f0, f1, pst, off)
@@ -202,7 +202,7 @@ class ProgramBuilder:
         self._segs: list = []
         self._flushed = 0                      # instructions in _segs
         self._pool: list = []                  # operand records of flushed rows (keep_operands)
-        self._classes: dict = {}               # emit_key -> (class id, row)
+        self._classes: dict = {}               # emit_key -> (class id, row id)
         self._depth = 0                        # repeat() nesting
         self._precedents: dict = {}            # (body code, count) -> [repeat.Precedent]
         self._mut = 0                          # allocations, frees, semaphore uses (repeat())
@@ -219,7 +219,10 @@ class ProgramBuilder:
         self._last_stationary = None
         self._next_queue = 0
         self._clocks: dict[int, float] = {}
-        self._row_memo: dict[tuple, tuple] = {}   # compute row by what it is made of (_append)
+        self._row_memo: dict[tuple, int] = {}  # compute row id by what it is made of (_append)
+        # Distinct rows (tuples of COLUMNS values); an instruction is its row id: a repeated row
+        # is kept once and the bulk path copies 8 bytes per row, not len(COLUMNS) * 8
+        self._table: list[tuple] = []
         self._spill_slots: set[int] = set()
         self._spill_bytes = 0.0
         c = self.chip
@@ -333,24 +336,21 @@ class ProgramBuilder:
         if signal is not None:
             self._signals.setdefault(int(signal), []).append(i)
             self._mut += 1
-        if self._depth and self.keep_operands:
+        if self._depth:
             # inside repeat(): the row is a function of the record's class, so one lookup gives
             # both (a DMA row is not recomputed either)
-            c, row = self._class_row(emit, stream)
-            self._cls.append(c)
+            c, rid = self._class_row(emit, stream)
+            self._cls.append(c if self.keep_operands else 0)
+        elif m is None:
+            # a compute row is a function of these (a kernel repeats a few of them thousands
+            # of times): looked up, not recomputed
+            key = (emit.name, engine, emit.kind, emit.ii_cycles, emit.lat_cycles, emit.flops)
+            rid = self._row_memo.get(key)
+            if rid is None:
+                rid = self._row_memo[key] = self._new_row(self._row(emit, stream))
         else:
-            if self._depth:
-                self._cls.append(0)
-            if m is None:
-                # a compute row is a function of these (a kernel repeats a few of them
-                # thousands of times): looked up, not recomputed
-                key = (emit.name, engine, emit.kind, emit.ii_cycles, emit.lat_cycles, emit.flops)
-                row = self._row_memo.get(key)
-                if row is None:
-                    row = self._row_memo[key] = self._row(emit, stream)
-            else:
-                row = self._row(emit, stream)
-        self._rows.append(row)
+            rid = self._new_row(self._row(emit, stream))
+        self._rids.append(rid)
         self._deps.append(sorted(d) if d else [])
         self._emits.append(emit if self.keep_operands else None)
         return i
@@ -391,10 +391,24 @@ class ProgramBuilder:
             self._pool.extend(emits)
         else:
             base = np.full(n, -1, np.int64)
-        self._segs.append(R.Seg(table[rec], x_ptr, x_idx, acc_ptr, track, write, box, pst, off,
+        self._segs.append(R.Seg(self._new_rows(table)[rec], x_ptr, x_idx, acc_ptr, track, write,
+                                box, pst, off,
                                 base, np.full(n, -1, np.int64)))
         self._flushed += n
         return first
+
+    def _new_row(self, row) -> int:
+        self._table.append(row)
+        return len(self._table) - 1
+
+    def _new_rows(self, rows: np.ndarray) -> np.ndarray:
+        """The ids of rows [n, len(COLUMNS)] added to the table."""
+        first = len(self._table)
+        self._table.extend(map(tuple, rows.tolist()))
+        return np.arange(first, len(self._table), dtype=np.int64)
+
+    def _table_array(self) -> np.ndarray:
+        return np.array(self._table, np.float64).reshape(-1, len(COLUMNS))
 
     def _row(self, emit, stream) -> tuple:
         """The instruction's values in the order of COLUMNS."""
@@ -415,15 +429,16 @@ class ProgramBuilder:
                 m.issue_ns, m.engines, m.engine0, m.direction)
 
     def _class_row(self, emit, stream) -> tuple:
-        """(class, row) of a record appended inside repeat(): its class numbers its
+        """(class, row id) of a record appended inside repeat(): its class numbers its
         repeat.emit_key, which holds everything the row is made of."""
         key = R.emit_key(emit)
         try:
             hit = self._classes.get(key)
         except TypeError:                        # a parameter is not hashable: never equal to
-            return -2, self._row(emit, stream)   # anything, not repeated in bulk
+            return -2, self._new_row(self._row(emit, stream))   # anything, not repeated in bulk
         if hit is None:
-            hit = self._classes[key] = (len(self._classes), self._row(emit, stream))
+            hit = self._classes[key] = (len(self._classes),
+                                        self._new_row(self._row(emit, stream)))
         return hit
 
     def _new_track(self, tid) -> int:
@@ -443,10 +458,10 @@ class ProgramBuilder:
             box = ap.box()
             for w in tr.writes.overlapping_then_prune(box):
                 if w != i:
-                    (d if self._rows[w][2] != stream else o).add(w)
+                    (d if self._table[self._rids[w]][2] != stream else o).add(w)
             for r in tr.reads.overlapping_then_prune(box):
                 if r != i:
-                    (d if self._rows[r][2] != stream else o).add(r)
+                    (d if self._table[self._rids[r]][2] != stream else o).add(r)
             tr.writes.add(box, i)
         return o
 
@@ -458,7 +473,7 @@ class ProgramBuilder:
 
     def _flush(self) -> None:
         """Bulk mode: move the rows appended since the last flush into a NumPy segment."""
-        n = len(self._rows)
+        n = len(self._rids)
         if not n:
             return
         # (a loop's sampled iterations flush one by one: a few rows each, so the NumPy calls
@@ -479,12 +494,11 @@ class ProgramBuilder:
         else:
             base = np.full(n, -1, np.int64)
         cls = np.array(self._cls, np.int64) if self._cls else np.full(n, -1, np.int64)
-        rows = np.fromiter(chain.from_iterable(self._rows), np.float64,
-                           count=n * len(COLUMNS)).reshape(n, len(COLUMNS))
-        self._segs.append(R.Seg(rows, x_ptr, x_idx, acc_ptr, per_field[0], per_field[1],
+        self._segs.append(R.Seg(np.array(self._rids, np.int64), x_ptr, x_idx, acc_ptr,
+                                per_field[0], per_field[1],
                                 acc[:, 2:6].copy(), per_field[6], per_field[7], base, cls))
         self._flushed += n
-        self._rows, self._deps, self._emits, self._cls = [], [], [], []
+        self._rids, self._deps, self._emits, self._cls = [], [], [], []
         self._acc, self._acc_ptr = [], [0]
 
     def _bulk_deps(self, seg):
@@ -492,15 +506,15 @@ class ProgramBuilder:
         n = seg.n
         if not self.auto_deps:
             return seg.x_ptr, seg.x_idx, np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
-        return _auto_deps(n, seg.rows[:, 2].astype(np.int64), seg.acc_ptr, seg.track, seg.write,
+        stream = self._table_array()[:, 2].astype(np.int64)[seg.rid]
+        return _auto_deps(n, stream, seg.acc_ptr, seg.track, seg.write,
                           np.ascontiguousarray(seg.box), len(self._track_ids), seg.x_ptr,
                           seg.x_idx)
 
     def build(self) -> Program:
         if self.reference:
             n = len(self._deps)
-            rows = (np.array(self._rows, np.float64) if self._rows
-                    else np.zeros((0, len(COLUMNS))))
+            rows = self._table_array()[np.array(self._rids, np.int64)]
             emits = self._emits if self.keep_operands else None
             deps = [list(x) for x in self._deps]
             optr = np.zeros(n + 1, np.int64)
@@ -511,8 +525,8 @@ class ProgramBuilder:
                                count=int(optr[-1]))
         else:
             self._flush()
-            seg = R.concat(self._segs, len(COLUMNS))
-            n, rows = seg.n, seg.rows
+            seg = R.concat(self._segs)
+            n, rows = seg.n, None
             emits = None
             if self.keep_operands:
                 emits = (R.LazyEmits(self._pool, seg.base, seg.acc_ptr, seg.pst, seg.off)
@@ -521,7 +535,12 @@ class ProgramBuilder:
             deps = None
             if self._waits:
                 deps = [idx[ptr[i]:ptr[i + 1]].tolist() for i in range(n)]
-        cols = {k: rows[:, j].astype(dt) for j, (k, dt) in enumerate(COLUMNS.items())}
+        if rows is None:        # bulk mode: each column of the distinct rows, gathered
+            table = self._table_array()
+            cols = {k: table[:, j].astype(dt)[seg.rid]
+                    for j, (k, dt) in enumerate(COLUMNS.items())}
+        else:
+            cols = {k: rows[:, j].astype(dt) for j, (k, dt) in enumerate(COLUMNS.items())}
         for i, sem, count in self._waits:
             sig = self._signals.get(sem, [])
             if count > len(sig):
@@ -609,8 +628,7 @@ class ProgramBuilder:
             body(start + k)
             self._flush()
             snaps.append(self._snapshot())
-            its.append(R.Sample(R.concat(self._segs[snaps[k].segs:snaps[k + 1].segs],
-                                         len(COLUMNS))))
+            its.append(R.Sample(R.concat(self._segs[snaps[k].segs:snaps[k + 1].segs])))
             if k == count - 1:
                 return count
             for pre in precedents:

@@ -1,11 +1,12 @@
 """The bulk side of `ProgramBuilder.repeat`: loop iterations written with NumPy from a few that ran.
 
-The builder keeps what it has appended as segments (`Seg`): the COLUMNS values of each row, its
-explicit dependencies (CSR, global indices) and its operands' accesses (CSR: tensor track, read or
-write, box, and the access pattern's partition start and element offset), plus, per row, the
-operand record it came from (`base`, an index into the builder's pool of `Emit`s) and its class
-(everything about the record but tensor identity and operand positions; equal classes, tracks and
-positions mean equal records). A loop iteration is the run of segments its body appended.
+The builder keeps what it has appended as segments (`Seg`): each row's id in the builder's table of
+distinct rows (COLUMNS values), its explicit dependencies (CSR, global indices) and its operands'
+accesses (CSR: tensor track, read or write, box, and the access pattern's partition start and
+element offset), plus, per row, the operand record it came from (`base`, an index into the
+builder's pool of `Emit`s) and its class (everything about the record but tensor identity and
+operand positions; equal classes, tracks and positions mean equal records). A loop iteration is
+the run of segments its body appended.
 
 `find_template` decides from the iterations that ran whether the rest follow: every iteration has
 the same rows and classes; tensor tracks repeat with a period p (tiles taken round-robin from p
@@ -30,7 +31,7 @@ SAME = "same"       # the loop leaves the stationary key as it found it
 
 @dataclasses.dataclass
 class Seg:
-    rows: np.ndarray        # [n, len(COLUMNS)] float64 (every value exact)
+    rid: np.ndarray         # [n] row ids: ProgramBuilder._table[rid] holds the COLUMNS values
     x_ptr: np.ndarray       # [n + 1] local CSR over x_idx
     x_idx: np.ndarray       # explicit dependencies, global instruction indices
     acc_ptr: np.ndarray     # [n + 1] local CSR over the accesses
@@ -45,16 +46,16 @@ class Seg:
 
     @property
     def n(self) -> int:
-        return self.rows.shape[0]
+        return self.rid.shape[0]
 
 
-def concat(segs: list, ncols: int) -> Seg:
+def concat(segs: list) -> Seg:
     """One segment of several consecutive ones (CSR pointers rebased)."""
     if len(segs) == 1:
         return segs[0]
     if not segs:
         z = np.zeros(0, np.int64)
-        return Seg(np.zeros((0, ncols)), np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z,
+        return Seg(z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z,
                    np.zeros((0, 4), np.int64), z, z, z, z)
 
     def ptr(name):
@@ -67,7 +68,7 @@ def concat(segs: list, ncols: int) -> Seg:
 
     def cat(name):
         return np.concatenate([getattr(s, name) for s in segs])
-    return Seg(cat("rows"), ptr("x_ptr"), cat("x_idx"), ptr("acc_ptr"), cat("track"),
+    return Seg(cat("rid"), ptr("x_ptr"), cat("x_idx"), ptr("acc_ptr"), cat("track"),
                cat("write"), cat("box"), cat("pst"), cat("off"), cat("base"), cat("cls"),
                any(s.synthetic for s in segs))
 
@@ -102,7 +103,7 @@ class Template:
     first: int              # iteration of phase 0
     period: int
     length: int             # rows per iteration
-    rows: np.ndarray
+    rid: np.ndarray
     cls: np.ndarray
     row_acc: np.ndarray     # accesses per row
     row_x: np.ndarray       # explicit deps per row
@@ -130,7 +131,7 @@ class Sample:
 
     def __init__(self, seg: Seg):
         self.seg = seg
-        self.sig = (seg.rows.tobytes(), seg.cls.tobytes(), seg.acc_ptr.tobytes(),
+        self.sig = (seg.rid.tobytes(), seg.cls.tobytes(), seg.acc_ptr.tobytes(),
                     seg.x_ptr.tobytes(), seg.write.tobytes())
         self.pos = np.concatenate([seg.box.reshape(-1), seg.pst, seg.off, seg.x_idx])
         self.trk = seg.track.tobytes()
@@ -194,7 +195,7 @@ def find_template(its: list, snaps: list, before: Snapshot, first: int):
     nb = s0.box.size
     na = s0.pst.shape[0]
     return Template(
-        first=first + m - p, period=p, length=L, rows=s0.rows, cls=s0.cls,
+        first=first + m - p, period=p, length=L, rid=s0.rid, cls=s0.cls,
         row_acc=np.diff(s0.acc_ptr), row_x=np.diff(s0.x_ptr), write=s0.write,
         track=np.stack([s.track for s in last]), base=np.stack([s.base for s in last]),
         box=np.stack([s.box for s in last]), pst=np.stack([s.pst for s in last]),
@@ -287,7 +288,7 @@ def synthesize(t: Template, start: int, stop: int) -> Seg:
         np.cumsum(np.tile(counts, K), out=p[1:])
         return p
     return Seg(
-        rows=np.tile(t.rows, (K, 1)), x_ptr=ptr(t.row_x),
+        rid=np.tile(t.rid, K), x_ptr=ptr(t.row_x),
         x_idx=(t.x_idx[j] + (sh * t.length)[:, None] * t.x_moves[None]).reshape(-1),
         acc_ptr=ptr(t.row_acc), track=t.track[j].reshape(-1), write=np.tile(t.write, K),
         box=(t.box[j] + sh[:, None, None] * t.d_box[None]).reshape(-1, 4),

@@ -32,8 +32,8 @@ def _mx(chip):
     b = ns.ProgramBuilder(chip)
     st = b.sbuf("st", (128, 128), "float8_e4m3fn_x4")
     mv = b.sbuf("mv", (128, 512), "float8_e4m3fn_x4")
-    ss = b.sbuf("ss", (16, 128), "uint8")
-    ms = b.sbuf("ms", (16, 512), "uint8")
+    ss = b.sbuf("ss", (128, 128), "uint8")      # scales: 4 partitions in each quadrant
+    ms = b.sbuf("ms", (128, 512), "uint8")
     out = b.psum("out", (128, 512))
     b.nc_matmul_mx(out, st, mv, ss, ms)
     return b
@@ -81,21 +81,21 @@ def test_vector_exponential_only_on_trn3():
 def test_quantize_then_mx_matmul_on_trn3_matches_dequantized_numpy():
     import numpy as np
     b = ns.ProgramBuilder("trn3")
-    S = b.hbm("S", (128, 128 * 4), "float32")
-    M = b.hbm("M", (128, 64 * 4), "float32")
+    S = b.hbm("S", (128, 128 * 4), "bfloat16")
+    M = b.hbm("M", (128, 64 * 4), "bfloat16")
     O = b.hbm("O", (128, 64), "float32")
-    s32 = b.sbuf("s32", (128, 128 * 4), "float32")
-    m32 = b.sbuf("m32", (128, 64 * 4), "float32")
+    s16 = b.sbuf("s16", (128, 128 * 4), "bfloat16")
+    m16 = b.sbuf("m16", (128, 64 * 4), "bfloat16")
     sq = b.sbuf("sq", (128, 128), "float8_e4m3fn_x4")
     mq = b.sbuf("mq", (128, 64), "float8_e4m3fn_x4")
-    ss = b.sbuf("ss", (16, 128), "uint8")
-    ms = b.sbuf("ms", (16, 64), "uint8")
+    ss = b.sbuf("ss", (128, 128), "uint8")
+    ms = b.sbuf("ms", (128, 64), "uint8")
     acc = b.psum("acc", (128, 64))
     o = b.sbuf("o", (128, 64), "float32")
-    b.dma_copy(s32, S)
-    b.dma_copy(m32, M)
-    b.quantize_mx(sq, ss, s32)
-    b.quantize_mx(mq, ms, m32)
+    b.dma_copy(s16, S)
+    b.dma_copy(m16, M)
+    b.quantize_mx(sq, s16, ss)
+    b.quantize_mx(mq, m16, ms)
     b.nc_matmul_mx(acc, sq, mq, ss, ms)
     b.tensor_copy(o, acc)
     b.dma_copy(O, o)
@@ -103,12 +103,11 @@ def test_quantize_then_mx_matmul_on_trn3_matches_dequantized_numpy():
     sv = rng.standard_normal((128, 512)).astype(np.float32)
     mv = rng.standard_normal((128, 256)).astype(np.float32)
     out = ns.execute(b.build(), {"S": sv, "M": mv})["O"]
-    # K index = partition * 4 + packed lane
-    exact = sv.reshape(128, 128, 4).transpose(0, 2, 1).reshape(512, 128).T @ \
-        mv.reshape(128, 64, 4).transpose(0, 2, 1).reshape(512, 64)
+    # the contraction runs over partitions and the 4 packed values of each element
+    exact = np.einsum("kiq,kjq->ij", sv.reshape(128, 128, 4), mv.reshape(128, 64, 4))
     rel = np.abs(out - exact).max() / np.abs(exact).max()
     assert rel < 0.05
     with pytest.raises(E.CapabilityError):
         b2 = ns.ProgramBuilder("trn2")
-        b2.quantize_mx(b2.sbuf("q", (128, 8), "float8_e5m2"), b2.sbuf("s", (16, 8), "uint8"),
-                       b2.sbuf("d", (128, 32), "float32"))
+        b2.quantize_mx(b2.sbuf("q", (128, 8), "float8_e5m2_x4"), b2.sbuf("d", (128, 32), "bfloat16"),
+                       b2.sbuf("s", (128, 8), "uint8"))

@@ -1,5 +1,12 @@
-"""quantize_mx (NC-v4 VectorE): BF16/FP16/FP32 values -> MXFP8 (x4-packed) data plus E8M0 scales,
-one scale per 32 values = 8 partitions x 4 elements [ArchV4][ISA].
+"""quantize_mx (NC-v4 VectorE): BF16/FP16 values -> MXFP8 data (x4-packed) plus E8M0 scales in
+SBUF, in the layout nc_matmul_mx reads [ArchV4][ISA] quantize_mx.
+
+Layout: src [P, 4F] -> dst [P, F] x4 (four consecutive values of a partition in one element);
+one scale per group of 8 partitions x 4 values. The groups of each 32-partition quadrant write
+4 consecutive scale partitions at the same offset of that quadrant (`scale_rows`), so dst_scale
+has 4 partitions when src has one quadrant and as many partitions as src otherwise [ISA].
+Numerics: the block scale is twice the OCP sample conversion's (headroom so the largest value of
+a group rounds without saturating) [ISA] quantize_mx (SDK 2.32), then RNE to the element type.
 Cost: 4 elements per partition per cycle [ArchV4] -> max(64, N/4) VectorE cycles (derived)."""
 
 from __future__ import annotations
@@ -9,45 +16,115 @@ from math import ceil
 import numpy as np
 
 from ...engines import Engine
-from ...errors import CapabilityError, DtypeError, PartitionError
-from ...numerics.formats import np_dtype
+from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
+from ...numerics.formats import X4_ELEMENT, np_dtype
 from ...numerics.rounding import quantize_mx as _quantize
-from ..common import access_latency, check_engine_operand, make
+from ...program.ap import Memory
+from ..common import access_latency, check_memory, make
 
 NAME = "quantize_mx"
-OUT = {"float8_e4m3fn_x4": "float8_e4m3fn", "float8_e5m2_x4": "float8_e5m2"}
+ENGINES = (Engine.VECTOR,)
+OUT = ("float8_e4m3fn_x4", "float8_e5m2_x4")            # no FP4 output [ISA]
+SRC = ("bfloat16", "float16")
+SCALE = ("uint8", "float8_e8m0fnu")                     # E8M0 codes [ISA]
+GROUP_PARTITIONS = 8                                    # a group: 8 partitions x 4 values [ArchV4]
+SCALE_HEADROOM = 1                                      # 2x the OCP scale [ISA]
 
 
-def build(chip, dst, scale, data):
+def _quadrant(chip) -> int:
+    return chip.sbuf_partitions // 4
+
+
+def scale_rows(p: int, chip) -> np.ndarray:
+    """Partition offsets, from the scale tile's first partition, of the scales of a p-partition
+    MX data tile, group by group (group g covers data partitions 8g..8g+7)."""
+    q = _quadrant(chip)
+    per_q = q // GROUP_PARTITIONS
+    g = np.arange(p // GROUP_PARTITIONS)
+    return (g // per_q) * q + g % per_q
+
+
+def check_data_partitions(instr, name, ap, chip) -> None:
+    q = _quadrant(chip)
+    if ap.p_size % q or ap.p_size > chip.sbuf_partitions:
+        raise PartitionError(instr, name, f"a multiple of {q} partitions, at most "
+                             f"{chip.sbuf_partitions} (MX groups of {GROUP_PARTITIONS} partitions, "
+                             "scales per quadrant)", ap.p_size, chip.name,
+                             f"pad the contraction to a multiple of {q} partitions")
+
+
+def check_scale(instr, name, scale, data_p: int, free: int, chip, engine=Engine.VECTOR) -> None:
+    """The scales of a data tile of `data_p` partitions and `free` x4 elements per partition."""
+    check_memory(instr, name, scale, (Memory.SBUF,), engine, chip, "MX scales live in SBUF")
+    if scale.dtype not in SCALE:
+        raise DtypeError(instr, name, f"E8M0 scales: one of {SCALE}", scale.dtype, chip.name)
+    q = _quadrant(chip)
+    want = (q // GROUP_PARTITIONS, q) if data_p <= q else (data_p,)
+    if scale.p_size not in want:
+        raise PartitionError(instr, name, f"{' or '.join(map(str, want))} partitions for data of "
+                             f"{data_p} partitions (4 scale partitions per {q}-partition quadrant, "
+                             "kept in that quadrant)", scale.p_size, chip.name,
+                             f"allocate the scale tile with {want[-1]} partitions")
+    if scale.free_size != free:
+        raise FreeSizeError(instr, name, f"{free} scales per partition (one per x4 element of "
+                            "the data)", scale.free_size, chip.name)
+
+
+def build(chip, dst, src, dst_scale):
     if not chip.has_mx_matmul:
-        raise CapabilityError(NAME, "dst", "a chip with MX support (NC-v4)", "quantize_mx",
-                              chip.name)
-    for nm, ap in (("dst", dst), ("scale", scale), ("data", data)):
-        check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
+        raise CapabilityError(NAME, "dst", "NeuronCore-v4 or newer (Trn3): quantize_mx is "
+                              "available only there", f"NeuronCore-v{chip.neuroncore_version}",
+                              chip.name, "cast to FP8 with tensor_copy, or target trn3")
+    for nm, ap in (("dst", dst), ("src", src)):
+        check_memory(NAME, nm, ap, (Memory.SBUF,), Engine.VECTOR, chip, "quantize_mx works in SBUF")
+    if src.dtype not in SRC:
+        raise DtypeError(NAME, "src", f"one of {SRC}", src.dtype, chip.name,
+                         "copy the values to a bfloat16 tile first")
     if dst.dtype not in OUT:
-        raise DtypeError(NAME, "dst", f"one of {tuple(OUT)}", dst.dtype, chip.name)
-    if data.p_size % 8 or data.free_size != 4 * dst.free_size or scale.p_size * 8 != data.p_size:
-        raise PartitionError(NAME, "data", "[P, 4F] with P a multiple of 8 for dst [P, F] and "
-                             "scale [P/8, F]", list(data.shape), chip.name)
-    n = data.free_size
+        raise DtypeError(NAME, "dst", f"one of {OUT}", dst.dtype, chip.name)
+    check_data_partitions(NAME, "src", src, chip)
+    if src.free_size % 4:
+        raise FreeSizeError(NAME, "src", "a multiple of 4 elements per partition (4 values per "
+                            "x4 element)", src.free_size, chip.name)
+    if dst.p_size != src.p_size or 4 * dst.free_size != src.free_size:
+        raise PartitionError(NAME, "dst", f"[{src.p_size}, {src.free_size // 4}] x4 elements for "
+                             f"src [{src.p_size}, {src.free_size}]",
+                             [dst.p_size, dst.free_size], chip.name)
+    check_scale(NAME, "dst_scale", dst_scale, src.p_size, dst.free_size, chip)
+    q = _quadrant(chip)
+    if dst.p_start // q != dst_scale.p_start // q:
+        raise PartitionError(NAME, "dst_scale", f"the SBUF quadrant of dst (partition "
+                             f"{dst.p_start})", f"start partition {dst_scale.p_start}", chip.name)
+    n = src.free_size
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, ceil(n / 4)),
-                access_latency(chip, 3), (data,), (dst, scale))
+                access_latency(chip, 3), (src,), (dst, dst_scale),
+                {"scale_rows": tuple(int(r) for r in scale_rows(src.p_size, chip))})
 
 
 def reference(x, elem_dtype):
-    """x [P, F, 4] -> (elements [P, F, 4], scales [P/8, F]) with blocks of 8 partitions x 4."""
+    """x [P, F, 4] -> (elements [P, F, 4] as FP32, scale codes [P/8, F]) per group of 8
+    partitions x 4 values."""
     p, f, _ = x.shape
-    blocks = x.reshape(p // 8, 8, f, 4).transpose(0, 2, 1, 3).reshape(p // 8, f, 32)
-    elems, scales = _quantize(blocks, elem_dtype)
-    elems = elems.reshape(p // 8, f, 8, 4).transpose(0, 2, 1, 3).reshape(p, f, 4)
-    return elems, scales.reshape(p // 8, f)
+    g = GROUP_PARTITIONS
+    blocks = x.reshape(p // g, g, f, 4).transpose(0, 2, 1, 3).reshape(p // g, f, g * 4)
+    elems, scales = _quantize(blocks, elem_dtype, g * 4, SCALE_HEADROOM)
+    elems = elems.astype(np.float32).reshape(p // g, f, g, 4).transpose(0, 2, 1, 3)
+    return elems.reshape(p, f, 4), scales.reshape(p // g, f)
+
+
+def scale_codes(state, scale) -> np.ndarray:
+    """The E8M0 codes a scale tile holds now, [partitions, free] uint8 (partitions no scale
+    is written to keep their contents, as on the hardware)."""
+    v = state.read(scale).reshape(scale.p_size, -1)
+    return v.astype(np.uint8) if scale.dtype == "uint8" else v.astype(np_dtype(scale.dtype)).view(
+        np.uint8)
 
 
 def semantics(state, emit):
-    (data,) = emit.reads
+    (src,) = emit.reads
     dst, scale = emit.writes
-    x = state.read(data).reshape(data.p_size, -1, 4)
-    elems, scales = reference(x, OUT[dst.dtype])
-    state._view(dst, packed=True)[...] = elems.astype(np_dtype(dst.dtype)).reshape(
-        state._view(dst, packed=True).shape)
-    state.write_raw(scale, scales.astype(np.uint8).view(np_dtype(scale.dtype)))
+    elems, codes = reference(state.read(src).reshape(src.p_size, -1, 4), X4_ELEMENT[dst.dtype])
+    state.write_packed(dst, elems)
+    raw = scale_codes(state, scale)
+    raw[list(emit.params["scale_rows"])] = codes
+    state.write_raw(scale, raw.view(np_dtype(scale.dtype)))

@@ -25,6 +25,7 @@ import numpy as np
 from ...engines import Engine
 from ...errors import NeuronSimError
 from ...isa import module_for
+from ...numerics.formats import pack_x4, unpack_x4
 from ...program.builder import engine_of
 from ..errors import NkiValidationError
 from ..program import _Mapper
@@ -59,6 +60,13 @@ class _Views:
     def read_raw(self, ap):
         name, v = self.views[id(ap)]
         return self.ctx.read_raw(v, name).reshape(ap.shape)
+
+    def read_packed(self, ap):
+        name, v = self.views[id(ap)]
+        return unpack_x4(self.ctx.read_raw(v, name), ap.dtype).reshape(ap.shape + (4,))
+
+    def write_packed(self, ap, values):
+        self.ctx.write(self.views[id(ap)][1], pack_x4(values, ap.dtype))
 
     def write(self, ap, values, exact_from=None):
         if exact_from is not None and exact_from.dtype == ap.dtype:
@@ -121,6 +129,14 @@ def _key(name, given) -> tuple:
 
 
 _COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+
+
+def _written_before(dst) -> bool:
+    """accumulate=None: a PSUM write adds where an earlier instruction wrote dst, else
+    overwrites (the first write of an accumulation group) [ISA]."""
+    if dst.nothing_written():
+        return False
+    return dst.fully_written() or bool(np.asarray(dst.written_mask()).any())
 
 
 _NAMES = {e: e.name.lower() for e in Engine}
@@ -216,6 +232,8 @@ def adapter(name: str):
                 check_views(**given)
             except NeuronSimError as e:
                 raise NkiValidationError(str(e), ctx.loc, f"nisa.{name}") from e
+        if given.get("accumulate", False) is None and isinstance(given.get("dst"), NkiTensor):
+            given["accumulate"] = _written_before(given["dst"])
         if "seed" in given and given["seed"] is None:     # a random draw: one stream per instruction
             given["seed"] = len(ctx.trace.instrs)
         memo = _PerTrace.of(ctx.trace).built       # checks and build once per geometry

@@ -1,0 +1,318 @@
+"""MX matmul from an NKI kernel on Trn3 (NeuronCore-v4), as AWS's "MXFP Matrix Multiplication with
+NKI" deep dive writes it: BF16 tiles in the interleaved SBUF layout are quantized by
+nisa.quantize_mx into x4-packed MXFP8 data and E8M0 scales, nisa.nc_matmul_mx multiplies them into
+PSUM, and the result is copied out. Numerics against a NumPy MX reference written here; time
+against the BF16 nc_matmul; the documented errors (NeuronCore-v4 only, dtype and tile rules)."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from neuron_sim.errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
+from neuron_sim.nki.errors import NkiValidationError
+
+EMAX = {"float8_e4m3fn": 8, "float8_e5m2": 15}       # exponent of the largest normal (OCP MX)
+
+
+# ---- the NumPy reference: MX quantization of [P, F, 4] tiles and the MX matmul --------------
+def mx_quantize(x, elem):
+    """x [P, F, 4] FP32 -> (values [P, F, 4] in `elem`, scale codes [P/8, F]). Groups are 8
+    partitions x 4 values; the scale is 2^(floor(log2(amax)) - emax + 1): twice the OCP sample
+    conversion's, as AWS documents quantize_mx."""
+    p, f, _ = x.shape
+    g = x.reshape(p // 8, 8, f, 4)
+    amax = np.abs(g).max(axis=(1, 3))
+    e = np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - EMAX[elem] + 1
+    e = np.where(amax > 0, e, -127)
+    scale = np.exp2(e)[:, None, :, None]
+    vals = (g / scale).astype(getattr(ml_dtypes, elem)).astype(np.float64) * scale
+    return vals.reshape(p, f, 4), (e + 127).astype(np.uint8)
+
+
+def mx_matmul(st, mv, elem_st, elem_mv):
+    """stationary [K, M, 4], moving [K, N, 4] -> [M, N]: quantize both, contract over the
+    partitions and the 4 packed values (FP64)."""
+    s, _ = mx_quantize(st, elem_st)
+    m, _ = mx_quantize(mv, elem_mv)
+    return np.einsum("kiq,kjq->ij", s, m)
+
+
+# ---- the kernel, as the deep dive writes it -----------------------------------------------------
+def quantize_matmul(st_hbm, mv_hbm, mx_dtype, out_dtype, scales_out=False):
+    """st_hbm [K, 4M], mv_hbm [K, 4N] BF16 in the interleaved layout -> [M, N] (and the moving
+    tile's scale tile when scales_out)."""
+    K, FS = st_hbm.shape
+    FM = mv_hbm.shape[1]
+    st = nl.ndarray((K, FS), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=st, src=st_hbm)
+    mv = nl.ndarray((K, FM), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mv, src=mv_hbm)
+    tiles = []
+    for src in (st, mv):
+        P, F = src.shape
+        data = nl.ndarray((P, F // 4), dtype=mx_dtype, buffer=nl.sbuf)
+        # scales: P//8 partitions fit one quadrant; beyond 32 partitions the tile spans them all
+        scale = nl.ndarray((P // 8 if P <= 32 else P, F // 4), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.quantize_mx(dst=data, src=src, dst_scale=scale)
+        tiles.append((data, scale))
+    (sq, ss), (mq, ms) = tiles
+    acc = nl.ndarray((FS // 4, FM // 4), dtype=out_dtype, buffer=nl.psum)
+    nisa.nc_matmul_mx(dst=acc, stationary=sq, moving=mq, stationary_scale=ss, moving_scale=ms)
+    res = nl.ndarray(acc.shape, dtype=out_dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    out = nl.ndarray(acc.shape, dtype=out_dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    if not scales_out:
+        return out
+    sc = nl.ndarray(ms.shape, dtype=nl.uint8, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=sc, src=ms)
+    return out, sc
+
+
+def _inputs(k, m, n, seed=0):
+    rng = np.random.default_rng(seed)
+    st = (rng.standard_normal((k, 4 * m)) * rng.uniform(0.01, 100, (k, 1))).astype(ml_dtypes.bfloat16)
+    mv = rng.standard_normal((k, 4 * n)).astype(ml_dtypes.bfloat16)
+    return st, mv
+
+
+def _run(target, st, mv, mx_dtype=nl.float8_e4m3fn_x4, out_dtype=nl.float32, **kw):
+    kern = nki.jit(quantize_matmul, platform_target=target)
+    return nki.simulate(kern, **kw)(st, mv, mx_dtype, out_dtype)
+
+
+def test_nl_declares_the_x4_mx_types_and_e8m0():
+    """float8_*_x4 are 32-bit elements of four FP8 values, float4_e2m1fn_x4 a 16-bit one of four
+    FP4 values [nki.language]; a [128, 512] x4 tile takes 512 x 4 bytes per partition."""
+    assert (nl.float8_e4m3fn_x4.itemsize, nl.float8_e5m2_x4.itemsize,
+            nl.float4_e2m1fn_x4.itemsize) == (4, 4, 2)
+    assert str(nl.float8_e4m3fn_x4) == "float8_e4m3fn_x4"
+    assert nl.float8_e8m0fnu == np.dtype(ml_dtypes.float8_e8m0fnu)
+
+    def k(x):
+        t = nl.ndarray((128, 512), dtype=nl.float4_e2m1fn_x4, buffer=nl.sbuf)
+        assert t.storage.bytes_per_partition == 1024 and t.dtype == nl.float4_e2m1fn_x4
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=x)
+        return out
+
+    nki.simulate(nki.jit(k, platform_target="trn3"))(np.zeros((2, 2), np.float32))
+
+
+@pytest.mark.parametrize("mx_dtype, elem", [(nl.float8_e4m3fn_x4, "float8_e4m3fn"),
+                                            (nl.float8_e5m2_x4, "float8_e5m2")])
+def test_quantize_then_mx_matmul_matches_the_numpy_mx_reference(mx_dtype, elem):
+    """[512, 128] x [512, 512] (K interleaved as [128 partitions, 4 values]): the FP32 PSUM result
+    equals the NumPy MX reference to FP32 accumulation error (1e-5 of the largest output), and
+    is within the MX format's error of the exact BF16 product."""
+    st, mv = _inputs(128, 128, 512)
+    out = _run("trn3", st, mv, mx_dtype)
+    st4 = st.astype(np.float32).reshape(128, 128, 4)
+    mv4 = mv.astype(np.float32).reshape(128, 512, 4)
+    ref = mx_matmul(st4, mv4, elem, elem)
+    big = np.abs(ref).max()
+    assert np.abs(out - ref).max() <= 1e-5 * big
+    exact = np.einsum("kiq,kjq->ij", st4.astype(np.float64), mv4)
+    err = np.abs(out - exact).max() / np.abs(exact).max()
+    assert err < {"float8_e4m3fn": 0.05, "float8_e5m2": 0.1}[elem], err
+
+
+def test_bf16_psum_output_and_one_quadrant_tiles():
+    """K = 32 partitions (scales in 4 partitions) and a BF16 PSUM tile: the result is the MX
+    reference rounded to BF16."""
+    st, mv = _inputs(32, 64, 256, seed=1)
+    out = _run("trn3", st, mv, out_dtype=nl.bfloat16)
+    ref = mx_matmul(st.astype(np.float32).reshape(32, 64, 4),
+                    mv.astype(np.float32).reshape(32, 256, 4), "float8_e4m3fn", "float8_e4m3fn")
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2 ** -8, atol=1e-6 * np.abs(ref).max())
+
+
+def test_scales_sit_in_the_quadrant_of_their_group():
+    """quantize_mx writes the scales of each 32-partition quadrant into the first 4 partitions of
+    that quadrant: group g (data partitions 8g..8g+7) -> scale partition 32*(g//4) + g%4."""
+    st, mv = _inputs(128, 8, 64, seed=2)
+    kern = nki.jit(quantize_matmul, platform_target="trn3")
+    _, sc = nki.simulate(kern)(st, mv, nl.float8_e4m3fn_x4, nl.float32, True)
+    _, codes = mx_quantize(mv.astype(np.float32).reshape(128, 64, 4), "float8_e4m3fn")
+    rows = [32 * (g // 4) + g % 4 for g in range(16)]
+    np.testing.assert_array_equal(sc[rows], codes)
+
+
+def test_the_interpreter_replays_the_kernel_bit_for_bit():
+    """check_semantics=True runs the built program through the ISA modules' semantics (the
+    interpreter keeps x4 tiles as [..., 4] element arrays; the kernel packs them in words)."""
+    st, mv = _inputs(64, 32, 128, seed=3)
+    out = _run("trn3", st, mv, check_semantics=True)
+    assert np.isfinite(out).all()
+
+
+def test_accumulate_none_adds_where_psum_was_written():
+    """Two nc_matmul_mx into one PSUM tile, accumulate left at None: the second adds (K = 1024)."""
+    st, mv = _inputs(128, 64, 128, seed=4)
+    st2, mv2 = _inputs(128, 64, 128, seed=5)
+
+    def k(a, b, c, d):
+        acc = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.psum)
+        for s_hbm, m_hbm in ((a, b), (c, d)):
+            q = []
+            for x in (s_hbm, m_hbm):
+                t = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=x)
+                data = nl.ndarray((128, x.shape[1] // 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+                scale = nl.ndarray((128, x.shape[1] // 4), dtype=nl.float8_e8m0fnu, buffer=nl.sbuf)
+                nisa.quantize_mx(dst=data, src=t, dst_scale=scale)
+                q.append((data, scale))
+            nisa.nc_matmul_mx(acc, q[0][0], q[1][0], q[0][1], q[1][1])
+        res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    out = nki.simulate(nki.jit(k, platform_target="trn3"))(st, mv, st2, mv2)
+    f = lambda x, n: x.astype(np.float32).reshape(128, n, 4)   # noqa: E731
+    ref = mx_matmul(f(st, 64), f(mv, 128), "float8_e4m3fn", "float8_e4m3fn") + \
+        mx_matmul(f(st2, 64), f(mv2, 128), "float8_e4m3fn", "float8_e4m3fn")
+    assert np.abs(out - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+TILES = 32
+
+
+def test_mx_matmul_is_4x_the_bf16_rate_on_trn3():
+    """[128, 128] x4 stationary x [128, 512] x4 moving (K = 512) takes the TensorE interval of one
+    BF16 [128, 128] x [128, 512] matmul (K = 128): 4x the FLOPs per ns [ArchV4]. Over 32 tiles
+    (K = 512 each: 32 MX or 128 BF16 matmuls) the TensorE busy time is 4x shorter once the dI/dt
+    throttle has ramped (3 us), 3.5-4x counting the ramp, which weighs more on the shorter run."""
+    def kern(a, b, mx):
+        st = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=st, src=a)
+        mv = nl.ndarray(b.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=mv, src=b)
+        if mx:
+            sq = nl.ndarray((128, 128), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+            ss = nl.ndarray((128, 128), dtype=nl.uint8, buffer=nl.sbuf)
+            mq = nl.ndarray((128, 512), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+            ms = nl.ndarray((128, 512), dtype=nl.uint8, buffer=nl.sbuf)
+            nisa.quantize_mx(dst=sq, src=st, dst_scale=ss)
+            nisa.quantize_mx(dst=mq, src=mv, dst_scale=ms)
+        out = nl.ndarray((128, TILES * 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        for t in range(TILES):
+            acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            if mx:
+                nisa.nc_matmul_mx(dst=acc, stationary=sq, moving=mq, stationary_scale=ss,
+                                  moving_scale=ms)
+            else:               # the same K = 512 as 4 BF16 matmuls
+                for k in range(4):
+                    nisa.nc_matmul(dst=acc, stationary=st[:, k * 128:(k + 1) * 128],
+                                   moving=mv[:, k * 512:(k + 1) * 512])
+            res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[:, t * 512:(t + 1) * 512], src=res)
+        return out
+
+    st, mv = _inputs(128, 128, 512, seed=6)
+    rows = {}
+    for mx in (True, False):
+        nki.simulate(nki.jit(kern, platform_target="trn3"), numerics=False)(st, mv, mx)
+        rows[mx] = [r for r in nki.last_report().instruction_times() if r.kind == "multiply_moving"]
+    assert (len(rows[True]), len(rows[False])) == (TILES, 4 * TILES)
+    assert rows[True][0].ii_ns == rows[False][0].ii_ns == pytest.approx(512 / 2.4)
+    flops = {True: 2 * 512 * 128 * 512, False: 2 * 128 * 128 * 512}
+
+    def rate(mx, after_ns=0.0):
+        r = [x for x in rows[mx] if x.start_ns >= rows[mx][0].start_ns + after_ns]
+        return len(r) * flops[mx] / sum(x.busy_ns for x in r)
+
+    ramp_ns = 3000.0                    # tensor_didt_ramp_s of Trn3
+    assert rate(True, ramp_ns) / rate(False, ramp_ns) == pytest.approx(4.0, rel=0.01)
+    assert 3.5 <= rate(True) / rate(False) <= 4.0
+
+
+def test_trn2_raises_the_neuroncore_v4_capability_error():
+    st, mv = _inputs(128, 8, 64)
+    with pytest.raises(NkiValidationError) as e:
+        _run("trn2", st, mv)
+    assert isinstance(e.value.__cause__, CapabilityError)
+    msg = str(e.value)
+    assert "nisa.quantize_mx" in msg and "NeuronCore-v4 or newer" in msg and "NeuronCore-v3" in msg
+    assert "test_mx_matmul.py" in msg
+
+
+def _one_call(call):
+    """Run `call(tiles)` in a trn3 kernel over freshly written tiles; return the error."""
+    def k(x):
+        call()
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=x)
+        return out
+    with pytest.raises(NkiValidationError) as e:
+        nki.simulate(nki.jit(k, platform_target="trn3"), numerics=False)(np.zeros((1, 1), np.float32))
+    return e.value
+
+
+def _tile(shape, dtype, buffer=nl.sbuf):
+    t = nl.ndarray(shape, dtype=dtype, buffer=buffer)
+    t.mark_written()
+    return t
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: nisa.quantize_mx(dst=_tile((128, 64), nl.float8_e4m3fn_x4),
+                              src=_tile((128, 256), nl.float32),
+                              dst_scale=_tile((128, 64), nl.uint8)),
+     DtypeError, ["'src'", "('bfloat16', 'float16')", "float32"]),
+    (lambda: nisa.quantize_mx(dst=_tile((128, 64), nl.float4_e2m1fn_x4),
+                              src=_tile((128, 256), nl.bfloat16),
+                              dst_scale=_tile((128, 64), nl.uint8)),
+     DtypeError, ["'dst'", "float8_e4m3fn_x4", "float4_e2m1fn_x4"]),
+    (lambda: nisa.quantize_mx(dst=_tile((16, 64), nl.float8_e4m3fn_x4),
+                              src=_tile((16, 256), nl.bfloat16),
+                              dst_scale=_tile((2, 64), nl.uint8)),
+     PartitionError, ["a multiple of 32 partitions", "found 16"]),
+    (lambda: nisa.quantize_mx(dst=_tile((128, 64), nl.float8_e4m3fn_x4),
+                              src=_tile((128, 256), nl.bfloat16),
+                              dst_scale=_tile((16, 64), nl.uint8)),
+     PartitionError, ["'dst_scale'", "128 partitions", "found 16"]),
+    (lambda: nisa.quantize_mx(dst=_tile((64, 32), nl.float8_e4m3fn_x4),
+                              src=_tile((64, 130), nl.bfloat16),
+                              dst_scale=_tile((64, 32), nl.uint8)),
+     FreeSizeError, ["multiple of 4", "found 130"]),
+    (lambda: nisa.nc_matmul_mx(_tile((128, 1024), nl.float32, nl.psum),
+                               _tile((128, 128), nl.float8_e4m3fn_x4),
+                               _tile((128, 1024), nl.float8_e4m3fn_x4),
+                               _tile((128, 128), nl.uint8), _tile((128, 1024), nl.uint8)),
+     FreeSizeError, ["'moving'", "<= 512", "found 1024"]),
+    (lambda: nisa.nc_matmul_mx(_tile((128, 512), nl.float32, nl.psum),
+                               _tile((128, 128), nl.bfloat16),
+                               _tile((128, 512), nl.float8_e4m3fn_x4),
+                               _tile((128, 128), nl.uint8), _tile((128, 512), nl.uint8)),
+     DtypeError, ["'stationary'", "x4-packed", "bfloat16"]),
+    (lambda: nisa.nc_matmul_mx(_tile((128, 512), nl.float32, nl.psum),
+                               _tile((64, 128), nl.float8_e4m3fn_x4),
+                               _tile((64, 512), nl.float8_e4m3fn_x4),
+                               _tile((64, 128), nl.uint8), _tile((64, 512), nl.uint8),
+                               tile_position=(0, 0), tile_size=(64, 64)),
+     PartitionError, ["'tile_size'", "row tiling only", "(64, 64)"]),
+])
+def test_documented_limits_raise_errors_naming_them(call, error, words):
+    err = _one_call(call)
+    assert isinstance(err.__cause__, error), repr(err.__cause__)
+    for w in words:
+        assert w in str(err), (w, str(err))
+
+
+def test_bf16_psum_takes_a_moving_tile_of_1024():
+    """One PSUM bank holds 1024 BF16 per partition: the MX moving limit with a BF16 dst [ISA]."""
+    def k(x):
+        acc = nl.ndarray((128, 1024), dtype=nl.bfloat16, buffer=nl.psum)
+        nisa.nc_matmul_mx(acc, _tile((128, 128), nl.float8_e5m2_x4),
+                          _tile((128, 1024), nl.float8_e4m3fn_x4), _tile((128, 128), nl.uint8),
+                          _tile((128, 1024), nl.uint8))
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=x)
+        return out
+    nki.simulate(nki.jit(k, platform_target="trn3"), numerics=False)(np.zeros((1, 1), np.float32))
