@@ -15,7 +15,7 @@ from numpy.lib.stride_tricks import as_strided
 from .errors import ProgramError
 from .hardware import get_chip, list_chips
 from .isa import module_for
-from .numerics.formats import MX_PACKED, np_dtype
+from .numerics.formats import MX_PACKED, np_dtype, unpack_x4
 from .numerics.rounding import cast
 from .program.ap import AccessPattern, Memory
 
@@ -83,10 +83,12 @@ class State:
         view[...] = np.asarray(values, np.float32).astype(view.dtype).reshape(view.shape)
 
     def write(self, ap, values, exact_from=None) -> None:
-        view = self._view(ap)
-        if exact_from is not None and exact_from.dtype == ap.dtype:
-            view[...] = self._view(exact_from).reshape(view.shape)   # bit-exact copy
+        if exact_from is not None and exact_from.dtype == ap.dtype:    # bit-exact copy
+            packed = ap.dtype in MX_PACKED          # all four values of each x4 element
+            view = self._view(ap, packed)
+            view[...] = self._view(exact_from, packed).reshape(view.shape)
             return
+        view = self._view(ap)
         v = np.asarray(values, np.float32).reshape(view.shape)
         if np_dtype(ap.dtype) == np.float32:
             view[...] = v
@@ -103,6 +105,8 @@ class State:
 
     def load(self, tensor, array) -> None:
         a = np.asarray(array)
+        if tensor.dtype in MX_PACKED and a.shape == tensor.shape:     # x4 words: unpack them
+            a = unpack_x4(a, tensor.dtype)
         if a.shape != self.buffer(tensor).shape:
             raise ProgramError(f"input {tensor.name!r}: shape {a.shape}, expected "
                                f"{self.buffer(tensor).shape}")

@@ -511,9 +511,11 @@ class NkiTensor:
         return self._view(shape, strides, self.offset)
 
     def ap(self, pattern, offset=None, dtype=None):
-        """Raw access pattern ``[[stride, count], ...]`` over the storage (not composable)."""
-        if dtype is not None:
-            raise NkiValidationError("ap(dtype=...) reinterpretation is not supported by the simulator yet")
+        """Raw access pattern ``[[stride, count], ...]`` over the storage (not composable); with
+        ``dtype``, over the storage's bytes read as that dtype (strides, counts and offset in its
+        elements), as AWS's MX kernels view uint32/uint8 inputs as x4-packed MX data."""
+        if dtype is not None and dtypes.name_of(dtype) != self.storage.dtype_name:
+            return NkiTensor(_reinterpreted(self.storage, dtype)).ap(pattern, offset)
         strides = [int(p[0]) for p in pattern]
         shape = [int(p[1]) for p in pattern]
         if self.on_chip and shape[0] > 1 and strides[0] != self.storage.free_elems:
@@ -553,6 +555,31 @@ class NkiTensor:
     def __bool__(self):
         raise NkiValidationError("the value of a tensor is not known while the kernel is traced; "
                                  "use nki.isa instructions (or dynamic_range) instead of Python control flow on data")
+
+
+def _reinterpreted(st: Storage, dtype) -> Storage:
+    """Kernel input `st` as a flat tensor of `dtype` over the same bytes (one per dtype)."""
+    name = dtypes.name_of(dtype)
+    if st.on_chip or st.role != "input":
+        raise NkiValidationError(
+            f"ap(dtype={name}) reads the bytes of {st.describe()} as another dtype: the simulator "
+            "does this for kernel inputs in HBM only; copy the data with its own dtype instead")
+    if st.nbytes % dtypes.itemsize(dtype):
+        raise NkiValidationError(f"ap(dtype={name}): {st.describe()} has {st.nbytes} bytes, not a "
+                                 f"multiple of the {dtypes.itemsize(dtype)} bytes of one {name}")
+    aliases = st.trace.__dict__.setdefault("_reinterpreted", {})
+    alias = aliases.get((st.id, name))
+    if alias is None:
+        data = None
+        if st.data is not None:
+            if st.data.dtype.itemsize != st.itemsize:
+                raise NkiValidationError(f"ap(dtype={name}) needs {st.name}'s exact bytes: it is "
+                                         "held as float32 under NKI_PRECISE_FP=0")
+            data = st.data.reshape(-1).view(dtypes.storage_dtype(dtype, True))
+        alias = aliases[(st.id, name)] = st.trace.new_storage(
+            st.buffer, (st.nbytes // dtypes.itemsize(dtype),), dtype, name=f"{st.name}.{name}",
+            role="input", data=data, loc=st.loc)
+    return alias
 
 
 def make_view(storage, shape: tuple, strides: tuple, offset: int) -> NkiTensor:

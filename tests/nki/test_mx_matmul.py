@@ -316,3 +316,59 @@ def test_bf16_psum_takes_a_moving_tile_of_1024():
         nisa.dma_copy(dst=out, src=x)
         return out
     nki.simulate(nki.jit(k, platform_target="trn3"), numerics=False)(np.zeros((1, 1), np.float32))
+
+
+# ---- offline-quantized MX data, as the deep dive's first example loads it -----------------------
+def offline_mx_matmul(st_words, st_scale, mv_words, mv_scale, st_dtype, mv_dtype):
+    """MX data arrive as uint32 (FP8: 4 values a word) or uint8 (FP4: 2 values a byte) arrays,
+    viewed as x4 types with .ap(dtype=...); the contiguous [K/8, F] scales are spread over the
+    partition quadrants by DMA (4 rows into each)."""
+    K, M, N = 128, st_scale.shape[1], mv_scale.shape[1]
+    tiles = []
+    for words, scale, dt, f in ((st_words, st_scale, st_dtype, M), (mv_words, mv_scale, mv_dtype, N)):
+        data = nl.ndarray((K, f), dtype=dt, buffer=nl.sbuf)
+        nisa.dma_copy(dst=data, src=words.ap(dtype=dt, pattern=[[f, K], [1, f]], offset=0))
+        sc = nl.ndarray((K, f), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.memset(dst=sc, value=0)
+        for q in range(K // 32):
+            nisa.dma_copy(dst=sc.ap(pattern=[[f, 4], [1, f]], offset=32 * q * f),
+                          src=scale.ap(pattern=[[f, 4], [1, f]], offset=4 * q * f))
+        tiles.append((data, sc))
+    acc = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.psum)
+    nisa.nc_matmul_mx(dst=acc, stationary=tiles[0][0], moving=tiles[1][0],
+                      stationary_scale=tiles[0][1], moving_scale=tiles[1][1])
+    res = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    out = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def _mx_data(elem, f, seed):
+    """Random MX values [128, f, 4] of `elem`, their host words, and random scale codes
+    [16, f]."""
+    rng = np.random.default_rng(seed)
+    top = float(ml_dtypes.finfo(getattr(ml_dtypes, elem)).max)
+    vals = (rng.uniform(-top, top, (128, f, 4))).astype(getattr(ml_dtypes, elem))
+    codes = rng.integers(117, 127, (16, f)).astype(np.uint8)
+    b = vals.view(np.uint8)
+    words = b.view(np.uint32)[..., 0] if elem != "float4_e2m1fn" else \
+        ((b[..., 0::2] & 15) | (b[..., 1::2] << 4)).reshape(128, 2 * f)
+    deq = vals.astype(np.float64) * np.exp2(np.repeat(codes, 8, axis=0).astype(np.float64) - 127)[..., None]
+    return words, codes, deq
+
+
+@pytest.mark.parametrize("st_elem, mv_elem", [("float8_e5m2", "float8_e5m2"),
+                                              ("float4_e2m1fn", "float4_e2m1fn"),
+                                              ("float4_e2m1fn", "float8_e4m3fn")])
+def test_offline_quantized_mx_data_viewed_with_ap_dtype(st_elem, mv_elem):
+    """FP8 x FP8, FP4 x FP4 and mixed FP4 x FP8 MX tiles loaded from host words: the BF16 result
+    is the dequantized product rounded to BF16; check_semantics replays it."""
+    sw, sc, sd = _mx_data(st_elem, 128, 7)
+    mw, mc, md = _mx_data(mv_elem, 512, 8)
+    x4 = {"float8_e5m2": nl.float8_e5m2_x4, "float8_e4m3fn": nl.float8_e4m3fn_x4,
+          "float4_e2m1fn": nl.float4_e2m1fn_x4}
+    kern = nki.jit(offline_mx_matmul, platform_target="trn3")
+    out = nki.simulate(kern, check_semantics=True)(sw, sc, mw, mc, x4[st_elem], x4[mv_elem])
+    ref = np.einsum("kiq,kjq->ij", sd, md)
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=2 ** -8, atol=1e-6 * np.abs(ref).max())
