@@ -106,49 +106,88 @@ def _share_engines(a, b, n_eng, eng0, n_dma):
     return (eng0[b] - eng0[a]) % n_dma < na or (eng0[a] - eng0[b]) % n_dma < nb
 
 
-@njit(cache=True, inline="always")
-def _hoisted(i, win, base, w):
-    """Whether i's window holds an earlier instruction of its stream (i would pass it)."""
-    for k in range(w):
-        i2 = win[base + k]
-        if 0 <= i2 < i:
-            return True
-    return False
+# DMA engine sets as the bits of an int64 up to this many engines (16 on Trn1/2/3); with more,
+# a set is -1 and _share_engines decides.
+_MASK_ENGINES = 62
 
 
 @njit(cache=True, inline="always")
-def _passes_critical_dma(i, s, win, W, dma_stream, kind, prio, n_eng, eng0, n_dma):
-    """Whether DMA i, issued ahead of its queue's program order, would pass an earlier DMA that
-    is more critical and waits in its own queue's window or in another queue's window on a DMA
-    engine i uses: the DMA engines are FIFO, so a DMA issued ahead of one it does not wait for
-    delays that one."""
-    if not _hoisted(i, win, s * W, W):
-        return False
-    for s2 in range(dma_stream.shape[0]):
-        if dma_stream[s2] == 0:
+def _engine_mask(i, n_eng, eng0, n_dma):
+    """The DMA engines DMA i uses (n_eng[i] from eng0[i] on, modulo n_dma) as bits."""
+    na = np.int64(n_eng[i])
+    if na <= 0:
+        return np.int64(0)
+    if n_dma > _MASK_ENGINES:
+        return np.int64(-1)
+    full = (np.int64(1) << n_dma) - 1
+    if na >= n_dma:
+        return full
+    e = np.int64(eng0[i]) % n_dma
+    bits = (np.int64(1) << na) - 1
+    return ((bits << e) | (bits >> (n_dma - e))) & full
+
+
+@njit(cache=True, inline="always")
+def _shares(ma, mb, a, b, n_eng, eng0, n_dma):
+    """Whether DMAs a and b (engine sets ma and mb) use a DMA engine in common."""
+    return (ma & mb) != 0 and (n_dma <= _MASK_ENGINES or _share_engines(a, b, n_eng, eng0, n_dma))
+
+
+@njit(cache=True, inline="always")
+def _passes_critical_dma(i, mi, s, win, W, wprio, wmask, dmas, n_dmas, head, smax, prio, n_eng,
+                         eng0, n_dma):
+    """Whether DMA i (engines mi), issued ahead of its queue's program order, would pass an
+    earlier DMA that is more critical and waits in its own queue's window or in another queue's
+    window on a DMA engine i uses: the DMA engines are FIFO, so a DMA issued ahead of one it
+    does not wait for delays that one. A window is skipped without a look at its slots when it
+    holds nothing earlier than i (head: its first instruction) or nothing more critical (smax)."""
+    if i == head[s]:
+        return False                    # the first of its queue: it passes nothing
+    p = prio[i]
+    for a in range(n_dmas):
+        s2 = dmas[a]
+        if head[s2] > i or smax[s2] <= p:
             continue
-        for k in range(W):
-            i2 = win[s2 * W + k]
-            if 0 <= i2 < i and kind[i2] == KIND_DMA and prio[i2] > prio[i] and (
-                    s2 == s or _share_engines(i, i2, n_eng, eng0, n_dma)):
+        for j in range(s2 * W, s2 * W + W):
+            i2 = win[j]
+            if 0 <= i2 < i and wprio[j] > p and (
+                    s2 == s or _shares(mi, wmask[j], i, i2, n_eng, eng0, n_dma)):
                 return True
     return False
 
 
 @njit(cache=True, inline="always")
-def _hold_back(y, win, W, dma_stream, stream, kind, prio, n_eng, eng0, n_dma, after):
-    """DMA y issues: every DMA of another queue's window that y held back (the gate of
-    _passes_critical_dma) gets the order edge after[x] = y, the semaphore a compiler inserts so
-    that x does not trigger before y (the last one wins: it issued after the others)."""
-    sy = stream[y]
-    for s2 in range(dma_stream.shape[0]):
-        if dma_stream[s2] == 0 or s2 == sy:
+def _hold_back(y, my, sy, win, W, wprio, wmask, dmas, n_dmas, head, prio, n_eng, eng0, n_dma,
+               after):
+    """DMA y (engines my) issues: every DMA of another queue's window that y held back (the gate
+    of _passes_critical_dma) gets the order edge after[x] = y, the semaphore a compiler inserts
+    so that x does not trigger before y (the last one wins: it issued after the others)."""
+    py = prio[y]
+    for a in range(n_dmas):
+        s2 = dmas[a]
+        if s2 == sy:
             continue
-        for k in range(W):
-            x = win[s2 * W + k]
-            if x > y and kind[x] == KIND_DMA and prio[y] > prio[x] and \
-                    _share_engines(x, y, n_eng, eng0, n_dma) and _hoisted(x, win, s2 * W, W):
+        for j in range(s2 * W, s2 * W + W):
+            x = win[j]
+            if x > y and wprio[j] < py and x != head[s2] and \
+                    _shares(wmask[j], my, x, y, n_eng, eng0, n_dma):
                 after[x] = y
+
+
+@njit(cache=True, inline="always")
+def _window_summary(s, win, W, wprio, n, head, smax):
+    """DMA queue s's window changed: its first instruction (head, n when empty) and its highest
+    waiting DMA priority (smax, -inf when none)."""
+    h = n
+    mx = -np.inf
+    for j in range(s * W, s * W + W):
+        x = win[j]
+        if 0 <= x < h:
+            h = x
+        if wprio[j] > mx:
+            mx = wprio[j]
+    head[s] = h
+    smax[s] = mx
 
 
 @njit(cache=True, error_model="numpy")
@@ -170,12 +209,14 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
              np.zeros(slots),                    # its dependency-ready time (partial if blocked)
              np.zeros(slots, np.int64),          # where its dependency scan stands
              np.zeros(slots, np.int64),          # next slot (+1) waiting for the same instruction
-             np.zeros(n, np.int64))              # first slot (+1) waiting for instruction i
+             np.zeros(n, np.int64),              # first slot (+1) waiting for instruction i
+             np.full(slots, np.nan),             # prio of the DMA in the slot (NaN: none)
+             np.zeros(slots, np.int64))          # and its DMA engines (_engine_mask)
     order = np.empty(n, np.int64)
     times = (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))   # start, end, dstart, busy
     prio = _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
                          hbm_ns, issue_ns, params)
-    ints = np.zeros((10, n_streams), np.int64)
+    ints = np.zeros((13, n_streams), np.int64)
     for i in range(n):
         if kind[i] == KIND_DMA:
             ints[8, stream[i]] = 1              # the streams with DMAs
@@ -183,7 +224,7 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order, times,
                   prio, after, np.zeros(n, np.bool_), np.zeros(int(params[5])), ints,
-                  np.zeros((2, n_streams)))
+                  np.zeros((4, n_streams)))
     return status, order, sptr, after, times[0], times[1], times[2], times[3]
 
 
@@ -191,13 +232,15 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns,
          n_eng, eng0, params, window, W, order0, sptr, state, order, times, prio, after, done,
          dma_free, ints, floats):
-    win, wr, wpos, wnext, whead = state
+    win, wr, wpos, wnext, whead, wprio, wmask = state
     start, end, dstart, busy = times
     fillp, outp, ready, rescan, pend, cslot, dirty, active = (ints[0], ints[1], ints[2], ints[3],
                                                               ints[4], ints[5], ints[6], ints[7])
-    dma_stream, gated = ints[8], ints[9]     # streams with DMAs; with a slot held back
+    # the streams with DMAs (flags, and dmas[:n_dmas]); per DMA queue its window's first
+    # instruction, and the highest index and lowest priority of its slots held back
+    dma_stream, dmas, head, gmaxi = ints[8], ints[9], ints[10], ints[11]
     n_dma = int(params[5])
-    free, cand = floats[0], floats[1]
+    free, cand, smax, gminp = floats[0], floats[1], floats[2], floats[3]
     sem_lat = params[0]
     n_streams = int(params[6])
     n = stream.shape[0]
@@ -214,6 +257,9 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
             i = order0[fillp[s]]
             win[s * W + k] = i
             wpos[s * W + k] = dep_ptr[i]
+            if kind[i] == KIND_DMA:
+                wprio[s * W + k] = prio[i]
+                wmask[s * W + k] = _engine_mask(i, n_eng, eng0, n_dma)
             rescan[s] |= 1 << k
             fillp[s] += 1
             k += 1
@@ -223,6 +269,12 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
             npend += 1
             active[nact] = s
             nact += 1
+    n_dmas = 0
+    for s in range(n_streams):
+        if dma_stream[s]:
+            dmas[n_dmas] = s
+            n_dmas += 1
+            _window_summary(s, win, W, wprio, n, head, smax)
     remaining = n
     fast = False        # only the chosen stream changed: compare it with the runner-up only
     best_s = -1
@@ -263,7 +315,8 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
             best = np.inf
             bi = n
             bj = -1
-            gated[s] = 0
+            gmaxi[s] = -1
+            gminp[s] = np.inf
             bits = ready[s]
             while bits != 0:
                 k = _low_bit(bits)
@@ -272,9 +325,10 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                 i = win[j]
                 r = wr[j]
                 if kind[i] == KIND_DMA:
-                    if _passes_critical_dma(i, s, win, W, dma_stream, kind, prio, n_eng, eng0,
-                                            n_dma):
-                        gated[s] = 1
+                    if _passes_critical_dma(i, wmask[j], s, win, W, wprio, wmask, dmas, n_dmas,
+                                            head, smax, prio, n_eng, eng0, n_dma):
+                        gmaxi[s] = max(gmaxi[s], i)
+                        gminp[s] = min(gminp[s], prio[i])
                         continue
                     if after[i] >= 0:
                         r = max(r, start[after[i]])
@@ -312,15 +366,29 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
         k = j - s * W
         ready[s] &= ~(1 << k)
         i2 = -1
+        p_old = wprio[j]
+        m_old = wmask[j]
         if fillp[s] < sptr[s + 1]:      # the slot takes the stream's next instruction
             i2 = order0[fillp[s]]
             win[j] = i2
             wr[j] = 0.0
             wpos[j] = dep_ptr[i2]
+            if kind[i2] == KIND_DMA:
+                wprio[j] = prio[i2]
+                wmask[j] = _engine_mask(i2, n_eng, eng0, n_dma)
+            else:
+                wprio[j] = np.nan
             rescan[s] |= 1 << k
             fillp[s] += 1
         else:
             win[j] = -1
+            wprio[j] = np.nan
+        if dma_stream[s]:
+            # i2 comes after every other slot: the head changes only when i was it
+            if i == head[s] or p_old == smax[s]:
+                _window_summary(s, win, W, wprio, n, head, smax)
+            elif wprio[j] > smax[s]:
+                smax[s] = wprio[j]
         order[outp[s]] = i
         outp[s] += 1
         remaining -= 1
@@ -336,20 +404,22 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
             pend[npend] = s
             npend += 1
         if ki == KIND_DMA:
-            _hold_back(i, win, W, dma_stream, stream, kind, prio, n_eng, eng0, n_dma, after)
+            _hold_back(i, m_old, s, win, W, wprio, wmask, dmas, n_dmas, head, prio, n_eng, eng0,
+                       n_dma, after)
         if dma_stream[s]:
-            # a DMA window changed: a DMA held back for i may go now, and the DMA that took its
-            # slot may hold back another queue's candidate
-            for a in range(nact):
-                s3 = active[a]
-                if dirty[s3] != 0 or dma_stream[s3] == 0:
+            # a DMA window changed: a DMA held back for i may go now (only one later and less
+            # critical than i was), and the DMA that took its slot may hold back another
+            # queue's candidate
+            for a in range(n_dmas):
+                s3 = dmas[a]
+                if dirty[s3] != 0:
                     continue
-                if gated[s3] != 0 and ki == KIND_DMA:
+                if ki == KIND_DMA and gmaxi[s3] > i and prio[i] > gminp[s3]:
                     redo = True
                 elif i2 >= 0 and kind[i2] == KIND_DMA and cand[s3] != np.inf:
                     x = win[cslot[s3]]
-                    redo = x > i2 and prio[i2] > prio[x] and \
-                        _share_engines(x, i2, n_eng, eng0, n_dma) and _hoisted(x, win, s3 * W, W)
+                    redo = x > i2 and prio[i2] > prio[x] and x != head[s3] and \
+                        _shares(wmask[cslot[s3]], wmask[j], x, i2, n_eng, eng0, n_dma)
                 else:
                     redo = False
                 if redo:
