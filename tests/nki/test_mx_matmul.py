@@ -372,3 +372,26 @@ def test_offline_quantized_mx_data_viewed_with_ap_dtype(st_elem, mv_elem):
     out = nki.simulate(kern, check_semantics=True)(sw, sc, mw, mc, x4[st_elem], x4[mv_elem])
     ref = np.einsum("kiq,kjq->ij", sd, md)
     np.testing.assert_allclose(out.astype(np.float64), ref, rtol=2 ** -8, atol=1e-6 * np.abs(ref).max())
+
+
+def test_the_jit_kernel_takes_torch_words_as_aws_host_code_passes_them():
+    """nki.jit called directly with CPU torch tensors (uint32 FP8 words, uint8 FP4 pairs, uint8
+    scales) returns a torch BF16 tensor: the dequantized product within BF16 rounding."""
+    torch = pytest.importorskip("torch", reason="the torch entry of nki.jit needs torch")
+    sw, sc, sd = _mx_data("float8_e5m2", 128, 9)
+    mw, mc, md = _mx_data("float4_e2m1fn", 512, 10)
+    kern = nki.jit(offline_mx_matmul, platform_target="trn3")
+    out = kern(*(torch.from_numpy(a) for a in (sw, sc, mw, mc)), nl.float8_e5m2_x4,
+               nl.float4_e2m1fn_x4)
+    assert out.dtype == torch.bfloat16
+    ref = np.einsum("kiq,kjq->ij", sd, md)
+    np.testing.assert_allclose(out.float().numpy(), ref, rtol=2 ** -8, atol=1e-6 * np.abs(ref).max())
+
+
+def test_ap_dtype_reads_kernel_inputs_only():
+    def k(x):
+        t = _tile((128, 4), nl.uint8)
+        t.ap(dtype=nl.float8_e4m3fn_x4, pattern=[[1, 128], [1, 1]])
+        return x
+    with pytest.raises(NkiValidationError, match="kernel inputs in HBM only"):
+        nki.simulate(nki.jit(k, platform_target="trn3"))(np.zeros((1, 1), np.float32))
