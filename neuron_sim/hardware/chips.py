@@ -85,6 +85,13 @@ class Chip:
     cross_engine_semaphore_latency_s: float
     eager_launch_s: float                    # assumption: start of one eager program (NEFF)
     vector_exp_speedup_vs_scalar: int
+    # instruction limits [ArchV2][ISA]: free elements per partition of an operand
+    sbuf_free_elems_max: int                 # VectorE/ScalarE/GpSimd operand in SBUF
+    psum_free_elems_max: int                 # VectorE/ScalarE operand in PSUM
+    bn_stats_free_elems_max: int             # nl.tile_size.bn_stats_fmax
+    max8_free_elems_min: int
+    max8_free_elems_max: int
+    sbuf_stride_penalty_threshold_bytes: int  # innermost stride above it halves the bandwidth
     # capabilities (derived from which data exist)
     has_fp8_double_row: bool
     has_mx_matmul: bool
@@ -156,7 +163,9 @@ _SHEET = ("neuroncore_version", "hbm_stacks", "tensor_clock_hz", "vector_clock_h
           "matmul_stationary_fmax", "sbuf_partitions", "sbuf_bytes_per_partition",
           "sbuf_usable_bytes_per_partition", "psum_bytes_per_partition", "psum_banks",
           "psum_bank_bytes_per_partition", "dma_engines_per_core", "dma_queues_per_engine")
-_COST_MODEL = ("min_ii_cycles", "fp32_matmul_cost_multiplier", "gpsimd_start_cycles")
+_COST_MODEL = ("min_ii_cycles", "fp32_matmul_cost_multiplier", "gpsimd_start_cycles",
+               "sbuf_free_elems_max", "psum_free_elems_max", "bn_stats_free_elems_max",
+               "max8_free_elems_min", "max8_free_elems_max", "sbuf_stride_penalty_threshold_bytes")
 
 
 def _load(name: str) -> Chip:

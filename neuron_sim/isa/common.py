@@ -121,11 +121,6 @@ def check_not_both_psum(instr: str, a_name: str, a: AccessPattern, b_name: str, 
                                 "both in PSUM", chip.name, "copy one of them to SBUF first")
 
 
-# Free-size limits of VectorE/ScalarE operands: 64K elements in SBUF, 4K in PSUM [ArchV2].
-SBUF_FREE_LIMIT = 65536
-PSUM_FREE_LIMIT = 4096
-
-
 # operand geometries already found legal, by everything the checks read: a program asks about a
 # few geometries thousands of times. Bounded.
 _LEGAL: set = set()
@@ -135,22 +130,22 @@ def check_engine_operand(instr, name, ap, engine, chip):
     """The partition rules plus each engine's memory ports: TensorE reads SBUF, writes PSUM;
     GpSimd has no PSUM port; VectorE/ScalarE reach SBUF and PSUM [ArchV2][ISA]."""
     dims = ap.dims if type(ap.dims) is tuple else tuple(map(tuple, ap.dims))
-    key = (int(engine), ap.tensor.memory, ap.p_start, ap.p_size, dims, chip.sbuf_partitions)
+    limit = chip.psum_free_elems_max if ap.memory == Memory.PSUM else chip.sbuf_free_elems_max
+    key = (int(engine), ap.tensor.memory, ap.p_start, ap.p_size, dims, chip.sbuf_partitions, limit)
     if key in _LEGAL:
         return
-    _check_engine_operand(instr, name, ap, engine, chip)
+    _check_engine_operand(instr, name, ap, engine, chip, limit)
     if len(_LEGAL) > 4096:
         _LEGAL.clear()
     _LEGAL.add(key)
 
 
-def _check_engine_operand(instr, name, ap, engine, chip):
+def _check_engine_operand(instr, name, ap, engine, chip, limit):
     check_partitions(instr, name, ap, chip)
     check_memory(instr, name, ap, REACH[Engine(engine)], engine, chip,
                  "GpSimd has no PSUM port: copy through VectorE or ScalarE first"
                  if engine == Engine.GPSIMD else
                  "compute engines reach only SBUF and PSUM: load from HBM with dma_copy")
-    limit = PSUM_FREE_LIMIT if ap.memory == Memory.PSUM else SBUF_FREE_LIMIT
     check_free(instr, name, ap.free_size, limit, chip,
                f"free elements per partition in {ap.memory.name}")
 
@@ -162,9 +157,10 @@ def access_latency(chip, n_tensors: int) -> float:
     return chip.dependent_latency_cycles + chip.tensor_access_latency_cycles * n_tensors
 
 
-def stride_factor(*aps: AccessPattern, threshold_bytes: int = 16) -> float:
+def stride_factor(chip, *aps: AccessPattern) -> float:
     """Innermost stride above 16 B halves that port's bandwidth [ArchV2]."""
-    return 2.0 if any(ap.inner_stride_bytes > threshold_bytes for ap in aps) else 1.0
+    limit = chip.sbuf_stride_penalty_threshold_bytes
+    return 2.0 if any(ap.inner_stride_bytes > limit for ap in aps) else 1.0
 
 
 def is16(ap: AccessPattern) -> bool:
@@ -204,7 +200,7 @@ def one_input_engine_cycles(chip, dst: AccessPattern, src: AccessPattern, engine
         div = 2.0 if (chip.has_scalar_tensor_scalar and is16(dst) and is16(src)) else 1.0
     else:
         div = vector_perf_divisor(chip, dst, src)
-    return one_input_cycles(chip, n, div) * stride_factor(dst, src)
+    return one_input_cycles(chip, n, div) * stride_factor(chip, dst, src)
 
 
 def check_scalar_operand(instr, name, operand, data: AccessPattern, engine, chip) -> bool:

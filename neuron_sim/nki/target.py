@@ -55,9 +55,7 @@ def resolve_name(platform_target: str | None = None) -> str:
 
 @lru_cache(maxsize=None)
 def get_target(name: str) -> NkiTarget:
-    """The NKI limits of a target, read from the chip data; the NKI API limits the chip data does
-    not carry (bn_stats free size) are the instruction modules' [ISA]."""
-    from ..isa.vector.bn_stats import MAX_FREE as BN_STATS_FMAX
+    """The NKI limits of a target, read from the chip data."""
     c = get_chip(resolve_name(name))
     return NkiTarget(
         name=c.name, nc_version=c.neuroncore_version, num_partitions=c.sbuf_partitions,
@@ -67,4 +65,4 @@ def get_target(name: str) -> NkiTarget:
         gemm_stationary_fmax=c.matmul_stationary_fmax,
         gemm_moving_fmax=c.matmul_moving_fmax_fp32_out,
         gemm_moving_fmax_bf16=c.matmul_moving_fmax_bf16_out,
-        bn_stats_fmax=BN_STATS_FMAX)
+        bn_stats_fmax=c.bn_stats_free_elems_max)

@@ -1,8 +1,8 @@
-"""bn_stats: per-partition statistics of up to 512 elements, for layer/batch norm.
+"""bn_stats: per-partition statistics of up to chip.bn_stats_free_elems_max (512) elements.
 
 Output [P, 6] per call: (count, mean, count * variance) of the even and of the odd elements, the
 layout bn_aggr consumes here; the hardware's exact 6-value layout is not documented.
-Cost max(64, N), N <= 512 [ISAcost]."""
+Cost max(64, N) [ISAcost]."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from ...errors import FreeSizeError
 from ..common import access_latency, check_engine_operand, make
 
 NAME = "bn_stats"
-MAX_FREE = 512      # nl.tile_size.bn_stats_fmax [ISA] bn_stats
 
 
 def build(chip, dst, data):
     check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
     check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
-    if data.free_size > MAX_FREE:
-        raise FreeSizeError(NAME, "data", f"at most {MAX_FREE} elements per partition "
+    fmax = chip.bn_stats_free_elems_max
+    if data.free_size > fmax:
+        raise FreeSizeError(NAME, "data", f"at most {fmax} elements per partition "
                             "(nl.tile_size.bn_stats_fmax)", data.free_size, chip.name,
-                            f"call it per {MAX_FREE}-element chunk and bn_aggr the results")
+                            f"call it per {fmax}-element chunk and bn_aggr the results")
     if dst.p_size != data.p_size or dst.free_size != 6:
         raise FreeSizeError(NAME, "dst", f"shape [{data.p_size}, 6]", list(dst.shape), chip.name)
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, data.free_size),

@@ -1,5 +1,5 @@
 """max8: dst[P, 8] = the 8 largest values of each partition of src, in descending order, on VectorE.
-src holds 8 to 16,384 elements per partition [ISA].
+src holds 8 to 16,384 elements per partition [ISA] (chip.max8_free_elems_min/max).
 Cost: N VectorE cycles [ISAcost] `max8`, never below MIN_II (every VectorE instruction [ISAcost])."""
 
 from __future__ import annotations
@@ -11,19 +11,17 @@ from ...errors import FreeSizeError
 from ..common import access_latency, check_engine_operand, make, stride_factor
 
 NAME = "max8"
-MIN_ELEMS, MAX_ELEMS = 8, 16384     # [ISA] max8
 
 
 def build(chip, dst, src):
     check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
     check_engine_operand(NAME, "src", src, Engine.VECTOR, chip)
-    n = src.free_size
-    if not MIN_ELEMS <= n <= MAX_ELEMS:
-        raise FreeSizeError(NAME, "src", f"{MIN_ELEMS} to {MAX_ELEMS} elements per partition", n,
-                            chip.name)
+    n, lo, hi = src.free_size, chip.max8_free_elems_min, chip.max8_free_elems_max
+    if not lo <= n <= hi:
+        raise FreeSizeError(NAME, "src", f"{lo} to {hi} elements per partition", n, chip.name)
     if dst.p_size != src.p_size or dst.free_size != 8:
         raise FreeSizeError(NAME, "dst", f"shape [{src.p_size}, 8]", list(dst.shape), chip.name)
-    return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, n) * stride_factor(dst, src),
+    return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, n) * stride_factor(chip, dst, src),
                 access_latency(chip, 2), (src,), (dst,))
 
 

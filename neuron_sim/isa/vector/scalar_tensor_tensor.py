@@ -27,7 +27,7 @@ def cost_cycles(chip, dst, data, operand1, op0, op1):
     if (data.dtype == operand1.dtype == "bfloat16" and n % 2 == 0
             and (alu.op_name(op0), alu.op_name(op1)) == ("subtract", "multiply")):
         per_elem = 1
-    return max(chip.min_ii_cycles, per_elem * n) * stride_factor(dst, data, operand1)
+    return max(chip.min_ii_cycles, per_elem * n) * stride_factor(chip, dst, data, operand1)
 
 
 def build(chip, dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False):

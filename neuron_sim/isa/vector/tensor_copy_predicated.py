@@ -26,7 +26,7 @@ def build(chip, dst, src, predicate, reverse_pred=False):
         check_not_both_psum(NAME, "src", src, "predicate", predicate, chip)
     psum = [ap.memory == Memory.PSUM for ap in ((src,) if tile_src else ()) + (predicate,)]
     per_elem = 1 if any(psum) else 2
-    c = max(chip.min_ii_cycles, per_elem * dst.free_size) * stride_factor(dst, predicate)
+    c = max(chip.min_ii_cycles, per_elem * dst.free_size) * stride_factor(chip, dst, predicate)
     reads = ((src,) if tile_src else ()) + (predicate,)
     return make(NAME, Engine.VECTOR, c, access_latency(chip, 1 + len(reads)), reads, (dst,),
                 {"src": src if not tile_src else None, "reverse_pred": bool(reverse_pred)})

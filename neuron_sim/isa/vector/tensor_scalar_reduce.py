@@ -29,7 +29,7 @@ def build(chip, dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
     if not isinstance(operand0, (int, float)):
         check_engine_operand(NAME, "operand0", operand0, Engine.VECTOR, chip)
         reads.append(operand0)
-    c = one_input_cycles(chip, data.free_size) * stride_factor(dst, data) + chip.min_ii_cycles
+    c = one_input_cycles(chip, data.free_size) * stride_factor(chip, dst, data) + chip.min_ii_cycles
     return make(NAME, Engine.VECTOR, c, access_latency(chip, 2 + len(reads)), reads, (dst, reduce_res),
                 {"op0": alu.op_name(op0), "operand0": operand0, "reduce_op": alu.op_name(reduce_op),
                  "reverse0": bool(reverse0), "reduce_cmd": getattr(reduce_cmd, "value", reduce_cmd),

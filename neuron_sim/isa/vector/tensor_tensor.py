@@ -28,7 +28,7 @@ def cost_cycles(chip, dst, a, b, engine):
     if chip.has_vector_perf_modes and all(is16(x) and x.memory == Memory.SBUF and contiguous(x)
                                           for x in (dst, a, b)):
         per_elem = 1
-    return max(chip.min_ii_cycles, per_elem * n) * stride_factor(dst, a, b)
+    return max(chip.min_ii_cycles, per_elem * n) * stride_factor(chip, dst, a, b)
 
 
 ENGINES = (Engine.VECTOR, Engine.GPSIMD)

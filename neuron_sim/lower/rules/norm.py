@@ -10,15 +10,15 @@ partition side by side on the free axis (context.LowerCtx.row_plan), so a block 
 - softmax: max (VectorE), exp with bias -max and a fused running sum (ScalarE activation_reduce,
   the sum is free [ISAcost]) when one row per partition, else subtract / exp / reduce passes;
   1/sum on ScalarE, multiply on VectorE.
-- layer/batch norm: `bn_stats` (<= bn_stats.MAX_FREE elements per call) + `bn_aggr` per row [ISAcost], then the
-  normalisation as one ScalarE activation (scale = rstd, bias = -mean*rstd, free) per row when
-  one row per partition, else two VectorE passes; weight and bias one VectorE pass each."""
+- layer/batch norm: `bn_stats` (<= chip.bn_stats_free_elems_max elements a call) + `bn_aggr` per
+  row [ISAcost], then the normalisation as one ScalarE activation (scale = rstd, bias =
+  -mean*rstd, free) per row when one row per partition, else two VectorE passes; weight and bias
+  one VectorE pass each."""
 
 from __future__ import annotations
 
 from math import ceil
 
-from ...isa.vector.bn_stats import MAX_FREE as BN_STATS_FMAX
 from ...numerics.formats import itemsize
 from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import lowers
@@ -272,15 +272,15 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
             b.tensor_tensor(sq, x, x, "multiply")
             b.tensor_reduce(mv[0:p, 0:r], sq, "add")
         else:
-            nchunk = ceil(C / BN_STATS_FMAX)
+            fmax = ctx.chip.bn_stats_free_elems_max
+            nchunk = ceil(C / fmax)
             stats = ctx.tmp("st", (p, 6 * nchunk), "float32", j)
             xa = as_ap(x)
             for row in range(r):
                 for c in range(nchunk):
-                    cn = min(BN_STATS_FMAX, C - c * BN_STATS_FMAX)
+                    cn = min(fmax, C - c * fmax)
                     b.bn_stats(stats[0:p, 6 * c:6 * c + 6],
-                               AccessPattern(xa.tensor, xa.p_start, p,
-                                             xa.offset + row * C + c * BN_STATS_FMAX,
+                               AccessPattern(xa.tensor, xa.p_start, p, xa.offset + row * C + c * fmax,
                                              ((cn, 1),)))
                 b.bn_aggr(mv[0:p, 2 * row:2 * row + 2], stats)
         rstd = ctx.tmp("rstd", (p, r), "float32", j)
