@@ -20,6 +20,7 @@ timed as PCIe transfers (neuron_sim.lower.assumptions.PCIE_BYTES_PER_S).
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import Counter, defaultdict
 from typing import NamedTuple
@@ -27,7 +28,8 @@ from typing import NamedTuple
 import torch
 
 from neuron_sim.lower import (AEE_MAX_OPS, ENGINES, PCIE_BYTES_PER_S, OpSpec, ProgramCache,
-                              TensorSpec, Timing)
+                              TensorSpec, Timing, warm_up)
+from neuron_sim.program.builder import paused_gc
 from neuron_sim.progress import Progress
 
 from . import _C, settings
@@ -220,7 +222,27 @@ class LoweredCostModel:
         self._seen = {}              # op key (C++, runtime/OpKeys.h) -> _Seen
         self._fused = {}             # fused group key (OpBatch.group_key) -> its ns per op
         self._lowering = Progress("lowering programs", unit=" programs")   # cold models: seconds
+        self._warm_up = None         # the warm-up thread, once started (warm_up_in_background)
         self.reset_stats()
+
+    def warm_up_in_background(self) -> None:
+        """Once, from the device's first use: lower one tiny op in a daemon thread
+        (neuron_sim.lower.warm_up), so numba's one-off load of its kernels (~250 ms of CPU)
+        runs while the process is still in PyTorch's own code, which mostly releases the GIL
+        (building the model, the first forward's CPU kernels), instead of inside the first
+        drain. It only moves that work: the CPU time is the same. Any failure is left to the
+        first real lowering, which would meet it anyway."""
+        if self._warm_up is not None:
+            return
+
+        def run():
+            try:
+                with paused_gc():       # as a program-cache miss (lower/cache.py)
+                    warm_up(self.chip)
+            except Exception:           # noqa: BLE001 - never disturb the user's program
+                pass
+        self._warm_up = threading.Thread(target=run, name="neuron-sim-warm-up", daemon=True)
+        self._warm_up.start()
 
     # ---- statistics ---------------------------------------------------------------------------
     def reset_stats(self):  # the attributes are _STATS

@@ -33,7 +33,12 @@ def _is_in_bad_fork() -> bool:
 
 
 def _lazy_init() -> None:
+    """PyTorch calls this once, at the first tensor placed on 'neuron' from Python."""
     _C._lazy_init()
+    from . import _state
+    model = _state.get("cost_model")
+    if model is not None:
+        model.warm_up_in_background()
 
 
 def init() -> None:

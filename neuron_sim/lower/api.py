@@ -196,6 +196,17 @@ def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
                             f"{op.args!r}: {type(e).__name__}: {e}") from e
 
 
+def warm_up(chip=None) -> None:
+    """Lower and simulate one tiny op, for what a process's first lowering pays once: numba
+    loading the dependency and scheduling kernels (from its on-disk cache when there is one,
+    ~250 ms of CPU) and the modules they pull in. The eager device runs it in a background
+    thread from its first use (torch_neuronx.cost.warm_up_in_background), so the first drain
+    finds the kernels loaded; it is also safe next to real lowering (numba loads and compiles
+    under its own lock) and leaves nothing behind that changes a later program."""
+    t = TensorSpec((128, 4), "float32")
+    lower_op(OpSpec("aten::add.Tensor", (t, t), (t,)), chip)
+
+
 def _list_args(op):
     return [list(a) for a in op.args if isinstance(a, (list, tuple)) and a
             and all(isinstance(t, TensorSpec) for t in a)]

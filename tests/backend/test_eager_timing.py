@@ -210,3 +210,22 @@ def test_a_reused_address_is_not_an_earlier_output():
              _desc(2, "aten::add.Tensor", ins=(3, 6), out=7)]
     pattern = identity_pattern(list(torch_neuronx._C.OpBatch(group)))
     assert pattern[6][0] == "x"          # op 2's first input: an outside tensor
+
+
+def test_first_device_use_loads_the_kernels_in_background(py):
+    """numba's one-off load of the dependency and scheduling kernels runs in a thread started
+    at the first tensor put on the device, not inside the first drain; plain `import torch`
+    starts no thread."""
+    out = py("""
+        import threading, torch, torch_neuronx
+        from neuron_sim.kernels import deps
+        assert not any(t.name == "neuron-sim-warm-up" for t in threading.enumerate())
+        x = torch.ones(4).to("neuron")
+        warm = torch_neuronx._state["cost_model"]._warm_up
+        warm.join(120)
+        from neuron_sim.kernels import schedule
+        loaded = [bool(getattr(k, "signatures", [True])) for k in
+                  (deps._auto_deps, schedule._list_schedule)]
+        print("warm", warm.name, warm.is_alive(), loaded)
+    """).stdout
+    assert "warm neuron-sim-warm-up False [True, True]" in out

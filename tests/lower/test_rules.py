@@ -190,6 +190,25 @@ def test_sequence_without_ids_matches_by_layout():
     assert fused.hbm_bytes < sum(lower_op(o).hbm_bytes for o in seq)
 
 
+def test_warm_up_next_to_lowering_changes_no_program():
+    """The eager device runs warm_up() in a thread while the first ops may already lower: the
+    programs lowered next to it are the ones lowered without it."""
+    import threading
+    a, b, c = (T((256, 1024), id=k) for k in "abc")
+    w = T((1024, 512))
+    seq = [OpSpec("aten::gelu", (a, "none"), (b,)), OpSpec("aten::mm", (b, w), (c,))]
+    alone = [lower_op(o) for o in seq]
+    fused = lower_sequence(seq)
+    warm = threading.Thread(target=api.warm_up)
+    warm.start()
+    again = [lower_op(o) for o in seq]
+    fused_again = lower_sequence(seq)
+    warm.join()
+    for x, y in zip(alone + [fused], again + [fused_again]):
+        assert (x.total_ns, x.engine_ns, x.hbm_bytes, x.instructions) == \
+            (y.total_ns, y.engine_ns, y.hbm_bytes, y.instructions)
+
+
 def test_import_without_torch():
     code = "import sys; sys.modules['torch'] = None; import neuron_sim.lower; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
