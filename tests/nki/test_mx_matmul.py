@@ -395,3 +395,67 @@ def test_ap_dtype_reads_kernel_inputs_only():
         return x
     with pytest.raises(NkiValidationError, match="kernel inputs in HBM only"):
         nki.simulate(nki.jit(k, platform_target="trn3"))(np.zeros((1, 1), np.float32))
+
+
+# ---- the interleaved layout established on device, as the deep dive's last example -------------
+def interleave(hbm, use_tensor_copy):
+    """[K, F] in HBM -> [K/4, 4F] in SBUF, value j of element f of partition p being row
+    j*K/4 + p: by a DMA into SBUF and a strided tensor_copy, or by one strided DMA."""
+    P, F = hbm.shape[0] // 4, hbm.shape[1]
+    h = hbm.reshape((4, P, F))
+    dst = nl.ndarray((P, F, 4), dtype=hbm.dtype, buffer=nl.sbuf)
+    if use_tensor_copy:
+        tmp = nl.ndarray((P, 4, F), dtype=hbm.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tmp, src=h.ap(pattern=[[F, P], [P * F, 4], [1, F]], offset=0))
+        nisa.tensor_copy(dst=dst, src=tmp.ap(pattern=[[4 * F, P], [1, F], [F, 4]], offset=0))
+    else:
+        nisa.dma_copy(dst=dst, src=h.ap(pattern=[[F, P], [1, F], [P * F, 4]], offset=0))
+    return dst.reshape((P, 4 * F))
+
+
+def strided_quantize_matmul(st_hbm, mv_hbm, use_tensor_copy):
+    q = []
+    for x in (st_hbm, mv_hbm):
+        src = interleave(x, use_tensor_copy)
+        P, F = src.shape
+        data = nl.ndarray((P, F // 4), dtype=nl.float8_e5m2_x4, buffer=nl.sbuf)
+        scale = nl.ndarray((P, F // 4), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.quantize_mx(dst=data, src=src, dst_scale=scale)
+        q.append((data, scale))
+    M, N = st_hbm.shape[1], mv_hbm.shape[1]
+    acc = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.psum)
+    nisa.nc_matmul_mx(dst=acc, stationary=q[0][0], moving=q[1][0], stationary_scale=q[0][1],
+                      moving_scale=q[1][1])
+    res = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    out = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def _stabilized(k, f, seed):
+    """[k, f] BF16 values that MXFP8 E5M2 holds exactly once interleaved: in each group, values of
+    2 mantissa bits within 2^8 of the group's largest, which has the format's top exponent."""
+    rng = np.random.default_rng(seed)
+    p = k // 4
+    e = rng.integers(EMAX["float8_e5m2"] - 8, EMAX["float8_e5m2"] + 1, (p, f, 4))
+    e.reshape(p // 8, 8, f, 4)[:, 0, :, 0] = EMAX["float8_e5m2"]
+    v = rng.choice([-1, 1], (p, f, 4)) * (1 + rng.integers(0, 4, (p, f, 4)) / 4) * np.exp2(e)
+    v *= np.exp2(np.repeat(rng.integers(-30, -20, (p // 8, f)), 8, axis=0))[..., None]
+    return v.transpose(2, 0, 1).reshape(k, f).astype(ml_dtypes.bfloat16)   # row j*p + i <- [i, :, j]
+
+
+def test_deep_dive_strided_layout_then_quantize_and_matmul():
+    """[512, 128] x [512, 512] BF16 in their natural layout, interleaved on device (tensor_copy)
+    or by DMA, quantized to MXFP8 E5M2 and multiplied: st.T @ mv within BF16 rounding. The
+    strided DMA is the slower way, as the deep dive says (element-wise descriptors)."""
+    st, mv = _stabilized(512, 128, 11), _stabilized(512, 512, 12)
+    gold = st.astype(np.float64).T @ mv.astype(np.float64)
+    times = {}
+    for use_tensor_copy in (True, False):
+        kern = nki.jit(strided_quantize_matmul, platform_target="trn3")
+        out = nki.simulate(kern, check_semantics=True)(st, mv, use_tensor_copy)
+        np.testing.assert_allclose(out.astype(np.float64), gold, rtol=2 ** -8,
+                                   atol=1e-6 * np.abs(gold).max())
+        times[use_tensor_copy] = nki.last_report().total_ns
+    assert times[False] > 2 * times[True], times
