@@ -161,8 +161,10 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
     o = np.empty(64, np.int64)
     dep_ptr = np.zeros(n + 1, np.int64)
     ord_ptr = np.zeros(n + 1, np.int64)
-    dep_idx = np.empty(max(n, 8), np.int64)
-    ord_idx = np.empty(max(n // 4, 8), np.int64)
+    # Room for more entries than programs need (C8: 3.2 deps per instruction): pages never
+    # written are never touched, and a first touch costs more than the copy a regrowth makes
+    dep_idx = np.empty(max(8 * n + x_idx.shape[0], 64), np.int64)
+    ord_idx = np.empty(max(2 * n, 64), np.int64)
     scratch = np.empty((TAIL, 5), np.int64)
     while _pass(n, stream, acc_ptr, acc_track, acc_write, box, x_ptr, x_idx, last_any,
                 last_write, lists, store, pos, d, o, dep_ptr, dep_idx, ord_ptr, ord_idx,
@@ -176,7 +178,7 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
             dep_idx = _grown(dep_idx, pos[N_DEP], pos[N_DEP] + pos[NEED_D])
         if pos[N_ORD] + pos[NEED_D] > ord_idx.shape[0]:
             ord_idx = _grown(ord_idx, pos[N_ORD], pos[N_ORD] + pos[NEED_D])
-    return dep_ptr, dep_idx[:pos[N_DEP]].copy(), ord_ptr, ord_idx[:pos[N_ORD]].copy()
+    return dep_ptr, dep_idx[:pos[N_DEP]], ord_ptr, ord_idx[:pos[N_ORD]]
 
 
 @njit(cache=True, **without_refcounting())

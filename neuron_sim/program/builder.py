@@ -198,8 +198,8 @@ class ProgramBuilder:
         self._acc: list[tuple] = []            # bulk mode: (track, write, p0, p1, f0, f1, pst, off)
         self._acc_ptr: list[int] = [0]         # bulk mode: CSR of _acc over instructions
         self._cls: list[int] = []              # inside repeat(): class of each row (repeat.py)
-        # Bulk mode: rows flushed to NumPy segments (repeat.Seg), by repeat()
-        self._segs: list = []
+        # Bulk mode: rows flushed to NumPy segments (repeat.Segments), by repeat()
+        self._segs = R.Segments()
         self._flushed = 0                      # instructions in _segs
         self._pool: list = []                  # operand records of flushed rows (keep_operands)
         self._classes: dict = {}               # emit_key -> (class id, row id)
@@ -493,7 +493,8 @@ class ProgramBuilder:
             self._pool.extend(self._emits)
         else:
             base = np.full(n, -1, np.int64)
-        cls = np.array(self._cls, np.int64) if self._cls else np.full(n, -1, np.int64)
+        cls = np.full(n, -1, np.int64)          # rows after a loop, outside it: no class
+        cls[:len(self._cls)] = self._cls
         self._segs.append(R.Seg(np.array(self._rids, np.int64), x_ptr, x_idx, acc_ptr,
                                 per_field[0], per_field[1],
                                 acc[:, 2:6].copy(), per_field[6], per_field[7], base, cls))
@@ -525,7 +526,7 @@ class ProgramBuilder:
                                count=int(optr[-1]))
         else:
             self._flush()
-            seg = R.concat(self._segs)
+            seg = self._segs[:]
             n, rows = seg.n, None
             emits = None
             if self.keep_operands:
@@ -628,7 +629,7 @@ class ProgramBuilder:
             body(start + k)
             self._flush()
             snaps.append(self._snapshot())
-            its.append(R.Sample(R.concat(self._segs[snaps[k].segs:snaps[k + 1].segs])))
+            its.append(R.Sample(self._segs[snaps[k].segs:snaps[k + 1].segs]))
             if k == count - 1:
                 return count
             for pre in precedents:
@@ -655,10 +656,10 @@ class ProgramBuilder:
         return count
 
     def _write_bulk(self, t, start, stop) -> None:
-        seg = R.synthesize(t, start, stop)
-        self._segs.append(seg)
-        self._flushed += seg.n
-        written = np.bincount(seg.track[seg.write == 1], minlength=len(self._track_tid))
+        a = self._segs.na
+        self._flushed += R.synthesize(t, start, stop, self._segs)
+        track, write = self._segs.track[a:self._segs.na], self._segs.write[a:self._segs.na]
+        written = np.bincount(track[write == 1], minlength=len(self._track_tid))
         for track in np.flatnonzero(written):
             tid = self._track_tid[track]
             self._versions[tid] = self._versions.get(tid, 0) + int(written[track])

@@ -49,28 +49,84 @@ class Seg:
         return self.rid.shape[0]
 
 
-def concat(segs: list) -> Seg:
-    """One segment of several consecutive ones (CSR pointers rebased)."""
-    if len(segs) == 1:
-        return segs[0]
-    if not segs:
-        z = np.zeros(0, np.int64)
-        return Seg(z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z,
-                   np.zeros((0, 4), np.int64), z, z, z, z)
+_ROW_FIELDS = ("rid", "base", "cls")
+_ACC_FIELDS = ("track", "write", "box", "pst", "off")
 
-    def ptr(name):
-        out, base = [np.zeros(1, np.int64)], 0
-        for s in segs:
-            p = getattr(s, name)
-            out.append(p[1:] + base)
-            base += int(p[-1])
-        return np.concatenate(out)
 
-    def cat(name):
-        return np.concatenate([getattr(s, name) for s in segs])
-    return Seg(cat("rid"), ptr("x_ptr"), cat("x_idx"), ptr("acc_ptr"), cat("track"),
-               cat("write"), cat("box"), cat("pst"), cat("off"), cat("base"), cat("cls"),
-               any(s.synthetic for s in segs))
+class Segments:
+    """The segments a builder has written, end to end in growable NumPy columns (what a list of
+    Segs concatenated would be, without the copy): `append(seg)` adds one, `synthesize` writes
+    loop iterations straight into the columns, `len()` counts segments and `[a:b]` is the run of
+    segments a..b-1 as one Seg of views (CSR pointers made local). Rows are never changed once
+    written, so a view stays valid after the columns grow (it keeps the old buffer)."""
+
+    def __init__(self):
+        self.n = self.nx = self.na = 0          # rows, explicit deps, accesses written
+        self.bounds = [0]                       # first row of each segment, then the end
+        self.synthetic = False
+        self._cap = [0, 0, 0]
+        self._grow(1024, 1024, 2048)
+
+    def _grow(self, rows, xs, accs) -> None:
+        """Room for `rows`, `xs`, `accs` more (a growth at least doubles: pages never written are
+        never touched, so the unused tail costs nothing)."""
+        need = (self.n + rows, self.nx + xs, self.na + accs)
+        if all(k <= c for k, c in zip(need, self._cap)):
+            return
+        cap = [max(c, 2 * k) if k > c else c for k, c in zip(need, self._cap)]
+
+        def moved(old, size, used, shape=()):
+            new = np.empty((size,) + shape, np.int64)
+            if old is not None:
+                new[:used] = old[:used]
+            return new
+        first = self._cap[0] == 0
+        if cap[0] != self._cap[0]:
+            for f in _ROW_FIELDS:
+                setattr(self, f, moved(None if first else getattr(self, f), cap[0], self.n))
+            for f in ("x_ptr", "acc_ptr"):
+                setattr(self, f, moved(None if first else getattr(self, f), cap[0] + 1,
+                                       self.n + 1))
+            if first:
+                self.x_ptr[0] = self.acc_ptr[0] = 0
+        if cap[1] != self._cap[1]:
+            self.x_idx = moved(None if first else self.x_idx, cap[1], self.nx)
+        if cap[2] != self._cap[2]:
+            for f in _ACC_FIELDS:
+                setattr(self, f, moved(None if first else getattr(self, f), cap[2], self.na,
+                                       (4,) if f == "box" else ()))
+        self._cap = cap
+
+    def _advance(self, rows, xs, accs, synthetic) -> None:
+        self.n, self.nx, self.na = self.n + rows, self.nx + xs, self.na + accs
+        self.bounds.append(self.n)
+        self.synthetic |= synthetic
+
+    def append(self, seg: Seg) -> None:
+        k, nx, na = seg.n, seg.x_idx.shape[0], seg.track.shape[0]
+        self._grow(k, nx, na)
+        r, x, a = self.n, self.nx, self.na
+        for f in _ROW_FIELDS:
+            getattr(self, f)[r:r + k] = getattr(seg, f)
+        self.x_ptr[r + 1:r + k + 1] = seg.x_ptr[1:] + x
+        self.acc_ptr[r + 1:r + k + 1] = seg.acc_ptr[1:] + a
+        self.x_idx[x:x + nx] = seg.x_idx
+        for f in _ACC_FIELDS:
+            getattr(self, f)[a:a + na] = getattr(seg, f)
+        self._advance(k, nx, na, seg.synthetic)
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, segs: slice) -> Seg:
+        i, j, _ = segs.indices(len(self))
+        r0, r1 = self.bounds[i], self.bounds[max(i, j)]
+        x0, x1, a0, a1 = self.x_ptr[r0], self.x_ptr[r1], self.acc_ptr[r0], self.acc_ptr[r1]
+        xp, ap = self.x_ptr[r0:r1 + 1], self.acc_ptr[r0:r1 + 1]
+        return Seg(self.rid[r0:r1], xp - x0 if x0 else xp, self.x_idx[x0:x1],
+                   ap - a0 if a0 else ap, self.track[a0:a1], self.write[a0:a1],
+                   self.box[a0:a1], self.pst[a0:a1], self.off[a0:a1], self.base[r0:r1],
+                   self.cls[r0:r1], self.synthetic)
 
 
 def emit_key(e):
@@ -276,25 +332,41 @@ def _shifted_keys(pre: Precedent, snaps: list):
                                             offset=key[0].offset + do, _box=None), key[1])
 
 
-def synthesize(t: Template, start: int, stop: int) -> Seg:
-    """Iterations start .. stop-1 of the loop `t` describes, as one segment."""
-    ks = np.arange(start, stop, dtype=np.int64)
-    j = (ks - t.first) % t.period                   # phase: which sample to shift
-    sh = ks - t.first - j                           # iterations from that sample
-    K = ks.shape[0]
-
-    def ptr(counts):
-        p = np.zeros(K * counts.shape[0] + 1, np.int64)
-        np.cumsum(np.tile(counts, K), out=p[1:])
-        return p
-    return Seg(
-        rid=np.tile(t.rid, K), x_ptr=ptr(t.row_x),
-        x_idx=(t.x_idx[j] + (sh * t.length)[:, None] * t.x_moves[None]).reshape(-1),
-        acc_ptr=ptr(t.row_acc), track=t.track[j].reshape(-1), write=np.tile(t.write, K),
-        box=(t.box[j] + sh[:, None, None] * t.d_box[None]).reshape(-1, 4),
-        pst=(t.pst[j] + sh[:, None] * t.d_pst[None]).reshape(-1),
-        off=(t.off[j] + sh[:, None] * t.d_off[None]).reshape(-1),
-        base=t.base[j].reshape(-1), cls=np.tile(t.cls, K), synthetic=True)
+def synthesize(t: Template, start: int, stop: int, out: Segments) -> int:
+    """Write iterations start .. stop-1 of the loop `t` describes into `out`, as one segment;
+    returns its rows. Each phase's iterations (every period-th) are its sample shifted by the
+    steps, computed in place."""
+    K, L = stop - start, t.length
+    nx, na = t.x_idx.shape[1], t.track.shape[1]
+    out._grow(K * L, K * nx, K * na)
+    r, x, a = out.n, out.nx, out.na
+    rows, xs, accs = slice(r, r + K * L), slice(x, x + K * nx), slice(a, a + K * na)
+    out.rid[rows].reshape(K, L)[:] = t.rid
+    out.cls[rows].reshape(K, L)[:] = t.cls
+    out.write[accs].reshape(K, na)[:] = t.write
+    for ptr, counts, at in ((out.x_ptr, t.row_x, x), (out.acc_ptr, t.row_acc, a)):
+        per = int(counts.sum())
+        ptr[r + 1:r + K * L + 1].reshape(K, L)[:] = \
+            np.cumsum(counts)[None] + (at + per * np.arange(K, dtype=np.int64))[:, None]
+    base, track = out.base[rows].reshape(K, L), out.track[accs].reshape(K, na)
+    x_idx, box = out.x_idx[xs].reshape(K, nx), out.box[accs].reshape(K, na, 4)
+    pst, off = out.pst[accs].reshape(K, na), out.off[accs].reshape(K, na)
+    for q in range(min(t.period, K)):
+        k0 = start + q
+        j = (k0 - t.first) % t.period               # phase: which sample to shift
+        sh = np.arange(k0 - t.first - j, stop - t.first - j, t.period, dtype=np.int64)
+        it = slice(q, K, t.period)                  # this phase's iterations
+        base[it] = t.base[j]
+        track[it] = t.track[j]
+        np.multiply((sh * L)[:, None], t.x_moves[None], out=x_idx[it])
+        x_idx[it] += t.x_idx[j]
+        np.multiply(sh[:, None, None], t.d_box[None], out=box[it])
+        box[it] += t.box[j]
+        for dst, step, sample in ((pst, t.d_pst, t.pst[j]), (off, t.d_off, t.off[j])):
+            np.multiply(sh[:, None], step[None], out=dst[it])
+            dst[it] += sample
+    out._advance(K * L, K * nx, K * na, True)
+    return K * L
 
 
 def state_after(t: Template, k: int):
