@@ -392,7 +392,13 @@ def _sliced(group, chip, lnc, live):
     """Big element-wise ops fused as a compiler fuses loops: each chunk of every tensor goes
     through the whole run while it is in SBUF. Timed on slices of 1/s and 1/2s of every tensor
     (small enough that nothing is truncated) and scaled to the full size: time, busy time and
-    bytes are affine in 1/s once the chunk pipeline is in steady state."""
+    bytes are affine in 1/s once the chunk pipeline is in steady state.
+
+    At LNC=2 each physical core runs the loop over its half of every tensor, so the slices are
+    timed on one core (lnc=1) and scaled to 1/lnc of the run; bytes and FLOPs are the pair's.
+    (Timing the slices at LNC=2 split each slice's few chunks over the pair: a slice of 1 and of
+    2 chunks both put one chunk on this core, the two slices timed the same and the run scaled
+    as if it were one slice, an eager optimizer group 2-8x short.)"""
     # small enough that a few sliced tensors fit the resident SBUF at once (as a chunk of each
     # does in the compiler's fused loop)
     biggest = max(_group_bytes(o) for o in group)
@@ -400,18 +406,19 @@ def _sliced(group, chip, lnc, live):
     while s < _SLICE_MAX and biggest / s > _loop_bytes(chip):
         s *= 2
     while True:
-        r1 = _program([_slice_op(o, s) for o in group], chip, lnc, live)
+        r1 = _program([_slice_op(o, s) for o in group], chip, 1, live)
         if not r1[5] or s >= _SLICE_MAX:
             break
         s *= 2
-    r2 = _program([_slice_op(o, 2 * s) for o in group], chip, lnc, live)
+    r2 = _program([_slice_op(o, 2 * s) for o in group], chip, 1, live)
+    share = 1.0 / max(1, int(lnc))      # of every tensor, on each physical core
 
-    def full(x1, x2):          # T(1/s) = a + b/s: from s and 2s, the value at 1
-        return max(x1, x1 * (2 * s - 1) - x2 * (2 * s - 2))
+    def full(x1, x2):          # T(1/s) = a + b/s: from s and 2s, the value at `share`
+        return max(x1, x1 * (2 * s * share - 1) - x2 * (2 * s * share - 2))
     eng = {e: full(r1[1].get(e, 0.0), r2[1].get(e, 0.0)) for e in set(r1[1]) | set(r2[1])}
     # a slice still dominated by fixed latencies does not scale; no engine is busier than 100%
     total = max(full(r1[0], r2[0]), max(eng.values(), default=0.0))
-    return (total, eng, full(r1[2], r2[2]), full(r1[3], r2[3]), r1[4])
+    return (total, eng, full(r1[2], r2[2]) / share, full(r1[3], r2[3]) / share, r1[4])
 
 
 def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
