@@ -179,6 +179,8 @@ class KernelTrace:
             return
         mask = t.written_mask()
         missing = int(mask.size - np.count_nonzero(mask))
+        if not missing:         # a view inside the blocks written so far of a partial storage
+            return
         msg = (f"operand {operand!r} reads {missing} of {mask.size} elements of {t.storage.describe()} "
                f"that no instruction has written (the simulator filled them with NaN). Write them "
                f"first (nisa.memset / dma_copy), or shrink the read to the written region")

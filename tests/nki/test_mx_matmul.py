@@ -459,3 +459,40 @@ def test_deep_dive_strided_layout_then_quantize_and_matmul():
                                    atol=1e-6 * np.abs(gold).max())
         times[use_tensor_copy] = nki.last_report().total_ns
     assert times[False] > 2 * times[True], times
+
+
+def test_scales_of_two_tiles_share_a_quadrant():
+    """Two 32-partition tiles keep their 4-partition scales at offsets 0 and 4 of one quadrant
+    (AWS: scales start in the first 16 partitions of a quadrant; the engine start rule does not
+    bind them); each matmul reads its own. Offset 16 raises an error naming the limit."""
+    st, mv = _inputs(32, 16, 64, seed=13)
+    st2, mv2 = _inputs(32, 16, 64, seed=14)
+
+    def k(a, b, c, d, off2):
+        scales = nl.ndarray((32, 64), dtype=nl.uint8, buffer=nl.sbuf)   # 2 x 4 rows used
+        out = nl.ndarray((16, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i, (s_hbm, m_hbm, off) in enumerate(((a, b, 0), (c, d, off2))):
+            q = []
+            for x, f in ((s_hbm, 16), (m_hbm, 64)):
+                t = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=x)
+                data = nl.ndarray((32, f), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+                sc = nl.ndarray((4, 16), dtype=nl.uint8, buffer=nl.sbuf) if f == 16 else \
+                    scales[off:off + 4, :]
+                nisa.quantize_mx(dst=data, src=t, dst_scale=sc)
+                q.append((data, sc))
+            acc = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul_mx(acc, q[0][0], q[1][0], q[0][1], q[1][1])
+            res = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[:, i * 64:(i + 1) * 64], src=res)
+        return out
+
+    kern = nki.jit(k, platform_target="trn3")
+    out = nki.simulate(kern, check_semantics=True)(st, mv, st2, mv2, 4)
+    f = lambda x, n: x.astype(np.float32).reshape(32, n, 4)   # noqa: E731
+    for i, (a, b) in enumerate(((st, mv), (st2, mv2))):
+        ref = mx_matmul(f(a, 16), f(b, 64), "float8_e4m3fn", "float8_e4m3fn")
+        assert np.abs(out[:, i * 64:(i + 1) * 64] - ref).max() <= 1e-5 * np.abs(ref).max()
+    with pytest.raises(NkiValidationError, match=r"first 16 partitions of an SBUF quadrant"):
+        nki.simulate(kern)(st, mv, st2, mv2, 16)

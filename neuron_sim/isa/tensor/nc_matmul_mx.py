@@ -27,6 +27,7 @@ from ..vector.quantize_mx import GROUP_PARTITIONS, check_data_partitions, check_
 from .nc_matmul import check_psum_bank, cost_cycles
 
 NAME = "nc_matmul_mx"
+OWN_PARTITION_START = ("stationary_scale", "moving_scale")    # see quantize_mx
 OUT = ("float32", "bfloat16")
 
 

@@ -4,7 +4,8 @@ SBUF, in the layout nc_matmul_mx reads [ArchV4][ISA] quantize_mx.
 Layout: src [P, 4F] -> dst [P, F] x4 (four consecutive values of a partition in one element);
 one scale per group of 8 partitions x 4 values. The groups of each 32-partition quadrant write
 4 consecutive scale partitions at the same offset of that quadrant (`scale_rows`), so dst_scale
-has 4 partitions when src has one quadrant and as many partitions as src otherwise [ISA].
+has 4 partitions when src has one quadrant and as many partitions as src otherwise, starting in
+the first 16 partitions of a quadrant (4-partition scales of several tiles share one) [ISA].
 Numerics: the block scale is twice the OCP sample conversion's (headroom so the largest value of
 a group rounds without saturating) [ISA] quantize_mx (SDK 2.32), then RNE to the element type.
 Cost: 4 elements per partition per cycle [ArchV4] -> max(64, N/4) VectorE cycles (derived)."""
@@ -29,6 +30,10 @@ SRC = ("bfloat16", "float16")
 SCALE = ("uint8", "float8_e8m0fnu")                     # E8M0 codes [ISA]
 GROUP_PARTITIONS = 8                                    # a group: 8 partitions x 4 values [ArchV4]
 SCALE_HEADROOM = 1                                      # 2x the OCP scale [ISA]
+# Scales may start anywhere in the first 16 partitions of a quadrant (the first or second 8),
+# so the scales of several tiles share one [ISA]; the engines' start rule does not bind them.
+OWN_PARTITION_START = ("dst_scale",)
+SCALE_SPAN = 2 * GROUP_PARTITIONS
 
 
 def _quadrant(chip) -> int:
@@ -65,6 +70,11 @@ def check_scale(instr, name, scale, data_p: int, free: int, chip, engine=Engine.
                              f"{data_p} partitions (4 scale partitions per {q}-partition quadrant, "
                              "kept in that quadrant)", scale.p_size, chip.name,
                              f"allocate the scale tile with {want[-1]} partitions")
+    off = scale.p_start % q
+    if off + q // GROUP_PARTITIONS > SCALE_SPAN:
+        raise PartitionError(instr, name, f"a start in the first {SCALE_SPAN} partitions of an "
+                             f"SBUF quadrant (offset <= {SCALE_SPAN - q // GROUP_PARTITIONS})",
+                             f"start partition {scale.p_start} (offset {off})", chip.name)
     if scale.free_size != free:
         raise FreeSizeError(instr, name, f"{free} scales per partition (one per x4 element of "
                             "the data)", scale.free_size, chip.name)

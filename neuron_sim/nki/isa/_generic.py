@@ -1,10 +1,11 @@
 """``nisa.<instr>`` for any instruction of the ISA registry, made from its module alone.
 
 The adapter binds the call to the module's ``build`` signature (``dst`` first, as in NKI), maps
-the tensor views to access patterns, checks in NKI's words the partition-start rule, the
-module's `SAME_SHAPE` operands and its engine (`ENGINES`, `default_engine` when the kernel leaves
-it open, the engine's memory reach), lets the module check and cost the instruction on the
-target's chip (an error names the kernel's line), computes the result with the module's
+the tensor views to access patterns, checks in NKI's words the partition-start rule (but on the
+module's `OWN_PARTITION_START` operands), its `SAME_SHAPE` operands and its engine (`ENGINES`,
+`default_engine` when the kernel leaves it open, the engine's memory reach), lets the module
+check and cost the instruction on the target's chip (an error names the kernel's line),
+computes the result with the module's
 ``semantics`` on the kernel's own tensors (accumulator registers included), and records the
 instruction for the program build. A module whose NKI rules need the kernel's views themselves
 (their dimensions before access patterns merge them, e.g. tensor_reduce's axis) declares
@@ -168,6 +169,7 @@ def adapter(name: str):
     engines = [_NAMES[Engine(e)] for e in getattr(mod, "ENGINES", _COMPUTE)]
     same_shape = getattr(mod, "SAME_SHAPE", ())
     check_views = getattr(mod, "check_views", None)
+    own_start = getattr(mod, "OWN_PARTITION_START", ())     # operands the module places itself
 
     def bind(args, kwargs):
         """`sig.bind` with its defaults applied, minus `name` (inspect's is ~40% of a call)."""
@@ -193,7 +195,8 @@ def adapter(name: str):
         views, operands = {}, {}
         for k, v in given.items():
             if isinstance(v, NkiTensor):
-                ctx.partitions(v, k)
+                if k not in own_start:
+                    ctx.partitions(v, k)
                 ctx.pattern_dims(v, k)
                 ap = operands[k] = mapper.ap(v, len(ctx.trace.instrs))
                 views[id(ap)] = (k, v)
