@@ -5,7 +5,7 @@ partition, 512 FP32) never straddle a bank; larger ones start on a bank boundary
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 
 from ..errors import CapacityError
 
@@ -48,4 +48,7 @@ class PartitionAllocator:
                             self.chip)
 
     def free(self, offset: int) -> None:
-        self.blocks = [(o, s) for o, s in self.blocks if o != offset]
+        # blocks never share an offset (sizes are >= 1): the one at `offset`, found by bisection
+        i = bisect_left(self.blocks, (offset,))
+        if i < len(self.blocks) and self.blocks[i][0] == offset:
+            del self.blocks[i]
