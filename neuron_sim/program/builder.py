@@ -802,10 +802,10 @@ class ProgramBuilder:
                                              None if reduce_res is None else as_ap(reduce_res),
                                              reduce_cmd="reset_reduce"), **kw)
 
-    def quantize_mx(self, dst, scale, data, **kw) -> int:
-        """NC-v4: quantize data [P, 4F] into x4-packed MXFP8 dst [P, F] and E8M0 scale [P/8, F]."""
+    def quantize_mx(self, dst, src, dst_scale, **kw) -> int:
+        """NC-v4: quantize src [P, 4F] into x4-packed MXFP8 dst [P, F] and its E8M0 scales."""
         from ..isa.vector import quantize_mx
-        return self.append(quantize_mx.build(self.chip, as_ap(dst), as_ap(scale), as_ap(data)),
+        return self.append(quantize_mx.build(self.chip, as_ap(dst), as_ap(src), as_ap(dst_scale)),
                            **kw)
 
     # ---- ScalarE ----------------------------------------------------------------------------
