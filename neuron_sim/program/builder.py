@@ -477,27 +477,36 @@ class ProgramBuilder:
         if not n:
             return
         # (a loop's sampled iterations flush one by one: a few rows each, so the NumPy calls
-        # per flush are what it costs)
-        x_ptr = np.zeros(n + 1, np.int64)
-        if any(self._deps):
-            x_ptr[1:] = np.cumsum([len(x) for x in self._deps])
-        # fromiter over the chained tuples: NumPy converts a flat stream ~2x faster than rows
-        x_idx = np.fromiter(chain.from_iterable(self._deps), np.int64, count=int(x_ptr[-1]))
-        acc = np.fromiter(chain.from_iterable(self._acc), np.int64,
-                          count=8 * len(self._acc)).reshape(-1, 8)
-        per_field = acc.T.copy()                 # track, write, (box), p_start, offset
-        acc_ptr = (np.array(self._acc_ptr, np.int64) if self.auto_deps
-                   else np.zeros(n + 1, np.int64))
+        # per flush are what it costs: the lists go straight into the segments' columns)
+        S, deps = self._segs, self._deps
+        x_len = [len(x) for x in deps] if any(deps) else None
+        nx, na = (sum(x_len) if x_len else 0), len(self._acc)
+        r, x, a = S.reserve(n, nx, na)
+        rows = slice(r, r + n)
+        S.rid[rows] = self._rids
+        if x_len:
+            np.add(np.cumsum(x_len), x, out=S.x_ptr[r + 1:r + n + 1])
+            # fromiter over the chained lists: NumPy converts a flat stream ~2x faster
+            S.x_idx[x:x + nx] = np.fromiter(chain.from_iterable(deps), np.int64, count=nx)
+        else:
+            S.x_ptr[r + 1:r + n + 1] = x
+        if na:
+            acc = np.fromiter(chain.from_iterable(self._acc), np.int64,
+                              count=8 * na).reshape(na, 8)   # track, write, box, p_start, offset
+            accs = slice(a, a + na)
+            S.track[accs], S.write[accs], S.box[accs] = acc[:, 0], acc[:, 1], acc[:, 2:6]
+            S.pst[accs], S.off[accs] = acc[:, 6], acc[:, 7]
+            np.add(self._acc_ptr[1:], a, out=S.acc_ptr[r + 1:r + n + 1])
+        else:
+            S.acc_ptr[r + 1:r + n + 1] = a
         if self.keep_operands:
-            base = np.arange(len(self._pool), len(self._pool) + n, dtype=np.int64)
+            S.base[rows] = np.arange(len(self._pool), len(self._pool) + n, dtype=np.int64)
             self._pool.extend(self._emits)
         else:
-            base = np.full(n, -1, np.int64)
-        cls = np.full(n, -1, np.int64)          # rows after a loop, outside it: no class
-        cls[:len(self._cls)] = self._cls
-        self._segs.append(R.Seg(np.array(self._rids, np.int64), x_ptr, x_idx, acc_ptr,
-                                per_field[0], per_field[1],
-                                acc[:, 2:6].copy(), per_field[6], per_field[7], base, cls))
+            S.base[rows] = -1
+        S.cls[rows] = -1                        # rows after a loop, outside it: no class
+        S.cls[r:r + len(self._cls)] = self._cls
+        S.advance(n, nx, na, False)
         self._flushed += n
         self._rids, self._deps, self._emits, self._cls = [], [], [], []
         self._acc, self._acc_ptr = [], [0]

@@ -65,16 +65,19 @@ class Segments:
         self.bounds = [0]                       # first row of each segment, then the end
         self.synthetic = False
         self._cap = [0, 0, 0]
-        self._grow(1024, 1024, 2048)
+        self._grow([1024, 1024, 2048])
 
-    def _grow(self, rows, xs, accs) -> None:
-        """Room for `rows`, `xs`, `accs` more (a growth at least doubles: pages never written are
-        never touched, so the unused tail costs nothing)."""
+    def reserve(self, rows, xs, accs) -> tuple:
+        """Room for `rows` rows, `xs` explicit deps and `accs` accesses more; returns where they
+        go (row, dep, access offsets). A growth makes 8x the room needed: pages never written are
+        never touched, so the unused tail costs nothing, and fewer growths copy less."""
         need = (self.n + rows, self.nx + xs, self.na + accs)
-        if all(k <= c for k, c in zip(need, self._cap)):
-            return
-        cap = [max(c, 2 * k) if k > c else c for k, c in zip(need, self._cap)]
+        if any(k > c for k, c in zip(need, self._cap)):
+            self._grow([max(c, 8 * k) if k > c else c for k, c in zip(need, self._cap)])
+        return self.n, self.nx, self.na
 
+    def _grow(self, cap) -> None:
+        """Columns of capacities `cap` (rows, deps, accesses) holding what was written."""
         def moved(old, size, used, shape=()):
             new = np.empty((size,) + shape, np.int64)
             if old is not None:
@@ -97,15 +100,15 @@ class Segments:
                                        (4,) if f == "box" else ()))
         self._cap = cap
 
-    def _advance(self, rows, xs, accs, synthetic) -> None:
+    def advance(self, rows, xs, accs, synthetic) -> None:
+        """Count rows, deps and accesses written after reserve() as one more segment."""
         self.n, self.nx, self.na = self.n + rows, self.nx + xs, self.na + accs
         self.bounds.append(self.n)
         self.synthetic |= synthetic
 
     def append(self, seg: Seg) -> None:
         k, nx, na = seg.n, seg.x_idx.shape[0], seg.track.shape[0]
-        self._grow(k, nx, na)
-        r, x, a = self.n, self.nx, self.na
+        r, x, a = self.reserve(k, nx, na)
         for f in _ROW_FIELDS:
             getattr(self, f)[r:r + k] = getattr(seg, f)
         self.x_ptr[r + 1:r + k + 1] = seg.x_ptr[1:] + x
@@ -113,7 +116,7 @@ class Segments:
         self.x_idx[x:x + nx] = seg.x_idx
         for f in _ACC_FIELDS:
             getattr(self, f)[a:a + na] = getattr(seg, f)
-        self._advance(k, nx, na, seg.synthetic)
+        self.advance(k, nx, na, seg.synthetic)
 
     def __len__(self) -> int:
         return len(self.bounds) - 1
@@ -338,8 +341,7 @@ def synthesize(t: Template, start: int, stop: int, out: Segments) -> int:
     steps, computed in place."""
     K, L = stop - start, t.length
     nx, na = t.x_idx.shape[1], t.track.shape[1]
-    out._grow(K * L, K * nx, K * na)
-    r, x, a = out.n, out.nx, out.na
+    r, x, a = out.reserve(K * L, K * nx, K * na)
     rows, xs, accs = slice(r, r + K * L), slice(x, x + K * nx), slice(a, a + K * na)
     out.rid[rows].reshape(K, L)[:] = t.rid
     out.cls[rows].reshape(K, L)[:] = t.cls
@@ -365,7 +367,7 @@ def synthesize(t: Template, start: int, stop: int, out: Segments) -> int:
         for dst, step, sample in ((pst, t.d_pst, t.pst[j]), (off, t.d_off, t.off[j])):
             np.multiply(sh[:, None], step[None], out=dst[it])
             dst[it] += sample
-    out._advance(K * L, K * nx, K * na, True)
+    out.advance(K * L, K * nx, K * na, True)
     return K * L
 
 
