@@ -33,13 +33,16 @@ class ProgramCache:
         self.hits = 0
         self.misses = 0
         self.lower_s = 0.0
+        self.lower_cpu_s = 0.0      # CPU of the lowering thread in misses (load-independent)
         self.estimate_reasons: dict = {}     # op name -> why it was estimated
 
     def clear(self):
         self.__init__()
 
     def _cached(self, table: dict, k, make) -> Timing:
-        """table[k], made by make() on a miss (counted, and its wall time added to lower_s).
+        """table[k], made by make() on a miss (counted, its wall time added to lower_s and the
+        CPU time of this thread to lower_cpu_s: on a loaded machine the wall time is mostly
+        waiting for a core).
         A miss builds and simulates programs with the garbage collector paused (see paused_gc):
         in a process holding a model's many objects, the collections that lowering's short-lived
         objects set off cost about a quarter of a cold step's lowering, numba's first load
@@ -49,10 +52,11 @@ class ProgramCache:
             self.hits += 1
             return t
         self.misses += 1
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         with paused_gc():
             t = table[k] = make()
         self.lower_s += time.perf_counter() - t0
+        self.lower_cpu_s += time.thread_time() - c0
         return t
 
     def lower_op(self, op, chip=None, lnc: int = 1, key=None, fallback=None) -> Timing:
@@ -130,5 +134,6 @@ class ProgramCache:
         n = self.hits + self.misses
         return {"hits": self.hits, "misses": self.misses,
                 "hit_rate": self.hits / n if n else 0.0, "lower_s": self.lower_s,
+                "lower_cpu_s": self.lower_cpu_s,
                 "programs": len(self._ops), "fused_programs": len(self._seqs),
                 "estimated_kinds": len(self.estimate_reasons)}

@@ -126,6 +126,7 @@ def test_cache_hits_and_reports_lowering_time():
     assert a is b
     s = cache.stats()
     assert s["hits"] == 1 and s["misses"] == 1 and s["hit_rate"] == 0.5 and s["lower_s"] > 0
+    assert 0 < s["lower_cpu_s"]
     assert cache.lower_op(op, "trn3", 1) is not a            # chip is part of the key
 
 
