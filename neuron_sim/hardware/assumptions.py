@@ -109,6 +109,23 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "rule: two thirds of Trn1's 192 KiB, the rest for A tiles and outputs; the same on every "
         "chip so that a matmul tiles alike across generations. No calibration row measures it."),
     Assumption(
+        "gemm_a_block_bytes_per_partition",
+        {"trn1": 48 * 1024, "trn2": 48 * 1024, "trn3": 48 * 1024}, "bytes",
+        "SBUF per partition for the A tiles of one lowered matmul block of several M tiles (two "
+        "buffers), which one DMA fetches together to amortise the ~1 us DMA latency. The lowering's "
+        "choice, not published; no calibration row measures it."),
+    Assumption(
+        "gemm_whole_k_bytes_per_partition",
+        {"trn1": 64 * 1024, "trn2": 64 * 1024, "trn3": 64 * 1024}, "bytes",
+        "SBUF per partition for a lowered matmul's double-buffered whole-K operand tiles: above it "
+        "the lowering blocks K (output-stationary), and tiny batched products group at most this "
+        "much. The lowering's choice, not published; no calibration row measures it."),
+    Assumption(
+        "row_op_small_tiles_bytes_per_partition",
+        {"trn1": 8192, "trn2": 8192, "trn3": 8192}, "bytes",
+        "SBUF per partition a lowered norm backward leaves for its small tiles (statistics, "
+        "ones, column sums) when it sizes the pieces of a long row. The lowering's choice."),
+    Assumption(
         "eager_launch_s", {"trn1": 25e-6, "trn2": 25e-6, "trn3": 5e-6}, "s",
         "Start of one eager program (one op, or one AEE-fused group): TorchNeuron runs each eager "
         "op as a cached NEFF; the runtime release notes say Trn3 cut NEFF start overhead 'by "

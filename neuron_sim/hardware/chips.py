@@ -79,6 +79,9 @@ class Chip:
     tensor_mm_latency_extra_cycles: int
     mm_init_latency_cycles: int
     gemm_panel_budget_bytes_per_partition: int   # assumption: the lowering's SBUF for a B panel
+    gemm_a_block_bytes_per_partition: int        # assumption: the lowering's A tiles of a block
+    gemm_whole_k_bytes_per_partition: int        # assumption: whole-K operand tiles, else K blocks
+    row_op_small_tiles_bytes_per_partition: int  # assumption: a norm's small tiles
     fast_load_stationary_speedup: int
     fp32_matmul_cost_multiplier: int
     gpsimd_start_cycles: int

@@ -123,13 +123,14 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     m_tiles = ceil(M / MT)
     # several M tiles per block when one tile's matmuls are short (small K or N): one DMA then
     # fetches their A columns together and the ~1 us DMA latency is amortised, as a compiler
-    # sizes its tiles; bounded by two A buffers of <= 48 KiB per partition
+    # sizes its tiles; bounded by two A buffers in chip.gemm_a_block_bytes_per_partition
     mult = chip.fp32_matmul_cost_multiplier if dtype in ("float32", "tfloat32") else 1
     mtile_s = kt_n * max(chip.mm_init_latency_cycles * ceil(BN / NT), BN) * mult \
         / chip.tensor_clock_hz
     mtb = max(1, min(8, m_tiles, ceil(2e-6 / max(mtile_s, 1e-12)),
-                     (48 * 1024) // max(2 * kt_n * MT * rows * isz, 1)))
-    if 2 * kt_n * MT * rows * isz > 64 * 1024 or kt_n * min(N, NT) * rows * isz > budget:
+                     chip.gemm_a_block_bytes_per_partition // max(2 * kt_n * MT * rows * isz, 1)))
+    if 2 * kt_n * MT * rows * isz > chip.gemm_whole_k_bytes_per_partition \
+            or kt_n * min(N, NT) * rows * isz > budget:
         # K too long for whole-K panels in SBUF (weight gradients over many tokens)
         _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_batch_stride,
                        b_batch_stride)
@@ -141,7 +142,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     if batch > 1 and panels == 1 and m_blocks == 1:
         per_batch = 2 * kt_n * (BN + mtb * MT) * rows * isz
         G = max(1, min(8, batch, ceil(2e-6 / max(mtile_s * m_tiles, 1e-12)),
-                       (64 * 1024) // max(per_batch, 1)))
+                       chip.gemm_whole_k_bytes_per_partition // max(per_batch, 1)))
     total = ceil(batch / G) * panels * m_blocks
     n_sub = ceil(BN / NT)
     per_block = kt_n * (1 + 2 * n_sub * mtb) + 2 * n_sub * mtb

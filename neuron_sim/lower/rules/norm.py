@@ -379,7 +379,8 @@ def layer_norm_backward(ctx, op):
     # temporaries double-buffered, the weight once; a longer row runs in pieces
     per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 3 * 2 * 4 \
         + (itemsize(params[0].dtype) if params else 0)
-    long_row = min(LONG_ROW, (ctx.chip.sbuf_usable_bytes_per_partition - 8192) // per_elem)
+    room = ctx.chip.sbuf_usable_bytes_per_partition - ctx.chip.row_op_small_tiles_bytes_per_partition
+    long_row = min(LONG_ROW, room // per_elem)
     if C > long_row:
         k = ceil(C / long_row)
         x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))
