@@ -62,36 +62,37 @@ def _low_bit(bits):
 
 @njit(cache=True, error_model="numpy")
 def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                  issue_ns, params):
+                  issue_ns, params, dma_stream):
     """Each instruction's bottom level: the longest path from its start to the end of the program
     through the dependencies, the same-stream order edges and each compute engine's program order
     (an engine is an in-order machine: what comes after an instruction on it waits for its ii),
     with the instructions' own costs (compute: ii + lat; DMA: issue + fixed latency + the longer
     of its engine and HBM times) and the semaphore latency on edges across streams. One reverse
-    pass: dependencies point back."""
+    pass: dependencies point back (one that does not is ignored). Also flags the streams with
+    DMAs (dma_stream[s] = 1)."""
     sem_lat = params[0]
     dma_fixed = params[1]
     n = stream.shape[0]
-    acc = np.zeros(n)                   # the longest path from i's end (over its successors)
-    bl = np.empty(n)
+    bl = np.zeros(n)        # i's bl once i is passed; before, the longest path from i's end
     nxt = np.zeros(int(params[6]))      # bl of the stream's next compute instruction
     for i in range(n - 1, -1, -1):
         s = stream[i]
         if kind[i] == KIND_DMA:
-            b = issue_ns[i] + dma_fixed + max(eng_ns[i], hbm_ns[i]) + acc[i]
+            b = issue_ns[i] + dma_fixed + max(eng_ns[i], hbm_ns[i]) + bl[i]
+            dma_stream[s] = 1
         else:
-            b = max(ii[i] + lat[i] + acc[i], ii[i] + nxt[s])
+            b = max(ii[i] + lat[i] + bl[i], ii[i] + nxt[s])
             nxt[s] = b
         bl[i] = b
         for e in range(dep_ptr[i], dep_ptr[i + 1]):
             d = dep_idx[e]
             x = b + sem_lat if stream[d] != s else b
-            if x > acc[d]:
-                acc[d] = x
+            if x > bl[d] and d < i:
+                bl[d] = x
         for e in range(ord_ptr[i], ord_ptr[i + 1]):
             d = ord_idx[e]
-            if b > acc[d]:
-                acc[d] = b
+            if b > bl[d] and d < i:
+                bl[d] = b
     return bl
 
 
@@ -157,37 +158,43 @@ def _passes_critical_dma(i, mi, s, win, W, wprio, wmask, dmas, n_dmas, head, sma
 
 
 @njit(cache=True, inline="always")
-def _hold_back(y, my, sy, win, W, wprio, wmask, dmas, n_dmas, head, prio, n_eng, eng0, n_dma,
-               after):
-    """DMA y (engines my) issues: every DMA of another queue's window that y held back (the gate
-    of _passes_critical_dma) gets the order edge after[x] = y, the semaphore a compiler inserts
-    so that x does not trigger before y (the last one wins: it issued after the others)."""
-    py = prio[y]
-    for a in range(n_dmas):
-        s2 = dmas[a]
-        if s2 == sy:
-            continue
-        for j in range(s2 * W, s2 * W + W):
-            x = win[j]
-            if x > y and wprio[j] < py and x != head[s2] and \
-                    _shares(wmask[j], my, x, y, n_eng, eng0, n_dma):
-                after[x] = y
+def _held_back_for(j, x, s2, wseen, wafter, wprio, wmask, nlog, logy, logs, logp, logm, n_eng,
+                   eng0, n_dma):
+    """Slot j holds DMA x of queue s2, not its queue's first: brings its order edge up to date
+    with the DMAs issued since (log[wseen[j]:nlog]). Each DMA y of another queue that was more
+    critical, earlier and on an engine x uses held x back (the gate of _passes_critical_dma):
+    after[x] = y, the semaphore a compiler inserts so that x does not trigger before y; the
+    last such y wins (it issued after the others), so the log is read from its end."""
+    px = wprio[j]
+    mx = wmask[j]
+    q = nlog
+    while q > wseen[j]:
+        q -= 1
+        y = logy[q]
+        if y < x and logs[q] != s2 and logp[q] > px and \
+                _shares(mx, logm[q], x, y, n_eng, eng0, n_dma):
+            wafter[j] = y
+            break
+    wseen[j] = nlog
 
 
 @njit(cache=True, inline="always")
 def _window_summary(s, win, W, wprio, n, head, smax):
     """DMA queue s's window changed: its first instruction (head, n when empty) and its highest
-    waiting DMA priority (smax, -inf when none)."""
+    waiting DMA priority (smax, -inf when none). Returns the head's slot (-1: none)."""
     h = n
+    jh = -1
     mx = -np.inf
     for j in range(s * W, s * W + W):
         x = win[j]
         if 0 <= x < h:
             h = x
+            jh = j
         if wprio[j] > mx:
             mx = wprio[j]
     head[s] = h
     smax[s] = mx
+    return jh
 
 
 @njit(cache=True, error_model="numpy")
@@ -209,30 +216,34 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
              np.zeros(slots),                    # its dependency-ready time (partial if blocked)
              np.zeros(slots, np.int64),          # where its dependency scan stands
              np.zeros(slots, np.int64),          # next slot (+1) waiting for the same instruction
-             np.zeros(n, np.int64),              # first slot (+1) waiting for instruction i
+             np.zeros(n, np.int32),              # first slot (+1) waiting for instruction i
              np.full(slots, np.nan),             # prio of the DMA in the slot (NaN: none)
-             np.zeros(slots, np.int64))          # and its DMA engines (_engine_mask)
-    order = np.empty(n, np.int64)
-    times = (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))   # start, end, dstart, busy
-    prio = _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
-                         hbm_ns, issue_ns, params)
+             np.zeros(slots, np.int64),          # and its DMA engines (_engine_mask)
+             np.full(slots, -1, np.int64),       # the DMA it was held back for (-1: none)
+             np.zeros(slots, np.int64))          # the log position that is up to date with
+    # Every instruction's outputs are written when it issues: no initial values (the issue
+    # order goes where order0 has been read already).
+    times = (np.empty(n), np.empty(n), np.empty(n), np.empty(n))   # start, end, dstart, busy
+    after = np.empty(n, np.int64)
+    # the DMAs issued, in issue order: index, queue, engines, priority (_held_back_for)
+    log = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n))
     ints = np.zeros((13, n_streams), np.int64)
-    for i in range(n):
-        if kind[i] == KIND_DMA:
-            ints[8, stream[i]] = 1              # the streams with DMAs
-    after = np.full(n, -1, np.int64)
+    prio = _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
+                         hbm_ns, issue_ns, params, ints[8])
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                  issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order, times,
+                  issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order0, times,
                   prio, after, np.zeros(n, np.bool_), np.zeros(int(params[5])), ints,
-                  np.zeros((4, n_streams)))
-    return status, order, sptr, after, times[0], times[1], times[2], times[3]
+                  np.zeros((4, n_streams)), log)
+    return status, order0, sptr, after, times[0], times[1], times[2], times[3]
 
 
 @njit(cache=True, error_model="numpy", **without_refcounting())
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns,
          n_eng, eng0, params, window, W, order0, sptr, state, order, times, prio, after, done,
-         dma_free, ints, floats):
-    win, wr, wpos, wnext, whead, wprio, wmask = state
+         dma_free, ints, floats, log):
+    win, wr, wpos, wnext, whead, wprio, wmask, wafter, wseen = state
+    logy, logs, logm, logp = log
+    nlog = 0
     start, end, dstart, busy = times
     fillp, outp, ready, rescan, pend, cslot, dirty, active = (ints[0], ints[1], ints[2], ints[3],
                                                               ints[4], ints[5], ints[6], ints[7])
@@ -330,8 +341,11 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                         gmaxi[s] = max(gmaxi[s], i)
                         gminp[s] = min(gminp[s], prio[i])
                         continue
-                    if after[i] >= 0:
-                        r = max(r, start[after[i]])
+                    if i != head[s]:
+                        _held_back_for(j, i, s, wseen, wafter, wprio, wmask, nlog, logy, logs,
+                                       logp, logm, n_eng, eng0, n_dma)
+                    if wafter[j] >= 0:
+                        r = max(r, start[wafter[j]])
                 c = _earliest(kind[i], r, fs, m)
                 if c < best or (c == best and i < bi):
                     best = c
@@ -368,6 +382,13 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
         i2 = -1
         p_old = wprio[j]
         m_old = wmask[j]
+        ki = kind[i]
+        if ki == KIND_DMA and i != head[s]:
+            _held_back_for(j, i, s, wseen, wafter, wprio, wmask, nlog, logy, logs, logp, logm,
+                           n_eng, eng0, n_dma)
+        after[i] = wafter[j]
+        wafter[j] = -1
+        wseen[j] = nlog
         if fillp[s] < sptr[s + 1]:      # the slot takes the stream's next instruction
             i2 = order0[fillp[s]]
             win[j] = i2
@@ -385,7 +406,13 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
             wprio[j] = np.nan
         if dma_stream[s]:
             # i2 comes after every other slot: the head changes only when i was it
-            if i == head[s] or p_old == smax[s]:
+            if i == head[s]:
+                # the new first is held back for nothing more from now on: its edge is final
+                jh = _window_summary(s, win, W, wprio, n, head, smax)
+                if jh >= 0 and kind[win[jh]] == KIND_DMA:
+                    _held_back_for(jh, win[jh], s, wseen, wafter, wprio, wmask, nlog, logy, logs,
+                                   logp, logm, n_eng, eng0, n_dma)
+            elif p_old == smax[s]:
                 _window_summary(s, win, W, wprio, n, head, smax)
             elif wprio[j] > smax[s]:
                 smax[s] = wprio[j]
@@ -393,7 +420,6 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
         outp[s] += 1
         remaining -= 1
         start[i] = t
-        ki = kind[i]
         free[s], end[i], dstart[i], busy[i], m = _issue(
             ki, t, ii[i], lat[i], eng_ns[i], hbm_ns[i], issue_ns[i], n_eng[i], eng0[i], free[s],
             params, dma_free, m)
@@ -404,8 +430,11 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
             pend[npend] = s
             npend += 1
         if ki == KIND_DMA:
-            _hold_back(i, m_old, s, win, W, wprio, wmask, dmas, n_dmas, head, prio, n_eng, eng0,
-                       n_dma, after)
+            logy[nlog] = i
+            logs[nlog] = s
+            logm[nlog] = m_old
+            logp[nlog] = p_old
+            nlog += 1
         if dma_stream[s]:
             # a DMA window changed: a DMA held back for i may go now (only one later and less
             # critical than i was), and the DMA that took its slot may hold back another
