@@ -203,7 +203,7 @@ def warm_up(chip=None) -> None:
     thread from its first use (torch_neuronx.cost.warm_up_in_background), so the first drain
     finds the kernels loaded; it is also safe next to real lowering (numba loads and compiles
     under its own lock) and leaves nothing behind that changes a later program."""
-    t = TensorSpec((128, 4), "float32")
+    t = TensorSpec((_chip(chip).sbuf_partitions, 4), "float32")     # one tile
     lower_op(OpSpec("aten::add.Tensor", (t, t), (t,)), chip)
 
 

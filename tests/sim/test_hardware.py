@@ -61,3 +61,48 @@ def test_package_data_is_self_contained():
     from importlib import resources
     assert resources.files("neuron_sim.hardware").joinpath("trainium-hw.json").is_file()
     assert resources.files("neuron_sim.calibrate").joinpath("public.json").is_file()
+
+
+# Hardware numbers and generation differences live in neuron_sim/hardware; code reads `chip.*`.
+# Outside it, code (not strings or comments) may hold a literal 128 or 512, a chip name, or a
+# NeuronCore-version comparison only in these files, at most this many times, for the reason given.
+_LITERALS_ALLOWED = {
+    "neuron_sim/calibrate/__init__.py": (31, "each published measurement names its chip, shape"),
+    "neuron_sim/calibrate/programs.py": (16, "the published kernels, on the chip measured"),
+    "neuron_sim/calibrate/mamba.py": (1, "the Mamba kernel's own sequence tile"),
+    "neuron_sim/config.py": (1, "the default of NEURON_SIM_DEFAULT_CHIP"),
+    "neuron_sim/nki/target.py": (1, "NKI's default platform target"),
+    "neuron_sim/cli.py": (1, "a default token count"),
+    "neuron_sim/collectives/__main__.py": (3, "rank layouts of the published 128-rank example"),
+    "neuron_sim/collectives/calibration.py": (1, "the published example's message sizes"),
+    "backend/torch_neuronx/estimate.py": (8, "Hugging Face model configs (head_dim 128)"),
+    "backend/torch_neuronx/fp8_linear.py": (1, "cuBLAS's block-scale layout (128 rows)"),
+}
+
+
+def _hardware_literals(path, root):
+    import io
+    import tokenize
+    toks = [t for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+            if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)]
+    rel = path.relative_to(root).as_posix()
+    for t, nxt in zip(toks, toks[1:] + toks[:1]):
+        chip = t.type == tokenize.STRING and t.string.strip("'\"").lower() in ns.list_chips()
+        size = t.type == tokenize.NUMBER and t.string in ("128", "512")
+        version = t.string in ("nc_version", "neuroncore_version") and nxt.string in (
+            "<", ">", "<=", ">=", "==", "!=")
+        if chip or size or version:
+            yield f"{rel}:{t.start[0]}: {t.line.strip()}"
+
+
+def test_no_hardware_literals_outside_hardware():
+    from pathlib import Path
+    root = Path(ns.__file__).resolve().parents[1]
+    found = []
+    for p in (p for d in ("neuron_sim", "backend") for p in sorted((root / d).rglob("*.py"))):
+        rel = p.relative_to(root).as_posix()
+        hits = [] if rel.startswith("neuron_sim/hardware/") else list(_hardware_literals(p, root))
+        if len(hits) > _LITERALS_ALLOWED.get(rel, (0, ""))[0]:
+            found += hits
+    assert not found, ("read these from the chip (neuron_sim/hardware: trainium-hw.json or "
+                       "assumptions.py) or ask a capability flag:\n" + "\n".join(found))
