@@ -80,6 +80,7 @@ class _Mapper:
         self.geometry = {}
         self.ranges = {}      # id(view) -> (view, free_range): a traced view is asked many times
         self.aps = {}         # (storage id, shape, strides, offset) -> AccessPattern
+        self.views = {}       # id(view) -> (view, its AccessPattern)
 
     def tensor(self, st, index):
         t = self.tensors.get(st.id)
@@ -127,12 +128,18 @@ class _Mapper:
         isz = st.itemsize
         r = addr + lo * isz, addr + hi * isz
         if len(self.plan.segments.get(st.id, ())) <= 1:     # one segment: one address
-            object.__setattr__(ap, "bytes", r)
+            ap.bytes = r
         return r
 
     def ap(self, v: NkiTensor, index) -> _AP:
-        """The view's access pattern."""
-        return self.ap_at(v.storage, v.shape, v.strides, v.offset, index)
+        """The view's access pattern (kernels name one view object several times: a tile, the
+        same slice of it in a loop)."""
+        hit = self.views.get(id(v))
+        if hit is not None and hit[0] is v:     # holding v keeps its id from being reused
+            return hit[1]
+        ap = self.ap_at(v.storage, v.shape, v.strides, v.offset, index)
+        self.views[id(v)] = (v, ap)
+        return ap
 
     def ap_at(self, st, shape, strides, offset, index) -> _AP:
         """The access pattern of the view (shape, strides, offset) of `st`. A storage's Tensor
@@ -158,11 +165,11 @@ class _Mapper:
         else:
             ap = _AP(t, 0, 1, v.offset, dims, 1)
             box = (0, 1, v.offset, v.offset + span + 1)
-        object.__setattr__(ap, "_box", box)
-        object.__setattr__(ap, "storage", st)
-        object.__setattr__(ap, "bytes", None)
-        object.__setattr__(ap, "geometry_id", None)
-        object.__setattr__(ap, "num", None)
+        ap._box = box
+        ap.storage = st
+        ap.bytes = None
+        ap.geometry_id = None
+        ap.num = None
         return ap
 
 
@@ -204,7 +211,7 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
     for before, sp in plan.spills:
         spills.setdefault(before, []).append(sp)
     graveyard = {"sbuf": [], "psum": []}       # (lo, hi, [(row, lo, hi)]) of dead buffers
-    frontier = {}                               # storage id -> {(lo, hi, engine): last row}
+    frontier = {}                               # storage id -> {((lo, hi), engine): last row}
     first_row_deps = {}                         # storage id -> ([(row, lo, hi)] its bytes' previous
                                                 #   users, {(lo, hi): those a write there waits for})
     seg_start = {}
@@ -223,11 +230,13 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
         for ap in aps:
             st = ap.storage
             if st.on_chip:
-                lo, hi = m.byte_range(ap, i)
+                r = ap.bytes
+                if r is None:
+                    r = m.byte_range(ap, i)
                 f = frontier.get(st.id)
                 if f is None:
                     f = frontier[st.id] = {}
-                f[lo, hi, engine] = row
+                f[r, engine] = row
 
     def reuse_deps(aps, i):
         # every write into a reused buffer waits for the previous occupant's last users of the
@@ -237,10 +246,13 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
         for ap in aps:
             d = first_row_deps.get(ap.storage.id)
             if d:
-                lo, hi = m.byte_range(ap, i)
-                found = d[1].get((lo, hi))
+                b = ap.bytes
+                if b is None:
+                    b = m.byte_range(ap, i)
+                found = d[1].get(b)
                 if found is None:
-                    found = d[1][lo, hi] = [r for r, a, z in d[0] if a < hi and lo < z]
+                    lo, hi = b
+                    found = d[1][b] = [r for r, a, z in d[0] if a < hi and lo < z]
                 deps.extend(found)
         return deps
 
@@ -269,14 +281,14 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
             _emit_spill(rows.b, out, k, sp, m, i, note, reuse_deps)
         try:
             if i in pieces:
-                _emit_pieces(rows, ins, m, pieces[i], note, reuse_deps)
+                row = _emit_pieces(rows, ins, m, pieces[i], note, reuse_deps)
             else:
                 writes = [m.ap(v, i) for v in ins.writes]
                 row = _emit(rows, ins, m, reuse_deps(writes, i))
                 note(row, writes + [m.ap(v, i) for v in ins.reads], i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
-        n = len(rows) - len(out.source_index)
+        n = row + 1 - len(out.source_index)
         if n > 0:
             out.source_index.extend([(k, i)] * n)
         # buffers dying at i become graveyard entries
@@ -285,7 +297,7 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
             if st is None or not st.on_chip:
                 continue
             glo, ghi = seg.addr, seg.addr + seg.size
-            users = sorted((r, lo, hi) for (lo, hi, _), r in frontier.pop(sid, {}).items())
+            users = sorted((r, lo, hi) for ((lo, hi), _), r in frontier.pop(sid, {}).items())
             if len(users) > _MAX_REGIONS:
                 users = [(r, glo, ghi) for r, _, _ in users[-_COARSE_USERS:]]
             graveyard[st.buffer].append((glo, ghi, users))
@@ -299,8 +311,10 @@ def _dma_pieces(instrs, m):
     the memory it overwrites at this granularity, so a reused buffer is refilled piece by piece
     as each piece's last readers finish, not after the last reader of the whole tile."""
     # storage id -> (los, [[dma index, lo, hi, read ranges or None]]) of the windows still open,
-    # sorted by lo. A DMA's write first closes the open windows it overlaps, so the open windows
-    # of a storage never overlap: those a range meets are a run found by bisection.
+    # sorted by lo, and the ids of the views read since they last changed (reading a view again
+    # changes nothing; free_range keeps the views, so their ids are not reused). A DMA's write
+    # first closes the open windows it overlaps, so the open windows of a storage never overlap:
+    # those a range meets are a run found by bisection.
     windows = {}
     out = {}
 
@@ -323,8 +337,9 @@ def _dma_pieces(instrs, m):
     for ins in instrs:
         for v in ins.reads:
             ws = windows.get(v.storage.id)
-            if not ws or not ws[0]:
+            if not ws or not ws[0] or id(v) in ws[2]:
                 continue
+            ws[2].add(id(v))
             a, z = m.free_range(v)
             for k in meeting(ws[0], a, z):
                 w = ws[1][k]
@@ -341,13 +356,16 @@ def _dma_pieces(instrs, m):
                 for k in reversed(hit):
                     close(ws[1][k])
                     del ws[0][k], ws[1][k]
+                if hit:
+                    ws[2].clear()
         if ins.op == "dma_copy" and _splittable(ins.writes[0], ins.reads[0]):
             lo, hi = m.free_range(ins.writes[0])
-            los, wl = windows.setdefault(ins.writes[0].storage.id, ([], []))
+            los, wl, seen = windows.setdefault(ins.writes[0].storage.id, ([], [], set()))
+            seen.clear()
             k = bisect_right(los, lo)
             los.insert(k, lo)
             wl.insert(k, [ins.index, lo, hi, set()])
-    for _, wl in windows.values():
+    for _, wl, _ in windows.values():
         for w in wl:
             close(w)
     return out
@@ -360,12 +378,14 @@ def _splittable(dst, src):
 
 
 def _emit_pieces(rows, ins, m, cols, note, reuse_deps):
-    """One dma_copy per column range, each ordered after the previous users of its own bytes."""
+    """One dma_copy per column range, each ordered after the previous users of its own bytes.
+    Returns the last one's row."""
     dst, src, i = ins.writes[0], ins.reads[0], ins.index
     for c0, c1 in cols:
         d, s = _columns(m, dst, c0, c1, i), _columns(m, src, c0, c1, i)
         row = rows.dma(d, s, ins.attrs["dge"], reuse_deps((d,), i))
         note(row, (d, s), i, ins.engine)
+    return row
 
 
 def _columns(m, v, c0, c1, index):
@@ -401,11 +421,14 @@ def _emit(rows, ins, m, deps):
     """The builder row(s) of one traced instruction: its ISA module's `build` on the arguments the
     nisa call recorded, views mapped to access patterns. Returns the last program row it
     appended."""
-    i = ins.index
-    args = {k: m.ap(v, i) if v.__class__ is NkiTensor else v for k, v in ins.attrs.items()}
     if ins.op == "dma_copy":
-        return rows.dma(deps=deps, **args)
-    return rows.compute(ins.op, args, deps)
+        return rows.dma(deps=deps, **_args(ins.attrs, m, ins.index))
+    return rows.compute(ins, m, deps)
+
+
+def _args(attrs, m, index):
+    """The nisa call's arguments, views mapped to access patterns."""
+    return {k: m.ap(v, index) if v.__class__ is NkiTensor else v for k, v in attrs.items()}
 
 
 class _Rows:
@@ -418,8 +441,8 @@ class _Rows:
     def __len__(self):
         return len(self.b)
 
-    def compute(self, op, args, deps) -> int:
-        b = self.b
+    def compute(self, ins, m, deps) -> int:
+        b, op, args = self.b, ins.op, _args(ins.attrs, m, ins.index)
         if self.records is None:
             return b.instruction(op, deps=deps, **args)
         return b.append_built(op, self.records.build(b, op, args), deps)
@@ -444,6 +467,7 @@ class _BulkRows(_Rows):
         self.first = 0              # index of the first row not handed over (set at a run's start)
         self.stationary = None      # (pattern, its tensor's writes so far) last loaded
         self.classes, self.class_of = [], {}    # distinct records the rows' columns come from
+        self.copied = {}            # id(template record) -> (class, read and write positions)
         self.table = []             # per numbered pattern: (tensor id, p0, p1, f0, f1, pst, off)
         self._clear()
 
@@ -461,7 +485,7 @@ class _BulkRows(_Rows):
             n = len(self.table)
             self.table.append((ap.tensor.id,) + ap.record())
             if ap.__class__ is _AP:
-                object.__setattr__(ap, "num", n)
+                ap.num = n
         return n
 
     def _add(self, e, deps=()) -> int:
@@ -497,23 +521,73 @@ class _BulkRows(_Rows):
         """Writes of `tensor` so far (the builder's count, plus the rows not handed over yet)."""
         return self.b._versions.get(tensor.id, 0) + self.writes.get(tensor.id, 0)
 
-    def compute(self, op, args, deps) -> int:
-        out = self.records.build(self.b, op, args)
+    def compute(self, ins, m, deps) -> int:
+        op = ins.op
+        t, aps, out = self.records.template(self.b, op, ins.attrs, m, ins.index)
+        if t is None:
+            return self._pass(op, out, lambda j, e, d: self._add(e, d), deps)
+        # copies of template t: each row's class and operand numbers come from the template's
+        nums = [a.num for a in aps]
+        if None in nums:
+            nums = [self._num(a) for a in aps]
+        emits = t[1]
+        return self._pass(op, _from_template(t, aps),
+                          lambda j, e, d: self._row(e, emits[j], nums, d), deps)
+
+    def _pass(self, op, out, add, deps) -> int:
+        """Append the records `out` of instruction `op` with add(position, record, deps), as
+        ProgramBuilder.append_built does: a TensorE pass's LoadStationary is left out when
+        nc_matmul's stationary is still loaded."""
         if not isinstance(out, (tuple, list)):
-            return self._add(out, deps)
-        reuse = _stationary_reuse(op)       # as ProgramBuilder.append_built
-        for em in out[:-1]:
+            return add(0, out, deps)
+        reuse = _reuses_stationary(op)
+        for j, em in enumerate(out[:-1]):
             if reuse:
                 ap = em.reads[0]
                 key = (ap, self._version(ap.tensor))
                 if key == self.stationary:
                     continue
                 self.stationary = key
-            self._add(em)
+            add(j, em, ())
         last = out[-1]
         if not reuse and last.engine == Engine.TENSOR:
             self.stationary = None
-        return self._add(last, deps)
+        return add(len(out) - 1, last, deps)
+
+    def _row(self, e, te, nums, deps) -> int:
+        """_add for a copy `e` of template record `te` = (record, read and write positions,
+        params' positions), its arguments numbered `nums`."""
+        hit = self.copied.get(id(te))
+        if hit is None:
+            key = (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops, None)
+            c = self.class_of.get(key)
+            if c is None:
+                c = self.class_of[key] = len(self.classes)
+                self.classes.append(e)
+            hit = self.copied[id(te)] = (c, te[1], te[2], te)    # (te: keeps its id unique)
+        c, rd, wr, _ = hit
+        if not self.rec:
+            self.first = len(self.b)
+        self.rec.append(c)
+        if deps:
+            d = deps if len(deps) == 1 else sorted(set(deps))
+            self.nx.append(len(d))
+            self.x_idx.extend(d)
+        else:
+            self.nx.append(0)
+        acc = self.acc
+        for j in rd:
+            acc.append(nums[j])
+        for j in wr:
+            acc.append(nums[j])
+        writes = self.writes
+        for a in e.writes:
+            t = a.tensor.id
+            writes[t] = writes.get(t, 0) + 1
+        self.nr.append(len(rd))
+        self.nw.append(len(wr))
+        self.emits.append(e)
+        return self.first + len(self.rec) - 1
 
     def dma(self, dst, src, dge, deps=()) -> int:
         return self._add(_dma_record(self.b, dst, src, dge), deps)
@@ -535,10 +609,13 @@ class _BulkRows(_Rows):
         self._clear()
 
 
-def _stationary_reuse(op) -> bool:
+def _reuses_stationary(op, _memo={}) -> bool:
     """Whether instruction `op` skips a LoadStationary of the pattern still loaded."""
-    from .. import isa
-    return getattr(isa.module_for(op), "REUSES_STATIONARY", False)
+    r = _memo.get(op)
+    if r is None:
+        from .. import isa
+        r = _memo[op] = getattr(isa.module_for(op), "REUSES_STATIONARY", False)
+    return r
 
 
 class _Records:
@@ -557,30 +634,45 @@ class _Records:
         self.geometries = {}
 
     def build(self, b, op, args):
-        parts, aps, first = [op], [], {}
+        t, aps, out = self.template(b, op, args)
+        return out if t is None else _from_template(t, aps)
+
+    def template(self, b, op, args, m=None, index=None):
+        """(template, the argument patterns, None) when the geometry has a template, else
+        (None, the argument patterns, the records built by the module). With `m`, `args` are
+        the traced call's, views mapped to patterns here by m (at instruction `index`)."""
+        parts, aps = [op], []
         for k, v in args.items():
-            if v.__class__ is _AP:
-                # the argument's geometry, and which argument first named the same pattern
-                g = v.geometry_id
+            c = v.__class__
+            if c is NkiTensor:
+                v = m.ap(v, index)
+                c = _AP
+            if c is _AP:
+                g = v.geometry_id           # the argument's geometry
                 if g is None:
                     g = self._geometry_id(v)
-                parts += (k, first.setdefault(id(v), len(aps)), g)
+                parts += (k, g)
                 aps.append(v)
-            elif v.__class__ is float:      # -0.0 == 0.0: the sign is part of the key
+            elif c is float:                # -0.0 == 0.0: the sign is part of the key
                 parts += (k, float, v, copysign(1.0, v))
             else:
-                parts += (k, v.__class__, v)
+                parts += (k, c, v)
+        if len(aps) > 1 and len(set(map(id, aps))) < len(aps):
+            # a pattern named twice: which argument first named each
+            parts.append(tuple([[a is x for a in aps].index(True) for x in aps]))
         key = tuple(parts)
         try:
             t = self.templates.get(key, False)
         except TypeError:           # an unhashable argument (a list, an array): build it
-            return b.build_instruction(op, **args)
+            t = None
         if t:
-            return _from_template(t, aps)
+            return t, aps, None
+        if m is not None:
+            args = _args(args, m, index)
         out = b.build_instruction(op, **args)
         if t is False:
             self.templates[key] = _template(out, aps)
-        return out
+        return None, aps, out
 
     def _geometry_id(self, ap):
         """A number per operand geometry (a key of small numbers hashes faster than the nested
@@ -588,7 +680,7 @@ class _Records:
         g = ((ap.geometry(), ap.offset, ap.tensor.byte_offset) if ap.tensor.memory == Memory.PSUM
              else ap.geometry())
         g = self.geometries.setdefault(g, len(self.geometries))
-        object.__setattr__(ap, "geometry_id", g)
+        ap.geometry_id = g
         return g
 
 
@@ -599,7 +691,7 @@ def _template(out, aps):
     for j, ap in enumerate(aps):
         pos.setdefault(id(ap), j)   # a pattern named twice: its first argument (in the key)
     emits = out if isinstance(out, (tuple, list)) else (out,)
-    t = []
+    t, groups = [], {}      # id(params dict) -> its number (nc_matmul's two records share one)
     for e in emits:
         if e.dma is not None:
             return None
@@ -612,19 +704,19 @@ def _template(out, aps):
         if any(id(v) not in pos for _, v in in_params):
             return None
         sub = tuple((k, pos[id(v)]) for k, v in in_params)
-        t.append((e, rd, wr, sub))
-    return (out.__class__ if isinstance(out, (tuple, list)) else None, t)
+        t.append((e, rd, wr, sub, groups.setdefault(id(e.params), len(groups))))
+    return (out.__class__ if isinstance(out, (tuple, list)) else None, t, len(groups))
 
 
 def _from_template(t, aps):
     """The records of a build like the template's, naming the patterns `aps`."""
-    kind, emits = t
+    kind, emits, n_params = t
     made = []
-    shared = {}         # template params dict -> its copy (nc_matmul's two records share one)
-    for e, rd, wr, sub in emits:
-        params = shared.get(id(e.params))
+    shared = [None] * n_params      # the copies of the template's params dicts
+    for e, rd, wr, sub, g in emits:
+        params = shared[g]
         if params is None:
-            params = shared[id(e.params)] = dict(e.params)
+            params = shared[g] = dict(e.params)
             for k, j in sub:
                 params[k] = aps[j]
         made.append(Emit(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles,
@@ -634,11 +726,11 @@ def _from_template(t, aps):
 
 
 def _dma_record(b, dst, src, dge):
-    """The record of a dma_copy on the next queue. The queue rotates as the builder's own does, except for
-    hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time (~600 ns
-    each [DGE]) and a core has `hwdge_units_per_core` of them (2 on Trn2, driven from SyncE and
-    ScalarE [ArchV3]), so those rotate over that many queues; spread over all 16 they would
-    generate descriptors 16 at a time. (Trn3 publishes no unit count: all queues, as before.)
+    """The record of a dma_copy on the next queue. The queue rotates as the builder's own does,
+    except for hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time
+    (~600 ns each [DGE]) and a core has `hwdge_units_per_core` of them (2 on Trn2, driven from
+    SyncE and ScalarE [ArchV3]), so those rotate over that many queues; spread over all 16 they
+    would generate descriptors 16 at a time. (Trn3 publishes no unit count: all queues, as before.)
     The cost module keeps its cost per geometry and queue: a kernel's DMAs repeat a few shapes."""
     units = b.chip.hwdge_units_per_core if dge == "hwdge" else 0
     if units:
