@@ -649,9 +649,9 @@ class ProgramBuilder:
                         return count
             if k < 2:
                 continue
-            if its[k].sig != its[k - 1].sig or not its[k].repeatable():
+            if not its[k].same(its[k - 1]) or not its[k].repeatable():
                 return k + 1                     # iterations 1.. differ: the plain loop
-            first = 0 if its[0].sig == its[1].sig else 1   # iteration 0 may differ (first loads)
+            first = 0 if its[0].same(its[1]) else 1   # iteration 0 may differ (first loads)
             t = R.find_template(its[first:], snaps[first + 1:], snaps[first], first)
             if t is not None:
                 self._write_bulk(t, k + 1, count)

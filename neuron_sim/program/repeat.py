@@ -183,18 +183,22 @@ class Template:
 
 
 class Sample:
-    """One iteration that ran, reduced for comparisons: `sig` (bytes) equal means same rows,
-    classes and operand structure; `pos` holds every position that may move (boxes, partition
-    starts, offsets, explicit deps); `trk` the tensor tracks (bytes)."""
-    __slots__ = ("seg", "sig", "pos", "trk", "nx")
+    """One iteration that ran, as views of its segments (nothing copied): `same(other)` means
+    same rows, classes and operand structure; `pos` holds every position that may move (boxes,
+    partition starts, offsets, explicit deps), `trk` the tensor tracks."""
+    __slots__ = ("seg", "sig", "pos", "trk")
 
     def __init__(self, seg: Seg):
         self.seg = seg
-        self.sig = (seg.rid.tobytes(), seg.cls.tobytes(), seg.acc_ptr.tobytes(),
-                    seg.x_ptr.tobytes(), seg.write.tobytes())
-        self.pos = np.concatenate([seg.box.reshape(-1), seg.pst, seg.off, seg.x_idx])
-        self.trk = seg.track.tobytes()
-        self.nx = seg.x_idx.shape[0]
+        self.sig = (seg.rid, seg.cls, seg.acc_ptr, seg.x_ptr, seg.write)
+        self.pos = (seg.box, seg.pst, seg.off, seg.x_idx)
+        self.trk = seg.track
+
+    def same(self, other: "Sample") -> bool:
+        return all(map(np.array_equal, self.sig, other.sig))
+
+    def same_tracks(self, other: "Sample") -> bool:
+        return np.array_equal(self.trk, other.trk)
 
     def repeatable(self) -> bool:
         return self.seg.n > 0 and bool((self.seg.cls >= 0).all())
@@ -224,26 +228,35 @@ def _stationary_step(snaps, period):
     return d
 
 
+def _steps(a: Sample, b: Sample) -> list:
+    """Per position field, b's positions minus a's."""
+    return [y - x for x, y in zip(a.pos, b.pos)]
+
+
+def _same_steps(a: Sample, b: Sample, d: list) -> bool:
+    return all(np.array_equal(y - x, s) for x, y, s in zip(a.pos, b.pos, d))
+
+
 def find_template(its: list, snaps: list, before: Snapshot, first: int):
     """A Template if the iterations `its` (Samples of iterations first, first+1, ...; at least 3,
-    with equal `sig`), which ended in `snaps` after `before`, follow one affine pattern; else
+    all the same()), which ended in `snaps` after `before`, follow one affine pattern; else
     None."""
     m = len(its)
     if m < 3 or before.mut != snaps[-1].mut or any(s.queue != before.queue for s in snaps):
         return None
     s0 = its[0].seg
     L = s0.n
-    d = its[1].pos - its[0].pos
-    d_x = d[d.shape[0] - its[0].nx:]
+    d = _steps(its[0], its[1])
+    d_x = d[3]
     if not ((d_x == 0) | (d_x == L)).all():
         return None
     spills = [before.spill] + [s.spill for s in snaps]
     d_spill = spills[1] - spills[0]
     for j in range(2, m):
-        if spills[j + 1] - spills[j] != d_spill or (its[j].pos - its[j - 1].pos - d).any():
+        if spills[j + 1] - spills[j] != d_spill or not _same_steps(its[j - 1], its[j], d):
             return None
     for p in range(1, min(PERIOD_MAX, m - 1) + 1):
-        if all(its[j].trk == its[j - p].trk for j in range(p, m)):
+        if all(its[j].same_tracks(its[j - p]) for j in range(p, m)):
             break
     else:
         return None
@@ -251,16 +264,13 @@ def find_template(its: list, snaps: list, before: Snapshot, first: int):
     if d_st is None:
         return None
     last = [s.seg for s in its[m - p:]]
-    nb = s0.box.size
-    na = s0.pst.shape[0]
     return Template(
         first=first + m - p, period=p, length=L, rid=s0.rid, cls=s0.cls,
         row_acc=np.diff(s0.acc_ptr), row_x=np.diff(s0.x_ptr), write=s0.write,
         track=np.stack([s.track for s in last]), base=np.stack([s.base for s in last]),
         box=np.stack([s.box for s in last]), pst=np.stack([s.pst for s in last]),
         off=np.stack([s.off for s in last]), x_idx=np.stack([s.x_idx for s in last]),
-        d_box=d[:nb].reshape(-1, 4), d_pst=d[nb:nb + na], d_off=d[nb + na:nb + 2 * na],
-        x_moves=(d_x != 0).astype(np.int64), d_spill=d_spill, snaps=snaps[m - p:],
+        d_box=d[0], d_pst=d[1], d_off=d[2], x_moves=(d_x != 0).astype(np.int64), d_spill=d_spill, snaps=snaps[m - p:],
         d_stationary=d_st)
 
 
@@ -290,21 +300,20 @@ def from_precedent(pre: Precedent, its: list, snaps: list):
     if keys is None:
         return None
     for a, b in zip(its, pre.its):
-        if a.sig != b.sig or a.trk != b.trk:
+        if not a.same(b) or not a.same_tracks(b):
             return None
-    d = its[w].pos - pre.its[w].pos
-    if (its[w + 1].pos - pre.its[w + 1].pos - d).any():
+    d = _steps(pre.its[w], its[w])
+    if not _same_steps(pre.its[w + 1], its[w + 1], d):
         return None
     spills, pre_spills = [s.spill for s in snaps], [s.spill for s in pre.snaps]
     for j in (w, w + 1):
         if spills[j + 1] - spills[j] != pre_spills[j + 1] - pre_spills[j]:
             return None
     t = pre.t
-    nb, na = t.box[0].size, t.pst.shape[1]
     d_spill = spills[w] - pre_spills[w]
     return dataclasses.replace(
-        t, box=t.box + d[:nb].reshape(-1, 4)[None], pst=t.pst + d[nb:nb + na][None],
-        off=t.off + d[nb + na:nb + 2 * na][None], x_idx=t.x_idx + d[nb + 2 * na:][None],
+        t, box=t.box + d[0][None], pst=t.pst + d[1][None], off=t.off + d[2][None],
+        x_idx=t.x_idx + d[3][None],
         snaps=[dataclasses.replace(s, spill=s.spill + d_spill, stationary=keys(s.stationary))
                for s in t.snaps])
 
