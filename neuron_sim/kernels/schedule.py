@@ -84,15 +84,18 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
             b = max(ii[i] + lat[i] + bl[i], ii[i] + nxt[s])
             nxt[s] = b
         bl[i] = b
+        bx = b + sem_lat
         for e in range(dep_ptr[i], dep_ptr[i + 1]):
             d = dep_idx[e]
-            x = b + sem_lat if stream[d] != s else b
-            if x > bl[d] and d < i:
-                bl[d] = x
+            if d < i:
+                x = bx if stream[d] != s else b
+                v = bl[d]
+                bl[d] = x if x > v else v       # a select, not a mispredicted branch
         for e in range(ord_ptr[i], ord_ptr[i + 1]):
             d = ord_idx[e]
-            if b > bl[d] and d < i:
-                bl[d] = b
+            if d < i:
+                v = bl[d]
+                bl[d] = b if b > v else v
     return bl
 
 
@@ -135,16 +138,15 @@ def _shares(ma, mb, a, b, n_eng, eng0, n_dma):
 
 
 @njit(cache=True, inline="always")
-def _passes_critical_dma(i, mi, s, win, W, wprio, wmask, dmas, n_dmas, head, smax, prio, n_eng,
+def _passes_critical_dma(i, p, mi, s, win, W, wprio, wmask, dmas, n_dmas, head, smax, n_eng,
                          eng0, n_dma):
-    """Whether DMA i (engines mi), issued ahead of its queue's program order, would pass an
+    """Whether DMA i (priority p, engines mi), issued ahead of its queue's program order, would pass an
     earlier DMA that is more critical and waits in its own queue's window or in another queue's
     window on a DMA engine i uses: the DMA engines are FIFO, so a DMA issued ahead of one it
     does not wait for delays that one. A window is skipped without a look at its slots when it
     holds nothing earlier than i (head: its first instruction) or nothing more critical (smax)."""
     if i == head[s]:
         return False                    # the first of its queue: it passes nothing
-    p = prio[i]
     for a in range(n_dmas):
         s2 = dmas[a]
         if head[s2] > i or smax[s2] <= p:
@@ -336,10 +338,10 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                 i = win[j]
                 r = wr[j]
                 if kind[i] == KIND_DMA:
-                    if _passes_critical_dma(i, wmask[j], s, win, W, wprio, wmask, dmas, n_dmas,
-                                            head, smax, prio, n_eng, eng0, n_dma):
+                    if _passes_critical_dma(i, wprio[j], wmask[j], s, win, W, wprio, wmask, dmas,
+                                            n_dmas, head, smax, n_eng, eng0, n_dma):
                         gmaxi[s] = max(gmaxi[s], i)
-                        gminp[s] = min(gminp[s], prio[i])
+                        gminp[s] = min(gminp[s], wprio[j])
                         continue
                     if i != head[s]:
                         _held_back_for(j, i, s, wseen, wafter, wprio, wmask, nlog, logy, logs,
@@ -443,11 +445,11 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                 s3 = dmas[a]
                 if dirty[s3] != 0:
                     continue
-                if ki == KIND_DMA and gmaxi[s3] > i and prio[i] > gminp[s3]:
+                if ki == KIND_DMA and gmaxi[s3] > i and p_old > gminp[s3]:
                     redo = True
                 elif i2 >= 0 and kind[i2] == KIND_DMA and cand[s3] != np.inf:
                     x = win[cslot[s3]]
-                    redo = x > i2 and prio[i2] > prio[x] and x != head[s3] and \
+                    redo = x > i2 and wprio[j] > wprio[cslot[s3]] and x != head[s3] and \
                         _shares(wmask[cslot[s3]], wmask[j], x, i2, n_eng, eng0, n_dma)
                 else:
                     redo = False
