@@ -78,7 +78,7 @@ def _broadcast(trace, v):
         return v
     F = v.free_size
     ones = _ones(trace, P, v.dtype)
-    bank = trace.target.psum_bank_bytes // 4
+    bank = trace.target.psum_bank_fp32_elems
     if F <= bank:
         out = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.psum, name="partition_bcast")
         nisa.nc_matmul(dst=out, stationary=ones, moving=src)

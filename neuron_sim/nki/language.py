@@ -58,13 +58,14 @@ class tile_size:
 
 def _sync_tile_size(target) -> None:
     """Called at kernel start so nl.tile_size reflects the launch target."""
-    tile_size.pmax = target.num_partitions
-    tile_size.psum_fmax = target.psum_bank_bytes // 4
-    tile_size.gemm_stationary_fmax = target.gemm_stationary_fmax
-    tile_size.gemm_moving_fmax = target.gemm_moving_fmax
-    tile_size.bn_stats_fmax = target.bn_stats_fmax
-    tile_size.psum_num_banks = target.psum_num_banks
-    tile_size.total_available_sbuf_size = target.num_partitions * target.sbuf_bytes_per_partition
+    tile_size.pmax = target.sbuf_partitions
+    tile_size.psum_fmax = target.psum_bank_fp32_elems
+    tile_size.gemm_stationary_fmax = target.matmul_stationary_fmax
+    tile_size.gemm_moving_fmax = target.matmul_moving_fmax_fp32_out
+    tile_size.bn_stats_fmax = target.bn_stats_free_elems_max
+    tile_size.psum_num_banks = target.psum_banks
+    tile_size.total_available_sbuf_size = (target.sbuf_partitions
+                                           * target.sbuf_usable_bytes_per_partition)
 
 
 _sync_tile_size(get_target(DEFAULT_TARGET))

@@ -23,7 +23,6 @@ import warnings
 
 import numpy as np
 
-from ..hardware import get_chip
 from ..program.builder import paused_gc
 from ..progress import Progress
 from . import _blas, dtypes, settings
@@ -155,7 +154,7 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
     if env_lnc and len(grid) == 1 and grid[0] in (1, 2) and int(env_lnc) != grid[0]:
         raise NkiLaunchError(f"kernel launched with LNC={grid[0]} (kernel[{grid[0]}]) but "
                              f"NEURON_LOGICAL_NC_CONFIG={env_lnc}; they must match")
-    if lnc > 1 and not get_chip(target.name).has_lnc2:
+    if lnc > 1 and not target.has_lnc2:
         raise NkiLaunchError(f"LNC={lnc} needs Trn2 or Trn3; {target.name} has no logical NeuronCores "
                              "(launch kernel[1] or pick platform_target='trn2')")
 

@@ -230,7 +230,7 @@ def plan_memory(trace: KernelTrace) -> MemoryPlan:
 
 def _plan(trace: KernelTrace, depth, liveness) -> MemoryPlan:
     t = trace.target
-    plan = MemoryPlan(capacity_bytes_per_partition={"sbuf": t.sbuf_bytes_per_partition,
+    plan = MemoryPlan(capacity_bytes_per_partition={"sbuf": t.sbuf_usable_bytes_per_partition,
                                                     "psum": t.psum_bytes_per_partition})
     for kind in ("psum", "sbuf"):
         _plan_kind(trace, plan, kind, depth, liveness)
@@ -244,7 +244,7 @@ class _Liveness:
     def __init__(self, trace):
         self.uses = {kind: _uses(trace, kind) for kind in ("psum", "sbuf")}
         self.clean = _clean_copies(trace)
-        self.over = _over_capacity(self.uses["sbuf"], trace.target.sbuf_bytes_per_partition,
+        self.over = _over_capacity(self.uses["sbuf"], trace.target.sbuf_usable_bytes_per_partition,
                                    SBUF_ALIGN_BYTES, len(trace.instrs))
 
 
@@ -265,8 +265,8 @@ def _fmt_live(live, kind, cap):
 
 def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness) -> None:
     t = trace.target
-    cap = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
-    align = SBUF_ALIGN_BYTES if kind == "sbuf" else t.psum_bank_bytes
+    cap = t.sbuf_usable_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
+    align = SBUF_ALIGN_BYTES if kind == "sbuf" else t.psum_bank_bytes_per_partition
     ring = _SitePools(_LruAllocator(cap, align), depth)
     uses = dict(liveness.uses[kind])      # a spill replaces its storage's entry (_spill)
     if not uses:
@@ -317,7 +317,7 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness)
                             f"{s2.describe()} at partition {q0}, bytes [{a2}, {a2 + z2}) while both are live "
                             f"(instructions {max(f2, i)}..{min(l2, uses[sid][-1])}); move one of them",
                             ins.loc, f"{kind} allocation")
-                bank = t.psum_bank_bytes
+                bank = t.psum_bank_bytes_per_partition
                 if kind == "psum" and (size <= bank and addr // bank != (addr + size - 1) // bank
                                        or size > bank and addr % bank):
                     raise NkiCapacityError(

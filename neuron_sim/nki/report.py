@@ -73,7 +73,7 @@ class KernelReport:
         rep.instructions_per_engine = {_name(k): v for k, v in per_eng.items()}
         rep.sbuf_peak_bytes_per_partition = max(p.peak_bytes_per_partition["sbuf"] for p in plans)
         rep.psum_peak_bytes_per_partition = max(p.peak_bytes_per_partition["psum"] for p in plans)
-        rep.sbuf_capacity_bytes_per_partition = target.sbuf_bytes_per_partition
+        rep.sbuf_capacity_bytes_per_partition = target.sbuf_usable_bytes_per_partition
         rep.psum_capacity_bytes_per_partition = target.psum_bytes_per_partition
         rep.spill_bytes = sum(p.spill_bytes for p in plans)
         # one reload per spilled tile (a clean copy of an input has no store before it)

@@ -19,7 +19,7 @@ import numpy as np
 from ..program.builder import paused_gc
 from . import broadcast, dtypes
 from .errors import NkiUninitializedReadError, NkiUninitializedReadWarning, NkiValidationError
-from .target import NkiTarget
+from ..hardware import Chip
 from .tensor import ON_CHIP, NkiTensor, Storage
 
 _PKG_DIRS: tuple[str, ...] = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
@@ -83,7 +83,7 @@ class Finding:
 
 @dataclass
 class KernelTrace:
-    target: NkiTarget
+    target: Chip
     numerics: bool = True                  # False: shapes only, for timing of large kernels
     precise_fp: bool = True                # NKI_PRECISE_FP
     on_uninitialized: str = "error"        # "error" | "warn" | "ignore"
@@ -106,7 +106,7 @@ class KernelTrace:
     vec_regs: np.ndarray = None
 
     def __post_init__(self):
-        lanes = self.target.num_partitions
+        lanes = self.target.sbuf_partitions
         if self.act_regs is None:
             self.act_regs = np.zeros(lanes, np.float32)
         if self.vec_regs is None:
@@ -120,10 +120,10 @@ class KernelTrace:
         if buffer in ON_CHIP:
             if len(shape) < 2:
                 shape = (shape[0] if shape else 1, 1)
-            if shape[0] > self.target.num_partitions:
+            if shape[0] > self.target.sbuf_partitions:
                 raise NkiValidationError(
                     f"{buffer} tensor {name or ''}{list(shape)}: partition dimension {shape[0]} exceeds "
-                    f"the {self.target.num_partitions} partitions; tile the first dimension",
+                    f"the {self.target.sbuf_partitions} partitions; tile the first dimension",
                     loc or user_loc(), "ndarray")
         if buffer == "shared_hbm" and role == "output" and self.shared is not None:
             k, self.n_shared = self.n_shared, self.n_shared + 1

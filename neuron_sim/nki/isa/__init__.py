@@ -32,7 +32,7 @@ from .matmul import nc_matmul
 
 # ---- instructions ----------------------------------------------------------------------------
 def get_nc_version():
-    return nc_version(current().target.nc_version)
+    return nc_version(current().target.neuroncore_version)
 
 
 def core_barrier(data, cores=None, engine=engine.unknown, name=None):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...hardware import get_chip
 from ...isa.common import REACH, partition_starts
 from ...program.ap import Memory
 from ...program.builder import engine_of
@@ -32,13 +31,9 @@ class _Ctx:
         self.op = op
 
     @property
-    def target(self):
-        return self.trace.target
-
-    @property
     def chip(self):
         """The core's hardware data; generation differences are its capability flags."""
-        return get_chip(self.trace.target.name)
+        return self.trace.target
 
     @property
     def numerics(self):
@@ -80,11 +75,11 @@ class _Ctx:
         if not t.on_chip:
             return
         n, p0 = t.num_partitions, t.partition_start
-        if n > self.target.num_partitions or p0 + n > self.target.num_partitions:
+        if n > self.chip.sbuf_partitions or p0 + n > self.chip.sbuf_partitions:
             self.fail(f"operand {operand!r} spans partitions [{p0}, {p0 + n}); the core has "
-                      f"{self.target.num_partitions} partitions (tile the partition dimension to "
-                      f"<= {self.target.num_partitions})")
-        parts = self.target.num_partitions
+                      f"{self.chip.sbuf_partitions} partitions (tile the partition dimension to "
+                      f"<= {self.chip.sbuf_partitions})")
+        parts = self.chip.sbuf_partitions
         allowed = partition_starts(n, parts)
         if p0 not in allowed:
             quadrant, half = parts // 4, parts // 2

@@ -21,7 +21,7 @@ def _mm_checks(ctx, dst, stationary, moving, rows=1):
     ctx.onchip(stationary, "stationary", ("sbuf",))
     ctx.onchip(moving, "moving", ("sbuf",))
     ctx.onchip(dst, "dst", ("psum",))
-    t = ctx.target
+    t = ctx.chip
     if rows == 2:
         for nm, x in (("stationary", stationary), ("moving", moving)):
             if x.ndim < 3 or x.shape[1] != 2:
@@ -33,14 +33,14 @@ def _mm_checks(ctx, dst, stationary, moving, rows=1):
     K2, N = moving.num_partitions, moving.free_size // rows
     if K != K2:
         ctx.fail(f"stationary and moving must have the same partition (contraction) size: {K} vs {K2}")
-    if M > t.gemm_stationary_fmax:
-        ctx.fail(f"stationary free size {M} exceeds the {t.gemm_stationary_fmax} columns of the PE array "
+    if M > t.matmul_stationary_fmax:
+        ctx.fail(f"stationary free size {M} exceeds the {t.matmul_stationary_fmax} columns of the PE array "
                  "(nl.tile_size.gemm_stationary_fmax); tile M")
     out_bf16 = dtypes.normalize(dst.dtype) == dtypes.bfloat16
-    nmax = t.gemm_moving_fmax_bf16 if out_bf16 else t.gemm_moving_fmax
+    nmax = t.matmul_moving_fmax_bf16_out if out_bf16 else t.matmul_moving_fmax_fp32_out
     if N > nmax:
         ctx.fail(f"moving free size {N} exceeds {nmax} (nl.tile_size.gemm_moving_fmax: one PSUM bank of "
-                 f"{t.psum_bank_bytes // 4} float32 per partition); tile N")
+                 f"{t.psum_bank_fp32_elems} float32 per partition); tile N")
     if dst.num_partitions != M or dst.free_size != N:
         ctx.fail(f"dst must be [{M}, {N}] (stationary free x moving free), got {list(dst.shape)}")
     fp32 = [dtypes.normalize(x.dtype) in (dtypes.float32, dtypes.tfloat32) for x in (stationary, moving)]
