@@ -15,7 +15,7 @@ from math import ceil
 
 from ..engines import ENGINE_NAMES, Engine, Kind
 from ..errors import FreeSizeError, MemoryAccessError, PartitionError
-from ..numerics.formats import SIXTEEN_BIT_FLOATS, itemsize
+from ..numerics.formats import SIXTEEN_BIT_FLOATS
 from ..program.ap import AccessPattern, Memory
 
 
@@ -213,10 +213,6 @@ def check_scalar_operand(instr, name, operand, data: AccessPattern, engine, chip
         raise FreeSizeError(instr, name, f"a scalar or shape [{data.p_size}, 1]",
                             list(operand.shape), chip.name)
     return True
-
-
-def nbytes_per_elem(ap: AccessPattern) -> float:
-    return itemsize(ap.dtype)
 
 
 def make(name, engine, ii, lat, reads, writes, params=None, kind=Kind.GENERIC, flops=0.0,

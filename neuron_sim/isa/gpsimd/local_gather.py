@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ..common import access_latency, check_engine_operand, make, nbytes_per_elem
+from ...numerics.formats import itemsize
+from ..common import access_latency, check_engine_operand, make
 
 NAME = "local_gather"
 
@@ -17,7 +18,7 @@ def build(chip, dst, src, index):
     for nm, ap in (("dst", dst), ("src", src), ("index", index)):
         check_engine_operand(NAME, nm, ap, Engine.GPSIMD, chip)
     e = 1
-    c_div = ((28 + 4 * e) / (4 * e)) / min(4 / nbytes_per_elem(src), e)
+    c_div = ((28 + 4 * e) / (4 * e)) / min(4 / itemsize(src.dtype), e)
     cycles = chip.gpsimd_start_cycles + index.free_size * e / c_div
     return make(NAME, Engine.GPSIMD, cycles, access_latency(chip, 3), (src, index), (dst,))
 
