@@ -182,6 +182,16 @@ class Template:
     d_stationary: tuple     # (partition start, offset) step of the stationary key
 
 
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """np.array_equal for the int64 arrays here, without its per-call overhead (most are a few
+    values; a loop samples hundreds of iterations)."""
+    if a.shape != b.shape:
+        return False
+    if a.size <= 4096:
+        return a.tobytes() == b.tobytes()
+    return bool((a == b).all())
+
+
 class Sample:
     """One iteration that ran, as views of its segments (nothing copied): `same(other)` means
     same rows, classes and operand structure; `pos` holds every position that may move (boxes,
@@ -195,10 +205,10 @@ class Sample:
         self.trk = seg.track
 
     def same(self, other: "Sample") -> bool:
-        return all(map(np.array_equal, self.sig, other.sig))
+        return all(map(_equal, self.sig, other.sig))
 
     def same_tracks(self, other: "Sample") -> bool:
-        return np.array_equal(self.trk, other.trk)
+        return _equal(self.trk, other.trk)
 
     def repeatable(self) -> bool:
         return self.seg.n > 0 and bool((self.seg.cls >= 0).all())
@@ -234,7 +244,7 @@ def _steps(a: Sample, b: Sample) -> list:
 
 
 def _same_steps(a: Sample, b: Sample, d: list) -> bool:
-    return all(np.array_equal(y - x, s) for x, y, s in zip(a.pos, b.pos, d))
+    return all(_equal(y - x, s) for x, y, s in zip(a.pos, b.pos, d))
 
 
 def find_template(its: list, snaps: list, before: Snapshot, first: int):
@@ -346,8 +356,8 @@ def _shifted_keys(pre: Precedent, snaps: list):
 
 def synthesize(t: Template, start: int, stop: int, out: Segments) -> int:
     """Write iterations start .. stop-1 of the loop `t` describes into `out`, as one segment;
-    returns its rows. Each phase's iterations (every period-th) are its sample shifted by the
-    steps, computed in place."""
+    returns its rows. Iteration k is the sample of its phase shifted by the steps, computed in
+    place."""
     K, L = stop - start, t.length
     nx, na = t.x_idx.shape[1], t.track.shape[1]
     r, x, a = out.reserve(K * L, K * nx, K * na)
@@ -362,20 +372,19 @@ def synthesize(t: Template, start: int, stop: int, out: Segments) -> int:
     base, track = out.base[rows].reshape(K, L), out.track[accs].reshape(K, na)
     x_idx, box = out.x_idx[xs].reshape(K, nx), out.box[accs].reshape(K, na, 4)
     pst, off = out.pst[accs].reshape(K, na), out.off[accs].reshape(K, na)
-    for q in range(min(t.period, K)):
-        k0 = start + q
-        j = (k0 - t.first) % t.period               # phase: which sample to shift
-        sh = np.arange(k0 - t.first - j, stop - t.first - j, t.period, dtype=np.int64)
-        it = slice(q, K, t.period)                  # this phase's iterations
-        base[it] = t.base[j]
-        track[it] = t.track[j]
-        np.multiply((sh * L)[:, None], t.x_moves[None], out=x_idx[it])
-        x_idx[it] += t.x_idx[j]
-        np.multiply(sh[:, None, None], t.d_box[None], out=box[it])
-        box[it] += t.box[j]
-        for dst, step, sample in ((pst, t.d_pst, t.pst[j]), (off, t.d_off, t.off[j])):
-            np.multiply(sh[:, None], step[None], out=dst[it])
-            dst[it] += sample
+    ks = np.arange(start, stop, dtype=np.int64)
+    j = (ks - t.first) % t.period                   # phase: which sample to shift
+    sh = ks - t.first - j                           # iterations from that sample
+    # each iteration's sample (one sample broadcast over all when the period is 1)
+    pick = (lambda a: a[:1]) if t.period == 1 else (lambda a: a[j])
+    base[:], track[:] = pick(t.base), pick(t.track)
+    np.multiply((sh * L)[:, None], t.x_moves[None], out=x_idx)
+    x_idx += pick(t.x_idx)
+    np.multiply(sh[:, None, None], t.d_box[None], out=box)
+    box += pick(t.box)
+    for dst, step, sample in ((pst, t.d_pst, t.pst), (off, t.d_off, t.off)):
+        np.multiply(sh[:, None], step[None], out=dst)
+        dst += pick(sample)
     out.advance(K * L, K * nx, K * na, True)
     return K * L
 
