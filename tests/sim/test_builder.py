@@ -321,3 +321,34 @@ def test_repeat_start_runs_the_iterations_from_start():
     assert [e.writes[0].offset for e in prog.emits[18:]] == [48 * 8, 49 * 8]
     with pytest.raises(IndexError, match="instruction 20 out of range for a program of 20"):
         prog.emits[20]
+
+
+def test_segments_views_equal_the_appended_segments_across_growths():
+    """repeat.Segments keeps the segments end to end; a run of them is one Seg of views with
+    local CSR pointers, still valid after the columns grew past it."""
+    rng = np.random.default_rng(0)
+
+    def seg(n):
+        nx, na = rng.integers(0, 3, n), rng.integers(1, 4, n)
+        ints = lambda k: rng.integers(0, 1 << 40, k)
+        return R.Seg(ints(n), np.r_[0, np.cumsum(nx)], ints(nx.sum()), np.r_[0, np.cumsum(na)],
+                     ints(na.sum()), rng.integers(0, 2, na.sum()), ints((na.sum(), 4)),
+                     ints(na.sum()), ints(na.sum()), ints(n), ints(n))
+
+    store, segs, views = R.Segments(), [], []
+    for n in [3, 700, 1, 5000, 40, 20000]:           # past the first capacity, twice
+        segs.append(seg(n))
+        store.append(segs[-1])
+        views.append(store[len(segs) - 2:len(segs)])  # the last two, made before later growths
+    for k, s in enumerate(segs):
+        one = store[k:k + 1]
+        for f in ("rid", "x_ptr", "x_idx", "acc_ptr", "track", "write", "box", "pst", "off",
+                  "base", "cls"):
+            np.testing.assert_array_equal(getattr(one, f), getattr(s, f), err_msg=f)
+    for k, v in enumerate(views):
+        pair = segs[max(k - 1, 0):k + 1]
+        np.testing.assert_array_equal(v.rid, np.concatenate([s.rid for s in pair]))
+        np.testing.assert_array_equal(v.box, np.concatenate([s.box for s in pair]))
+        assert v.acc_ptr[0] == 0 and v.acc_ptr[-1] == v.track.shape[0]
+        assert v.x_ptr[0] == 0 and v.x_ptr[-1] == v.x_idx.shape[0]
+    assert len(store) == len(segs) and store[:].n == sum(s.n for s in segs)
