@@ -641,8 +641,8 @@ class _Records:
         """(template, the argument patterns, None) when the geometry has a template, else
         (None, the argument patterns, the records built by the module). With `m`, `args` are
         the traced call's, views mapped to patterns here by m (at instruction `index`)."""
-        parts, aps = [op], []
-        for k, v in args.items():
+        parts, aps = [], []
+        for v in args.values():
             c = v.__class__
             if c is NkiTensor:
                 v = m.ap(v, index)
@@ -651,16 +651,16 @@ class _Records:
                 g = v.geometry_id           # the argument's geometry
                 if g is None:
                     g = self._geometry_id(v)
-                parts += (k, g)
+                parts.append(g)
                 aps.append(v)
             elif c is float:                # -0.0 == 0.0: the sign is part of the key
-                parts += (k, float, v, copysign(1.0, v))
+                parts.append((v, copysign(1.0, v)))
             else:
-                parts += (k, c, v)
+                parts.append((c, v))
         if len(aps) > 1 and len(set(map(id, aps))) < len(aps):
             # a pattern named twice: which argument first named each
             parts.append(tuple([[a is x for a in aps].index(True) for x in aps]))
-        key = tuple(parts)
+        key = (op, tuple(args), tuple(parts))
         try:
             t = self.templates.get(key, False)
         except TypeError:           # an unhashable argument (a list, an array): build it
