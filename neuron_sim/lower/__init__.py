@@ -1,7 +1,7 @@
 """neuron_sim.lower: ATen ops (names + shapes, no torch) to ISA programs, timed and cached.
 See README.md for the API; rules live in rules/, one file per op family."""
 
-from .api import ENGINES, Timing, lower_op, lower_sequence, warm_up
+from .api import ENGINES, Timing, is_elementwise, lower_op, lower_sequence, warm_up
 from .assumptions import AEE_MAX_OPS, PCIE_BYTES_PER_S
 from .cache import ProgramCache
 from .estimate import estimate
@@ -11,5 +11,5 @@ from . import rules  # noqa: F401  (registers every op family)
 
 __all__ = ["AEE_MAX_OPS", "ENGINES", "LoweringError", "OpSpec",
            "PCIE_BYTES_PER_S", "ProgramCache", "RULES", "TensorSpec", "Timing", "device_dtype",
-           "estimate", "has_rule", "lower_op", "lower_sequence", "lowers", "normalize_name",
-           "rule_for", "warm_up"]
+           "estimate", "has_rule", "is_elementwise", "lower_op", "lower_sequence", "lowers",
+           "normalize_name", "rule_for", "warm_up"]

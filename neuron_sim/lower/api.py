@@ -346,9 +346,15 @@ def _concatenated(fused, alone, chip, lnc, live):
 _SLICE_START, _SLICE_MAX = 8, 1 << 14
 
 
+def is_elementwise(name: str) -> bool:
+    """Whether the rule of op `name` does the same work per element wherever it sits (so a
+    broadcast operand is read chunk by chunk, and a run of such ops can be fused as a loop)."""
+    rule = rule_for(name)
+    return rule is not None and rule.__name__ in _ELEMENTWISE_RULES
+
+
 def _sliceable(op: OpSpec) -> bool:
-    rule = rule_for(op.name)
-    if rule is None or rule.__name__ not in _ELEMENTWISE_RULES or op.op == "aten::addr":
+    if not is_elementwise(op.name) or op.op == "aten::addr":
         return False
     tensors = list(op.inputs) + list(op.outputs)
     return bool(tensors) and all(t.is_contiguous for t in tensors)

@@ -1,6 +1,7 @@
 """backend="neuron": resolution, AOT forward/backward graphs, numerics equal eager, one
 charged launch per graph, simulated compile time reported apart from run time."""
 
+import pytest
 import torch
 from torch._dynamo.backends.registry import lookup_backend
 
@@ -141,3 +142,30 @@ def test_intermediates_that_do_not_fit_in_sbuf_spill():
     y = torch.compile(chain, backend="neuron")(x)
     torch.testing.assert_close(y.cpu(), chain(x).cpu())
     assert ndb.get_dynamo_metrics()[0].spills == 0
+
+
+def test_a_constant_fill_read_by_element_wise_ops_is_folded():
+    """A compiler folds a broadcast constant into its readers. Compiled AdamW's lerp is
+    addcmul(m, g - m, full_like(p, 1 - beta1)) over every parameter: the fills cost what
+    one-element operands cost (no parameter-sized fill written, spilled and re-read by the fused
+    loop), while a fill the graph returns is written out."""
+    shapes = [(1024, 1024), (1024,), (512, 2048), (2048,)] * 4
+    m, d = ([torch.randn(s, device="neuron") for s in shapes] for _ in range(2))
+    ones = [torch.tensor(0.1, device="neuron") for _ in shapes]
+
+    def graph_of(fn, *args):
+        ndb.reset_dynamo_metrics()
+        torch._dynamo.reset()
+        out = torch.compile(fn, backend="neuron")(*args)
+        return ndb.get_dynamo_metrics()[0], out
+    folded, out = graph_of(lambda m, d: torch._foreach_addcmul(
+        m, d, [torch.full_like(t, 0.1) for t in m]), m, d)
+    for o, a, b in zip(out, m, d):
+        torch.testing.assert_close(o.cpu(), a.cpu() + b.cpu() * 0.1)
+    scalars, _ = graph_of(lambda m, d, s: torch._foreach_addcmul(m, d, s), m, d, ones)
+    assert folded.dma_bytes == pytest.approx(scalars.dma_bytes, rel=1e-3)
+    assert folded.sim_run_ns == pytest.approx(scalars.sim_run_ns, rel=0.02)
+    assert folded.spill_bytes <= scalars.spill_bytes + 1024
+    x = torch.randn(2048, 2048, device="neuron")
+    kept, _ = graph_of(lambda x: (x * torch.full_like(x, 0.1), torch.full_like(x, 0.1)), x)
+    assert kept.dma_bytes == pytest.approx(3 * 2048 * 2048 * 4, rel=1e-3)

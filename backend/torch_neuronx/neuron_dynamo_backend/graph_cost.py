@@ -85,25 +85,53 @@ def _is_writeback(node) -> bool:
             and isinstance(src, torch.fx.Node) and src.op == "call_function")
 
 
+# ops whose result is one value everywhere (a broadcast constant, given its shape)
+_FILLS = frozenset(f"aten::{n}" for n in ("full", "full_like", "zeros", "zeros_like", "ones",
+                                          "ones_like", "new_full", "new_zeros", "new_ones",
+                                          "fill"))
+
+
+def _folded_fills(gm: torch.fx.GraphModule, lower) -> set:
+    """Constant fills that only element-wise ops read (no graph output, no write-back): a
+    compiler never materialises such a broadcast constant, it folds the value into each reader
+    (an immediate or a broadcast scalar operand). The compiled AdamW step's lerp decomposes into
+    addcmul(m, g - m, full_like(p, 1 - beta1)): 77 parameter-sized fills, written, spilled and
+    re-read in the 20M GPT's optimizer graph."""
+    def aten(node):
+        return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+
+    return {node.name for node in gm.graph.nodes
+            if aten(node) and lower.normalize_name(node.target.name()) in _FILLS and node.users
+            and all(aten(u) and not _is_writeback(u) and lower.is_elementwise(u.target.name())
+                    for u in node.users)}
+
+
 def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
     """(OpSpecs in execution order, ids of the graph outputs). Every value has its own
     identity, views included: a consumer of a view of an intermediate reads it from HBM.
     (Giving contiguous reshapes their input's identity was tried twice: the GPT forward graph
     timed 24-27% slower, the resident intermediates serialising their consumers, so views stay
     conservative.) Write-backs of in-place results into graph inputs are stores of those
-    results, not copies (`_is_writeback`)."""
+    results, not copies (`_is_writeback`). A constant fill read only by element-wise ops is a
+    one-element value its readers broadcast (`_folded_fills`)."""
+    folded = _folded_fills(gm, lower)
+
     def ident(node, pos=0):
         if node.target is operator.getitem:
             node, pos = node.args
         return (node.name, pos)
 
+    def spec(node, val, pos=0, **kw):
+        if node.name in folded:          # the fill's value, broadcast by its readers
+            return lower.TensorSpec((), _dtype_name(val.dtype), (), id=ident(node, pos), **kw)
+        return lower.TensorSpec(tuple(int(x) for x in val.shape), _dtype_name(val.dtype),
+                                tuple(int(x) for x in val.stride()), id=ident(node, pos), **kw)
+
     def convert(a):
         if isinstance(a, torch.fx.Node):
             val = a.meta.get("val")
             if isinstance(val, torch.Tensor):
-                return lower.TensorSpec(tuple(int(x) for x in val.shape), _dtype_name(val.dtype),
-                                        tuple(int(x) for x in val.stride()), id=ident(a),
-                                        on_device=val.device.type != "cpu" or val.dim() > 0)
+                return spec(a, val, on_device=val.device.type != "cpu" or val.dim() > 0)
             if isinstance(val, (torch.SymInt, int, float, bool)):
                 return int(val) if isinstance(val, torch.SymInt) else val
             return None
@@ -128,9 +156,8 @@ def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
             vals = [val] if isinstance(val, torch.Tensor) else (
                 list(val) if isinstance(val, (tuple, list)) else [])
             name = node.target.name()
-            outs = tuple(lower.TensorSpec(tuple(int(x) for x in v.shape), _dtype_name(v.dtype),
-                                          tuple(int(x) for x in v.stride()), id=ident(node, i))
-                         for i, v in enumerate(vals) if isinstance(v, torch.Tensor))
+            outs = tuple(spec(node, v, i) for i, v in enumerate(vals)
+                         if isinstance(v, torch.Tensor))
             ops.append(lower.OpSpec(name, tuple(convert(a) for a in node.args), outs,
                                     {k: convert(v) for k, v in node.kwargs.items()}))
         elif node.op == "output":
