@@ -665,10 +665,13 @@ class ProgramBuilder:
         return count
 
     def _write_bulk(self, t, start, stop) -> None:
-        a = self._segs.na
         self._flushed += R.synthesize(t, start, stop, self._segs)
-        track, write = self._segs.track[a:self._segs.na], self._segs.write[a:self._segs.na]
-        written = np.bincount(track[write == 1], minlength=len(self._track_tid))
+        # writes per track: each phase's sample times the iterations of that phase
+        per_phase = np.bincount((start - t.first + np.arange(stop - start)) % t.period,
+                                minlength=t.period)
+        writes = t.write == 1
+        written = sum(k * np.bincount(t.track[j][writes], minlength=len(self._track_tid))
+                      for j, k in enumerate(per_phase.tolist()) if k)
         for track in np.flatnonzero(written):
             tid = self._track_tid[track]
             self._versions[tid] = self._versions.get(tid, 0) + int(written[track])
