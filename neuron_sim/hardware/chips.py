@@ -95,6 +95,9 @@ class Chip:
     max8_free_elems_min: int
     max8_free_elems_max: int
     sbuf_stride_penalty_threshold_bytes: int  # innermost stride above it halves the bandwidth
+    vector_transpose_block_max: int          # VectorE nc_transpose: P and F at most this
+    act_read_accumulator_cycles: int         # ScalarE reading out its accumulator
+    gpsimd_cores: int
     # capabilities (derived from which data exist)
     has_fp8_double_row: bool
     has_mx_matmul: bool
@@ -119,6 +122,11 @@ class Chip:
         """FP32 elements one PSUM bank holds per partition (512 on every generation): the
         moving tile a matmul accumulates into without crossing banks [Tile]."""
         return self.psum_bank_bytes_per_partition // 4
+
+    @property
+    def gpsimd_partitions_per_core(self) -> int:
+        """Partitions one GpSimd core serves (16: 128 partitions over 8 cores) [ArchV2]."""
+        return self.sbuf_partitions // self.gpsimd_cores
 
     @property
     def hbm_stack_bytes_per_s(self) -> float:
@@ -165,10 +173,12 @@ _SHEET = ("neuroncore_version", "hbm_stacks", "tensor_clock_hz", "vector_clock_h
           "scalar_clock_hz", "gpsimd_clock_hz", "pe_rows", "pe_cols", "matmul_partition_max",
           "matmul_stationary_fmax", "sbuf_partitions", "sbuf_bytes_per_partition",
           "sbuf_usable_bytes_per_partition", "psum_bytes_per_partition", "psum_banks",
-          "psum_bank_bytes_per_partition", "dma_engines_per_core", "dma_queues_per_engine")
+          "psum_bank_bytes_per_partition", "dma_engines_per_core", "dma_queues_per_engine",
+          "gpsimd_cores")
 _COST_MODEL = ("min_ii_cycles", "fp32_matmul_cost_multiplier", "gpsimd_start_cycles",
                "sbuf_free_elems_max", "psum_free_elems_max", "bn_stats_free_elems_max",
-               "max8_free_elems_min", "max8_free_elems_max", "sbuf_stride_penalty_threshold_bytes")
+               "max8_free_elems_min", "max8_free_elems_max", "sbuf_stride_penalty_threshold_bytes",
+               "vector_transpose_block_max", "act_read_accumulator_cycles")
 
 
 def _load(name: str) -> Chip:

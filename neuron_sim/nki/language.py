@@ -381,7 +381,7 @@ def copy(x, dtype=None, **kw):
 def transpose(x, dtype=None, **kw):
     x = _on_sbuf(x)
     P, F = x.num_partitions, x.free_size
-    if P <= 32 and F <= 32:
+    if max(P, F) <= current().target.vector_transpose_block_max:     # one reshape bank
         out = ndarray((F, P), x.dtype, buffer=sbuf)
         _isa.nc_transpose(dst=out, data=x, engine=_isa.engine.vector)
         return out

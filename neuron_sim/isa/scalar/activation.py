@@ -80,7 +80,7 @@ def build(chip, dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=
     if reduce_res is not None:
         check_scalar_operand("activation_reduce", "reduce_res", reduce_res, data, Engine.SCALAR, chip)
         writes.append(reduce_res)
-        c += 64  # ActReadAccumulator [ISAcost]
+        c += chip.act_read_accumulator_cycles  # ActReadAccumulator [ArchV2]
         instr = "activation_reduce"
     return make(instr, Engine.SCALAR, c, access_latency(chip, len(reads) + len(writes)), reads,
                 writes, {"op": name, "bias": bias, "scale": scale,

@@ -15,13 +15,12 @@ from ...program.ap import Memory
 from ..common import access_latency, check_engine_operand, check_memory, check_partitions, make
 
 NAME = "nc_transpose"
-VECTOR_BLOCK = 32       # VectorE transposes within one 32-partition reshape bank [ArchV2]
 ENGINES = (Engine.TENSOR, Engine.VECTOR)
 
 
-def default_engine(data, **_):
+def default_engine(chip, data, **_):
     """The compiler's choice: VectorE for a tile within one reshape bank, else TensorE."""
-    small = data.p_size <= VECTOR_BLOCK and data.free_size <= VECTOR_BLOCK
+    small = max(data.p_size, data.free_size) <= chip.vector_transpose_block_max
     return Engine.VECTOR if small else Engine.TENSOR
 
 
@@ -49,10 +48,10 @@ def build(chip, dst, data, engine=Engine.TENSOR):
                   chip.tensor_mm_latency_extra_cycles, (src,), (dst,), {},
                   kind=Kind.MULTIPLY_MOVING, flops=2.0 * p * f * p)
         return [ls, mm]
-    if p > VECTOR_BLOCK or f > VECTOR_BLOCK:
-        raise FreeSizeError(NAME, "src", f"P <= {VECTOR_BLOCK} and F <= {VECTOR_BLOCK} on VectorE (one "
-                            "reshape bank)",
-                            [p, f], chip.name, "use engine='tensor' for larger tiles")
+    block = chip.vector_transpose_block_max     # one reshape bank
+    if p > block or f > block:
+        raise FreeSizeError(NAME, "src", f"P <= {block} and F <= {block} on VectorE (one reshape "
+                            "bank)", [p, f], chip.name, "use engine='tensor' for larger tiles")
     check_engine_operand(NAME, "src", src, engine, chip)
     check_engine_operand(NAME, "dst", dst, engine, chip)
     return [make(NAME, engine, max(chip.min_ii_cycles, f), access_latency(chip, 2), (src,),

@@ -37,7 +37,7 @@ ENGINES = (Engine.VECTOR, Engine.GPSIMD)
 SAME_SHAPE = ("dst", "data1", "data2")
 
 
-def default_engine(dst, data1, data2, op, **_):
+def default_engine(chip, dst, data1, data2, op, **_):
     """The compiler's choice when a kernel leaves the engine open: GpSimd for pow and for
     int32/uint32 operands (exact integer arithmetic), unless one is in PSUM (GpSimd has no PSUM
     port); else VectorE."""

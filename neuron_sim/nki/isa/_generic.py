@@ -150,7 +150,7 @@ def _engine(ctx, mod, default, names, given, operands):
     words)."""
     if getattr(given["engine"], "value", given["engine"]) in (None, "unknown") \
             and hasattr(mod, "default_engine"):
-        default = mod.default_engine(**operands)
+        default = mod.default_engine(ctx.chip, **operands)
     tensors = [(k, v) for k, v in given.items() if isinstance(v, NkiTensor)]
     return engine_of(ctx.engine(given["engine"], _NAMES[Engine(default)], names, tensors))
 
