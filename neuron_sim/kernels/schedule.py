@@ -32,8 +32,13 @@ Book-keeping that cannot change results: a window slot keeps its place until its
 issues (ties go by instruction index, which is program order within a stream); a slot whose
 dependency scan stopped at an instruction not yet done is linked into that instruction's waiter
 list and looked at again only when it completes; each stream's best candidate is kept until
-something it depends on changes. The loop runs without numba's reference counting (_nrt=False:
-it allocates nothing), which otherwise costs four atomic operations per issued instruction."""
+something it depends on changes. The DMA gates read per-queue summaries (the window's first
+instruction and highest waiting priority) and per-slot copies of each DMA's priority and engine
+set (bits), and re-evaluate a held-back queue only when the issued DMA could have held back one
+of its slots; the order edges are read from a log of the issued DMAs, from its end, when a slot
+is looked at, issues or becomes its queue's first (not stamped on every window at each DMA
+issue). The loop runs without numba's reference counting (_nrt=False: it allocates nothing),
+which otherwise costs four atomic operations per issued instruction."""
 
 from __future__ import annotations
 
@@ -140,11 +145,12 @@ def _shares(ma, mb, a, b, n_eng, eng0, n_dma):
 @njit(cache=True, inline="always")
 def _passes_critical_dma(i, p, mi, s, win, W, wprio, wmask, dmas, n_dmas, head, smax, n_eng,
                          eng0, n_dma):
-    """Whether DMA i (priority p, engines mi), issued ahead of its queue's program order, would pass an
-    earlier DMA that is more critical and waits in its own queue's window or in another queue's
-    window on a DMA engine i uses: the DMA engines are FIFO, so a DMA issued ahead of one it
-    does not wait for delays that one. A window is skipped without a look at its slots when it
-    holds nothing earlier than i (head: its first instruction) or nothing more critical (smax)."""
+    """Whether DMA i (priority p, engines mi), issued ahead of its queue's program order, would
+    pass an earlier DMA that is more critical and waits in its own queue's window or in another
+    queue's window on a DMA engine i uses: the DMA engines are FIFO, so a DMA issued ahead of
+    one it does not wait for delays that one. A window is skipped without a look at its slots
+    when it holds nothing earlier than i (head: its first instruction) or nothing more critical
+    (smax)."""
     if i == head[s]:
         return False                    # the first of its queue: it passes nothing
     for a in range(n_dmas):
