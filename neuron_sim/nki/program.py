@@ -19,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from math import copysign
+from operator import itemgetter
 
 import numpy as np
 
@@ -201,28 +202,27 @@ def build_programs(traces, plans, lnc=1, records=True, bulk=True):
 # tile read element by element does not give every later write thousands of dependencies.
 _MAX_REGIONS = 64
 _COARSE_USERS = 8
+_NO_EVENTS = ((), (), ())
 
 
 def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
     """The rows of trace `tr` (program instance k), appended through `rows` (_Rows/_BulkRows)."""
     m = _Mapper(plan)
     out.tensors = m.tensors
-    spills = {}
-    for before, sp in plan.spills:
-        spills.setdefault(before, []).append(sp)
     graveyard = {"sbuf": [], "psum": []}       # (lo, hi, [(row, lo, hi)]) of dead buffers
     frontier = {}                               # storage id -> {((lo, hi), engine): last row}
     first_row_deps = {}                         # storage id -> ([(row, lo, hi)] its bytes' previous
                                                 #   users, {(lo, hi): those a write there waits for})
-    seg_start = {}
-    # when each storage's segment starts, collect the frontier of dead buffers it overlaps
+    # instruction index -> ([(storage id, segment)] starting there, [spills] before it,
+    # [(storage id, segment)] ending there): when a storage's segment starts, it collects the
+    # frontier of the dead buffers it overlaps
+    events = {}
     for sid, segs in plan.segments.items():
         for s in segs:
-            seg_start.setdefault(s.start, []).append((sid, s))
-    ends = {}
-    for sid, segs in plan.segments.items():
-        for s in segs:
-            ends.setdefault(s.end, []).append((sid, s))
+            events.setdefault(s.start, ([], [], []))[0].append((sid, s))
+            events.setdefault(s.end, ([], [], []))[2].append((sid, s))
+    for before, sp in plan.spills:
+        events.setdefault(before, ([], [], []))[1].append(sp)
     storages = {st.id: st for st in tr.storages}
     pieces = _dma_pieces(tr.instrs, m)
 
@@ -258,8 +258,9 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
 
     for ins in tr.instrs:
         i = ins.index
+        starts, spills, ends = events.get(i, _NO_EVENTS)
         # buffers coming alive at i inherit the last users of the bytes they reuse
-        for sid, seg in seg_start.get(i, ()):
+        for sid, seg in starts:
             st = storages.get(sid)
             if st is None:
                 continue
@@ -276,7 +277,7 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
                     keep.append((glo, ghi, users))
             graveyard[st.buffer] = keep
             first_row_deps[sid] = (deps, {}) if deps else None
-        for sp in spills.get(i, ()):
+        for sp in spills:
             rows.flush()
             _emit_spill(rows.b, out, k, sp, m, i, note, reuse_deps)
         try:
@@ -292,7 +293,7 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
         if n > 0:
             out.source_index.extend([(k, i)] * n)
         # buffers dying at i become graveyard entries
-        for sid, seg in ends.get(i, ()):
+        for sid, seg in ends:
             st = storages.get(sid)
             if st is None or not st.on_chip:
                 continue
@@ -564,8 +565,11 @@ class _BulkRows(_Rows):
             if c is None:
                 c = self.class_of[key] = len(self.classes)
                 self.classes.append(e)
-            hit = self.copied[id(te)] = (c, te[1], te[2], te)    # (te: keeps its id unique)
-        c, rd, wr, _ = hit
+            # take(nums): the numbers of its reads, then writes (te is kept: its id stays unique)
+            ops = te[1] + te[2]
+            take = itemgetter(*ops) if len(ops) > 1 else lambda n, j=ops: [n[x] for x in j]
+            hit = self.copied[id(te)] = (c, len(te[1]), len(te[2]), take, te)
+        c, nr, nw, take, _ = hit
         if not self.rec:
             self.first = len(self.b)
         self.rec.append(c)
@@ -575,17 +579,13 @@ class _BulkRows(_Rows):
             self.x_idx.extend(d)
         else:
             self.nx.append(0)
-        acc = self.acc
-        for j in rd:
-            acc.append(nums[j])
-        for j in wr:
-            acc.append(nums[j])
+        self.acc.extend(take(nums))
         writes = self.writes
         for a in e.writes:
             t = a.tensor.id
             writes[t] = writes.get(t, 0) + 1
-        self.nr.append(len(rd))
-        self.nw.append(len(wr))
+        self.nr.append(nr)
+        self.nw.append(nw)
         self.emits.append(e)
         return self.first + len(self.rec) - 1
 

@@ -173,6 +173,28 @@ def aliased_operands(x):
     return out
 
 
+@nki.jit
+def spilled_tiles(x):
+    """More live SBUF tiles than Trn2's SBUF holds: the plan spills some between their uses
+    (stored and reloaded, or fetched again from HBM when the tile is a plain copy of it), so
+    the bulk emission hands its rows over in several runs around the spill DMAs."""
+    tiles = []
+    for i in range(12):
+        t = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf)
+        if i % 2:
+            nisa.dma_copy(dst=t, src=x)
+        else:
+            nisa.memset(dst=t, value=float(i))
+        tiles.append(t)
+    acc = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for t in tiles:
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+    out = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
 def _operand(ap):
     return (ap.tensor.name, ap.p_start, ap.p_size, ap.offset, ap.dims, ap.p_stride)
 
@@ -213,10 +235,12 @@ def test_records_built_once_per_geometry_equal_the_plain_build(monkeypatch):
              (mamba.mamba_v2, "trn1", mamba.inputs(128, 1024)),
              (at.attention_kernel, "trn2", (np.zeros((128, 512), bf), np.zeros((128, 512), bf),
                                             np.zeros((512, 128), bf))),
-             (aliased_operands, "trn2", (np.zeros((128, 512), np.float32),))]
+             (aliased_operands, "trn2", (np.zeros((128, 512), np.float32),)),
+             (spilled_tiles, "trn2", (np.zeros((128, 8192), np.float32),))]
     for kernel, target, args in cases:
         nki.simulate(kernel, platform_target=target, numerics=False)(*args)
         traces, plans, lnc = seen[-1]
+        assert plans[0].spills or kernel is not spilled_tiles
         plain = program.build_programs(traces, plans, lnc=lnc, records=False)
         for fast in (program.build_programs(traces, plans, lnc=lnc, bulk=False),
                      program.build_programs(traces, plans, lnc=lnc)):
