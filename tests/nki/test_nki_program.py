@@ -178,20 +178,16 @@ def spilled_tiles(x):
     """More live SBUF tiles than Trn2's SBUF holds: the plan spills some between their uses
     (stored and reloaded, or fetched again from HBM when the tile is a plain copy of it), so
     the bulk emission hands its rows over in several runs around the spill DMAs."""
-    tiles = []
-    for i in range(12):
-        t = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf)
+    tiles = [nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf) for _ in range(12)]
+    for i, t in enumerate(tiles):
         if i % 2:
             nisa.dma_copy(dst=t, src=x)
         else:
             nisa.memset(dst=t, value=float(i))
-        tiles.append(t)
-    acc = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=acc, value=0.0)
-    for t in tiles:
-        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+    for t in tiles[1:]:
+        nisa.tensor_tensor(dst=tiles[0], data1=tiles[0], data2=t, op=nl.add)
     out = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=acc)
+    nisa.dma_copy(dst=out, src=tiles[0])
     return out
 
 
