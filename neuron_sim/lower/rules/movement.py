@@ -66,14 +66,15 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
     per = max(1, int(piece // max(run * isz, 1)))      # whole runs per piece
     for r0 in range(0, rows, per):
         rn = min(per, rows - r0)
-        if rn == 1 and run * isz > piece:           # one long run: cut it, 16 partitions wide
+        if rn == 1 and run * isz > piece:           # one long run: cut it, one row per engine
             parts = ceil(run * isz / piece)
             step = ceil(run / parts)
+            w = ctx.chip.dma_engines_per_core
             for c0 in range(r0 * run, r0 * run + run, step):
                 cn = min(step, r0 * run + run - c0)
-                pieces.append((AccessPattern(hd, 0, 16, out_offset + c0, ((ceil(cn / 16), 1),),
-                                             ceil(cn / 16)),
-                               AccessPattern(hs, 0, 16, c0, ((ceil(cn / 16), 1),), ceil(cn / 16))))
+                pieces.append((AccessPattern(hd, 0, w, out_offset + c0, ((ceil(cn / w), 1),),
+                                             ceil(cn / w)),
+                               AccessPattern(hs, 0, w, c0, ((ceil(cn / w), 1),), ceil(cn / w))))
             continue
         pieces.append((AccessPattern(hd, 0, rn, out_offset + r0 * run, ((run, 1),), run),
                        AccessPattern(hs, 0, rn, r0 * run, ((run, 1),), run)))
