@@ -13,7 +13,7 @@ hand-written function here gets one from ``_generic.adapter``.
                       below (activation, tensor_tensor, tensor_reduce, nc_transpose, iota, ...)
     dma.py            dma_copy, dma_transpose
     matmul.py         nc_matmul (TensorE)
-    scalar.py         activation_reduce (activation with its reduction reset)
+    (here)            core_barrier, activation_reduce (activation with its reduction reset)
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from ._generic import adapter
 from .dma import dma_copy, dma_transpose
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
-from .scalar import activation_reduce
 from .matmul import nc_matmul
 
 
@@ -47,6 +46,15 @@ def core_barrier(data, cores=None, engine=engine.unknown, name=None):
     ctx.emit("sync", reads, [], data=reads[0] if reads else None)
     if ctx.trace.barrier is not None:
         ctx.trace.barrier.wait()
+
+
+_activation_reduce = adapter("activation_reduce")     # the activation module, under this name
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    """NKI's name for an activation whose row reduction is reset and read out."""
+    _activation_reduce(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+                       reduce_res=reduce_res, reduce_cmd=reduce_cmd.reset_reduce, name=name)
 
 
 # every other instruction of the ISA registry: nisa.<name> made from its module
