@@ -381,7 +381,8 @@ def copy(x, dtype=None, **kw):
 def transpose(x, dtype=None, **kw):
     x = _on_sbuf(x)
     P, F = x.num_partitions, x.free_size
-    if max(P, F) <= current().target.vector_transpose_block_max:     # one reshape bank
+    block = current().target.vector_transpose_block_max      # one reshape bank (nl.max is NKI's)
+    if P <= block and F <= block:
         out = ndarray((F, P), x.dtype, buffer=sbuf)
         _isa.nc_transpose(dst=out, data=x, engine=_isa.engine.vector)
         return out
