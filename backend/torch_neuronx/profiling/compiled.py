@@ -23,7 +23,7 @@ ops of the forward and backward phases into those graphs:
   `masked_fill_` on the eager queue) is the out-of-place op, as AOT's graph has it.
 
 Against the measured compiled step (tests/profiler/test_advice.py): demo GPT (fused AdamW, batch
-8) eager 1.944 ms, re-timed 1.596, compiled 1.569 ms (saving predicted 0.348, measured 0.376);
+8) eager 2.021 ms, re-timed 1.697, compiled 1.668 ms (saving predicted 0.324, measured 0.353);
 MLP 256-512-256 on 64 rows, loss compiled with it: eager 0.069, re-timed 0.153, compiled
 0.153 ms (two graph launches and the gradient seed's own launch cost more than AEE's few fused
 groups)."""
