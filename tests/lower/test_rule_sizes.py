@@ -142,7 +142,8 @@ def test_a_chunk_that_is_not_whole_runs_is_moved_exactly():
     assert odd.total_ns == pytest.approx(whole.total_ns, rel=0.25)
 
 
-@pytest.mark.parametrize("rows,cols", [(64, 5000), (1, 5000), (200, 9000), (3, 4097)])
+@pytest.mark.parametrize("rows,cols", [(64, 5000), (1, 5000), (200, 9000), (3, 4097),
+                                       (16, 70000)])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_norms_of_few_long_rows_lower(rows, cols, dtype):
     """Fewer rows than partitions with rows longer than a tile (processed in pieces): the

@@ -338,8 +338,14 @@ def layer_norm(ctx, op):
         params = []      # per-channel affine folds into the scale/bias of the activation
     rows, C = _rows_cols(x)
     # the parameter tiles span the partitions of row_blocks' blocks (a long row is processed
-    # in pieces, one piece per partition row) and hold r whole rows of weight
-    p = max(1, min(ctx.P, _block_rows_cols(x)[0]))
+    # in pieces, one piece per partition row) and hold r whole rows of weight; a weight row
+    # too wide to stay resident (> 3/4 of SBUF, or more elements than an instruction reads) is
+    # held as one block of pieces instead
+    block_rows, block_C = _block_rows_cols(x)
+    p = max(1, min(ctx.P, block_rows))
+    if len(params) * C * itemsize(x.dtype) > 3 * ctx.chip.sbuf_usable_bytes_per_partition // 4 \
+            or C > ctx.chip.sbuf_free_elems_max:
+        rows, C = block_rows, block_C
     _, r, _ = ctx.row_plan(rows, C, x.dtype)
     r = min(r, MAX_ROWS_PER_BLOCK)
     w = _param_tile(ctx, params[0], p, r * C) if params else None
