@@ -105,11 +105,11 @@ def bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_
     bl = [0.0] * n
     engine_next = {}                    # stream -> bl of its next compute instruction
     for i in reversed(range(n)):
-        after = max((bl[j] + e for j, e in succ[i]), default=0.0)
+        tail = max((bl[j] + e for j, e in succ[i]), default=0.0)
         if kind[i] == KIND_DMA:
-            bl[i] = issue_ns[i] + dma_fixed + max(eng_ns[i], hbm_ns[i]) + after
+            bl[i] = issue_ns[i] + dma_fixed + max(eng_ns[i], hbm_ns[i]) + tail
         else:
-            bl[i] = max(ii[i] + lat[i] + after, ii[i] + engine_next.get(int(stream[i]), 0.0))
+            bl[i] = max(ii[i] + lat[i] + tail, ii[i] + engine_next.get(int(stream[i]), 0.0))
             engine_next[int(stream[i])] = bl[i]
     return bl
 
