@@ -20,6 +20,7 @@ timed as PCIe transfers (neuron_sim.lower.assumptions.PCIE_BYTES_PER_S).
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections import Counter, defaultdict
@@ -243,6 +244,9 @@ class LoweredCostModel:
                 pass
         self._warm_up = threading.Thread(target=run, name="neuron-sim-warm-up", daemon=True)
         self._warm_up.start()
+        # a fork (a DataLoader worker) while the thread imports or loads kernels would copy its
+        # held locks into the child: the fork waits for the warm-up instead
+        os.register_at_fork(before=self._warm_up.join)
 
     # ---- statistics ---------------------------------------------------------------------------
     def reset_stats(self):  # the attributes are _STATS
