@@ -80,6 +80,7 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     n = stream.shape[0]
     bl = np.zeros(n)        # i's bl once i is passed; before, the longest path from i's end
     nxt = np.zeros(int(params[6]))      # bl of the stream's next compute instruction
+    has_ord = ord_idx.shape[0] > 0      # without order edges, ord_ptr's n zeros are not read
     for i in range(n - 1, -1, -1):
         s = stream[i]
         if kind[i] == KIND_DMA:
@@ -96,11 +97,12 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
                 x = bx if stream[d] != s else b
                 v = bl[d]
                 bl[d] = x if x > v else v       # a select, not a mispredicted branch
-        for e in range(ord_ptr[i], ord_ptr[i + 1]):
-            d = ord_idx[e]
-            if d < i:
-                v = bl[d]
-                bl[d] = b if b > v else v
+        if has_ord:
+            for e in range(ord_ptr[i], ord_ptr[i + 1]):
+                d = ord_idx[e]
+                if d < i:
+                    v = bl[d]
+                    bl[d] = b if b > v else v
     return bl
 
 
@@ -263,6 +265,7 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
     sem_lat = params[0]
     n_streams = int(params[6])
     n = stream.shape[0]
+    has_ord = ord_idx.shape[0] > 0      # without order edges, ord_ptr's n zeros are not read
     m = MACHINE0
     npend = 0                   # streams whose candidate is to be recomputed: pend[:npend]
     nact = 0                    # streams with instructions: active[:nact]
@@ -315,7 +318,7 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                 i = win[j]
                 r, p, blocker = _scan_deps(i, wpos[j], wr[j], s, dep_ptr, dep_idx, done,
                                            end, stream, sem_lat)
-                if blocker < 0:
+                if blocker < 0 and has_ord:
                     for e in range(ord_ptr[i], ord_ptr[i + 1]):
                         if not done[ord_idx[e]]:
                             blocker = ord_idx[e]
