@@ -468,7 +468,7 @@ class _BulkRows(_Rows):
         self.first = 0              # index of the first row not handed over (set at a run's start)
         self.stationary = None      # (pattern, its tensor's writes so far) last loaded
         self.classes, self.class_of = [], {}    # distinct records the rows' columns come from
-        self.copied = {}            # id(template record) -> (class, read and write positions)
+        self.plans = {}             # id(template) -> _plan (the template is kept: ids unique)
         self.table = []             # per numbered pattern: (tensor id, p0, p1, f0, f1, pst, off)
         self._clear()
 
@@ -531,9 +531,60 @@ class _BulkRows(_Rows):
         nums = [a.num for a in aps]
         if None in nums:
             nums = [self._num(a) for a in aps]
-        emits = t[1]
-        return self._pass(op, _from_template(t, aps),
-                          lambda j, e, d: self._row(e, emits[j], nums, d), deps)
+        made = _from_template(t, aps)
+        plan = self.plans.get(id(t))
+        if plan is None:
+            plan = self._plan(op, t)
+        if not self.rec:
+            self.first = len(self.b)
+        rec, nx, acc, nr_, nw_, emits, writes = (self.rec, self.nx, self.acc, self.nr, self.nw,
+                                                 self.emits, self.writes)
+        reuse, last = plan[0], len(plan[1]) - 1
+        for j, (c, nr, nw, take, wpos, s) in enumerate(plan[1]):
+            e = made[j] if plan[2] else made
+            if j < last:
+                if reuse:       # as _pass: the LoadStationary of the pattern still loaded
+                    ap = aps[s]
+                    key = (ap, self._version(ap.tensor))
+                    if key == self.stationary:
+                        continue
+                    self.stationary = key
+                nx.append(0)
+            elif deps:
+                d = deps if len(deps) == 1 else sorted(set(deps))
+                nx.append(len(d))
+                self.x_idx.extend(d)
+            else:
+                nx.append(0)
+            if j == last and plan[2] and not reuse and e.engine == Engine.TENSOR:
+                self.stationary = None
+            rec.append(c)
+            acc.extend(take(nums))
+            for q in wpos:
+                tid = aps[q].tensor.id
+                writes[tid] = writes.get(tid, 0) + 1
+            nr_.append(nr)
+            nw_.append(nw)
+            emits.append(e)
+        return self.first + len(rec) - 1
+
+    def _plan(self, op, t):
+        """(reuses the stationary, per template record (class, reads, writes, take(nums), written
+        argument positions, first read's position), whether the build is a sequence) of template
+        t: what _pass and _add do for each copy, found once."""
+        out = []
+        for te in t[1]:
+            e = te[0]
+            key = (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops, None)
+            c = self.class_of.get(key)
+            if c is None:
+                c = self.class_of[key] = len(self.classes)
+                self.classes.append(e)
+            ops = te[1] + te[2]
+            take = itemgetter(*ops) if len(ops) > 1 else lambda n, j=ops: [n[x] for x in j]
+            out.append((c, len(te[1]), len(te[2]), take, te[2], te[1][0] if te[1] else None))
+        plan = self.plans[id(t)] = (_reuses_stationary(op), out, t[0] is not None, t)
+        return plan
 
     def _pass(self, op, out, add, deps) -> int:
         """Append the records `out` of instruction `op` with add(position, record, deps), as
@@ -554,40 +605,6 @@ class _BulkRows(_Rows):
         if not reuse and last.engine == Engine.TENSOR:
             self.stationary = None
         return add(len(out) - 1, last, deps)
-
-    def _row(self, e, te, nums, deps) -> int:
-        """_add for a copy `e` of template record `te` = (record, read and write positions,
-        params' positions), its arguments numbered `nums`."""
-        hit = self.copied.get(id(te))
-        if hit is None:
-            key = (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops, None)
-            c = self.class_of.get(key)
-            if c is None:
-                c = self.class_of[key] = len(self.classes)
-                self.classes.append(e)
-            # take(nums): the numbers of its reads, then writes (te is kept: its id stays unique)
-            ops = te[1] + te[2]
-            take = itemgetter(*ops) if len(ops) > 1 else lambda n, j=ops: [n[x] for x in j]
-            hit = self.copied[id(te)] = (c, len(te[1]), len(te[2]), take, te)
-        c, nr, nw, take, _ = hit
-        if not self.rec:
-            self.first = len(self.b)
-        self.rec.append(c)
-        if deps:
-            d = deps if len(deps) == 1 else sorted(set(deps))
-            self.nx.append(len(d))
-            self.x_idx.extend(d)
-        else:
-            self.nx.append(0)
-        self.acc.extend(take(nums))
-        writes = self.writes
-        for a in e.writes:
-            t = a.tensor.id
-            writes[t] = writes.get(t, 0) + 1
-        self.nr.append(nr)
-        self.nw.append(nw)
-        self.emits.append(e)
-        return self.first + len(self.rec) - 1
 
     def dma(self, dst, src, dge, deps=()) -> int:
         return self._add(_dma_record(self.b, dst, src, dge), deps)
