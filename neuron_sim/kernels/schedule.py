@@ -48,7 +48,7 @@ from numba import njit
 from . import drop_stale_caches, without_refcounting
 
 from .timing import (KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps,
-                     _stream_order)
+                     _stream_fill)
 
 
 # Index of the lowest set bit of a byte (a stream's slots are bits of an int64: window <= 63).
@@ -67,14 +67,15 @@ def _low_bit(bits):
 
 @njit(cache=True, error_model="numpy")
 def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                  issue_ns, params, dma_stream):
+                  issue_ns, params, dma_stream, counts):
     """Each instruction's bottom level: the longest path from its start to the end of the program
     through the dependencies, the same-stream order edges and each compute engine's program order
     (an engine is an in-order machine: what comes after an instruction on it waits for its ii),
     with the instructions' own costs (compute: ii + lat; DMA: issue + fixed latency + the longer
     of its engine and HBM times) and the semaphore latency on edges across streams. One reverse
     pass: dependencies point back (one that does not is ignored). Also flags the streams with
-    DMAs (dma_stream[s] = 1)."""
+    DMAs (dma_stream[s] = 1) and counts each stream's instructions (counts[s + 1], _stream_fill's
+    input: one pass less over the program)."""
     sem_lat = params[0]
     dma_fixed = params[1]
     n = stream.shape[0]
@@ -83,6 +84,7 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     has_ord = ord_idx.shape[0] > 0      # without order edges, ord_ptr's n zeros are not read
     for i in range(n - 1, -1, -1):
         s = stream[i]
+        counts[s + 1] += 1
         if kind[i] == KIND_DMA:
             b = issue_ns[i] + dma_fixed + max(eng_ns[i], hbm_ns[i]) + bl[i]
             dma_stream[s] = 1
@@ -217,7 +219,6 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
     status -1: nothing can issue (a dependency cycle through the windows)."""
     n_streams = int(params[6])
     n = stream.shape[0]
-    order0, sptr = _stream_order(stream, n_streams)
     W = 1
     for s in range(n_streams):
         W = max(W, window[s])
@@ -238,8 +239,10 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
     # the DMAs issued, in issue order: index, queue, engines, priority (_held_back_for)
     log = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n))
     ints = np.zeros((13, n_streams), np.int64)
+    sptr = np.zeros(n_streams + 1, np.int64)
     prio = _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
-                         hbm_ns, issue_ns, params, ints[8])
+                         hbm_ns, issue_ns, params, ints[8], sptr)
+    order0, sptr = _stream_fill(stream, sptr)
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order0, times,
                   prio, after, np.zeros(n, np.bool_), np.zeros(int(params[5])), ints,
