@@ -51,6 +51,10 @@ class Seg:
 
 _ROW_FIELDS = ("rid", "base", "cls")
 _ACC_FIELDS = ("track", "write", "box", "pst", "off")
+# Entries a column grows to at least once the first 1024 rows are full: address space only
+# (np.empty maps it, pages are touched as rows are written), so a big program writes its rows
+# once instead of copying them at each growth
+GROW_MIN = 1 << 20
 
 
 class Segments:
@@ -69,11 +73,14 @@ class Segments:
 
     def reserve(self, rows, xs, accs) -> tuple:
         """Room for `rows` rows, `xs` explicit deps and `accs` accesses more; returns where they
-        go (row, dep, access offsets). A growth makes 8x the room needed: pages never written are
-        never touched, so the unused tail costs nothing, and fewer growths copy less."""
+        go (row, dep, access offsets). A growth makes 8x the room needed, and at least GROW_MIN
+        entries: pages never written are never touched, so the unused tail costs nothing, and
+        a growth copies what was written into fresh pages (C8 grew 89k -> 722k rows at 34k:
+        6 MB copied, 1.3k page faults, ~12-23 ms of a ~150 ms build)."""
         need = (self.n + rows, self.nx + xs, self.na + accs)
         if any(k > c for k, c in zip(need, self._cap)):
-            self._grow([max(c, 8 * k) if k > c else c for k, c in zip(need, self._cap)])
+            self._grow([max(c, 8 * k, GROW_MIN) if k > c else c
+                        for k, c in zip(need, self._cap)])
         return self.n, self.nx, self.na
 
     def _grow(self, cap) -> None:
