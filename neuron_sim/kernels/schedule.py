@@ -67,19 +67,20 @@ def _low_bit(bits):
 
 @njit(cache=True, error_model="numpy")
 def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                  issue_ns, params, dma_stream, counts):
+                  issue_ns, params, dma_stream, counts, bl):
     """Each instruction's bottom level: the longest path from its start to the end of the program
     through the dependencies, the same-stream order edges and each compute engine's program order
     (an engine is an in-order machine: what comes after an instruction on it waits for its ii),
     with the instructions' own costs (compute: ii + lat; DMA: issue + fixed latency + the longer
-    of its engine and HBM times) and the semaphore latency on edges across streams. One reverse
+    of its engine and HBM times) and the semaphore latency on edges across streams, in bl (zeros
+    on entry). One reverse
     pass: dependencies point back (one that does not is ignored). Also flags the streams with
     DMAs (dma_stream[s] = 1) and counts each stream's instructions (counts[s + 1], _stream_fill's
     input: one pass less over the program)."""
     sem_lat = params[0]
     dma_fixed = params[1]
     n = stream.shape[0]
-    bl = np.zeros(n)        # i's bl once i is passed; before, the longest path from i's end
+    # bl[i]: i's bl once i is passed; before, the longest path from i's end
     nxt = np.zeros(int(params[6]))      # bl of the stream's next compute instruction
     has_ord = ord_idx.shape[0] > 0      # without order edges, ord_ptr's n zeros are not read
     for i in range(n - 1, -1, -1):
@@ -209,16 +210,29 @@ def _window_summary(s, win, W, wprio, n, head, smax):
     return jh
 
 
+def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
+                  issue_ns, n_eng, eng0, params, window):
+    """_list_schedule with its instruction-sized arrays made by NumPy, which asks the OS for huge
+    pages for them: made by numba's allocator, they cost ~16k page faults per 1M instructions
+    (freed, they go back to the OS after every call), ~30% of the pass's time."""
+    n = stream.shape[0]
+    arrays = (np.empty(n, np.int64), np.zeros(n), np.zeros(n, np.int32), np.zeros(n, np.bool_),
+              (np.empty(n), np.empty(n), np.empty(n), np.empty(n)), np.empty(n, np.int64),
+              (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n)))
+    return _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
+                          hbm_ns, issue_ns, n_eng, eng0, params, window, arrays)
+
+
 @njit(cache=True, error_model="numpy")
 def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                   issue_ns, n_eng, eng0, params, window):
+                   issue_ns, n_eng, eng0, params, window, arrays):
     """Returns (status, order, sptr, after, start, end, dstart, busy): per stream s,
     order[sptr[s]:sptr[s+1]] is its issue order; after[x] >= 0 is the DMA that x, held back for
     it, may not trigger before (-1: none); the times are those of timing.py's kernels given
     that order and those edges.
     status -1: nothing can issue (a dependency cycle through the windows)."""
     n_streams = int(params[6])
-    n = stream.shape[0]
+    order0, bl, whead, done, times, after, log = arrays
     W = 1
     for s in range(n_streams):
         W = max(W, window[s])
@@ -227,25 +241,23 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
              np.zeros(slots),                    # its dependency-ready time (partial if blocked)
              np.zeros(slots, np.int64),          # where its dependency scan stands
              np.zeros(slots, np.int64),          # next slot (+1) waiting for the same instruction
-             np.zeros(n, np.int32),              # first slot (+1) waiting for instruction i
+             whead,                              # first slot (+1) waiting for instruction i
              np.full(slots, np.nan),             # prio of the DMA in the slot (NaN: none)
              np.zeros(slots, np.int64),          # and its DMA engines (_engine_mask)
              np.full(slots, -1, np.int64),       # the DMA it was held back for (-1: none)
              np.zeros(slots, np.int64))          # the log position that is up to date with
     # Every instruction's outputs are written when it issues: no initial values (the issue
     # order goes where order0 has been read already).
-    times = (np.empty(n), np.empty(n), np.empty(n), np.empty(n))   # start, end, dstart, busy
-    after = np.empty(n, np.int64)
-    # the DMAs issued, in issue order: index, queue, engines, priority (_held_back_for)
-    log = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n))
+    # times: start, end, dstart, busy; after: the order edges; log: the DMAs issued, in issue
+    # order: index, queue, engines, priority (_held_back_for)
     ints = np.zeros((13, n_streams), np.int64)
     sptr = np.zeros(n_streams + 1, np.int64)
     prio = _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
-                         hbm_ns, issue_ns, params, ints[8], sptr)
-    order0, sptr = _stream_fill(stream, sptr)
+                         hbm_ns, issue_ns, params, ints[8], sptr, bl)
+    order0, sptr = _stream_fill(stream, sptr, order0)
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order0, times,
-                  prio, after, np.zeros(n, np.bool_), np.zeros(int(params[5])), ints,
+                  prio, after, done, np.zeros(int(params[5])), ints,
                   np.zeros((4, n_streams)), log)
     return status, order0, sptr, after, times[0], times[1], times[2], times[3]
 

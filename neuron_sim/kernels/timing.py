@@ -29,19 +29,18 @@ def _stream_order(stream, n_streams):
     counts = np.zeros(n_streams + 1, np.int64)
     for i in range(n):
         counts[stream[i] + 1] += 1
-    return _stream_fill(stream, counts)
+    return _stream_fill(stream, counts, np.empty(n, np.int64))
 
 
 @njit(cache=True)
-def _stream_fill(stream, counts):
+def _stream_fill(stream, counts, order):
     """Each stream's instructions in program order, as CSR by stream (order, sptr), given
-    counts[s + 1] = how many stream s has (made sptr in place)."""
+    counts[s + 1] = how many stream s has (made sptr in place); order is filled."""
     n = stream.shape[0]
     n_streams = counts.shape[0] - 1
     for s in range(n_streams):
         counts[s + 1] += counts[s]
     fill = counts[:-1].copy()
-    order = np.empty(n, np.int64)
     for i in range(n):
         s = stream[i]
         order[fill[s]] = i

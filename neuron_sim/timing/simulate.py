@@ -52,11 +52,11 @@ def scheduled(program, chip: Chip, reference: bool = False):
     order as CSR by stream, the order edges it added (after[x] >= 0: x starts no earlier than
     that DMA, which it was held back for) and the times they give; None when it finds no order
     (a dependency cycle through the windows: the program-order run then reports the deadlock)."""
-    from ..kernels.schedule import _list_schedule
+    from ..kernels.schedule import list_schedule
     c = program.cols
     optr, oidx = program.order_edges()
     params = timing_params(chip)
-    fn = _ref.list_schedule if reference else _list_schedule
+    fn = _ref.list_schedule if reference else list_schedule
     # the integer columns in their own narrow types: no copies, less memory to stream through
     status, *res = fn(c["stream"], c["kind"], c["ii_ns"], c["lat_ns"], program.dep_ptr,
                       program.dep_idx, optr, oidx, c["dma_engine_ns"], c["dma_hbm_ns"],
