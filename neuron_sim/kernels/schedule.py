@@ -73,8 +73,7 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     (an engine is an in-order machine: what comes after an instruction on it waits for its ii),
     with the instructions' own costs (compute: ii + lat; DMA: issue + fixed latency + the longer
     of its engine and HBM times) and the semaphore latency on edges across streams, in bl (zeros
-    on entry). One reverse
-    pass: dependencies point back (one that does not is ignored). Also flags the streams with
+    on entry). One reverse pass: dependencies point back (one that does not is ignored). Also flags the streams with
     DMAs (dma_stream[s] = 1) and counts each stream's instructions (counts[s + 1], _stream_fill's
     input: one pass less over the program)."""
     sem_lat = params[0]
