@@ -57,6 +57,18 @@ def _hta(trace_dir):
         logging.disable(logging.NOTSET)
 
 
+def _busy_intervals(events):
+    """The device's busy time as merged [start, end) intervals of the events (us)."""
+    merged = []
+    for e in sorted(events, key=lambda e: e["ts"]):
+        start, end = e["ts"], e["ts"] + e["dur"]
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
 def test_hta_breakdowns_on_a_scheduled_simulated_clock_trace(scheduled):
     out, path, step_ns, wall = scheduled
     profiling.prepare_trace(path, clock="simulated")
@@ -80,8 +92,10 @@ def test_hta_breakdowns_on_a_scheduled_simulated_clock_trace(scheduled):
     # simulated time of those two steps (sub-microsecond kernels kept exact)
     simulated_us = (step_ns[0] + step_ns[1]) / 1e3
     assert by_kernel["sum (us)"].sum() == pytest.approx(simulated_us, rel=0.01)
-    # HTA truncates each merged busy interval to whole microseconds here (one per step)
-    assert simulated_us - 4 <= by_type["sum"].sum() <= simulated_us
+    # HTA truncates each merged busy interval to whole microseconds: up to 1 us lost per
+    # interval (about one per step; more where a sync leaves the device idle, as under load)
+    busy = _busy_intervals(ops)
+    assert simulated_us - len(busy) <= by_type["sum"].sum() <= simulated_us
     temporal = a.get_temporal_breakdown(visualize=False)
     assert temporal["compute_time(us)"].iloc[0] == pytest.approx(simulated_us, rel=0.01)
     # on the simulated clock the device is fed between the two steps' syncs
