@@ -260,26 +260,21 @@ def _tile(shape, dtype, buffer=nl.sbuf):
     return t
 
 
+def _quantize(dst, src, dst_scale):
+    """A quantize_mx call on written tiles, each given as (shape, dtype)."""
+    return lambda: nisa.quantize_mx(dst=_tile(*dst), src=_tile(*src), dst_scale=_tile(*dst_scale))
+
+
 @pytest.mark.parametrize("call, error, words", [
-    (lambda: nisa.quantize_mx(dst=_tile((128, 64), nl.float8_e4m3fn_x4),
-                              src=_tile((128, 256), nl.float32),
-                              dst_scale=_tile((128, 64), nl.uint8)),
+    (_quantize(((128, 64), nl.float8_e4m3fn_x4), ((128, 256), nl.float32), ((128, 64), nl.uint8)),
      DtypeError, ["'src'", "('bfloat16', 'float16')", "float32"]),
-    (lambda: nisa.quantize_mx(dst=_tile((128, 64), nl.float4_e2m1fn_x4),
-                              src=_tile((128, 256), nl.bfloat16),
-                              dst_scale=_tile((128, 64), nl.uint8)),
+    (_quantize(((128, 64), nl.float4_e2m1fn_x4), ((128, 256), nl.bfloat16), ((128, 64), nl.uint8)),
      DtypeError, ["'dst'", "float8_e4m3fn_x4", "float4_e2m1fn_x4"]),
-    (lambda: nisa.quantize_mx(dst=_tile((16, 64), nl.float8_e4m3fn_x4),
-                              src=_tile((16, 256), nl.bfloat16),
-                              dst_scale=_tile((2, 64), nl.uint8)),
+    (_quantize(((16, 64), nl.float8_e4m3fn_x4), ((16, 256), nl.bfloat16), ((2, 64), nl.uint8)),
      PartitionError, ["a multiple of 32 partitions", "found 16"]),
-    (lambda: nisa.quantize_mx(dst=_tile((128, 64), nl.float8_e4m3fn_x4),
-                              src=_tile((128, 256), nl.bfloat16),
-                              dst_scale=_tile((16, 64), nl.uint8)),
+    (_quantize(((128, 64), nl.float8_e4m3fn_x4), ((128, 256), nl.bfloat16), ((16, 64), nl.uint8)),
      PartitionError, ["'dst_scale'", "128 partitions", "found 16"]),
-    (lambda: nisa.quantize_mx(dst=_tile((64, 32), nl.float8_e4m3fn_x4),
-                              src=_tile((64, 130), nl.bfloat16),
-                              dst_scale=_tile((64, 32), nl.uint8)),
+    (_quantize(((64, 32), nl.float8_e4m3fn_x4), ((64, 130), nl.bfloat16), ((64, 32), nl.uint8)),
      FreeSizeError, ["multiple of 4", "found 130"]),
     (lambda: nisa.nc_matmul_mx(_tile((128, 1024), nl.float32, nl.psum),
                                _tile((128, 128), nl.float8_e4m3fn_x4),
