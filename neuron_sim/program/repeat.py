@@ -24,6 +24,8 @@ import dataclasses
 
 import numpy as np
 
+from ..kernels.repeat import _synthesize
+
 # Round-robin periods looked for (tiles taken from up to PERIOD_MAX buffers in turn)
 PERIOD_MAX = 8
 SAME = "same"       # the loop leaves the stationary key as it found it
@@ -363,8 +365,22 @@ def _shifted_keys(pre: Precedent, snaps: list):
 
 def synthesize(t: Template, start: int, stop: int, out: Segments) -> int:
     """Write iterations start .. stop-1 of the loop `t` describes into `out`, as one segment;
-    returns its rows. Iteration k is the sample of its phase shifted by the steps, computed in
-    place."""
+    returns its rows. One pass of neuron_sim/kernels/repeat.py's kernel over the output
+    (synthesize_reference is the same in NumPy)."""
+    K, L = stop - start, t.length
+    nx, na = t.x_idx.shape[1], t.track.shape[1]
+    r, x, a = out.reserve(K * L, K * nx, K * na)
+    _synthesize(start, stop, t.first, t.period, t.rid, t.cls, t.write, t.row_x, t.row_acc,
+                t.base, t.track, t.box, t.pst, t.off, t.x_idx, t.d_box, t.d_pst, t.d_off,
+                t.x_moves, r, x, a, out.rid, out.cls, out.write, out.x_ptr, out.acc_ptr,
+                out.base, out.track, out.box, out.pst, out.off, out.x_idx)
+    out.advance(K * L, K * nx, K * na, True)
+    return K * L
+
+
+def synthesize_reference(t: Template, start: int, stop: int, out: Segments) -> int:
+    """`synthesize` in NumPy, the specification of its kernel: iteration k is the sample of its
+    phase shifted by the steps, computed in place."""
     K, L = stop - start, t.length
     nx, na = t.x_idx.shape[1], t.track.shape[1]
     r, x, a = out.reserve(K * L, K * nx, K * na)

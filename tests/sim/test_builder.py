@@ -352,3 +352,26 @@ def test_segments_views_equal_the_appended_segments_across_growths():
         assert v.acc_ptr[0] == 0 and v.acc_ptr[-1] == v.track.shape[0]
         assert v.x_ptr[0] == 0 and v.x_ptr[-1] == v.x_idx.shape[0]
     assert len(store) == len(segs) and store[:].n == sum(s.n for s in segs)
+
+
+@pytest.mark.parametrize("name", ["C1 tiled", "C8 with spills", "nested"])
+def test_synthesize_kernel_equals_its_numpy_reference(name, monkeypatch):
+    """repeat.synthesize (neuron_sim/kernels/repeat.py) writes the same columns as
+    repeat.synthesize_reference for every loop the program writes in bulk, at any row offset."""
+    calls, kernel = [], R.synthesize
+    monkeypatch.setattr(R, "synthesize", lambda t, start, stop, out: calls.append(
+        (t, start, stop)) or kernel(t, start, stop, out))
+    (PROGRAMS[name] if name != "nested" else lambda: _nested()[1])()
+    assert calls and (any(t.period > 1 for t, _, _ in calls) or name == "C1 tiled")
+    assert any(t.x_idx.size for t, _, _ in calls) or name != "nested"   # explicit deps move
+    for t, start, stop in calls:
+        outs = []
+        for write in (kernel, R.synthesize_reference):
+            out = R.Segments()
+            out.append(R.Seg(*[np.arange(k) for k in (3, 4, 2, 4, 5, 5)], np.ones((5, 4), int),
+                             np.arange(5), np.arange(5), np.arange(3), np.arange(3)))
+            assert write(t, start, stop, out) == (stop - start) * t.length
+            outs.append(out[:])
+        for f in ("rid", "x_ptr", "x_idx", "acc_ptr", "track", "write", "box", "pst", "off",
+                  "base", "cls"):
+            np.testing.assert_array_equal(getattr(outs[0], f), getattr(outs[1], f), err_msg=f)
