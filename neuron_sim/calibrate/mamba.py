@@ -16,31 +16,22 @@ writes scanC to PSUM ("to reduce accumulation latency"). Instructions and loads 
 of the tutorial's kernels (aws-neuron/nki-samples tutorials/fused_mamba/mamba_nki_kernels.py):
 what is live at once, and so what spills, follows from it.
 
-Open (issue 13): v2 at seq 7168 and 8192 is +34% and +42% (the reasons, per channel tile and
-state, are in tests/sim/test_calibration.py PREDICT_NOT_MET). Variants measured and not kept, v2
-at 4K channels in ms (published 7168: 41.3, 8192: 52.2; "x16": 2 channel tiles scaled):
+v2 computes deltaU = delta * u inside the state loop although neither changes there; on Trn1 it
+runs once per channel tile (nki/reuse.py, the assumption `reuse_loop_invariant`), which keeps one
+[128, seq] tile fewer live per state: v2 at seq 7168 and 8192 went from +34% and +42% (spilling
+3 tile transfers per tile and state) to -6% and +16%, VectorE from 10N to 8.1N cycles per element
+and state (published 8.4N). v3's deltaU depends on the sequence tile and stays in the loop
+except at seq 512, a single tile (v3 at 512: 1.75 -> 1.32 ms, published 1.6).
+Variants measured before and not kept, v2 at 4K channels in ms without the reuse (published
+7168: 41.3, 8192: 52.2; "x16": 2 channel tiles scaled):
   - VectorE charged at the PSUM rate for the broadcast operands, SBUF copies kept (x16):
     6144 27.7, 7168 49.1, 8192 70.6 (spill-bound: DMA 90% active).
   - spill DMAs free on the HBM share, a bound (x16): 7168 45.4, 8192 62.0.
-  - the HBM share processor-shared for each newcomer (ends at ds + h + sum(min(r_i, h)) over the
-    transfers in flight, capped by the FIFO end): 7168 45.1, 8192 74.0; but the in-flight
-    transfers' ends are not pushed back, so the share moves more than its bandwidth: C1 -12%
-    (120 GB/s), C2 -9%, C1 HFU +20%.
-  - step 6 on GpSimd (the tutorial writes `scanC_accum += scanC`, leaving the engine to the
-    compiler; GpSimd has no PSUM port, so v3's PSUM scanC stays on VectorE): fits the published
-    VectorE activity of v2 at 512 (6.85 cycles per element and state: 6N) and 8192 (8.4: 8N),
-    but 512 1.46 (-9%), 1024 3.84 (-13%), 2048 7.71 (-13%), 6144 27.4, 7168 51.6, 8192 73.9.
-  - spill victims by fewest DMA bytes (a clean copy is fetched again: 1x; dirty: 2x), then
-    furthest next use: 8192 spills 1015 MB instead of 1577 but takes 79.1 ms (7168 58.8): at
-    deltaU the cheap victim is B_i, and delta and u, fetched again, come back only after the
-    over-capacity stretch deltaU..scanC.
-  - reloads placed where a first plan's actual live bytes leave room (two passes) instead of
-    after the pre-spill over-capacity points: 7168 46.1, 8192 86.7 (not traced further; the
-    states' small B_i/C_i loads still wait ~24 us behind spill transfers in the FIFO HBM share);
-    with the victims above 49.6 and 83.1.
-  - earlier sessions: the broadcasts read from PSUM bank by bank (no SBUF copies) 7168 42.2,
-    8192 64.9, but 1024-5120 -11 to -13%; delta and u spilled (fetched again) before anything
-    dirty: 5% slower; partial-tile spills: no better."""
+  - step 6 on GpSimd: 512 1.46 (-9%), 1024 3.84 (-13%), 2048 7.71 (-13%), 6144 27.4, 7168
+    51.6, 8192 73.9.
+  - spill victims by fewest DMA bytes, reloads placed where a first plan leaves room, the
+    broadcasts read from PSUM bank by bank, delta and u spilled first, partial-tile spills: none
+    below 42 ms at 7168 and 62 ms at 8192 without losing the shorter sequences."""
 
 from __future__ import annotations
 

@@ -63,6 +63,7 @@ class Chip:
     dma_descriptor_overhead_s: float         # assumption
     dma_fixed_latency_s: float               # assumption
     dma_static_issue_s: float                # assumption
+    reuse_loop_invariant: bool               # assumption: the compiler hoists invariant code
     hwdge_units_per_core: int
     hwdge_instr_s: float
     swdge_instr_s: float                     # assumption

@@ -7,6 +7,7 @@ that compute it, so they are traced, checked and timed like hand-written ISA cal
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ from .errors import NkiValidationError
 from .ops import ACT, ALU, ActFn, AluOp
 from .target import DEFAULT_TARGET, get_target
 from .tensor import IndexRange, NkiTensor, make_view
-from .tracer import current, user_loc
+from .tracer import active, current, user_loc
 
 # ---- dtypes ---------------------------------------------------------------------------------
 bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
@@ -124,12 +125,50 @@ def _range(start, stop=None, step=1):
     return range(int(start), int(stop), int(step))
 
 
+class _Loop:
+    """An affine or sequential range: Python's range that, while a kernel is traced, tells the
+    trace which loop and iteration it is in (`KernelTrace.loop`: kind, entry, iteration). The
+    compiler moves invariant code out of affine loops only (nki/reuse.py); sequential_range
+    "informs Neuron compiler to respect inter-loop dependency and perform much more conservative
+    loop-level optimizations" [NKI API]."""
+
+    __slots__ = ("kind", "r")
+
+    def __init__(self, kind, r):
+        self.kind, self.r = kind, r
+
+    def __len__(self):
+        return len(self.r)
+
+    def __getitem__(self, k):
+        return self.r[k]
+
+    def __reversed__(self):
+        return reversed(self.r)
+
+    def __iter__(self):
+        tr = current() if active() else None
+        return iter(self.r) if tr is None else self._traced(tr)
+
+    def _traced(self, tr):
+        outer, entry = tr.loop, next(_loop_entries)
+        try:
+            for k, v in enumerate(self.r):
+                tr.loop = (self.kind, entry, k)
+                yield v
+        finally:
+            tr.loop = outer
+
+
+_loop_entries = itertools.count()
+
+
 def affine_range(start, stop=None, step=1):
-    return _range(start, stop, step)
+    return _Loop("affine", _range(start, stop, step))
 
 
 def sequential_range(start, stop=None, step=1):
-    return _range(start, stop, step)
+    return _Loop("sequential", _range(start, stop, step))
 
 
 def static_range(start, stop=None, step=1):

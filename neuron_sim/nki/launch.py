@@ -25,7 +25,7 @@ import numpy as np
 
 from ..program.builder import paused_gc
 from ..progress import Progress
-from . import _blas, dtypes, settings
+from . import _blas, dtypes, reuse, settings
 from .errors import NkiLaunchError, NkiUninitializedReadError, NkiUninitializedReadWarning
 from .memory import plan_memory
 from .report import KernelReport
@@ -222,6 +222,8 @@ def _launch(kernel, target, grid, n_prog, lnc, precise, mode, np_args, np_kwargs
     t_trace = time.perf_counter() - t0
 
     bar.tick(0, note="planning memory")
+    for tr in traces:
+        reuse.apply(tr)
     plans = [plan_memory(tr) for tr in traces]
     t_plan = time.perf_counter() - t0 - t_trace
 

@@ -31,7 +31,7 @@ class Storage:
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
                  "address", "first_use", "last_use", "uses", "used_at", "free_elems", "trace", "on_chip",
-                 "itemsize", "row_major", "dtype_name", "n_written", "boxes")
+                 "itemsize", "row_major", "dtype_name", "n_written", "boxes", "write_count")
 
     def __init__(self, buffer, shape: tuple, dtype, name, loc, role, trace, data=None, address=None):
         self.id = next(_ids)
@@ -46,6 +46,7 @@ class Storage:
         self.first_use = None       # instruction indices, filled while tracing
         self.last_use = None
         self.uses = 0
+        self.write_count = 0        # instructions that wrote it so far (reuse.py)
         self.on_chip = buffer in ON_CHIP
         self.used_at = [] if self.on_chip else None     # on-chip: the indices, for memory.py
         self.row_major = _row_major(shape)

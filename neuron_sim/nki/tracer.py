@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..program.builder import paused_gc
-from . import broadcast, dtypes
+from . import broadcast, dtypes, reuse
 from .errors import NkiUninitializedReadError, NkiUninitializedReadWarning, NkiValidationError
 from ..hardware import Chip
 from .tensor import ON_CHIP, NkiTensor, Storage
@@ -104,6 +104,8 @@ class KernelTrace:
     # the target's partitions when the trace starts
     act_regs: np.ndarray = None
     vec_regs: np.ndarray = None
+    loop: tuple = None                     # innermost nl.affine/sequential_range (language._Loop)
+    reuse: object = None                   # what nki/reuse.py found repeated so far
 
     def __post_init__(self):
         lanes = self.target.sbuf_partitions
@@ -166,8 +168,12 @@ class KernelTrace:
                         self.on_chip_used.append(s)
                 if s.on_chip:
                     s.used_at.append(idx)
+        for a in w:
+            a.storage.write_count += 1
         ins = Instr(idx, op, engine, r, w, attrs, loc)
         self.instrs.append(ins)
+        if op in reuse.PURE and self.target.reuse_loop_invariant:
+            reuse.note(self, ins)
         if self.progress is not None and not (idx + 1) & 1023:    # every 1024: one test per op
             self.progress.tick(1024)
         return ins

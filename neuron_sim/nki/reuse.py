@@ -1,0 +1,157 @@
+"""Loop-invariant instructions computed once, as the compiler hoists them out of affine loops.
+
+A kernel that computes, in every iteration of a loop, a value that does not depend on the
+iteration (the Mamba tutorial's v2 computes `deltaU = delta * u` inside its state loop, with
+delta and u loaded once per channel tile) gets that instruction executed once where the chip's
+compiler moves loop-invariant code (hardware/assumptions.py `reuse_loop_invariant`: Trn1). The
+trace is unrolled, so on it that reads: an instruction equal to the one the same kernel line
+traced in the previous iteration of the innermost `nl.affine_range` loop (same operation and
+arguments, the same views of the same tiles, none of them written since) that writes a whole
+fresh tile nothing else writes is dropped, and whatever reads its tile reads the earlier one,
+which so stays live through the loop.
+
+Only pure compute instructions qualify (no engine accumulator state, no random draw, no DMA: a
+load of the same bytes is not merged), and only in affine loops: a `sequential_range` keeps its
+body in order, and so does a loop the trace cannot see (Python's range, static_range).
+"""
+
+from __future__ import annotations
+
+from .tensor import NkiTensor
+
+# the nisa operations with no state besides their operands
+PURE = frozenset({"tensor_tensor", "tensor_scalar", "activation", "tensor_copy",
+                  "tensor_tensor_scan", "scalar_tensor_tensor", "tensor_reduce", "transpose"})
+
+
+class _Book:
+    """Per trace: at each line (and operation: a broadcast's copies share their consumer's line)
+    the key, first tile and loop position of the previous candidate; the tiles found equal to an
+    earlier one (alias: storage id -> the earlier storage); the instructions to drop."""
+
+    __slots__ = ("last", "alias", "dups")
+
+    def __init__(self):
+        self.last, self.alias, self.dups = {}, {}, []
+
+
+def note(trace, ins) -> None:
+    """Called by the tracer for every instruction of a PURE operation, after its writes count."""
+    book = trace.reuse
+    if book is None:
+        book = trace.reuse = _Book()
+    loop = trace.loop
+    key = _key(ins, book.alias) if loop is not None and loop[0] == "affine" else None
+    line = (ins.loc, ins.op)
+    prev = book.last.get(line)
+    if key is None:
+        book.last.pop(line, None)
+        return
+    if prev is not None and prev[0] == key and prev[2][1] == loop[1] and prev[2][2] == loop[2] - 1:
+        st = ins.writes[0].storage
+        book.alias[st.id] = prev[1]
+        book.dups.append((ins, prev[1], key[2]))
+    book.last[line] = (key, book.alias.get(ins.writes[0].storage.id, ins.writes[0].storage), loop)
+
+
+def _key(ins, alias):
+    """What makes two executions of a line compute the same tile, or None if this one cannot be
+    merged: it writes one whole tile no instruction touched before, and reads at least one."""
+    if ins.loc is None or len(ins.writes) != 1 or not ins.reads:
+        return None
+    dst = ins.writes[0]
+    st = dst.storage
+    if (not st.on_chip or st.address is not None or st.write_count != 1 or st.first_use != ins.index
+            or not dst.covers_storage()):
+        return None
+    reads, via = [], []
+    for a in ins.reads:
+        s = alias.get(a.storage.id)
+        if s is None:
+            s = a.storage
+        else:
+            via.append(a.storage.id)
+        reads.append((s.id, s.write_count, a.geometry()))
+    args = []
+    for k, v in ins.attrs.items():
+        if v.__class__ is NkiTensor:
+            continue                    # operands: compared as reads and dst
+        if k == "seed" or (k == "reduce_cmd" and v not in (None, "idle")):
+            return None
+        args.append((k, v.__class__, repr(v)))
+    return (ins.op, ins.engine, tuple(via), tuple(reads), dst.geometry(), tuple(args))
+
+
+def apply(trace) -> int:
+    """Drop the instructions `note` found equal to an earlier one, if the tiles involved are each
+    written once in the whole kernel (a tile written again later holds another value then), and
+    point their readers at the earlier tile; returns how many were dropped."""
+    book = trace.reuse
+    if book is None or not book.dups:
+        return 0
+    alias, bad = {}, set()
+    for ins, first, via in book.dups:
+        st = ins.writes[0].storage
+        if first.write_count != 1 or st.write_count != 1 or any(s in bad for s in via):
+            bad.add(st.id)
+        else:
+            alias[st.id] = first
+    trace.reuse = None
+    if not alias:
+        return 0
+    drop = {id(ins) for ins, _, _ in book.dups if ins.writes[0].storage.id in alias}
+    kept = []
+    for ins in trace.instrs:
+        if id(ins) in drop:
+            continue
+        if any(a.storage.id in alias for a in ins.reads):
+            ins.reads = tuple([_on(a, alias) for a in ins.reads])
+            ins.attrs = {k: _on(v, alias) if v.__class__ is NkiTensor else v
+                         for k, v in ins.attrs.items()}
+        kept.append(ins)
+    _renumber(trace, kept)
+    _report(trace, book, alias)
+    return len(drop)
+
+
+def _on(view, alias):
+    s = alias.get(view.storage.id)
+    return view if s is None else NkiTensor(s, view.shape, view.strides, view.offset)
+
+
+def _renumber(trace, instrs) -> None:
+    """The on-chip liveness the tracer records (KernelTrace.record), for the shorter stream."""
+    for s in trace.on_chip_used:
+        s.first_use = s.last_use = None
+        s.uses = 0
+        s.used_at = []
+    used = []
+    for idx, ins in enumerate(instrs):
+        ins.index = idx
+        for a in ins.reads + ins.writes:
+            s = a.storage
+            if not s.on_chip:
+                continue
+            s.uses += 1
+            if s.last_use != idx:
+                s.last_use = idx
+                if s.first_use is None:
+                    s.first_use = idx
+                    used.append(s)
+                s.used_at.append(idx)
+    trace.instrs = instrs
+    trace.on_chip_used = used
+
+
+def _report(trace, book, alias) -> None:
+    from .tracer import Finding
+    counts = {}
+    for ins, _, _ in book.dups:
+        if ins.writes[0].storage.id in alias:
+            op, n = counts.get(ins.loc, (ins.op, 0))
+            counts[ins.loc] = (op, n + 1)
+    for loc, (op, n) in counts.items():
+        trace.findings.append(Finding(
+            "loop-invariant", f"nisa.{op} computes the same tile as its previous iteration; it runs "
+            f"once and {n} later executions reuse its result (the compiler hoists it): computing it "
+            f"before the loop says so in the kernel", loc))
