@@ -19,6 +19,7 @@ from ..trace.op_program import OpProgram, classify_dma
 from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
+from .replay import lower_into
 from .rules.optimizer import list_identity
 from .spec import OpSpec, TensorSpec
 
@@ -173,8 +174,7 @@ def _op_emitter(op: OpSpec):
     op = _with_ids(op, lambda t, is_out, k: ("o" if is_out else "x", k))
 
     def emit(ctx):
-        rule(ctx, op)
-        ctx.end_op()
+        lower_into(ctx, rule, op)
     return op, rule, emit
 
 
@@ -243,8 +243,7 @@ def _program(fused, chip, lnc, live):
     try:
         for i, o in enumerate(fused):
             n0 = len(ctx.b)
-            rule_for(o.name)(ctx, o)
-            ctx.end_op()
+            lower_into(ctx, rule_for(o.name), o)
             ctx.free_dead(i)
             if len(ctx.b) > n0:     # a view emits nothing: its consumers read its base
                 stored.update((LowerCtx.key(t), t) for t in o.outputs)
