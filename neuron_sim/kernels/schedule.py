@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import drop_stale_caches, without_refcounting
+from . import Scratch, drop_stale_caches, page_block, without_refcounting
 
 from .timing import (KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps,
                      _stream_fill)
@@ -209,17 +209,32 @@ def _window_summary(s, win, W, wprio, n, head, smax):
     return jh
 
 
+_SCRATCH = Scratch()
+
+
 def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                  issue_ns, n_eng, eng0, params, window):
-    """_list_schedule with its instruction-sized arrays made by NumPy, which asks the OS for huge
-    pages for them: made by numba's allocator, they cost ~16k page faults per 1M instructions
-    (freed, they go back to the OS after every call), ~30% of the pass's time."""
+                  issue_ns, n_eng, eng0, params, window, orders=True):
+    """_list_schedule with its instruction-sized arrays made by NumPy (page_block: huge pages;
+    numba's allocator cost ~16k page faults per 1M instructions, ~30% of the pass's time): the
+    four times in one block, the rest scratch kept from the last call (_SCRATCH). orders=False:
+    order and after are returned as None (simulate needs only the times); True: as copies."""
     n = stream.shape[0]
-    arrays = (np.empty(n, np.int64), np.zeros(n), np.zeros(n, np.int32), np.zeros(n, np.bool_),
-              (np.empty(n), np.empty(n), np.empty(n), np.empty(n)), np.empty(n, np.int64),
-              (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n)))
-    return _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns,
-                          hbm_ns, issue_ns, n_eng, eng0, params, window, arrays)
+    times = page_block(4, n, np.float64)
+    ints = _SCRATCH.get("ints", n, np.int64, 5)     # order, after, DMA log (index, queue, engines)
+    bl = _SCRATCH.get("bl", n, np.float64, 2)       # bottom level, DMA log (priority)
+    whead = _SCRATCH.get("whead", n, np.int32)[0]   # first slot waiting for each instruction
+    done = _SCRATCH.get("done", n, np.bool_)[0]
+    bl[0].fill(0.0)
+    whead.fill(0)
+    done.fill(False)
+    arrays = (ints[0], bl[0], whead, done, (times[0], times[1], times[2], times[3]), ints[1],
+              (ints[2], ints[3], ints[4], bl[1]))
+    status, order, sptr, after, *res = _list_schedule(
+        stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns, n_eng,
+        eng0, params, window, arrays)
+    if not orders:
+        return (status, None, sptr, None, *res)
+    return (status, order.copy(), sptr, after.copy(), *res)
 
 
 @njit(cache=True, error_model="numpy")

@@ -47,31 +47,35 @@ def schedule_window(n_streams: int) -> np.ndarray:
     return w
 
 
-def scheduled(program, chip: Chip, reference: bool = False):
+def scheduled(program, chip: Chip, reference: bool = False, orders: bool = True):
     """The scheduling pass: (order, sptr, after, start, end, dstart, busy), each stream's issue
     order as CSR by stream, the order edges it added (after[x] >= 0: x starts no earlier than
     that DMA, which it was held back for) and the times they give; None when it finds no order
-    (a dependency cycle through the windows: the program-order run then reports the deadlock)."""
+    (a dependency cycle through the windows: the program-order run then reports the deadlock).
+    orders=False: the kernel may give order and after as None (copies saved)."""
     from ..kernels.schedule import list_schedule
     c = program.cols
     optr, oidx = program.order_edges()
     params = timing_params(chip)
-    fn = _ref.list_schedule if reference else list_schedule
     # the integer columns in their own narrow types: no copies, less memory to stream through
-    status, *res = fn(c["stream"], c["kind"], c["ii_ns"], c["lat_ns"], program.dep_ptr,
-                      program.dep_idx, optr, oidx, c["dma_engine_ns"], c["dma_hbm_ns"],
-                      c["dma_issue_ns"], c["dma_engines"], c["dma_engine0"], params,
-                      schedule_window(int(params[6])))
+    args = (c["stream"], c["kind"], c["ii_ns"], c["lat_ns"], program.dep_ptr, program.dep_idx,
+            optr, oidx, c["dma_engine_ns"], c["dma_hbm_ns"], c["dma_issue_ns"], c["dma_engines"],
+            c["dma_engine0"], params, schedule_window(int(params[6])))
+    if reference:
+        status, *res = _ref.list_schedule(*args)
+    else:
+        status, *res = list_schedule(*args, orders=orders)
     if status != 0:
         return None
     order, sptr, after, *times = res
-    return (np.asarray(order, np.int64), np.asarray(sptr, np.int64), np.asarray(after, np.int64),
+    return (None if order is None else np.asarray(order, np.int64), np.asarray(sptr, np.int64),
+            None if after is None else np.asarray(after, np.int64),
             *(np.asarray(x, np.float64) for x in times))
 
 
 def run_kernel(program, chip: Chip, reference: bool = False, schedule: bool = True):
     if schedule:
-        res = scheduled(program, chip, reference)
+        res = scheduled(program, chip, reference, orders=False)
         if res is not None:
             return res[3:]
     args = kernel_args(program, chip)
