@@ -51,6 +51,11 @@ class Result:
         total = self.total_ns
         peak = chip.tensor_peak_flops("bfloat16")
         flops = float(c["flops"].sum())
+        # HFU counts BF16-equivalent FLOPs: the profiler weighs an MX FLOP 0.25 [Explorer], so a
+        # PE array busy with MX matmuls reads 100%, not 400%
+        mx = [i for i, n in enumerate(self.program.opnames) if n == "nc_matmul_mx"]
+        mx_flops = float(c["flops"][np.isin(c["op"], mx)].sum()) if mx else 0.0
+        hw_flops = flops - mx_flops * (1 - peak / chip.tensor_peak_flops("float8_e4m3fn_x4"))
         mm_names = [i for i, n in enumerate(self.program.opnames) if n.startswith("nc_matmul")]
         model_flops = self._model_flops
         if model_flops is None:
@@ -70,7 +75,7 @@ class Result:
                                       for k, v in busy.items()},
             "tensor_flops": flops,
             "model_flops": model_flops,
-            "hfu": flops / (secs * peak) if secs else 0.0,
+            "hfu": hw_flops / (secs * peak) if secs else 0.0,
             "mfu": model_flops / (secs * peak) if secs else 0.0,
             "mbu": hbm_bytes / (secs * chip.hbm_stack_bytes_per_s) if secs else 0.0,
             "dma_bytes": by_dir,
