@@ -504,8 +504,11 @@ class ProgramBuilder:
             self._pool.extend(self._emits)
         else:
             S.base[rows] = -1
-        S.cls[rows] = -1                        # rows after a loop, outside it: no class
-        S.cls[r:r + len(self._cls)] = self._cls
+        k = len(self._cls)                      # rows after a loop, outside it: no class
+        if k < n:
+            S.cls[r + k:r + n] = -1
+        if k:
+            S.cls[r:r + k] = self._cls
         S.advance(n, nx, na, False)
         self._flushed += n
         self._rids, self._deps, self._emits, self._cls = [], [], [], []

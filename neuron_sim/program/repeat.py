@@ -79,10 +79,10 @@ class Segments:
         entries: pages never written are never touched, so the unused tail costs nothing, and
         a growth copies what was written into fresh pages (C8 grew 89k -> 722k rows at 34k:
         6 MB copied, 1.3k page faults, ~12-23 ms of a ~150 ms build)."""
-        need = (self.n + rows, self.nx + xs, self.na + accs)
-        if any(k > c for k, c in zip(need, self._cap)):
-            self._grow([max(c, 8 * k, GROW_MIN) if k > c else c
-                        for k, c in zip(need, self._cap)])
+        cap = self._cap
+        if self.n + rows > cap[0] or self.nx + xs > cap[1] or self.na + accs > cap[2]:
+            need = (self.n + rows, self.nx + xs, self.na + accs)
+            self._grow([max(c, 8 * k, GROW_MIN) if k > c else c for k, c in zip(need, cap)])
         return self.n, self.nx, self.na
 
     def _grow(self, cap) -> None:
@@ -189,6 +189,9 @@ class Template:
     d_spill: float
     snaps: list             # Snapshot at the end of each phase's sample
     d_stationary: tuple     # (partition start, offset) step of the stationary key
+    # from_precedent: (spill shift, stationary key map) that move the precedent's snaps to this
+    # loop's, applied to the one snap state_after reads (a loop reads one of its p)
+    snap_moved: tuple | None = None
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> bool:
@@ -332,9 +335,7 @@ def from_precedent(pre: Precedent, its: list, snaps: list):
     d_spill = spills[w] - pre_spills[w]
     return dataclasses.replace(
         t, box=t.box + d[0][None], pst=t.pst + d[1][None], off=t.off + d[2][None],
-        x_idx=t.x_idx + d[3][None],
-        snaps=[dataclasses.replace(s, spill=s.spill + d_spill, stationary=keys(s.stationary))
-               for s in t.snaps])
+        x_idx=t.x_idx + d[3][None], snap_moved=(d_spill, keys))
 
 
 def _shifted_keys(pre: Precedent, snaps: list):
@@ -418,10 +419,14 @@ def state_after(t: Template, k: int):
     j = (k - t.first) % t.period
     sh = k - t.first - j
     snap = t.snaps[j]
-    spill = snap.spill + sh * t.d_spill
-    if t.d_stationary is SAME or snap.stationary is None:
-        return spill, snap.stationary
-    ap = snap.stationary[0]
+    spill, stationary = snap.spill, snap.stationary
+    if t.snap_moved is not None:
+        d_spill, keys = t.snap_moved
+        spill, stationary = spill + d_spill, keys(stationary)
+    spill += sh * t.d_spill
+    if t.d_stationary is SAME or stationary is None:
+        return spill, stationary
+    ap = stationary[0]
     dp, do = t.d_stationary
     return spill, (dataclasses.replace(ap, p_start=ap.p_start + sh * dp,
                                        offset=ap.offset + sh * do, _box=None), -1)
