@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import drop_stale_caches
+from . import Scratch, drop_stale_caches, page_block
 
 KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
 
@@ -24,12 +24,12 @@ MACHINE0 = (0.0, 0.0, 0.0, -np.inf, 0.0, 0.0, 1.0, 0.0)
 
 
 @njit(cache=True)
-def _stream_order(stream, n_streams):
-    n = stream.shape[0]
+def _stream_order(stream, n_streams, order):
+    """_stream_fill's (order, sptr) for `stream`, order given (filled)."""
     counts = np.zeros(n_streams + 1, np.int64)
-    for i in range(n):
+    for i in range(stream.shape[0]):
         counts[stream[i] + 1] += 1
-    return _stream_fill(stream, counts, np.empty(n, np.int64))
+    return _stream_fill(stream, counts, order)
 
 
 @njit(cache=True)
@@ -172,13 +172,26 @@ def _issue(k, t, ii, lat, eng_ns, hbm_ns, issue_ns, n_eng, eng0, free_s, params,
                                                       hbm_free, uniform, uniform_t)
 
 
-@njit(cache=True, error_model="numpy")
-def _schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
-              params):
-    """Program order within each stream."""
-    order, sptr = _stream_order(stream, int(params[6]))
-    return _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns,
-                             n_eng, eng0, params, order, sptr, None)
+_SCRATCH = Scratch()
+
+
+def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
+             params):
+    """Program order within each stream: (status, start, end, dstart, busy, stuck). The arrays
+    are made by NumPy, as in schedule.list_schedule: the four times in one 2 MB-aligned block
+    (huge pages), the rest scratch kept from the last call."""
+    n = stream.shape[0]
+    times = page_block(4, n, np.float64)
+    order = _SCRATCH.get("order", n, np.int64)[0]
+    done = _SCRATCH.get("done", n, np.bool_)[0]
+    nblocked = _SCRATCH.get("nblocked", n, np.int32)[0]
+    done.fill(False)
+    nblocked.fill(0)
+    order, sptr = _stream_order(stream, int(params[6]), order)
+    status, stuck = _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns,
+                                 issue_ns, n_eng, eng0, params, order, sptr, None, times[0],
+                                 times[1], times[2], times[3], done, nblocked)
+    return status, times[0], times[1], times[2], times[3], stuck
 
 
 @njit(cache=True, error_model="numpy")
@@ -186,17 +199,28 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
                       eng0, params, order, sptr, after):
     """Each stream runs order[sptr[s]:sptr[s+1]] in that order (the scheduling pass's), and an
     instruction i with after[i] >= 0 starts no earlier than that one (the pass's order edges;
-    None: none)."""
+    None: none). Returns (status, start, end, dstart, busy, stuck)."""
+    n = stream.shape[0]
+    start = np.zeros(n)
+    end = np.zeros(n)
+    dstart = np.zeros(n)
+    busy = np.zeros(n)
+    status, stuck = _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns,
+                                 issue_ns, n_eng, eng0, params, order, sptr, after, start, end,
+                                 dstart, busy, np.zeros(n, np.bool_), np.zeros(n, np.int32))
+    return status, start, end, dstart, busy, stuck
+
+
+@njit(cache=True, error_model="numpy")
+def _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
+                 params, order, sptr, after, start, end, dstart, busy, done, nblocked):
+    """_schedule_ordered's loop, writing the times of each instruction it issues into start, end,
+    dstart, busy; done and nblocked all zero on entry. Returns (status, stuck)."""
     sem_lat = params[0]
     n_dma = int(params[5])
     n_streams = int(params[6])
     n = stream.shape[0]
     head = sptr[:-1].copy()
-    start = np.zeros(n)
-    end = np.zeros(n)
-    dstart = np.zeros(n)
-    busy = np.zeros(n)
-    done = np.zeros(n, np.bool_)
     free = np.zeros(n_streams)
     dma_free = np.zeros(n_dma)
     m = MACHINE0
@@ -206,7 +230,7 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
     # completes. The reference recomputes everything every step: same result, much slower.
     cand = np.full(n_streams, np.inf)
     blk = np.full(n_streams, -1, np.int64)      # instruction a blocked head waits for
-    nblocked = np.zeros(n, np.int32)            # how many heads wait for each instruction
+    # nblocked[i]: how many heads wait for instruction i
     hpos = np.full(n_streams, -1, np.int64)
     hr = np.zeros(n_streams)
     pending = np.empty(n_streams, np.int64)     # streams to (re)evaluate
@@ -258,7 +282,7 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
             for s in range(n_streams):
                 if head[s] < sptr[s + 1]:
                     stuck[s] = order[head[s]]
-            return -1, start, end, dstart, busy, stuck
+            return -1, stuck
         s = best_s
         i = order[head[s]]
         head[s] += 1
@@ -293,7 +317,7 @@ def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, i
             elif c < t2 or (c == t2 and s < s2):
                 best_t = c
                 fast = True
-    return 0, start, end, dstart, busy, stuck
+    return 0, stuck
 
 
 @njit(cache=True)

@@ -78,13 +78,16 @@ def run_kernel(program, chip: Chip, reference: bool = False, schedule: bool = Tr
         res = scheduled(program, chip, reference, orders=False)
         if res is not None:
             return res[3:]
-    args = kernel_args(program, chip)
     if reference:
-        status, start, end, dstart, busy, stuck = _ref.schedule(*args)
+        status, start, end, dstart, busy, stuck = _ref.schedule(*kernel_args(program, chip))
         start, end, dstart, busy = (np.asarray(x, np.float64) for x in (start, end, dstart, busy))
     else:
-        from ..kernels.timing import _schedule
-        status, start, end, dstart, busy, stuck = _schedule(*args)
+        from ..kernels.timing import schedule as in_order
+        c = program.cols     # the integer columns in their own narrow types, as in scheduled()
+        status, start, end, dstart, busy, stuck = in_order(
+            c["stream"], c["kind"], c["ii_ns"], c["lat_ns"], program.dep_ptr, program.dep_idx,
+            c["dma_engine_ns"], c["dma_hbm_ns"], c["dma_issue_ns"], c["dma_engines"],
+            c["dma_engine0"], timing_params(chip))
     if status != 0:
         raise _deadlock(program, list(stuck))
     return start, end, dstart, busy
