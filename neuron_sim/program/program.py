@@ -83,7 +83,8 @@ class Program:
         if self.dep_ptr.shape != (n + 1,) or self.dep_ptr[0] != 0 or \
                 self.dep_ptr[-1] != self.dep_idx.shape[0]:
             raise ProgramError("dep_ptr is not a CSR index over dep_idx")
-        if self.dep_idx.size and (self.dep_idx.min() < 0 or self.dep_idx.max() >= n):
+        # one pass: a negative index read as unsigned is past every n
+        if self.dep_idx.size and self.dep_idx.view(f"u{self.dep_idx.itemsize}").max() >= n:
             raise ProgramError("a dependency index points outside the program")
         engine, kind = self.cols["engine"], self.cols["kind"]
         # The timing kernels keep the stationary buffer and the dI/dt throttle for TensorE only
