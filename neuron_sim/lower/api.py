@@ -19,7 +19,7 @@ from ..trace.op_program import OpProgram, classify_dma
 from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
-from .replay import lower_into
+from .replay import flush as replay_flush, lower_into
 from .rules.optimizer import list_identity
 from .spec import OpSpec, TensorSpec
 
@@ -52,6 +52,7 @@ def _chip(chip) -> Chip:
 
 
 def _measure(ctx: LowerCtx):
+    replay_flush(ctx)
     prog = ctx.b.build()
     if len(prog) == 0:
         return 0.0, {e: 0.0 for e in ENGINES}, 0.0, 0.0, 0
@@ -59,13 +60,18 @@ def _measure(ctx: LowerCtx):
     return _summed(prog, res)
 
 
+# as ints: NumPy compares an array with an IntEnum member ~4x slower than with an int
+_DMA, _H2S, _S2H, _H2H = (int(x) for x in (Engine.DMA, DmaDir.HBM_TO_SBUF, DmaDir.SBUF_TO_HBM,
+                                           DmaDir.HBM_TO_HBM))
+
+
 def _summed(prog, res):
     """(total ns, busy ns per engine, HBM bytes, FLOPs, instructions) of a simulated program."""
     c = prog.cols
-    dma = c["engine"] == Engine.DMA
+    dma = c["engine"] == _DMA
     d = c["dma_dir"]
-    hbm = float(c["dma_bytes"][dma & ((d == DmaDir.HBM_TO_SBUF) | (d == DmaDir.SBUF_TO_HBM))].sum()
-                + 2 * c["dma_bytes"][dma & (d == DmaDir.HBM_TO_HBM)].sum())
+    hbm = float(c["dma_bytes"][dma & ((d == _H2S) | (d == _S2H))].sum()
+                + 2 * c["dma_bytes"][dma & (d == _H2H)].sum())
     return (res.total_ns, dict(res.engine_busy_ns), hbm, float(c["flops"].sum()), len(prog))
 
 
@@ -242,10 +248,9 @@ def _program(fused, chip, lnc, live):
     stored = {}             # key -> TensorSpec: outputs of ops that emitted instructions
     try:
         for i, o in enumerate(fused):
-            n0 = len(ctx.b)
-            lower_into(ctx, rule_for(o.name), o)
+            rows = lower_into(ctx, rule_for(o.name), o)
             ctx.free_dead(i)
-            if len(ctx.b) > n0:     # a view emits nothing: its consumers read its base
+            if rows:                # a view emits nothing: its consumers read its base
                 stored.update((LowerCtx.key(t), t) for t in o.outputs)
     except (IndexError, ValueError, TypeError, KeyError, ZeroDivisionError) as e:
         raise LoweringError(f"fused sequence could not be lowered: {type(e).__name__}: {e}") \
@@ -312,7 +317,7 @@ def _concatenated_program(fused, alone, chip, live):
     cols["op"] = rank[row_name].astype(COLUMNS["op"])
     # DMA queues: the round-robin goes on from the DMAs of the ops before
     nq = chip.dma_queues_per_engine
-    dma = cols["engine"] == Engine.DMA
+    dma = cols["engine"] == _DMA
     per_op = np.add.reduceat(dma.astype(np.int64), starts)
     shift = np.repeat(np.concatenate(([0], np.cumsum(per_op)[:-1])) % nq, lens)[dma]
     q = (cols["stream"][dma].astype(np.int64) - N_COMPUTE_STREAMS + shift) % nq
@@ -444,8 +449,9 @@ def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
     alone = list(standalone) if standalone is not None else [lower_op(o, chip, lnc) for o in ops]
     big = [a.extrapolated for a in alone]
     # element-wise ops that are big, or whose tensors could not stay resident, run as fused loops
+    resident_max = _loop_bytes(chip)
     loops = {i for i, (o, b) in enumerate(zip(ops, big))
-             if _sliceable(o) and (b or _group_bytes(o) > _loop_bytes(chip))}
+             if (b or _group_bytes(o) > resident_max) and _sliceable(o)}
     in_fused = [i for i, b in enumerate(big) if not b and i not in loops]
     fused = [ops[i] for i in in_fused]
     looped = [ops[i] for i in sorted(loops)]

@@ -65,6 +65,8 @@ class LowerCtx:
         self._seq = 0
         self.ops_done = 0                     # ops lowered so far: a stable per-op tag
         self.result = None                    # the simulated program, once api._measure ran
+        self._replayed: list = []             # rows of replayed ops not appended yet (replay.py)
+        self._replayed_rows = 0
 
     # ---- identity and placement ----------------------------------------------------------------
     @staticmethod

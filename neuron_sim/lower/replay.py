@@ -43,43 +43,75 @@ _RECORDINGS: dict = {}
 _UNRECORDABLE = object()        # a context whose op cannot be recorded: run the rule each time
 
 
-def lower_into(ctx, rule, op) -> None:
-    """`rule(ctx, op)` then `ctx.end_op()`, or the rows that did in the same context before."""
+def lower_into(ctx, rule, op) -> int:
+    """`rule(ctx, op)` then `ctx.end_op()`, or the rows that did in the same context before.
+    Returns how many rows the op appended (replayed rows wait in ctx._replayed, appended in
+    one go by `flush`, which building the program does first)."""
     b = ctx.b
     key = None
     if REPLAY and not b.reference and b.auto_deps and b.check_capacity and not b._depth \
             and not rule.__module__.endswith(".optimizer"):
         key = _context(ctx, rule, op)
-    if key is None:
-        rule(ctx, op)
-        ctx.end_op()
-        return
-    rec = _RECORDINGS.get(key[0])
-    if rec is None:
+    rec = None if key is None else _RECORDINGS.get(key[0])
+    if rec is not None and rec is not _UNRECORDABLE and not b.keep_operands \
+            and rec.replay(ctx, key[1]):
+        return rec.rec.size
+    flush(ctx)
+    n0 = len(b)
+    if key is not None and rec is None:
         made = _record(ctx, rule, op, key[1])
         if len(_RECORDINGS) >= _MAX_RECORDINGS:
             _RECORDINGS.clear()
         _RECORDINGS[key[0]] = made if made is not None else _UNRECORDABLE
-        return
-    if rec is _UNRECORDABLE or b.keep_operands or not rec.replay(ctx, key[1]):
+    else:
         rule(ctx, op)
         ctx.end_op()
+    return len(b) - n0
 
 
-def _arg_key(a, ctx, keys, labels):
-    if isinstance(a, TensorSpec):
-        k = ctx.key(a)
-        try:
-            j = keys.index(k)
-        except ValueError:
-            j = len(keys)
-            keys.append(k)
-            labels.append(a)
+def flush(ctx) -> None:
+    """Append the rows of the ops replayed since the last flush, in one append_rows (the same
+    program as one call per op: the rows, accesses and new tensor tracks keep their order)."""
+    pending = ctx._replayed
+    if not pending:
+        return
+    ctx._replayed, ctx._replayed_rows = [], 0
+    if len(pending) == 1:
+        ctx.b.append_rows(*pending[0])
+        return
+    records, recs = [], []
+    for p in pending:
+        recs.append(p[1] + len(records))
+        records.extend(p[0])
+    ctx.b.append_rows(records, np.concatenate(recs), _csr([p[2] for p in pending]),
+                      np.concatenate([p[3] for p in pending]), _csr([p[4] for p in pending]),
+                      *(np.concatenate([p[k] for p in pending]) for k in range(5, 10)))
+
+
+def _csr(ptrs):
+    """CSR pointers of consecutive runs, as one."""
+    out, base = [np.zeros(1, np.int64)], 0
+    for p in ptrs:
+        out.append(p[1:] + base)
+        base += int(p[-1])
+    return np.concatenate(out)
+
+
+def _arg_key(a, index, specs):
+    """A hashable key of argument `a`: tensors by layout and by which of the op's tensors they
+    are (`index`: tensor key -> position, `specs`: one TensorSpec per position, both filled)."""
+    cls = a.__class__
+    if cls is TensorSpec:
+        k = ("id", a.id) if a.id is not None else ("layout",) + a.layout_key   # LowerCtx.key
+        j = index.get(k)
+        if j is None:
+            j = index[k] = len(specs)
+            specs.append(a)
         return ("T", a.layout_key, a.on_device, j)
-    if isinstance(a, (list, tuple)):
-        return (type(a).__name__,) + tuple(_arg_key(x, ctx, keys, labels) for x in a)
-    if a.__class__ is bool or a.__class__ is float:     # True == 1 == 1.0 as keys
-        return (a.__class__, a)
+    if cls is tuple or cls is list:
+        return (cls,) + tuple([_arg_key(x, index, specs) for x in a])
+    if cls is bool or cls is float:     # True == 1 == 1.0 as keys
+        return (cls, a)
     return a
 
 
@@ -87,19 +119,20 @@ def _context(ctx, rule, op):
     """(hashable context key, (the op's tensor keys, one TensorSpec per key)), or None when the
     op must run its rule (a stationary loaded from one of its tensors, a PSUM tile still held,
     an unhashable argument)."""
-    keys, specs = [], []
-    args = _arg_key(op.args, ctx, keys, specs)
-    outs = _arg_key(op.outputs, ctx, keys, specs)
     b = ctx.b
     if b._psum.blocks or ctx._pool or ctx._outgrown:
         return None
-    resident, live, later = ctx._resident, ctx.live, ctx.consumed_later
+    index, specs = {}, []
+    args = _arg_key(op.args, index, specs)
+    outs = _arg_key(op.outputs, index, specs)
+    keys = list(index)
+    resident, hbm, live, later = ctx._resident, ctx._hbm, ctx.live, ctx.consumed_later
     state, grow, own = [], False, set()
     for k in keys:
         r = resident.get(k)
-        h = ctx._hbm.get(k)
         if r is not None:
             own.add(r.id)
+        h = hbm.get(k)
         if h is not None:
             own.add(h.id)
         c = k in later
@@ -170,15 +203,17 @@ class _Recording:
                 t = tiles.get(j) or self._tensor(j, offsets, ids, self.made[j][1])
             else:           # writes before the op in this context, then the op's
                 t = ctx._resident[keys[j]] if kind == "r" else ctx._hbm[keys[j]]
+                flush(ctx)          # (the writes of the rows still waiting counted)
                 v += b._versions.get(t.id, 0)
             st = (AccessPattern(t, p_start, p_size, offset, dims, p_stride), v)
         nq = ctx.chip.dma_queues_per_engine
         q = b._next_queue
         if self.rec.size:
-            b.append_rows(self._records((q - self.q0) % nq, ctx.chip), self.rec, self.x_ptr,
-                          self.x_idx + len(b), self.acc_ptr,
-                          np.asarray(tid, np.int64)[self.acc_label], self.write, self.box,
-                          self.pst, self.off)
+            ctx._replayed.append((self._records((q - self.q0) % nq, ctx.chip), self.rec,
+                                  self.x_ptr, self.x_idx + (len(b) + ctx._replayed_rows),
+                                  self.acc_ptr, np.asarray(tid, np.int64)[self.acc_label],
+                                  self.write, self.box, self.pst, self.off))
+            ctx._replayed_rows += self.rec.size
         b._next_queue = (q + self.ndma) % nq
         b._last_stationary = st
         for i, j in self.resident:

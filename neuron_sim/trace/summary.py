@@ -35,14 +35,15 @@ class Result:
         c = self.program.cols
         eng, kind = c["engine"], c["kind"]
         out = {}
-        for e in Engine:
+        for e in Engine:        # int(e): NumPy compares with an IntEnum member ~4x slower
             if e == Engine.DMA:
-                m = eng == e
+                m = eng == int(e)
                 out[ENGINE_NAMES[e]] = float(_union_length(self.data_start_ns[m], self.end_ns[m]))
             elif e == Engine.TENSOR:
-                out[ENGINE_NAMES[e]] = float(self.busy_ns[(eng == e) & (kind != Kind.LOAD_STATIONARY)].sum())
+                out[ENGINE_NAMES[e]] = float(
+                    self.busy_ns[(eng == int(e)) & (kind != int(Kind.LOAD_STATIONARY))].sum())
             else:
-                out[ENGINE_NAMES[e]] = float(self.busy_ns[eng == e].sum())
+                out[ENGINE_NAMES[e]] = float(self.busy_ns[eng == int(e)].sum())
         return out
 
     @cached_property
