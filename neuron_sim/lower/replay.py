@@ -29,6 +29,8 @@ error, a builder flush, a tensor outside the op) is simply run every time. The o
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from ..errors import CapacityError
@@ -333,14 +335,21 @@ def _record(ctx, rule, op, op_tensors):
                 events.append(("f", i))
         return free(*ts)
 
-    b._append, b._alloc, b.hbm, b.free = w_append, w_alloc, w_hbm, w_free
+    kept = b.keep_operands          # the builder keeps the records itself
+    if not kept:
+        b._append = w_append
+    b._alloc, b.hbm, b.free = w_alloc, w_hbm, w_free
     try:
         rule(ctx, op)
         ctx.end_op()
     finally:
-        del b._append, b._alloc, b.hbm, b.free
+        del b._alloc, b.hbm, b.free
+        if not kept:
+            del b._append
     # ---- what a recording cannot carry ----
     n = len(b._rids) - n0
+    if kept:
+        emits = b._emits[n0:]
     if failed or b._flushed != flushed0 or n != len(emits) or len(b._waits) != waits0 \
             or sum(map(len, b._signals.values())) != signals0 or b._spill_bytes != spill0 \
             or ctx._pool or ctx._outgrown or b._psum.blocks \
@@ -388,20 +397,14 @@ def _record(ctx, rule, op, op_tensors):
     r.x_ptr = np.zeros(n + 1, np.int64)
     r.x_ptr[1:] = np.cumsum([len(x) for x in deps]) if n else []
     r.x_idx = np.fromiter((d - i0 for x in deps for d in x), np.int64, count=int(r.x_ptr[-1]))
-    acc = np.array(b._acc[a0:], np.int64).reshape(-1, 8)
+    na = len(b._acc) - a0
+    acc = np.fromiter(chain.from_iterable(b._acc[a0:]), np.int64, count=8 * na).reshape(na, 8)
     r.acc_ptr = np.asarray(b._acc_ptr[n0:], np.int64) - a0
-    labels, lab_of, acc_label = [], {}, []
-    for track in acc[:, 0].tolist():
-        t = b._track_tid[track]
-        li = lab_of.get(t)
-        if li is None:
-            lab = label.get(t)
-            if lab is None:
-                return None             # a tensor the op does not own
-            li = lab_of[t] = len(labels)
-            labels.append(lab)
-        acc_label.append(li)
-    r.acc_label = np.asarray(acc_label, np.int64)
+    tracks, inverse = np.unique(acc[:, 0], return_inverse=True)
+    labels = [label.get(b._track_tid[t]) for t in tracks.tolist()]
+    if None in labels:
+        return None                     # a tensor the op does not own
+    r.acc_label = inverse.reshape(-1).astype(np.int64)
     r.write, r.box = acc[:, 1].copy(), np.ascontiguousarray(acc[:, 2:6])
     r.pst, r.off = acc[:, 6].copy(), acc[:, 7].copy()
     # ---- the state it leaves ----
