@@ -669,15 +669,9 @@ class ProgramBuilder:
 
     def _write_bulk(self, t, start, stop) -> None:
         self._flushed += R.synthesize(t, start, stop, self._segs)
-        # writes per track: each phase's sample times the iterations of that phase
-        per_phase = np.bincount((start - t.first + np.arange(stop - start)) % t.period,
-                                minlength=t.period)
-        writes = t.write == 1
-        written = sum(k * np.bincount(t.track[j][writes], minlength=len(self._track_tid))
-                      for j, k in enumerate(per_phase.tolist()) if k)
-        for track in np.flatnonzero(written):
+        for track, k in R.write_counts(t, start, stop).items():
             tid = self._track_tid[track]
-            self._versions[tid] = self._versions.get(tid, 0) + int(written[track])
+            self._versions[tid] = self._versions.get(tid, 0) + k
         self._spill_bytes, key = R.state_after(t, stop - 1)
         if key is not None and key[1] == -1:
             key = (key[0], self._versions.get(key[0].tensor.id, 0))

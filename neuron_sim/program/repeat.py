@@ -192,6 +192,8 @@ class Template:
     # from_precedent: (spill shift, stationary key map) that move the precedent's snaps to this
     # loop's, applied to the one snap state_after reads (a loop reads one of its p)
     snap_moved: tuple | None = None
+    # per phase: [(track, writes)] of its sample, made once (write_counts)
+    phase_writes: list | None = None
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> bool:
@@ -411,6 +413,25 @@ def synthesize_reference(t: Template, start: int, stop: int, out: Segments) -> i
         dst += pick(sample)
     out.advance(K * L, K * nx, K * na, True)
     return K * L
+
+
+def write_counts(t: Template, start: int, stop: int) -> dict:
+    """{track: writes} of iterations start .. stop-1: each phase's sample's writes times the
+    iterations of that phase."""
+    p = t.period
+    if t.phase_writes is None:
+        w = t.write == 1
+        t.phase_writes = [list(zip(*(a.tolist() for a in np.unique(t.track[j][w],
+                                                                     return_counts=True))))
+                          for j in range(p)]
+    q, extra = divmod(stop - start, p)
+    j0 = (start - t.first) % p
+    out = {}
+    for i in range(min(stop - start, p)):       # iteration start + i has phase j0 + i (mod p)
+        k = q + (i < extra)
+        for track, c in t.phase_writes[(j0 + i) % p]:
+            out[track] = out.get(track, 0) + k * c
+    return out
 
 
 def state_after(t: Template, k: int):

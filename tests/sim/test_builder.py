@@ -375,3 +375,22 @@ def test_synthesize_kernel_equals_its_numpy_reference(name, monkeypatch):
         for f in ("rid", "x_ptr", "x_idx", "acc_ptr", "track", "write", "box", "pst", "off",
                   "base", "cls"):
             np.testing.assert_array_equal(getattr(outs[0], f), getattr(outs[1], f), err_msg=f)
+
+
+def test_write_counts_equal_the_iterations_counted_one_by_one(monkeypatch):
+    """repeat.write_counts (the tensors' write counts a bulk-written loop adds) equals counting
+    each iteration's phase sample, for every loop of the nested periodic program and C8, over
+    whole and partial ranges of iterations."""
+    templates, write = [], R.synthesize
+    monkeypatch.setattr(R, "synthesize", lambda t, start, stop, out: templates.append(
+        (t, start, stop)) or write(t, start, stop, out))
+    _nested()
+    PROGRAMS["C8 with spills"]()
+    assert {t.period for t, _, _ in templates} >= {1, 2, 6}
+    for t, start, stop in templates:
+        for lo, hi in [(start, stop), (start, start + 1), (start + 1, stop), (0, stop)]:
+            one_by_one = {}
+            for k in range(lo, hi):
+                for track in t.track[(k - t.first) % t.period][t.write == 1].tolist():
+                    one_by_one[track] = one_by_one.get(track, 0) + 1
+            assert R.write_counts(t, lo, hi) == one_by_one
