@@ -32,7 +32,7 @@ from ..program.ap import AccessPattern, Memory, Tensor
 from ..program.builder import ProgramBuilder, paused_gc
 from . import dtypes
 from .errors import NkiValidationError
-from .tensor import NkiTensor, make_view
+from .tensor import NkiTensor
 from .tracer import Finding
 
 _MEM = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}
@@ -92,19 +92,19 @@ class _Mapper:
             self.tensors[st.id] = t
         return t
 
-    def _geo(self, v: NkiTensor):
-        st = v.storage
-        key = (v.shape, v.strides, st.on_chip)
+    def _geo(self, shape, strides, on_chip):
+        """(merged free dims, free span) of a view of this shape and strides."""
+        key = (shape, strides, on_chip)
         geo = self.geometry.get(key)
         if geo is None:       # views of the same shape and strides recur thousands of times
-            if st.on_chip or v.ndim >= 2:
+            if on_chip or len(shape) >= 2:
                 span = 0
-                for n, s in zip(v.shape[1:], v.strides[1:]):
+                for n, s in zip(shape[1:], strides[1:]):
                     if n > 0:
                         span += (n - 1) * s
-                geo = (_merge_dims(v.shape[1:], v.strides[1:]), span + (0 if st.on_chip else (v.shape[0] - 1) * v.strides[0]))
+                geo = (_merge_dims(shape[1:], strides[1:]), span + (0 if on_chip else (shape[0] - 1) * strides[0]))
             else:
-                geo = (_merge_dims(v.shape, v.strides), (v.shape[0] - 1) * v.strides[0])
+                geo = (_merge_dims(shape, strides), (shape[0] - 1) * strides[0])
             self.geometry[key] = geo
         return geo
 
@@ -114,8 +114,9 @@ class _Mapper:
         hit = self.ranges.get(id(v))
         if hit is not None and hit[0] is v:      # holding v keeps its id from being reused
             return hit[1]
-        lo = v.offset % v.storage.free_elems
-        r = self.ranges[id(v)] = (v, (lo, lo + self._geo(v)[1] + 1))
+        st = v.storage
+        lo = v.offset % st.free_elems
+        r = self.ranges[id(v)] = (v, (lo, lo + self._geo(v.shape, v.strides, st.on_chip)[1] + 1))
         return r[1]
 
     def byte_range(self, ap: _AP, index) -> tuple[float, float]:
@@ -149,23 +150,23 @@ class _Mapper:
         key = (st.id, shape, strides, offset)
         ap = self.aps.get(key)
         if ap is None:
-            ap = self.aps[key] = self._ap(make_view(st, shape, strides, offset), st, index)
+            ap = self.aps[key] = self._ap(st, shape, strides, offset, index)
         return ap
 
-    def _ap(self, v, st, index):
+    def _ap(self, st, shape, strides, offset, index):
         t = self.tensor(st, index)
-        dims, span = self._geo(v)
-        if st.on_chip:
-            p0 = t.partition_start + v.partition_start
-            lo = v.offset % st.free_elems
-            ap = _AP(t, p0, v.shape[0], lo, dims, 1)
-            box = (p0, p0 + v.shape[0], lo, lo + span + 1)
-        elif v.ndim >= 2:
-            ap = _AP(t, 0, v.shape[0], v.offset, dims, v.strides[0])
-            box = (0, 1, v.offset, v.offset + span + 1)
+        dims, span = self._geo(shape, strides, st.on_chip)
+        if st.on_chip:      # (the view's partition_start and free offset in its storage)
+            p0 = t.partition_start + offset // st.free_elems
+            lo = offset % st.free_elems
+            ap = _AP(t, p0, shape[0], lo, dims, 1)
+            box = (p0, p0 + shape[0], lo, lo + span + 1)
+        elif len(shape) >= 2:
+            ap = _AP(t, 0, shape[0], offset, dims, strides[0])
+            box = (0, 1, offset, offset + span + 1)
         else:
-            ap = _AP(t, 0, 1, v.offset, dims, 1)
-            box = (0, 1, v.offset, v.offset + span + 1)
+            ap = _AP(t, 0, 1, offset, dims, 1)
+            box = (0, 1, offset, offset + span + 1)
         ap._box = box
         ap.storage = st
         ap.bytes = None
@@ -194,6 +195,8 @@ def build_programs(traces, plans, lnc=1, records=True, bulk=True):
         for b, rows, out in zip(builders, sinks, built):
             rows.flush()
             out.program = b.build()
+            if rows.__class__ is _BulkRows:     # template copies are made when asked for
+                out.program.emits = _LazyRecords(out.program.emits)
     return built
 
 
@@ -469,6 +472,7 @@ class _BulkRows(_Rows):
         self.stationary = None      # (pattern, its tensor's writes so far) last loaded
         self.classes, self.class_of = [], {}    # distinct records the rows' columns come from
         self.plans = {}             # id(template) -> _plan (the template is kept: ids unique)
+        self.dma_class = {}         # (dst geometry, src geometry, queue, dge) -> class
         self.table = []             # per numbered pattern: (tensor id, p0, p1, f0, f1, pst, off)
         self._clear()
 
@@ -518,6 +522,15 @@ class _BulkRows(_Rows):
         self.emits.append(e)
         return self.first + len(self.rec) - 1
 
+    def _explicit(self, deps) -> None:
+        """The next row's explicit dependencies (earlier rows), sorted and unique."""
+        if deps:
+            d = deps if len(deps) == 1 else sorted(set(deps))
+            self.nx.append(len(d))
+            self.x_idx.extend(d)
+        else:
+            self.nx.append(0)
+
     def _version(self, tensor) -> int:
         """Writes of `tensor` so far (the builder's count, plus the rows not handed over yet)."""
         return self.b._versions.get(tensor.id, 0) + self.writes.get(tensor.id, 0)
@@ -531,47 +544,60 @@ class _BulkRows(_Rows):
         nums = [a.num for a in aps]
         if None in nums:
             nums = [self._num(a) for a in aps]
-        made = _from_template(t, aps)
+        made = _Copy(t, aps)        # its records, made when Program.emits is read
         plan = self.plans.get(id(t))
         if plan is None:
             plan = self._plan(op, t)
         if not self.rec:
             self.first = len(self.b)
-        rec, nx, acc, nr_, nw_, emits, writes = (self.rec, self.nx, self.acc, self.nr, self.nw,
-                                                 self.emits, self.writes)
-        reuse, last = plan[0], len(plan[1]) - 1
-        for j, (c, nr, nw, take, wpos, s) in enumerate(plan[1]):
-            e = made[j] if plan[2] else made
-            if j < last:
-                if reuse:       # as _pass: the LoadStationary of the pattern still loaded
-                    ap = aps[s]
-                    key = (ap, self._version(ap.tensor))
-                    if key == self.stationary:
-                        continue
-                    self.stationary = key
-                nx.append(0)
-            elif deps:
-                d = deps if len(deps) == 1 else sorted(set(deps))
-                nx.append(len(d))
-                self.x_idx.extend(d)
-            else:
-                nx.append(0)
-            if j == last and plan[2] and not reuse and e.engine == Engine.TENSOR:
+        reuse, recs, seq = plan[0], plan[1], plan[2]
+        last = len(recs) - 1
+        if not reuse or not last:
+            if seq and not reuse and recs[-1][5] == Engine.TENSOR:
                 self.stationary = None
-            rec.append(c)
-            acc.extend(take(nums))
-            for q in wpos:
-                tid = aps[q].tensor.id
-                writes[tid] = writes.get(tid, 0) + 1
-            nr_.append(nr)
-            nw_.append(nw)
-            emits.append(e)
-        return self.first + len(rec) - 1
+            self._append(plan[4], aps, nums, made, seq, deps)
+        elif last == 1:     # a TensorE pass: its LoadStationary, unless that pattern is loaded
+            self._append(plan[5] if self._loaded(aps[recs[0][4]]) else plan[4], aps, nums, made,
+                         seq, deps)
+        else:
+            for j in range(last + 1):
+                if j == last or not self._loaded(aps[recs[j][4]]):
+                    self._append(_run(recs, (j,)), aps, nums, made, seq, deps if j == last else ())
+        return self.first + len(self.rec) - 1
+
+    def _loaded(self, ap) -> bool:
+        """As _pass: whether the LoadStationary of `ap` can be left out (the same pattern, not
+        written since, is still loaded); if not, it is the one loaded now."""
+        key = (ap, self._version(ap.tensor))
+        if key == self.stationary:
+            return True
+        self.stationary = key
+        return False
+
+    def _append(self, run, aps, nums, made, seq, deps) -> None:
+        """The rows of `run` (_run) of a copy of a template, naming the patterns `aps` (numbered
+        `nums`); the last row's explicit dependencies are `deps`."""
+        cs, nrs, nws, take, wpos, js, zeros = run
+        self.rec.extend(cs)
+        self.nx.extend(zeros)
+        self._explicit(deps)
+        self.acc.extend(take(nums))
+        writes = self.writes
+        for q in wpos:
+            tid = aps[q].tensor.id
+            writes[tid] = writes.get(tid, 0) + 1
+        self.nr.extend(nrs)
+        self.nw.extend(nws)
+        if seq:
+            self.emits.extend([(made, j) for j in js])
+        else:
+            self.emits.append(made)
 
     def _plan(self, op, t):
-        """(reuses the stationary, per template record (class, reads, writes, take(nums), written
-        argument positions, first read's position), whether the build is a sequence) of template
-        t: what _pass and _add do for each copy, found once."""
+        """(reuses the stationary, per template record (class, reads, writes, written argument
+        positions, first read's position, engine, operand positions), whether the build is a
+        sequence, the template, _run of all records, _run of the last alone) of template t: what
+        _pass and _add do for each copy, found once."""
         out = []
         for te in t[1]:
             e = te[0]
@@ -580,10 +606,11 @@ class _BulkRows(_Rows):
             if c is None:
                 c = self.class_of[key] = len(self.classes)
                 self.classes.append(e)
-            ops = te[1] + te[2]
-            take = itemgetter(*ops) if len(ops) > 1 else lambda n, j=ops: [n[x] for x in j]
-            out.append((c, len(te[1]), len(te[2]), take, te[2], te[1][0] if te[1] else None))
-        plan = self.plans[id(t)] = (_reuses_stationary(op), out, t[0] is not None, t)
+            out.append((c, len(te[1]), len(te[2]), te[2], te[1][0] if te[1] else None, e.engine,
+                        te[1] + te[2]))
+        last = len(out) - 1
+        plan = self.plans[id(t)] = (_reuses_stationary(op), out, t[0] is not None, t,
+                                    _run(out, range(last + 1)), _run(out, (last,)))
         return plan
 
     def _pass(self, op, out, add, deps) -> int:
@@ -607,7 +634,29 @@ class _BulkRows(_Rows):
         return add(len(out) - 1, last, deps)
 
     def dma(self, dst, src, dge, deps=()) -> int:
-        return self._add(_dma_record(self.b, dst, src, dge), deps)
+        """_add(_dma_record(...)) without the record: its class is found by the operands'
+        geometries, the queue and the DGE mode (what the cost reads of them), and the record is
+        made when Program.emits is read (_Dma)."""
+        q = _queue(self.b, dge)
+        geo = self.records._geometry_id
+        g, h = dst.geometry_id, src.geometry_id
+        key = (g if g is not None else geo(dst), h if h is not None else geo(src), q, dge)
+        c = self.dma_class.get(key)
+        if c is None:
+            c = self.dma_class[key] = len(self.classes)
+            self.classes.append(core_dma.build(self.b.chip, dst, src, q, None, dge))
+        if not self.rec:
+            self.first = len(self.b)
+        self.rec.append(c)
+        self._explicit(deps)
+        n, m = src.num, dst.num
+        self.acc += (n if n is not None else self._num(src), m if m is not None else self._num(dst))
+        t, writes = dst.tensor.id, self.writes
+        writes[t] = writes.get(t, 0) + 1
+        self.nr.append(1)
+        self.nw.append(1)
+        self.emits.append(_Dma(self.classes[c], src, dst))
+        return self.first + len(self.rec) - 1
 
     def flush(self) -> None:
         n = len(self.rec)
@@ -624,6 +673,17 @@ class _BulkRows(_Rows):
                            np.array(self.x_idx, np.int64), acc_ptr, tab[:, 0].copy(), write,
                            tab[:, 1:5].copy(), tab[:, 5].copy(), tab[:, 6].copy(), self.emits)
         self._clear()
+
+
+def _run(records, js):
+    """(classes, reads, writes, operand taker, written positions, record numbers, zeros) of the
+    rows of records js of a _plan, as _pass appends them one by one: the taker gives their
+    operands' numbers in order from the template's argument numbers."""
+    rs = [records[j] for j in js]
+    ops = [p for r in rs for p in r[6]]
+    take = itemgetter(*ops) if len(ops) > 1 else lambda n, j=tuple(ops): [n[x] for x in j]
+    return (tuple(r[0] for r in rs), tuple(r[1] for r in rs), tuple(r[2] for r in rs), take,
+            tuple(q for r in rs for q in r[3]), tuple(js), (0,) * (len(rs) - 1))
 
 
 def _reuses_stationary(op, _memo={}) -> bool:
@@ -742,6 +802,71 @@ def _from_template(t, aps):
     return made[0] if kind is None else kind(made)
 
 
+class _Copy:
+    """The records of one instruction copied from template t with the patterns `aps`, made
+    (_from_template) the first time one of them is asked for. _BulkRows hands the builder this
+    (a single record) or (this, j) (record j of a sequence) per row instead of the records."""
+
+    __slots__ = ("t", "aps", "made")
+
+    def __init__(self, t, aps):
+        self.t, self.aps, self.made = t, aps, None
+
+    def get(self):
+        if self.made is None:
+            self.made = _from_template(self.t, self.aps)
+        return self.made
+
+    @property
+    def name(self):         # what the builder's deadlock error reads of a record
+        return self.get().name
+
+
+class _Dma:
+    """A dma_copy's record, made when asked for from the first record of its class (same cost,
+    same queue) with its own operands."""
+
+    __slots__ = ("e", "src", "dst")
+
+    def __init__(self, e, src, dst):
+        self.e, self.src, self.dst = e, src, dst
+
+    def get(self):
+        e = self.e
+        return Emit(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, (self.src,), (self.dst,),
+                    dict(e.params), e.flops, e.dma)
+
+    @property
+    def name(self):
+        return self.e.name
+
+
+class _LazyRecords:
+    """Program.emits of a _BulkRows program: a template copy's records are made when read
+    (a kernel's timing never reads them; the semantics check and tests do)."""
+
+    def __init__(self, rows):
+        self._rows = rows
+
+    def __len__(self):
+        return len(self._rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        e = self._rows[i]
+        c = e.__class__
+        if c is _Copy or c is _Dma:
+            e = self._rows[i] = e.get()
+        elif c is tuple:
+            e = self._rows[i] = e[0].get()[e[1]]
+        return e
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
 def _dma_record(b, dst, src, dge):
     """The record of a dma_copy on the next queue. The queue rotates as the builder's own does,
     except for hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time
@@ -749,6 +874,11 @@ def _dma_record(b, dst, src, dge):
     SyncE and ScalarE [ArchV3]), so those rotate over that many queues; spread over all 16 they
     would generate descriptors 16 at a time. (Trn3 publishes no unit count: all queues, as before.)
     The cost module keeps its cost per geometry and queue: a kernel's DMAs repeat a few shapes."""
+    return core_dma.build(b.chip, dst, src, _queue(b, dge), None, dge)
+
+
+def _queue(b, dge) -> int:
+    """The queue of builder b's next dma_copy (_dma_record)."""
     units = b.chip.hwdge_units_per_core if dge == "hwdge" else 0
     if units:
         q = b.__dict__.get("_nki_next_dge_queue", 0)
@@ -756,7 +886,7 @@ def _dma_record(b, dst, src, dge):
     else:
         q = b.__dict__.get("_nki_next_queue", 0)
         b._nki_next_queue = (q + 1) % b.chip.dma_queues_per_engine
-    return core_dma.build(b.chip, dst, src, q, None, dge)
+    return q
 
 
 def check_semantics(traces, built, rtol=1e-2, atol=1e-2) -> list[str]:
