@@ -293,7 +293,7 @@ def _concatenated_program(fused, alone, chip, live):
                 or a.estimated or a.extrapolated or not a.blocks \
                 or a.program.result.program.chip.name != chip.name:
             return None
-        for t in (*o.inputs, *o.outputs):
+        for t in (*o._inputs, *o.outputs):
             k = LowerCtx.key(t)
             if k in seen:
                 return None
@@ -326,8 +326,10 @@ def _concatenated_program(fused, alone, chip, live):
 
     def csr(pairs):      # per-op CSR (ptr, idx) over local rows -> one over the whole program
         ptrs, idxs = zip(*pairs)
-        counts = np.array([len(i) for i in idxs], np.int64)
-        ptr = np.concatenate(([0], np.cumsum(np.concatenate([np.diff(x) for x in ptrs]))))
+        counts = [len(i) for i in idxs]
+        before = np.cumsum([0] + counts).tolist()       # entries of the ops before each
+        ptr = np.concatenate([x[:-1] + b for x, b in zip(ptrs, before)]
+                             + [np.array(before[-1:], np.int64)])
         return ptr, np.concatenate(idxs).astype(np.int64) + np.repeat(starts, counts)
     ptr, idx = csr([(p.dep_ptr, p.dep_idx) for p in progs])
     optr, oidx = csr([p.order_edges() for p in progs])

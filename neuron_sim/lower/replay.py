@@ -25,7 +25,11 @@ then appends the rows in one `ProgramBuilder.append_rows`: the program is array 
 one the rule builds (tests/lower/test_replay.py builds with and without replay). An op whose
 rule does something a recording cannot carry (explicit deps or semaphores, a caught capacity
 error, a builder flush, a tensor outside the op) is simply run every time. The optimizer rules
-(foreach, fused Adam) are never recorded: they tag tiles with `ctx.ops_done` and extend `live`."""
+(foreach, fused Adam) are never recorded: they tag tiles with `ctx.ops_done` and extend `live`.
+
+Recording reads the builder's pending rows and state (ProgramBuilder's `_rids`, `_acc`,
+`_last_stationary`, `_next_queue`, allocators...), so a change there must keep
+tests/lower/test_replay.py passing: it compares whole programs built with and without replay."""
 
 from __future__ import annotations
 
