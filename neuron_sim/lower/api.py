@@ -208,7 +208,12 @@ def warm_up(chip=None) -> None:
     ~250 ms of CPU) and the modules they pull in. The eager device runs it in a background
     thread from its first use (torch_neuronx.cost.warm_up_in_background), so the first drain
     finds the kernels loaded; it is also safe next to real lowering (numba loads and compiles
-    under its own lock) and leaves nothing behind that changes a later program."""
+    under its own lock) and leaves nothing behind that changes a later program. The ISA
+    instruction modules, which the builder imports at their first use, are imported here too
+    (~25 ms of CPU for all of them)."""
+    from .. import isa
+    for name in isa.instruction_names():
+        isa.module_for(name)
     t = TensorSpec((_chip(chip).sbuf_partitions, 4), "float32")     # one tile
     lower_op(OpSpec("aten::add.Tensor", (t, t), (t,)), chip)
 
