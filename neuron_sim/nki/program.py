@@ -385,17 +385,16 @@ def _emit_pieces(rows, ins, m, cols, note, reuse_deps):
     """One dma_copy per column range, each ordered after the previous users of its own bytes.
     Returns the last one's row."""
     dst, src, i = ins.writes[0], ins.reads[0], ins.index
+    dge, engine, ap_at = ins.attrs["dge"], ins.engine, m.ap_at
+    # the patterns of dst[:, c0:c1] and src[:, c0:c1] (`_splittable`: the columns are in range)
+    dst_st, dp, ds, do = dst.storage, dst.shape[0], dst.strides, dst.offset
+    src_st, sp, ss, so = src.storage, src.shape[0], src.strides, src.offset
     for c0, c1 in cols:
-        d, s = _columns(m, dst, c0, c1, i), _columns(m, src, c0, c1, i)
-        row = rows.dma(d, s, ins.attrs["dge"], reuse_deps((d,), i))
-        note(row, (d, s), i, ins.engine)
+        d = ap_at(dst_st, (dp, c1 - c0), ds, do + c0 * ds[1], i)
+        s = ap_at(src_st, (sp, c1 - c0), ss, so + c0 * ss[1], i)
+        row = rows.dma(d, s, dge, reuse_deps((d,), i))
+        note(row, (d, s), i, engine)
     return row
-
-
-def _columns(m, v, c0, c1, index):
-    """The pattern of ``v[:, c0:c1]`` of a 2-D view (`_splittable` ones only: the columns are in
-    range)."""
-    return m.ap_at(v.storage, (v.shape[0], c1 - c0), v.strides, v.offset + c0 * v.strides[1], index)
 
 
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
