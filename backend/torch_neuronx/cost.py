@@ -67,11 +67,22 @@ def _dtype_name(dt) -> str:
     return str(dt).replace("torch.", "")
 
 
+_SPECS: dict = {}       # (sizes, strides, dtype, on_neuron) -> TensorSpec without an id
+
+
 def _spec(t, ident=None):
+    """The TensorSpec of a described tensor: made once per layout (a cold step's drains describe
+    a few hundred layouts ~10k times), then given its id."""
     if t.dtype is None:
         return None
-    return TensorSpec(t.sizes, _dtype_name(t.dtype), t.strides, on_device=t.on_neuron,
-                      id=None if ident is None else ident(t))
+    k = (t.sizes, t.strides, t.dtype, t.on_neuron)
+    s = _SPECS.get(k)
+    if s is None:
+        if len(_SPECS) > 4096:
+            _SPECS.clear()
+        s = _SPECS[k] = TensorSpec(t.sizes, _dtype_name(t.dtype), t.strides,
+                                   on_device=t.on_neuron)
+    return s if ident is None else s.with_id(ident(t))
 
 
 def _arg(a, ident=None):
