@@ -153,17 +153,31 @@ def _with_ids(op: OpSpec, fn) -> OpSpec:
                   tuple(tag(o, True) for o in op.outputs), op.kwargs)
 
 
+def _all_ids(op: OpSpec) -> bool:
+    """Whether every TensorSpec `_with_ids` would tag has an id already."""
+    for a in (*op.args, *op.outputs):
+        if isinstance(a, TensorSpec):
+            if a.id is None:
+                return False
+        elif isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
+            if any(t.id is None for t in a):
+                return False
+    return True
+
+
 def assign_ids(ops):
     """Give every tensor of a sequence that has no id an identity: an input equal in (shape,
     strides, dtype) to the most recent earlier output is that output; everything else is a
     distinct tensor. (Compiled graphs and the eager backend pass explicit ids.)"""
-    latest, out = {}, []
+    latest, out, kept = {}, [], set()
     for i, op in enumerate(ops):
         def fn(t, is_out, k, i=i):
             if not is_out and t.layout_key in latest:
                 return latest[t.layout_key]
             return ("o" if is_out else "x", i, k)
-        tagged = _with_ids(op, fn)
+        # (the eager backend's and the compiler's ops carry every id: kept as they are, once)
+        tagged = op if id(op) not in kept and _all_ids(op) else _with_ids(op, fn)
+        kept.add(id(tagged))
         for o in tagged.outputs:
             latest[o.layout_key] = o.id
         out.append(tagged)
