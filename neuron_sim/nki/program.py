@@ -244,8 +244,9 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
     def reuse_deps(aps, i):
         # every write into a reused buffer waits for the previous occupant's last users of the
         # bytes it overwrites (a tile is written many times at the same few byte ranges: the
-        # users found for a range are kept with the storage's list)
-        deps = []
+        # users found for a range are kept with the storage's list, sorted and unique: a tuple
+        # returned is in the order the builder keeps explicit dependencies in)
+        deps = ()
         for ap in aps:
             d = first_row_deps.get(ap.storage.id)
             if d:
@@ -255,8 +256,9 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
                 found = d[1].get(b)
                 if found is None:
                     lo, hi = b
-                    found = d[1][b] = [r for r, a, z in d[0] if a < hi and lo < z]
-                deps.extend(found)
+                    found = d[1][b] = tuple(sorted({r for r, a, z in d[0] if a < hi and lo < z}))
+                if found:
+                    deps = found if not deps else list(deps) + list(found)
         return deps
 
     for ins in tr.instrs:
@@ -524,7 +526,7 @@ class _BulkRows(_Rows):
     def _explicit(self, deps) -> None:
         """The next row's explicit dependencies (earlier rows), sorted and unique."""
         if deps:
-            d = deps if len(deps) == 1 else sorted(set(deps))
+            d = deps if deps.__class__ is tuple or len(deps) == 1 else sorted(set(deps))
             self.nx.append(len(d))
             self.x_idx.extend(d)
         else:
