@@ -196,10 +196,12 @@ def test_semantics_check_mode_on_nki_only_instructions():
 
 
 def test_semantics_check_mode_finds_a_divergence(monkeypatch):
-    """A module whose semantics disagree with what the nisa call computed is reported (the
-    dma_copy adapter copies on its own, the program runs the module's semantics)."""
-    from neuron_sim.isa.dma import dma_copy
-    monkeypatch.setattr(dma_copy, "semantics", lambda state, emit: None)
+    """A program whose semantics disagree with what the nisa calls computed is reported (here
+    the interpreter's dma_copy writes nothing)."""
+    from neuron_sim import interpreter
+    module_for = interpreter.module_for
+    monkeypatch.setattr(interpreter, "module_for", lambda name: None if name == "dma_copy"
+                        else module_for(name))
     with pytest.raises(nki.NkiValidationError, match="differs from the traced kernel"):
         _run(_vector_family, *_inputs(), check=True)
 

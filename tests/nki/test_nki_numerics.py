@@ -169,18 +169,36 @@ def test_where_uses_select():
 
 @nki.jit
 def _dma_t(x):
-    t = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.sbuf)
+    t = nl.ndarray((x.shape[-1],) + x.shape[1:-1] + (x.shape[0],), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_transpose(dst=t, src=x)
     o = nl.ndarray(t.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=o, src=t)
     return o
 
 
-def test_dma_transpose():
-    x = np.arange(64 * 128, dtype=np.float32).reshape(64, 128).astype(nl.bfloat16)
-    np.testing.assert_array_equal(run(_dma_t, x), x.T)
+@pytest.mark.parametrize("shape,axes", [((64, 128), (1, 0)), ((64, 4, 32), (2, 1, 0)),
+                                        ((32, 2, 3, 16), (3, 1, 2, 0))])
+def test_dma_transpose(shape, axes):
+    """Every rank NKI documents, through the module's semantics at the call and in the program
+    (nki.simulate's semantics check)."""
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape).astype(nl.bfloat16)
+    out = nki.simulate(_dma_t, platform_target="trn2", check_semantics=True)(x)
+    np.testing.assert_array_equal(out, np.transpose(x, axes))
     with pytest.raises(nki.NkiValidationError, match="NeuronCore-v3 or newer"):
         run(_dma_t, x, target="trn1")
+
+
+@nki.jit
+def _dma_t_axes(x, axes):
+    t = nl.ndarray(x.shape[::-1], dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=x, axes=axes)   # here:axes
+    return x
+
+
+def test_dma_transpose_axes_must_be_documented():
+    x = np.zeros((64, 4, 32), nl.bfloat16)
+    with pytest.raises(nki.NkiValidationError, match=r"axes=\(1, 2, 0\) for a 3-D src"):
+        run(_dma_t_axes, x, (1, 2, 0))
 
 
 @pytest.mark.parametrize("example", ["softmax", "matmul_tutorial", "attention"])

@@ -22,8 +22,10 @@ from ...program.ap import Memory
 from ..common import DmaCost, Emit, check_partitions
 
 NAME = "dma_copy"
-_DGE = {"none": Dge.NONE, None: Dge.NONE, "static": Dge.NONE, "swdge": Dge.SW, "sw": Dge.SW,
-        "hwdge": Dge.HW, "hw": Dge.HW}
+# "unknown": NKI's default, the compiler's choice, which is static descriptors here
+_DGE = {"none": Dge.NONE, None: Dge.NONE, "static": Dge.NONE, "unknown": Dge.NONE, "swdge": Dge.SW,
+        "sw": Dge.SW, "hwdge": Dge.HW, "hw": Dge.HW}
+ENGINES = (Engine.DMA,)
 
 
 _DIRECTION = {(Memory.HBM, Memory.SBUF): DmaDir.HBM_TO_SBUF,
@@ -37,14 +39,31 @@ def direction(dst, src):
     return _DIRECTION.get((src.memory, dst.memory))
 
 
-def dge_mode(chip, dge, name):
-    mode = _DGE.get(dge if dge is None else str(dge).lower().split(".")[-1])
+def dge_of(chip, dge, name=NAME):
+    """The Dge of a `dge_mode` argument: a name, or NKI's enum member (nisa.dge_mode.hwdge)."""
+    mode = _DGE.get(getattr(dge, "value", dge))
+    if mode is None and dge is not None:
+        mode = _DGE.get(str(dge).lower().split(".")[-1])
     if mode is None:
         raise CapabilityError(name, "dge", "'none', 'swdge' or 'hwdge'", dge, chip.name)
     if mode == Dge.HW and not chip.has_hwdge:
         raise CapabilityError(name, "dge", "a chip with hardware DGE (NC-v3+)", "hwdge", chip.name,
                               "use dge='none' (static descriptors) or 'swdge'")
     return mode
+
+
+def compiler_queue(chip, dge, turns: dict) -> int:
+    """The queue a compiler gives a DMA whose kernel left it open: every queue in turn, except
+    for hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time (~600 ns
+    each [DGE]) and a core has `hwdge_units_per_core` of them (2 on Trn2, driven from SyncE and
+    ScalarE [ArchV3]), so those take that many queues in turn; spread over all 16 they would
+    generate descriptors 16 at a time (Trn3 publishes no unit count: all queues). `turns`: the
+    program's next queue of each kind (updated)."""
+    units = chip.hwdge_units_per_core if dge_of(chip, dge) == Dge.HW else 0
+    kind, n = ("hwdge", units) if units else ("any", chip.dma_queues_per_engine)
+    q = turns.get(kind, 0)
+    turns[kind] = (q + 1) % n
+    return q
 
 
 # cost() by everything it reads of its operands (not their addresses in the free dimension:
@@ -69,7 +88,7 @@ def _cost(chip, dst, src, queue, engines, dge, name, efficiency) -> DmaCost:
     d = direction(dst, src)
     if d is None:
         bad = "dst" if dst.memory == Memory.PSUM else "src"
-        raise MemoryAccessError(name, bad, "DMA between HBM and SBUF (no DMA path to PSUM)",
+        raise MemoryAccessError(name, bad, "HBM or SBUF (DMA cannot access PSUM)",
                                 "a PSUM tensor", chip.name,
                                 "copy PSUM to SBUF with tensor_copy first")
     for nm, ap in (("dst", dst), ("src", src)):
@@ -89,15 +108,20 @@ def _cost(chip, dst, src, queue, engines, dge, name, efficiency) -> DmaCost:
     hbm_sides = (src.memory == Memory.HBM) + (dst.memory == Memory.HBM)
     hbm_bytes = nbytes * hbm_sides
     hbm_ns = hbm_bytes / (chip.hbm_bytes_per_s_per_core / 1e9)
-    mode = dge_mode(chip, dge, name)
+    mode = dge_of(chip, dge, name)
     issue = {Dge.NONE: chip.dma_static_issue_s, Dge.HW: chip.hwdge_instr_s,
              Dge.SW: chip.swdge_instr_s}[mode] * 1e9
     return DmaCost(nbytes, hbm_bytes, desc, k, int(queue) % chip.dma_engines_per_core, int(queue),
                    int(mode), int(d), engine_ns, hbm_ns, issue)
 
 
-def build(chip, dst, src, queue, engines=None, dge="none"):
-    c = cost(chip, dst, src, queue, engines, dge)
+def build(chip, dst, src, queue=None, engines=None, dge_mode="none", oob_mode="error",
+          priority=None):
+    """`queue` None: the program build chooses it (checked and costed as queue 0 until then).
+    NKI's `oob_mode` and `priority` are taken and not modelled: an access out of bounds is
+    always an error, and queues have no priorities."""
+    queue = queue or 0
+    c = cost(chip, dst, src, queue, engines, dge_mode)
     # Emit(...) as make() would build it, without its conversions of constants
     return Emit(NAME, _DMA, _KIND_DMA, 0.0, 0.0, (src,), (dst,), {"queue": queue}, 0.0, c)
 

@@ -1,34 +1,65 @@
-"""dma_transpose (NC-v3+): transpose a 2-D tile while moving it, dst[F, P] = src[P, F].
-Exact for 2- and 4-byte types; HBM->SBUF reaches up to 90% of DMA throughput, SBUF->SBUF up to
-50% [ArchV3]; cost as dma_copy at that efficiency."""
+"""dma_transpose (NC-v3+): transpose a tile while moving it into SBUF: 2-D src[P, F] to dst[F, P]
+(axes (1, 0)), 3-D [P, A, B] to [B, A, P] (axes (2, 1, 0)), 4-D [P, A, B, C] to [C, A, B, P]
+(axes (3, 1, 2, 0)) [ISA]. Each moves src's partitions to dst's last dimension and src's last
+dimension to dst's partitions, the dimensions between in place. Exact for 2- and 4-byte types;
+HBM->SBUF reaches up to 90% of DMA throughput, SBUF->SBUF up to 50% [ArchV3]; cost as dma_copy
+at that efficiency."""
 
 from __future__ import annotations
 
 from ...engines import DmaDir, Engine, Kind
-from ...errors import CapabilityError, DtypeError
+from ...errors import CapabilityError, DtypeError, MemoryAccessError, ProgramError
 from ...numerics.formats import itemsize
+from ...program.ap import Memory
 from ..common import make
 from .dma_copy import cost, direction
 
 NAME = "dma_transpose"
+ENGINES = (Engine.DMA,)
+_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
-def build(chip, dst, src, queue, engines=None, dge="none"):
+def check_views(dst, src, axes=None, **_):
+    """NKI's `axes` on the kernel's views (their dimensions before access patterns merge them):
+    the one permutation of src's rank, giving dst's shape, in src's dtype."""
+    perm = tuple(axes) if axes is not None else _AXES.get(src.ndim)
+    if perm is None or perm != _AXES.get(len(perm)) or len(perm) != src.ndim:
+        raise ProgramError(f"{NAME}: axes={axes} for a {src.ndim}-D src: supported are (1, 0), "
+                           "(2, 1, 0) and (3, 1, 2, 0); reshape src to one of those ranks")
+    want = [src.shape[a] for a in perm]
+    if list(dst.shape) != want:
+        raise ProgramError(f"{NAME}: dst must have shape {want} (src {list(src.shape)} permuted "
+                           f"by {perm}), got {list(dst.shape)}")
+    if dst.storage.dtype_name != src.storage.dtype_name:
+        raise ProgramError(f"{NAME}: dst dtype {dst.storage.dtype_name} must equal src dtype "
+                           f"{src.storage.dtype_name}; cast with a tensor_copy after the transpose")
+
+
+def build(chip, dst, src, queue=None, engines=None, dge_mode="none", axes=None, oob_mode="error",
+          priority=None):
+    """`axes` is NKI's (checked by `check_views`); the pattern of every rank is the same move
+    (module docstring). `queue`, `oob_mode` and `priority` as dma_copy's."""
     if not chip.has_tensor_transpose_mode:
-        raise CapabilityError(NAME, "src", "a chip with DMA transpose (NC-v3+)", "dma_transpose",
-                              chip.name, "transpose on TensorE with nc_transpose")
+        raise CapabilityError(NAME, "src", "a chip with DMA transpose (NeuronCore-v3 or newer)",
+                              NAME, chip.name, "transpose on TensorE with nc_transpose")
     if itemsize(src.dtype) not in (2, 4):
         raise DtypeError(NAME, "src", "a 2- or 4-byte dtype", src.dtype, chip.name)
+    if dst.memory != Memory.SBUF:
+        raise MemoryAccessError(NAME, "dst", "a tile in SBUF", dst.memory.name, chip.name,
+                                "transpose into SBUF, then dma_copy it out")
     d = direction(dst, src)
     eff = (chip.dma_transpose_sbuf2sbuf_efficiency if d == DmaDir.SBUF_TO_SBUF
            else chip.dma_transpose_hbm2sbuf_efficiency)
-    c = cost(chip, dst, src, queue, engines, dge, NAME, eff)
+    queue = queue or 0
+    c = cost(chip, dst, src, queue, engines, dge_mode, NAME, eff)
     return make(NAME, Engine.DMA, 0, 0, (src,), (dst,), {"queue": queue}, kind=Kind.DMA, dma=c)
 
 
 def semantics(state, emit):
     (src,), (dst,) = emit.reads, emit.writes
     if src.dtype == dst.dtype:
-        state.write_raw(dst, state.read_raw(src).reshape(src.p_size, -1).T)
+        x = state.read_raw(src)
+        state.write_raw(dst, x.reshape(src.p_size, -1, dst.p_size).transpose(2, 1, 0))
     else:
-        state.write(dst, state.read(src).reshape(src.p_size, -1).T.reshape(dst.shape))
+        x = state.read(src)
+        state.write(dst, x.reshape(src.p_size, -1, dst.p_size).transpose(2, 1, 0))

@@ -11,7 +11,6 @@ hand-written function here gets one from ``_generic.adapter``.
     _common.py        per-call context and checks in NKI's words, reading/writing kernel tensors
     _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
                       below (activation, tensor_tensor, tensor_reduce, nc_transpose, iota, ...)
-    dma.py            dma_copy, dma_transpose
     matmul.py         nc_matmul (TensorE)
     (here)            core_barrier, activation_reduce (activation with its reduction reset)
 """
@@ -23,7 +22,6 @@ from ..tracer import current
 from ...isa import instruction_names, module_for
 from ._common import _Ctx
 from ._generic import adapter
-from .dma import dma_copy, dma_transpose
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from .matmul import nc_matmul
@@ -70,7 +68,7 @@ def sendrecv(*args, **kwargs):
 
 __all__ = _generated + [
            "activation_reduce", "core_barrier",
-           "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "engine", "get_nc_version",
+           "dge_mode", "dma_engine", "engine", "get_nc_version",
            "gpsimd_engine", "matmul_perf_mode", "nc_matmul",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_engine",
            "unknown_engine", "vector_engine"]

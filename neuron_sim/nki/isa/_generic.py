@@ -9,8 +9,7 @@ computes the result with the module's
 ``semantics`` on the kernel's own tensors (accumulator registers included), and records the
 instruction for the program build. A module whose NKI rules need the kernel's views themselves
 (their dimensions before access patterns merge them, e.g. tensor_reduce's axis) declares
-`check_views(**arguments)`. Hand-written adapters remain for dma_transpose's axes, the NKI
-program build's own DMA path (dma_copy) and PSUM write masks (nc_matmul).
+`check_views(**arguments)`. A hand-written adapter remains for PSUM write masks (nc_matmul).
 
 A kernel's loops repeat a few operand geometries thousands of times: the checks and the build
 run once per geometry and trace (`_key`), later calls of it only compute and record."""
@@ -112,14 +111,24 @@ class _Built:
         self.engine = _NAMES[Engine(emits[-1].engine)]      # the trace's name of it
 
 
+_PLAIN = (type(None), bool, int, str)       # keyed by value as they are
+
+
 def _key(name, given) -> tuple:
-    """What a call's checks and build read: each tensor operand's geometry and which operand's
-    storage it shares; every other argument by type and value (the sign of a zero too; an enum
-    member by identity, as its __hash__ is Python code). Unhashable if an argument is."""
+    """What a call's checks and build read: each tensor operand's geometry (in HBM, where the
+    view lies in its tensor changes no check or cost: a DMA's tiles of a big tensor are one key)
+    and which operand's storage it shares; every other argument by type and value (the sign of a
+    zero too; an enum member by identity, as its __hash__ is Python code). Unhashable if an
+    argument is."""
     key, storages = [name], {}
     for v in given.values():
-        if isinstance(v, NkiTensor):
-            key.append((v.geometry(), storages.setdefault(v.storage.id, len(storages))))
+        c = v.__class__
+        if c is NkiTensor:
+            st = v.storage
+            g = v.geometry() if st.on_chip else (st.buffer, st.dtype_name, v.shape, v.strides)
+            key.append((g, storages.setdefault(st.id, len(storages))))
+        elif c in _PLAIN:
+            key.append((c, v))
         elif isinstance(v, Enum):
             key.append((type(v), id(v)))
         elif isinstance(v, (float, np.floating)) and v == 0:
@@ -167,6 +176,7 @@ def adapter(name: str):
     names = [p.name for p in params]
     defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
     engines = [_NAMES[Engine(e)] for e in getattr(mod, "ENGINES", _COMPUTE)]
+    dma = engines == ["dma"]
     same_shape = getattr(mod, "SAME_SHAPE", ())
     check_views = getattr(mod, "check_views", None)
     own_start = getattr(mod, "OWN_PARTITION_START", ())     # operands the module places itself
@@ -197,7 +207,8 @@ def adapter(name: str):
             if isinstance(v, NkiTensor):
                 if k not in own_start:
                     ctx.partitions(v, k)
-                ctx.pattern_dims(v, k)
+                if not dma:                 # DMA descriptors take views of any rank
+                    ctx.pattern_dims(v, k)
                 ap = operands[k] = mapper.ap(v, len(ctx.trace.instrs))
                 views[id(ap)] = (k, v)
             elif type(v) in (int, float) or isinstance(v, np.floating):
