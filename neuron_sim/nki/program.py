@@ -387,7 +387,7 @@ def _emit_pieces(rows, ins, m, cols, note, reuse_deps):
     """One dma_copy per column range, each ordered after the previous users of its own bytes.
     Returns the last one's row."""
     dst, src, i = ins.writes[0], ins.reads[0], ins.index
-    dge, engine, ap_at = ins.attrs["dge"], ins.engine, m.ap_at
+    dge, engine, ap_at = ins.attrs["dge_mode"], ins.engine, m.ap_at
     # the patterns of dst[:, c0:c1] and src[:, c0:c1] (`_splittable`: the columns are in range)
     dst_st, dp, ds, do = dst.storage, dst.shape[0], dst.strides, dst.offset
     src_st, sp, ss, so = src.storage, src.shape[0], src.strides, src.offset
@@ -427,7 +427,8 @@ def _emit(rows, ins, m, deps):
     nisa call recorded, views mapped to access patterns. Returns the last program row it
     appended."""
     if ins.op == "dma_copy":
-        return rows.dma(deps=deps, **_args(ins.attrs, m, ins.index))
+        a = ins.attrs
+        return rows.dma(m.ap(a["dst"], ins.index), m.ap(a["src"], ins.index), a["dge_mode"], deps)
     return rows.compute(ins, m, deps)
 
 
@@ -869,25 +870,14 @@ class _LazyRecords:
 
 
 def _dma_record(b, dst, src, dge):
-    """The record of a dma_copy on the next queue. The queue rotates as the builder's own does,
-    except for hardware-DGE DMAs: a DGE unit generates one instruction's descriptors at a time
-    (~600 ns each [DGE]) and a core has `hwdge_units_per_core` of them (2 on Trn2, driven from
-    SyncE and ScalarE [ArchV3]), so those rotate over that many queues; spread over all 16 they
-    would generate descriptors 16 at a time. (Trn3 publishes no unit count: all queues, as before.)
-    The cost module keeps its cost per geometry and queue: a kernel's DMAs repeat a few shapes."""
+    """The record of a dma_copy on the queue the compiler gives it (_queue). The cost module
+    keeps its cost per geometry and queue: a kernel's DMAs repeat a few shapes."""
     return core_dma.build(b.chip, dst, src, _queue(b, dge), None, dge)
 
 
 def _queue(b, dge) -> int:
-    """The queue of builder b's next dma_copy (_dma_record)."""
-    units = b.chip.hwdge_units_per_core if dge == "hwdge" else 0
-    if units:
-        q = b.__dict__.get("_nki_next_dge_queue", 0)
-        b._nki_next_dge_queue = (q + 1) % units
-    else:
-        q = b.__dict__.get("_nki_next_queue", 0)
-        b._nki_next_queue = (q + 1) % b.chip.dma_queues_per_engine
-    return q
+    """The queue of builder b's next dma_copy (dma_copy.compiler_queue)."""
+    return core_dma.compiler_queue(b.chip, dge, b.__dict__.setdefault("_nki_dma_turns", {}))
 
 
 def check_semantics(traces, built, rtol=1e-2, atol=1e-2) -> list[str]:
