@@ -44,7 +44,9 @@ from . import context as _ctx
 from .spec import TensorSpec
 
 REPLAY = True                   # tests turn it off to compare with plain rule runs
-_MAX_RECORDINGS = 4096          # distinct contexts kept (a training step has a few hundred)
+# distinct contexts kept: a training step has a few hundred (the demo GPT's two steps: 166,
+# 436 KB of arrays, 17 KB the largest), a process with ever-new shapes stays at a few MB
+_MAX_RECORDINGS = 1024
 _RECORDINGS: dict = {}
 _UNRECORDABLE = object()        # a context whose op cannot be recorded: run the rule each time
 
@@ -259,6 +261,8 @@ class _Recording:
                 sbuf.blocks[:] = start
                 sbuf.peak = peak
                 return None
+            if len(self._sbuf_after) >= 64:
+                self._sbuf_after.clear()
             hit = self._sbuf_after[start] = (tuple(sbuf.blocks), sbuf.peak, offsets)
             sbuf.peak = max(peak, hit[1])
             return offsets
