@@ -74,42 +74,23 @@ def without_refcounting() -> dict:
     return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
 
 
-# Arrays of a kernel's size are made here rather than by numba's allocator: NumPy asks the OS
-# for huge pages for them (madvise), numba does not. An array starting at a 2 MB boundary and
-# spanning whole 2 MB pages is all huge pages; one from malloc starts anywhere, and the 4 KiB
-# pages at its two ends cost ~500 page faults per 8 MB array when first touched.
-_HUGE_PAGE = 1 << 21
-
-
-def page_block(rows: int, n: int, dtype) -> np.ndarray:
-    """An uninitialised (rows, n) array; from 2 MB up, starting at a 2 MB boundary and rounded up
-    to whole 2 MB pages (each row is contiguous: a row is a C-contiguous 1-D array)."""
-    dtype = np.dtype(dtype)
-    nbytes = rows * n * dtype.itemsize
-    if nbytes < _HUGE_PAGE:
-        return np.empty((rows, n), dtype)
-    size = -(-nbytes // _HUGE_PAGE) * _HUGE_PAGE
-    raw = np.empty(size + _HUGE_PAGE, np.uint8)
-    off = -raw.ctypes.data % _HUGE_PAGE
-    return raw[off:off + nbytes].view(dtype).reshape(rows, n)
-
-
 # Programs up to this many instructions keep their scratch arrays between calls (~60 bytes per
 # instruction, per thread); longer ones get fresh ones each call.
 SCRATCH_MAX_N = 1 << 22
 
 
 class Scratch(threading.local):
-    """A kernel's work arrays, kept per thread from one call to the next: glibc hands freed
-    arrays of this size back to the OS, so fresh ones are faulted in again on every call
-    (~4 KiB per fault, 2-5 us each on a VM). Only for arrays no result refers to."""
+    """A kernel's work arrays, kept per thread from one call to the next: made by numba's
+    allocator or freed at the top of glibc's heap, arrays of this size go back to the OS after
+    each call and are faulted in again on the next (~4 KiB per fault, 2-5 us each on a VM).
+    Only for arrays no result refers to."""
 
     def get(self, name: str, n: int, dtype, rows: int = 1) -> np.ndarray:
         """Array `name`, (rows, n) of dtype, contents left from the last call (uninitialised)."""
         if n > SCRATCH_MAX_N:
-            return page_block(rows, n, dtype)
+            return np.empty((rows, n), dtype)
         a = self.__dict__.get(name)
         if a is None or a.shape[1] < n or a.shape[0] != rows or a.dtype != dtype:
-            a = page_block(rows, max(n, 1024), dtype)
+            a = np.empty((rows, max(n, 1024)), dtype)
             self.__dict__[name] = a
         return a[:, :n]

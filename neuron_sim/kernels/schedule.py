@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import Scratch, drop_stale_caches, page_block, without_refcounting
+from . import Scratch, drop_stale_caches, without_refcounting
 
 from .timing import (KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps,
                      _stream_fill)
@@ -214,12 +214,14 @@ _SCRATCH = Scratch()
 
 def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window, orders=True):
-    """_list_schedule with its instruction-sized arrays made by NumPy (page_block: huge pages;
-    numba's allocator cost ~16k page faults per 1M instructions, ~30% of the pass's time): the
-    four times in one block, the rest scratch kept from the last call (_SCRATCH). orders=False:
-    order and after are returned as None (simulate needs only the times); True: as copies."""
+    """_list_schedule with its instruction-sized arrays made by NumPy: the times, which the
+    result keeps, fresh (separate arrays under glibc's 32 MB mmap limit, so that the heap can
+    hand back the memory of the last result's), the rest scratch kept from the last call
+    (_SCRATCH; made by numba's allocator they cost ~16k page faults per 1M instructions).
+    orders=False: order and after are returned as None (simulate needs only the times); True:
+    as copies."""
     n = stream.shape[0]
-    times = page_block(4, n, np.float64)
+    times = (np.empty(n), np.empty(n), np.empty(n), np.empty(n))
     ints = _SCRATCH.get("ints", n, np.int64, 5)     # order, after, DMA log (index, queue, engines)
     bl = _SCRATCH.get("bl", n, np.float64, 2)       # bottom level, DMA log (priority)
     whead = _SCRATCH.get("whead", n, np.int32)[0]   # first slot waiting for each instruction
@@ -227,7 +229,7 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     bl[0].fill(0.0)
     whead.fill(0)
     done.fill(False)
-    arrays = (ints[0], bl[0], whead, done, (times[0], times[1], times[2], times[3]), ints[1],
+    arrays = (ints[0], bl[0], whead, done, times, ints[1],
               (ints[2], ints[3], ints[4], bl[1]))
     status, order, sptr, after, *res = _list_schedule(
         stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns, n_eng,

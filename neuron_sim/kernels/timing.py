@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import Scratch, drop_stale_caches, page_block
+from . import Scratch, drop_stale_caches
 
 KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
 
@@ -178,10 +178,10 @@ _SCRATCH = Scratch()
 def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
              params):
     """Program order within each stream: (status, start, end, dstart, busy, stuck). The arrays
-    are made by NumPy, as in schedule.list_schedule: the four times in one 2 MB-aligned block
-    (huge pages), the rest scratch kept from the last call."""
+    are made by NumPy, as in schedule.list_schedule: the four times fresh, the rest scratch
+    kept from the last call."""
     n = stream.shape[0]
-    times = page_block(4, n, np.float64)
+    times = (np.empty(n), np.empty(n), np.empty(n), np.empty(n))
     order = _SCRATCH.get("order", n, np.int64)[0]
     done = _SCRATCH.get("done", n, np.bool_)[0]
     nblocked = _SCRATCH.get("nblocked", n, np.int32)[0]
