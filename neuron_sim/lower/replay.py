@@ -160,7 +160,8 @@ def _context(ctx, rule, op):
 
 
 class _Shifted:
-    """An instruction record with its DMA queue moved (what append_rows reads of a record)."""
+    """What append_rows reads of an instruction record (its operands left out), with its DMA
+    cost as given (the queue moved, for a replay in another round-robin phase)."""
     __slots__ = ("name", "engine", "kind", "ii_cycles", "lat_cycles", "flops", "dma")
 
     def __init__(self, e, dma):
@@ -399,7 +400,8 @@ def _record(ctx, rule, op, op_tensors):
         j = rows.get(row)
         if j is None:
             j = rows[row] = len(records)
-            records.append(emits[i])
+            e = emits[i]            # (not the record itself: its operands would stay alive)
+            records.append(_Shifted(e, e.dma))
         rec.append(j)
     r.records, r.rec, r._shifted, r._sbuf_after = records, np.asarray(rec, np.int64), {}, {}
     r.x_ptr = np.zeros(n + 1, np.int64)
