@@ -8,14 +8,16 @@
    - simulate_rank: the Hugging Face model built on 'meta', fully_shard per layer and at the
      root, materialised in time-only mode, one warm-up step (forward, backward, AdamW foreach),
      then the forward and backward timed as the estimator times its parts (_measure: another
-     warm-up call, then synchronize / device_time_ns around one call); collectives = the sum of that pass's collective log,
-     compute = its simulated time minus them (eager collectives run on the compute stream).
-   AdamW is timed apart on both sides and reported beside them. The top ops of the
-   simulate_rank pass are printed (where the compute gap goes).
-   Both take grouped-query attention as a flash kernel would (the estimator's _execution).
+     warm-up call, then synchronize / device_time_ns around one call); collectives = the sum
+     of that pass's collective log, compute = its simulated time minus them (eager collectives
+     run on the compute stream).
+   AdamW is timed apart on both sides and reported beside them; the top ops of the
+   simulate_rank pass are printed (where the compute gap goes). Both take grouped-query
+   attention as a flash kernel would (the estimator's _execution).
 2. One GEMM of the Llama-3.1-8B TP8 MLP (K 4096, N 1792) at 1 and 2048 tokens, each timed alone
-   the same way (_measure), normal execution (time-only mode's _scaled_mm shape check refuses the K-major
-   weight): BF16 x @ W.T; FP8 through torch._scaled_mm in its required layout (weight
+   the same way (_measure; timed without a synchronize after the warm-up, Adaptive Eager
+   Execution would fuse the two calls into one program), normal execution (time-only mode's
+   _scaled_mm shape check refuses the K-major weight): BF16 x @ W.T; FP8 through torch._scaled_mm in its required layout (weight
    column-major, K contiguous) with row-wise scales, operands quantised beforehand; the same with
    the FP8 weight stored K-major (row-major [K, N]).
 
