@@ -17,9 +17,10 @@
 2. One GEMM of the Llama-3.1-8B TP8 MLP (K 4096, N 1792) at 1 and 2048 tokens, each timed alone
    the same way (_measure; timed without a synchronize after the warm-up, Adaptive Eager
    Execution would fuse the two calls into one program), normal execution (time-only mode's
-   _scaled_mm shape check refuses the K-major weight): BF16 x @ W.T; FP8 through torch._scaled_mm in its required layout (weight
-   column-major, K contiguous) with row-wise scales, operands quantised beforehand; the same with
-   the FP8 weight stored K-major (row-major [K, N]).
+   _scaled_mm shape check refuses the K-major weight): BF16 x @ W.T; FP8 through
+   torch._scaled_mm in its required layout (weight column-major, K contiguous) with row-wise
+   scales, operands quantised beforehand; the same with the FP8 weight stored K-major
+   (row-major [K, N]).
 
     python bench/estimate_crosscheck.py [--layers 4] [--skip-fsdp] [--skip-gemm]
 
