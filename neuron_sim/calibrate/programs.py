@@ -81,6 +81,13 @@ def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
     return b.build()
 
 
+def _k_tiles(b, KT, TILE_K, tile, src, col, width, queue):
+    """The KT operand tiles of C2 and C3: rows [k TILE_K, (k + 1) TILE_K) of src's columns
+    [col, col + width) into tile(k), one DMA each on `queue`."""
+    b.repeat(KT, lambda k: b.dma_copy(tile(k), src[k * TILE_K:(k + 1) * TILE_K, col:col + width],
+                                      queue=queue))
+
+
 @paused_gc()
 def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=2):
     """C2: nki_matmul_hoist_load_: a column of lhsT tiles per m, of rhs tiles per n."""
@@ -96,15 +103,11 @@ def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", buf
 
     def m_step(m):
         lt = lp.at(m)
-        b.repeat(KT, lambda k: b.dma_copy(
-            lt[:, k, :], lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M],
-            queue=Q_LHS))
+        _k_tiles(b, KT, TILE_K, lambda k: lt[:, k, :], lhsT, m * TILE_M, TILE_M, Q_LHS)
 
         def n_step(n):
             rt = rp.at(m * NN + n)
-            b.repeat(KT, lambda k: b.dma_copy(
-                rt[:, k, :], rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N],
-                queue=Q_RHS))
+            _k_tiles(b, KT, TILE_K, lambda k: rt[:, k, :], rhs, n * TILE_N, TILE_N, Q_RHS)
             acc = pp.at(m * NN + n)
             b.repeat(KT, lambda k: b.nc_matmul(acc, lt[:, k, :], rt[:, k, :], accumulate=k > 0))
             sb = sp.at(m * NN + n)
@@ -133,17 +136,13 @@ def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_
 
     def m_step(m):
         for bm in range(bm_tiles):
-            col = (m * bm_tiles + bm) * TILE_M
-            b.repeat(KT, lambda k, bm=bm, col=col: b.dma_copy(
-                lt[:, bm, k, :], lhsT[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_M],
-                queue=Q_LHS))
+            _k_tiles(b, KT, TILE_K, lambda k, bm=bm: lt[:, bm, k, :], lhsT,
+                     (m * bm_tiles + bm) * TILE_M, TILE_M, Q_LHS)
 
         def n_step(n):
             for bn in range(bn_tiles):
-                col = (n * bn_tiles + bn) * TILE_N
-                b.repeat(KT, lambda k, bn=bn, col=col: b.dma_copy(
-                    rt[:, bn, k, :], rhs[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_N],
-                    queue=Q_RHS))
+                _k_tiles(b, KT, TILE_K, lambda k, bn=bn: rt[:, bn, k, :], rhs,
+                         (n * bn_tiles + bn) * TILE_N, TILE_N, Q_RHS)
             for bm in range(bm_tiles):
                 for bn in range(bn_tiles):
                     use = ((m * NN + n) * bm_tiles + bm) * bn_tiles + bn
