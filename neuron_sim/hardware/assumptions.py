@@ -141,6 +141,58 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "SBUF per partition a lowered norm backward leaves for its small tiles (statistics, "
         "ones, column sums) when it sizes the pieces of a long row. The lowering's choice."),
     Assumption(
+        "sbuf_alloc_align_bytes", {"trn1": 64, "trn2": 64, "trn3": 64}, "bytes",
+        "Where the NKI front end's memory plan may start an SBUF tile (per partition). NKI "
+        "documents 1 (nl.tile_size.sbuf_min_align), not what its allocator does. Not published."),
+    Assumption(
+        "stream_sbuf_bytes_per_partition",
+        {"trn1": 96 * 1024, "trn2": 96 * 1024, "trn3": 96 * 1024}, "bytes",
+        "SBUF per partition a lowered streaming op's triple-buffered tiles take; the rest holds a "
+        "fused sequence's resident tensors. The lowering's choice (half of Trn1's 192 KiB)."),
+    Assumption(
+        "stream_chunk_min_bytes_per_partition", {"trn1": 2048, "trn2": 2048, "trn3": 2048},
+        "bytes", "A big tensor's streamed chunks move at least this per partition and DMA: "
+        "the DMA engines approach their sustained rate from ~2 KiB [DMAbw]. The lowering's choice."),
+    Assumption(
+        "stream_chunk_max_bytes_per_partition", {"trn1": 16384, "trn2": 16384, "trn3": 16384},
+        "bytes", "... and at most this: 16 KiB reaches the sustained rate [DMAbw], bigger chunks "
+        "only lengthen the pipeline's fill and drain. The lowering's choice."),
+    Assumption(
+        "gemm_k_chunk_bytes_per_partition",
+        {"trn1": 96 * 1024, "trn2": 96 * 1024, "trn3": 96 * 1024}, "bytes",
+        "SBUF per partition for a lowered batched matmul's double-buffered K chunks of A and B "
+        "(output-stationary blocks). The lowering's choice (half of Trn1's 192 KiB)."),
+    Assumption(
+        "gemm_output_coalesce_bytes_per_partition",
+        {"trn1": 16 * 1024, "trn2": 16 * 1024, "trn3": 16 * 1024}, "bytes",
+        "A lowered matmul block whose outputs take at most this per partition stores them with "
+        "one DMA (one ~1 us DMA latency per block, not per tile). The lowering's choice."),
+    Assumption(
+        "attention_head_sbuf_bytes_per_partition",
+        {"trn1": 144 * 1024, "trn2": 144 * 1024, "trn3": 144 * 1024}, "bytes",
+        "SBUF per partition lowered flash attention keeps resident per head (K, V, backward the "
+        "dK/dV sums); longer heads get the roofline. The lowering's choice; not published."),
+    Assumption(
+        "copy_piece_bytes", {"trn1": 4 << 20, "trn2": 4 << 20, "trn3": 4 << 20}, "bytes",
+        "A lowered HBM->HBM copy's DMAs move at most this: full rate ('larger than 32KiB' "
+        "[Perf]) with several queues in parallel. The lowering's choice."),
+    Assumption(
+        "copy_split_min_bytes", {"trn1": 64 << 10, "trn2": 64 << 10, "trn3": 64 << 10}, "bytes",
+        "A smaller HBM->HBM copy stays on one core at LNC=2: the second core's DMA latency (~1 us, "
+        "dma_fixed_latency_s) costs more than half of what it saves. The lowering's choice."),
+    Assumption(
+        "gather_rows_bytes_per_partition", {"trn1": 8192, "trn2": 8192, "trn3": 8192}, "bytes",
+        "A lowered gather/scatter block moves at most this per partition of indexed rows, inside "
+        "the DMA's 2-16 KiB sweet spot [DMAbw]. The lowering's choice."),
+    Assumption(
+        "row_whole_max_elems", {"trn1": 4096, "trn2": 4096, "trn3": 4096}, "elements",
+        "Lowered row ops (softmax, norms) keep rows up to this long whole in SBUF; longer rows "
+        "run in two passes over pieces, reading x twice. The lowering's choice."),
+    Assumption(
+        "row_piece_elems", {"trn1": 2048, "trn2": 2048, "trn3": 2048}, "elements",
+        "The pieces of a longer row: 8 KiB of FP32 per partition, inside the DMA's 2-16 KiB "
+        "sweet spot [DMAbw]. The lowering's choice."),
+    Assumption(
         "eager_launch_s", {"trn1": 25e-6, "trn2": 25e-6, "trn3": 5e-6}, "s",
         "Start of one eager program (one op, or one AEE-fused group): TorchNeuron runs each eager "
         "op as a cached NEFF; the runtime release notes say Trn3 cut NEFF start overhead 'by "

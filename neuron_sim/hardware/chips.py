@@ -83,6 +83,18 @@ class Chip:
     gemm_a_block_bytes_per_partition: int        # assumption: the lowering's A tiles of a block
     gemm_whole_k_bytes_per_partition: int        # assumption: whole-K operand tiles, else K blocks
     row_op_small_tiles_bytes_per_partition: int  # assumption: a norm's small tiles
+    sbuf_alloc_align_bytes: int              # assumption: the NKI memory plan's tile alignment
+    stream_sbuf_bytes_per_partition: int     # assumption: a streaming op's tiles in flight
+    stream_chunk_min_bytes_per_partition: int  # assumption: a streamed DMA's chunk, at least
+    stream_chunk_max_bytes_per_partition: int  # assumption: ... and at most
+    gemm_k_chunk_bytes_per_partition: int        # assumption: a batched matmul's K chunks
+    gemm_output_coalesce_bytes_per_partition: int  # assumption: outputs stored by one DMA
+    attention_head_sbuf_bytes_per_partition: int   # assumption: flash attention's per-head state
+    copy_piece_bytes: int                    # assumption: one DMA of a lowered HBM->HBM copy
+    copy_split_min_bytes: int                # assumption: smaller copies stay on one core
+    gather_rows_bytes_per_partition: int     # assumption: a gather block's rows per partition
+    row_whole_max_elems: int                 # assumption: longer rows run in pieces
+    row_piece_elems: int                     # assumption: the pieces of a long row
     fast_load_stationary_speedup: int
     fp32_matmul_cost_multiplier: int
     gpsimd_start_cycles: int

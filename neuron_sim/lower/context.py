@@ -7,7 +7,8 @@ It wraps a ProgramBuilder and adds what every op family needs:
 - the canonical element-wise layout: a tensor of N elements viewed as [p = min(P, N), N / p]
   (P: the chip's partitions, `ctx.P`)
   and streamed in chunks of [p, F] (F chosen so each DMA moves 2-16 KiB per partition, the range
-  where the DMA engines approach their sustained rate [DMAbw]) through triple-buffered tiles;
+  where the DMA engines approach their sustained rate [DMAbw]: chip.stream_chunk_*) through
+  triple-buffered tiles;
 - the row layout for row-wise ops (softmax, norms): rows spread over the P partitions, several
   rows per partition side by side on the free axis;
 - `repeat(R)`: the representative-repeat rule (see README) and the LNC split: each physical core of
@@ -31,16 +32,14 @@ BUFS = 3  # tiles per role in flight: load / compute / store overlap
 RULE_CAPS = True  # honour a rule's lower repeat cap (tests turn it off to build ops in full)
 
 
-STREAM_SBUF_BYTES = 96 * 1024   # per partition for the tiles an op streams through
-
-
-def chunk_elems(cols: int, dtype: str, streams: int = 3) -> int:
-    """Free elements per chunk: 2 KiB..16 KiB per partition and at least ~4 chunks when big,
-    and small enough that `streams` triple-buffered tiles plus two FP32 temporaries fit
-    STREAM_SBUF_BYTES."""
+def chunk_elems(chip, cols: int, dtype: str, streams: int = 3) -> int:
+    """Free elements per chunk: chip.stream_chunk_min..max_bytes_per_partition and at least ~4
+    chunks when big, and small enough that `streams` triple-buffered tiles plus two FP32
+    temporaries fit chip.stream_sbuf_bytes_per_partition."""
     isz = max(itemsize(dtype), 1)
-    lo, hi = int(2048 // isz), int(16384 // isz)
-    fit = int(STREAM_SBUF_BYTES // (BUFS * streams * isz + 2 * 2 * 4))
+    lo = int(chip.stream_chunk_min_bytes_per_partition // isz)
+    hi = int(chip.stream_chunk_max_bytes_per_partition // isz)
+    fit = int(chip.stream_sbuf_bytes_per_partition // (BUFS * streams * isz + 2 * 2 * 4))
     return max(1, min(cols, fit, max(lo, min(hi, ceil(cols / 4)))))
 
 
@@ -263,7 +262,8 @@ class LowerCtx:
     def _make_resident(self, t, p, cols):
         nbytes = cols * itemsize(t.dtype)
         budget = min(RESIDENT_SBUF_BYTES,
-                     self.chip.sbuf_usable_bytes_per_partition - STREAM_SBUF_BYTES - 16 * 1024)
+                     self.chip.sbuf_usable_bytes_per_partition
+                     - self.chip.stream_sbuf_bytes_per_partition - 16 * 1024)
         if self._resident_bytes + nbytes > budget:
             return
         try:
@@ -292,7 +292,7 @@ class LowerCtx:
     def chunks(self, t: TensorSpec, streams: int = 3):
         """The flat chunk plan of t: (p, cols, f, n_chunks_total)."""
         p, cols = self.flat_shape(t)
-        f = chunk_elems(cols, t.dtype, streams)
+        f = chunk_elems(self.chip, cols, t.dtype, streams)
         n = ceil(cols / f)
         f = ceil(cols / n)          # balanced chunks: extrapolation sees equal blocks
         return p, cols, f, ceil(cols / f)

@@ -30,9 +30,6 @@ from dataclasses import dataclass, field
 from .errors import NkiCapacityError, NkiOverlapError
 from .tracer import Instr, KernelTrace
 
-SBUF_ALIGN_BYTES = 64
-
-
 @dataclass
 class Segment:
     start: int          # first instruction index (in the original stream) this address holds
@@ -245,7 +242,7 @@ class _Liveness:
         self.uses = {kind: _uses(trace, kind) for kind in ("psum", "sbuf")}
         self.clean = _clean_copies(trace)
         self.over = _over_capacity(self.uses["sbuf"], trace.target.sbuf_usable_bytes_per_partition,
-                                   SBUF_ALIGN_BYTES, len(trace.instrs))
+                                   trace.target.sbuf_alloc_align_bytes, len(trace.instrs))
 
 
 def _uses(trace, kind):
@@ -266,7 +263,7 @@ def _fmt_live(live, kind, cap):
 def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness) -> None:
     t = trace.target
     cap = t.sbuf_usable_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
-    align = SBUF_ALIGN_BYTES if kind == "sbuf" else t.psum_bank_bytes_per_partition
+    align = t.sbuf_alloc_align_bytes if kind == "sbuf" else t.psum_bank_bytes_per_partition
     ring = _SitePools(_LruAllocator(cap, align), depth)
     uses = dict(liveness.uses[kind])      # a spill replaces its storage's entry (_spill)
     if not uses:

@@ -33,9 +33,6 @@ from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import LoweringError, lowers
 from .matmul import _load_k_major, _Mat
 
-HEAD_SBUF_BYTES = 144 * 1024  # resident per-head state (K, V, dK/dV sums); the rest streams
-
-
 def _tiles(ctx):
     """(NP, QT, KT): partitions (the head-dim and key chunks TensorE contracts over), query rows
     per tile (the stationary columns of Q^T), key columns per score tile (one FP32 PSUM bank)."""
@@ -161,16 +158,18 @@ class _Heads:
         return tuple(self.loaded[key][x] for x in names)
 
 
-def _head_slots(per_head, S_k, D, what):
-    """Heads resident at once: two (lanes cross a head boundary without waiting) when they fit,
-    else one (the next head's loads wait for the last reads of the previous one)."""
-    if per_head > HEAD_SBUF_BYTES:
+def _head_slots(chip, per_head, S_k, D, what):
+    """Heads resident at once: two (lanes cross a head boundary without waiting) when they fit
+    chip.attention_head_sbuf_bytes_per_partition, else one (the next head's loads wait for the
+    last reads of the previous one)."""
+    budget = chip.attention_head_sbuf_bytes_per_partition
+    if per_head > budget:
         raise LoweringError(
             f"attention {what} with {S_k} keys and head size {D} keeps {per_head // 1024} KiB "
             f"per partition resident per head (K, V and, backward, the dK/dV sums); this rule "
-            f"keeps at most {HEAD_SBUF_BYTES // 1024} KiB, so the op is timed by the roofline "
+            f"keeps at most {budget // 1024} KiB, so the op is timed by the roofline "
             f"estimate. Key-blocked passes for longer sequences are not written yet")
-    return 2 if 2 * per_head <= HEAD_SBUF_BYTES else 1
+    return 2 if 2 * per_head <= budget else 1
 
 
 def _plan(ctx, op, first, causal_at):
@@ -269,7 +268,8 @@ def sdpa_forward(ctx, op):
     S_k = k.shape[-2]
     b = ctx.b
     per_head = (ceil(D / NP) * S_k + ceil(S_k / NP) * D) * itemsize(dt)
-    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "v"), _head_slots(per_head, S_k, D, "forward"))
+    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "v"),
+                   _head_slots(ctx.chip, per_head, S_k, D, "forward"))
 
     def tile_steps(item, idx):
         j, bh, i = item
@@ -369,7 +369,7 @@ def sdpa_backward(ctx, op):
     dq, dk, dv = (op.outputs + (None,) * 3)[:3]
     # per partition: dK, dV FP32 accumulators and K^T, V^T, K of a head
     per_head = 2 * nk * D * 4 + (2 * ceil(D / NP) * S_k + nk * D) * itemsize(dt)
-    slots = _head_slots(per_head, S_k, D, "backward")
+    slots = _head_slots(ctx.chip, per_head, S_k, D, "backward")
 
     def flush(bh, accs):                        # dK (scaled), dV of a finished K/V head
         for name, acc, t in (("dk", accs[0], dk), ("dv", accs[1], dv)):

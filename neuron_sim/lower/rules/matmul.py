@@ -179,7 +179,8 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         mcount = ceil(mcols / MT)
         # small outputs of one block are gathered in one SBUF tile and stored by one DMA (one
         # ~1 us DMA latency per block instead of per [MT, N] tile)
-        coalesce = mcount * bn * itemsize(out_dt) <= 16 * 1024 and mcount > 1
+        coalesce = mcount * bn * itemsize(out_dt) <= chip.gemm_output_coalesce_bytes_per_partition \
+            and mcount > 1
         oblk = ctx.tile(f"oblk{g}", (min(MT, mcols), mcount * bn), out_dt, blk) \
             if coalesce else None
         # the moving operands of each N tile, made once per block (every M tile reads them)
@@ -236,7 +237,8 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
     m_tiles, n_tiles = ceil(M / MT), ceil(N / NT)
     TN = min(n_tiles, 2)
     TM = max(1, min(m_tiles, 4 // TN))
-    kc = max(1, min(kt_n, (96 * 1024) // max(2 * (TM * MT + TN * NT) * rows * isz, 1)))
+    kc = max(1, min(kt_n, ctx.chip.gemm_k_chunk_bytes_per_partition
+                    // max(2 * (TM * MT + TN * NT) * rows * isz, 1)))
     chunks = ceil(kt_n / kc)
     mb, nb = ceil(m_tiles / TM), ceil(n_tiles / TN)
     total = batch * mb * nb * chunks
@@ -246,7 +248,7 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
     oh = ctx.hbm(out)
     # the bias row broadcast over an M tile's partitions, added while evacuating PSUM (as in
     # gemm): loaded once when all N columns take at most a quarter of the panel budget (the
-    # streamed K chunks take up to 96 KiB), else per output block
+    # streamed K chunks take up to chip.gemm_k_chunk_bytes_per_partition), else per output block
     bias_whole = bias is not None and N * itemsize(bias.dtype) \
         <= ctx.chip.gemm_panel_budget_bytes_per_partition // 4
     bias_tile = _bias_tile(ctx, bias, MT, 0, N) if bias_whole else None

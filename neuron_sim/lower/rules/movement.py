@@ -39,15 +39,11 @@ def view(ctx, op):
     """Metadata only: no instructions."""
 
 
-PIECE_BYTES = 4 << 20      # one copy instruction: big enough for full DMA rate, several in flight
-MIN_SPLIT_BYTES = 64 << 10  # below this a copy stays on one core (the second DMA's ~1 us fixed
-                            # latency would cost more than half the transfer saves)
-
-
 def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None, run=None):
     """HBM -> HBM copy of src into out (at element offset), as `rows` runs of `run` elements.
 
-    The copy is cut into pieces of at most PIECE_BYTES (so the DMA queues run in parallel) and,
+    The copy is cut into pieces of at most chip.copy_piece_bytes (so the DMA queues run in
+    parallel; at LNC=2 at least chip.copy_split_min_bytes, below which one core does it all) and,
     at LNC=2, the pieces are shared by the two physical cores of the logical core like any
     other op's blocks (`ctx.split`): each core's DMA engines move their half through their
     share of the pair's HBM stack."""
@@ -61,7 +57,8 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
     if not ctx.needs_store(out):
         return
     total_bytes = rows * run * isz
-    piece = min(PIECE_BYTES, max(MIN_SPLIT_BYTES, ceil(total_bytes / ctx.lnc)))
+    chip = ctx.chip
+    piece = min(chip.copy_piece_bytes, max(chip.copy_split_min_bytes, ceil(total_bytes / ctx.lnc)))
     pieces = []                         # (dst AP, src AP)
     per = max(1, int(piece // max(run * isz, 1)))      # whole runs per piece
     for r0 in range(0, rows, per):
@@ -150,7 +147,8 @@ def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, 
     b = ctx.b
     P = ctx.P
     isz = itemsize(table.dtype)
-    r = max(1, min(ceil(n_idx / P), int(8192 // max(d * isz, 1))))
+    r = max(1, min(ceil(n_idx / P),
+                   int(ctx.chip.gather_rows_bytes_per_partition // max(d * isz, 1))))
     per_blk = P * r
     total = ceil(n_idx / per_blk)
     n = ctx.repeat(total)

@@ -27,7 +27,6 @@ from .elementwise import TT, elementwise, run_recipe
 from .movement import _indirect_rows
 
 MAX_ROWS_PER_BLOCK = 8     # rows per partition per block for per-row instructions (bn_stats)
-LONG_ROW = 4096            # longer rows are processed in pieces, two passes
 
 
 def _rows_cols(x: TensorSpec):
@@ -35,15 +34,16 @@ def _rows_cols(x: TensorSpec):
     return max(1, x.numel // max(c, 1)), max(c, 1)
 
 
-def _pieces(C: int) -> int:
-    """Pieces of <= 2048 elements a row longer than LONG_ROW is processed in (1: whole rows)."""
-    return ceil(C / 2048) if C > LONG_ROW else 1
+def _pieces(chip, C: int) -> int:
+    """Pieces of <= chip.row_piece_elems a row longer than chip.row_whole_max_elems is processed
+    in (1: whole rows)."""
+    return ceil(C / chip.row_piece_elems) if C > chip.row_whole_max_elems else 1
 
 
-def _block_rows_cols(x: TensorSpec):
+def _block_rows_cols(chip, x: TensorSpec):
     """Rows and row length as row_blocks lays them out: a long row is `_pieces` rows."""
     rows, C = _rows_cols(x)
-    k = _pieces(C)
+    k = _pieces(chip, C)
     return rows * k, ceil(C / k)
 
 
@@ -51,11 +51,12 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
                outs=None):
     """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j).
 
-    Rows longer than LONG_ROW elements do not fit SBUF tiles whole: they run in two passes over
-    row pieces of <= 2048 (statistics, then the normalising pass), reading x twice from HBM."""
+    Rows longer than chip.row_whole_max_elems do not fit SBUF tiles whole: they run in two
+    passes over row pieces of <= chip.row_piece_elems (statistics, then the normalising pass),
+    reading x twice from HBM."""
     rows, C = _rows_cols(x)
-    if C > LONG_ROW:
-        k = _pieces(C)
+    if C > ctx.chip.row_whole_max_elems:
+        k = _pieces(ctx.chip, C)
         piece = lambda t: TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id)  # noqa: E731
         stats_pass = lambda srcs, dsts, p, r, c, j: ctx.b.tensor_reduce(  # noqa: E731
             ctx.tmp("pass1", (p, r), "float32", j), srcs[0], "maximum")
@@ -341,7 +342,7 @@ def layer_norm(ctx, op):
     # in pieces, one piece per partition row) and hold r whole rows of weight; a weight row
     # too wide to stay resident (> 3/4 of SBUF, or more elements than an instruction reads) is
     # held as one block of pieces instead
-    block_rows, block_C = _block_rows_cols(x)
+    block_rows, block_C = _block_rows_cols(ctx.chip, x)
     p = max(1, min(ctx.P, block_rows))
     if len(params) * C * itemsize(x.dtype) > 3 * ctx.chip.sbuf_usable_bytes_per_partition // 4 \
             or C > ctx.chip.sbuf_free_elems_max:
@@ -386,7 +387,7 @@ def layer_norm_backward(ctx, op):
     per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 3 * 2 * 4 \
         + (itemsize(params[0].dtype) if params else 0)
     room = ctx.chip.sbuf_usable_bytes_per_partition - ctx.chip.row_op_small_tiles_bytes_per_partition
-    long_row = min(LONG_ROW, room // per_elem)
+    long_row = min(ctx.chip.row_whole_max_elems, room // per_elem)
     if C > long_row:
         k = ceil(C / long_row)
         x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))
