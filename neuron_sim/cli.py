@@ -24,7 +24,7 @@ def _instances() -> None:
           f"{'HBM/logical GiB':>16}  note")
     for name in list_instances():
         i = get_instance(name)
-        print(f"{name:<28} {i.chip.name:<5} {i.chips:>5} {i.lnc_default:>4} "
+        print(f"{name:<28} {i.chip.name:<5} {i.chips:>5} {i.chip.lnc_default:>4} "
               f"{i.logical_cores():>8} {i.hbm_bytes_per_logical_core() / 2**30:>16.1f}  "
               f"{'(assumed) ' if i.assumed else ''}{i.note[:60]}")
 

@@ -410,7 +410,7 @@ def _collective(fabric, mesh, what, op, nbytes, axis, count, in_graph, overlappa
 
 def _job(instance, lnc, ranks):
     inst = get_instance(instance)
-    lnc = inst.lnc_default if lnc is None else int(lnc)
+    lnc = inst.chip.lnc_default if lnc is None else int(lnc)
     per_node = inst.logical_cores(lnc)
     nodes = -(-ranks // per_node)
     return inst, lnc, fabric_for(instance, lnc, nodes), nodes

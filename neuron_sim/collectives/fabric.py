@@ -156,7 +156,7 @@ def fabric_for(instance: str, lnc: int | None = None, nodes: int = 1) -> Fabric:
     neuron_sim.hardware.list_instances()) joined by EFA."""
     inst = get_instance(instance)
     chip = inst.chip.name
-    lnc = inst.lnc_default if lnc is None else int(lnc)
+    lnc = inst.chip.lnc_default if lnc is None else int(lnc)
     layout = fabric_data()["instances"][inst.name]
     kind, shape, servers = layout["kind"], tuple(layout["shape"]), int(layout["servers"])
     share = assumed("link_direction_share")

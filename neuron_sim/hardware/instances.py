@@ -24,46 +24,29 @@ class Instance:
     note: str = ""
     source: str = ""
 
-    # ---- what the device backend asks ------------------------------------------------------
-    @property
-    def physical_cores_per_chip(self) -> int:
-        return self.chip.cores_per_chip
-
-    @property
-    def lnc_default(self) -> int:
-        return self.chip.lnc_default
-
-    @property
-    def lnc_allowed(self) -> tuple:
-        return self.chip.lnc_supported
-
+    # ---- what the device backend asks (the chip's own numbers: self.chip.*) -----------------
     def _check_lnc(self, lnc):
-        lnc = self.lnc_default if lnc is None else int(lnc)
-        if lnc not in self.lnc_allowed:
-            raise ValueError(f"{self.name}: LNC={lnc} not supported; allowed {self.lnc_allowed}")
+        c = self.chip
+        lnc = c.lnc_default if lnc is None else int(lnc)
+        if lnc not in c.lnc_supported:
+            raise ValueError(f"{self.name}: LNC={lnc} not supported; allowed {c.lnc_supported}")
         return lnc
 
     def logical_cores_per_chip(self, lnc: int | None = None) -> int:
-        return self.physical_cores_per_chip // self._check_lnc(lnc)
+        return self.chip.cores_per_chip // self._check_lnc(lnc)
 
     def logical_cores(self, lnc: int | None = None) -> int:
         return self.chips * self.logical_cores_per_chip(lnc)
 
     def hbm_bytes_per_logical_core(self, lnc: int | None = None) -> int:
         """Trn2 at LNC=2: 96 GiB / 8 physical cores x 2 = 24 GiB."""
-        return self.chip.hbm_bytes // self.physical_cores_per_chip * self._check_lnc(lnc)
+        return self.chip.hbm_bytes // self.chip.cores_per_chip * self._check_lnc(lnc)
 
     def peak_flops_per_logical_core(self, dtype: str = "bfloat16", lnc: int | None = None) -> float:
         return self.chip.tensor_peak_flops(dtype) * self._check_lnc(lnc)
 
     def hbm_bytes_per_s_per_logical_core(self, lnc: int | None = None) -> float:
         return self.chip.hbm_bytes_per_s_per_core * self._check_lnc(lnc)
-
-    @property
-    def engine_clocks_hz(self) -> dict:
-        c = self.chip
-        return {"tensor": c.tensor_clock_hz, "vector": c.vector_clock_hz,
-                "scalar": c.scalar_clock_hz, "gpsimd": c.gpsimd_clock_hz}
 
 
 def _from_json(chip: str, key: str, name: str) -> Instance:
@@ -113,10 +96,10 @@ def select(name: str, lnc: int | None) -> tuple[Instance, int]:
                          f"{', '.join(list_instances())}. Set NEURON_SIM_INSTANCE or call "
                          "torch_neuronx.set_instance(name).")
     inst = _instances()[name]
-    lnc = inst.lnc_default if lnc is None else lnc
-    if lnc not in inst.lnc_allowed:
+    lnc = inst.chip.lnc_default if lnc is None else lnc
+    if lnc not in inst.chip.lnc_supported:
         raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={lnc} is not valid for {name}; valid values: "
-                         f"{', '.join(str(v) for v in inst.lnc_allowed)}.")
+                         f"{', '.join(str(v) for v in inst.chip.lnc_supported)}.")
     return inst, lnc
 
 

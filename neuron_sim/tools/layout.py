@@ -42,7 +42,7 @@ def current(environ=None) -> Layout:
     links = _links(name, lnc, inst.chips, per)
     nodes = 2 if inst.chips > 1 else 1          # multi-chip instances have two sockets
     cpus = inst.vcpus // nodes
-    devices = tuple(Device(index=d, cores=inst.physical_cores_per_chip,
+    devices = tuple(Device(index=d, cores=inst.chip.cores_per_chip,
                            core_ids=tuple(range(d * per, (d + 1) * per)),
                            memory_bytes=inst.chip.hbm_bytes, connected=links[d], bdf=f"0000:{d:02x}:00.0",
                            cpu_affinity=f"{d * nodes // inst.chips * cpus}-{(d * nodes // inst.chips + 1) * cpus - 1}",
