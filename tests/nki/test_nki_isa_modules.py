@@ -37,12 +37,7 @@ def _vector_family(x, y, m):
     sel = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=sel, src=b)
     nisa.tensor_copy_predicated(dst=sel, src=a, predicate=mask)
-    outs = []
-    for t in (top, stt, tsr, rs, sel):
-        o = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=o, src=t)
-        outs.append(o)
-    return tuple(outs)
+    return _to_hbm(top, stt, tsr, rs, sel)
 
 
 def _inputs():
