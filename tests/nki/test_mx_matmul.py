@@ -333,9 +333,15 @@ def offline_mx_matmul(st_words, st_scale, mv_words, mv_scale, st_dtype, mv_dtype
             nisa.dma_copy(dst=sc.ap(pattern=[[f, 4], [1, f]], offset=32 * q * f),
                           src=scale.ap(pattern=[[f, 4], [1, f]], offset=4 * q * f))
         tiles.append((data, sc))
+    return _mx_out(M, N, *tiles)
+
+
+def _mx_out(M, N, st, mv):
+    """Kernel helper: nc_matmul_mx of the (data, scale) pairs st and mv into PSUM, copied out to
+    a new [M, N] BF16 HBM tensor."""
     acc = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.psum)
-    nisa.nc_matmul_mx(dst=acc, stationary=tiles[0][0], moving=tiles[1][0],
-                      stationary_scale=tiles[0][1], moving_scale=tiles[1][1])
+    nisa.nc_matmul_mx(dst=acc, stationary=st[0], moving=mv[0], stationary_scale=st[1],
+                      moving_scale=mv[1])
     res = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.sbuf)
     nisa.tensor_copy(dst=res, src=acc)
     out = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.shared_hbm)
@@ -421,15 +427,7 @@ def strided_quantize_matmul(st_hbm, mv_hbm, use_tensor_copy):
         scale = nl.ndarray((P, F // 4), dtype=nl.uint8, buffer=nl.sbuf)
         nisa.quantize_mx(dst=data, src=src, dst_scale=scale)
         q.append((data, scale))
-    M, N = st_hbm.shape[1], mv_hbm.shape[1]
-    acc = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.psum)
-    nisa.nc_matmul_mx(dst=acc, stationary=q[0][0], moving=q[1][0], stationary_scale=q[0][1],
-                      moving_scale=q[1][1])
-    res = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=res, src=acc)
-    out = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=res)
-    return out
+    return _mx_out(st_hbm.shape[1], mv_hbm.shape[1], *q)
 
 
 def _stabilized(k, f, seed):
