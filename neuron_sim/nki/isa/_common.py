@@ -152,7 +152,3 @@ def _arg(v):
     """How a nisa call records an operand for its ISA module's `build`: a tensor view as it is,
     a number as a Python float (None stays None)."""
     return v if v is None or isinstance(v, NkiTensor) else float(v)
-
-
-def _dtype_str(t):
-    return t.storage.dtype_name

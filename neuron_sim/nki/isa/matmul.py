@@ -7,7 +7,7 @@ import numpy as np
 
 from ...isa.tensor import nc_matmul as core_matmul
 from .. import dtypes
-from ._common import _Ctx, _dtype_str
+from ._common import _Ctx
 from ..tensor import NkiTensor
 from .enums import matmul_perf_mode
 
@@ -28,7 +28,7 @@ def _mm_checks(ctx, dst, stationary, moving, rows=1):
                 ctx.fail(f"perf_mode=double_row needs {nm} shaped [K, 2, ...] (the first free dimension "
                          f"holds the second contraction row), got {list(x.shape)}")
             if dtypes.normalize(x.dtype) not in _FP8:
-                ctx.fail(f"perf_mode=double_row needs FP8 operands; {nm} is {_dtype_str(x)}")
+                ctx.fail(f"perf_mode=double_row needs FP8 operands; {nm} is {x.storage.dtype_name}")
     K, M = stationary.num_partitions, stationary.free_size // rows
     K2, N = moving.num_partitions, moving.free_size // rows
     if K != K2:
@@ -46,11 +46,11 @@ def _mm_checks(ctx, dst, stationary, moving, rows=1):
     fp32 = [dtypes.normalize(x.dtype) in (dtypes.float32, dtypes.tfloat32) for x in (stationary, moving)]
     if fp32[0] != fp32[1]:
         ctx.fail("if one matmul input is float32/tfloat32 the other must be too "
-                 f"(stationary {_dtype_str(stationary)}, moving {_dtype_str(moving)})")
+                 f"(stationary {stationary.storage.dtype_name}, moving {moving.storage.dtype_name})")
     okdst = (dtypes.float32, dtypes.bfloat16) if ctx.chip.has_bf16_psum else (dtypes.float32,)
     if dtypes.normalize(dst.dtype) not in okdst:
         ctx.fail(f"the PSUM output of a matmul must be {' or '.join(dtypes.name_of(d) for d in okdst)} "
-                 f"on this target, got {_dtype_str(dst)}")
+                 f"on this target, got {dst.storage.dtype_name}")
     return K, M, N
 
 
