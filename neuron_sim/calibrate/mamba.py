@@ -98,48 +98,49 @@ def mamba_v1(delta, u, A, B, C):
     return out
 
 
-@jit
-def mamba_v2(delta, u, A, B, C):
+def _channel_tiles(delta, u, A, state_step):
+    """v2/v3: channel tiles outer, each with its accumulator and its delta and u loaded once,
+    the states inside: state_step(b, s, delta_t, u_t, A_i, accum) for each."""
     batch, channels, seq = delta.shape
-    state = A.shape[1]
     P = nl.tile_size.pmax
     out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
     for b in nl.affine_range(batch):
         for c in nl.affine_range(channels // P):
             ch = slice(c * P, (c + 1) * P)
             accum, delta_t, u_t = _tile_inputs(delta, u, b, ch, P, seq)
-            for s in nl.affine_range(state):
+            for s in nl.affine_range(A.shape[1]):
                 A_i = _load(A[ch, s:s + 1], (P, 1))
-                _state_step(delta_t, u_t, A_i, lambda: _load(B[b, s:s + 1, :], (1, seq)),
-                            lambda: _load(C[b, s:s + 1, :], (1, seq)), accum, 0.0, P, seq)
+                state_step(b, s, delta_t, u_t, A_i, accum)
             nisa.dma_copy(dst=out[b, ch, :], src=accum)
     return out
+
+
+@jit
+def mamba_v2(delta, u, A, B, C):
+    P, seq = nl.tile_size.pmax, delta.shape[2]
+
+    def state_step(b, s, delta_t, u_t, A_i, accum):
+        _state_step(delta_t, u_t, A_i, lambda: _load(B[b, s:s + 1, :], (1, seq)),
+                    lambda: _load(C[b, s:s + 1, :], (1, seq)), accum, 0.0, P, seq)
+    return _channel_tiles(delta, u, A, state_step)
 
 
 @jit
 def mamba_v3(delta, u, A, B, C):
-    batch, channels, seq = delta.shape
-    state = A.shape[1]
-    P = nl.tile_size.pmax
+    P, seq = nl.tile_size.pmax, delta.shape[2]
     F = min(SEQ_TILE, seq)
-    out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
-    for b in nl.affine_range(batch):
-        for c in nl.affine_range(channels // P):
-            ch = slice(c * P, (c + 1) * P)
-            accum, delta_t, u_t = _tile_inputs(delta, u, b, ch, P, seq)
-            for s in nl.affine_range(state):
-                A_i = _load(A[ch, s:s + 1], (P, 1))
-                carry = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-                nisa.memset(dst=carry, value=0.0)
-                for t in nl.sequential_range(seq // F):
-                    cols = slice(t * F, (t + 1) * F)
-                    scan = _state_step(delta_t[:, cols], u_t[:, cols], A_i,
-                                       lambda: _load(B[b, s:s + 1, cols], (1, F)),
-                                       lambda: _load(C[b, s:s + 1, cols], (1, F)),
-                                       accum[:, cols], carry, P, F, scanC_buffer=nl.psum)
-                    nisa.tensor_copy(dst=carry, src=scan[:, F - 1:F])
-            nisa.dma_copy(dst=out[b, ch, :], src=accum)
-    return out
+
+    def state_step(b, s, delta_t, u_t, A_i, accum):
+        carry = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=carry, value=0.0)
+        for t in nl.sequential_range(seq // F):
+            cols = slice(t * F, (t + 1) * F)
+            scan = _state_step(delta_t[:, cols], u_t[:, cols], A_i,
+                               lambda: _load(B[b, s:s + 1, cols], (1, F)),
+                               lambda: _load(C[b, s:s + 1, cols], (1, F)),
+                               accum[:, cols], carry, P, F, scanC_buffer=nl.psum)
+            nisa.tensor_copy(dst=carry, src=scan[:, F - 1:F])
+    return _channel_tiles(delta, u, A, state_step)
 
 
 KERNELS = {"v1": mamba_v1, "v2": mamba_v2, "v3": mamba_v3}
