@@ -130,7 +130,7 @@ class _Loop:
     trace which loop and iteration it is in (`KernelTrace.loop`: kind, entry, iteration). The
     compiler moves invariant code out of affine loops only (nki/reuse.py); sequential_range
     "informs Neuron compiler to respect inter-loop dependency and perform much more conservative
-    loop-level optimizations" [NKI API]."""
+    loop-level optimizations" (NKI API, nki.language.sequential_range)."""
 
     __slots__ = ("kind", "r")
 
