@@ -47,8 +47,7 @@ from numba import njit
 
 from . import Scratch, drop_stale_caches, without_refcounting
 
-from .timing import (KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps,
-                     _stream_fill)
+from .timing import KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _stream_fill
 
 
 # Index of the lowest set bit of a byte (a stream's slots are bits of an int64: window <= 63).
@@ -63,6 +62,25 @@ def _low_bit(bits):
         bits >>= 8
         k += 8
     return k + _LOW_BIT[bits & 255]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _scan_ends(i, p, r, s, dep_ptr, dep_idx, end, stream, sem_lat):
+    """timing.py's _scan_deps with an instruction's end NaN until it issues (its done flag): one
+    array read per dependency instead of two scattered ones. Returns (r, p, -1) when all are
+    done, else (partial r, the position, the first instruction not done). Indexes unsigned:
+    numba then skips the negative-index wraparound (three per dependency)."""
+    while p < dep_ptr[i + 1]:
+        d = dep_idx[np.uint64(p)]
+        t = end[np.uint64(d)]
+        if np.isnan(t):
+            return r, p, d
+        if stream[np.uint64(d)] != s:
+            t += sem_lat
+        if t > r:
+            r = t
+        p += 1
+    return r, p, -1
 
 
 @njit(cache=True, error_model="numpy")
@@ -221,15 +239,14 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     orders=False: order and after are returned as None (simulate needs only the times); True:
     as copies."""
     n = stream.shape[0]
-    times = (np.empty(n), np.empty(n), np.empty(n), np.empty(n))
+    # end is NaN until the instruction issues: the pass's done flag (_scan_ends)
+    times = (np.empty(n), np.full(n, np.nan), np.empty(n), np.empty(n))
     ints = _SCRATCH.get("ints", n, np.int64, 5)     # order, after, DMA log (index, queue, engines)
     bl = _SCRATCH.get("bl", n, np.float64, 2)       # bottom level, DMA log (priority)
     whead = _SCRATCH.get("whead", n, np.int32)[0]   # first slot waiting for each instruction
-    done = _SCRATCH.get("done", n, np.bool_)[0]
     bl[0].fill(0.0)
     whead.fill(0)
-    done.fill(False)
-    arrays = (ints[0], bl[0], whead, done, times, ints[1],
+    arrays = (ints[0], bl[0], whead, times, ints[1],
               (ints[2], ints[3], ints[4], bl[1]))
     status, order, sptr, after, *res = _list_schedule(
         stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns, n_eng,
@@ -248,7 +265,7 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
     that order and those edges.
     status -1: nothing can issue (a dependency cycle through the windows)."""
     n_streams = int(params[6])
-    order0, bl, whead, done, times, after, log = arrays
+    order0, bl, whead, times, after, log = arrays
     W = 1
     for s in range(n_streams):
         W = max(W, window[s])
@@ -261,7 +278,8 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
              np.full(slots, np.nan),             # prio of the DMA in the slot (NaN: none)
              np.zeros(slots, np.int64),          # and its DMA engines (_engine_mask)
              np.full(slots, -1, np.int64),       # the DMA it was held back for (-1: none)
-             np.zeros(slots, np.int64))          # the log position that is up to date with
+             np.zeros(slots, np.int64),          # the log position that is up to date with
+             np.arange(slots) // W)              # the slot's stream (no division per wake)
     # Every instruction's outputs are written when it issues: no initial values (the issue
     # order goes where order0 has been read already).
     # times: start, end, dstart, busy; after: the order edges; log: the DMAs issued, in issue
@@ -273,16 +291,16 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
     order0, sptr = _stream_fill(stream, sptr, order0)
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order0, times,
-                  prio, after, done, np.zeros(int(params[5])), ints,
+                  prio, after, np.zeros(int(params[5])), ints,
                   np.zeros((4, n_streams)), log)
     return status, order0, sptr, after, times[0], times[1], times[2], times[3]
 
 
 @njit(cache=True, error_model="numpy", **without_refcounting())
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns,
-         n_eng, eng0, params, window, W, order0, sptr, state, order, times, prio, after, done,
-         dma_free, ints, floats, log):
-    win, wr, wpos, wnext, whead, wprio, wmask, wafter, wseen = state
+         n_eng, eng0, params, window, W, order0, sptr, state, order, times, prio, after, dma_free,
+         ints, floats, log):
+    win, wr, wpos, wnext, whead, wprio, wmask, wafter, wseen, wstream = state
     logy, logs, logm, logp = log
     nlog = 0
     start, end, dstart, busy = times
@@ -347,11 +365,11 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                 bits &= bits - 1
                 j = base + k
                 i = win[j]
-                r, p, blocker = _scan_deps(i, wpos[j], wr[j], s, dep_ptr, dep_idx, done,
-                                           end, stream, sem_lat)
+                r, p, blocker = _scan_ends(i, wpos[j], wr[j], s, dep_ptr, dep_idx, end, stream,
+                                           sem_lat)
                 if blocker < 0 and has_ord:
                     for e in range(ord_ptr[i], ord_ptr[i + 1]):
-                        if not done[ord_idx[e]]:
+                        if np.isnan(end[ord_idx[e]]):
                             blocker = ord_idx[e]
                             break
                 wr[j] = r
@@ -465,7 +483,6 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
         free[s], end[i], dstart[i], busy[i], m = _issue(
             ki, t, ii[i], lat[i], eng_ns[i], hbm_ns[i], issue_ns[i], n_eng[i], eng0[i], free[s],
             params, dma_free, m)
-        done[i] = True
         cand[s] = np.inf
         if ready[s] != 0 or rescan[s] != 0:
             dirty[s] = 1
@@ -505,7 +522,7 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
         fast = npend == 1 and pend[0] == s and w1 == 0
         while w1 != 0:                  # wake the slots that waited for i
             j = w1 - 1
-            s3 = j // W
+            s3 = wstream[j]
             if dirty[s3] == 0:
                 dirty[s3] = 1
                 pend[npend] = s3
