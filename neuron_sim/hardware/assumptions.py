@@ -150,6 +150,11 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "SBUF per partition a lowered streaming op's triple-buffered tiles take; the rest holds a "
         "fused sequence's resident tensors. The lowering's choice (half of Trn1's 192 KiB)."),
     Assumption(
+        "resident_reserve_bytes_per_partition", _same(16 * 1024), "bytes",
+        "SBUF per partition a fused sequence keeps free beside its resident tensors and the "
+        "streaming tiles, for the small tiles of its ops (statistics, scales, partial sums). The "
+        "lowering's choice."),
+    Assumption(
         "stream_chunk_min_bytes_per_partition", _same(2048),
         "bytes", "A big tensor's streamed chunks move at least this per partition and DMA: "
         "the DMA engines approach their sustained rate from ~2 KiB [DMAbw]. The lowering's choice."),
@@ -187,8 +192,8 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "run in two passes over pieces, reading x twice. The lowering's choice."),
     Assumption(
         "row_piece_elems", _same(2048), "elements",
-        "The pieces of a longer row: 8 KiB of FP32 per partition, inside the DMA's 2-16 KiB "
-        "sweet spot [DMAbw]. The lowering's choice."),
+        "A row tile per partition: the pieces of a longer row, or as many short rows as fit; 8 KiB "
+        "of FP32, inside the DMA's 2-16 KiB sweet spot [DMAbw]. The lowering's choice."),
     Assumption(
         "eager_launch_s", {"trn1": 25e-6, "trn2": 25e-6, "trn3": 5e-6}, "s",
         "Start of one eager program (one op, or one AEE-fused group): TorchNeuron runs each eager "

@@ -85,6 +85,7 @@ class Chip:
     row_op_small_tiles_bytes_per_partition: int  # assumption: a norm's small tiles
     sbuf_alloc_align_bytes: int              # assumption: the NKI memory plan's tile alignment
     stream_sbuf_bytes_per_partition: int     # assumption: a streaming op's tiles in flight
+    resident_reserve_bytes_per_partition: int  # assumption: kept free beside resident tensors
     stream_chunk_min_bytes_per_partition: int  # assumption: a streamed DMA's chunk, at least
     stream_chunk_max_bytes_per_partition: int  # assumption: ... and at most
     gemm_k_chunk_bytes_per_partition: int        # assumption: a batched matmul's K chunks
@@ -94,7 +95,7 @@ class Chip:
     copy_split_min_bytes: int                # assumption: smaller copies stay on one core
     gather_rows_bytes_per_partition: int     # assumption: a gather block's rows per partition
     row_whole_max_elems: int                 # assumption: longer rows run in pieces
-    row_piece_elems: int                     # assumption: the pieces of a long row
+    row_piece_elems: int                     # assumption: a row tile (pieces of a long row)
     fast_load_stationary_speedup: int
     fp32_matmul_cost_multiplier: int
     gpsimd_start_cycles: int

@@ -263,7 +263,8 @@ class LowerCtx:
         nbytes = cols * itemsize(t.dtype)
         budget = min(RESIDENT_SBUF_BYTES,
                      self.chip.sbuf_usable_bytes_per_partition
-                     - self.chip.stream_sbuf_bytes_per_partition - 16 * 1024)
+                     - self.chip.stream_sbuf_bytes_per_partition
+                     - self.chip.resident_reserve_bytes_per_partition)
         if self._resident_bytes + nbytes > budget:
             return
         try:
@@ -323,7 +324,7 @@ class LowerCtx:
         """Rows over partitions, `r` rows per partition per block: (p, r, blocks)."""
         p = max(1, min(self.P, rows))
         per_part = ceil(rows / p)
-        r = max(1, min(per_part, 2048 // max(cols, 1)))   # <= 8 KiB of FP32 per row tile
+        r = max(1, min(per_part, self.chip.row_piece_elems // max(cols, 1)))
         return p, r, ceil(per_part / r)
 
     def load_rows(self, t: TensorSpec, p: int, r: int, cols: int, j: int, role="in"):
