@@ -10,6 +10,9 @@ arguments, the same views of the same tiles, none of them written since) that wr
 fresh tile nothing else writes is dropped, and whatever reads its tile reads the earlier one,
 which so stays live through the loop.
 
+On a chip whose compiler keeps the kernel as written (Trn2, Trn3) nothing is dropped; the report
+names the line instead, as advice to compute it before the loop.
+
 Only pure compute instructions qualify (no engine accumulator state, no random draw, no DMA: a
 load of the same bytes is not merged), and only in affine loops: a `sequential_range` keeps its
 body in order, and so does a loop the trace cannot see (Python's range, static_range).
@@ -85,7 +88,8 @@ def _key(ins, alias):
 def apply(trace) -> int:
     """Drop the instructions `note` found equal to an earlier one, if the tiles involved are each
     written once in the whole kernel (a tile written again later holds another value then), and
-    point their readers at the earlier tile; returns how many were dropped."""
+    point their readers at the earlier tile; returns how many were dropped. On a chip whose
+    compiler keeps the kernel as written, nothing is dropped: a finding says what to hoist."""
     book = trace.reuse
     if book is None or not book.dups:
         return 0
@@ -99,6 +103,10 @@ def apply(trace) -> int:
     trace.reuse = None
     if not alias:
         return 0
+    hoisted = trace.target.reuse_loop_invariant
+    _report(trace, book, alias, hoisted)
+    if not hoisted:
+        return 0
     drop = {id(ins) for ins, _, _ in book.dups if ins.writes[0].storage.id in alias}
     kept = []
     for ins in trace.instrs:
@@ -110,7 +118,6 @@ def apply(trace) -> int:
                          for k, v in ins.attrs.items()}
         kept.append(ins)
     _renumber(trace, kept)
-    _report(trace, book, alias)
     return len(drop)
 
 
@@ -143,7 +150,7 @@ def _renumber(trace, instrs) -> None:
     trace.on_chip_used = used
 
 
-def _report(trace, book, alias) -> None:
+def _report(trace, book, alias, hoisted) -> None:
     from .tracer import Finding
     counts = {}
     for ins, _, _ in book.dups:
@@ -151,7 +158,10 @@ def _report(trace, book, alias) -> None:
             op, n = counts.get(ins.loc, (ins.op, 0))
             counts[ins.loc] = (op, n + 1)
     for loc, (op, n) in counts.items():
+        what = (f"it runs once and {n} later executions reuse its result (the compiler hoists "
+                f"it): computing it before the loop says so in the kernel" if hoisted else
+                f"{n} later executions are timed, as the compiler keeps the kernel as written: "
+                f"compute it once before the loop")
         trace.findings.append(Finding(
-            "loop-invariant", f"nisa.{op} computes the same tile as its previous iteration; it runs "
-            f"once and {n} later executions reuse its result (the compiler hoists it): computing it "
-            f"before the loop says so in the kernel", loc))
+            "loop-invariant", f"nisa.{op} computes the same tile as in its previous iteration; "
+            + what, loc))

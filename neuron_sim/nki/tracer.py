@@ -172,7 +172,7 @@ class KernelTrace:
             a.storage.write_count += 1
         ins = Instr(idx, op, engine, r, w, attrs, loc)
         self.instrs.append(ins)
-        if op in reuse.PURE and self.target.reuse_loop_invariant:
+        if op in reuse.PURE:
             reuse.note(self, ins)
         if self.progress is not None and not (idx + 1) & 1023:    # every 1024: one test per op
             self.progress.tick(1024)

@@ -1,7 +1,8 @@
 """Loop-invariant instructions run once on Trn1, as the compiler that built its published kernels
 hoisted them (nki/reuse.py, assumption `reuse_loop_invariant`): an instruction that computes in
 every iteration what its previous iteration computed is timed once, its readers read the first
-result, and the values stay those of the kernel as written. On Trn2 a kernel runs as written."""
+result, and the values stay those of the kernel as written. On Trn2 a kernel runs as written and
+the report names the line to hoist."""
 
 import numpy as np
 
@@ -101,11 +102,13 @@ def test_an_invariant_instruction_in_a_loop_runs_once():
     np.testing.assert_allclose(hoisted, out, rtol=1e-6)
     assert _count(ref, "tensor_tensor") == N + 1
     assert abs(rep.total_ns - ref.total_ns) <= 0.02 * ref.total_ns, (rep.total_ns, ref.total_ns)
-    # the NKI compiler of Trn2 keeps the kernel's instructions
+    # the NKI compiler of Trn2 keeps the kernel's instructions; the report says what to hoist
     out, rep = _run(_in_loop, x, y, w, target="trn2")
     np.testing.assert_allclose(out, _expected(x, y, w), rtol=1e-5, atol=1e-6)
     assert _count(rep, "tensor_tensor") == 2 * N
-    assert not [f for f in rep.findings if f.kind == "loop-invariant"]
+    found = [f for f in rep.findings if f.kind == "loop-invariant"]
+    assert len(found) == 1 and found[0].message.endswith("compute it once before the loop")
+    assert f"{N - 1} later executions are timed" in found[0].message
 
 
 @nki.jit
