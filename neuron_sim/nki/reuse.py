@@ -90,7 +90,7 @@ def apply(trace) -> int:
     written once in the whole kernel (a tile written again later holds another value then), and
     point their readers at the earlier tile; returns how many were dropped. On a chip whose
     compiler keeps the kernel as written, nothing is dropped: a finding says what to hoist."""
-    book = trace.reuse
+    book, trace.reuse = trace.reuse, None          # its keys hold the kernel's tiles
     if book is None or not book.dups:
         return 0
     alias, bad = {}, set()
@@ -100,7 +100,6 @@ def apply(trace) -> int:
             bad.add(st.id)
         else:
             alias[st.id] = first
-    trace.reuse = None
     if not alias:
         return 0
     hoisted = trace.target.reuse_loop_invariant
