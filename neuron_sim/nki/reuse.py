@@ -126,7 +126,8 @@ def _on(view, alias):
 
 
 def _renumber(trace, instrs) -> None:
-    """The on-chip liveness the tracer records (KernelTrace.record), for the shorter stream."""
+    """The on-chip liveness the tracer records (tracer.track_use), for the shorter stream."""
+    from .tracer import track_use       # tracer imports this module
     for s in trace.on_chip_used:
         s.first_use = s.last_use = None
         s.uses = 0
@@ -135,16 +136,8 @@ def _renumber(trace, instrs) -> None:
     for idx, ins in enumerate(instrs):
         ins.index = idx
         for a in ins.reads + ins.writes:
-            s = a.storage
-            if not s.on_chip:
-                continue
-            s.uses += 1
-            if s.last_use != idx:
-                s.last_use = idx
-                if s.first_use is None:
-                    s.first_use = idx
-                    used.append(s)
-                s.used_at.append(idx)
+            if a.storage.on_chip:       # HBM tensors keep theirs (shared by an LNC pair's traces)
+                track_use(a.storage, idx, used)
     trace.instrs = instrs
     trace.on_chip_used = used
 

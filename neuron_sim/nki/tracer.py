@@ -81,6 +81,20 @@ class Finding:
         return f"{where}{self.kind}: {self.message}"
 
 
+def track_use(s: Storage, idx: int, on_chip_used: list) -> None:
+    """Instruction `idx` touches storage `s`: its use count, first and last use, and for SBUF/PSUM
+    the indices memory.py plans from (used_at) and the order of first touch (on_chip_used)."""
+    s.uses += 1
+    if s.last_use != idx:
+        s.last_use = idx
+        if s.first_use is None:
+            s.first_use = idx
+            if s.on_chip:
+                on_chip_used.append(s)
+        if s.on_chip:
+            s.used_at.append(idx)
+
+
 @dataclass
 class KernelTrace:
     target: Chip
@@ -157,17 +171,9 @@ class KernelTrace:
         """`emit` for operands that are all tensors, none a partition broadcast on VectorE or
         ScalarE (TensorE's and the DMAs' never are): the instruction as it is."""
         idx = len(self.instrs)
+        used = self.on_chip_used
         for a in r + w:
-            s = a.storage
-            s.uses += 1
-            if s.last_use != idx:
-                s.last_use = idx
-                if s.first_use is None:
-                    s.first_use = idx
-                    if s.on_chip:
-                        self.on_chip_used.append(s)
-                if s.on_chip:
-                    s.used_at.append(idx)
+            track_use(a.storage, idx, used)
         for a in w:
             a.storage.write_count += 1
         ins = Instr(idx, op, engine, r, w, attrs, loc)
