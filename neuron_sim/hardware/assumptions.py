@@ -155,6 +155,11 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "streaming tiles, for the small tiles of its ops (statistics, scales, partial sums). The "
         "lowering's choice."),
     Assumption(
+        "resident_sbuf_bytes_per_partition", _same(96 * 1024), "bytes",
+        "SBUF per partition an AEE-fused or compiled program may keep intermediates resident in "
+        "(at most; less where the streaming tiles and the reserve leave less), the rest for the "
+        "tiles each op streams through. The lowering's choice (half of Trn1's 192 KiB)."),
+    Assumption(
         "stream_chunk_min_bytes_per_partition", _same(2048),
         "bytes", "A big tensor's streamed chunks move at least this per partition and DMA: "
         "the DMA engines approach their sustained rate from ~2 KiB [DMAbw]. The lowering's choice."),
@@ -194,6 +199,10 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "row_piece_elems", _same(2048), "elements",
         "A row tile per partition: the pieces of a longer row, or as many short rows as fit; 8 KiB "
         "of FP32, inside the DMA's 2-16 KiB sweet spot [DMAbw]. The lowering's choice."),
+    Assumption(
+        "host_link_bytes_per_s", _same(50e9), "B/s",
+        "Host <-> device copies cross PCIe; a Gen5 x16 link moves ~50 GB/s in practice. Not "
+        "measured on a Neuron host; the device backend's first roofline assumed it."),
     Assumption(
         "eager_launch_s", {"trn1": 25e-6, "trn2": 25e-6, "trn3": 5e-6}, "s",
         "Start of one eager program (one op, or one AEE-fused group): TorchNeuron runs each eager "

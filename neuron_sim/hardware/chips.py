@@ -44,6 +44,7 @@ class Chip:
     matmul_stationary_fmax: int
     matmul_moving_fmax_fp32_out: int
     matmul_moving_fmax_bf16_out: int
+    pe_row_tile_sizes: tuple                 # rows of a PE-array row tile (tile_size) [ISA]
     # on-chip memories
     sbuf_partitions: int
     sbuf_bytes_per_partition: int
@@ -86,6 +87,7 @@ class Chip:
     sbuf_alloc_align_bytes: int              # assumption: the NKI memory plan's tile alignment
     stream_sbuf_bytes_per_partition: int     # assumption: a streaming op's tiles in flight
     resident_reserve_bytes_per_partition: int  # assumption: kept free beside resident tensors
+    resident_sbuf_bytes_per_partition: int   # assumption: a fused program's resident tensors
     stream_chunk_min_bytes_per_partition: int  # assumption: a streamed DMA's chunk, at least
     stream_chunk_max_bytes_per_partition: int  # assumption: ... and at most
     gemm_k_chunk_bytes_per_partition: int        # assumption: a batched matmul's K chunks
@@ -101,6 +103,7 @@ class Chip:
     gpsimd_start_cycles: int
     cross_engine_semaphore_latency_s: float
     eager_launch_s: float                    # assumption: start of one eager program (NEFF)
+    host_link_bytes_per_s: float             # assumption: host <-> device copies over PCIe
     vector_exp_speedup_vs_scalar: int
     # instruction limits [ArchV2][ISA]: free elements per partition of an operand
     sbuf_free_elems_max: int                 # VectorE/ScalarE/GpSimd operand in SBUF
@@ -110,6 +113,8 @@ class Chip:
     max8_free_elems_max: int
     sbuf_stride_penalty_threshold_bytes: int  # innermost stride above it halves the bandwidth
     vector_transpose_block_max: int          # VectorE nc_transpose: P and F at most this
+    partition_quadrant_size: int             # partitions per lane quadrant: start rules, MX scales
+    ap_free_dims_max: int                    # free dimensions of an engine access pattern
     act_read_accumulator_cycles: int         # ScalarE reading out its accumulator
     gpsimd_cores: int
     # capabilities (derived from which data exist)
@@ -192,7 +197,8 @@ _SHEET = ("neuroncore_version", "hbm_stacks", "tensor_clock_hz", "vector_clock_h
 _COST_MODEL = ("min_ii_cycles", "fp32_matmul_cost_multiplier", "gpsimd_start_cycles",
                "sbuf_free_elems_max", "psum_free_elems_max", "bn_stats_free_elems_max",
                "max8_free_elems_min", "max8_free_elems_max", "sbuf_stride_penalty_threshold_bytes",
-               "vector_transpose_block_max", "act_read_accumulator_cycles")
+               "vector_transpose_block_max", "act_read_accumulator_cycles",
+               "partition_quadrant_size", "ap_free_dims_max")
 
 
 def _load(name: str) -> Chip:
@@ -228,6 +234,8 @@ def _load(name: str) -> Chip:
         cores_per_chip=v("neuron_cores_per_chip"),
         lnc_supported=tuple(v("lnc_supported")),
         lnc_default=v("lnc_default", 1),
+        pe_row_tile_sizes=tuple(v("pe_row_tile_sizes",
+                                  _data()["trn2"]["pe_row_tile_sizes"]["value"])),
         hbm_bytes=int(v("hbm_bytes")),
         hbm_bytes_per_s=v("hbm_bw_bytes_per_s"),
         matmul_moving_fmax_fp32_out=moving or v("matmul_moving_fmax_fp32_out"),
@@ -258,6 +266,8 @@ def _load(name: str) -> Chip:
 
 
 # Notes on derived capabilities, kept next to the loader:
+# - pe_row_tile_sizes: the data list them for Trn2 [ISA]; Trn3 allows the same row tiling (also for
+#   MX matmul) [ISA] and takes Trn2's list; Trn1 (2x64 tiling only [ISAcost]) never reads it.
 # - has_hwdge on trn3: [ArchV4] says DGE is "present (not counted)"; the json has no unit count.
 # - has_bf16_psum: NC-v4 writes BF16 into PSUM [ArchV4]; the data give a BF16-output moving limit.
 # - has_tensor_transpose_mode: is_transpose=True exists from NC-v3 [ArchV3], like double_row.

@@ -57,12 +57,13 @@ REACH = {Engine.TENSOR: (Memory.SBUF, Memory.PSUM), Engine.VECTOR: (Memory.SBUF,
          Engine.DMA: (Memory.HBM, Memory.SBUF)}
 
 
-def partition_starts(n: int, partitions: int) -> tuple:
-    """Where an access of n partitions may start [ArchV2]: the engines' lanes come in quadrants,
-    so more than half the partitions start at 0, more than a quadrant at 0 or the half, and up to
-    a quadrant at any quadrant boundary."""
-    quadrant, half = partitions // 4, partitions // 2
-    return (0,) if n > half else (0, half) if n > quadrant else tuple(range(0, partitions, quadrant))
+def partition_starts(n: int, chip) -> tuple:
+    """Where an access of n partitions may start [ArchV2]: the engines' lanes come in quadrants
+    (chip.partition_quadrant_size), so more than half the partitions start at 0, more than a
+    quadrant at 0 or the half, and up to a quadrant at any quadrant boundary."""
+    parts, quadrant = chip.sbuf_partitions, chip.partition_quadrant_size
+    half = parts // 2
+    return (0,) if n > half else (0, half) if n > quadrant else tuple(range(0, parts, quadrant))
 
 
 def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
@@ -74,7 +75,7 @@ def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
         raise PartitionError(instr, name, f"1..{parts} partitions inside 0..{parts - 1}",
                              f"{n} partitions from {p0}", chip.name,
                              "split the tile along the partition dimension")
-    allowed = partition_starts(n, parts)
+    allowed = partition_starts(n, chip)
     if p0 not in allowed:
         raise PartitionError(instr, name, f"an access of {n} partitions to start at one of "
                              f"{allowed}", f"start partition {p0}", chip.name,

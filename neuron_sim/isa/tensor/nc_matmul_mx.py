@@ -38,7 +38,7 @@ def _check_tiling(chip, stationary, tile_position, tile_size):
         raise PartitionError(NAME, "tile_position", "tile_position and tile_size set together",
                              f"tile_position={tile_position}, tile_size={tile_size}", chip.name)
     rows, cols = (int(x) for x in tile_size)
-    row_sizes = (chip.pe_rows, chip.pe_rows // 2, chip.pe_rows // 4)
+    row_sizes = chip.pe_row_tile_sizes
     if rows not in row_sizes or cols != chip.pe_cols:
         raise PartitionError(NAME, "tile_size", f"(rows, {chip.pe_cols}) with rows in {row_sizes} "
                              "(row tiling only)", tuple(tile_size), chip.name)

@@ -36,21 +36,17 @@ OWN_PARTITION_START = ("dst_scale",)
 SCALE_SPAN = 2 * GROUP_PARTITIONS
 
 
-def _quadrant(chip) -> int:
-    return chip.sbuf_partitions // 4
-
-
 def scale_rows(p: int, chip) -> np.ndarray:
     """Partition offsets, from the scale tile's first partition, of the scales of a p-partition
     MX data tile, group by group (group g covers data partitions 8g..8g+7)."""
-    q = _quadrant(chip)
+    q = chip.partition_quadrant_size
     per_q = q // GROUP_PARTITIONS
     g = np.arange(p // GROUP_PARTITIONS)
     return (g // per_q) * q + g % per_q
 
 
 def check_data_partitions(instr, name, ap, chip) -> None:
-    q = _quadrant(chip)
+    q = chip.partition_quadrant_size
     if ap.p_size % q or ap.p_size > chip.sbuf_partitions:
         raise PartitionError(instr, name, f"a multiple of {q} partitions, at most "
                              f"{chip.sbuf_partitions} (MX groups of {GROUP_PARTITIONS} partitions, "
@@ -63,7 +59,7 @@ def check_scale(instr, name, scale, data_p: int, free: int, chip, engine=Engine.
     check_memory(instr, name, scale, (Memory.SBUF,), engine, chip, "MX scales live in SBUF")
     if scale.dtype not in SCALE:
         raise DtypeError(instr, name, f"E8M0 scales: one of {SCALE}", scale.dtype, chip.name)
-    q = _quadrant(chip)
+    q = chip.partition_quadrant_size
     want = (q // GROUP_PARTITIONS, q) if data_p <= q else (data_p,)
     if scale.p_size not in want:
         raise PartitionError(instr, name, f"{' or '.join(map(str, want))} partitions for data of "
@@ -101,7 +97,7 @@ def build(chip, dst, src, dst_scale):
                              f"src [{src.p_size}, {src.free_size}]",
                              [dst.p_size, dst.free_size], chip.name)
     check_scale(NAME, "dst_scale", dst_scale, src.p_size, dst.free_size, chip)
-    q = _quadrant(chip)
+    q = chip.partition_quadrant_size
     if dst.p_start // q != dst_scale.p_start // q:
         raise PartitionError(NAME, "dst_scale", f"the SBUF quadrant of dst (partition "
                              f"{dst.p_start})", f"start partition {dst_scale.p_start}", chip.name)

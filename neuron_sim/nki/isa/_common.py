@@ -16,7 +16,6 @@ from ..tracer import current, user_loc
 
 from .enums import engine
 
-MAX_FREE_DIMS = 4
 _MEMORY = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}     # every other buffer is in HBM
 
 # ---- shared checks ---------------------------------------------------------------------------
@@ -57,7 +56,7 @@ class _Ctx:
         return t
 
     def pattern_dims(self, t, operand):
-        """An engine access pattern has at most 4 free dimensions [ArchV2] [nki-aps]: count the
+        """An engine access pattern has at most chip.ap_free_dims_max free dimensions: count the
         view's free dimensions after merging the ones that are contiguous with each other."""
         dims = [(n, s) for n, s in zip(t.shape[1:], t.strides[1:]) if n != 1]
         merged = 0
@@ -66,10 +65,10 @@ class _Ctx:
             if prev is None or prev[1] != n * s:
                 merged += 1
             prev = (n, s)
-        if merged > MAX_FREE_DIMS:
+        if merged > self.chip.ap_free_dims_max:
             self.fail(f"operand {operand!r} needs an access pattern with {merged} free dimensions "
                       f"(view shape {list(t.shape)}, strides {list(t.strides)}); the engines take at most "
-                      f"{MAX_FREE_DIMS}: copy it to a contiguous tile first")
+                      f"{self.chip.ap_free_dims_max}: copy it to a contiguous tile first")
 
     def partitions(self, t, operand):
         if not t.on_chip:
@@ -80,9 +79,9 @@ class _Ctx:
                       f"{self.chip.sbuf_partitions} partitions (tile the partition dimension to "
                       f"<= {self.chip.sbuf_partitions})")
         parts = self.chip.sbuf_partitions
-        allowed = partition_starts(n, parts)
+        allowed = partition_starts(n, self.chip)
         if p0 not in allowed:
-            quadrant, half = parts // 4, parts // 2
+            quadrant, half = self.chip.partition_quadrant_size, parts // 2
             span = f"more than {half}" if n > half else f"{quadrant + 1}-{half}" if n > quadrant \
                 else f"1-{quadrant}"
             starts = " or ".join(filter(None, (", ".join(map(str, allowed[:-1])), str(allowed[-1]))))
