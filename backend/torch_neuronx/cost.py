@@ -14,7 +14,7 @@ length bound closes the open group too (a small, documented difference). AEE is 
 
 An op with no lowering rule is timed by a documented roofline (neuron_sim.lower.estimate) and
 counted in `estimated`, which `torch_neuronx.estimated_ops()` reports. Host<->device copies are
-timed as PCIe transfers (neuron_sim.lower.assumptions.PCIE_BYTES_PER_S).
+timed as PCIe transfers (the chip's host_link_bytes_per_s).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import NamedTuple
 
 import torch
 
-from neuron_sim.lower import (AEE_MAX_OPS, ENGINES, PCIE_BYTES_PER_S, OpSpec, ProgramCache,
-                              TensorSpec, Timing, warm_up)
+from neuron_sim.lower import (AEE_MAX_OPS, ENGINES, OpSpec, ProgramCache, TensorSpec, Timing,
+                              warm_up)
 from neuron_sim.program.builder import paused_gc
 from neuron_sim.progress import Progress
 
@@ -295,8 +295,9 @@ class LoweredCostModel:
         """What every later op of this key needs: read from the op's fields this once."""
         if op.name in _HOST_COPIES:     # a PCIe transfer, no program
             moved = _moved_bytes(op, outputs=False)
-            return _Seen(op.name, None, _HOST, int(round(1e9 * moved / PCIE_BYTES_PER_S
-                                                         + 1e9 * self.chip.dma_fixed_latency_s)))
+            return _Seen(op.name, None, _HOST,
+                         int(round(1e9 * moved / self.chip.host_link_bytes_per_s
+                                   + 1e9 * self.chip.dma_fixed_latency_s)))
         t = self.timing(op)
         kind = _ESTIMATED if t.estimated else _VIEW if t.total_ns <= 0 else _PROGRAM
         return _Seen(op.name, t, kind, int(round(self.launch_ns + t.total_ns)))

@@ -16,7 +16,7 @@ from ..numerics.formats import itemsize
 from ..program.program import COLUMNS, Program
 from ..timing import simulate
 from ..trace.op_program import OpProgram, classify_dma
-from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES
+from .assumptions import REPEAT_CAP
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
 from .replay import flush as replay_flush, lower_into
@@ -397,7 +397,7 @@ def _tensor_groups(op: OpSpec):
 def _loop_bytes(chip: Chip) -> float:
     """A tensor (or foreach list) bigger than this cannot stay resident next to a few others: a
     run of element-wise ops over it is timed as a fused loop instead."""
-    return RESIDENT_SBUF_BYTES * chip.sbuf_partitions / 4
+    return chip.resident_sbuf_bytes_per_partition * chip.sbuf_partitions / 4
 
 
 def _group_bytes(op: OpSpec) -> float:
@@ -455,7 +455,8 @@ def _sliced(group, chip, lnc, live):
 def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
                    standalone=None) -> Timing:
     """Lower `ops` (in order) into ONE program whose intermediates stay in SBUF when a later op
-    reads them and they fit (RESIDENT_SBUF_BYTES), and are released after their last reader.
+    reads them and they fit (chip.resident_sbuf_bytes_per_partition), and are released after
+    their last reader.
     Tensor identity: `TensorSpec.id` when set, otherwise equal (shape, strides, dtype).
     `live_outputs` (ids): outputs to store to HBM; None stores every output (eager: the user
     may hold any of them).

@@ -1,6 +1,7 @@
 """Numbers of the eager runtime (not of the hardware) the lowering needs, each with its reasoning.
 Hardware numbers live in neuron_sim/hardware (the launch cost of one eager program is the chip's
-`eager_launch_s`); these describe TorchNeuron's eager execution."""
+`eager_launch_s`, its resident SBUF `resident_sbuf_bytes_per_partition`, a host copy's PCIe rate
+`host_link_bytes_per_s`); these describe TorchNeuron's eager execution."""
 
 from __future__ import annotations
 
@@ -8,14 +9,6 @@ from __future__ import annotations
 # bounds its buffer (TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT; value not public); 32 ops keeps
 # fused programs small enough to build in milliseconds and cache (groups recur every step).
 AEE_MAX_OPS = 32
-
-# SBUF bytes per partition an AEE/compiled program may keep intermediates resident in, leaving
-# the rest for the tiles each op streams through (usable SBUF on Trn2 is ~208 KiB/partition).
-RESIDENT_SBUF_BYTES = 96 * 1024
-
-# Host <-> device copies cross PCIe; a Gen5 x16 link moves ~50 GB/s in practice (assumed, as the
-# device backend's first roofline did).
-PCIE_BYTES_PER_S = 50e9
 
 # Representative repeats (see README): at most this many identical blocks are built per op;
 # bigger ops are built with REPEAT_CAP // 2 and REPEAT_CAP blocks and extrapolated.

@@ -25,7 +25,7 @@ from ..errors import CapacityError
 from ..numerics.formats import itemsize
 from ..program import ProgramBuilder
 from ..program.ap import AccessPattern, Memory, Tensor, as_ap
-from .assumptions import REPEAT_CAP, RESIDENT_SBUF_BYTES  # noqa: F401
+from .assumptions import REPEAT_CAP
 from .spec import TensorSpec
 
 BUFS = 3  # tiles per role in flight: load / compute / store overlap
@@ -261,7 +261,7 @@ class LowerCtx:
 
     def _make_resident(self, t, p, cols):
         nbytes = cols * itemsize(t.dtype)
-        budget = min(RESIDENT_SBUF_BYTES,
+        budget = min(self.chip.resident_sbuf_bytes_per_partition,
                      self.chip.sbuf_usable_bytes_per_partition
                      - self.chip.stream_sbuf_bytes_per_partition
                      - self.chip.resident_reserve_bytes_per_partition)

@@ -236,7 +236,7 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
     kt_n = ceil(K / KT)
     m_tiles, n_tiles = ceil(M / MT), ceil(N / NT)
     TN = min(n_tiles, 2)
-    TM = max(1, min(m_tiles, 4 // TN))
+    TM = max(1, min(m_tiles, ctx.chip.psum_banks // 2 // TN))
     kc = max(1, min(kt_n, ctx.chip.gemm_k_chunk_bytes_per_partition
                     // max(2 * (TM * MT + TN * NT) * rows * isz, 1)))
     chunks = ceil(kt_n / kc)

@@ -205,12 +205,12 @@ def _softmax_body(ctx, log, backward=False, logback=False):
         e = ctx.tmp("e", (p, r * C), "float32", j)
         neg = ctx.tmp("negmx", (p, r), "float32", j)
         b.tensor_scalar(neg, stat, "multiply", -1.0)
-        if r == 1 or C >= 64:
+        if r == 1 or C >= ctx.chip.min_ii_cycles:
             # per row on ScalarE: exp(x - max) with the row sum accumulated for free [ISAcost]
             for row in range(r):
                 b.activation(_row(e, p, row, C), _row(x, p, row, C), "exp",
                              bias=neg[0:p, row:row + 1], reduce_res=ssum[0:p, row:row + 1])
-        else:           # short rows: whole-block passes (per-row instructions cost >= 64 cycles)
+        else:           # short rows: whole-block passes (an instruction costs >= min_ii_cycles)
             b.tensor_tensor(e, x, stat, "subtract")
             b.activation(e, e, "exp")
             b.tensor_reduce(ssum, e, "add")
@@ -218,7 +218,7 @@ def _softmax_body(ctx, log, backward=False, logback=False):
         src = x if log else e
 
         def tail():
-            if r == 1 or C >= 64:
+            if r == 1 or C >= ctx.chip.min_ii_cycles:
                 for row in range(r):    # x - max - log(sum) / e * (1/sum): bias or scale, free
                     if log:
                         b.activation(_row(out, p, row, C), _row(src, p, row, C), "copy",
