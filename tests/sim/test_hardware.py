@@ -63,8 +63,9 @@ def test_package_data_is_self_contained():
 
 
 # Hardware numbers and generation differences live in neuron_sim/hardware; code reads `chip.*`.
-# Outside it, code (not strings or comments) may hold a literal 128 or 512, a chip name, or a
-# NeuronCore-version comparison only in these files, at most this many times, for the reason given.
+# Outside it, code (not strings or comments) may hold a hardware size (see _hardware_sizes), a
+# chip name, or a NeuronCore-version comparison only in these files, at most this many times, for
+# the reason given.
 _LITERALS_ALLOWED = {
     "neuron_sim/calibrate/__init__.py": (31, "each published measurement names its chip, shape"),
     "neuron_sim/calibrate/programs.py": (16, "the published kernels, on the chip measured"),
@@ -73,35 +74,86 @@ _LITERALS_ALLOWED = {
     "neuron_sim/nki/target.py": (1, "NKI's default platform target"),
     "neuron_sim/cli.py": (1, "a default token count"),
     "neuron_sim/collectives/__main__.py": (3, "rank layouts of the published 128-rank example"),
-    "neuron_sim/collectives/calibration.py": (1, "the published example's message sizes"),
-    "backend/torch_neuronx/estimate.py": (8, "Hugging Face model configs (head_dim 128)"),
+    "neuron_sim/lower/api.py": (1, "the most slices a fused loop is timed in (1 << 14)"),
+    "neuron_sim/program/repeat.py": (1, "starting capacities of the repeat recorder's arrays"),
+    "backend/torch_neuronx/estimate.py": (11, "Hugging Face model configs (head_dim 128, hidden "
+                                          "size 2048), a default of 128 generated tokens"),
     "backend/torch_neuronx/fp8_linear.py": (1, "cuBLAS's block-scale layout (128 rows)"),
+    "backend/torch_neuronx/profiling/hook.py": (1, "how many outputs a trimmed session keeps"),
 }
 
 
-def _hardware_literals(path, root):
-    import io
-    import tokenize
-    toks = [t for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
-            if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)]
+def _hardware_sizes() -> set:
+    """Sizes of the partitions, the PE array, PSUM and SBUF on every chip, as code would spell
+    them (128, 512, 2048 PSUM bytes per bank, 16 KiB per partition, 192 KiB, 24 MiB, ...)."""
+    sizes = set()
+    for c in map(ns.get_chip, ns.list_chips()):
+        per_partition = (c.psum_bank_bytes_per_partition, c.psum_bytes_per_partition,
+                         c.sbuf_bytes_per_partition, c.sbuf_usable_bytes_per_partition)
+        sizes |= {c.sbuf_partitions, c.pe_rows, c.pe_cols, c.psum_bank_fp32_elems, *per_partition,
+                  *(n * c.sbuf_partitions for n in per_partition)}
+    return sizes
+
+
+def _hardware_literals(path, root, sizes):
+    """Chip names, hardware sizes (also spelled as constant arithmetic: 192 * 1024, 2 << 10) and
+    comparisons with a NeuronCore version (nc_version, neuroncore_version, get_nc_version(),
+    nc_version.gen3) in the code of one file."""
+    import ast
+    import operator
+    ops = {ast.Mult: operator.mul, ast.LShift: operator.lshift, ast.Pow: operator.pow}
+
+    def fold(n):
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.BinOp) and type(n.op) in ops:
+            a, b = fold(n.left), fold(n.right)
+            return None if a is None or b is None else ops[type(n.op)](a, b)
+        return None
+
+    def versioned(n):
+        return any(isinstance(x, ast.Attribute) and x.attr in ("nc_version", "neuroncore_version")
+                   or isinstance(x, ast.Name) and x.id in ("nc_version", "get_nc_version")
+                   for x in ast.walk(n))
+
+    names = {n.lower() for n in ns.list_chips()}
+    tree = ast.parse(path.read_text())
+    folded = set()        # operands of a folded expression, counted once as the whole
+    lines = path.read_text().splitlines()
     rel = path.relative_to(root).as_posix()
-    for t, nxt in zip(toks, toks[1:] + toks[:1]):
-        chip = t.type == tokenize.STRING and t.string.strip("'\"").lower() in ns.list_chips()
-        size = t.type == tokenize.NUMBER and t.string in ("128", "512")
-        version = t.string in ("nc_version", "neuroncore_version") and nxt.string in (
-            "<", ">", "<=", ">=", "==", "!=")
-        if chip or size or version:
-            yield f"{rel}:{t.start[0]}: {t.line.strip()}"
+    for n in ast.walk(tree):
+        if id(n) in folded:
+            continue
+        v = fold(n)
+        if v is not None:
+            folded |= {id(x) for x in ast.walk(n)}
+        chip = isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower() in names
+        version = isinstance(n, ast.Compare) and versioned(n) or isinstance(
+            n, ast.Attribute) and n.attr in ("gen2", "gen3", "gen4")
+        if chip or version or v in sizes:
+            yield f"{rel}:{n.lineno}: {lines[n.lineno - 1].strip()}"
 
 
 def test_no_hardware_literals_outside_hardware():
     from pathlib import Path
     root = Path(ns.__file__).resolve().parents[1]
+    sizes = _hardware_sizes()
+    assert {128, 512, 2048, 16384, 192 * 1024, 24 << 20} <= sizes
     found = []
     for p in (p for d in ("neuron_sim", "backend") for p in sorted((root / d).rglob("*.py"))):
         rel = p.relative_to(root).as_posix()
-        hits = [] if rel.startswith("neuron_sim/hardware/") else list(_hardware_literals(p, root))
+        hits = [] if rel.startswith("neuron_sim/hardware/") else list(
+            _hardware_literals(p, root, sizes))
         if len(hits) > _LITERALS_ALLOWED.get(rel, (0, ""))[0]:
             found += hits
     assert not found, ("read these from the chip (neuron_sim/hardware: trainium-hw.json or "
                        "assumptions.py) or ask a capability flag:\n" + "\n".join(found))
+
+
+def test_the_literal_scan_sees_through_spellings(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text('P = 128\nSBUF = 192 * 1024\nCHIP = "TRN2"\nif chip.neuroncore_version >= 3:\n'
+                 '    pass\nnew = get_nc_version() == nc_version.gen3\n'
+                 'n = 64  # 128 partitions\nmsg = "128 on trn2"\nbig = 128 << 20\n')
+    hits = list(_hardware_literals(f, tmp_path, _hardware_sizes()))
+    assert sorted({int(h.split(":")[1]) for h in hits}) == [1, 2, 3, 4, 6]
