@@ -251,7 +251,7 @@ def bf16_autocast(phased, total_ns: float):
     matmuls in bf16, the casts autocast and autograd add) and priced by the cost model. A
     recommendation when that saves >= MIN_SAVING_SHARE of a step; otherwise the same figures with
     "recommended": False (the summary lists them as a note). None when no float32 matmul ran."""
-    from .autocast import FP32, LOWER, autocast_batches
+    from .autocast import FP32, LOWER, TensorDesc, autocast_batches
     phased_rows, _classes = phased
     batches, matched = _matched(phased_rows)
     span, steps, ends = _latest_steps(phased_rows, matched)
@@ -259,7 +259,7 @@ def bf16_autocast(phased, total_ns: float):
         return None
     chosen = [batches[b] for b in span]
     if not any(it[1].split(".")[0] in LOWER and any(
-            isinstance(a, tuple) and len(a) == 6 and a[2] == FP32 for a in it[4])
+            type(a) is TensorDesc and a.dtype == FP32 for a in it.args)
             for batch, _ns in chosen for it in batch):
         return None
     phases = _item_phases(batches, matched, phased_rows)

@@ -36,6 +36,7 @@ import torch
 
 from .. import _C
 
+TensorDesc = _C.TensorDesc      # (sizes, strides, dtype, on_neuron, storage, offset)
 CAST = "neuron::copy_d2d"        # how the queue names a dtype-changing copy (a cast)
 LOW, FP32 = torch.bfloat16, torch.float32
 
@@ -67,13 +68,21 @@ _fake_storage = itertools.count(3 << 61)     # storages of the tensors the casts
 
 
 def _is_t(a) -> bool:
-    return (isinstance(a, tuple) and len(a) == 6 and isinstance(a[0], tuple)
-            and isinstance(a[3], bool))
+    return type(a) is TensorDesc
 
 
 def _dev(t) -> bool:
     """A device tensor with storage: the kind autocast casts and this rewrite tracks."""
-    return t[3] and bool(t[4]) and t[2] in (FP32, LOW)
+    return t.on_neuron and bool(t.storage) and t.dtype in (FP32, LOW)
+
+
+def _desc(sizes, strides, dtype, storage, offset=0) -> TensorDesc:
+    """A device tensor as the queue describes one."""
+    return TensorDesc((sizes, strides, dtype, True, storage, offset))
+
+
+def _retyped(t, dtype) -> TensorDesc:
+    return TensorDesc((t.sizes, t.strides, dtype, t.on_neuron, t.storage, t.offset))
 
 
 def _contiguous(sizes) -> tuple:
@@ -87,10 +96,10 @@ def _contiguous(sizes) -> tuple:
 def _dense_order(t):
     """A dense tensor whatever its dimension order (a weight's transpose): its elements in
     memory order, as (sizes, strides); None when the view has gaps or overlaps."""
-    order = sorted(range(len(t[0])), key=lambda d: -t[1][d])
-    sizes = tuple(t[0][d] for d in order)
-    return (sizes, _contiguous(sizes)) if tuple(t[1][d] for d in order) == _contiguous(sizes) \
-        else None
+    order = sorted(range(len(t.sizes)), key=lambda d: -t.strides[d])
+    sizes = tuple(t.sizes[d] for d in order)
+    return (sizes, _contiguous(sizes)) \
+        if tuple(t.strides[d] for d in order) == _contiguous(sizes) else None
 
 
 class Rewrite:
@@ -110,20 +119,21 @@ class Rewrite:
         self.island = set()   # storages of float32-list outputs whose input autocast cast
 
     def _now(self, t):
-        d = self.dtype.get(t[4]) if _dev(t) else None
-        return t if d is None or d == t[2] else t[:2] + (d,) + t[3:]
+        d = self.dtype.get(t.storage) if _dev(t) else None
+        return t if d is None or d == t.dtype else _retyped(t, d)
 
     @staticmethod
     def _key(t, dtype):
         """A dense tensor is cast whole, in memory order, so every view of it (a weight and its
         transpose) reads the one copy; a strided slice is cast on its own."""
         dense = _dense_order(t)
-        return (t[4], t[5], dense[0], dtype) if dense is not None else ((t[4], t[5], t[0], t[1]), dtype)
+        return (t.storage, t.offset, dense[0], dtype) if dense is not None \
+            else ((t.storage, t.offset, t.sizes, t.strides), dtype)
 
     @staticmethod
     def _read(t, dtype, storage):
-        return ((t[0], t[1], dtype, True, storage, 0) if _dense_order(t) is not None
-                else (t[0], _contiguous(t[0]), dtype, True, storage, 0))
+        return _desc(t.sizes, t.strides if _dense_order(t) is not None
+                     else _contiguous(t.sizes), dtype, storage)
 
     def _cached(self, t, dtype, phase=None):
         hit = self.copy.get(self._key(t, dtype))
@@ -139,15 +149,15 @@ class Rewrite:
         dense = _dense_order(t)
         storage = next(_fake_storage)
         if dense is not None:        # cast the storage in memory order; read it back as t reads
-            src = (dense[0], dense[1], t[2], True, t[4], t[5])
-            dst = (dense[0], dense[1], dtype, True, storage, 0)
+            src = _desc(dense[0], dense[1], t.dtype, t.storage, t.offset)
+            dst = _desc(dense[0], dense[1], dtype, storage)
         else:
-            src, dst = t, (t[0], _contiguous(t[0]), dtype, True, storage, 0)
+            src, dst = t, _desc(t.sizes, _contiguous(t.sizes), dtype, storage)
         out.append((-1, CAST, device, stream, (src,), (dst,), -1))
         self.casts += 1
         key = self._key(t, dtype)
         self.copy[key] = (storage, phase)
-        self.cast_of.setdefault(t[4], set()).add(key)
+        self.cast_of.setdefault(t.storage, set()).add(key)
         return self._read(t, dtype, storage)
 
     def items(self, item, phase, feeds_optimizer=None) -> list:
@@ -162,7 +172,7 @@ class Rewrite:
         # a copy between tensors of one type is a layout copy (.contiguous(), a reshape): its
         # output takes its input's new type; a copy between types (a cast) keeps its output's
         layout_copy = name == CAST and len(args) == 1 and _is_t(args[0]) and outputs \
-            and _is_t(outputs[0]) and args[0][2] == outputs[0][2]
+            and _is_t(outputs[0]) and args[0].dtype == outputs[0].dtype
 
         def each(fn):
             return tuple([fn(t) for t in a] if isinstance(a, list) else
@@ -172,6 +182,7 @@ class Rewrite:
             return [t for a in args for t in (a if isinstance(a, list) else [a])
                     if _is_t(t) and _dev(t)]
 
+        given = args
         args = each(self._now)
         backward = phase == "backward"
         lower, fp32 = base in LOWER, base in FP32_OPS and (not backward or base in _BACKWARD_FP32)
@@ -186,11 +197,11 @@ class Rewrite:
         island = back_down = False
         if lower:
             def low(t):
-                if not (_is_t(t) and _dev(t)) or t[2] != FP32:
+                if not (_is_t(t) and _dev(t)) or t.dtype != FP32:
                     return t
                 # backward reads the forward's saved bf16 copy; the forward casts a leaf once
                 # (autocast's cache) and an intermediate at each use
-                reuse = backward or t[4] not in self.made_in
+                reuse = backward or t.storage not in self.made_in
                 return self._cast(t, LOW, out, device, stream, phase, reuse=reuse)
             # casts in autocast's order: linear(input, weight, bias) casts its arguments
             # right to left (C++ argument evaluation), so addmm's bias, weight, input
@@ -205,88 +216,90 @@ class Rewrite:
         elif fp32:
             before = self.casts
             args = each(lambda t: self._cast(t, FP32, out, device, stream, phase)
-                        if _is_t(t) and _dev(t) and t[2] == LOW else t)
+                        if _is_t(t) and _dev(t) and t.dtype == LOW else t)
             result = FP32
             # the forward cast a bf16 input up: backward casts the gradient back down after
             # this op's backward (autograd's cast of a gradient to its forward tensor's type)
             island = not backward and (self.casts > before or any(
                 self._cached(t, FP32, "forward") for t in flat))
-            back_down = backward and any(t[4] in self.island or self._cached(t, FP32, "forward")
+            back_down = backward and any(t.storage in self.island
+                                         or self._cached(t, FP32, "forward")
                                          for t in flat)
         elif layout_copy:
-            result = args[0][2]
+            result = args[0].dtype
         else:
             result = self._promote(flat, backward)
             if backward and result is not None:
                 args = each(lambda t: self._cast(t, result, out, device, stream, phase)
-                            if _is_t(t) and _dev(t) and t[0] and t[2] != result
-                            and self.made_in.get(t[4]) == "backward" else t)
+                            if _is_t(t) and _dev(t) and t.sizes and t.dtype != result
+                            and self.made_in.get(t.storage) == "backward" else t)
         new_outs, after = [], []
         in_place = base.endswith("_")
-        moved = in_place and args and _is_t(args[0]) and _is_t(item[4][0]) \
-            and args[0][4] != item[4][0][4]
+        moved = in_place and args and _is_t(args[0]) and _is_t(given[0]) \
+            and args[0].storage != given[0].storage
         for o in outputs:
             if not (_is_t(o) and _dev(o)):
                 new_outs.append(o)
                 continue
-            if moved and o[4] == item[4][0][4]:
+            if moved and o.storage == given[0].storage:
                 # an in-place op on a gradient autograd cast: it updates the cast
                 new_outs.append(args[0])
-                self.made_in[args[0][4]] = phase
+                self.made_in[args[0].storage] = phase
                 continue
             keep = in_place or (name.startswith("neuron::") and not layout_copy)
             if base in _FRESH:
-                d = o[2]                 # fill_, zero_: a fresh tensor, its own type
+                d = o.dtype              # fill_, zero_: a fresh tensor, its own type
             else:
-                d = self.dtype.get(o[4], o[2]) if keep or result is None else result
+                d = self.dtype.get(o.storage, o.dtype) if keep or result is None else result
             self._forget(o)
-            if backward and d != o[2] and feeds_optimizer and o[4] in feeds_optimizer:
+            if backward and d != o.dtype and feeds_optimizer and o.storage in feeds_optimizer:
                 # autograd hands the optimizer a float32 gradient, cast as the optimizer reads it
-                made = (o[0], _contiguous(o[0]), d, True, next(_fake_storage), 0)
+                made = _desc(o.sizes, _contiguous(o.sizes), d, next(_fake_storage))
                 new_outs.append(made)
-                read = feeds_optimizer[o[4]]
-                if math.prod(read[0]) != math.prod(o[0]):
+                read = feeds_optimizer[o.storage]
+                if math.prod(read.sizes) != math.prod(o.sizes):
                     read = o                   # the optimizer reads part of it: cast it whole
-                src = (read[0], _contiguous(read[0]), d, True, made[4], 0)
+                src = _desc(read.sizes, _contiguous(read.sizes), d, made.storage)
                 after.append((-1, CAST, device, stream, (src,), (read,), -1))
                 self.casts += 1
-                d = o[2]
+                d = o.dtype
             else:
-                new_outs.append(o[:2] + (d,) + o[3:])
-            self.dtype[o[4]] = d
-            self.made_in[o[4]] = phase
+                new_outs.append(_retyped(o, d))
+            self.dtype[o.storage] = d
+            self.made_in[o.storage] = phase
         out.append((seq, name, device, stream, args, tuple(new_outs), preset))
         if island:
-            self.island.update(o[4] for o in new_outs if _is_t(o) and _dev(o))
+            self.island.update(o.storage for o in new_outs if _is_t(o) and _dev(o))
         grad = next((o for o in new_outs if _is_t(o) and _dev(o)), None)
-        if back_down and grad is not None and grad[2] == FP32:
+        if back_down and grad is not None and grad.dtype == FP32:
             self._cast(grad, LOW, after, device, stream, phase)
         return out + after
 
     def _forget(self, o):
         """A write ends the casts of what its storage held, through any view (an in-place
         add_ to a gradient read before as a [b*t, c] view)."""
-        for key in self.cast_of.pop(o[4], ()):
+        for key in self.cast_of.pop(o.storage, ()):
             self.copy.pop(key, None)
 
     def _promote(self, flat, backward):
         """The type an element-wise op computes in; in backward the saved (forward) tensors'
         type wins over a gradient's, as autograd casts gradients to their forward type."""
-        shaped = [t for t in flat if t[0]] or flat
+        shaped = [t for t in flat if t.sizes] or flat
         if not shaped:
             return None
         if backward:
-            saved = {t[2] for t in shaped if self.made_in.get(t[4]) != "backward"}
+            saved = {t.dtype for t in shaped if self.made_in.get(t.storage) != "backward"}
             if len(saved) == 1:
                 return saved.pop()
-        kinds = {t[2] for t in shaped}
+        kinds = {t.dtype for t in shaped}
         return FP32 if FP32 in kinds else LOW
 
 
-def _tensors(item, at):
-    for a in item[at]:
+def _tensors(group):
+    """The device tensors with storage of an op's args or outputs."""
+    for a in group:
         for t in (a if isinstance(a, list) else [a]):
-            if _is_t(t) and t[3] and t[4]:
+            if _is_t(t) and t.on_neuron and t.storage:
                 yield t
 
 
@@ -299,11 +312,11 @@ def _gradient_makers(batches, phases) -> dict:
     for b, (batch, ps) in enumerate(zip(batches, phases)):
         for i, (item, phase) in enumerate(zip(batch, ps)):
             if phase == "optimizer":
-                for t in _tensors(item, 4):
-                    if t[4] in last:
-                        found.setdefault(last[t[4]], {}).setdefault(t[4], t)
+                for t in _tensors(item.args):
+                    if t.storage in last:
+                        found.setdefault(last[t.storage], {}).setdefault(t.storage, t)
             else:
-                for s in (t[4] for t in _tensors(item, 5)):
+                for s in (t.storage for t in _tensors(item.outputs)):
                     if phase == "backward":
                         last[s] = (b, i)
                     else:
