@@ -193,6 +193,7 @@ class AccessPattern:
     # dataclasses.replace (repeat.py moves patterns with it) never copies them
     _geo: tuple | None = field(default=None, init=False, compare=False, repr=False)
     _rec: tuple | None = field(default=None, init=False, compare=False, repr=False)
+    _form: tuple | None = field(default=None, init=False, compare=False, repr=False)
 
     # ---- shape -----------------------------------------------------------------------------
     @property
@@ -260,6 +261,14 @@ class AccessPattern:
             object.__setattr__(self, "_geo", (t.memory, t.dtype, self.p_start, self.p_size,
                                               self.dims, self.p_stride))
         return self._geo
+
+    def form(self) -> tuple:
+        """(memory, p_size, dims, p_stride): the pattern without its tensor and its position
+        (partition start, offset), what program/repeat.py's emit_key compares operands by."""
+        if self._form is None:
+            object.__setattr__(self, "_form", (self.tensor.memory, self.p_size, self.dims,
+                                               self.p_stride))
+        return self._form
 
     def record(self) -> tuple:
         """box() + (p_start, offset): what the program builder records of an operand."""

@@ -21,6 +21,7 @@ shifted by the steps. The program is the one the plain loop builds: the dependen
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import numpy as np
 
@@ -148,8 +149,8 @@ def emit_key(e):
     return (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops,
             None if d is None else (d.bytes, d.hbm_bytes, d.descriptors, d.engines, d.engine0,
                                     d.queue, d.dge, d.direction, d.engine_ns, d.hbm_ns, d.issue_ns),
-            tuple([(a.tensor.memory, a.p_size, a.dims, a.p_stride) for a in e.reads]),
-            tuple([(a.tensor.memory, a.p_size, a.dims, a.p_stride) for a in e.writes]),
+            tuple([a._form or a.form() for a in e.reads]),
+            tuple([a._form or a.form() for a in e.writes]),
             tuple(e.params.items()))
 
 
@@ -208,24 +209,51 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
 
 class Sample:
     """One iteration that ran, as views of its segments (nothing copied): `same(other)` means
-    same rows, classes and operand structure; `pos` holds every position that may move (boxes,
-    partition starts, offsets, explicit deps), `trk` the tensor tracks."""
-    __slots__ = ("seg", "sig", "pos", "trk")
+    same rows, classes and operand structure, `same_tracks(other)` same tensor tracks; `flat()`
+    is every position that may move (boxes, partition starts, offsets, explicit deps) in one
+    vector. The byte strings and the vector are made once, when first asked for: a sample is
+    compared with its neighbours and, as a precedent's, with later loops' (one comparison of
+    bytes instead of one per field)."""
+    __slots__ = ("seg", "_sig", "_trk", "_flat")
 
     def __init__(self, seg: Seg):
         self.seg = seg
-        self.sig = (seg.rid, seg.cls, seg.acc_ptr, seg.x_ptr, seg.write)
-        self.pos = (seg.box, seg.pst, seg.off, seg.x_idx)
-        self.trk = seg.track
+        self._sig = self._trk = self._flat = None
+
+    def sig(self) -> tuple:
+        """Rows, classes and operand structure (rid, cls, acc_ptr, x_ptr, write) as bytes, with
+        the lengths that make equal bytes mean equal arrays."""
+        if self._sig is None:
+            seg = self.seg
+            self._sig = (seg.n, seg.write.shape[0], seg.x_idx.shape[0], b"".join(
+                [seg.rid.tobytes(), seg.cls.tobytes(), seg.acc_ptr.tobytes(),
+                 seg.x_ptr.tobytes(), seg.write.tobytes()]))
+        return self._sig
 
     def same(self, other: "Sample") -> bool:
-        return all(map(_equal, self.sig, other.sig))
+        return self.sig() == other.sig()
 
     def same_tracks(self, other: "Sample") -> bool:
-        return _equal(self.trk, other.trk)
+        if self._trk is None:
+            self._trk = self.seg.track.tobytes()
+        if other._trk is None:
+            other._trk = other.seg.track.tobytes()
+        return self._trk == other._trk
+
+    def flat(self) -> np.ndarray:
+        """box (row-major), pst, off, x_idx end to end (split again by _fields)."""
+        if self._flat is None:
+            seg = self.seg
+            self._flat = np.concatenate((seg.box.reshape(-1), seg.pst, seg.off, seg.x_idx))
+        return self._flat
 
     def repeatable(self) -> bool:
         return self.seg.n > 0 and bool((self.seg.cls >= 0).all())
+
+
+def _fields(v: np.ndarray, na: int) -> list:
+    """A flat() vector (or a difference of two) split into [box [na, 4], pst, off, x_idx]."""
+    return [v[:4 * na].reshape(na, 4), v[4 * na:5 * na], v[5 * na:6 * na], v[6 * na:]]
 
 
 def _stationary_step(snaps, period):
@@ -252,13 +280,13 @@ def _stationary_step(snaps, period):
     return d
 
 
-def _steps(a: Sample, b: Sample) -> list:
-    """Per position field, b's positions minus a's."""
-    return [y - x for x, y in zip(a.pos, b.pos)]
+def _steps(a: Sample, b: Sample) -> np.ndarray:
+    """b's positions minus a's, as one flat() vector (same() samples: the same layout)."""
+    return b.flat() - a.flat()
 
 
-def _same_steps(a: Sample, b: Sample, d: list) -> bool:
-    return all(_equal(y - x, s) for x, y, s in zip(a.pos, b.pos, d))
+def _same_steps(a: Sample, b: Sample, d: np.ndarray) -> bool:
+    return _equal(b.flat() - a.flat(), d)
 
 
 def find_template(its: list, snaps: list, before: Snapshot, first: int):
@@ -268,33 +296,42 @@ def find_template(its: list, snaps: list, before: Snapshot, first: int):
     m = len(its)
     if m < 3 or before.mut != snaps[-1].mut or any(s.queue != before.queue for s in snaps):
         return None
-    s0 = its[0].seg
-    L = s0.n
-    d = _steps(its[0], its[1])
-    d_x = d[3]
-    if not ((d_x == 0) | (d_x == L)).all():
-        return None
-    spills = [before.spill] + [s.spill for s in snaps]
-    d_spill = spills[1] - spills[0]
-    for j in range(2, m):
-        if spills[j + 1] - spills[j] != d_spill or not _same_steps(its[j - 1], its[j], d):
-            return None
+    # the period first: the cheap test, and the one a loop whose tiles rotate through p buffers
+    # fails at each of its first p iterations (the builder asks again after every iteration)
     for p in range(1, min(PERIOD_MAX, m - 1) + 1):
         if all(its[j].same_tracks(its[j - p]) for j in range(p, m)):
             break
     else:
         return None
+    spills = [before.spill] + [s.spill for s in snaps]
+    d_spill = spills[1] - spills[0]
+    for j in range(2, m):
+        if spills[j + 1] - spills[j] != d_spill:
+            return None
+    s0 = its[0].seg
+    L = s0.n
+    flat_d = _steps(its[0], its[1])
+    d = _fields(flat_d, s0.track.shape[0])
+    d_x = d[3]
+    if not ((d_x == 0) | (d_x == L)).all():
+        return None
+    for j in range(2, m):
+        if not _same_steps(its[j - 1], its[j], flat_d):
+            return None
     d_st = _stationary_step(snaps, p)
     if d_st is None:
         return None
     last = [s.seg for s in its[m - p:]]
+    # per phase, its sample: the segments' own rows when there is one phase (a view: rows are
+    # never changed once written), else stacked
+    stack = (lambda f: getattr(last[0], f)[None]) if p == 1 else \
+        (lambda f: np.stack([getattr(s, f) for s in last]))
     return Template(
         first=first + m - p, period=p, length=L, rid=s0.rid, cls=s0.cls,
         row_acc=np.diff(s0.acc_ptr), row_x=np.diff(s0.x_ptr), write=s0.write,
-        track=np.stack([s.track for s in last]), base=np.stack([s.base for s in last]),
-        box=np.stack([s.box for s in last]), pst=np.stack([s.pst for s in last]),
-        off=np.stack([s.off for s in last]), x_idx=np.stack([s.x_idx for s in last]),
-        d_box=d[0], d_pst=d[1], d_off=d[2], x_moves=(d_x != 0).astype(np.int64), d_spill=d_spill, snaps=snaps[m - p:],
+        track=stack("track"), base=stack("base"), box=stack("box"), pst=stack("pst"),
+        off=stack("off"), x_idx=stack("x_idx"), d_box=d[0], d_pst=d[1], d_off=d[2],
+        x_moves=(d_x != 0).astype(np.int64), d_spill=d_spill, snaps=snaps[m - p:],
         d_stationary=d_st)
 
 
@@ -326,9 +363,10 @@ def from_precedent(pre: Precedent, its: list, snaps: list):
     for a, b in zip(its, pre.its):
         if not a.same(b) or not a.same_tracks(b):
             return None
-    d = _steps(pre.its[w], its[w])
-    if not _same_steps(pre.its[w + 1], its[w + 1], d):
+    flat_d = _steps(pre.its[w], its[w])
+    if not _same_steps(pre.its[w + 1], its[w + 1], flat_d):
         return None
+    d = _fields(flat_d, its[w].seg.track.shape[0])
     spills, pre_spills = [s.spill for s in snaps], [s.spill for s in pre.snaps]
     for j in (w, w + 1):
         if spills[j + 1] - spills[j] != pre_spills[j + 1] - pre_spills[j]:
@@ -420,10 +458,9 @@ def write_counts(t: Template, start: int, stop: int) -> dict:
     iterations of that phase."""
     p = t.period
     if t.phase_writes is None:
+        # counted in Python: a phase writes a few tracks (np.unique cost ~15 us per phase)
         w = t.write == 1
-        t.phase_writes = [list(zip(*(a.tolist() for a in np.unique(t.track[j][w],
-                                                                     return_counts=True))))
-                          for j in range(p)]
+        t.phase_writes = [list(Counter(t.track[j][w].tolist()).items()) for j in range(p)]
     q, extra = divmod(stop - start, p)
     j0 = (start - t.first) % p
     out = {}
