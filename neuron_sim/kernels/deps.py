@@ -88,16 +88,19 @@ def _copy_row(dst, q, src, r):
 @njit(cache=True, inline="always")
 def _merge_tail(store, s0, n, t, scratch):
     """Sort the tail store[s0+n:s0+n+t] by f0 and merge it into the run store[s0:s0+n]."""
+    # insertion sort of the tail's row numbers (scratch's last column; stable), then one copy of
+    # each row into scratch: sorting the rows themselves moved all five columns at every step
+    order = scratch[:, 5]
     for j in range(t):
-        _copy_row(scratch, j, store, s0 + n + j)
-    for j in range(1, t):                          # insertion sort of the tail
+        x = s0 + n + j
+        key = store[x, F0]
         q = j - 1
-        while q >= 0 and scratch[q, F0] > scratch[q + 1, F0]:
-            for c in range(5):
-                x = scratch[q, c]
-                scratch[q, c] = scratch[q + 1, c]
-                scratch[q + 1, c] = x
+        while q >= 0 and store[order[q], F0] > key:
+            order[q + 1] = order[q]
             q -= 1
+        order[q + 1] = x
+    for j in range(t):
+        _copy_row(scratch, j, store, order[j])
     a, b, w = n - 1, t - 1, n + t - 1              # merge from the back
     while b >= 0:
         if a >= 0 and store[s0 + a, F0] > scratch[b, F0]:
@@ -166,7 +169,7 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
     # written are never touched, and a first touch costs more than the copy a regrowth makes
     dep_idx = np.empty(max(8 * n + x_idx.shape[0], 64), np.int64)
     ord_idx = np.empty(max(2 * n, 64), np.int64)
-    scratch = np.empty((TAIL, 5), np.int64)
+    scratch = np.empty((TAIL, 6), np.int64)         # a tail's rows, then their order
     while _pass(n, stream, acc_ptr, acc_track, acc_write, box, x_ptr, x_idx, last_any,
                 last_write, lists, store, pos, d, o, dep_ptr, dep_idx, ord_ptr, ord_idx,
                 scratch):
