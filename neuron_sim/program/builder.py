@@ -127,9 +127,6 @@ class _Accesses:
 _MODULES: dict = {}     # instruction name -> (ISA module, takes a queue, reuses the stationary)
 _GC_LOCK = threading.Lock()
 _GC_PAUSE = [0, False]          # holders of the pause, whether the collector ran before the first
-# Objects left alive by a pause (the collector's young count) past which they are promoted
-# (paused_gc): ~14x the collector's default first threshold (700); C8's build leaves ~20k
-PROMOTE_AFTER = 10_000
 
 
 def _module_spec(name) -> tuple:
@@ -151,14 +148,7 @@ def paused_gc():
     the program is done, and every collection walks all of them again (30-45% of building an NKI
     kernel's program, measured). Nothing made here needs the collector to be freed. Nests, and
     is safe from several threads (the programs of an LNC=2 launch trace in two): the last holder
-    to leave restores the collector.
-
-    After a pause that left many objects alive (more than PROMOTE_AFTER: a program and its
-    operand records, long-lived), they go straight to the oldest generation (gc.freeze() then
-    gc.unfreeze()) instead of waiting in the youngest for the first collection after the pause
-    to walk all of them (4-6 ms after each big bench program, measured with gc.callbacks) and a
-    middle one to walk them again. Not after short pauses (a tiny op's), and not when something
-    else has frozen objects (unfreeze would release them too)."""
+    to leave restores the collector."""
     with _GC_LOCK:
         if _GC_PAUSE[0] == 0:
             _GC_PAUSE[1] = gc.isenabled()
@@ -170,9 +160,6 @@ def paused_gc():
         with _GC_LOCK:
             _GC_PAUSE[0] -= 1
             if _GC_PAUSE[0] == 0 and _GC_PAUSE[1]:
-                if gc.get_count()[0] > PROMOTE_AFTER and not gc.get_freeze_count():
-                    gc.freeze()
-                    gc.unfreeze()
                 gc.enable()
 
 

@@ -162,24 +162,6 @@ def test_paused_gc_nests_across_threads_and_restores_the_collector():
     assert gc.isenabled()
 
 
-def test_paused_gc_promotes_what_a_long_pause_left_alive_and_nothing_after_a_short_one():
-    import gc
-    gc.collect()
-    with B.paused_gc():
-        kept = [[i] for i in range(2 * B.PROMOTE_AFTER)]     # a program's many live records
-    # in the oldest generation at once (a young collection would have left them in the middle
-    # one), and nothing stays frozen
-    assert gc.get_freeze_count() == 0
-    oldest = {id(o) for o in gc.get_objects(generation=2)}
-    assert all(id(x) in oldest for x in kept[::997])
-    gc.collect()
-    young = gc.get_count()[0]
-    with B.paused_gc():
-        few = [[i] for i in range(100)]                     # a tiny op: the collector as usual
-    assert gc.get_count()[0] >= young + 100
-    assert not any(id(x) in {id(o) for o in gc.get_objects(generation=2)} for x in few)
-
-
 # ---- ProgramBuilder.repeat: loops written in bulk equal the loops run ----------------------------
 
 def _operands(prog):
