@@ -188,6 +188,32 @@ class Charge(NamedTuple):
     fused: bool
 
 
+class _GcPause:
+    """The garbage collector paused from a drain's first program-cache miss (`hold`) to the end
+    of the drain, not only during each miss (lower/cache.py): the collection that the misses'
+    allocations set off then runs once, after the drain, instead of as each miss ends, where a
+    full collection (~100-200 ms in a process holding a model, one every few steps) fell inside
+    the cold lowering of the step it came in. A drain without a miss (steady state) never
+    touches the collector."""
+    __slots__ = ("_held",)
+
+    def __init__(self):
+        self._held = None
+
+    def __enter__(self):
+        return self
+
+    def hold(self):
+        if self._held is None:
+            self._held = paused_gc()
+            self._held.__enter__()
+
+    def __exit__(self, *exc):
+        if self._held is not None:
+            self._held.__exit__(None, None, None)
+            self._held = None
+
+
 _PROGRAM, _ESTIMATED, _VIEW, _HOST = range(4)     # how a drain charges an op (_Seen.kind)
 
 
@@ -350,6 +376,10 @@ class LoweredCostModel:
         """(simulated ns per op, Charge per op or None for ops timed elsewhere and views; the
         Charges only while profiling). A repeated op costs a lookup of its key: its fields are
         read only the first time."""
+        with _GcPause() as gc_pause:
+            return self._charge_batch(batch, profiling, gc_pause)
+
+    def _charge_batch(self, batch, profiling, gc_pause) -> tuple:
         if type(batch) is not OpBatch:
             batch = OpBatch(batch)
         keys, presets, devices, streams = batch.columns()
@@ -361,7 +391,7 @@ class LoweredCostModel:
         gdevice = gstream = None
 
         def close_group():          # charge the open group as one program; a new one opens
-            self._charge_group(batch, keys, group, costs, out, charges)
+            self._charge_group(batch, keys, group, costs, out, charges, gc_pause)
             group.clear()
             costs.clear()
 
@@ -373,6 +403,7 @@ class LoweredCostModel:
                 continue
             c = seen.get(key)
             if c is None:
+                gc_pause.hold()
                 c = seen[key] = self._first_seen(batch[i])
             elif c.kind != _HOST:
                 hits += 1                 # what the program cache would have counted
@@ -416,7 +447,7 @@ class LoweredCostModel:
             charges[i] = Charge(keys[i], c.timing, self.launch_ns, False)
         self._record(c, c.ns)
 
-    def _charge_group(self, batch, keys, group, costs, out, charges):
+    def _charge_group(self, batch, keys, group, costs, out, charges, gc_pause):
         """Consecutive fusible ops of one stream: ONE program, one launch, shared in proportion
         to the ops' times alone."""
         if len(group) == 1:
@@ -427,6 +458,7 @@ class LoweredCostModel:
         gk = batch.group_key(group)
         shares = self._fused.get(gk)
         if shares is None:
+            gc_pause.hold()
             shares = self._fused[gk] = self._fused_shares(batch, group, costs, gk)
         else:
             self.cache.hits += 1      # what the program cache would have counted

@@ -182,6 +182,35 @@ def test_cost_function_batches(model):
     assert all(ns > 0 for ns in out[:-1])
 
 
+def test_a_drain_lowers_with_the_collector_paused_and_restores_it(model, monkeypatch):
+    """A drain pauses the garbage collector from its first program-cache miss to its end
+    (cost._GcPause: the collection the misses set off runs once, after the drain); a drain
+    whose ops are all cached never touches it."""
+    import gc
+    from torch_neuronx import cost
+    if model._warm_up is not None:
+        model._warm_up.join(120)             # its own pause would hide ours
+    torch_neuronx.set_adaptive_eager(True)
+    pauses, enabled_in_lowering = [], []
+    paused_gc, lower_op = cost.paused_gc, model.cache.lower_op
+
+    def counted():
+        pauses.append(1)
+        return paused_gc()
+
+    def spied(*a, **k):
+        enabled_in_lowering.append(gc.isenabled())
+        return lower_op(*a, **k)
+    monkeypatch.setattr(cost, "paused_gc", counted)
+    monkeypatch.setattr(model.cache, "lower_op", spied)
+    batch = [_desc(i, "aten::add.Tensor", shape=(96, 40 + i)) for i in range(3)]
+    assert gc.isenabled()
+    model(batch, True)
+    assert len(pauses) == 1 and enabled_in_lowering == [False] * 3 and gc.isenabled()
+    model(batch, True)                       # the same ops again: cache hits only
+    assert len(pauses) == 1 and len(enabled_in_lowering) == 3 and gc.isenabled()
+
+
 def test_fusion_follows_tensor_identity_not_layout():
     """In a fused group, an op reads an earlier op's output from SBUF only when it is that
     tensor (same storage), not another tensor of the same shape: that one comes from HBM."""
