@@ -307,6 +307,8 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
             if len(users) > _MAX_REGIONS:
                 users = [(r, glo, ghi) for r, _, _ in users[-_COARSE_USERS:]]
             graveyard[st.buffer].append((glo, ghi, users))
+    # the program's records keep the mapper (_Dma makes patterns with it), not the kernel's views
+    m.views = m.ranges = None
 
 
 def _dma_pieces(instrs, m):
@@ -386,6 +388,8 @@ def _splittable(dst, src):
 def _emit_pieces(rows, ins, m, cols, note, reuse_deps):
     """One dma_copy per column range, each ordered after the previous users of its own bytes.
     Returns the last one's row."""
+    if rows.__class__ is _BulkRows:
+        return rows.dma_pieces(ins, m, cols, note, reuse_deps)
     dst, src, i = ins.writes[0], ins.reads[0], ins.index
     dge, engine, ap_at = ins.attrs["dge_mode"], ins.engine, m.ap_at
     # the patterns of dst[:, c0:c1] and src[:, c0:c1] (`_splittable`: the columns are in range)
@@ -635,11 +639,11 @@ class _BulkRows(_Rows):
             self.stationary = None
         return add(len(out) - 1, last, deps)
 
-    def dma(self, dst, src, dge, deps=()) -> int:
+    def dma(self, dst, src, dge, deps=(), queue=None) -> int:
         """_add(_dma_record(...)) without the record: its class is found by the operands'
         geometries, the queue and the DGE mode (what the cost reads of them), and the record is
-        made when Program.emits is read (_Dma)."""
-        q = _queue(self.b, dge)
+        made when Program.emits is read (_Dma). `queue`: the one _queue gave it already."""
+        q = _queue(self.b, dge) if queue is None else queue
         geo = self.records._geometry_id
         g, h = dst.geometry_id, src.geometry_id
         key = (g if g is not None else geo(dst), h if h is not None else geo(src), q, dge)
@@ -659,6 +663,55 @@ class _BulkRows(_Rows):
         self.nw.append(1)
         self.emits.append(_Dma(self.classes[c], src, dst))
         return self.first + len(self.rec) - 1
+
+    def dma_pieces(self, ins, m, cols, note, reuse_deps) -> int:
+        """_emit_pieces' rows, as `dma` appends them one by one: the pieces of a split DMA
+        differ only in their columns, so a piece of an HBM source whose geometry and class
+        (per queue) are known is numbered from its box, its pattern made when its record is
+        asked for (_Dma); a split load of a [128, 2048] tile is 16 pieces."""
+        dst, src, i = ins.writes[0], ins.reads[0], ins.index
+        dge, engine, ap_at = ins.attrs["dge_mode"], ins.engine, m.ap_at
+        dst_st, dp, ds, do = dst.storage, dst.shape[0], dst.strides, dst.offset
+        src_st, sp, ss, so = src.storage, src.shape[0], src.strides, src.offset
+        direct = not src_st.on_chip     # else every piece is a pattern (its box is per partition)
+        geo, classes, dma_class, table = self.records._geometry_id, self.classes, self.dma_class, self.table
+        widths = {}                     # piece width -> (source geometry id, free span + 1)
+        tid = m.tensor(src_st, i).id
+        for c0, c1 in cols:
+            w = c1 - c0
+            d = ap_at(dst_st, (dp, w), ds, do + c0 * ds[1], i)
+            off = so + c0 * ss[1]
+            q = _queue(self.b, dge)
+            g = d.geometry_id
+            if g is None:
+                g = geo(d)
+            known = widths.get(w) if direct else None
+            c = dma_class.get((g, known[0], q, dge)) if known is not None else None
+            if c is None:                # a pattern for this piece: the plain path
+                s = ap_at(src_st, (sp, w), ss, off, i)
+                if direct:
+                    box = s._box
+                    widths[w] = (s.geometry_id if s.geometry_id is not None else geo(s), box[3] - box[2])
+                row = self.dma(d, s, dge, reuse_deps((d,), i), queue=q)
+                note(row, (d, s), i, engine)
+                continue
+            if not self.rec:
+                self.first = len(self.b)
+            self.rec.append(c)
+            self._explicit(reuse_deps((d,), i))
+            n = d.num
+            if n is None:
+                n = self._num(d)
+            self.acc += (len(table), n)
+            table.append((tid, 0, 1, off, off + known[1], 0, off))    # AccessPattern.record()
+            t, writes = d.tensor.id, self.writes
+            writes[t] = writes.get(t, 0) + 1
+            self.nr.append(1)
+            self.nw.append(1)
+            self.emits.append(_Dma(classes[c], (m, src_st, (sp, w), ss, off), d))
+            row = self.first + len(self.rec) - 1
+            note(row, (d,), i, engine)
+        return row
 
     def flush(self) -> None:
         n = len(self.rec)
@@ -826,7 +879,8 @@ class _Copy:
 
 class _Dma:
     """A dma_copy's record, made when asked for from the first record of its class (same cost,
-    same queue) with its own operands."""
+    same queue) with its own operands. `src` may be (mapper, storage, shape, strides, offset):
+    the view whose pattern is made then (_BulkRows.dma_pieces)."""
 
     __slots__ = ("e", "src", "dst")
 
@@ -834,8 +888,11 @@ class _Dma:
         self.e, self.src, self.dst = e, src, dst
 
     def get(self):
-        e = self.e
-        return Emit(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, (self.src,), (self.dst,),
+        e, src = self.e, self.src
+        if src.__class__ is tuple:
+            m, st, shape, strides, off = src
+            src = m.ap_at(st, shape, strides, off, None)
+        return Emit(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, (src,), (self.dst,),
                     dict(e.params), e.flops, e.dma)
 
     @property
