@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .errors import NkiCapacityError, NkiOverlapError
 from .tracer import Instr, KernelTrace
@@ -236,13 +237,22 @@ def _plan(trace: KernelTrace, depth, liveness) -> MemoryPlan:
 
 class _Liveness:
     """What every plan of one trace starts from (plan_memory tries several buffer depths): the
-    uses of each on-chip storage, the clean copies of HBM data, where SBUF is over capacity."""
+    uses of each on-chip storage, and for spilling, the clean copies of HBM data and where SBUF
+    is over capacity (each a pass over every instruction: found at the first spill only)."""
 
     def __init__(self, trace):
+        self.trace = trace
         self.uses = {kind: _uses(trace, kind) for kind in ("psum", "sbuf")}
-        self.clean = _clean_copies(trace)
-        self.over = _over_capacity(self.uses["sbuf"], trace.target.sbuf_usable_bytes_per_partition,
-                                   trace.target.sbuf_alloc_align_bytes, len(trace.instrs))
+
+    @cached_property
+    def clean(self):
+        return _clean_copies(self.trace)
+
+    @cached_property
+    def over(self):
+        t = self.trace.target
+        return _over_capacity(self.uses["sbuf"], t.sbuf_usable_bytes_per_partition,
+                              t.sbuf_alloc_align_bytes, len(self.trace.instrs))
 
 
 def _uses(trace, kind):
@@ -268,8 +278,6 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness)
     uses = dict(liveness.uses[kind])      # a spill replaces its storage's entry (_spill)
     if not uses:
         return
-    clean = liveness.clean if kind == "sbuf" else {}
-    over = liveness.over if kind == "sbuf" else []
     starts = [(lst[1], n, sid) for n, (sid, lst) in enumerate(uses.items())]
     heapq.heapify(starts)
     live = {}           # sid -> (addr, size)
@@ -352,7 +360,8 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness)
                     raise NkiCapacityError(
                         f"SBUF is full and nothing can be spilled: allocating {st.describe()} "
                         f"({size} B/partition) with {_fmt_live(rows, kind, cap)}", ins.loc, f"nisa.{ins.op}")
-                back = _spill(trace, plan, uses, live, ring, victim, i, clean.get(victim), over)
+                back = _spill(trace, plan, uses, live, ring, victim, i, liveness.clean.get(victim),
+                              liveness.over)
                 heapq.heappush(starts, (back, len(uses) + len(plan.spills), victim))
                 addr = ring.alloc(_site(st), size)
             live[sid] = (addr, size)
