@@ -66,6 +66,7 @@ class LowerCtx:
         self.result = None                    # the simulated program, once api._measure ran
         self._replayed: list = []             # rows of replayed ops not appended yet (replay.py)
         self._replayed_rows = 0
+        self._headroom: list | None = None    # replay._record: _make_resident's questions
 
     # ---- identity and placement ----------------------------------------------------------------
     @staticmethod
@@ -265,7 +266,10 @@ class LowerCtx:
                      self.chip.sbuf_usable_bytes_per_partition
                      - self.chip.stream_sbuf_bytes_per_partition
                      - self.chip.resident_reserve_bytes_per_partition)
-        if self._resident_bytes + nbytes > budget:
+        fits = not self._resident_bytes + nbytes > budget
+        if self._headroom is not None:
+            self._headroom.append((nbytes, budget, fits))
+        if not fits:
             return
         try:
             r = self.b.sbuf(f"res{len(self._resident)}", (p, cols), t.dtype)

@@ -7,12 +7,15 @@ situation (`_context`):
 - the op: its name and arguments (floats by value, tensors by layout), which of its tensors
   are the same tensor;
 - per tensor: whether it is resident in SBUF (and the resident tile's shape), whether a later
-  op reads it (`consumed_later`), whether it must be stored (`live`); the resident bytes in use
-  when an output may still become resident;
+  op reads it (`consumed_later`), whether it must be stored (`live`);
 - the context's repeat cap, LNC, chip, the matmul transpose counter's phase, and no TensorE
   stationary loaded from one of the op's tensors (a stationary from any other tensor can never
   match one the op loads).
-The DMA queue round-robin is not part of it: the k-th DMA of the op goes to queue (q0 + k) mod
+The resident bytes in use are not part of it either: an op reads them only to ask whether an
+output can still become resident (`LowerCtx._make_resident`), so a recording keeps those
+questions and their answers (`_Recording.headroom`) and serves every context that answers them
+alike (a fused window shifted by a few ops holds other intermediates, often with the same
+outcome). The DMA queue round-robin is not part of it: the k-th DMA of the op goes to queue (q0 + k) mod
 the queues, so the rows are replayed with their queues shifted (`stream` and `dma_engine0`
 move, nothing else: isa/dma/dma_copy.py's cost reads no other queue-dependent value).
 
@@ -49,6 +52,7 @@ REPLAY = True                   # tests turn it off to compare with plain rule r
 _MAX_RECORDINGS = 1024
 _RECORDINGS: dict = {}
 _UNRECORDABLE = object()        # a context whose op cannot be recorded: run the rule each time
+_MAX_HEADROOMS = 16             # recordings kept per context, each for other headroom answers
 
 
 def lower_into(ctx, rule, op) -> int:
@@ -60,21 +64,39 @@ def lower_into(ctx, rule, op) -> int:
     if REPLAY and not b.reference and b.auto_deps and b.check_capacity and not b._depth \
             and not rule.__module__.endswith(".optimizer"):
         key = _context(ctx, rule, op)
-    rec = None if key is None else _RECORDINGS.get(key[0])
+    rec = None if key is None else _recorded(key[0], ctx._resident_bytes)
     if rec is not None and rec is not _UNRECORDABLE and not b.keep_operands \
             and rec.replay(ctx, key[1]):
         return rec.rec.size
     flush(ctx)
     n0 = len(b)
     if key is not None and rec is None:
-        made = _record(ctx, rule, op, key[1])
+        made, headroom = _record(ctx, rule, op, key[1])
         if len(_RECORDINGS) >= _MAX_RECORDINGS:
             _RECORDINGS.clear()
-        _RECORDINGS[key[0]] = made if made is not None else _UNRECORDABLE
+        found = _RECORDINGS.setdefault(key[0], [])
+        if len(found) >= _MAX_HEADROOMS:
+            found.clear()
+        found.append((headroom, made if made is not None else _UNRECORDABLE))
     else:
         rule(ctx, op)
         ctx.end_op()
     return len(b) - n0
+
+
+def _recorded(key, resident_bytes):
+    """The recording (or _UNRECORDABLE) of context `key` whose headroom questions get the same
+    answers with `resident_bytes` in use; None when there is none."""
+    for headroom, rec in _RECORDINGS.get(key, ()):
+        r = resident_bytes
+        for nbytes, budget, fits in headroom:       # the rule's own arithmetic, in its order
+            if (r + nbytes > budget) == fits:
+                break
+            if fits:
+                r += nbytes
+        else:
+            return rec
+    return None
 
 
 def flush(ctx) -> None:
@@ -150,8 +172,7 @@ def _context(ctx, rule, op):
     st = b._last_stationary
     if st is not None and st[0].tensor.id in own:
         return None
-    key = (rule, op.name, args, outs, tuple(state), ctx._resident_bytes if grow else None,
-           ctx._seq % 6, ctx.cap, ctx.lnc, ctx.chip.name, _ctx.RULE_CAPS, live is None)
+    key = (rule, op.name, args, outs, tuple(state), grow, ctx._seq % 6, ctx.cap, ctx.lnc, ctx.chip.name, _ctx.RULE_CAPS, live is None)
     try:
         hash(key)
     except TypeError:
@@ -289,8 +310,16 @@ class _Recording:
 
 
 def _record(ctx, rule, op, op_tensors):
-    """Run the rule (then end_op) watching what it does; its _Recording, or None when the op
-    cannot be replayed from one."""
+    """Run the rule (then end_op) watching what it does: (its _Recording, or None when the op
+    cannot be replayed from one; the headroom questions it asked, as (bytes, budget, fits))."""
+    ctx._headroom = headroom = []
+    try:
+        return _watch(ctx, rule, op, op_tensors), tuple(headroom)
+    finally:
+        ctx._headroom = None
+
+
+def _watch(ctx, rule, op, op_tensors):
     b = ctx.b
     keys, _specs = op_tensors
     label = {}                  # tensor id -> ("h"|"r", op tensor) for tensors it starts with

@@ -116,3 +116,37 @@ def test_an_op_that_no_longer_fits_runs_its_rule_and_raises_its_error(monkeypatc
     with pytest.raises(CapacityError) as ruled:
         lower(True)
     assert str(replayed.value) == str(ruled.value)
+
+
+def test_a_recording_serves_every_context_whose_headroom_answers_match(monkeypatch):
+    """The resident bytes in use are not part of an op's context: its recording keeps what the
+    op asked of them (can this output still become resident?) and serves a context with other
+    bytes in use that gets the same answers; a context that gets another answer runs the rule.
+    Either way the program and the residency left behind are the rule's."""
+    monkeypatch.setattr(replay, "_RECORDINGS", {})
+    chip = get_chip("trn2")
+    gelu = api.assign_ids(_layers(1))[2]          # its output is read by the next linear
+    out = LowerCtx.key(gelu.outputs[0])
+    rule = rule_for(gelu.name)
+    recorded = []
+    record = replay._record
+
+    def counted(*a):
+        recorded.append(1)
+        return record(*a)
+    monkeypatch.setattr(replay, "_record", counted)
+
+    def lower(held):
+        ctx = LowerCtx(chip, 1, consumed_later=frozenset({out}), name="fused")
+        ctx._resident_bytes = held                # other intermediates' bytes in use
+        replay.lower_into(ctx, rule, gelu)
+        summary = api._measure(ctx)
+        cols = {c: ctx.result.program.cols[c].tobytes() for c in COLUMNS}
+        return summary, cols, out in ctx._resident, ctx._resident_bytes
+
+    budget = chip.resident_sbuf_bytes_per_partition
+    runs = [lower(held) for held in (0, 4096, budget)]
+    assert len(recorded) == 2                     # 4096 in use: the same answer, replayed
+    assert runs[0][2] and runs[1][2] and not runs[2][2]
+    monkeypatch.setattr(replay, "REPLAY", False)
+    assert runs == [lower(held) for held in (0, 4096, budget)]
