@@ -102,7 +102,7 @@ def partial_accumulations(lhsT, rhs):
 
 
 def test_timing_only_trace_builds_the_program_numerics_build():
-    """numerics=False takes its own path through nc_matmul (no masks, checks memoised): the
+    """numerics=False takes its own path through the nisa calls (no values, no masks): the
     program, rows, dependencies and order edges, is byte for byte the one of the full trace,
     for the matmul tutorial's kernels and every way a matmul's accumulate flag is decided."""
     from nki_examples import load_example
@@ -146,7 +146,7 @@ def test_memoised_matmul_checks_still_reject_a_bad_geometry():
 
     x, y = np.zeros((128, 128), np.float32), np.zeros((128, 512), np.float32)
     for numerics in (True, False):
-        with pytest.raises(nki.NkiValidationError, match="'dst'.*must be in PSUM"):
+        with pytest.raises(nki.NkiValidationError, match="'dst'.*expected TensorE to access PSUM"):
             nki.simulate(k, platform_target="trn1", numerics=numerics)(x, y)
 
 
@@ -228,7 +228,10 @@ def test_records_built_once_per_geometry_equal_the_plain_build(monkeypatch):
     monkeypatch.setattr(program, "simulate_programs", grab)
     bf = nl.bfloat16
     cases = [(mt.matmul_fully_optimized, "trn1", (np.zeros((1024, 2048), bf), np.zeros((1024, 1024), bf))),
+             (mt.matmul_kopt_v5, "trn2", (np.zeros((1024, 2048), bf), np.zeros((1024, 1024), bf))),
+             (mamba.mamba_v1, "trn1", mamba.inputs(128, 512)),
              (mamba.mamba_v2, "trn1", mamba.inputs(128, 1024)),
+             (mamba.mamba_v3, "trn1", mamba.inputs(128, 512)),
              (at.attention_kernel, "trn2", (np.zeros((128, 512), bf), np.zeros((128, 512), bf),
                                             np.zeros((512, 128), bf))),
              (aliased_operands, "trn2", (np.zeros((128, 512), np.float32),)),
