@@ -66,7 +66,7 @@ def too_many_partitions(x):
     return _out(t)
 
 
-@raises(nki.NkiValidationError, "moving free size 1024 exceeds 512", "here:moving", also="nisa.nc_matmul")
+@raises(nki.NkiValidationError, "moving free size <= 512, found 1024", "here:moving", also="nisa.nc_matmul")
 @nki.jit
 def moving_too_wide(x):
     a = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
@@ -90,7 +90,7 @@ def bn_stats_too_wide(x):
     return x
 
 
-@raises(nki.NkiValidationError, "float32/tfloat32 the other must be too", "here:dtype")
+@raises(nki.NkiValidationError, "FP32/TF32 like the other operand", "here:dtype")
 @nki.jit
 def mixed_fp32_matmul(x):
     ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
@@ -129,7 +129,7 @@ def dma_into_psum(x):
     return x
 
 
-@raises(nki.NkiValidationError, "must be in SBUF, found PSUM", "here:mmpsum")
+@raises(nki.NkiValidationError, "TensorE to access SBUF, found a PSUM tensor", "here:mmpsum")
 @nki.jit
 def matmul_from_psum(x):
     ps = _written_psum((128, 128))
@@ -244,13 +244,21 @@ def test_a_read_inside_the_written_part_of_a_tile_is_initialized():
 @raises(nki.NkiCapacityError, "straddles a 2048-byte bank boundary", "here:bank")
 @nki.jit
 def psum_across_banks(x):
-    a = nl.load(x[:, 0:128])
-    b = nl.load(x)
     ps = nl.psum.view(dtype=nl.float32, shape=(128, 512), address=(0, 1024))
-    nisa.nc_matmul(dst=ps, stationary=a, moving=b)   # here:bank
+    nisa.memset(dst=ps, value=0.0)   # here:bank
     o = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=o, src=ps)
     return _out(o)
+
+
+@raises(nki.NkiValidationError, "accumulation group inside one 2048 B PSUM bank", "here:mmbank")
+@nki.jit
+def matmul_across_banks(x):
+    a = nl.load(x[:, 0:128])
+    b = nl.load(x)
+    ps = nl.psum.view(dtype=nl.float32, shape=(128, 512), address=(0, 1024))
+    nisa.nc_matmul(dst=ps, stationary=a, moving=b)   # here:mmbank
+    return x
 
 
 @raises(nki.NkiValidationError, "5 free dimensions", "here:dims")

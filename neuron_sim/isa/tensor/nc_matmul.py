@@ -11,7 +11,13 @@ Latency of MM beyond its interval: tensor_mm_latency_extra_cycles (assumption).
 
 Semantics: FP32 products and FP32 accumulation in PSUM; the first write of an accumulation group
 overwrites, later ones add [ArchV2]. On NC-v4 PSUM may hold BF16: the old value is widened, the add
-is FP32 and the sum is rounded back (RNE) [ArchV4]."""
+is FP32 and the sum is rounded back (RNE) [ArchV4].
+
+NKI's call (`nisa.nc_matmul`, generated from this module): accumulate=None adds where an earlier
+instruction wrote dst and overwrites elsewhere, element by element [ISA] (a build given None
+overwrites); perf_mode is a name or NKI's matmul_perf_mode; is_stationary_onezero,
+is_moving_onezero, tile_position and tile_size are taken but not modelled (a tiled matmul runs
+like an untiled one)."""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from math import ceil
 import numpy as np
 
 from ...engines import Engine, Kind
-from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
+from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError, ProgramError
 from ...numerics.formats import FLOAT32_FAMILY, FP8, itemsize
 from ...program.ap import Memory
 from ..common import Emit, check_free, check_memory, check_partitions
@@ -29,6 +35,8 @@ NAME = "nc_matmul"
 # the builder skips the LoadStationary row when the same stationary is still loaded
 REUSES_STATIONARY = True
 INPUT_DTYPES = ("bfloat16", "float16", "float32", "tfloat32") + FP8
+# NKI's arguments that change nothing here (see the module docstring)
+UNMODELLED = ("is_stationary_onezero", "is_moving_onezero", "tile_position", "tile_size")
 
 
 # check() and the costs by everything they read of the operands (not the tensors' names): a
@@ -98,14 +106,32 @@ def _check(chip, dst, stationary, moving, perf_mode):
                              chip.name)
     if perf_mode == "double_row":
         if not chip.has_fp8_double_row:
-            raise CapabilityError(NAME, "perf_mode", "a chip with FP8 double_row (NC-v3+)",
-                                  "double_row", chip.name)
+            raise CapabilityError(NAME, "perf_mode", "a chip with FP8 double_row", "double_row",
+                                  chip.name, "double_row needs NeuronCore-v3 or newer")
         if stationary.dtype not in FP8 or moving.dtype not in FP8:
             raise DtypeError(NAME, "moving", "FP8 operands for double_row",
                              f"{stationary.dtype} x {moving.dtype}", chip.name)
     elif perf_mode not in (None, "none"):
         raise CapabilityError(NAME, "perf_mode", "None or 'double_row'", perf_mode, chip.name)
     return m, n, rows
+
+
+def _perf_mode(perf_mode):
+    """None or 'double_row', from a name or NKI's matmul_perf_mode member."""
+    mode = getattr(perf_mode, "value", perf_mode)
+    return None if mode in (None, "none") else mode
+
+
+def check_views(stationary, moving, perf_mode=None, **_):
+    """NKI's double_row layout on the kernel's views (before access patterns merge dimensions):
+    the first free dimension holds the second contraction row, [K, 2, M] and [K, 2, N] [ISA]."""
+    if perf_mode is None or _perf_mode(perf_mode) != "double_row":
+        return
+    for nm, x in (("stationary", stationary), ("moving", moving)):
+        if x.ndim < 3 or x.shape[1] != 2:
+            raise ProgramError(f"{NAME}: perf_mode=double_row needs {nm} shaped [K, 2, ...] (the "
+                               "first free dimension holds the second contraction row), got "
+                               f"{list(x.shape)}")
 
 
 def check_psum_bank(instr, dst, chip):
@@ -132,9 +158,11 @@ def cost_cycles(chip, n_stationary, n_moving, fp32):
     return ls, mm
 
 
-def build(chip, dst, stationary, moving, *, accumulate=False, perf_mode=None, is_transpose=False):
+def build(chip, dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
+          is_transpose=False, accumulate=None, tile_position=(), tile_size=(), perf_mode=None):
+    perf_mode = _perf_mode(perf_mode)
     _, _, rows, ls_c, mm_c, lat, flops = _checked(chip, dst, stationary, moving, perf_mode)
-    params = {"accumulate": bool(accumulate), "rows": rows, "is_transpose": is_transpose}
+    params = {"accumulate": bool(accumulate), "rows": rows, "is_transpose": bool(is_transpose)}
     # Emit(...) as make() would build it (the memo holds its values already converted)
     ls = Emit("load_stationary", _TENSOR, _LS, ls_c, 0.0, (stationary,), (), params, 0.0, None)
     mm = Emit(NAME, _TENSOR, _MM, mm_c, lat, (stationary, moving), (dst,), params, flops, None)

@@ -10,8 +10,7 @@ hand-written function here gets one from ``_generic.adapter``.
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
     _common.py        per-call context and checks in NKI's words, reading/writing kernel tensors
     _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
-                      below (activation, tensor_tensor, tensor_reduce, nc_transpose, iota, ...)
-    matmul.py         nc_matmul (TensorE)
+                      below (nc_matmul, activation, tensor_tensor, tensor_reduce, dma_copy, ...)
     (here)            core_barrier, activation_reduce (activation with its reduction reset)
 """
 
@@ -24,7 +23,6 @@ from ._common import _Ctx
 from ._generic import adapter
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
-from .matmul import nc_matmul
 
 
 # ---- instructions ----------------------------------------------------------------------------
@@ -69,6 +67,6 @@ def sendrecv(*args, **kwargs):
 __all__ = _generated + [
            "activation_reduce", "core_barrier",
            "dge_mode", "dma_engine", "engine", "get_nc_version",
-           "gpsimd_engine", "matmul_perf_mode", "nc_matmul",
+           "gpsimd_engine", "matmul_perf_mode",
            "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_engine",
            "unknown_engine", "vector_engine"]

@@ -9,7 +9,9 @@ computes the result with the module's
 ``semantics`` on the kernel's own tensors (accumulator registers included), and records the
 instruction for the program build. A module whose NKI rules need the kernel's views themselves
 (their dimensions before access patterns merge them, e.g. tensor_reduce's axis) declares
-`check_views(**arguments)`. A hand-written adapter remains for PSUM write masks (nc_matmul).
+`check_views(**arguments)`, and NKI arguments it takes but does not model `UNMODELLED` (not
+recorded unless given). An accumulating write (``accumulate``) left open adds where an earlier
+instruction wrote dst and overwrites elsewhere, element by element.
 
 A kernel's loops repeat a few operand geometries thousands of times: the checks and the build
 run once per geometry and trace (`_key`), later calls of it only compute and record."""
@@ -19,6 +21,7 @@ from __future__ import annotations
 import inspect
 import math
 from enum import Enum
+from operator import itemgetter
 
 import numpy as np
 
@@ -28,6 +31,7 @@ from ...isa import module_for
 from ...numerics.formats import pack_x4, unpack_x4
 from ...program.builder import engine_of
 from ..errors import NkiValidationError
+from .. import broadcast
 from ..program import _Mapper
 from ..tensor import NkiTensor
 from ._common import _arg, _Ctx
@@ -47,14 +51,18 @@ class _Views:
     """The interpreter's state interface (neuron_sim/interpreter.py) over the kernel's tensors,
     so that a module's ``semantics`` computes the nisa call's numerics."""
 
-    def __init__(self, ctx, views, kept=()):
+    def __init__(self, ctx, views, kept=(), opened=None):
         self.ctx, self.views = ctx, views          # id(access pattern) -> (operand, view)
         self.kept = kept    # ids of operands only written: a masked write reads back what it keeps
+        self.opened = opened    # dst's elements an accumulating write adds to, when only some
 
     def read(self, ap):
         name, v = self.views[id(ap)]
         if id(ap) in self.kept:     # unwritten elements it keeps stay NaN, as on the hardware
-            return np.asarray(v.np(), np.float32).reshape(ap.shape)
+            old = np.asarray(v.np(), np.float32).reshape(ap.shape)
+            if self.opened is not None and name == "dst":   # -0.0 + x is x, bit for bit
+                old = np.where(self.opened.reshape(ap.shape), old, np.float32(-0.0))
+            return old
         return self.ctx.read(v, name).reshape(ap.shape)
 
     def read_raw(self, ap):
@@ -100,33 +108,49 @@ class _PerTrace:
 class _Built:
     """A call's checks and build, for every call of the same operand geometry: the module's
     emits (with the access patterns of the call that made them: `semantics` finds the operand
-    of each through `aps`), the operands read and written, the operands other than tensors as
-    the module took them (numbers as floats, the engine chosen)."""
+    of each through `aps`), the operands read and written, the arguments the module took other
+    than given (numbers as floats, the engine chosen)."""
 
-    __slots__ = ("emits", "aps", "reads", "writes", "kept", "values", "engine")
+    __slots__ = ("emits", "aps", "reads", "writes", "kept", "retyped", "engine", "lowered",
+                 "read_views", "write_views")
 
-    def __init__(self, emits, aps, reads, writes, kept, values):
+    def __init__(self, emits, aps, reads, writes, kept, retyped):
         self.emits, self.aps, self.reads, self.writes = emits, aps, reads, writes
-        self.kept, self.values = kept, values
+        self.kept, self.retyped = kept, retyped
         self.engine = _NAMES[Engine(emits[-1].engine)]      # the trace's name of it
+        self.lowered = self.engine in broadcast.CONSUMERS   # a partition broadcast is lowered
+        self.read_views, self.write_views = _picker(reads), _picker(writes)
 
 
-_PLAIN = (type(None), bool, int, str)       # keyed by value as they are
+def _picker(names):
+    """A call's arguments `names`, as a tuple, from its arguments by name."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    return (lambda given, k=names[0]: (given[k],)) if names else (lambda given: ())
 
 
-def _key(name, given) -> tuple:
-    """What a call's checks and build read: each tensor operand's geometry (in HBM, where the
-    view lies in its tensor changes no check or cost: a DMA's tiles of a big tensor are one key)
-    and which operand's storage it shares; every other argument by type and value (the sign of a
-    zero too; an enum member by identity, as its __hash__ is Python code). Unhashable if an
-    argument is."""
-    key, storages = [name], {}
+_PLAIN = (type(None), bool, int, str, tuple)       # keyed by value as they are
+
+
+def _key(key: list, given) -> tuple:
+    """What a call's checks and build read, after what `key` holds: each tensor operand's geometry
+    (in HBM, where the view lies in its tensor changes no check or cost: a DMA's tiles of a big
+    tensor are one key) and which operand's storage it shares; every other argument by type and
+    value (the sign of a zero too; an enum member by identity, as its __hash__ is Python code).
+    Unhashable if an argument is."""
+    storages = []
     for v in given.values():
         c = v.__class__
         if c is NkiTensor:
             st = v.storage
-            g = v.geometry() if st.on_chip else (st.buffer, st.dtype_name, v.shape, v.strides)
-            key.append((g, storages.setdefault(st.id, len(storages))))
+            key.append(v.geometry() if st.on_chip else (st.buffer, st.dtype_name, v.shape,
+                                                          v.strides))
+            i = st.id
+            if i in storages:
+                key.append(storages.index(i))
+            else:
+                key.append(len(storages))
+                storages.append(i)
         elif c in _PLAIN:
             key.append((c, v))
         elif isinstance(v, Enum):
@@ -141,12 +165,12 @@ def _key(name, given) -> tuple:
 _COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
-def _written_before(dst) -> bool:
-    """accumulate=None: a PSUM write adds where an earlier instruction wrote dst, else
-    overwrites (the first write of an accumulation group) [ISA]."""
-    if dst.nothing_written():
-        return False
-    return dst.fully_written() or bool(np.asarray(dst.written_mask()).any())
+def _partly_written(dst) -> tuple:
+    """accumulate=None on a dst written in part: a PSUM write adds where an earlier instruction
+    wrote dst, else overwrites (the first write of an accumulation group) [ISA]. (Whether it
+    adds anywhere, the elements it adds to when that is only some of them.)"""
+    mask = np.asarray(dst.written_mask())
+    return bool(mask.any()), None if mask.all() else mask
 
 
 _NAMES = {e: e.name.lower() for e in Engine}
@@ -180,6 +204,14 @@ def adapter(name: str):
     same_shape = getattr(mod, "SAME_SHAPE", ())
     check_views = getattr(mod, "check_views", None)
     own_start = getattr(mod, "OWN_PARTITION_START", ())     # operands the module places itself
+    where = f"nisa.{name}"
+    # NKI arguments the module takes but does not model: left out of the call's record unless given
+    unmodelled = getattr(mod, "UNMODELLED", ())
+    slots = {k: defaults.get(k) for k in names if k not in unmodelled}    # in order
+    accumulates, seeded = "accumulate" in names and "dst" in names, "seed" in names
+    decided = [k for k in ("accumulate", "seed") if k in names]     # set by the call itself
+    pick_decided = itemgetter(*decided) if decided else None
+    keyword_sets = set()        # the sets of keywords a call gave that bind as they are
 
     def bind(args, kwargs):
         """`sig.bind` with its defaults applied, minus `name` (inspect's is ~40% of a call)."""
@@ -197,10 +229,17 @@ def adapter(name: str):
         missing = [k for k in names if k not in given and k not in defaults]
         if missing:
             raise TypeError(f"missing a required argument: {missing[0]!r}")
-        return {k: given[k] if k in given else defaults[k] for k in names}
+        return {k: given[k] if k in given else defaults[k] for k in names
+                if k in given or k not in unmodelled}
 
     def first(ctx, given):
-        """The checks and the module's build for a call of operands not seen before (_key)."""
+        """The checks and the module's build for a call of operands not seen before (_key: it
+        holds all that the view rules read too)."""
+        if check_views is not None:     # rules on the kernel's views, before dims merge
+            try:
+                check_views(**given)
+            except NeuronSimError as e:
+                raise NkiValidationError(str(e), ctx.loc, where) from e
         mapper = _PerTrace.of(ctx.trace).mapper
         views, operands = {}, {}
         for k, v in given.items():
@@ -233,25 +272,44 @@ def adapter(name: str):
         tensors = [k for k, v in given.items() if isinstance(v, NkiTensor)]
         return _Built(emits, [(k, operands[k]) for k in tensors], list(read_ids.values()),
                       list(written_ids.values()), written_ids.keys() - read_ids.keys(),
-                      {k: a for k, a in operands.items() if k not in tensors})
+                      {k: a for k, a in operands.items()
+                       if k not in tensors and a is not given[k]})
 
     def call(*args, **kwargs):
         ctx = _Ctx(name)
-        try:
-            given = bind(args, kwargs)
-        except TypeError as e:
-            ctx.fail(f"{e}; the call is nisa.{name}{sig}")
-        if check_views is not None:     # rules on the kernel's views, before dims merge
+        keywords = tuple(kwargs)
+        if not args and keywords in keyword_sets:
+            given = {**slots, **kwargs}         # keywords only, all known: the usual call
+        else:
             try:
-                check_views(**given)
-            except NeuronSimError as e:
-                raise NkiValidationError(str(e), ctx.loc, f"nisa.{name}") from e
-        if given.get("accumulate", False) is None and isinstance(given.get("dst"), NkiTensor):
-            given["accumulate"] = _written_before(given["dst"])
-        if "seed" in given and given["seed"] is None:     # a random draw: one stream per instruction
+                given = bind(args, kwargs)
+            except TypeError as e:
+                ctx.fail(f"{e}; the call is nisa.{name}{sig}")
+            if not args and "name" not in kwargs:
+                keyword_sets.add(keywords)
+        opened = None
+        if accumulates and given["dst"].__class__ is NkiTensor:
+            dst = given["dst"]
+            if given["accumulate"] is not None:
+                if given["accumulate"]:
+                    ctx.trace.check_initialized(dst, where, "dst (accumulate=True)", ctx.loc)
+            elif dst.nothing_written():     # left open: the first write of a group overwrites
+                given["accumulate"] = False
+            elif dst.fully_written():
+                given["accumulate"] = True
+            else:
+                given["accumulate"], opened = _partly_written(dst)
+        if seeded and given["seed"] is None:     # a random draw: one stream per instruction
             given["seed"] = len(ctx.trace.instrs)
-        memo = _PerTrace.of(ctx.trace).built       # checks and build once per geometry
-        key = _key(name, given)
+        tr = ctx.trace
+        memo = (tr.__dict__.get("_generic") or _PerTrace.of(tr)).built  # once per geometry
+        if not args:
+            # the arguments left at their defaults are the same in every call: the ones given
+            # by name, and what the call decided (accumulate, seed), say the rest
+            key = _key([name, keywords, pick_decided(given)] if decided else [name, keywords],
+                       kwargs)
+        else:
+            key = _key([name], given)
         try:
             built = memo.get(key)
         except TypeError:                           # an argument that is no dict key
@@ -260,21 +318,23 @@ def adapter(name: str):
             built = first(ctx, given)
             if key is not None:
                 memo[key] = built
-        reads = [(k, given[k]) for k in built.reads]
-        writes = [(k, given[k]) for k in built.writes]
-        if ctx.numerics:
+        reads, writes = built.read_views(given), built.write_views(given)
+        if tr.numerics:
             views = {id(a): (k, given[k]) for k, a in built.aps}
-            state = _Views(ctx, views, built.kept)
+            state = _Views(ctx, views, built.kept, opened)
             for e in built.emits:
                 mod.semantics(state, e)
         else:
-            for k, v in reads:
-                ctx.trace.check_initialized(v, f"nisa.{name}", k, ctx.loc)
-            for _, v in writes:
-                ctx.write(v, None)
-        values = built.values
-        ctx.trace.emit(name, built.engine, [v for _, v in reads], [v for _, v in writes],
-                       {k: values[k] if k in values else v for k, v in given.items()}, ctx.loc)
+            for k, v in zip(built.reads, reads):
+                tr.check_initialized(v, where, k, ctx.loc)
+            for v in writes:
+                v.mark_written()
+        if built.retyped:
+            given.update(built.retyped)     # the arguments as the module took them
+        if built.lowered:
+            tr.emit(name, built.engine, reads, writes, given, ctx.loc)
+        else:
+            tr.record(name, built.engine, reads, writes, given, ctx.loc)
 
     call.__name__ = call.__qualname__ = name
     call.__signature__ = sig
