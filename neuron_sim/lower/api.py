@@ -12,7 +12,6 @@ from ..engines import N_COMPUTE_STREAMS, DmaDir, Engine, ENGINE_NAMES
 from ..errors import NeuronSimError
 from ..config import default_chip
 from ..hardware import Chip, get_chip
-from ..numerics.formats import itemsize
 from ..program.program import COLUMNS, Program
 from ..timing import simulate
 from ..trace.op_program import OpProgram, classify_dma
@@ -401,7 +400,7 @@ def _loop_bytes(chip: Chip) -> float:
 
 
 def _group_bytes(op: OpSpec) -> float:
-    return max((sum(t.numel * itemsize(t.dtype) for t in lst) for lst in _tensor_groups(op)),
+    return max((sum(t.nbytes for t in lst) for lst in _tensor_groups(op)),
                default=0.0)
 
 
@@ -473,7 +472,7 @@ def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
     # element-wise ops that are big, or whose tensors could not stay resident, run as fused loops
     resident_max = _loop_bytes(chip)
     loops = {i for i, (o, b) in enumerate(zip(ops, big))
-             if (b or _group_bytes(o) > resident_max) and _sliceable(o)}
+             if _sliceable(o) and (b or _group_bytes(o) > resident_max)}
     in_fused = [i for i, b in enumerate(big) if not b and i not in loops]
     fused = [ops[i] for i in in_fused]
     looped = [ops[i] for i in sorted(loops)]
@@ -526,4 +525,4 @@ def _spills(ops, part_of, alone, spilled) -> tuple:
             i = producer.get(LowerCtx.key(t), j)
             if i < j and part_of[i] != part_of[j] and alone[i].instructions:
                 spilled[LowerCtx.key(t)] = t
-    return 2 * sum(t.numel * itemsize(t.dtype) for t in spilled.values()), len(spilled)
+    return 2 * sum(t.nbytes for t in spilled.values()), len(spilled)

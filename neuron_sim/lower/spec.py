@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
 
+from ..numerics.formats import itemsize
+
 # Storage dtypes on the device: 64-bit types run in 32 bits on Trainium (TorchNeuron casts
 # float64/int64 to float32/int32 inside each op) [torchneuron-api §3].
 DTYPE_ALIASES = {
@@ -52,8 +54,11 @@ class TensorSpec:
             object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
 
     def __getattr__(self, name):
-        """numel, is_contiguous, layout_key: derived on first use and kept (rules ask for them
-        at every chunk of every op). Not fields: == and hash read the fields alone."""
+        """numel, nbytes, is_contiguous, layout_key: derived on first use and kept (rules ask for
+        them at every chunk of every op). Not fields: == and hash read the fields alone."""
+        if name == "nbytes":            # (alone: an unknown dtype fails here, not at numel)
+            self.__dict__["nbytes"] = n = self.numel * itemsize(self.dtype)
+            return n
         if name not in ("numel", "is_contiguous", "layout_key"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         shape, strides = self.shape, self.strides
