@@ -345,9 +345,11 @@ def _concatenated_program(fused, alone, chip, live):
     def csr(pairs):      # per-op CSR (ptr, idx) over local rows -> one over the whole program
         ptrs, idxs = zip(*pairs)
         counts = [len(i) for i in idxs]
-        before = np.cumsum([0] + counts).tolist()       # entries of the ops before each
-        ptr = np.concatenate([x[:-1] + b for x, b in zip(ptrs, before)]
-                             + [np.array(before[-1:], np.int64)])
+        before = np.cumsum([0] + counts)                # entries of the ops before each
+        ptr = np.empty(len(cols["op"]) + 1, np.int64)
+        ptr[:-1] = np.concatenate([x[:-1] for x in ptrs])
+        ptr[:-1] += np.repeat(before[:-1], lens)
+        ptr[-1] = before[-1]
         return ptr, np.concatenate(idxs).astype(np.int64) + np.repeat(starts, counts)
     ptr, idx = csr([(p.dep_ptr, p.dep_idx) for p in progs])
     optr, oidx = csr([p.order_edges() for p in progs])
