@@ -24,9 +24,9 @@ class _Ctx:
 
     __slots__ = ("trace", "loc", "op")
 
-    def __init__(self, op):
-        self.trace = current()
-        self.loc = user_loc()
+    def __init__(self, op, trace=None, loc=None):
+        self.trace = current() if trace is None else trace
+        self.loc = user_loc() if loc is None else loc
         self.op = op
 
     @property

@@ -34,6 +34,7 @@ from ..errors import NkiValidationError
 from .. import broadcast
 from ..program import _Mapper
 from ..tensor import NkiTensor
+from ..tracer import current, user_loc
 from ._common import _arg, _Ctx
 from .enums import engine
 
@@ -143,14 +144,9 @@ def _key(key: list, given) -> tuple:
         c = v.__class__
         if c is NkiTensor:
             st = v.storage
+            storages.append(st.id)
             key.append(v.geometry() if st.on_chip else (st.buffer, st.dtype_name, v.shape,
                                                           v.strides))
-            i = st.id
-            if i in storages:
-                key.append(storages.index(i))
-            else:
-                key.append(len(storages))
-                storages.append(i)
         elif c in _PLAIN:
             key.append((c, v))
         elif isinstance(v, Enum):
@@ -159,6 +155,8 @@ def _key(key: list, given) -> tuple:
             key.append((type(v), v, math.copysign(1.0, v)))
         else:
             key.append((type(v), v))
+    if len(set(storages)) < len(storages):      # which operands share a storage
+        key.append(tuple([storages.index(i) for i in storages]))
     return tuple(key)
 
 
@@ -276,7 +274,7 @@ def adapter(name: str):
                        if k not in tensors and a is not given[k]})
 
     def call(*args, **kwargs):
-        ctx = _Ctx(name)
+        tr, loc = current(), user_loc()     # (a _Ctx only where its checks are needed)
         keywords = tuple(kwargs)
         if not args and keywords in keyword_sets:
             given = {**slots, **kwargs}         # keywords only, all known: the usual call
@@ -284,7 +282,7 @@ def adapter(name: str):
             try:
                 given = bind(args, kwargs)
             except TypeError as e:
-                ctx.fail(f"{e}; the call is nisa.{name}{sig}")
+                _Ctx(name, tr, loc).fail(f"{e}; the call is nisa.{name}{sig}")
             if not args and "name" not in kwargs:
                 keyword_sets.add(keywords)
         opened = None
@@ -292,7 +290,7 @@ def adapter(name: str):
             dst = given["dst"]
             if given["accumulate"] is not None:
                 if given["accumulate"]:
-                    ctx.trace.check_initialized(dst, where, "dst (accumulate=True)", ctx.loc)
+                    tr.check_initialized(dst, where, "dst (accumulate=True)", loc)
             elif dst.nothing_written():     # left open: the first write of a group overwrites
                 given["accumulate"] = False
             elif dst.fully_written():
@@ -300,8 +298,7 @@ def adapter(name: str):
             else:
                 given["accumulate"], opened = _partly_written(dst)
         if seeded and given["seed"] is None:     # a random draw: one stream per instruction
-            given["seed"] = len(ctx.trace.instrs)
-        tr = ctx.trace
+            given["seed"] = len(tr.instrs)
         memo = (tr.__dict__.get("_generic") or _PerTrace.of(tr)).built  # once per geometry
         if not args:
             # the arguments left at their defaults are the same in every call: the ones given
@@ -315,26 +312,26 @@ def adapter(name: str):
         except TypeError:                           # an argument that is no dict key
             built = key = None
         if built is None:
-            built = first(ctx, given)
+            built = first(_Ctx(name, tr, loc), given)
             if key is not None:
                 memo[key] = built
         reads, writes = built.read_views(given), built.write_views(given)
         if tr.numerics:
             views = {id(a): (k, given[k]) for k, a in built.aps}
-            state = _Views(ctx, views, built.kept, opened)
+            state = _Views(_Ctx(name, tr, loc), views, built.kept, opened)
             for e in built.emits:
                 mod.semantics(state, e)
         else:
             for k, v in zip(built.reads, reads):
-                tr.check_initialized(v, where, k, ctx.loc)
+                tr.check_initialized(v, where, k, loc)
             for v in writes:
                 v.mark_written()
         if built.retyped:
             given.update(built.retyped)     # the arguments as the module took them
         if built.lowered:
-            tr.emit(name, built.engine, reads, writes, given, ctx.loc)
+            tr.emit(name, built.engine, reads, writes, given, loc)
         else:
-            tr.record(name, built.engine, reads, writes, given, ctx.loc)
+            tr.record(name, built.engine, reads, writes, given, loc)
 
     call.__name__ = call.__qualname__ = name
     call.__signature__ = sig
