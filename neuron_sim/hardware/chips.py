@@ -143,6 +143,12 @@ class Chip:
         return self.psum_bank_bytes_per_partition // 4
 
     @property
+    def matmul_spans_psum_banks(self) -> bool:
+        """A matmul's moving free size may exceed one PSUM bank of FP32 (NC-v4: 4096 against
+        512), its accumulation group then spanning consecutive banks from a bank boundary [ISA]."""
+        return self.matmul_moving_fmax_fp32_out > self.psum_bank_fp32_elems
+
+    @property
     def gpsimd_partitions_per_core(self) -> int:
         """Partitions one GpSimd core serves (16: 128 partitions over 8 cores) [ArchV2]."""
         return self.sbuf_partitions // self.gpsimd_cores

@@ -140,7 +140,7 @@ def check_psum_bank(instr, dst, chip):
     bank = chip.psum_bank_bytes_per_partition
     lo = dst.tensor.byte_offset + dst.box()[2] * itemsize(dst.dtype)
     hi = dst.tensor.byte_offset + dst.box()[3] * itemsize(dst.dtype)
-    if chip.matmul_moving_fmax_bf16_out > chip.matmul_moving_fmax_fp32_out:   # NC-v4
+    if chip.matmul_spans_psum_banks:
         ok = (hi - lo) <= bank or lo % bank == 0
     else:
         ok = lo // bank == (hi - 1) // bank
