@@ -17,6 +17,9 @@ from . import assumptions as _a
 CHIP_NAMES = ("trn1", "trn2", "trn3")
 # The product name of each generation (what libraries log and match on, as a GPU's name).
 PRODUCT_NAMES = {"trn1": "Trainium1", "trn2": "Trainium2", "trn3": "Trainium3"}
+# Chips the simulator has no data sheet for whose NeuronCores are one of ours: their NeuronCore
+# version (Inferentia2 has NeuronCore-v2 cores, as Trainium1) [SimDoc].
+SAME_CORE_CHIPS = {"inf2": 2}
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,14 @@ The numbers themselves are read from the simulator's hardware data (``neuron_sim
 
 from __future__ import annotations
 
-from ..hardware import CHIP_NAMES, Chip, get_chip
+from ..hardware import CHIP_NAMES, SAME_CORE_CHIPS, Chip, get_chip
 from .errors import NkiLaunchError
 
 # NKI's spellings of a target: the chip's name, gen<N> for its NeuronCore-v<N> (the chip data's
-# neuroncore_version), and inf2 (Inferentia2 has NeuronCore-v2 cores) [SimDoc].
+# neuroncore_version), and the chips with the same cores (inf2) [SimDoc].
 ALIASES = {alias: name for name in CHIP_NAMES
            for alias in (name, f"gen{get_chip(name).neuroncore_version}")}
-ALIASES["inf2"] = ALIASES["gen2"]
+ALIASES.update({other: ALIASES[f"gen{version}"] for other, version in SAME_CORE_CHIPS.items()})
 DEFAULT_TARGET = "trn3"
 
 
