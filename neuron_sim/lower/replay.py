@@ -36,7 +36,7 @@ tests/lower/test_replay.py passing: it compares whole programs built with and wi
 
 from __future__ import annotations
 
-from itertools import chain
+from itertools import accumulate, chain
 
 import numpy as np
 
@@ -433,17 +433,18 @@ def _watch(ctx, rule, op, op_tensors):
             records.append(_Shifted(e, e.dma))
         rec.append(j)
     r.records, r.rec, r._shifted, r._sbuf_after = records, np.asarray(rec, np.int64), {}, {}
-    r.x_ptr = np.zeros(n + 1, np.int64)
-    r.x_ptr[1:] = np.cumsum([len(x) for x in deps]) if n else []
+    r.x_ptr = np.fromiter(accumulate(map(len, deps), initial=0), np.int64, count=n + 1)
     r.x_idx = np.fromiter((d - i0 for x in deps for d in x), np.int64, count=int(r.x_ptr[-1]))
-    na = len(b._acc) - a0
-    acc = np.fromiter(chain.from_iterable(b._acc[a0:]), np.int64, count=8 * na).reshape(na, 8)
+    accs = b._acc[a0:]
+    acc = np.fromiter(chain.from_iterable(accs), np.int64, count=8 * len(accs)).reshape(-1, 8)
     r.acc_ptr = np.asarray(b._acc_ptr[n0:], np.int64) - a0
-    tracks, inverse = np.unique(acc[:, 0], return_inverse=True)
-    labels = [label.get(b._track_tid[t]) for t in tracks.tolist()]
+    # each access's tensor as a number of the op's labels, in order of first access (a dict:
+    # the op has a few tensors and a few dozen accesses, where np.unique costs ~30 us)
+    track_no = {}
+    r.acc_label = np.array([track_no.setdefault(a[0], len(track_no)) for a in accs], np.int64)
+    labels = [label.get(b._track_tid[t]) for t in track_no]
     if None in labels:
         return None                     # a tensor the op does not own
-    r.acc_label = inverse.reshape(-1).astype(np.int64)
     r.write, r.box = acc[:, 1].copy(), np.ascontiguousarray(acc[:, 2:6])
     r.pst, r.off = acc[:, 6].copy(), acc[:, 7].copy()
     # ---- the state it leaves ----
