@@ -68,12 +68,22 @@ def _low_bit(bits):
 def _scan_ends(i, p, r, s, dep_ptr, dep_idx, end, stream, sem_lat):
     """timing.py's _scan_deps with an instruction's end NaN until it issues (its done flag): one
     array read per dependency instead of two scattered ones. Returns (r, p, -1) when all are
-    done, else (partial r, the position, the first instruction not done). Indexes unsigned:
+    done, else (partial r, the position, an instruction not done). Indexes unsigned:
     numba then skips the negative-index wraparound (three per dependency)."""
     while p < dep_ptr[i + 1]:
         d = dep_idx[np.uint64(p)]
         t = end[np.uint64(d)]
         if np.isnan(t):
+            # wait for the last dependency instead when it is not done either and on the same
+            # stream as d: any one not done will do (the scan resumes at p after each wake
+            # until all are done), and the last (the latest in program order: the builder
+            # sorts them) is then most often the last to issue: a DMA that waits for the ~32
+            # matmuls reading its buffer is woken once, not 32 times
+            q = dep_ptr[i + 1] - 1
+            if q > p:
+                dl = dep_idx[np.uint64(q)]
+                if np.isnan(end[np.uint64(dl)]) and stream[np.uint64(dl)] == stream[np.uint64(d)]:
+                    return r, p, dl
             return r, p, d
         if stream[np.uint64(d)] != s:
             t += sem_lat

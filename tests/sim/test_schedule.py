@@ -183,14 +183,17 @@ def random_windowed_program(n, seed):
 
 
 def _programs():
-    from neuron_sim.calibrate.programs import matmul_tiled
+    from neuron_sim.calibrate.programs import matmul_fully_blocked, matmul_tiled
+    # the fully blocked matmul: DMAs of queue 6 wait for the 16 matmuls reading their
+    # buffer (the kernel's dependency scan then waits for the last of them, not the first)
     return [two_chains(), matmul_tiled("trn2", M=256, K=1024, N=1024),
+            matmul_fully_blocked("trn2", M=2048, K=2048, N=2048, tiles_m=4, tiles_n=2, tiles_k=2),
             random_windowed_program(3000, 0), random_windowed_program(3000, 1),
             store_behind_prefetches(), store_behind_prefetches(consumers=False),
             store_behind_prefetches(other_queue=True)]
 
 
-@pytest.mark.parametrize("k", range(7))
+@pytest.mark.parametrize("k", range(8))
 def test_numba_pass_equals_the_readable_reference_and_in_order_timing_replays_it(k):
     """The kernel (kernels/schedule.py) against timing/reference.py's list_schedule: the same
     issue order per queue and the same start, end, data-start and busy times, bit for bit; the
