@@ -122,11 +122,13 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
         bl[i] = b
         bx = b + sem_lat
         for e in range(dep_ptr[i], dep_ptr[i + 1]):
-            d = dep_idx[e]
+            d = dep_idx[np.uint64(e)]
             if d < i:
-                x = bx if stream[d] != s else b
-                v = bl[d]
-                bl[d] = x if x > v else v       # a select, not a mispredicted branch
+                # indexes unsigned, as in _scan_ends: no negative-index wraparound
+                u = np.uint64(d)
+                x = bx if stream[u] != s else b
+                v = bl[u]
+                bl[u] = x if x > v else v       # a select, not a mispredicted branch
         if has_ord:
             for e in range(ord_ptr[i], ord_ptr[i + 1]):
                 d = ord_idx[e]
