@@ -12,12 +12,13 @@ situation (`_context`):
   stationary loaded from one of the op's tensors (a stationary from any other tensor can never
   match one the op loads).
 The resident bytes in use are not part of it either: an op reads them only to ask whether an
-output can still become resident (`LowerCtx._make_resident`), so a recording keeps those
-questions and their answers (`_Recording.headroom`) and serves every context that answers them
-alike (a fused window shifted by a few ops holds other intermediates, often with the same
-outcome). The DMA queue round-robin is not part of it: the k-th DMA of the op goes to queue (q0 + k) mod
-the queues, so the rows are replayed with their queues shifted (`stream` and `dma_engine0`
-move, nothing else: isa/dma/dma_copy.py's cost reads no other queue-dependent value).
+output can still become resident (`LowerCtx._make_resident`), so a recording is kept with those
+questions and their answers (`_RECORDINGS[key]`: (headroom, recording) pairs) and serves every
+context that answers them alike (a fused window shifted by a few ops holds other
+intermediates, often with the same outcome). The DMA queue round-robin is not part of it: the
+k-th DMA of the op goes to queue (q0 + k) mod the queues, so the rows are replayed with their
+queues shifted (`stream` and `dma_engine0` move, nothing else: isa/dma/dma_copy.py's cost reads
+no other queue-dependent value).
 
 A recording keeps the rows (as the instruction records the builder made them of), their
 operand accesses with each tensor named by its role (the op's n-th tensor in HBM, its resident
@@ -172,7 +173,8 @@ def _context(ctx, rule, op):
     st = b._last_stationary
     if st is not None and st[0].tensor.id in own:
         return None
-    key = (rule, op.name, args, outs, tuple(state), grow, ctx._seq % 6, ctx.cap, ctx.lnc, ctx.chip.name, _ctx.RULE_CAPS, live is None)
+    key = (rule, op.name, args, outs, tuple(state), grow, ctx._seq % 6, ctx.cap, ctx.lnc,
+           ctx.chip.name, _ctx.RULE_CAPS, live is None)
     try:
         hash(key)
     except TypeError:

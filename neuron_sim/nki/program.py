@@ -674,7 +674,8 @@ class _BulkRows(_Rows):
         dst_st, dp, ds, do = dst.storage, dst.shape[0], dst.strides, dst.offset
         src_st, sp, ss, so = src.storage, src.shape[0], src.strides, src.offset
         direct = not src_st.on_chip     # else every piece is a pattern (its box is per partition)
-        geo, classes, dma_class, table = self.records._geometry_id, self.classes, self.dma_class, self.table
+        geo, classes = self.records._geometry_id, self.classes
+        dma_class, table = self.dma_class, self.table
         widths = {}                     # piece width -> (source geometry id, free span + 1)
         tid = m.tensor(src_st, i).id
         for c0, c1 in cols:
@@ -691,7 +692,8 @@ class _BulkRows(_Rows):
                 s = ap_at(src_st, (sp, w), ss, off, i)
                 if direct:
                     box = s._box
-                    widths[w] = (s.geometry_id if s.geometry_id is not None else geo(s), box[3] - box[2])
+                    gid = s.geometry_id if s.geometry_id is not None else geo(s)
+                    widths[w] = (gid, box[3] - box[2])
                 row = self.dma(d, s, dge, reuse_deps((d,), i), queue=q)
                 note(row, (d, s), i, engine)
                 continue
