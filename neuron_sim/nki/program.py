@@ -651,12 +651,18 @@ class _BulkRows(_Rows):
         if c is None:
             c = self.dma_class[key] = len(self.classes)
             self.classes.append(core_dma.build(self.b.chip, dst, src, q, None, dge))
+        n, m = src.num, dst.num
+        n = n if n is not None else self._num(src)          # numbered src first, then dst
+        return self._dma_row(c, n, m if m is not None else self._num(dst), src, dst, deps)
+
+    def _dma_row(self, c, src_num, dst_num, src, dst, deps) -> int:
+        """Append a dma_copy row of class c whose operands are numbered src_num and dst_num
+        (`src` as _Dma takes it); its explicit dependencies are `deps`."""
         if not self.rec:
             self.first = len(self.b)
         self.rec.append(c)
         self._explicit(deps)
-        n, m = src.num, dst.num
-        self.acc += (n if n is not None else self._num(src), m if m is not None else self._num(dst))
+        self.acc += (src_num, dst_num)
         t, writes = dst.tensor.id, self.writes
         writes[t] = writes.get(t, 0) + 1
         self.nr.append(1)
@@ -674,9 +680,8 @@ class _BulkRows(_Rows):
         dst_st, dp, ds, do = dst.storage, dst.shape[0], dst.strides, dst.offset
         src_st, sp, ss, so = src.storage, src.shape[0], src.strides, src.offset
         direct = not src_st.on_chip     # else every piece is a pattern (its box is per partition)
-        geo, classes = self.records._geometry_id, self.classes
-        dma_class, table = self.dma_class, self.table
-        widths = {}                     # piece width -> (source geometry id, free span + 1)
+        geo, dma_class, table = self.records._geometry_id, self.dma_class, self.table
+        widths = {}         # piece width -> (source geometry id, record, offset) of its first piece
         tid = m.tensor(src_st, i).id
         for c0, c1 in cols:
             w = c1 - c0
@@ -691,27 +696,20 @@ class _BulkRows(_Rows):
             if c is None:                # a pattern for this piece: the plain path
                 s = ap_at(src_st, (sp, w), ss, off, i)
                 if direct:
-                    box = s._box
                     gid = s.geometry_id if s.geometry_id is not None else geo(s)
-                    widths[w] = (gid, box[3] - box[2])
+                    widths[w] = (gid, s.record(), off)
                 row = self.dma(d, s, dge, reuse_deps((d,), i), queue=q)
                 note(row, (d, s), i, engine)
                 continue
-            if not self.rec:
-                self.first = len(self.b)
-            self.rec.append(c)
-            self._explicit(reuse_deps((d,), i))
+            deps = reuse_deps((d,), i)
             n = d.num
             if n is None:
                 n = self._num(d)
-            self.acc += (len(table), n)
-            table.append((tid, 0, 1, off, off + known[1], 0, off))    # AccessPattern.record()
-            t, writes = d.tensor.id, self.writes
-            writes[t] = writes.get(t, 0) + 1
-            self.nr.append(1)
-            self.nw.append(1)
-            self.emits.append(_Dma(classes[c], (m, src_st, (sp, w), ss, off), d))
-            row = self.first + len(self.rec) - 1
+            # the first piece's record moved by the offset: a piece is the same pattern further on
+            # (p0, p1, f0, f1, p_start, offset): AccessPattern.record()
+            r, step = known[1], off - known[2]
+            table.append((tid, r[0], r[1], r[2] + step, r[3] + step, r[4], r[5] + step))
+            row = self._dma_row(c, len(table) - 1, n, (m, src_st, (sp, w), ss, off), d, deps)
             note(row, (d,), i, engine)
         return row
 
