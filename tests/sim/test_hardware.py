@@ -117,9 +117,10 @@ def _hardware_literals(path, root, sizes):
                    for x in ast.walk(n))
 
     names = {n.lower() for n in ns.list_chips()}
-    tree = ast.parse(path.read_text())
+    text = path.read_text()
+    tree = ast.parse(text)
     folded = set()        # operands of a folded expression, counted once as the whole
-    lines = path.read_text().splitlines()
+    lines = text.splitlines()
     rel = path.relative_to(root).as_posix()
     for n in ast.walk(tree):
         if id(n) in folded:
