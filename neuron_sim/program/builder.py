@@ -208,6 +208,7 @@ class ProgramBuilder:
         self._mut = 0                          # allocations, frees, semaphore uses (repeat())
         self._track_ids: dict[int, int] = {}   # tensor id -> dense track number
         self._track_tid: list[int] = []        # dense track number -> tensor id
+        self._track_tensor: list = []          # dense track number -> Tensor (None: id only)
         self._versions: dict[int, int] = {}    # tensor id -> writes so far (stationary reuse)
         self._emits: list = []
         self._opnames: list[str] = []
@@ -319,14 +320,14 @@ class ProgramBuilder:
                     tid = ap.tensor.id
                     t = tracks.get(tid)
                     if t is None:
-                        t = self._new_track(tid)
+                        t = self._new_track(tid, ap.tensor)
                     acc.append((t, 0) + (ap._rec or ap.record()))
                 for ap in emit.writes:
                     tid = ap.tensor.id
                     versions[tid] = versions.get(tid, 0) + 1
                     t = tracks.get(tid)
                     if t is None:
-                        t = self._new_track(tid)
+                        t = self._new_track(tid, ap.tensor)
                     acc.append((t, 1) + (ap._rec or ap.record()))
                 self._acc_ptr.append(len(acc))
         if wait:
@@ -441,9 +442,10 @@ class ProgramBuilder:
                                         self._new_row(self._row(emit, stream)))
         return hit
 
-    def _new_track(self, tid) -> int:
+    def _new_track(self, tid, tensor=None) -> int:
         t = self._track_ids[tid] = len(self._track_ids)
         self._track_tid.append(tid)
+        self._track_tensor.append(tensor)
         return t
 
     def _auto(self, i, stream, emit, d):
@@ -542,7 +544,8 @@ class ProgramBuilder:
             n, rows = seg.n, None
             emits = None
             if self.keep_operands:
-                emits = (R.LazyEmits(self._pool, seg.base, seg.acc_ptr, seg.pst, seg.off)
+                emits = (R.LazyEmits(self._pool, seg.base, seg.acc_ptr, seg.pst, seg.off,
+                                     seg.track, self._track_tensor)
                          if seg.synthetic else self._pool)
             ptr, idx, optr, oidx = self._bulk_deps(seg)
             deps = None
@@ -632,7 +635,8 @@ class ProgramBuilder:
         (repeat.py). Returns the first iteration still to run (count when all are written).
         A loop whose body (same code) and count were written in bulk before, e.g. the inner
         loop of a nest in the next outer iteration, is written after its first affine two
-        iterations if they match that precedent shifted (repeat.from_precedent)."""
+        iterations if they match that precedent shifted, on the same tensors or on others in
+        their place (repeat.from_precedent)."""
         key = (getattr(body, "__code__", None), count)
         precedents = self._precedents.get(key, ()) if key[0] is not None else ()
         snaps = [self._snapshot()]               # snaps[k + 1]: after iteration k
@@ -646,7 +650,8 @@ class ProgramBuilder:
                 return count
             for pre in precedents:
                 if pre.window + 1 == k:
-                    t = R.from_precedent(pre, its, snaps)
+                    t = R.from_precedent(pre, its, snaps, self._track_ids,
+                                         self._track_tensor)
                     if t is not None:
                         self._write_bulk(t, k + 1, count)
                         return count

@@ -345,24 +345,28 @@ class Precedent:
     snaps: list             # Snapshots before iteration 0 .. after iteration window + 1
 
 
-def from_precedent(pre: Precedent, its: list, snaps: list):
+def from_precedent(pre: Precedent, its: list, snaps: list, tracks: dict, tensors: list):
     """The Template of this loop if its iterations 0 .. window + 1 match the precedent's up to
-    one constant shift of every position (same rows, classes, tracks; the same steps from one
-    iteration to the next; the same spill bytes per iteration; nothing allocated, freed or
-    signalled; the stationary key untouched, or moved by the same shift): a loop nest's inner
-    loop written in bulk after two iterations instead of a full period. Else None."""
+    one constant shift of every position (same rows, classes; the same steps from one iteration
+    to the next; the same spill bytes per iteration; nothing allocated, freed or signalled; the
+    stationary key untouched, or moved by the same shift) and one renaming of tensors
+    (_renaming): a loop nest's inner loop written in bulk after two iterations instead of a full
+    period. `tracks`, `tensors`: the builder's tensor id -> track, track -> Tensor. Else None."""
     w = pre.window
     if len(its) != w + 2:
         return None
     before = snaps[w]
     if snaps[-1].mut != before.mut or any(s.queue != before.queue for s in snaps[w + 1:]):
         return None
-    keys = _shifted_keys(pre, snaps)
+    for a, b in zip(its, pre.its):
+        if not a.same(b):
+            return None
+    renamed = _renaming(pre, its, tensors)
+    if renamed is None:
+        return None
+    keys = _shifted_keys(pre, snaps, renamed, tracks, tensors)
     if keys is None:
         return None
-    for a, b in zip(its, pre.its):
-        if not a.same(b) or not a.same_tracks(b):
-            return None
     flat_d = _steps(pre.its[w], its[w])
     if not _same_steps(pre.its[w + 1], its[w + 1], flat_d):
         return None
@@ -373,15 +377,49 @@ def from_precedent(pre: Precedent, its: list, snaps: list):
             return None
     t = pre.t
     d_spill = spills[w] - pre_spills[w]
+    if renamed:
+        track = t.track.copy()
+        for x, y in renamed.items():
+            track[t.track == x] = y
+        t = dataclasses.replace(t, track=track, phase_writes=None)
     return dataclasses.replace(
         t, box=t.box + d[0][None], pst=t.pst + d[1][None], off=t.off + d[2][None],
         x_idx=t.x_idx + d[3][None], snap_moved=(d_spill, keys))
 
 
-def _shifted_keys(pre: Precedent, snaps: list):
+def _renaming(pre: Precedent, its: list, tensors: list):
+    """{precedent's track: this loop's} for the tensors this loop uses in place of the
+    precedent's ({} when they are the same), or None when no safe renaming explains the
+    iterations' tracks. Safe: one to one over every access of iterations 0 .. window + 1, and
+    every operand that a renamed track takes in the precedent's pattern takes only tracks those
+    iterations show (a tile fixed for the whole loop, e.g. the block an inner loop reads, or a
+    pool whose every buffer they show in another order; not a pool whose later members they
+    do not show); a new name that the pattern holds is itself renamed; its tensor is known (not
+    one of append_rows' bare ids)."""
+    if all(a.same_tracks(b) for a, b in zip(its, pre.its)):
+        return {}
+    pairs = set()
+    for a, b in zip(its, pre.its):
+        pairs.update(zip(b.seg.track.tolist(), a.seg.track.tolist()))
+    forward = dict(pairs)
+    if len(forward) != len(pairs) or len(set(forward.values())) != len(forward):
+        return None
+    renamed = {x: y for x, y in forward.items() if x != y}
+    track = pre.t.track
+    seen = np.array(sorted(forward), np.int64)
+    for x, y in renamed.items():
+        if tensors[y] is None or (y not in forward and (track == y).any()):
+            return None
+        if not np.isin(track[:, (track == x).any(axis=0)], seen).all():
+            return None
+    return renamed
+
+
+def _shifted_keys(pre: Precedent, snaps: list, renamed: dict, tracks: dict, tensors: list):
     """How the precedent's stationary keys map to this loop's: a function of a key, or None when
     the two loops' keys after iterations window, window + 1 differ otherwise than by one shift of
-    the same tensor's AP (or the tensor was written after it was loaded)."""
+    the same tensor's AP (the precedent's tensor or the one `renamed` puts in its place), or the
+    tensor was written after it was loaded."""
     w = pre.window
     if pre.t.d_stationary is SAME:
         if any(s.stationary != snaps[w].stationary for s in snaps[w + 1:]):
@@ -393,15 +431,23 @@ def _shifted_keys(pre: Precedent, snaps: list):
                 a.stationary[1] != a.stationary_version:
             return None
         x, y = a.stationary[0], b.stationary[0]
-        if x.tensor is not y.tensor or (x.p_size, x.dims, x.p_stride) != \
-                (y.p_size, y.dims, y.p_stride):
+        if x.tensor is not y.tensor and renamed.get(tracks.get(y.tensor.id)) != \
+                tracks.get(x.tensor.id):
+            return None
+        if (x.p_size, x.dims, x.p_stride) != (y.p_size, y.dims, y.p_stride):
             return None
         shifts.add((x.p_start - y.p_start, x.offset - y.offset))
     if len(shifts) != 1:
         return None
     dp, do = shifts.pop()
-    return lambda key: (dataclasses.replace(key[0], p_start=key[0].p_start + dp,
-                                            offset=key[0].offset + do, _box=None), key[1])
+
+    def moved(key):
+        ap = key[0]
+        to = renamed.get(tracks.get(ap.tensor.id))
+        return (dataclasses.replace(ap, tensor=ap.tensor if to is None else tensors[to],
+                                    p_start=ap.p_start + dp, offset=ap.offset + do, _box=None),
+                key[1])
+    return moved
 
 
 def synthesize(t: Template, start: int, stop: int, out: Segments) -> int:
@@ -492,10 +538,13 @@ def state_after(t: Template, k: int):
 
 class LazyEmits:
     """Program.emits of a program with bulk-written rows: the operand record of row i is made when
-    asked for, from its base record with the operands moved to the row's positions."""
+    asked for, from its base record with the operands moved to the row's positions and, where a
+    loop was written from a precedent on other tensors (from_precedent), put on the row's
+    tensors (`tensors`: track -> Tensor, None for a track known only by id)."""
 
-    def __init__(self, pool, base, acc_ptr, pst, off):
+    def __init__(self, pool, base, acc_ptr, pst, off, track, tensors):
         self._pool, self._base, self._ptr, self._pst, self._off = pool, base, acc_ptr, pst, off
+        self._track, self._tensors = track, tensors
 
     def __len__(self):
         return int(self._base.shape[0])
@@ -516,10 +565,13 @@ class LazyEmits:
         moved = None
         for q, ap in enumerate(aps):
             p, o = int(self._pst[a + q]), int(self._off[a + q])
-            if p != ap.p_start or o != ap.offset:
+            t = self._tensors[self._track[a + q]]
+            if t is None:
+                t = ap.tensor
+            if p != ap.p_start or o != ap.offset or t is not ap.tensor:
                 if moved is None:
                     moved = list(aps)
-                moved[q] = dataclasses.replace(ap, p_start=p, offset=o, _box=None)
+                moved[q] = dataclasses.replace(ap, tensor=t, p_start=p, offset=o, _box=None)
         if moved is None:
             return e
         r = len(e.reads)

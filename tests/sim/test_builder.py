@@ -305,6 +305,51 @@ def test_repeat_reuses_an_earlier_loop_only_when_it_matches(monkeypatch):
     assert _written_in_bulk(bulk)
 
 
+def _renamed(calls, pool):
+    """Inner loops (same code and count) on other tensors than the first one: a stationary block
+    per outer index (renamed; the loaded stationary moves along it), a pool of 2 buffers taken
+    from either end (renamed into each other: two iterations show both buffers) and a buffer of
+    a pool of 4 (`pool`): the same pool from the same phase in every loop, from a phase that
+    moves, or another pool per loop. The last two are not renamings: two iterations do not show
+    which buffers the other two are. The loop ends on the stationary the next matmul uses."""
+    b = ProgramBuilder("trn2")
+    h = b.hbm("h", (128, 3 * 2048), "bfloat16")
+    blocks = [b.sbuf(f"blk{m}", (128, 2048), "bfloat16") for m in range(3)]
+    mov = b.sbuf("mov", (128, 8192), "bfloat16")
+    two = [b.sbuf(f"two{i}", (128, 64), "float32") for i in range(2)]
+    fours = [[b.sbuf(f"four{m}.{i}", (128, 64), "float32") for i in range(4)] for m in range(3)]
+    ps = [b.psum(f"ps{i}", (128, 512)) for i in range(2)]
+    at = {"fixed": lambda m, i: fours[0][i % 4], "moving": lambda m, i: fours[0][(m + i) % 4],
+          "other": lambda m, i: fours[m][(m + i) % 4]}[pool]
+    for m in range(3):
+        b.dma_copy(blocks[m], h[:, m * 2048:(m + 1) * 2048], queue=0)
+
+    def outer(m):
+        def body(i):
+            calls.append(m)
+            b.nc_matmul(ps[i % 2][:, 0:128], blocks[m][:, i * 128:(i + 1) * 128],
+                        mov[:, (m * 16 + i) * 32:(m * 16 + i) * 32 + 128])
+            b.tensor_copy(two[(m + i) % 2], ps[i % 2][:, 0:64])
+            b.tensor_copy(at(m, i), two[(m + i) % 2], engine="scalar")
+        b.repeat(16, body)
+    for m in range(3):
+        outer(m)
+    b.nc_matmul(ps[0][:, 0:128], blocks[2][:, 15 * 128:16 * 128], mov[:, 0:128])
+    return b.build()
+
+
+@pytest.mark.parametrize("pool", ["fixed", "moving", "other"])
+def test_repeat_renames_the_tensors_of_an_earlier_loop_only_when_it_is_safe(pool, monkeypatch):
+    calls = []
+    _renamed(calls, pool)
+    ran = [calls.count(m) for m in range(3)]
+    # the first loop runs until its period (4) showed; the later ones after two iterations when
+    # a renaming explains them, else again until the period shows
+    assert ran[0] > 4 and (ran[1:] == [2, 2] if pool == "fixed" else min(ran[1:]) > 4)
+    bulk, _ = _same_three_ways(lambda: _renamed([], pool), monkeypatch)
+    assert _written_in_bulk(bulk) and bulk.counts()["load_stationary"] == 48
+
+
 def test_repeat_start_runs_the_iterations_from_start():
     b = ProgramBuilder("trn2")
     x = b.sbuf("x", (128, 512), "float32")
