@@ -2,10 +2,12 @@
 pass over the output, instead of ~25 NumPy calls and their temporaries per loop (most loops write
 a few hundred rows, where those calls are the cost). `repeat.synthesize_reference` is the
 specification: iteration k is the sample of its phase j = (k - first) % period, every position
-moved by sh = k - first - j iterations' steps."""
+moved by sh = k - first - j iterations' steps. `_same_step` is repeat.py's test that one
+iteration's positions moved from another's by given steps (`_same_step_reference`)."""
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from . import drop_stale_caches, without_refcounting
@@ -42,6 +44,31 @@ def _synthesize(start, stop, first, period, rid, cls, write, row_x, row_acc, bas
                 o_box[a0 + q, c] = sh * d_box[q, c] + box[j, q, c]
             o_pst[a0 + q] = sh * d_pst[q] + pst[j, q]
             o_off[a0 + q] = sh * d_off[q] + off[j, q]
+
+
+@njit(cache=True)
+def _same_step(a_box, a_pst, a_off, a_x, b_box, b_pst, b_off, b_x, d_box, d_pst, d_off, d_x):
+    """Whether b's positions (boxes [n, 4], partition starts, offsets, explicit deps) minus a's
+    are the steps d_*, all of one layout: one pass, no difference arrays (an outer loop's
+    iteration holds ~25k accesses; its differences were ~1 MB of fresh memory per check)."""
+    for q in range(a_box.shape[0]):
+        for c in range(4):
+            if b_box[q, c] - a_box[q, c] != d_box[q, c]:
+                return False
+    for q in range(a_pst.shape[0]):
+        if b_pst[q] - a_pst[q] != d_pst[q] or b_off[q] - a_off[q] != d_off[q]:
+            return False
+    for q in range(a_x.shape[0]):
+        if b_x[q] - a_x[q] != d_x[q]:
+            return False
+    return True
+
+
+def _same_step_reference(a_box, a_pst, a_off, a_x, b_box, b_pst, b_off, b_x, d_box, d_pst,
+                         d_off, d_x) -> bool:
+    """`_same_step` in NumPy."""
+    return all(np.array_equal(b - a, d) for a, b, d in (
+        (a_box, b_box, d_box), (a_pst, b_pst, d_pst), (a_off, b_off, d_off), (a_x, b_x, d_x)))
 
 
 drop_stale_caches(globals())

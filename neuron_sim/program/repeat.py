@@ -25,7 +25,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..kernels.repeat import _synthesize
+from ..kernels.repeat import _same_step, _synthesize
 
 # Round-robin periods looked for (tiles taken from up to PERIOD_MAX buffers in turn)
 PERIOD_MAX = 8
@@ -197,28 +197,18 @@ class Template:
     phase_writes: list | None = None
 
 
-def _equal(a: np.ndarray, b: np.ndarray) -> bool:
-    """np.array_equal for the int64 arrays here, without its per-call overhead (most are a few
-    values; a loop samples hundreds of iterations)."""
-    if a.shape != b.shape:
-        return False
-    if a.size <= 4096:
-        return a.tobytes() == b.tobytes()
-    return bool((a == b).all())
-
-
 class Sample:
     """One iteration that ran, as views of its segments (nothing copied): `same(other)` means
-    same rows, classes and operand structure, `same_tracks(other)` same tensor tracks; `flat()`
-    is every position that may move (boxes, partition starts, offsets, explicit deps) in one
-    vector. The byte strings and the vector are made once, when first asked for: a sample is
-    compared with its neighbours and, as a precedent's, with later loops' (one comparison of
-    bytes instead of one per field)."""
-    __slots__ = ("seg", "_sig", "_trk", "_flat")
+    same rows, classes and operand structure, `same_tracks(other)` same tensor tracks;
+    `positions()` is every position that may move (boxes, partition starts, offsets, explicit
+    deps). The byte strings are made once, when first asked for: a sample is compared with its
+    neighbours and, as a precedent's, with later loops' (one comparison of bytes instead of one
+    per field)."""
+    __slots__ = ("seg", "_sig", "_trk")
 
     def __init__(self, seg: Seg):
         self.seg = seg
-        self._sig = self._trk = self._flat = None
+        self._sig = self._trk = None
 
     def sig(self) -> tuple:
         """Rows, classes and operand structure (rid, cls, acc_ptr, x_ptr, write) as bytes, with
@@ -240,20 +230,13 @@ class Sample:
             other._trk = other.seg.track.tobytes()
         return self._trk == other._trk
 
-    def flat(self) -> np.ndarray:
-        """box (row-major), pst, off, x_idx end to end (split again by _fields)."""
-        if self._flat is None:
-            seg = self.seg
-            self._flat = np.concatenate((seg.box.reshape(-1), seg.pst, seg.off, seg.x_idx))
-        return self._flat
+    def positions(self) -> tuple:
+        """(box [accesses, 4], pst, off, x_idx)."""
+        seg = self.seg
+        return seg.box, seg.pst, seg.off, seg.x_idx
 
     def repeatable(self) -> bool:
         return self.seg.n > 0 and bool((self.seg.cls >= 0).all())
-
-
-def _fields(v: np.ndarray, na: int) -> list:
-    """A flat() vector (or a difference of two) split into [box [na, 4], pst, off, x_idx]."""
-    return [v[:4 * na].reshape(na, 4), v[4 * na:5 * na], v[5 * na:6 * na], v[6 * na:]]
 
 
 def _stationary_step(snaps, period):
@@ -280,13 +263,14 @@ def _stationary_step(snaps, period):
     return d
 
 
-def _steps(a: Sample, b: Sample) -> np.ndarray:
-    """b's positions minus a's, as one flat() vector (same() samples: the same layout)."""
-    return b.flat() - a.flat()
+def _steps(a: Sample, b: Sample) -> list:
+    """b's positions minus a's, [box, pst, off, x_idx] (same() samples: the same layout)."""
+    return [y - x for x, y in zip(a.positions(), b.positions())]
 
 
-def _same_steps(a: Sample, b: Sample, d: np.ndarray) -> bool:
-    return _equal(b.flat() - a.flat(), d)
+def _same_steps(a: Sample, b: Sample, d: list) -> bool:
+    """Whether b's positions minus a's are the steps d (_steps' form)."""
+    return _same_step(*a.positions(), *b.positions(), *d)
 
 
 def find_template(its: list, snaps: list, before: Snapshot, first: int):
@@ -310,13 +294,12 @@ def find_template(its: list, snaps: list, before: Snapshot, first: int):
             return None
     s0 = its[0].seg
     L = s0.n
-    flat_d = _steps(its[0], its[1])
-    d = _fields(flat_d, s0.track.shape[0])
+    d = _steps(its[0], its[1])
     d_x = d[3]
     if not ((d_x == 0) | (d_x == L)).all():
         return None
     for j in range(2, m):
-        if not _same_steps(its[j - 1], its[j], flat_d):
+        if not _same_steps(its[j - 1], its[j], d):
             return None
     d_st = _stationary_step(snaps, p)
     if d_st is None:
@@ -367,10 +350,9 @@ def from_precedent(pre: Precedent, its: list, snaps: list, tracks: dict, tensors
     keys = _shifted_keys(pre, snaps, renamed, tracks, tensors)
     if keys is None:
         return None
-    flat_d = _steps(pre.its[w], its[w])
-    if not _same_steps(pre.its[w + 1], its[w + 1], flat_d):
+    d = _steps(pre.its[w], its[w])
+    if not _same_steps(pre.its[w + 1], its[w + 1], d):
         return None
-    d = _fields(flat_d, its[w].seg.track.shape[0])
     spills, pre_spills = [s.spill for s in snaps], [s.spill for s in pre.snaps]
     for j in (w, w + 1):
         if spills[j + 1] - spills[j] != pre_spills[j + 1] - pre_spills[j]:

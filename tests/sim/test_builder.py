@@ -439,3 +439,21 @@ def test_write_counts_equal_the_iterations_counted_one_by_one(monkeypatch):
                 for track in t.track[(k - t.first) % t.period][t.write == 1].tolist():
                     one_by_one[track] = one_by_one.get(track, 0) + 1
             assert R.write_counts(t, lo, hi) == one_by_one
+
+
+def test_same_step_kernel_equals_its_numpy_reference():
+    """kernels/repeat.py's _same_step (one iteration's positions moved from another's by the
+    given steps) answers as _same_step_reference, with a wrong step in any field or none."""
+    from neuron_sim.kernels.repeat import _same_step, _same_step_reference
+    rng = np.random.default_rng(1)
+    for na, nx in [(1, 0), (7, 3), (300, 40)]:
+        a = [rng.integers(-1 << 40, 1 << 40, s) for s in ((na, 4), na, na, nx)]
+        d = [rng.integers(-1 << 20, 1 << 20, s) for s in ((na, 4), na, na, nx)]
+        for wrong in (None, 0, 1, 2, 3):
+            b = [x + y for x, y in zip(a, d)]
+            if wrong is not None:
+                if b[wrong].size == 0:
+                    continue
+                b[wrong].reshape(-1)[-1] += 1
+            want = _same_step_reference(*a, *b, *d)
+            assert want == (wrong is None) and _same_step(*a, *b, *d) == want
