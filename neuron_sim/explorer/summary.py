@@ -268,11 +268,8 @@ def summarize(records, *, chip: str, peak_flops: float, hbm_bytes_per_s: float,
 def record_of_program(op_program, name: str | None = None, *, model_flops=None) -> OpRecord:
     """An OpRecord of one simulated program (an explorer.programs.OpProgram)."""
     res = op_program.result
-    c = res.program.cols
-    import numpy as np
-    mm = [i for i, n in enumerate(res.program.opnames) if n.startswith("nc_matmul")]
-    flops = float(c["flops"].sum())
-    mflops = float(c["flops"][np.isin(c["op"], mm)].sum()) if model_flops is None else model_flops
+    flops = float(res.program.cols["flops"].sum())
+    mflops = res.matmul_flops if model_flops is None else model_flops
     dma = {"inputs": sum(op_program.read_bytes_by_arg.values()),
            "outputs": op_program.write_bytes, "spill_save": op_program.spill_save_bytes,
            "spill_reload": op_program.spill_reload_bytes}

@@ -47,6 +47,12 @@ class Result:
         return out
 
     @cached_property
+    def matmul_flops(self) -> float:
+        """FLOPs of the nc_matmul* instructions: the model FLOPs unless the caller knows better."""
+        mm = [i for i, n in enumerate(self.program.opnames) if n.startswith("nc_matmul")]
+        return float(self.program.cols["flops"][np.isin(self.program.cols["op"], mm)].sum())
+
+    @cached_property
     def summary(self) -> dict:
         c, chip = self.program.cols, self.chip
         total = self.total_ns
@@ -57,10 +63,7 @@ class Result:
         mx = [i for i, n in enumerate(self.program.opnames) if n == "nc_matmul_mx"]
         mx_flops = float(c["flops"][np.isin(c["op"], mx)].sum()) if mx else 0.0
         hw_flops = flops - mx_flops * (1 - peak / chip.tensor_peak_flops("float8_e4m3fn_x4"))
-        mm_names = [i for i, n in enumerate(self.program.opnames) if n.startswith("nc_matmul")]
-        model_flops = self._model_flops
-        if model_flops is None:
-            model_flops = float(c["flops"][np.isin(c["op"], mm_names)].sum())
+        model_flops = self.matmul_flops if self._model_flops is None else self._model_flops
         dma = c["engine"] == Engine.DMA
         by_dir = {name: float(c["dma_bytes"][dma & (c["dma_dir"] == d)].sum())
                   for d, name in DMA_DIR_NAMES.items()}

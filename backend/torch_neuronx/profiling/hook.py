@@ -23,7 +23,6 @@ from collections import deque
 from dataclasses import dataclass
 
 from neuron_sim.explorer import OpRecord, lane_spans
-from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 from neuron_sim.lower import normalize_name
 
 from .. import _C
@@ -108,7 +107,7 @@ def on_drain(model, batch, out, charges) -> None:
         ns = int(out[i])
         if preset < 0 and name not in _HOST_COPIES or ns <= 0:
             continue                            # a view: no program, no time
-        cost = _graph_cost(name, model) if name.startswith(COMPILED_GRAPH_PREFIX) else None
+        cost = _GRAPHS.get(name)       # a compiled graph
         if cost is not None:
             _graph(seq, name, ns, cost, model.chip.sbuf_partitions)
             continue
@@ -121,69 +120,35 @@ def on_drain(model, batch, out, charges) -> None:
         SESSION.entries.append((name, ns, OpRecord(name, 1, float(ns))))
 
 
-_GRAPHS: dict = {}           # launch name of a compiled graph -> its cost (GraphCost or metrics)
+_GRAPHS: dict = {}           # launch name of a compiled graph -> its GraphCost
 
 
 def register_graph(launch_name: str, cost) -> None:
-    """The torch.compile backend may register each graph's GraphCost here (launch_ns,
-    engine_busy_ns, dma_bytes, spill_bytes, sbuf_peak_bytes); otherwise the graph's compile
-    metrics are used (no SBUF peak there)."""
+    """The torch.compile backend registers each graph's GraphCost before its first launch."""
     _GRAPHS[launch_name] = cost
-
-
-class _MetricsCost:
-    """A compiled graph's cost as its compile metrics record it."""
-
-    def __init__(self, m, launch_ns):
-        self.launch_ns = launch_ns
-        self.engine_busy_ns = dict(getattr(m, "engine_busy_ns", None) or {})
-        self.dma_bytes = getattr(m, "dma_bytes", 0) or 0
-        self.spill_bytes = getattr(m, "spill_bytes", 0) or 0
-        self.sbuf_peak_bytes = 0
-        self.cost_source = getattr(m, "cost_source", "") or ""
-        self.tensor_flops = getattr(m, "tensor_flops", 0.0) or 0.0
-        self.model_flops = getattr(m, "model_flops", 0.0) or 0.0
-
-
-def _graph_cost(name, model):
-    cost = _GRAPHS.get(name)
-    if cost is not None:
-        return cost
-    try:
-        from ..neuron_dynamo_backend.metrics import get_dynamo_metrics
-    except ImportError:
-        return None
-    short = name[len(COMPILED_GRAPH_PREFIX):]
-    for m in reversed(get_dynamo_metrics()):
-        if getattr(m, "graph_name", None) == short and getattr(m, "engine_busy_ns", None):
-            cost = _GRAPHS[name] = _MetricsCost(m, model.launch_ns)
-            return cost
-    return None
 
 
 def _graph(seq, name, ns, cost, partitions) -> None:
     """A compiled graph: its cost model gives per-engine totals, DMA and spill bytes and the SBUF
     peak, but no instruction timeline, so each engine gets one span over the program labelled
     with its busy share (honest aggregation, like a merged span)."""
-    launch = float(min(getattr(cost, "launch_ns", 0) or 0, ns))
+    launch = float(min(cost.launch_ns, ns))
     body = max(ns - launch, 1.0)
-    eng = {k: float(v) for k, v in dict(cost.engine_busy_ns).items()}
-    spill = float(getattr(cost, "spill_bytes", 0) or 0)
-    rec = OpRecord(name, 1, float(ns), launch, eng,
-                   tensor_flops=float(getattr(cost, "tensor_flops", 0.0) or 0.0),
-                   model_flops=float(getattr(cost, "model_flops", 0.0) or 0.0),
+    eng = {k: float(v) for k, v in cost.engine_busy_ns.items()}
+    spill = float(cost.spill_bytes)
+    rec = OpRecord(name, 1, float(ns), launch, eng, tensor_flops=float(cost.tensor_flops),
+                   model_flops=float(cost.model_flops),
                    dma_bytes={"inputs": max(float(cost.dma_bytes) - spill, 0.0),
                               "spill_save": spill / 2, "spill_reload": spill / 2},
-                   sbuf_peak_bytes_per_partition=int(getattr(cost, "sbuf_peak_bytes", 0) or 0)
-                   // partitions)
+                   sbuf_peak_bytes_per_partition=cost.sbuf_peak_bytes // partitions)
     SESSION.entries.append((name, ns, rec))
     rows = [("Runtime", 0, max(1, int(round(launch))), "launch")] if launch >= 1 else []
-    src = getattr(cost, "cost_source", "")
     for lane, busy in eng.items():
         if busy > 0:
             rows.append((lane, int(round(launch)), max(1, int(round(body))),
                          f"{name.split('.', 1)[-1]}: {lane} busy {100 * busy / body:.0f}% "
-                         f"(compiled graph, {src or 'graph'} cost: engine totals only)"))
+                         f"(compiled graph, {cost.cost_source or 'graph'} cost: engine totals "
+                         "only)"))
     _lanes(seq, rows)
 
 
@@ -237,11 +202,8 @@ def _base_record(name, prog, t) -> tuple:
         r.dma_bytes = {"inputs": t.hbm_bytes}
         return r, {}
     res = prog.result
-    c = res.program.cols
-    prog_flops = float(c["flops"].sum())
-    mm = sum(float(c["flops"][i]) for i in range(len(res.program))
-             if res.program.opnames[int(c["op"][i])].startswith("nc_matmul")) if prog_flops else 0.0
-    r.model_flops = t.flops * (mm / prog_flops) if prog_flops else 0.0
+    prog_flops = float(res.program.cols["flops"].sum())
+    r.model_flops = t.flops * (res.matmul_flops / prog_flops) if prog_flops else 0.0
     moved = (sum(prog.read_bytes_by_arg.values()) + prog.write_bytes + prog.spill_save_bytes
              + prog.spill_reload_bytes)
     scale = t.hbm_bytes / moved if moved else 0.0
