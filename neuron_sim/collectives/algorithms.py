@@ -48,6 +48,14 @@ def _hop_s(fabric: Fabric, cores) -> float:
     return fabric.efa_hop_s if len(fabric.by_node(cores)) > 1 else fabric.link_hop_s
 
 
+def _per_chip(fabric, cores) -> dict:
+    """chip -> the group's cores on it, in the group's order."""
+    out = {}
+    for c in cores:
+        out.setdefault(fabric.chip_of(c), []).append(c)
+    return out
+
+
 def _ring_bandwidth(fabric: Fabric, cores) -> float:
     ring = fabric.ring_order(cores)
     pairs = list(zip(ring, ring[1:] + ring[:1]))
@@ -84,10 +92,8 @@ def _ring(op, fabric, cores, nbytes):
 
 
 def _kangaring_applies(fabric, cores) -> bool:
-    per_chip = {}
-    for c in cores:
-        per_chip[fabric.chip_of(c)] = per_chip.get(fabric.chip_of(c), 0) + 1
-    return len(per_chip) > 1 and all(n >= 2 and n % 2 == 0 for n in per_chip.values())
+    chips = _per_chip(fabric, cores)
+    return len(chips) > 1 and all(len(v) >= 2 and len(v) % 2 == 0 for v in chips.values())
 
 
 def _kangaring(op, fabric, cores, nbytes):
@@ -102,17 +108,15 @@ def _mesh_bandwidth(fabric: Fabric, cores) -> float:
     """What one rank can send to all others at once: the chip's injection bandwidth shared by
     the group's cores on that chip, divided by the mean hop count (each byte loads that many
     links in a torus: the over-subscription the runtime documents)."""
-    per_chip = {}
-    for c in cores:
-        per_chip[fabric.chip_of(c)] = per_chip.get(fabric.chip_of(c), 0) + 1
-    if len(per_chip) == 1:
+    chips = _per_chip(fabric, cores)
+    if len(chips) == 1:
         return fabric.intra_chip_bytes_per_s
     c0 = cores[0]
     others = [c for c in cores if fabric.chip_of(c) != fabric.chip_of(c0)]
     if len(fabric.by_node(cores)) > 1:     # flat mesh over EFA: the node's EFA, shared
         return fabric.efa_bytes_per_s / max(len(fabric.by_node(cores)[fabric.node_of(c0)]), 1)
     mean_hops = sum(fabric.hops(c0, c) for c in others) / len(others)
-    sharing = max(per_chip.values())
+    sharing = max(len(v) for v in chips.values())
     bw = fabric.injection_bytes_per_s(c0) / sharing / max(mean_hops, 1.0)
     return min(bw, fabric.intra_chip_bytes_per_s)
 
@@ -129,13 +133,6 @@ def _mesh(op, fabric, cores, nbytes):
     if op in ("broadcast", "reduce"):
         return 1, hop + nbytes * (p - 1) / bw
     return None
-
-
-def _per_chip(fabric, cores) -> dict:
-    out = {}
-    for c in cores:
-        out.setdefault(fabric.chip_of(c), []).append(c)
-    return out
 
 
 def _rdh(op, fabric, cores, nbytes):

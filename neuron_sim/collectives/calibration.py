@@ -10,35 +10,21 @@ two ranks, is fitted to the largest message. The fit must then reproduce every p
 from __future__ import annotations
 
 import dataclasses
-import json
-from importlib import resources
 
 from .algorithms import estimate
 from .fabric import fabric_for
 from .links import assumed
 
 
-def c32() -> dict:
-    rows = json.loads(resources.files("neuron_sim.calibrate").joinpath("public.json").read_text())
-    rows = rows["targets"] if isinstance(rows, dict) and "targets" in rows else rows
-    if isinstance(rows, dict):
-        rows = next(v for v in rows.values() if isinstance(v, list))
-    return next(r for r in rows if r.get("id") == "C32")
-
-
-def two_rank_fabric(bytes_per_s: float, instance: str = "trn2.3xlarge"):
-    """A fabric whose two first cores exchange data at `bytes_per_s` (one direction)."""
-    return dataclasses.replace(fabric_for(instance), intra_chip_bytes_per_s=bytes_per_s)
-
-
 def fit_c32(instance: str = "trn2.3xlarge") -> dict:
     """Fitted bandwidth and, per point, measured and modelled microseconds."""
-    row = c32()
-    sizes, measured = row["result"]["bytes"], row["result"]["us"]
+    from ..calibrate import published
+    result = published()["C32"]["result"]
+    sizes, measured = result["bytes"], result["us"]
     fabric = fabric_for(instance)
     # Largest message: t = setup + 2 steps of (hop + S/2 / bw) -> bw = S / (t - setup - 2 hop).
     bw = sizes[-1] / (measured[-1] * 1e-6 - assumed("cc_setup_s") - 2 * fabric.link_hop_s)
-    fabric = two_rank_fabric(bw, instance)
+    fabric = dataclasses.replace(fabric, intra_chip_bytes_per_s=bw)   # cores 0 and 1: one chip
     points = []
     for nbytes, us in zip(sizes, measured):
         model = estimate("all_reduce", nbytes, [0, 1], fabric).seconds * 1e6
