@@ -103,17 +103,17 @@ _FAILED_CHECKS: list = []
 class Collectives:
     """The Python half of one neuron process group (see the module docstring)."""
 
-    def __init__(self, host, group_rank: int, group_size: int, global_ranks):
-        self.host = host
-        self.rank = group_rank
-        self.size = group_size
-        self.global_ranks = tuple(global_ranks)
+    def __init__(self, host, group_rank: int, group_size: int, global_ranks, fabric=None,
+                 cores=None, device=None, check=None):
+        """Defaults: this rank's torchrun placement (`_STATE`); spmd.py gives its own."""
         p = _STATE["placement"]
-        self.fabric = fabric_for(p.instance, p.lnc)
-        self.cores = [_STATE["cores"][r] for r in self.global_ranks]
-        self.device = p.local_rank
+        self.host, self.rank, self.size = host, group_rank, group_size
+        self.global_ranks = tuple(global_ranks)
+        self.fabric = fabric or fabric_for(p.instance, p.lnc)
+        self.cores = cores or [_STATE["cores"][r] for r in self.global_ranks]
+        self.device = p.local_rank if device is None else device
         self.algorithm = settings.get("NEURON_SIM_CC_ALGORITHM")
-        self.check = settings.get("NEURON_SIM_CHECK_COLLECTIVES")
+        self.check = settings.get("NEURON_SIM_CHECK_COLLECTIVES") if check is None else check
 
     # ---- called by _NeuronBackend before every operation -----------------------------------
     def __call__(self, op, inputs, outputs, reduce_op, peer):

@@ -40,7 +40,7 @@ from torch._C._distributed_c10d import FakeProcessGroup
 from neuron_sim.collectives import fabric_for
 from neuron_sim.hardware import get_instance
 
-from .. import _C, settings
+from .. import _C
 from . import backend as _backend
 from .errors import DistributedSetupError
 from .placement import Placement
@@ -58,15 +58,9 @@ class SpmdCollectives(_backend.Collectives):
     cores from the simulated job instead of a torchrun placement."""
 
     def __init__(self, group_rank: int, group_size: int, global_ranks):
-        self.host = None
-        self.rank = group_rank
-        self.size = group_size
-        self.global_ranks = tuple(global_ranks)
-        self.fabric = fabric_for(_JOB["instance"], _JOB["lnc"], _JOB["nodes"])
-        self.cores = list(self.global_ranks)    # rank r on global logical core r
-        self.device = _JOB["device"]
-        self.algorithm = settings.get("NEURON_SIM_CC_ALGORITHM")
-        self.check = False
+        super().__init__(None, group_rank, group_size, global_ranks,
+                         fabric_for(_JOB["instance"], _JOB["lnc"], _JOB["nodes"]),
+                         list(global_ranks), _JOB["device"], check=False)  # rank r on core r
 
     def _check_local(self, op, inputs, outputs):
         # torch's helpers place some tensors on device rank % device_count (DTensor's RNG
