@@ -34,6 +34,12 @@ class Layout:
     def device_of(self, core_id: int) -> int:
         return core_id // len(self.devices[0].core_ids)
 
+    def processes(self) -> list:
+        """The registry's records of processes on this instance and LNC (tools/procs.py)."""
+        from .procs import running
+        return [r for r in running() if r.get("instance") == self.instance
+                and r.get("lnc") == self.lnc]
+
 
 def current(environ=None) -> Layout:
     name = get("NEURON_SIM_INSTANCE", environ)

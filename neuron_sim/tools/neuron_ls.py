@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"neuron-ls: {e}", file=sys.stderr)
         return 2
-    records = [r for r in procs.running() if r.get("instance") == layout.instance and r.get("lnc") == layout.lnc]
+    records = layout.processes()
     if args.json_output:
         print(json.dumps(as_json(layout, records), indent=2))
         return 0

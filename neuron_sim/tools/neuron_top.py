@@ -87,17 +87,13 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"neuron-top: {e}", file=sys.stderr)
         return 2
-
-    def records():
-        return [r for r in procs.running() if r.get("instance") == layout.instance and r.get("lnc") == layout.lnc]
-
     if args.once or not sys.stdout.isatty():
-        print(frame(layout, records()))
+        print(frame(layout, layout.processes()))
         return 0
     n = 0
     try:
         while True:
-            sys.stdout.write("\x1b[H\x1b[2J" + frame(layout, records()) + "\n(Ctrl-C to quit)\n")
+            sys.stdout.write("\x1b[H\x1b[2J" + frame(layout, layout.processes()) + "\n(Ctrl-C to quit)\n")
             sys.stdout.flush()
             n += 1
             if args.iterations and n >= args.iterations:
