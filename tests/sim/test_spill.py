@@ -12,11 +12,15 @@ from neuron_sim.explorer.programs import program_of_result
 from neuron_sim.program import ProgramBuilder
 
 
-def _round_trip(chip="trn2"):
-    b = ProgramBuilder(chip)
-    x = b.hbm("x", (128, 512), "float32")
-    out = b.hbm("out", (128, 512), "float32")
-    t = b.sbuf("t", (128, 512), "float32")
+def _tile_io():
+    """A builder with an fp32 [128, 512] HBM input x and output out, and an SBUF tile t."""
+    b = ProgramBuilder("trn2")
+    return (b, b.hbm("x", (128, 512), "float32"), b.hbm("out", (128, 512), "float32"),
+            b.sbuf("t", (128, 512), "float32"))
+
+
+def _round_trip():
+    b, x, out, t = _tile_io()
     slot = b.spill_slot("t", (128, 512), "float32")
     b.dma_copy(t, x)
     store = b.spill_store(slot, t)
@@ -69,10 +73,7 @@ def test_spill_needs_a_slot_and_an_sbuf_tile():
 
 
 def test_spill_refetch_reads_the_source_again_and_counts_as_a_reload():
-    b = ProgramBuilder("trn2")
-    x = b.hbm("x", (128, 512), "float32")
-    out = b.hbm("out", (128, 512), "float32")
-    t = b.sbuf("t", (128, 512), "float32")
+    b, x, out, t = _tile_io()
     b.dma_copy(t, x)
     b.memset(t, 0.0)                      # the tile's bytes are reused meanwhile
     row = b.spill_refetch(t, x)
