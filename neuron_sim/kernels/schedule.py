@@ -46,9 +46,10 @@ import numpy as np
 from numba import njit
 
 from . import Scratch, drop_stale_caches, without_refcounting
-
+from .indexing import skip_wraparound
 from .timing import KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _stream_fill
 
+skip_wraparound(__name__)   # no negative indexes here: see indexing.py
 
 # Index of the lowest set bit of a byte (a stream's slots are bits of an int64: window <= 63).
 # Walking the set bits this way, rather than every bit, saves a mispredicted branch per empty slot.

@@ -12,6 +12,9 @@ import numpy as np
 from numba import njit
 
 from . import Scratch, drop_stale_caches
+from .indexing import skip_wraparound
+
+skip_wraparound(__name__)   # no negative indexes here: see indexing.py
 
 KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
 

@@ -1,0 +1,63 @@
+"""neuron_sim/kernels/indexing.py: the timing kernels' modules compile array indexes without
+numba's negative-index wraparound; every other module keeps it."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+from numba import njit
+
+from neuron_sim.kernels import indexing
+
+SOURCE = '''
+def last(a):
+    return a[-1]
+
+def at(a, i):
+    return a[i]
+'''
+
+
+def _module(name: str):
+    """A module `name` holding SOURCE's functions, jitted (numba names their code after it)."""
+    mod = types.ModuleType(name)
+    sys.modules[name] = mod
+    exec(compile(SOURCE, f"<{name}>", "exec"), mod.__dict__)
+    for f in ("last", "at"):
+        fn = mod.__dict__[f]
+        fn.__module__ = name
+        mod.__dict__[f] = njit(fn)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def modules():
+    if not indexing.skip_wraparound("neuron_sim.kernels._test_unwrapped"):
+        pytest.skip("this numba's index lowering has another shape: the kernels keep the wraparound")
+    yield _module("neuron_sim.kernels._test_unwrapped"), _module("neuron_sim.kernels._test_wrapped")
+    for name in ("neuron_sim.kernels._test_unwrapped", "neuron_sim.kernels._test_wrapped"):
+        sys.modules.pop(name, None)
+
+
+def _wraps(fn) -> bool:
+    """Whether fn's code adds the array's length to a negative index (a select or add on the
+    sign of the index before the load)."""
+    ir = next(iter(fn.inspect_llvm().values()))
+    return "icmp slt i64" in ir
+
+
+def test_only_registered_modules_skip_the_wraparound(modules):
+    unwrapped, wrapped = modules
+    a = np.arange(5.0)
+    for m in modules:
+        assert m.at(a, 3) == 3.0
+    assert wrapped.last(a) == 4.0              # numba's behaviour kept outside the kernels
+    assert _wraps(wrapped.at) and not _wraps(unwrapped.at)
+
+
+def test_the_timing_kernels_are_registered():
+    import neuron_sim.kernels.schedule  # noqa: F401  (registers on import)
+    import neuron_sim.kernels.timing  # noqa: F401
+    for name in ("neuron_sim.kernels.timing", "neuron_sim.kernels.schedule"):
+        assert indexing._mangled(name) in indexing._PREFIXES
