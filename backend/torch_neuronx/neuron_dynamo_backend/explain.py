@@ -25,35 +25,23 @@ class StepProfile:
     eager_ops_ns: int = 0             # part of device_ns spent in eager ops
 
 
-def _cost_model():
-    import torch_neuronx
-    return torch_neuronx._state.get("cost_model")
-
-
 def measure_step(fn) -> StepProfile:
     """Runs `fn()` once and profiles the simulated time it adds to the current device."""
     import torch_neuronx
     torch.neuron.synchronize()
-    model = _cost_model()
-    has_breakdown = model is not None and hasattr(model, "breakdown")
-    if has_breakdown:
-        model.reset_stats()
+    torch_neuronx.reset_timing_stats()
     metrics.reset_launch_stats()
     start = torch_neuronx.device_time_ns()
     fn()
     torch.neuron.synchronize()
     total = torch_neuronx.device_time_ns() - start
-    graphs = metrics.launch_stats()
+    graphs, eager = metrics.launch_stats(), torch_neuronx.timing_breakdown()
     engines = dict(graphs["engine_ns"])
-    hbm, eager_launches, eager_ns = float(graphs["dma_bytes"]), 0, total - graphs["ns"]
-    if has_breakdown:
-        b = model.breakdown()
-        eager_launches = b["launches"]
-        hbm += b["hbm_bytes"]
-        for e, v in b["engine_ns"].items():
-            engines[e] = engines.get(e, 0) + v
-    return StepProfile(total, eager_launches + graphs["launches"], graphs["launches"],
-                       {e: int(v) for e, v in engines.items()}, hbm, eager_ns)
+    for e, v in eager["engine_ns"].items():
+        engines[e] = engines.get(e, 0) + v
+    return StepProfile(total, eager["launches"] + graphs["launches"], graphs["launches"],
+                       {e: int(v) for e, v in engines.items()},
+                       float(graphs["dma_bytes"]) + eager["hbm_bytes"], total - graphs["ns"])
 
 
 def compare(eager: StepProfile, compiled: StepProfile, launch_ns: float | None = None) -> str:

@@ -22,10 +22,7 @@ _VIEW = {"view", "_unsafe_view", "reshape", "expand", "permute", "t", "transpose
 @dataclass(frozen=True)
 class Value:
     shape: tuple
-    dtype: str          # torch dtype name without "torch."
     nbytes: int         # Trainium bytes: 64-bit types run in 32 bits
-    base: int           # index of the value whose bytes this one views (itself if not a view)
-    is_input: bool
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,6 @@ class Op:
 class GraphSpec:
     values: list = field(default_factory=list)
     ops: list = field(default_factory=list)
-    outputs: tuple = ()  # value indices written back to HBM
 
 
 def _dtype_name(dtype) -> str:
@@ -56,13 +52,10 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
     spec = GraphSpec()
     index_of = {}   # (node, position) -> value index
 
-    def add_value(t, base, is_input) -> int:
+    def add_value(t) -> int:
         shape = tuple(int(s) for s in t.shape)
-        idx = len(spec.values)
-        spec.values.append(Value(shape, _dtype_name(t.dtype),
-                                 math.prod(shape) * _trainium_itemsize(t.dtype),
-                                 idx if base is None else base, is_input))
-        return idx
+        spec.values.append(Value(shape, math.prod(shape) * _trainium_itemsize(t.dtype)))
+        return len(spec.values) - 1
 
     def tensors_of(val):
         if isinstance(val, torch.Tensor):
@@ -88,7 +81,7 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
         val = node.meta.get("val")
         if node.op == "placeholder":
             if isinstance(val, torch.Tensor):
-                index_of[(node, 0)] = add_value(val, None, True)
+                index_of[(node, 0)] = add_value(val)
         elif node.op == "call_function":
             if node.target is operator.getitem:
                 src, pos = node.args
@@ -100,16 +93,11 @@ def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
             name = node.target._schema.name
             base_name = name.split("::", 1)[-1]
             ins = indices(node.args, tuple(node.kwargs.values()))
-            is_view = base_name in _VIEW
             outs = []
             for pos, t in tensors_of(val):
-                base = spec.values[ins[0]].base if (is_view and ins) else None
-                idx = add_value(t, base, False)
-                index_of[(node, pos)] = idx
-                outs.append(idx)
-            spec.ops.append(Op(name, ins, tuple(outs), is_view))
-        elif node.op == "output":
-            spec.outputs = indices(node.args)
+                index_of[(node, pos)] = add_value(t)
+                outs.append(index_of[(node, pos)])
+            spec.ops.append(Op(name, ins, tuple(outs), base_name in _VIEW))
     return spec
 
 
