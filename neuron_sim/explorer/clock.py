@@ -28,7 +28,7 @@ import bisect
 
 import numpy as np
 
-from .trace import is_lane_row, is_op_row
+from .trace import is_lane_row, is_launch_row, is_op_row
 
 CLOCK_KEY = "neuronClock"
 # Assumption: host cost of one eager op on a Trn host (PyTorch dispatch + runtime enqueue).
@@ -43,11 +43,6 @@ def check_clock(clock: str) -> str:
         raise ValueError(f"clock={clock!r}: expected one of {CLOCKS} ('simulated' places rows "
                          "on the simulated device clock, 'wall' keeps the simulator's wall clock)")
     return clock
-
-
-def _is_launch(e: dict) -> bool:
-    return (e.get("ph") == "X" and e.get("cat") == "privateuse1_runtime"
-            and "External id" in (e.get("args") or {}))
 
 
 def mark_clock(trace: dict, clock: str, **info) -> dict:
@@ -78,7 +73,7 @@ def to_simulated_clock(trace: dict, drains_ns=None, host_issue_ns: float = HOST_
 
     # Which launch issued which device row: same correlation id, in order.
     launches = {}
-    for e in sorted((e for e in host if _is_launch(e)), key=lambda e: e["ts"]):
+    for e in sorted((e for e in host if is_launch_row(e)), key=lambda e: e["ts"]):
         launches.setdefault(e["args"]["External id"], []).append(e)
     issue_at = {}          # id(op row) -> wall ts of its issue
     by_corr = {}

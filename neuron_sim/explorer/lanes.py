@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engines import N_COMPUTE_STREAMS, Engine, ENGINE_NAMES
+from ..kernels.timing import _union_length
 
 MAX_SPANS_PER_LANE = 32        # default cap per stream and op
 MIN_GAP_NS = 2.0               # shorter idle gaps are merged: invisible, and below the ~1 ns
@@ -78,7 +79,7 @@ def _merge(start, end, ops, opnames, max_spans, lane):
     spans = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         s0, s1 = float(start[a]), float(reach[b - 1])
-        busy = float(busy_union(zip(start[a:b], end[a:b])))
+        busy = float(_union_length(start[a:b], end[a:b]))
         names, counts = np.unique(ops[a:b], return_counts=True)
         top = sorted(zip(counts, names), key=lambda x: (-x[0], x[1]))[:2]
         what = ", ".join(f"{opnames[int(n)]} x{int(k)}" for k, n in top)
@@ -88,17 +89,6 @@ def _merge(start, end, ops, opnames, max_spans, lane):
         label = what if pct >= 99.5 else f"{what}, {pct:.0f}% busy"
         spans.append(LaneSpan(lane, s0, s1 - s0, label))
     return spans
-
-
-def busy_union(spans) -> float:
-    """Length of the union of (start, end) spans given in order of start."""
-    reach, total = -np.inf, 0.0
-    for s, e in spans:
-        if e <= reach:
-            continue
-        total += e - max(s, reach)
-        reach = e
-    return total
 
 
 def lane_spans(result, *, max_spans: int = MAX_SPANS_PER_LANE, dma: str = "queues") -> list:

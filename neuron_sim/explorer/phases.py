@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import bisect
 
+from .trace import LAUNCH_CATEGORY
+
 PHASES = ("forward", "backward", "optimizer", "other")
 OPTIMIZER_ANNOTATIONS = ("Optimizer.step#", "Optimizer.zero_grad#")
 BACKWARD_ROW = "autograd::engine::evaluate_function"
-LAUNCH_CATEGORY = "privateuse1_runtime"
 
 
 def _scan(events):

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import re
 
-from .lanes import busy_union
+import numpy as np
+
+from ..kernels.timing import _union_length
 from .summary import DMA_KINDS, ENGINES, OpRecord, Summary, summarize
 
 EXPLORER_KEY = "neuronExplorer"
@@ -34,6 +36,15 @@ def is_op_row(e: dict) -> bool:
 def is_lane_row(e: dict) -> bool:
     """An engine-lane row (TensorE, VectorE, a DMA queue...) of a neuron device."""
     return e.get("ph") == "X" and "lane" in (e.get("args") or {})
+
+
+LAUNCH_CATEGORY = "privateuse1_runtime"
+
+
+def is_launch_row(e: dict) -> bool:
+    """The host side of a device launch (`neuron::launch`, on the issuing thread)."""
+    return (e.get("ph") == "X" and e.get("cat") == LAUNCH_CATEGORY
+            and "External id" in (e.get("args") or {}))
 
 
 def device_events(trace: dict):
@@ -155,7 +166,8 @@ def summary_from_trace(trace: dict) -> Summary:
             dma_spans.append((ts, ts + dur * frac))
         elif lane in busy:
             busy[lane] += dur * frac
-    busy["DMA"] = busy_union(sorted(dma_spans))
+    spans = np.array(dma_spans, dtype=float).reshape(-1, 2)
+    busy["DMA"] = float(_union_length(spans[:, 0], spans[:, 1]))
     total = sum(r.device_ns for r in recs.values())
     # engine time is known only region-wide: give it to one pseudo-record
     carrier = OpRecord("(engine lanes)", 0, 0.0, engine_ns=busy)

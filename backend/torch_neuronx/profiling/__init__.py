@@ -15,8 +15,8 @@ import os
 
 from .config import NeuronConfig, ProfileMode
 from .hook import LANE_SETTINGS, OPTIONS as lane_options, session_programs
-from .profiler import (NeuronProfiler, add_analysis_fields, device_rows, drop_lane_events,
-                       explorer_summary, prepare_trace, profile_call)
+from .profiler import (NeuronProfiler, add_analysis_fields, drop_lane_events, explorer_summary,
+                       prepare_trace, profile_call)
 
 # Holistic Trace Analysis rounds float timestamps to whole microseconds (start up, end down, a
 # workaround for overlapping nanosecond rows): a 0.4 us kernel becomes -1 us. Our traces trim
@@ -25,5 +25,5 @@ os.environ.setdefault("HTA_DISABLE_NS_ROUNDING", "1")
 
 
 __all__ = ["NeuronConfig", "ProfileMode", "NeuronProfiler", "explorer_summary", "profile_call",
-           "device_rows", "lane_options", "LANE_SETTINGS", "add_analysis_fields", "prepare_trace",
+           "lane_options", "LANE_SETTINGS", "add_analysis_fields", "prepare_trace",
            "session_programs", "drop_lane_events"]

@@ -30,8 +30,9 @@ from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_r
 from neuron_sim.explorer.clock import check_clock, mark_clock, to_simulated_clock
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
-from neuron_sim.explorer.phases import (BACKWARD_ROW, LAUNCH_CATEGORY, OPTIMIZER_ANNOTATIONS,
-                                        phase_breakdown, row_phases)
+from neuron_sim.explorer.phases import (BACKWARD_ROW, OPTIMIZER_ANNOTATIONS, phase_breakdown,
+                                        row_phases)
+from neuron_sim.explorer.trace import LAUNCH_CATEGORY, is_launch_row
 
 from . import advice
 from .config import NeuronConfig, ProfileMode
@@ -52,19 +53,6 @@ MODE_OUTPUT = {
 def _cost_model():
     from .. import _state
     return _state["cost_model"]
-
-
-def device_rows(prof) -> list:
-    """[(name, ns)] of the neuron op rows (not the lanes) a finished profile holds."""
-    rows = []
-    res = getattr(prof.profiler, "kineto_results", None) if prof.profiler else None
-    if res is None:
-        return rows
-    cpu = torch.autograd.DeviceType.CPU
-    for ev in res.events():
-        if ev.device_type() != cpu and not _is_lane(ev):
-            rows.append((ev.name(), int(ev.end_ns() - ev.start_ns())))
-    return rows
 
 
 def _is_lane(ev) -> bool:
@@ -174,10 +162,8 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
     torch.neuron.synchronize()
     if trace is None and prof is not None:
         trace = phase_trace(prof)
-        if rows is None and trace is not None:      # the same rows device_rows(prof) gives
-            rows = trace_rows([e for e in trace["traceEvents"] if is_op_row(e)])
-    if rows is None:
-        rows = device_rows(prof) if prof is not None else None
+    if rows is None and prof is not None:   # the region's device op rows (none without Kineto)
+        rows = trace_rows([e for e in trace["traceEvents"] if is_op_row(e)]) if trace else []
     recs = session_records(rows)
     m = _cost_model()
     chip, lnc = m.chip, m.lnc
@@ -274,12 +260,6 @@ def add_analysis_fields(trace: dict) -> dict:
     return trace
 
 
-def is_launch_row(e: dict) -> bool:
-    """The host side of a device launch (`neuron::launch`, on the issuing thread)."""
-    return (e.get("ph") == "X" and e.get("cat") == "privateuse1_runtime"
-            and "External id" in (e.get("args") or {}))
-
-
 def _trim_overlaps(trace: dict) -> None:
     """Device rows of one thread are flat (serial ops, merged lane spans), but timestamps in
     microseconds of a ~1e12 us clock keep only about 1 ns, so neighbours can overlap by a
@@ -305,9 +285,8 @@ def set_clock(trace: dict, clock: str) -> dict:
 
 
 def trace_rows(ops) -> list:
-    """[(name, ns)] of a trace's device op rows, as device_rows gives them for a profile (read
-    from the trace, which the exporter has parsed already: walking the profile's events again
-    costs seconds on a long profile)."""
+    """[(name, ns)] of a trace's device op rows (read from the trace, which the exporter has
+    parsed already: walking the profile's events again costs seconds on a long profile)."""
     return [(e["name"], int(round(float(e["dur"]) * 1e3))) for e in ops]
 
 
