@@ -103,6 +103,13 @@ def _step_ends(phased) -> list:
             if p == "optimizer" and (k + 1 == len(phased) or phased[k + 1][1] != "optimizer")]
 
 
+def _retimed(title, detail, metric, saving_ns, **more) -> dict:
+    """A recommendation whose saving is re-timed (`more`: "per", "recommended")."""
+    return {"title": title, "detail": detail, "metric": metric,
+            "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
+            "saving_ns": saving_ns, "checked": "re-timed", **more}
+
+
 def _model():
     from .. import _state
     torch.neuron.synchronize()
@@ -153,15 +160,13 @@ def fused_optimizer(phased, total_ns: float):
     if saving * steps < MIN_SAVING_SHARE * total_ns:
         return None
     cls = classes[0]
-    return {"title": f"Use the fused {cls} (fused=True)",
-            "detail": (f"torch.optim.{cls} runs about eight element-wise ops per parameter on the "
-                       f"device: {opt_ns / steps / 1e6:.3f} ms of each step. Re-timed with "
-                       f"torch.optim.{cls}(..., fused=True) (one _fused_{cls.lower()}_ kernel over "
-                       f"all parameters), each step is {saving / 1e6:.3f} ms shorter "
-                       f"({100 * saving * steps / total_ns:.0f}% of device time)."),
-            "metric": f"optimizer {100 * opt_ns / total_ns:.0f}% of device time",
-            "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
-            "saving_ns": saving, "checked": "re-timed"}
+    return _retimed(f"Use the fused {cls} (fused=True)",
+                    (f"torch.optim.{cls} runs about eight element-wise ops per parameter on the "
+                     f"device: {opt_ns / steps / 1e6:.3f} ms of each step. Re-timed with "
+                     f"torch.optim.{cls}(..., fused=True) (one _fused_{cls.lower()}_ kernel over "
+                     f"all parameters), each step is {saving / 1e6:.3f} ms shorter "
+                     f"({100 * saving * steps / total_ns:.0f}% of device time)."),
+                    f"optimizer {100 * opt_ns / total_ns:.0f}% of device time", saving)
 
 
 def sync_points(phased, total_ns: float):
@@ -202,16 +207,14 @@ def sync_points(phased, total_ns: float):
     if saving < MIN_SAVING_SHARE * step_ns:
         return None
     per_step = drains / max(steps_seen, 1)
-    return {"title": "Synchronise once per step",
-            "detail": (f"The device queue drained {per_step:.1f} times per step: each sync point "
-                       "(.item(), printing or branching on a device tensor, "
-                       "torch.neuron.synchronize(), an op run on the CPU) ends the group of ops "
-                       "Adaptive Eager Execution fuses and launches together. Re-timed with one "
-                       f"drain per step, each step is {saving / 1e6:.3f} ms shorter "
-                       f"({100 * saving / step_ns:.0f}% of a step)."),
-            "metric": f"{per_step:.1f} drains per step",
-            "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
-            "saving_ns": saving, "checked": "re-timed"}
+    return _retimed("Synchronise once per step",
+                    (f"The device queue drained {per_step:.1f} times per step: each sync point "
+                     "(.item(), printing or branching on a device tensor, "
+                     "torch.neuron.synchronize(), an op run on the CPU) ends the group of ops "
+                     "Adaptive Eager Execution fuses and launches together. Re-timed with one "
+                     f"drain per step, each step is {saving / 1e6:.3f} ms shorter "
+                     f"({100 * saving / step_ns:.0f}% of a step)."),
+                    f"{per_step:.1f} drains per step", saving)
 
 
 RETIMED_STEPS = 2      # latest optimizer steps the bf16 advice re-times (cold programs: seconds)
@@ -274,17 +277,14 @@ def bf16_autocast(phased, total_ns: float):
     step_ns = charged / steps
     per = "step" if ends else "profiled region"
     verb = "shorter" if saving >= 0 else "longer"
-    rec = {"title": "Train in bf16: torch.autocast('neuron', dtype=torch.bfloat16)",
-           "detail": (f"Re-timed with the step's matmuls in bf16 (autocast's op lists) and the "
-                      f"{casts / steps:.0f} casts autocast and autograd add "
-                      f"({cast_ns / steps / 1e6:.3f} ms), each {per} is "
-                      f"{abs(saving) / 1e6:.3f} ms {verb} ({100 * abs(saving) / step_ns:.0f}% of "
-                      f"the {per}). Parameters, gradients and the optimizer stay float32."),
-           "metric": f"{casts / steps:.0f} casts per {per}",
-           "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
-           "saving_ns": saving, "checked": "re-timed", "per": per,
-           "recommended": saving >= MIN_SAVING_SHARE * step_ns}
-    return rec
+    return _retimed("Train in bf16: torch.autocast('neuron', dtype=torch.bfloat16)",
+                    (f"Re-timed with the step's matmuls in bf16 (autocast's op lists) and the "
+                     f"{casts / steps:.0f} casts autocast and autograd add "
+                     f"({cast_ns / steps / 1e6:.3f} ms), each {per} is "
+                     f"{abs(saving) / 1e6:.3f} ms {verb} ({100 * abs(saving) / step_ns:.0f}% of "
+                     f"the {per}). Parameters, gradients and the optimizer stay float32."),
+                    f"{casts / steps:.0f} casts per {per}", saving, per=per,
+                    recommended=saving >= MIN_SAVING_SHARE * step_ns)
 
 
 COMPILE = "Compile the forward and loss: torch.compile(backend='neuron')"
@@ -321,17 +321,15 @@ def compiled_step(phased, total_ns: float):
     step_ns = charged / steps
     per = "step" if ends else "profiled region"
     verb = "shorter" if saving >= 0 else "longer"
-    return {"title": COMPILE,
-            "detail": (f"Re-timed with the forward (and the loss) and the backward as "
-                       f"{graphs / steps:.0f} compiled graphs per {per}, one program and one "
-                       f"launch each (the optimizer as profiled), each {per} is "
-                       f"{abs(saving) / 1e6:.3f} ms {verb} ({100 * abs(saving) / step_ns:.0f}% "
-                       f"of the {per}). Compile the function that returns the loss (a model "
-                       "that computes its own loss: the model)."),
-            "metric": f"{graphs / steps:.0f} graphs per {per}",
-            "threshold": f"re-timed saving >= {100 * MIN_SAVING_SHARE:.0f}%",
-            "saving_ns": saving, "checked": "re-timed", "per": per,
-            "recommended": saving >= MIN_SAVING_SHARE * step_ns}
+    return _retimed(COMPILE,
+                    (f"Re-timed with the forward (and the loss) and the backward as "
+                     f"{graphs / steps:.0f} compiled graphs per {per}, one program and one "
+                     f"launch each (the optimizer as profiled), each {per} is "
+                     f"{abs(saving) / 1e6:.3f} ms {verb} ({100 * abs(saving) / step_ns:.0f}% "
+                     f"of the {per}). Compile the function that returns the loss (a model "
+                     "that computes its own loss: the model)."),
+                    f"{graphs / steps:.0f} graphs per {per}", saving, per=per,
+                    recommended=saving >= MIN_SAVING_SHARE * step_ns)
 
 
 # Every re-timed recommendation by its function's name, in the order the summary tries them

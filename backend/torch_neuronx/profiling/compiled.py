@@ -22,11 +22,7 @@ ops of the forward and backward phases into those graphs:
 - functionalization: a copy followed by an in-place op on the copy (`masked_fill` is `clone` +
   `masked_fill_` on the eager queue) is the out-of-place op, as AOT's graph has it.
 
-Against the measured compiled step (tests/profiler/test_advice.py): demo GPT (fused AdamW, batch
-8) eager 2.021 ms, re-timed 1.697, compiled 1.668 ms (saving predicted 0.324, measured 0.353);
-MLP 256-512-256 on 64 rows, loss compiled with it: eager 0.069, re-timed 0.153, compiled
-0.153 ms (two graph launches and the gradient seed's own launch cost more than AEE's few fused
-groups)."""
+Measured against the compiled step: README.md ("torch.compile")."""
 
 from __future__ import annotations
 
