@@ -231,6 +231,15 @@ class ProgramBuilder:
         self._psum = PartitionAllocator("PSUM", c.psum_bytes_per_partition, c.name,
                                         bank_bytes=c.psum_bank_bytes_per_partition)
 
+    def __del__(self):
+        # the columns of the rows written go to the next builder (repeat.Segments.recycle),
+        # once what still sees them is gone: the loops kept as precedents. (A builder whose
+        # __init__ failed has no columns.)
+        segs = self.__dict__.get("_segs")
+        if segs is not None:
+            self._precedents = None
+            segs.recycle()
+
     # ---- tensors --------------------------------------------------------------------------
     def hbm(self, name: str, shape, dtype) -> Tensor:
         t = Tensor(name, Memory.HBM, shape, dtype)

@@ -21,6 +21,7 @@ shifted by the steps. The program is the one the plain loop builds: the dependen
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import Counter
 
 import numpy as np
@@ -53,11 +54,34 @@ class Seg:
 
 
 _ROW_FIELDS = ("rid", "base", "cls")
+_PTR_FIELDS = ("x_ptr", "acc_ptr")      # one entry more than rows
 _ACC_FIELDS = ("track", "write", "box", "pst", "off")
+_GROUPS = (_ROW_FIELDS + _PTR_FIELDS, ("x_idx",), _ACC_FIELDS)   # by capacity: rows, deps, accesses
 # Entries a column grows to at least once the first 1024 rows are full: address space only
 # (np.empty maps it, pages are touched as rows are written), so a big program writes its rows
 # once instead of copying them at each growth
 GROW_MIN = 1 << 20
+
+
+# Columns of Segments whose builders are gone (Segments.recycle), one per column name, for the
+# next Segments: a fresh page costs a fault and the kernel's zero fill on first touch (~2.5 us
+# per 4 KiB page here; a 90k-row program's scratch columns are ~3k pages), a reused one neither.
+# What the spare columns touched stays resident meanwhile (~11 MB after a 90k-row program).
+_SPARE: dict = {}
+
+
+def _spare_cap(f) -> int:
+    """The capacity (rows, deps or accesses) of the spare column f (0: none)."""
+    a = _SPARE.get(f)
+    return 0 if a is None else a.shape[0] - (f in _PTR_FIELDS)
+
+
+def _column(f, size, shape=()) -> np.ndarray:
+    """An int64 column named f of `size` entries: the spare one if it is that long."""
+    a = _SPARE.pop(f, None)       # one atomic step: safe when builders in threads ask at once
+    if a is not None and a.shape == (size,) + shape:
+        return a
+    return np.empty((size,) + shape, np.int64)
 
 
 class Segments:
@@ -87,28 +111,42 @@ class Segments:
         return self.n, self.nx, self.na
 
     def _grow(self, cap) -> None:
-        """Columns of capacities `cap` (rows, deps, accesses) holding what was written."""
-        def moved(old, size, used, shape=()):
-            new = np.empty((size,) + shape, np.int64)
-            if old is not None:
-                new[:used] = old[:used]
-            return new
+        """Columns of capacities at least `cap` (rows, deps, accesses) holding what was written:
+        of a spare column's capacity when that is more (_SPARE; the fresh columns beside it are
+        address space until written)."""
+        def moved(f, size, used, shape=()):
+            new = _column(f, size, shape)
+            if not first:
+                new[:used] = getattr(self, f)[:used]
+            setattr(self, f, new)
         first = self._cap[0] == 0
+        cap = [max([c] + [_spare_cap(f) for f in fields]) if c != old else c
+               for c, old, fields in zip(cap, self._cap, _GROUPS)]
         if cap[0] != self._cap[0]:
             for f in _ROW_FIELDS:
-                setattr(self, f, moved(None if first else getattr(self, f), cap[0], self.n))
-            for f in ("x_ptr", "acc_ptr"):
-                setattr(self, f, moved(None if first else getattr(self, f), cap[0] + 1,
-                                       self.n + 1))
+                moved(f, cap[0], self.n)
+            for f in _PTR_FIELDS:
+                moved(f, cap[0] + 1, self.n + 1)
             if first:
                 self.x_ptr[0] = self.acc_ptr[0] = 0
         if cap[1] != self._cap[1]:
-            self.x_idx = moved(None if first else self.x_idx, cap[1], self.nx)
+            moved("x_idx", cap[1], self.nx)
         if cap[2] != self._cap[2]:
             for f in _ACC_FIELDS:
-                setattr(self, f, moved(None if first else getattr(self, f), cap[2], self.na,
-                                       (4,) if f == "box" else ()))
+                moved(f, cap[2], self.na, (4,) if f == "box" else ())
         self._cap = cap
+
+    def recycle(self) -> None:
+        """Hand the columns to the next Segments (_SPARE) and forget them: for a builder that is
+        gone. A column something still sees through a view (a Program's LazyEmits) stays
+        with it."""
+        for f in sum(_GROUPS, ()):
+            a = getattr(self, f)
+            setattr(self, f, None)
+            # references: `a` and getrefcount's argument; each view of the column adds one
+            if sys.getrefcount(a) == 2 and a.shape[0] >= GROW_MIN:
+                _SPARE[f] = a
+        self._cap = [0, 0, 0]
 
     def advance(self, rows, xs, accs, synthetic) -> None:
         """Count rows, deps and accesses written after reserve() as one more segment."""
@@ -388,11 +426,10 @@ def _renaming(pre: Precedent, its: list, tensors: list):
         return None
     renamed = {x: y for x, y in forward.items() if x != y}
     track = pre.t.track
-    seen = np.array(sorted(forward), np.int64)
     for x, y in renamed.items():
         if tensors[y] is None or (y not in forward and (track == y).any()):
             return None
-        if not np.isin(track[:, (track == x).any(axis=0)], seen).all():
+        if not forward.keys() >= set(track[:, (track == x).any(axis=0)].ravel().tolist()):
             return None
     return renamed
 

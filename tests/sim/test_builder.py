@@ -4,6 +4,8 @@ reference (`ProgramBuilder._auto`, NEURON_SIM_REFERENCE=1). Same columns, depend
 same-stream order edges, on calibration programs, NKI kernels, spills, semaphores and explicit
 dependencies."""
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -457,3 +459,18 @@ def test_same_step_kernel_equals_its_numpy_reference():
                 b[wrong].reshape(-1)[-1] += 1
             want = _same_step_reference(*a, *b, *d)
             assert want == (wrong is None) and _same_step(*a, *b, *d) == want
+
+
+def test_recycled_columns_leave_built_programs_intact():
+    """A builder that is gone hands its columns to the next one (repeat.Segments.recycle: fewer
+    fresh pages), but not those a Program still sees (its LazyEmits' views): an earlier
+    program's operands are the same after later builds write into the recycled columns."""
+    first = PROGRAMS["C8 with spills"]()
+    assert _written_in_bulk(first)
+    seen = _operands(first)
+    assert "box" in R._SPARE and "pst" not in R._SPARE      # pst: first.emits reads it
+    box = weakref.ref(R._SPARE["box"])      # (a reference would keep it from the pool)
+    again = PROGRAMS["C8 with spills"]()
+    assert R._SPARE["box"] is box()                         # used by the second, handed back
+    assert _operands(first) == seen == _operands(again)
+    _equal(first, again)
