@@ -33,17 +33,5 @@ def program_of_result(result, name: str = "program", sbuf_peak: int = 0, psum_pe
         arg_of_tensor = {t: 0 for t, k in first.items() if k == "r"}
         outputs = {t for t, k in first.items() if k == "w" and t not in read_after_write}
         # a tensor first written then read is scratch: classify_dma finds it
-        reads, write, save, reload = classify_dma(prog, arg_of_tensor, set())
-        # classify_dma counted writes of never-read outputs as spill saves: move them back
-        ws = _writes_to(prog, outputs)
-        save -= ws
-        write += ws
+        reads, write, save, reload = classify_dma(prog, arg_of_tensor, outputs)
     return OpProgram(name, result, sbuf_peak, psum_peak, reads, write, save, reload)
-
-
-def _writes_to(prog, ids) -> float:
-    total = 0.0
-    for i, e in enumerate(prog.emits or ()):
-        if e is not None and e.dma is not None and e.writes and e.writes[0].tensor.id in ids:
-            total += float(prog.cols["dma_bytes"][i])
-    return total
