@@ -3,8 +3,7 @@ the Summary (active %, HFU/MFU/MBU, DMA bytes by kind, peaks, verdict, recommend
 saved trace back, and matplotlib figures (plots.py, imported on demand)."""
 
 from .lanes import LaneSpan, lane_spans
-from ..trace.op_program import OpProgram
-from .programs import program_of_result
+from ..trace.op_program import OpProgram, program_of_result
 from .summary import (DMA_KINDS, ENGINES, OpRecord, Summary, format_text, record_of_program,
                       summarize, summarize_result)
 from .trace import (EXPLORER_KEY, compact_trace, device_events, is_lane_row, is_op_row, load_trace,

@@ -266,7 +266,7 @@ def summarize(records, *, chip: str, peak_flops: float, hbm_bytes_per_s: float,
 
 
 def record_of_program(op_program, name: str | None = None, *, model_flops=None) -> OpRecord:
-    """An OpRecord of one simulated program (an explorer.programs.OpProgram)."""
+    """An OpRecord of one simulated program (a trace.op_program.OpProgram)."""
     res = op_program.result
     flops = float(res.program.cols["flops"].sum())
     mflops = res.matmul_flops if model_flops is None else model_flops
@@ -282,7 +282,7 @@ def record_of_program(op_program, name: str | None = None, *, model_flops=None) 
 def summarize_result(result, *, name: str = "program", model_flops=None, sbuf_peak: int = 0,
                      psum_peak: int = 0) -> Summary:
     """Summary of one simulated program (`neuron_sim.simulate(...)`): a single call."""
-    from .programs import program_of_result
+    from ..trace.op_program import program_of_result
     chip = result.chip
     rec = record_of_program(program_of_result(result, name, sbuf_peak, psum_peak), name,
                             model_flops=model_flops)

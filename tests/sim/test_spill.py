@@ -8,7 +8,7 @@ import pytest
 import neuron_sim
 from neuron_sim.calibrate import programs as P
 from neuron_sim.errors import ProgramError
-from neuron_sim.explorer.programs import program_of_result
+from neuron_sim.explorer import program_of_result
 from neuron_sim.program import ProgramBuilder
 
 
