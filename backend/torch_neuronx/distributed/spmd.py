@@ -17,15 +17,9 @@ touching the data. Output buffers keep whatever they held: results are not the j
 simulated time is). With a compiled graph running (its ops are not charged one by one) the
 collective is charged as part of the graph: no stand-alone launch floor.
 
-Symmetric ranks (data parallel, FSDP, tensor parallel over equal shards) run the same program, so
-one rank gives the job's step time. Asymmetric work is simulated once per distinct role:
-pipeline stages each run as their own `simulate_rank` (the rank of that stage), and the step is
-the schedule over the stage times (1F1B: (microbatches + stages - 1) x the slowest stage, plus
-the send/recv of activations, which `neuron_sim.collectives.estimate("send_recv", ...)` times);
-a rank that arrives late at a collective makes the others wait, so the slowest role sets each
-collective's start. MoE imbalance is a declared routing distribution: the busiest rank's token
-count is the one to simulate (torch_neuronx.estimate takes it as an assumption), since every
-all-to-all waits for it. None of this is automatic: it is what the caller composes.
+Symmetric ranks give the job's step from one rank; pipeline stages and MoE imbalance are
+simulated once per distinct role and composed by the caller (docs/distributed.md, "One rank of a
+large job, from one process").
 """
 
 from __future__ import annotations

@@ -105,11 +105,7 @@ def _cpu_positions(example_inputs) -> list:
 def _retarget_devices(gm: torch.fx.GraphModule, device: torch.device) -> None:
     """Tensors the graph creates on the CPU are created on `device` instead."""
     def swap(a):
-        if isinstance(a, torch.device) and a.type == "cpu":
-            return device
-        if a == "cpu":
-            return device
-        return a
+        return device if a == "cpu" or isinstance(a, torch.device) and a.type == "cpu" else a
     for node in gm.graph.nodes:
         if node.op in ("call_function", "call_method"):
             node.args = torch.fx.node.map_aggregate(node.args, swap)
