@@ -3,18 +3,8 @@ active %, HFU / MFU / MBU, DMA bytes by kind, SBUF / PSUM / HBM peaks, top ops, 
 bounds the region, and 2-4 recommendations triggered by thresholds.
 
 The summary is plain data (`Summary.to_dict()` is JSON): the profiler writes it next to (and
-inside) `trace.json`, and `neuron-sim explorer trace.json` reads it back. Definitions follow
-neuron_sim/trace/summary.py (and Neuron Explorer's Summary Viewer, anchors.md section 1.4):
-
-- engine active %: busy time of the engine / total device time;
-- HFU = TensorE FLOPs / (total time x BF16 peak); MFU = model FLOPs / (same); model FLOPs are the
-  matmul FLOPs unless the caller knows better;
-- MBU = HBM bytes / (total time x the HBM bandwidth of one core's stack);
-- DMA bytes by kind: inputs (activations read), weights (the weight operand of matmul-family ops,
-  a positional heuristic: the eager queue carries no parameter identity), intermediates (reads of
-  a tensor an earlier device op of the region wrote, matched by storage, offset and layout), outputs
-  (writes of results), spill_save / spill_reload (an HBM scratch tensor written then read back
-  inside one program).
+inside) `trace.json`, and `neuron-sim explorer trace.json` reads it back. Its definitions (those of
+neuron_sim/trace/summary.py and Neuron Explorer's Summary Viewer) and the DMA kinds: README.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """`torch.compile(model, backend="neuron")`: Dynamo graph -> AOT Autograd (separate forward and
-backward ATen graphs, no Inductor) -> one simulated program per graph.
-
-Running a compiled graph: its ATen ops execute on the neuron tensors (CPU kernels on device
-memory, so numerics are eager's) with per-op charging switched off on this thread, then the
-graph is charged ONCE to the current stream with its simulated time (`graph_cost`). Compiling
-a graph costs simulated compile time, reported in `get_dynamo_metrics()` and never charged
-to the device clock; the result is kept in the persistent cache (`cache`).
-
-TorchNeuron's rules (API reference section 4): static shapes only (dynamic=True is rejected,
-a new shape recompiles), `mode` other than default warns and runs default, the compile-failure
-policy of TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION / `fallback_execution`, CPU inputs copied
-to the device and outputs left there.
+backward ATen graphs, no Inductor) -> one simulated program per graph, charged once per launch
+(`_launcher`), with TorchNeuron's rules (static shapes, `mode`, the compile-failure policy, CPU
+inputs). How a compiled graph runs and the rules: README.md.
 """
 
 from __future__ import annotations

@@ -5,13 +5,8 @@ and the simulator's lowering.
 simulated time of the graph as ONE program on one logical core, with the busy time of each
 engine, HBM bytes and spills. Only this function changes when the lowering does.
 
-The graph's ops are lowered with `lower_sequence` into ONE ISA program (tensor identity from
-the FX graph, so an intermediate a later op reads stays in SBUF when it fits; only graph outputs
-are stored to HBM) and timed by `neuron_sim.simulate`, plus one program launch. Ops with no
-lowering rule are timed by the lowering's roofline `estimate` and added in series (counted in
-`estimated_ops`). Spills and the SBUF peak are the lowering's (intermediates read back from HBM;
-the largest SBUF footprint of its programs); `ops`, `eager_*` and `model_flops` describe the
-graph (`analytic.graph_facts`).
+How: README.md, "How a graph is timed"; `ops`, `eager_*` and `model_flops` describe the graph
+(`analytic.graph_facts`).
 """
 
 from __future__ import annotations
