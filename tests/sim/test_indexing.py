@@ -5,6 +5,7 @@ import sys
 import types
 
 import numpy as np
+import numba
 import pytest
 from numba import njit
 
@@ -33,6 +34,8 @@ def _module(name: str):
 
 @pytest.fixture(scope="module")
 def modules():
+    if numba.config.DISABLE_JIT:
+        pytest.skip("NUMBA_DISABLE_JIT: nothing is compiled, indexes wrap as in Python")
     if not indexing.skip_wraparound("neuron_sim.kernels._test_unwrapped"):
         pytest.skip("this numba's index lowering has another shape: the kernels keep the wraparound")
     yield _module("neuron_sim.kernels._test_unwrapped"), _module("neuron_sim.kernels._test_wrapped")
