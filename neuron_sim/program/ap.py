@@ -155,8 +155,26 @@ class Tensor:
         hbm = self.memory is _HBM
         if not hbm and p_step != 1:
             raise IndexError(f"{self.name}: partition ranges are contiguous (step 1) [ArchV2]")
-        return AccessPattern(self.base, self.partition_start + p_start, p_size, offset,
-                             tuple(dims), strides[0] * p_step if hbm else p_step)
+        # the pattern's box and record (AccessPattern._footprint, record()) made here, while the
+        # dims are at hand: every sliced pattern is an operand the builder records
+        lo = hi = offset
+        for size, stride in dims:
+            reach = (size - 1) * stride
+            if reach < 0:
+                lo += reach
+            else:
+                hi += reach
+        p_start += self.partition_start
+        if hbm:
+            p_stride = strides[0] * p_step
+            row0 = p_start * self.base._strides[0]
+            box = (0, 1, row0 + lo, row0 + (p_size - 1) * p_stride + hi + 1)
+        else:
+            p_stride = p_step
+            box = (p_start, p_start + p_size, lo, hi + 1)
+        ap = AccessPattern(self.base, p_start, p_size, offset, tuple(dims), p_stride, box)
+        object.__setattr__(ap, "_rec", box + (p_start, offset))
+        return ap
 
     def __repr__(self):
         return f"Tensor({self.name!r}, {self.memory.name}, {self.shape}, {self.dtype})"

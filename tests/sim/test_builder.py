@@ -474,3 +474,35 @@ def test_recycled_columns_leave_built_programs_intact():
     assert R._SPARE["box"] is box()                         # used by the second, handed back
     assert _operands(first) == seen == _operands(again)
     _equal(first, again)
+
+
+def test_sliced_patterns_carry_the_box_and_record_of_their_footprint():
+    """Tensor.__getitem__ makes each pattern's box and record as it slices; they equal what
+    AccessPattern._footprint / record() compute from the pattern's fields (the reference), for
+    HBM, SBUF and PSUM tensors, views, partition offsets, ints, steps and empty ranges."""
+    import random
+    from neuron_sim.program.ap import Memory, Tensor
+    rng = random.Random(0)
+    tensors = [Tensor("t", m, s, "float32") for m in Memory
+               for s in [(128,), (64, 512), (128, 8, 2048), (16, 4, 6, 10)]]
+    tensors += [Tensor("p", Memory.SBUF, (64, 8, 512), "float32", 1024, 32)]
+    tensors += [tensors[-1].view((32, 4, 128))]
+    checked = 0
+    for t in tensors:
+        for _ in range(300):
+            idx = []
+            for d, n in enumerate(t.shape):
+                r = rng.random()
+                step = rng.choice([None, 1, 2, 3]) if d or t.memory == Memory.HBM else None
+                idx.append(rng.randrange(-n, n) if r < 0.3 else slice(None) if r < 0.5 else
+                           slice(rng.randrange(-n, n + 2), rng.randrange(-n, n + 3), step))
+            try:
+                ap = t[tuple(idx[:rng.randrange(1, len(idx) + 1)])]
+            except IndexError:
+                continue
+            made = ap._box, ap._rec
+            object.__setattr__(ap, "_box", None)
+            object.__setattr__(ap, "_rec", None)
+            assert (ap.box(), ap.record()) == made
+            checked += 1
+    assert checked > 1000
