@@ -108,21 +108,16 @@ class Fabric:
         """Latency one algorithm step between cores a and b adds (EFA or inside an instance)."""
         return self.efa_hop_s if self.node_of(a) != self.node_of(b) else self.link_hop_s
 
-    def torus_dims_spanned(self, cores) -> int:
-        """How many torus dimensions (rows, columns, instances) a group's chips differ in."""
-        if self.kind != "torus":
-            return 0
-        coords = [self._coords(self.chip_of(c)) for c in cores]
-        return sum(len({f(x) for x in coords}) > 1
-                   for f in (lambda x: x[1][0], lambda x: x[1][1], lambda x: x[0]))
-
     def ring_channels(self, cores) -> int:
-        """Concurrent rings a collective over `cores` runs: two per torus dimension the group
-        spans (see links.py torus_ring_channels), at most one per port; one on a switch."""
-        dims = self.torus_dims_spanned(cores)
-        if dims == 0:
+        """Concurrent rings a collective over `cores` runs: two per torus dimension (rows,
+        columns, instances) its chips differ in (see links.py torus_ring_channels), at most one
+        per port; one on a switch or a single chip."""
+        if self.kind != "torus":
             return 1
-        return min(self.ports, assumed("torus_ring_channels") * dims)
+        coords = [self._coords(self.chip_of(c)) for c in cores]
+        dims = sum(len({f(x) for x in coords}) > 1
+                   for f in (lambda x: x[1][0], lambda x: x[1][1], lambda x: x[0]))
+        return min(self.ports, assumed("torus_ring_channels") * dims) if dims else 1
 
     def ring_order(self, cores) -> list:
         """The group in ring order: nodes, then chips in snake order over the torus, then cores
