@@ -78,8 +78,9 @@ def _spare_cap(f) -> int:
 
 def _column(f, size, shape=()) -> np.ndarray:
     """An int64 column named f of `size` entries: the spare one if it is that long."""
-    a = _SPARE.pop(f, None)       # one atomic step: safe when builders in threads ask at once
-    if a is not None and a.shape == (size,) + shape:
+    a = _SPARE.get(f)
+    # pop is one atomic step: of builders in threads asking at once, one gets the spare
+    if a is not None and a.shape == (size,) + shape and _SPARE.pop(f, None) is a:
         return a
     return np.empty((size,) + shape, np.int64)
 
@@ -112,15 +113,16 @@ class Segments:
 
     def _grow(self, cap) -> None:
         """Columns of capacities at least `cap` (rows, deps, accesses) holding what was written:
-        of a spare column's capacity when that is more (_SPARE; the fresh columns beside it are
-        address space until written)."""
+        past GROW_MIN, of a spare column's capacity when that is more (_SPARE; the fresh columns
+        beside it are address space until written)."""
         def moved(f, size, used, shape=()):
             new = _column(f, size, shape)
             if not first:
                 new[:used] = getattr(self, f)[:used]
             setattr(self, f, new)
         first = self._cap[0] == 0
-        cap = [max([c] + [_spare_cap(f) for f in fields]) if c != old else c
+        # (a small program's first columns are its own: a spare's pages are for big ones)
+        cap = [max([c] + [_spare_cap(f) for f in fields]) if c != old and c >= GROW_MIN else c
                for c, old, fields in zip(cap, self._cap, _GROUPS)]
         if cap[0] != self._cap[0]:
             for f in _ROW_FIELDS:
@@ -139,7 +141,9 @@ class Segments:
     def recycle(self) -> None:
         """Hand the columns to the next Segments (_SPARE) and forget them: for a builder that is
         gone. A column something still sees through a view (a Program's LazyEmits) stays
-        with it."""
+        with it. (A small program's columns are left to be freed: only big ones are kept.)"""
+        if max(self._cap) < GROW_MIN:
+            return
         for f in sum(_GROUPS, ()):
             a = getattr(self, f)
             setattr(self, f, None)
