@@ -80,8 +80,7 @@ class _Mapper:
         self.tensors = {}
         self.geometry = {}
         self.ranges = {}      # id(view) -> (view, free_range): a traced view is asked many times
-        self.aps = {}         # (storage id, shape, strides, offset) -> AccessPattern
-        self.views = {}       # id(view) -> (view, its AccessPattern)
+        self.patterns = {}    # (storage id, shape, strides, offset) -> AccessPattern
 
     def tensor(self, st, index):
         t = self.tensors.get(st.id)
@@ -135,22 +134,31 @@ class _Mapper:
 
     def ap(self, v: NkiTensor, index) -> _AP:
         """The view's access pattern (kernels name one view object several times: a tile, the
-        same slice of it in a loop)."""
-        hit = self.views.get(id(v))
-        if hit is not None and hit[0] is v:     # holding v keeps its id from being reused
+        same slice of it in a loop): kept on the view, for this mapper (v._mapped)."""
+        hit = v._mapped
+        if hit is not None and hit[0] is self:
             return hit[1]
         ap = self.ap_at(v.storage, v.shape, v.strides, v.offset, index)
-        self.views[id(v)] = (v, ap)
+        v._mapped = (self, ap)
         return ap
+
+    def aps(self, views, index) -> list:
+        """[self.ap(v, index) for v in views]: an instruction's operands, views mapped already
+        read where they are kept."""
+        out = []
+        for v in views:
+            hit = v._mapped
+            out.append(hit[1] if hit is not None and hit[0] is self else self.ap(v, index))
+        return out
 
     def ap_at(self, st, shape, strides, offset, index) -> _AP:
         """The access pattern of the view (shape, strides, offset) of `st`. A storage's Tensor
         is fixed once made, so equal views give equal patterns: one object serves them all
         (kernels slice the same tile views in every loop iteration)."""
         key = (st.id, shape, strides, offset)
-        ap = self.aps.get(key)
+        ap = self.patterns.get(key)
         if ap is None:
-            ap = self.aps[key] = self._ap(st, shape, strides, offset, index)
+            ap = self.patterns[key] = self._ap(st, shape, strides, offset, index)
         return ap
 
     def _ap(self, st, shape, strides, offset, index):
@@ -205,7 +213,6 @@ def build_programs(traces, plans, lnc=1, records=True, bulk=True):
 # tile read element by element does not give every later write thousands of dependencies.
 _MAX_REGIONS = 64
 _COARSE_USERS = 8
-_NO_EVENTS = ((), (), ())
 
 
 def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
@@ -261,54 +268,67 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
                     deps = found if not deps else list(deps) + list(found)
         return deps
 
+    source_index = out.source_index
     for ins in tr.instrs:
         i = ins.index
-        starts, spills, ends = events.get(i, _NO_EVENTS)
-        # buffers coming alive at i inherit the last users of the bytes they reuse
-        for sid, seg in starts:
-            st = storages.get(sid)
-            if st is None:
-                continue
-            gy = graveyard[st.buffer]
-            lo, hi = seg.addr, seg.addr + seg.size
-            deps = []
-            keep = []
-            for (glo, ghi, users) in gy:
-                if glo < hi and lo < ghi:
-                    deps.extend(u for u in users if u[1] < hi and lo < u[2])
-                    if not (lo <= glo and ghi <= hi):
-                        keep.append((glo, ghi, users))
-                else:
-                    keep.append((glo, ghi, users))
-            graveyard[st.buffer] = keep
-            first_row_deps[sid] = (deps, {}) if deps else None
-        for sp in spills:
-            rows.flush()
-            _emit_spill(rows.b, out, k, sp, m, i, note, reuse_deps)
+        ev = events.get(i)      # (most instructions start or end no buffer and have no spill)
+        if ev is not None:
+            _buffers_start(ev[0], storages, graveyard, first_row_deps)
+            for sp in ev[1]:
+                rows.flush()
+                _emit_spill(rows.b, out, k, sp, m, i, note, reuse_deps)
         try:
             if i in pieces:
                 row = _emit_pieces(rows, ins, m, pieces[i], note, reuse_deps)
             else:
-                writes = [m.ap(v, i) for v in ins.writes]
+                writes = m.aps(ins.writes, i)
                 row = _emit(rows, ins, m, reuse_deps(writes, i))
-                note(row, writes + [m.ap(v, i) for v in ins.reads], i, ins.engine)
+                note(row, writes + m.aps(ins.reads, i), i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
-        n = row + 1 - len(out.source_index)
+        n = row + 1 - len(source_index)
         if n > 0:
-            out.source_index.extend([(k, i)] * n)
-        # buffers dying at i become graveyard entries
-        for sid, seg in ends:
-            st = storages.get(sid)
-            if st is None or not st.on_chip:
-                continue
-            glo, ghi = seg.addr, seg.addr + seg.size
-            users = sorted((r, lo, hi) for ((lo, hi), _), r in frontier.pop(sid, {}).items())
-            if len(users) > _MAX_REGIONS:
-                users = [(r, glo, ghi) for r, _, _ in users[-_COARSE_USERS:]]
-            graveyard[st.buffer].append((glo, ghi, users))
+            source_index.extend([(k, i)] * n)
+        if ev is not None:
+            _buffers_end(ev[2], storages, graveyard, frontier)
     # the program's records keep the mapper (_Dma makes patterns with it), not the kernel's views
-    m.views = m.ranges = None
+    m.ranges = None
+
+
+def _buffers_start(starts, storages, graveyard, first_row_deps) -> None:
+    """Buffers coming alive (`starts`: (storage id, segment)) inherit the last users of the bytes
+    they reuse, taken from the graveyard."""
+    for sid, seg in starts:
+        st = storages.get(sid)
+        if st is None:
+            continue
+        gy = graveyard[st.buffer]
+        lo, hi = seg.addr, seg.addr + seg.size
+        deps = []
+        keep = []
+        for (glo, ghi, users) in gy:
+            if glo < hi and lo < ghi:
+                deps.extend(u for u in users if u[1] < hi and lo < u[2])
+                if not (lo <= glo and ghi <= hi):
+                    keep.append((glo, ghi, users))
+            else:
+                keep.append((glo, ghi, users))
+        graveyard[st.buffer] = keep
+        first_row_deps[sid] = (deps, {}) if deps else None
+
+
+def _buffers_end(ends, storages, graveyard, frontier) -> None:
+    """Buffers dying (`ends`: (storage id, segment)) become graveyard entries: their bytes and
+    the last users of each region (_MAX_REGIONS)."""
+    for sid, seg in ends:
+        st = storages.get(sid)
+        if st is None or not st.on_chip:
+            continue
+        glo, ghi = seg.addr, seg.addr + seg.size
+        users = sorted((r, lo, hi) for ((lo, hi), _), r in frontier.pop(sid, {}).items())
+        if len(users) > _MAX_REGIONS:
+            users = [(r, glo, ghi) for r, _, _ in users[-_COARSE_USERS:]]
+        graveyard[st.buffer].append((glo, ghi, users))
 
 
 def _dma_pieces(instrs, m):
@@ -479,7 +499,9 @@ class _BulkRows(_Rows):
         self.classes, self.class_of = [], {}    # distinct records the rows' columns come from
         self.plans = {}             # id(template) -> _plan (the template is kept: ids unique)
         self.dma_class = {}         # (dst geometry, src geometry, queue, dge) -> class
-        self.table = []             # per numbered pattern: (tensor id, p0, p1, f0, f1, pst, off)
+        # per numbered pattern, flat (np.array takes a flat list ~1.6x as fast as one of tuples):
+        # its tensor id, then AccessPattern.record() (p0, p1, f0, f1, p_start, offset)
+        self.table = []
         self._clear()
 
     def _clear(self):
@@ -493,8 +515,9 @@ class _BulkRows(_Rows):
     def _num(self, ap) -> int:
         n = ap.num if ap.__class__ is _AP else None
         if n is None:
-            n = len(self.table)
-            self.table.append((ap.tensor.id,) + ap.record())
+            n = len(self.table) // 7
+            self.table.append(ap.tensor.id)
+            self.table.extend(ap.record())
             if ap.__class__ is _AP:
                 ap.num = n
         return n
@@ -574,10 +597,10 @@ class _BulkRows(_Rows):
     def _loaded(self, ap) -> bool:
         """As _pass: whether the LoadStationary of `ap` can be left out (the same pattern, not
         written since, is still loaded); if not, it is the one loaded now."""
-        key = (ap, self._version(ap.tensor))
-        if key == self.stationary:
+        v, s = self._version(ap.tensor), self.stationary
+        if s is not None and s[1] == v and _same(s[0], ap):
             return True
-        self.stationary = key
+        self.stationary = (ap, v)
         return False
 
     def _append(self, run, aps, nums, made, seq, deps) -> None:
@@ -627,12 +650,8 @@ class _BulkRows(_Rows):
             return add(0, out, deps)
         reuse = _reuses_stationary(op)
         for j, em in enumerate(out[:-1]):
-            if reuse:
-                ap = em.reads[0]
-                key = (ap, self._version(ap.tensor))
-                if key == self.stationary:
-                    continue
-                self.stationary = key
+            if reuse and self._loaded(em.reads[0]):
+                continue
             add(j, em, ())
         last = out[-1]
         if not reuse and last.engine == Engine.TENSOR:
@@ -708,8 +727,8 @@ class _BulkRows(_Rows):
             # the first piece's record moved by the offset: a piece is the same pattern further on
             # (p0, p1, f0, f1, p_start, offset): AccessPattern.record()
             r, step = known[1], off - known[2]
-            table.append((tid, r[0], r[1], r[2] + step, r[3] + step, r[4], r[5] + step))
-            row = self._dma_row(c, len(table) - 1, n, (m, src_st, (sp, w), ss, off), d, deps)
+            table.extend((tid, r[0], r[1], r[2] + step, r[3] + step, r[4], r[5] + step))
+            row = self._dma_row(c, len(table) // 7 - 1, n, (m, src_st, (sp, w), ss, off), d, deps)
             note(row, (d,), i, engine)
         return row
 
@@ -739,6 +758,12 @@ def _run(records, js):
     take = itemgetter(*ops) if len(ops) > 1 else lambda n, j=tuple(ops): [n[x] for x in j]
     return (tuple(r[0] for r in rs), tuple(r[1] for r in rs), tuple(r[2] for r in rs), take,
             tuple(q for r in rs for q in r[3]), tuple(js), (0,) * (len(rs) - 1))
+
+
+def _same(a, b) -> bool:
+    """a == b for access patterns, the offsets compared first (most unequal patterns a kernel
+    compares differ there, and the dataclass's == builds a tuple of each)."""
+    return a is b or (a.offset == b.offset and a == b)
 
 
 def _reuses_stationary(op, _memo={}) -> bool:
@@ -777,7 +802,8 @@ class _Records:
         for v in args.values():
             c = v.__class__
             if c is NkiTensor:
-                v = m.ap(v, index)
+                hit = v._mapped         # m.ap(v, index), inline
+                v = hit[1] if hit is not None and hit[0] is m else m.ap(v, index)
                 c = _AP
             if c is _AP:
                 g = v.geometry_id           # the argument's geometry

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
@@ -65,10 +67,9 @@ class KernelReport:
     def build(cls, kernel, target, traces, plans, timing, wall_s):
         rep = cls(kernel=kernel, target=target.name, total_ns=None,
                   instructions=sum(len(t.instrs) for t in traces), program_rows=0, wall_s=wall_s)
-        per_eng = {}
+        per_eng = Counter()
         for tr in traces:
-            for ins in tr.instrs:
-                per_eng[ins.engine] = per_eng.get(ins.engine, 0) + 1
+            per_eng.update(map(attrgetter("engine"), tr.instrs))
             rep.findings.extend(tr.findings)
         rep.instructions_per_engine = {_name(k): v for k, v in per_eng.items()}
         rep.sbuf_peak_bytes_per_partition = max(p.peak_bytes_per_partition["sbuf"] for p in plans)
@@ -82,9 +83,9 @@ class KernelReport:
             rep.programs = [bp.program for bp in timing.built]
             rep.program_rows = sum(len(bp.program) for bp in timing.built)
             rep.timing = timing.timelines
-            ops = [[(ins.op, ins.loc) for ins in tr.instrs] for tr in traces]
-            rep.sources = [[ops[k][i] if i >= 0 else None for k, i in bp.source_index]
-                           for bp in timing.built]
+            # (a spill's row has index -1: the None after each trace's instructions)
+            ops = [[(ins.op, ins.loc) for ins in tr.instrs] + [None] for tr in traces]
+            rep.sources = [[ops[k][i] for k, i in bp.source_index] for bp in timing.built]
             if all(t is not None for t in timing.timelines):
                 _fill_timing(rep, timing)
         return rep

@@ -193,7 +193,7 @@ class IndexRange:
 class NkiTensor:
     """A view on a Storage. Attributes follow the NKI language guide."""
 
-    __slots__ = ("storage", "shape", "strides", "offset", "_sub", "_geometry")
+    __slots__ = ("storage", "shape", "strides", "offset", "_sub", "_geometry", "_mapped")
     __array_priority__ = 1000  # so ndarray <op> tensor defers to the tensor
 
     def __init__(self, storage: Storage, shape=None, strides=None, offset=0):
@@ -203,6 +203,7 @@ class NkiTensor:
         self.offset = int(offset)
         self._sub = None        # index key -> the view it gave (__getitem__); views never change
         self._geometry = None
+        self._mapped = None     # (program._Mapper, the access pattern it gave this view)
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -587,7 +588,8 @@ def make_view(storage, shape: tuple, strides: tuple, offset: int) -> NkiTensor:
     """A view from already-checked fields (what indexing computed), without __init__'s
     conversions: views are made per instruction operand."""
     v = _new(NkiTensor)
-    v.storage, v.shape, v.strides, v.offset, v._sub, v._geometry = storage, shape, strides, offset, None, None
+    v.storage, v.shape, v.strides, v.offset = storage, shape, strides, offset
+    v._sub = v._geometry = v._mapped = None
     return v
 
 

@@ -25,7 +25,9 @@ from .tensor import ON_CHIP, NkiTensor, Storage
 _PKG_DIRS: tuple[str, ...] = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 
 
-_LIBRARY_CODE: dict = {}      # code object -> whether it is in _PKG_DIRS (asked per instruction)
+# id(code object) -> (the code object, whether it is in _PKG_DIRS), asked per instruction: by
+# id, as a code object's hash is not cached (it hashes its names and constants at every lookup)
+_LIBRARY_CODE: dict = {}
 
 
 def register_package_dir(path: str) -> None:
@@ -42,10 +44,13 @@ def user_loc() -> tuple[str, int] | None:
     f = sys._getframe(1)
     while f is not None:
         code = f.f_code
-        library = _LIBRARY_CODE.get(code)
-        if library is None:
+        hit = _LIBRARY_CODE.get(id(code))
+        if hit is not None and hit[0] is code:      # (holding the code keeps its id)
+            library = hit[1]
+        else:
             fn = code.co_filename
-            library = _LIBRARY_CODE[code] = fn.startswith(_PKG_DIRS) or fn.startswith("<frozen")
+            library = fn.startswith(_PKG_DIRS) or fn.startswith("<frozen")
+            _LIBRARY_CODE[id(code)] = (code, library)
         if not library:
             return code.co_filename, f.f_lineno
         f = f.f_back

@@ -145,8 +145,11 @@ def _key(key: list, given) -> tuple:
         if c is NkiTensor:
             st = v.storage
             storages.append(st.id)
-            key.append(v.geometry() if st.on_chip else (st.buffer, st.dtype_name, v.shape,
-                                                          v.strides))
+            if st.on_chip:
+                g = v._geometry         # v.geometry(): its cached number read inline
+                key.append(g if g is not None else v.geometry())
+            else:
+                key.append((st.buffer, st.dtype_name, v.shape, v.strides))
         elif c in _PLAIN:
             key.append((c, v))
         elif isinstance(v, Enum):
@@ -323,7 +326,9 @@ def adapter(name: str):
                 mod.semantics(state, e)
         else:
             for k, v in zip(built.reads, reads):
-                tr.check_initialized(v, where, k, loc)
+                w = v.storage.written       # (a storage written whole passes every check)
+                if w.__class__ is not str or w != "all":
+                    tr.check_initialized(v, where, k, loc)
             for v in writes:
                 v.mark_written()
         if built.retyped:
