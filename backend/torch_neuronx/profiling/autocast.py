@@ -73,7 +73,7 @@ def _is_t(a) -> bool:
 
 def _dev(t) -> bool:
     """A device tensor with storage: the kind autocast casts and this rewrite tracks."""
-    return t.on_neuron and bool(t.storage) and t.dtype in (FP32, LOW)
+    return type(t) is TensorDesc and t.on_neuron and bool(t.storage) and t.dtype in (FP32, LOW)
 
 
 def _desc(sizes, strides, dtype, storage, offset=0) -> TensorDesc:
@@ -179,8 +179,7 @@ class Rewrite:
                          fn(a) if _is_t(a) else a for a in args)
 
         def tensors():
-            return [t for a in args for t in (a if isinstance(a, list) else [a])
-                    if _is_t(t) and _dev(t)]
+            return [t for a in args for t in (a if isinstance(a, list) else [a]) if _dev(t)]
 
         given = args
         args = each(self._now)
@@ -192,12 +191,12 @@ class Rewrite:
             args = each(lambda t: (self._cached(t, LOW, "backward")
                                    or self._cached(t, FP32, "backward")
                                    or (saved32 and self._cached(t, FP32, "forward")) or t)
-                        if _is_t(t) and _dev(t) else t)
+                        if _dev(t) else t)
         flat = tensors()
         island = back_down = False
         if lower:
             def low(t):
-                if not (_is_t(t) and _dev(t)) or t.dtype != FP32:
+                if not _dev(t) or t.dtype != FP32:
                     return t
                 # backward reads the forward's saved bf16 copy; the forward casts a leaf once
                 # (autocast's cache) and an intermediate at each use
@@ -216,7 +215,7 @@ class Rewrite:
         elif fp32:
             before = self.casts
             args = each(lambda t: self._cast(t, FP32, out, device, stream, phase)
-                        if _is_t(t) and _dev(t) and t.dtype == LOW else t)
+                        if _dev(t) and t.dtype == LOW else t)
             result = FP32
             # the forward cast a bf16 input up: backward casts the gradient back down after
             # this op's backward (autograd's cast of a gradient to its forward tensor's type)
@@ -231,14 +230,14 @@ class Rewrite:
             result = self._promote(flat, backward)
             if backward and result is not None:
                 args = each(lambda t: self._cast(t, result, out, device, stream, phase)
-                            if _is_t(t) and _dev(t) and t.sizes and t.dtype != result
+                            if _dev(t) and t.sizes and t.dtype != result
                             and self.made_in.get(t.storage) == "backward" else t)
         new_outs, after = [], []
         in_place = base.endswith("_")
         moved = in_place and args and _is_t(args[0]) and _is_t(given[0]) \
             and args[0].storage != given[0].storage
         for o in outputs:
-            if not (_is_t(o) and _dev(o)):
+            if not _dev(o):
                 new_outs.append(o)
                 continue
             if moved and o.storage == given[0].storage:
@@ -269,8 +268,8 @@ class Rewrite:
             self.made_in[o.storage] = phase
         out.append((seq, name, device, stream, args, tuple(new_outs), preset))
         if island:
-            self.island.update(o.storage for o in new_outs if _is_t(o) and _dev(o))
-        grad = next((o for o in new_outs if _is_t(o) and _dev(o)), None)
+            self.island.update(o.storage for o in new_outs if _dev(o))
+        grad = next((o for o in new_outs if _dev(o)), None)
         if back_down and grad is not None and grad.dtype == FP32:
             self._cast(grad, LOW, after, device, stream, phase)
         return out + after
