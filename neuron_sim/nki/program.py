@@ -36,6 +36,7 @@ from .tensor import NkiTensor
 from .tracer import Finding
 
 _MEM = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}
+_PSUM = Memory.PSUM     # (an enum member read from its class costs ~0.4 us, per new pattern)
 
 
 @dataclass
@@ -701,6 +702,7 @@ class _BulkRows(_Rows):
         direct = not src_st.on_chip     # else every piece is a pattern (its box is per partition)
         geo, dma_class, table = self.records._geometry_id, self.dma_class, self.table
         widths = {}         # piece width -> (source geometry id, record, offset) of its first piece
+        dst_geo = {}        # piece width -> its geometry id (pieces differ only in their columns)
         tid = m.tensor(src_st, i).id
         for c0, c1 in cols:
             w = c1 - c0
@@ -709,7 +711,11 @@ class _BulkRows(_Rows):
             q = _queue(self.b, dge)
             g = d.geometry_id
             if g is None:
-                g = geo(d)
+                g = dst_geo.get(w)
+                if g is None:
+                    g = dst_geo[w] = geo(d)
+                else:
+                    d.geometry_id = g
             known = widths.get(w) if direct else None
             c = dma_class.get((g, known[0], q, dge)) if known is not None else None
             if c is None:                # a pattern for this piece: the plain path
@@ -835,7 +841,7 @@ class _Records:
     def _geometry_id(self, ap):
         """A number per operand geometry (a key of small numbers hashes faster than the nested
         geometry tuples)."""
-        g = ((ap.geometry(), ap.offset, ap.tensor.byte_offset) if ap.tensor.memory == Memory.PSUM
+        g = ((ap.geometry(), ap.offset, ap.tensor.byte_offset) if ap.tensor.memory is _PSUM
              else ap.geometry())
         g = self.geometries.setdefault(g, len(self.geometries))
         ap.geometry_id = g
