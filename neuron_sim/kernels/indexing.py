@@ -20,41 +20,48 @@ from __future__ import annotations
 
 import inspect
 
-_PREFIXES: set[str] = set()
-
 
 def _mangled(module: str) -> str:
     """How numba's symbol names start for functions of `module` (Itanium-style: length, name)."""
     return "".join(f"{len(part)}{part}" for part in module.split("."))
 
 
-def _install() -> bool:
+def registered() -> set | None:
+    """The symbol prefixes whose functions skip the wraparound, installing the patch on first use;
+    one set per process, shared by every copy of this module (a second copy, as a test's or a
+    benchmark's, would otherwise register into a set the installed patch never reads). None:
+    this numba's index lowering has another shape, left alone."""
     try:
         from numba.core import types
         from numba.np import arrayobj
         numba_fix = arrayobj.fix_integer_index
     except (ImportError, AttributeError):
-        return False
-    if getattr(numba_fix, "_neuron_sim", False):
-        return True
-    params = list(inspect.signature(numba_fix).parameters)
-    if params != ["context", "builder", "idxty", "idx", "size"]:
-        return False
+        return None
+    prefixes = getattr(numba_fix, "neuron_sim_prefixes", None)
+    if prefixes is not None:
+        return prefixes
+    if list(inspect.signature(numba_fix).parameters) != ["context", "builder", "idxty", "idx",
+                                                         "size"]:
+        return None
+    prefixes = set()
 
     def fix_integer_index(context, builder, idxty, idx, size):
         if idxty.signed:
             name = builder.function.name
-            if any(p in name for p in _PREFIXES):
+            if any(p in name for p in prefixes):
                 return context.cast(builder, idx, idxty, types.intp)
         return numba_fix(context, builder, idxty, idx, size)
 
-    fix_integer_index._neuron_sim = True
+    fix_integer_index.neuron_sim_prefixes = prefixes
     arrayobj.fix_integer_index = fix_integer_index
-    return True
+    return prefixes
 
 
 def skip_wraparound(module: str) -> bool:
     """Compile the functions of `module` (its __name__) without negative-index wraparound.
     Returns whether this numba could be patched."""
-    _PREFIXES.add(_mangled(module))
-    return _install()
+    prefixes = registered()
+    if prefixes is None:
+        return False
+    prefixes.add(_mangled(module))
+    return True

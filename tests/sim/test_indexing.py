@@ -1,6 +1,7 @@
 """neuron_sim/kernels/indexing.py: the timing kernels' modules compile array indexes without
 numba's negative-index wraparound; every other module keeps it."""
 
+import importlib.util
 import sys
 import types
 
@@ -63,4 +64,16 @@ def test_the_timing_kernels_are_registered():
     import neuron_sim.kernels.schedule  # noqa: F401  (registers on import)
     import neuron_sim.kernels.timing  # noqa: F401
     for name in ("neuron_sim.kernels.timing", "neuron_sim.kernels.schedule"):
-        assert indexing._mangled(name) in indexing._PREFIXES
+        assert indexing._mangled(name) in indexing.registered()
+
+
+def test_a_second_copy_of_the_module_registers_into_the_same_patch():
+    """A copy loaded under another name (as a benchmark's scratch copy of the kernels is) must
+    register where the installed patch reads, or its kernels silently keep the wraparound."""
+    if indexing.registered() is None:
+        pytest.skip("this numba's index lowering has another shape: nothing is patched")
+    spec = importlib.util.spec_from_file_location("_indexing_copy", indexing.__file__)
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    assert copy.skip_wraparound("scratch_copy.schedule")
+    assert "12scratch_copy8schedule" in indexing.registered()
