@@ -19,6 +19,7 @@ Columns (all NumPy arrays of length n):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import is_
 
 import numpy as np
 
@@ -32,6 +33,12 @@ COLUMNS = {
     "dma_issue_ns": np.float64, "dma_engines": np.int16, "dma_engine0": np.int16,
     "dma_dir": np.int8,
 }
+
+_HOMED = (Kind.LOAD_STATIONARY, Kind.MULTIPLY_MOVING, Kind.DMA)   # kinds bound to one engine
+_HOME = np.full(256, -1, np.int8)       # by a kind's byte: the engine it must run on, -1: any
+_HOME[[int(k) for k in _HOMED]] = [int(Engine.TENSOR), int(Engine.TENSOR), int(Engine.DMA)]
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_MAX = np.maximum.reduce
 
 
 @dataclass
@@ -75,32 +82,47 @@ class Program:
         return {self.opnames[int(o)]: int(c) for o, c in zip(ops, n)}
 
     def validate(self) -> None:
+        """Check the columns, the dependency CSR and each row's kind against its engine. A
+        program passes once: its arrays are kept (`_checked`) and a later call (simulate()
+        after the builder's own) returns at once while the same arrays are there; a column or
+        dependency array set anew is checked again (an array edited in place is not)."""
+        cols, ptr, idx = self.cols, self.dep_ptr, self.dep_idx
+        arrays = (ptr, idx, *[cols.get(k) for k in COLUMNS])
+        checked = self.__dict__.get("_checked")
+        if checked is not None and all(map(is_, arrays, checked)):
+            return
         n = len(self)
-        for k, dt in COLUMNS.items():
-            c = self.cols.get(k)
-            if c is None or c.shape != (n,):
+        want = (n,)
+        for k, c in zip(COLUMNS, arrays[2:]):
+            if c is None or c.shape != want:
                 raise ProgramError(f"column {k!r} missing or not of length {n}")
-        if self.dep_ptr.shape != (n + 1,) or self.dep_ptr[0] != 0 or \
-                self.dep_ptr[-1] != self.dep_idx.shape[0]:
+        if ptr.shape != (n + 1,) or ptr[0] != 0 or ptr[-1] != idx.shape[0]:
             raise ProgramError("dep_ptr is not a CSR index over dep_idx")
         # one pass: a negative index read as unsigned is past every n
-        if self.dep_idx.size and self.dep_idx.view(f"u{self.dep_idx.itemsize}").max() >= n:
+        if idx.size and _MAX(idx.view(_UNSIGNED[idx.dtype.itemsize])) >= n:
             raise ProgramError("a dependency index points outside the program")
-        engine, kind = self.cols["engine"], self.cols["kind"]
+        engine, kind = cols["engine"], cols["kind"]
         # The timing kernels keep the stationary buffer and the dI/dt throttle for TensorE only
         # and move data only for DMA rows: any other pairing would be timed as something else.
-        homes = ((Kind.LOAD_STATIONARY, Engine.TENSOR), (Kind.MULTIPLY_MOVING, Engine.TENSOR),
-                 (Kind.DMA, Engine.DMA))
-        for k, home in homes:
-            # int(): NumPy compares an array with an IntEnum member 4x slower than with an int
-            wrong = np.flatnonzero((kind == int(k)) & (engine != int(home)))
-            if wrong.size:
-                i = int(wrong[0])
-                raise ProgramError(
-                    f"instruction {i} is a {k.name} on "
-                    f"{ENGINE_NAMES[Engine(engine[i])]}, but {k.name} runs on "
-                    f"{ENGINE_NAMES[home]} only ({wrong.size} such rows); put it on "
-                    f"{ENGINE_NAMES[home]} or give it kind=Kind.GENERIC")
+        # One table look-up per row (each kind's home engine, -1: any) finds a wrong pairing;
+        # a kind column of another width (not made by the builder) takes the pass per kind.
+        if kind.dtype.itemsize == 1:
+            home = _HOME[kind.view(np.uint8)]
+            suspect = n and np.count_nonzero((home != engine) & (home >= 0))
+        else:
+            suspect = True
+        if suspect:
+            for k in _HOMED:
+                h = int(_HOME[int(k)])
+                wrong = np.flatnonzero((kind == int(k)) & (engine != h))
+                if wrong.size:
+                    i = int(wrong[0])
+                    raise ProgramError(
+                        f"instruction {i} is a {k.name} on "
+                        f"{ENGINE_NAMES[Engine(engine[i])]}, but {k.name} runs on "
+                        f"{ENGINE_NAMES[Engine(h)]} only ({wrong.size} such rows); put it on "
+                        f"{ENGINE_NAMES[Engine(h)]} or give it kind=Kind.GENERIC")
+        self.__dict__["_checked"] = arrays
 
     @classmethod
     def from_columns(cls, chip, *, engine, ii_ns, lat_ns=None, kind=None, deps=None,

@@ -1,0 +1,45 @@
+"""Program.validate runs once per program: the builder checks what it built and simulate()
+checks again, so the second check is kept from the first (a cold eager step simulates ~170
+programs). Replacing a column or a dependency array must still be caught."""
+
+import numpy as np
+import pytest
+
+from neuron_sim import ProgramError, get_chip, simulate
+from neuron_sim.engines import Engine, Kind
+from neuron_sim.program import program
+from neuron_sim.program.program import Program
+
+
+def _program():
+    return Program.from_columns(get_chip("trn2"), engine=np.array([0, 1, 0], np.int8),
+                                ii_ns=np.full(3, 100.0),
+                                deps=(np.array([0, 0, 1, 2]), np.array([0, 1])))
+
+
+def test_a_checked_program_is_simulated_without_a_second_full_check(monkeypatch):
+    p = _program()                  # from_columns checks it
+    calls = []
+    monkeypatch.setattr(program, "_MAX", lambda a: calls.append(a) or 0)    # the index check
+    assert simulate(p).total_ns > 0
+    assert not calls                # the checks did not run again
+    p.dep_idx = p.dep_idx.copy()    # the same values in a new array: checked again
+    simulate(p)
+    assert len(calls) == 1
+
+
+def test_a_replaced_column_is_checked_again():
+    p = _program()
+    simulate(p)
+    p.cols["kind"] = np.array([0, int(Kind.MULTIPLY_MOVING), 0], np.int8)
+    with pytest.raises(ProgramError, match="instruction 1 is a MULTIPLY_MOVING on VectorE"):
+        simulate(p)
+    p.cols["kind"] = np.zeros(3, np.int8)
+    simulate(p)
+    p.dep_idx = np.array([0, 7])
+    with pytest.raises(ProgramError, match="outside the program"):
+        simulate(p)
+    p.dep_idx = np.array([0, 1])
+    p.cols["engine"] = np.array([0, int(Engine.VECTOR), 0, 0], np.int8)
+    with pytest.raises(ProgramError, match="column 'engine'"):
+        simulate(p)
