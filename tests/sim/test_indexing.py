@@ -77,3 +77,17 @@ def test_a_second_copy_of_the_module_registers_into_the_same_patch():
     spec.loader.exec_module(copy)
     assert copy.skip_wraparound("scratch_copy.schedule")
     assert "12scratch_copy8schedule" in indexing.registered()
+
+
+def test_the_registered_modules_index_with_no_negative_literal():
+    """In a registered module a[-1] would read before the array instead of its last element: none
+    may be written there (a computed negative index is ruled out by the kernels' invariants)."""
+    import ast
+    from pathlib import Path
+
+    import neuron_sim.kernels as kernels
+    for name in ("timing.py", "schedule.py"):
+        tree = ast.parse((Path(kernels.__file__).parent / name).read_text())
+        bad = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+               and isinstance(n.slice, ast.UnaryOp) and isinstance(n.slice.op, ast.USub)]
+        assert not bad, f"{name}: negative index at lines {bad}"
