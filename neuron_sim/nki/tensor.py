@@ -21,7 +21,7 @@ ON_CHIP = ("sbuf", "psum")
 
 _ids = itertools.count()
 _GEOMETRIES: dict = {}          # NkiTensor.geometry
-_INDEXED: dict = {}             # NkiTensor.__getitem__: (view geometry, index) -> the view's
+_INDEXED: dict = {}     # NkiTensor.__getitem__: (geometry number, index) -> the view's fields, number
 _geometry_ids = itertools.count()
 _MASK_LOCK = threading.Lock()
 
@@ -369,17 +369,19 @@ class NkiTensor:
                 v = sub.get(hk)
                 if v is not None:
                     return v
-            # a new tile of a loop's iteration is sliced as the last one was: the view's
-            # geometry is kept by the geometry it came from
-            geo = (self.shape, self.strides, self.offset, self.storage.on_chip, hk)
+            # a new tile of a loop's iteration is sliced as the last one was: the view, and
+            # its geometry number, are kept by the geometry number it came from
+            g = self._geometry
+            geo = (g if g is not None else self.geometry(), hk)
             made = _INDEXED.get(geo)
             if made is None:
                 v = self._index(key)
                 if len(_INDEXED) > 1 << 16:
                     _INDEXED.clear()
-                _INDEXED[geo] = (v.shape, v.strides, v.offset)
+                _INDEXED[geo] = (v.shape, v.strides, v.offset, v.geometry())
             else:
-                v = make_view(self.storage, *made)
+                v = make_view(self.storage, made[0], made[1], made[2])
+                v._geometry = made[3]
             sub[hk] = v
             return v
         return self._index(key)
