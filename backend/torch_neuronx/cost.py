@@ -168,6 +168,42 @@ def fused_specs(group, pattern=None):
     return [op_spec(op, ids=lambda _t, _out: next(ids)) for op in group]
 
 
+def _tagged(spec: OpSpec, ids) -> OpSpec:
+    """An id-less `op_spec` with its TensorSpecs given the next ids of `ids`, in op_spec's order
+    (what op_spec(op, ids=...) gives for an op of the same key, without reading the op again)."""
+    def tag(a):
+        if type(a) is TensorSpec:
+            return a.with_id(next(ids))
+        if type(a) is list:             # a tensor list (op_spec makes no other lists)
+            return [t.with_id(next(ids)) for t in a]
+        return a
+    return OpSpec(spec.name, tuple([tag(a) for a in spec.args]),
+                  tuple([t.with_id(next(ids)) for t in spec.outputs]))
+
+
+def _described_count(spec: OpSpec) -> int:
+    """How many described tensors an op of this id-less `op_spec` has (inputs, then outputs)."""
+    return sum(1 if type(a) is TensorSpec else len(a) if type(a) is list else 0
+               for a in spec.args)
+
+
+def _group_specs(batch, group, costs) -> list:
+    """`fused_specs(ops, pattern_ids(ops, batch.pattern(group)))` of the ops at `group`, whose
+    `_Seen` are `costs`: each op's id-less op_spec is made once per key (equal keys describe
+    equal ops; float scalars, which keys leave out, never change a program) and tagged with the
+    group's ids, so an op of a known key is not read from its descriptors again."""
+    own = []                    # pattern_ids' ids: per op, its inputs ("x") then outputs ("o")
+    for i, (j, c) in enumerate(zip(group, costs)):
+        if c.spec is None:
+            c.spec = op_spec(batch[j])
+            c.n_in = _described_count(c.spec)
+        n_in = c.n_in
+        own += [("x", i, k) for k in range(1, n_in + 1)]
+        own += [("o", i, k) for k in range(n_in + 1, n_in + 1 + len(c.spec.outputs))]
+    ids = iter([own[p] for p in batch.pattern(group)])
+    return [_tagged(c.spec, ids) for c in costs]
+
+
 def _nbytes(t) -> int:
     return math.prod(t.sizes) * min(t.dtype.itemsize, 4) if t.dtype is not None else 0
 
@@ -222,10 +258,13 @@ class _Seen:
     the op's name, its Timing (None for a host copy), how it is charged (`kind`), its ns when
     charged alone (launch + program, or a host copy's PCIe transfer) and whether it counts in
     `executed`."""
-    __slots__ = ("name", "timing", "kind", "ns", "aten", "engines", "busy", "hbm_bytes")
+    __slots__ = ("name", "timing", "kind", "ns", "aten", "engines", "busy", "hbm_bytes", "spec",
+                 "n_in")
 
     def __init__(self, name, timing, kind, ns):
         self.name, self.timing, self.kind, self.ns = name, timing, kind, ns
+        self.spec = None         # its id-less op_spec, once a fused group needs it (_group_specs)
+        self.n_in = 0            # how many of the spec's described tensors are inputs
         self.aten = kind != _HOST and not name.startswith("neuron::")
         # for the statistics: every engine of the Timing, and those that add something
         self.engines = tuple(timing.engine_ns.items()) if timing is not None else ()
@@ -477,8 +516,7 @@ class LoweredCostModel:
         shared in proportion to the ops' times alone, the last op taking the rounding."""
         def specs():                # only on a cache miss
             self._lowering.tick(note=f"{len(group)} fused ops")
-            ops = [batch[i] for i in group]
-            return fused_specs(ops, pattern_ids(ops, batch.pattern(group)))
+            return _group_specs(batch, group, costs)
         ft = self.cache.lower_sequence(specs, self.chip, self.lnc, keys=(gk,),
                                        standalone=[c.timing for c in costs])
         total = self.launch_ns + ft.total_ns

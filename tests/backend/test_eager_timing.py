@@ -211,6 +211,34 @@ def test_a_drain_lowers_with_the_collector_paused_and_restores_it(model, monkeyp
     assert len(pauses) == 1 and len(enabled_in_lowering) == 3 and gc.isenabled()
 
 
+def test_a_fused_group_is_described_as_its_ops_are(model, monkeypatch):
+    """A fused group's OpSpecs are made from each op key's spec, made once and tagged with the
+    group's ids (cost._group_specs): the same OpSpecs, ids included, as describing every op of
+    the group from its descriptors (fused_specs of pattern_ids)."""
+    from torch_neuronx import cost
+    torch_neuronx.set_adaptive_eager(True)
+    described = []
+    real = cost._group_specs
+
+    def checked(batch, group, costs):
+        specs = real(batch, group, costs)
+        ops = [batch[i] for i in group]
+        assert specs == cost.fused_specs(ops, cost.pattern_ids(ops, batch.pattern(group)))
+        described.append(len(specs))
+        return specs
+    monkeypatch.setattr(cost, "_group_specs", checked)
+    shape = (96, 72)                         # layouts no other test lowers: every key is new
+    t = _tensor(shape, 11)
+    cat = (3, "aten::cat", 0, 0, ([_tensor(shape, 12), _tensor(shape, 13)], 0),
+           (_tensor((192, 72), 14),), -1)
+    batch = [_desc(0, "aten::add.Tensor", shape, ins=(1, 2), out=3),
+             _desc(1, "aten::mul.Tensor", shape, ins=(3, 4), out=5),   # reads op 0's output
+             _desc(2, "aten::add.Tensor", shape, ins=(5, 5), out=6),   # op 0's key again
+             cat, (4, "aten::mul.Tensor", 0, 0, (t, t, 1), (_tensor(shape, 15),), -1)]
+    model(batch, True)
+    assert described == [5]
+
+
 def test_fusion_follows_tensor_identity_not_layout():
     """In a fused group, an op reads an earlier op's output from SBUF only when it is that
     tensor (same storage), not another tensor of the same shape: that one comes from HBM."""
