@@ -60,17 +60,21 @@ def _measure(ctx: LowerCtx):
 
 
 # as ints: NumPy compares an array with an IntEnum member ~4x slower than with an int
-_DMA, _H2S, _S2H, _H2H = (int(x) for x in (Engine.DMA, DmaDir.HBM_TO_SBUF, DmaDir.SBUF_TO_HBM,
-                                           DmaDir.HBM_TO_HBM))
+_DMA = int(Engine.DMA)
+# HBM bytes per byte a DMA moves, by its direction's byte (dma_dir; -1, no DMA, is 255)
+_HBM_PER_BYTE = np.zeros(256, np.float64)
+_HBM_PER_BYTE[[int(DmaDir.HBM_TO_SBUF), int(DmaDir.SBUF_TO_HBM)]] = 1.0
+_HBM_PER_BYTE[int(DmaDir.HBM_TO_HBM)] = 2.0          # read and written
 
 
 def _summed(prog, res):
-    """(total ns, busy ns per engine, HBM bytes, FLOPs, instructions) of a simulated program."""
+    """(total ns, busy ns per engine, HBM bytes, FLOPs, instructions) of a simulated program.
+    HBM bytes in one weighted sum (few NumPy calls: each costs microseconds in a cold lowering);
+    byte counts are whole (or small binary fractions), so any order of summing gives the same."""
     c = prog.cols
-    dma = c["engine"] == _DMA
-    d = c["dma_dir"]
-    hbm = float(c["dma_bytes"][dma & ((d == _H2S) | (d == _S2H))].sum()
-                + 2 * c["dma_bytes"][dma & (d == _H2H)].sum())
+    w = _HBM_PER_BYTE[c["dma_dir"].astype(np.uint8)]
+    w[c["engine"] != _DMA] = 0.0
+    hbm = float(np.dot(w, c["dma_bytes"]))
     return (res.total_ns, dict(res.engine_busy_ns), hbm, float(c["flops"].sum()), len(prog))
 
 
@@ -152,15 +156,28 @@ def _with_ids(op: OpSpec, fn) -> OpSpec:
                   tuple(tag(o, True) for o in op.outputs), op.kwargs)
 
 
+def _tensor_list(a) -> bool:
+    """Whether argument `a` is a tensor list (a non-empty list or tuple of TensorSpecs).
+    (Plain loops here and below: these run for every op of every fused group, where
+    generator expressions cost more than the work.)"""
+    if not isinstance(a, (list, tuple)) or not a:
+        return False
+    for t in a:
+        if not isinstance(t, TensorSpec):
+            return False
+    return True
+
+
 def _all_ids(op: OpSpec) -> bool:
     """Whether every TensorSpec `_with_ids` would tag has an id already."""
     for a in (*op.args, *op.outputs):
         if isinstance(a, TensorSpec):
             if a.id is None:
                 return False
-        elif isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
-            if any(t.id is None for t in a):
-                return False
+        elif _tensor_list(a):
+            for t in a:
+                if t.id is None:
+                    return False
     return True
 
 
@@ -382,17 +399,13 @@ def is_elementwise(name: str) -> bool:
 def _sliceable(op: OpSpec) -> bool:
     if not is_elementwise(op.name) or op.op == "aten::addr":
         return False
-    tensors = list(op.inputs) + list(op.outputs)
-    return bool(tensors) and all(t.is_contiguous for t in tensors)
-
-
-def _tensor_groups(op: OpSpec):
-    """The op's tensors, a tensor list counted as one (a foreach op streams it as one)."""
-    for a in tuple(op.args) + (tuple(op.outputs),):
-        if isinstance(a, TensorSpec):
-            yield [a]
-        elif isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
-            yield list(a)
+    ins, outs = op._inputs, op.outputs
+    if not ins and not outs:
+        return False
+    for t in (*ins, *outs):
+        if not t.is_contiguous:
+            return False
+    return True
 
 
 def _loop_bytes(chip: Chip) -> float:
@@ -402,8 +415,21 @@ def _loop_bytes(chip: Chip) -> float:
 
 
 def _group_bytes(op: OpSpec) -> float:
-    return max((sum(t.nbytes for t in lst) for lst in _tensor_groups(op)),
-               default=0.0)
+    """Bytes of the op's biggest tensor, a tensor list (a foreach op streams it as one) and
+    its outputs each counted as one; 0.0 with none."""
+    best = None
+    for a in (*op.args, tuple(op.outputs)):
+        if isinstance(a, TensorSpec):
+            n = a.nbytes
+        elif _tensor_list(a):
+            n = 0
+            for t in a:
+                n += t.nbytes
+        else:
+            continue
+        if best is None or n > best:
+            best = n
+    return 0.0 if best is None else best
 
 
 def _slice_op(op: OpSpec, s: int) -> OpSpec:
@@ -520,11 +546,17 @@ def _spills(ops, part_of, alone, spilled) -> tuple:
     """(bytes, count) of the intermediates written to HBM and read back (bytes counted twice):
     `spilled` by the fused program, and those passed between its parts (fused program, fused
     loops, big ops in series) by an op that emits instructions (not a view)."""
-    producer = {LowerCtx.key(t): i for i, o in enumerate(ops) for t in o.outputs}
+    key = LowerCtx.key
+    producer = {}
+    for i, o in enumerate(ops):
+        for t in o.outputs:
+            producer[key(t)] = i
     spilled = dict(spilled)
     for j, o in enumerate(ops):
-        for t in o.inputs:
-            i = producer.get(LowerCtx.key(t), j)
-            if i < j and part_of[i] != part_of[j] and alone[i].instructions:
-                spilled[LowerCtx.key(t)] = t
+        pj = part_of[j]
+        for t in o._inputs:
+            k = key(t)
+            i = producer.get(k, j)
+            if i < j and part_of[i] != pj and alone[i].instructions:
+                spilled[k] = t
     return 2 * sum(t.nbytes for t in spilled.values()), len(spilled)

@@ -195,9 +195,9 @@ class _Shifted:
 
 class _Recording:
     __slots__ = ("records", "rec", "x_ptr", "x_idx", "acc_ptr", "acc_label", "write", "box",
-                 "pst", "off", "labels", "events", "made", "resident", "resident_bytes", "q0",
-                 "ndma", "seq", "ops_done", "repeats", "blocks", "stationary", "mut", "psum_peak",
-                 "_shifted", "_sbuf_after")
+                 "pst", "off", "labels", "events", "hbm_made", "made", "resident",
+                 "resident_bytes", "q0", "ndma", "seq", "ops_done", "repeats", "blocks",
+                 "stationary", "mut", "psum_peak", "_shifted", "_sbuf_after")
 
     def replay(self, ctx, op_tensors) -> bool:
         """Append the recorded op to ctx. False (nothing changed) when one of its SBUF
@@ -216,9 +216,8 @@ class _Recording:
         tiles = {}
         for i, j in self.resident:
             tiles[i] = self._tensor(i, offsets, ids, f"res{n_res + len(tiles)}")
-        for ev in self.events:
-            if ev[0] == "h":
-                ids[ev[1]] = b.hbm(ev[2], ev[3], ev[4]).id
+        for i, name, shape, dtype in self.hbm_made:
+            ids[i] = b.hbm(name, shape, dtype).id
         tid = []
         for kind, j in self.labels:
             if kind == "n":
@@ -469,7 +468,9 @@ def _watch(ctx, rule, op, op_tensors):
     r.made = [(t.memory, t.name, t.shape, t.dtype, t.partition_start) for t in tensors]
     # (a replay makes the op's HBM tensors through the builder, which counts them itself)
     r.mut = b._mut - mut0 - sum(m[0] == Memory.HBM for m in r.made)
-    r.labels, r.events, r.psum_peak = labels, events, psum_peak[0]
+    r.labels, r.psum_peak = labels, psum_peak[0]
+    r.events = [ev for ev in events if ev[0] != "h"]        # SBUF allocations and frees
+    r.hbm_made = [ev[1:] for ev in events if ev[0] == "h"]
     r.resident, r.resident_bytes = resident, ctx._resident_bytes - rb0
     r.q0, r.ndma = q0, ndma
     r.seq, r.ops_done = ctx._seq - seq0, ctx.ops_done - ops0
