@@ -106,13 +106,7 @@ def register():
 
 
 def _has_torch_tensor(args, kwargs):
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            return True
-    for a in kwargs.values():
-        if isinstance(a, torch.Tensor):
-            return True
-    return False
+    return any(isinstance(a, torch.Tensor) for a in (*args, *kwargs.values()))
 
 
 def call_hook(kernel, args, kwargs):

@@ -18,10 +18,10 @@ from neuron_sim.nki import launch, settings
 from neuron_sim.nki.errors import NkiLaunchError
 
 
-def _torch_dtype(np_dtype):
+def _torch_dtype(np_dtype, widen: dict):
     import torch
-    name = str(np_dtype)
-    return getattr(torch, name, torch.float32)
+    dtype = getattr(torch, str(np_dtype), torch.float32)
+    return widen.get(dtype, dtype)
 
 
 def _is_tensor(x):
@@ -89,7 +89,7 @@ def _to_numpy(t):
     if t.dtype == torch.bfloat16:
         from neuron_sim.nki import dtypes
         return t.contiguous().view(torch.int16).numpy().view(dtypes.bfloat16)
-    return t.contiguous().numpy() if not t.is_contiguous() else t.numpy()
+    return t.contiguous().numpy()       # the tensor itself when it is contiguous
 
 
 def _from_numpy(a):
@@ -127,38 +127,30 @@ def _widened_dtypes(inputs) -> dict:
             if wide in dtypes and narrow not in dtypes}
 
 
-def _widen_dtype(dtype, widen: dict):
-    return widen.get(dtype, dtype)
-
-
 def _widen(t, widen: dict):
-    wide = _widen_dtype(t.dtype, widen)
+    wide = widen.get(t.dtype, t.dtype)
     return t.to(wide) if wide != t.dtype else t
 
 
 def _fake(kernel, args, kwargs, opts, tensors):
     import numpy as np
     import torch
+    from neuron_sim.nki import dtypes
     like = tensors[0]
 
     def shape_only(a):
         if _is_tensor(a):
-            dt = str(a.dtype).replace("torch.", "")
-            return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=_np_dtype(dt)), shape=tuple(a.shape),
+            dt = dtypes.normalize(str(a.dtype).replace("torch.", ""))
+            return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dt), shape=tuple(a.shape),
                                                    strides=(0,) * a.dim())
         return a
 
     o = dict(opts, numerics=False, timing=False)
     out = launch.run(kernel, [shape_only(a) for a in args], {k: shape_only(v) for k, v in kwargs.items()}, **o)
     widen = _widened_dtypes(tensors)
-    return _map(out, lambda a: torch.empty(a.shape, dtype=_widen_dtype(_torch_dtype(a.dtype), widen),
+    return _map(out, lambda a: torch.empty(a.shape, dtype=_torch_dtype(a.dtype, widen),
                                            device=like.device)
                 if isinstance(a, np.ndarray) else a)
-
-
-def _np_dtype(name):
-    from neuron_sim.nki import dtypes
-    return dtypes.normalize(name)
 
 
 def _on_device(kernel, args, kwargs, opts, dev):
