@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .grouped_mm import _group_ends
+from .grouped_mm import _groups
 
 _LIB = torch.library.Library("aten", "IMPL")
 
@@ -108,30 +108,14 @@ def _check_out_dtype(op, a, out_dtype):
                            f"float16/bfloat16 inputs, got {out_dtype}.")
 
 
-@_impl("mm.dtype")
-def _mm_dtype(self, mat2, out_dtype):
-    _check_out_dtype("mm", self, out_dtype)
-    return torch.mm(self.to(out_dtype), mat2.to(out_dtype))
-
-
-@_impl("bmm.dtype")
-def _bmm_dtype(self, mat2, out_dtype):
-    _check_out_dtype("bmm", self, out_dtype)
-    return torch.bmm(self.to(out_dtype), mat2.to(out_dtype))
-
-
-@_impl("addmm.dtype")
-def _addmm_dtype(self, mat1, mat2, out_dtype, *, beta=1, alpha=1):
-    _check_out_dtype("addmm", mat1, out_dtype)
-    return torch.addmm(self.to(out_dtype), mat1.to(out_dtype), mat2.to(out_dtype),
-                       beta=beta, alpha=alpha)
-
-
-@_impl("baddbmm.dtype")
-def _baddbmm_dtype(self, batch1, batch2, out_dtype, *, beta=1, alpha=1):
-    _check_out_dtype("baddbmm", batch1, out_dtype)
-    return torch.baddbmm(self.to(out_dtype), batch1.to(out_dtype), batch2.to(out_dtype),
-                         beta=beta, alpha=alpha)
+def _out_dtype(op, n):
+    """The `.dtype` kernel of matmul `op` whose first `n` arguments are tensors: cast them to
+    out_dtype (checked against the first matrix operand) and multiply."""
+    def kernel(*args, **kwargs):
+        tensors, out_dtype = args[:n], args[n]
+        _check_out_dtype(op, tensors[-2], out_dtype)
+        return getattr(torch, op)(*(t.to(out_dtype) for t in tensors), **kwargs)
+    return kernel
 
 
 def _dtype_out(fn):
@@ -142,9 +126,9 @@ def _dtype_out(fn):
     return kernel
 
 
-for _name, _fn in (("mm.dtype_out", _mm_dtype), ("bmm.dtype_out", _bmm_dtype),
-                   ("addmm.dtype_out", _addmm_dtype), ("baddbmm.dtype_out", _baddbmm_dtype)):
-    _LIB.impl(_name, _dtype_out(_fn), "PrivateUse1")
+for _op, _n in (("mm", 2), ("bmm", 2), ("addmm", 3), ("baddbmm", 3)):
+    _LIB.impl(f"{_op}.dtype", _out_dtype(_op, _n), "PrivateUse1")
+    _LIB.impl(f"{_op}.dtype_out", _dtype_out(_out_dtype(_op, _n)), "PrivateUse1")
 
 
 # ---- SyncBatchNorm's statistics (torch.nn.SyncBatchNorm on an accelerator) -------------------
@@ -234,8 +218,8 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
     a, b = self.float(), mat2.float()
     sa, sb = scale_a.float().reshape(-1), scale_b.float().reshape(-1)
 
-    def group_ends(extent):  # read on the device as the kernel does: no host copy, no sync
-        return [] if offs is None else _group_ends(offs, extent)
+    def groups(extent):  # read on the device as the kernel does: no host copy, no sync
+        return () if offs is None else _groups(offs, extent)
 
     if a.dim() == 3 and b.dim() == 3:                       # (G, M, K) x (G, K, N)
         G, M, N = a.shape[0], a.shape[1], b.shape[2]
@@ -243,29 +227,23 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
     elif a.dim() == 2 and b.dim() == 3:                     # rows of a grouped by offs
         N = b.shape[2]
         out = torch.zeros(a.shape[0], N, dtype=torch.float32, device=a.device)
-        start = 0
-        for g, end in enumerate(group_ends(a.shape[0])):
+        for g, start, end in groups(a.shape[0]):
             if end > start:
                 out[start:end] = (a[start:end] @ b[g]) * sa[start:end, None] * sb[g * N:(g + 1) * N]
-            start = end
     elif a.dim() == 2 and b.dim() == 2:                     # K grouped by offs: (G, M, N)
         M, N = a.shape[0], b.shape[1]
-        ends = group_ends(a.shape[1])
-        out = torch.zeros(len(ends), M, N, dtype=torch.float32, device=a.device)
-        start = 0
-        for g, end in enumerate(ends):
+        ranges = list(groups(a.shape[1]))
+        out = torch.zeros(len(ranges), M, N, dtype=torch.float32, device=a.device)
+        for g, start, end in ranges:
             out[g] = (a[:, start:end] @ b[start:end]) * sa[g * M:(g + 1) * M, None] * \
                 sb[None, g * N:(g + 1) * N]
-            start = end
     elif a.dim() == 3 and b.dim() == 2:                     # columns of b grouped by offs
         M = a.shape[1]
         out = torch.zeros(M, b.shape[1], dtype=torch.float32, device=a.device)
-        start = 0
-        for g, end in enumerate(group_ends(b.shape[1])):
+        for g, start, end in groups(b.shape[1]):
             if end > start:
                 out[:, start:end] = (a[g] @ b[:, start:end]) * sa[g * M:(g + 1) * M, None] * \
                     sb[None, start:end]
-            start = end
     else:
         raise RuntimeError(f"_scaled_grouped_mm: inputs must be 2-D or 3-D, got {self.dim()}-D "
                            f"and {mat2.dim()}-D.")

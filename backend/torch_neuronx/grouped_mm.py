@@ -31,31 +31,33 @@ def _group_ends(offs, extent: int) -> list[int]:
     return ends
 
 
+def _groups(offs, extent: int):
+    """(group, start, end) of every group along a dimension of `extent`."""
+    start = 0
+    for g, end in enumerate(_group_ends(offs, extent)):
+        yield g, start, end
+        start = end
+
+
 def _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
     out_dtype = out_dtype or self.dtype
     if self.dim() == 3 and mat2.dim() == 3:                  # (G, M, K) x (G, K, N)
         out = torch.bmm(self, mat2).to(out_dtype)
     elif self.dim() == 2 and mat2.dim() == 3:                # rows of self grouped by offs
         out = self.new_zeros(self.shape[0], mat2.shape[2], dtype=out_dtype)
-        start = 0
-        for g, end in enumerate(_group_ends(offs, self.shape[0])):
+        for g, start, end in _groups(offs, self.shape[0]):
             if end > start:
                 out[start:end] = self[start:end] @ mat2[g]
-            start = end
     elif self.dim() == 2 and mat2.dim() == 2:                # K grouped by offs: (G, M, N)
         out = self.new_zeros(offs.shape[0], self.shape[0], mat2.shape[1], dtype=out_dtype)
-        start = 0
-        for g, end in enumerate(_group_ends(offs, self.shape[1])):
+        for g, start, end in _groups(offs, self.shape[1]):
             if end > start:
                 out[g] = self[:, start:end] @ mat2[start:end]
-            start = end
     elif self.dim() == 3 and mat2.dim() == 2:                # columns of mat2 grouped by offs
         out = self.new_zeros(self.shape[1], mat2.shape[1], dtype=out_dtype)
-        start = 0
-        for g, end in enumerate(_group_ends(offs, mat2.shape[1])):
+        for g, start, end in _groups(offs, mat2.shape[1]):
             if end > start:
                 out[:, start:end] = self[g] @ mat2[:, start:end]
-            start = end
     else:
         raise RuntimeError(f"_grouped_mm: inputs must be 2-D or 3-D, got {self.dim()}-D and "
                            f"{mat2.dim()}-D.")

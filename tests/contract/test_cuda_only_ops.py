@@ -136,6 +136,10 @@ def test_matmuls_with_out_dtype():
         torch.baddbmm(n(c), n(a), n(b), out_dtype=torch.float32, beta=0.5).cpu(), 0.5 * c + want)
     torch.testing.assert_close(
         torch.addmm(n(c[0]), n(a[0]), n(b[0]), out_dtype=torch.float32).cpu(), c[0] + want[0])
+    out = torch.empty(0, device="neuron")       # the .dtype_out kernels
+    torch.testing.assert_close(torch.addmm(n(c[0]), n(a[0]), n(b[0]), out_dtype=torch.float32,
+                                           out=out).cpu(), c[0] + want[0])
+    torch.testing.assert_close(torch.bmm(n(a), n(b), out_dtype=torch.float32, out=out).cpu(), want)
     with pytest.raises(RuntimeError, match="out_dtype must be the input dtype"):
         torch.mm(n(a[0]), n(b[0]), out_dtype=torch.float16)
 
