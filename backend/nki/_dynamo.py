@@ -1,13 +1,8 @@
-"""``@nki.jit`` kernels called inside ``torch.compile``: one graph node per call.
-
-Dynamo must not follow a kernel call into the simulator (NumPy, threads, the tracer). When it
-meets one, the call hook below sends it to ``_in_graph``, which Dynamo does not trace (it is
-``nonstrict_trace``) and AOT Autograd does: there it becomes one call of the custom op
-``nki::kernel(tensors, call_id)``. ``call_id`` names an entry of a side table holding the kernel,
-its launch grid and every non-tensor argument, so the op's schema stays fixed whatever the
-kernel takes. The op's fake kernel traces the kernel for shapes only; its real kernel runs it on
-the simulator, whose simulated time the compiled graph's launch then carries (see
-neuron_dynamo_backend/backend.py ``_launcher``). Backward passes come from an
+"""``@nki.jit`` kernels called inside ``torch.compile``: one ``nki::kernel(tensors, call_id)`` graph
+node per call (how Dynamo and AOT Autograd get there: README.md). ``call_id`` names an entry of
+a side table holding the kernel, its launch grid and every non-tensor argument, so the op's
+schema stays fixed whatever the kernel takes; the compiled graph's launch carries the kernel's
+simulated time (neuron_dynamo_backend/backend.py ``_launcher``). Backward passes come from an
 ``autograd.Function`` whose ``forward``/``backward`` call kernels, as on AWS.
 
 Limits: non-tensor arguments must be Python constants (int, float, bool, str, None, tuples);

@@ -1,14 +1,7 @@
-"""Kernels called with torch tensors that live on the ``neuron`` device, or are fake.
-
-- CPU tensors: NumPy views of them go to the simulator; results come back as CPU tensors.
-- ``neuron`` tensors: the kernel runs on the simulator against CPU copies (uncharged), results
-  go back to the device, and the kernel's simulated time is charged to the current stream as
-  one launch named ``nki::<kernel>``, so ``torch.Event`` timing and the profiler see it.
-  The target is the simulated instance's chip unless NEURON_PLATFORM_TARGET_OVERRIDE or
-  ``platform_target=`` says otherwise.
-- Fake/meta tensors (``torch.compile`` tracing, ``register_fake``): the kernel is traced for
-  shapes only and returns empty tensors of the right shapes and dtypes.
-
+"""Kernels called with torch tensors (how each kind runs: README.md): CPU tensors, ``neuron``
+tensors (run on CPU copies, the simulated time charged to the current stream as ``nki::<kernel>``)
+and fake/meta tensors (traced for shapes only). A ``neuron`` call targets the simulated
+instance's chip unless NEURON_PLATFORM_TARGET_OVERRIDE or ``platform_target=`` says otherwise.
 Imported lazily: ``nki`` with NumPy inputs never imports torch.
 """
 
