@@ -23,7 +23,6 @@ import torch
 from . import _C
 from . import settings
 from .instance import resolve as _resolve
-from . import time_only as _time_only
 from .time_only import (TimeOnlyError, holds_values, is_time_only, set_moe_routing,  # noqa: F401
                         set_time_only, time_only)
 
@@ -91,7 +90,8 @@ def _register() -> None:
         _C._set_fallback_only_for_unimplemented(
             settings.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"))
         _C._set_launch_blocking(settings.get("NEURON_LAUNCH_BLOCKING"))
-        _time_only.apply_setting()
+        if settings.get("NEURON_SIM_TIME_ONLY"):     # time-only for the whole process
+            set_time_only(True)
     from . import fallback, module_apply
     fallback.install()
     module_apply.install()          # shared buffers stay shared through .to("neuron")

@@ -5,15 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import _C
-
-
-def _index(device) -> int:
-    if device is None:
-        return _C._current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    return device.index if device.index is not None else _C._current_device()
+from .streams import _index
 
 
 def memory_stats(device=None) -> dict:

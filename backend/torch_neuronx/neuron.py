@@ -12,8 +12,8 @@ from . import _C
 from .memory import (empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info,  # noqa: F401
                      memory_allocated, memory_reserved, memory_stats, memory_summary,
                      reset_accumulated_memory_stats, reset_peak_memory_stats)
-from .streams import (Event, Stream, current_stream, default_stream, query, record_event,  # noqa: F401
-                      set_stream, stream, synchronize, wait_event, wait_stream)
+from .streams import (Event, Stream, _index, current_stream, default_stream, query,  # noqa: F401
+                      record_event, set_stream, stream, synchronize, wait_event, wait_stream)
 
 
 def is_available() -> bool:
@@ -43,19 +43,6 @@ def _lazy_init() -> None:
 
 def init() -> None:
     _lazy_init()
-
-
-def _index(device) -> int:
-    if device is None:
-        return current_device()
-    if isinstance(device, int):
-        index = device
-    else:
-        device = torch.device(device)
-        if device.type != "neuron":
-            raise ValueError(f"Expected a neuron device, got {device}.")
-        index = device.index if device.index is not None else current_device()
-    return index
 
 
 def current_device() -> int:

@@ -10,13 +10,17 @@ from . import _C
 _PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1
 
 
-def _device(device) -> torch.device:
+def _index(device) -> int:
+    """The index of a neuron device given as None (the current one), an int, a string or a
+    torch.device, for every torch.neuron function that takes a `device`."""
     if device is None:
-        return torch.device("neuron", _C._current_device())
+        return _C._current_device()
     if isinstance(device, int):
-        return torch.device("neuron", device)
+        return device
     device = torch.device(device)
-    return device if device.index is not None else torch.device("neuron", _C._current_device())
+    if device.type != "neuron":
+        raise ValueError(f"Expected a neuron device, got {device}.")
+    return device.index if device.index is not None else _C._current_device()
 
 
 class Stream(torch.Stream):
@@ -24,7 +28,8 @@ class Stream(torch.Stream):
     device's default stream, as in TorchNeuron."""
 
     def __new__(cls, device=None, priority=0, **kwargs):
-        return super().__new__(cls, device=_device(device), priority=priority, **kwargs)
+        device = torch.device("neuron", _index(device))
+        return super().__new__(cls, device=device, priority=priority, **kwargs)
 
 
 class Event(torch.Event):
@@ -34,12 +39,11 @@ class Event(torch.Event):
 
 
 def current_stream(device=None) -> torch.Stream:
-    return torch._C._accelerator_getStream(_device(device).index)
+    return torch._C._accelerator_getStream(_index(device))
 
 
 def default_stream(device=None) -> torch.Stream:
-    index = _device(device).index
-    return torch.Stream(stream_id=0, device_index=index, device_type=_PRIVATEUSE1)
+    return torch.Stream(stream_id=0, device_index=_index(device), device_type=_PRIVATEUSE1)
 
 
 def set_stream(stream: torch.Stream) -> None:
@@ -68,7 +72,7 @@ class stream:
 
 def synchronize(device=None) -> None:
     """Waits for (that is, times) all queued work on the device."""
-    torch._C._accelerator_synchronizeDevice(_device(device).index)
+    torch._C._accelerator_synchronizeDevice(_index(device))
 
 
 def wait_stream(s: torch.Stream) -> None:

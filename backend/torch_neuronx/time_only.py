@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 
-from . import _C, settings
+from . import _C
 
 
 class TimeOnlyError(RuntimeError):
@@ -86,12 +86,6 @@ def moe_routing(experts: int) -> list[float]:
 def holds_values(tensor) -> bool:
     """False for a 'neuron' tensor computed (or written) in time-only mode."""
     return _C._holds_values(tensor)
-
-
-def apply_setting() -> None:
-    """NEURON_SIM_TIME_ONLY=1 turns the mode on for the process (called when torch_neuronx loads)."""
-    if settings.get("NEURON_SIM_TIME_ONLY"):
-        set_time_only(True)
 
 
 def _install_repr_guard() -> None:
