@@ -198,6 +198,7 @@ class ProgramBuilder:
         self._acc: list[tuple] = []            # bulk mode: (track, write, p0, p1, f0, f1, pst, off)
         self._acc_ptr: list[int] = [0]         # bulk mode: CSR of _acc over instructions
         self._cls: list[int] = []              # inside repeat(): class of each row (repeat.py)
+        self._cuts: list[int] = []             # repeat(): ends of the sampled iterations' rows
         # Bulk mode: rows flushed to NumPy segments (repeat.Segments), by repeat()
         self._segs = R.Segments()
         self._flushed = 0                      # instructions in _segs
@@ -483,7 +484,8 @@ class ProgramBuilder:
         return tr
 
     def _flush(self) -> None:
-        """Bulk mode: move the rows appended since the last flush into a NumPy segment."""
+        """Bulk mode: move the rows appended since the last flush into a NumPy segment (one per
+        piece between _cuts: what flushing at each cut would have made)."""
         n = len(self._rids)
         if not n:
             return
@@ -520,9 +522,9 @@ class ProgramBuilder:
             S.cls[r + k:r + n] = -1
         if k:
             S.cls[r:r + k] = self._cls
-        S.advance(n, nx, na, False)
+        S.advance(n, nx, na, False, self._cuts)
         self._flushed += n
-        self._rids, self._deps, self._emits, self._cls = [], [], [], []
+        self._rids, self._deps, self._emits, self._cls, self._cuts = [], [], [], [], []
         self._acc, self._acc_ptr = [], [0]
 
     def _bulk_deps(self, seg):
@@ -621,21 +623,36 @@ class ProgramBuilder:
             for i in range(count):
                 body(start + i)
             return range(first_row, len(self))
-        self._flush()
+        # the loop's rows start a segment. Flushed at the outermost loop (rows before it have no
+        # class, _flush puts those after the classed ones); inside one, flushed with the outer
+        # iteration's rows when they are compared
+        if self._depth:
+            self._cut()
+        else:
+            self._flush()
         self._depth += 1
         try:
             k = self._sample_then_synthesize(count, body, start)
             for i in range(k, count):       # not affine: the plain loop
                 body(start + i)
             if self._depth > 1:
-                self._flush()               # an outer repeat() compares whole iterations
+                self._cut()                 # an outer repeat() compares whole iterations
         finally:
             self._depth -= 1
         return range(first_row, len(self))
 
+    def _cut(self) -> None:
+        """End a segment at the rows appended so far (at the next _flush)."""
+        n = len(self._rids)
+        if n and (not self._cuts or self._cuts[-1] < n):
+            self._cuts.append(n)
+
     def _snapshot(self) -> R.Snapshot:
         st = self._last_stationary
-        return R.Snapshot(len(self), len(self._segs), self._mut, self._next_queue,
+        cuts = self._cuts
+        # segments once flushed: those written, the pieces pending
+        segs = len(self._segs) + len(cuts) + (len(self._rids) > (cuts[-1] if cuts else 0))
+        return R.Snapshot(len(self), segs, self._mut, self._next_queue,
                           self._spill_bytes, st,
                           -1 if st is None else self._versions.get(st[0].tensor.id, 0))
 
@@ -652,18 +669,23 @@ class ProgramBuilder:
         its = []                                 # its[k]: iteration k as a repeat.Sample
         for k in range(count):
             body(start + k)
-            self._flush()
+            # each iteration its own segment, flushed when the iterations are compared (one
+            # flush for those since the last comparison: a flush costs ~20 us however few rows)
+            self._cut()
             snaps.append(self._snapshot())
-            its.append(R.Sample(self._segs[snaps[k].segs:snaps[k + 1].segs]))
             if k == count - 1:
                 return count
-            for pre in precedents:
-                if pre.window + 1 == k:
-                    t = R.from_precedent(pre, its, snaps, self._track_ids,
-                                         self._track_tensor)
-                    if t is not None:
-                        self._write_bulk(t, k + 1, count)
-                        return count
+            ready = [pre for pre in precedents if pre.window + 1 == k]
+            if k < 2 and not ready:
+                continue
+            self._flush()
+            for j in range(len(its), k + 1):
+                its.append(R.Sample(self._segs[snaps[j].segs:snaps[j + 1].segs]))
+            for pre in ready:
+                t = R.from_precedent(pre, its, snaps, self._track_ids, self._track_tensor)
+                if t is not None:
+                    self._write_bulk(t, k + 1, count)
+                    return count
             if k < 2:
                 continue
             if not its[k].same(its[k - 1]) or not its[k].repeatable():

@@ -152,8 +152,10 @@ class Segments:
                 _SPARE[f] = a
         self._cap = [0, 0, 0]
 
-    def advance(self, rows, xs, accs, synthetic) -> None:
-        """Count rows, deps and accesses written after reserve() as one more segment."""
+    def advance(self, rows, xs, accs, synthetic, cuts=()) -> None:
+        """Count rows, deps and accesses written after reserve() as one more segment, or as
+        several: one ending after each of `cuts` rows (ascending) and one with the rest."""
+        self.bounds += [self.n + c for c in cuts if c < rows]
         self.n, self.nx, self.na = self.n + rows, self.nx + xs, self.na + accs
         self.bounds.append(self.n)
         self.synthetic |= synthetic

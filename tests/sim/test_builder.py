@@ -246,6 +246,25 @@ def test_repeat_nested_periodic_loops_equal_the_loop_and_the_reference(keep_oper
     assert b.spill_bytes == 64 * 128 * 512 * 2
 
 
+def test_repeat_flushes_sampled_iterations_into_the_segments_a_flush_per_iteration_makes(
+        monkeypatch):
+    """repeat() flushes the iterations it samples when it compares them, as one segment each
+    (_cut): the segments, and the program, are those of a flush after each iteration."""
+    flushes = []
+    flush = B.ProgramBuilder._flush
+    monkeypatch.setattr(B.ProgramBuilder, "_flush",
+                        lambda self: flushes.append(len(self._rids)) or flush(self))
+    b, prog = _nested()
+    lazy = sum(n > 0 for n in flushes)
+    flushes.clear()
+    monkeypatch.setattr(B.ProgramBuilder, "_cut", B.ProgramBuilder._flush)
+    b2, prog2 = _nested()
+    assert b._segs.bounds == b2._segs.bounds and len(b._segs) > 40
+    _equal(prog, prog2)
+    assert _operands(prog) == _operands(prog2)
+    assert lazy < sum(n > 0 for n in flushes)
+
+
 def _not_affine(kind):
     b = ProgramBuilder("trn2")
     x = b.sbuf("x", (128, 4096), "float32")
