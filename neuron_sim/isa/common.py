@@ -135,13 +135,6 @@ def check_engine_operand(instr, name, ap, engine, chip):
     key = (int(engine), ap.tensor.memory, ap.p_start, ap.p_size, dims, chip.sbuf_partitions, limit)
     if key in _LEGAL:
         return
-    _check_engine_operand(instr, name, ap, engine, chip, limit)
-    if len(_LEGAL) > 4096:
-        _LEGAL.clear()
-    _LEGAL.add(key)
-
-
-def _check_engine_operand(instr, name, ap, engine, chip, limit):
     check_partitions(instr, name, ap, chip)
     check_memory(instr, name, ap, REACH[Engine(engine)], engine, chip,
                  "GpSimd has no PSUM port: copy through VectorE or ScalarE first"
@@ -149,6 +142,9 @@ def _check_engine_operand(instr, name, ap, engine, chip, limit):
                  "compute engines reach only SBUF and PSUM: load from HBM with dma_copy")
     check_free(instr, name, ap.free_size, limit, chip,
                f"free elements per partition in {ap.memory.name}")
+    if len(_LEGAL) > 4096:
+        _LEGAL.clear()
+    _LEGAL.add(key)
 
 
 # ---- cost pieces ------------------------------------------------------------------------------
@@ -214,6 +210,15 @@ def check_scalar_operand(instr, name, operand, data: AccessPattern, engine, chip
         raise FreeSizeError(instr, name, f"a scalar or shape [{data.p_size}, 1]",
                             list(operand.shape), chip.name)
     return True
+
+
+def semantics_of(reference):
+    """The `semantics` of an instruction whose one output is `reference` of its inputs' values
+    (FP32, in the order of its reads)."""
+    def semantics(state, emit):
+        (dst,) = emit.writes
+        state.write(dst, reference(*(state.read(r) for r in emit.reads)).reshape(dst.shape))
+    return semantics
 
 
 def make(name, engine, ii, lat, reads, writes, params=None, kind=Kind.GENERIC, flops=0.0,

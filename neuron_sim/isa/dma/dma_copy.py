@@ -131,8 +131,7 @@ _DMA, _KIND_DMA = int(Engine.DMA), int(Kind.DMA)
 
 def semantics(state, emit):
     (src,), (dst,) = emit.reads, emit.writes
-    x = state.read(src)
-    state.write(dst, x.reshape(dst.shape), exact_from=src)
+    state.write(dst, state.read(src).reshape(dst.shape), exact_from=src)
 
 
 def reference(x):

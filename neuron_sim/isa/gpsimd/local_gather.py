@@ -9,7 +9,7 @@ import numpy as np
 
 from ...engines import Engine
 from ...numerics.formats import itemsize
-from ..common import access_latency, check_engine_operand, make
+from ..common import access_latency, check_engine_operand, make, semantics_of
 
 NAME = "local_gather"
 
@@ -29,7 +29,4 @@ def reference(src, index):
     return np.take_along_axis(s, np.clip(i, 0, s.shape[1] - 1), axis=1)
 
 
-def semantics(state, emit):
-    src, index = emit.reads
-    (dst,) = emit.writes
-    state.write(dst, reference(state.read(src), state.read(index)).reshape(dst.shape))
+semantics = semantics_of(reference)

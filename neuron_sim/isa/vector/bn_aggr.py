@@ -7,7 +7,7 @@ import numpy as np
 
 from ...engines import Engine
 from ...errors import FreeSizeError
-from ..common import access_latency, check_engine_operand, make
+from ..common import access_latency, check_engine_operand, make, semantics_of
 
 NAME = "bn_aggr"
 
@@ -34,6 +34,4 @@ def reference(stats):
     return np.stack([gmean, gm2 / np.maximum(total, 1)], axis=1).astype(np.float32)
 
 
-def semantics(state, emit):
-    (data,), (dst,) = emit.reads, emit.writes
-    state.write(dst, reference(state.read(data)).reshape(dst.shape))
+semantics = semantics_of(reference)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...engines import Engine
 from ...errors import FreeSizeError
-from ..common import access_latency, check_engine_operand, make
+from ..common import access_latency, check_engine_operand, make, semantics_of
 
 NAME = "bn_stats"
 
@@ -42,6 +42,4 @@ def reference(x):
     return np.stack(cols, axis=1)
 
 
-def semantics(state, emit):
-    (data,), (dst,) = emit.reads, emit.writes
-    state.write(dst, reference(state.read(data)).reshape(dst.shape))
+semantics = semantics_of(reference)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ..common import access_latency, check_engine_operand, check_same_shape, make
+from ..common import access_latency, check_engine_operand, check_same_shape, make, semantics_of
 
 NAME = "reciprocal"
 
@@ -24,6 +24,4 @@ def reference(x):
         return (np.float32(1.0) / x.astype(np.float32)).astype(np.float32)
 
 
-def semantics(state, emit):
-    (data,), (dst,) = emit.reads, emit.writes
-    state.write(dst, reference(state.read(data)).reshape(dst.shape))
+semantics = semantics_of(reference)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ..common import access_latency, check_engine_operand, check_same_shape, make
+from ..common import access_latency, check_engine_operand, check_same_shape, make, semantics_of
 
 NAME = "select"
 
@@ -23,7 +23,4 @@ def reference(pred, a, b):
     return np.where(pred != 0, a, b).astype(np.float32)
 
 
-def semantics(state, emit):
-    pred, a, b = (state.read(x) for x in emit.reads)
-    (dst,) = emit.writes
-    state.write(dst, reference(pred, a, b).reshape(dst.shape))
+semantics = semantics_of(reference)
