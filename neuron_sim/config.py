@@ -105,13 +105,9 @@ def declared() -> list[tuple[str, list[Setting]]]:
     return [(part, list(ss)) for part, ss in _PARTS.items()]
 
 
-def setting(name: str) -> Setting:
-    _load_declarations()
-    return _BY_NAME[name]
-
-
 def get(name: str, environ=None):
-    return setting(name).read(environ)
+    _load_declarations()
+    return _BY_NAME[name].read(environ)
 
 
 def check_all(environ=None) -> list[str]:

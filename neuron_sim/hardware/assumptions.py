@@ -115,8 +115,7 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in [
         "while preserving the developer's optimization choices', transforming resource "
         "allocation and instruction scheduling (same page), so a kernel runs as written."),
     Assumption(
-        "scalar_activation_cycles", {"trn1": "max(64,N)", "trn2": "max(64,N)",
-                                     "trn3": "max(64,N)"}, "formula",
+        "scalar_activation_cycles", _same("max(64,N)"), "formula",
         "One cost for every activation function [ISAcost]; per-function throughput unknown."),
     Assumption(
         "gpsimd_elementwise_cycles", _same("150+N"), "formula",

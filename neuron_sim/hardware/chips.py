@@ -210,6 +210,7 @@ _COST_MODEL = ("min_ii_cycles", "fp32_matmul_cost_multiplier", "gpsimd_start_cyc
                "partition_quadrant_size", "ap_free_dims_max")
 
 
+@lru_cache(maxsize=None)
 def _load(name: str) -> Chip:
     raw = _data()[name]
     cm = _data()["cost_model"]
@@ -289,11 +290,6 @@ def get_chip(name: str) -> Chip:
     key = str(name).lower()
     if key not in CHIP_NAMES:
         raise UnknownHardwareError("chip", name, list(CHIP_NAMES))
-    return _cached(key)
-
-
-@lru_cache(maxsize=None)
-def _cached(key: str) -> Chip:
     return _load(key)
 
 
