@@ -100,18 +100,14 @@ def register():
         _TRACED[0] = nonstrict_trace(_in_graph)
 
 
-def _has_torch_tensor(args, kwargs):
-    return any(isinstance(a, torch.Tensor) for a in (*args, *kwargs.values()))
-
-
 def call_hook(kernel, args, kwargs):
     """Kernel.__call__ asks this first: under Dynamo the call becomes one ``nki::kernel`` node."""
     if not torch.compiler.is_compiling():
         if _TRACED[0] is None and "torch._dynamo" in sys.modules:
             register()
         return NotImplemented
-    if not _has_torch_tensor(args, kwargs):     # a kernel called from a kernel (NKI tensors): inlined
-        return NotImplemented
+    if not any(isinstance(a, torch.Tensor) for a in (*args, *kwargs.values())):
+        return NotImplemented       # a kernel called from a kernel (NKI tensors): inlined
     traced = _TRACED[0]
     if traced is None:
         raise RuntimeError("an NKI kernel was called inside torch.compile before the nki graph hook was "
