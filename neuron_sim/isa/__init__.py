@@ -1,7 +1,5 @@
-"""The NeuronCore ISA: one module per instruction under <engine>/, named after the NKI ISA
-(nc_matmul, tensor_tensor, activation, dma_copy...). Each module holds the legality checks, the
-cost in its engine's cycles with its source, the semantics on NumPy tiles and a NumPy reference.
-`module_for(name)` finds the module of an instruction name (semantics dispatch)."""
+"""The NeuronCore ISA: one module per instruction under <engine>/, named after the NKI ISA (what a
+module holds: README.md). `module_for(name)` finds the module of an instruction name."""
 
 from __future__ import annotations
 

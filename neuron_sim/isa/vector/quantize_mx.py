@@ -118,19 +118,15 @@ def reference(x, elem_dtype):
     return elems.reshape(p, f, 4), scales.reshape(p // g, f)
 
 
-def scale_codes(state, scale) -> np.ndarray:
-    """The E8M0 codes a scale tile holds now, [partitions, free] uint8 (partitions no scale
-    is written to keep their contents, as on the hardware)."""
-    v = state.read(scale).reshape(scale.p_size, -1)
-    return v.astype(np.uint8) if scale.dtype == "uint8" else v.astype(np_dtype(scale.dtype)).view(
-        np.uint8)
-
-
 def semantics(state, emit):
     (src,) = emit.reads
     dst, scale = emit.writes
     elems, codes = reference(state.read(src).reshape(src.p_size, -1, 4), X4_ELEMENT[dst.dtype])
     state.write_packed(dst, elems)
-    raw = scale_codes(state, scale)
+    # the E8M0 codes the scale tile holds, [partitions, free] uint8: partitions no scale is
+    # written to keep their contents, as on the hardware
+    v = state.read(scale).reshape(scale.p_size, -1)
+    raw = v.astype(np.uint8) if scale.dtype == "uint8" else \
+        v.astype(np_dtype(scale.dtype)).view(np.uint8)
     raw[list(emit.params["scale_rows"])] = codes
     state.write_raw(scale, raw.view(np_dtype(scale.dtype)))
