@@ -57,9 +57,7 @@ def resolve(instance_name: str | None = None, environ=None) -> Visible:
     total = inst.logical_cores(lnc)
     spec = settings.get("NEURON_RT_VISIBLE_CORES", environ)
     cores = _parse_visible(spec, total) if spec else tuple(range(total))
-    count = settings.get("NEURON_RT_NUM_CORES", environ)
-    if count < 0:
-        raise ValueError(f"NEURON_RT_NUM_CORES={count} must be 0 (all) or a positive count.")
+    count = settings.get("NEURON_RT_NUM_CORES", environ)   # >= 0: the setting's minimum
     if count:
         if count > len(cores):
             raise ValueError(f"NEURON_RT_NUM_CORES={count} but only {len(cores)} logical cores are "
