@@ -155,8 +155,10 @@ class Tensor:
         hbm = self.memory is _HBM
         if not hbm and p_step != 1:
             raise IndexError(f"{self.name}: partition ranges are contiguous (step 1) [ArchV2]")
-        # the pattern's box and record (AccessPattern._footprint, record()) made here, while the
-        # dims are at hand: every sliced pattern is an operand the builder records
+        # the pattern's record (box and position: AccessPattern._footprint, record()) made here,
+        # while the dims are at hand: every sliced pattern is an operand the builder records.
+        # Its box is not kept apart (box() takes it from the record when asked): one tuple
+        # fewer per operand for the collector to walk once the program is built
         lo = hi = offset
         for size, stride in dims:
             reach = (size - 1) * stride
@@ -168,12 +170,12 @@ class Tensor:
         if hbm:
             p_stride = strides[0] * p_step
             row0 = p_start * self.base._strides[0]
-            box = (0, 1, row0 + lo, row0 + (p_size - 1) * p_stride + hi + 1)
+            rec = (0, 1, row0 + lo, row0 + (p_size - 1) * p_stride + hi + 1, p_start, offset)
         else:
             p_stride = p_step
-            box = (p_start, p_start + p_size, lo, hi + 1)
-        ap = AccessPattern(self.base, p_start, p_size, offset, tuple(dims), p_stride, box)
-        object.__setattr__(ap, "_rec", box + (p_start, offset))
+            rec = (p_start, p_start + p_size, lo, hi + 1, p_start, offset)
+        ap = AccessPattern(self.base, p_start, p_size, offset, tuple(dims), p_stride)
+        object.__setattr__(ap, "_rec", rec)
         return ap
 
     def __repr__(self):
@@ -197,7 +199,7 @@ def _resolve(ix, n, name, dim):
 # Immutable by convention, hashable by value: not frozen=True, whose generated __init__ sets each
 # field through object.__setattr__ and made a pattern ~5x as costly to create (every operand of
 # every instruction is a new pattern). Nothing assigns to a pattern's fields; the cached _box,
-# _geo and _rec are filled in once, from the fields.
+# _geo and _rec are filled in once, from the fields (_box from _rec when it is there).
 @dataclass(slots=True, unsafe_hash=True)
 class AccessPattern:
     tensor: Tensor
@@ -211,7 +213,6 @@ class AccessPattern:
     # dataclasses.replace (repeat.py moves patterns with it) never copies them
     _geo: tuple | None = field(default=None, init=False, compare=False, repr=False)
     _rec: tuple | None = field(default=None, init=False, compare=False, repr=False)
-    _form: tuple | None = field(default=None, init=False, compare=False, repr=False)
 
     # ---- shape -----------------------------------------------------------------------------
     @property
@@ -268,7 +269,8 @@ class AccessPattern:
     def box(self) -> tuple:
         """(p0, p1, f0, f1): conservative footprint for dependency tracking (cached)."""
         if self._box is None:
-            object.__setattr__(self, "_box", self._footprint())
+            rec = self._rec
+            object.__setattr__(self, "_box", self._footprint() if rec is None else rec[:4])
         return self._box
 
     def geometry(self) -> tuple:
@@ -282,20 +284,16 @@ class AccessPattern:
 
     def form(self) -> tuple:
         """(memory, p_size, dims, p_stride): the pattern without its tensor and its position
-        (partition start, offset), what program/repeat.py's emit_key compares operands by."""
-        if self._form is None:
-            object.__setattr__(self, "_form", (self.tensor.memory, self.p_size, self.dims,
-                                               self.p_stride))
-        return self._form
+        (partition start, offset), what program/repeat.py's emit_key compares operands by. Not
+        kept: asked for once per record in a loop, and each tuple kept is one more for the
+        collector to walk once the program is built."""
+        return (self.tensor.memory, self.p_size, self.dims, self.p_stride)
 
     def record(self) -> tuple:
         """box() + (p_start, offset): what the program builder records of an operand."""
         if self._rec is None:
-            box = self._box
-            if box is None:
-                box = self._footprint()
-                object.__setattr__(self, "_box", box)
-            object.__setattr__(self, "_rec", box + (self.p_start, self.offset))
+            object.__setattr__(self, "_rec", (self._box or self._footprint())
+                               + (self.p_start, self.offset))
         return self._rec
 
     def _footprint(self) -> tuple:

@@ -193,8 +193,8 @@ def emit_key(e):
     return (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops,
             None if d is None else (d.bytes, d.hbm_bytes, d.descriptors, d.engines, d.engine0,
                                     d.queue, d.dge, d.direction, d.engine_ns, d.hbm_ns, d.issue_ns),
-            tuple([a._form or a.form() for a in e.reads]),
-            tuple([a._form or a.form() for a in e.writes]),
+            tuple([a.form() for a in e.reads]),
+            tuple([a.form() for a in e.writes]),
             tuple(e.params.items()))
 
 
