@@ -28,6 +28,8 @@ _HBM = Memory.HBM
 
 
 _tensor_ids = iter(range(1 << 62))
+_DIMS: dict = {}        # Tensor.__getitem__: dims tuple -> the one its patterns share
+_DIMS_MAX = 4096
 
 
 class Tensor:
@@ -174,7 +176,16 @@ class Tensor:
         else:
             p_stride = p_step
             rec = (p_start, p_start + p_size, lo, hi + 1, p_start, offset)
-        ap = AccessPattern(self.base, p_start, p_size, offset, tuple(dims), p_stride)
+        # one dims tuple per pattern shape, shared by the patterns that have it (a kernel slices
+        # a few shapes thousands of times): two tuples fewer per operand kept, for the collector
+        # to walk once the program is built. Forgotten past _DIMS_MAX shapes.
+        dims = tuple(dims)
+        shared = _DIMS.get(dims)
+        if shared is None:
+            if len(_DIMS) >= _DIMS_MAX:
+                _DIMS.clear()
+            shared = _DIMS[dims] = dims
+        ap = AccessPattern(self.base, p_start, p_size, offset, shared, p_stride)
         object.__setattr__(ap, "_rec", rec)
         return ap
 
