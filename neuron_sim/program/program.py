@@ -85,30 +85,33 @@ class Program:
         """Check the columns, the dependency CSR and each row's kind against its engine. A
         program passes once: its arrays are kept (`_checked`) and a later call (simulate()
         after the builder's own) returns at once while the same arrays are there; a column or
-        dependency array set anew is checked again (an array edited in place is not)."""
+        dependency array set anew is checked again. What keeps the timing kernels inside their
+        arrays (dependency indexes, streams; they compile without bounds checks) is checked on
+        every call, as an array may have been edited in place since."""
         cols, ptr, idx = self.cols, self.dep_ptr, self.dep_idx
         arrays = (ptr, idx, *[cols.get(k) for k in COLUMNS])
         checked = self.__dict__.get("_checked")
         if checked is not None and all(map(is_, arrays, checked)):
+            self._check_indexes(ptr, idx, cols["stream"])
             return
         n = len(self)
         want = (n,)
         for k, c in zip(COLUMNS, arrays[2:]):
             if c is None or c.shape != want:
                 raise ProgramError(f"column {k!r} missing or not of length {n}")
-        if ptr.shape != (n + 1,) or ptr[0] != 0 or ptr[-1] != idx.shape[0]:
-            raise ProgramError("dep_ptr is not a CSR index over dep_idx")
-        # one pass: a negative index read as unsigned is past every n
-        if idx.size and _MAX(idx.view(_UNSIGNED[idx.dtype.itemsize])) >= n:
-            raise ProgramError("a dependency index points outside the program")
-        engine, kind = cols["engine"], cols["kind"]
+        self._check_indexes(ptr, idx, cols["stream"])
+        self._check_kinds(cols["engine"], cols["kind"])
+        self.__dict__["_checked"] = arrays
+
+    @staticmethod
+    def _check_kinds(engine, kind) -> None:
         # The timing kernels keep the stationary buffer and the dI/dt throttle for TensorE only
         # and move data only for DMA rows: any other pairing would be timed as something else.
         # One table look-up per row (each kind's home engine, -1: any) finds a wrong pairing;
         # a kind column of another width (not made by the builder) takes the pass per kind.
         if kind.dtype.itemsize == 1:
             home = _HOME[kind.view(np.uint8)]
-            suspect = n and np.count_nonzero((home != engine) & (home >= 0))
+            suspect = kind.size and np.count_nonzero((home != engine) & (home >= 0))
         else:
             suspect = True
         if suspect:
@@ -122,7 +125,24 @@ class Program:
                         f"{ENGINE_NAMES[Engine(engine[i])]}, but {k.name} runs on "
                         f"{ENGINE_NAMES[Engine(h)]} only ({wrong.size} such rows); put it on "
                         f"{ENGINE_NAMES[Engine(h)]} or give it kind=Kind.GENERIC")
-        self.__dict__["_checked"] = arrays
+
+    def _check_indexes(self, ptr, idx, stream) -> None:
+        """The dependency CSR and the streams: what the timing kernels index arrays with."""
+        n = stream.shape[0]
+        if ptr.shape != (n + 1,) or ptr[0] != 0 or ptr[-1] != idx.shape[0] or \
+                (n > 1 and (ptr[1:] < ptr[:-1]).any()):
+            raise ProgramError("dep_ptr is not a CSR index over dep_idx (it must start at 0, "
+                               "never decrease and end at len(dep_idx))")
+        # one pass each: a negative number read as unsigned is past every limit
+        if idx.size and _MAX(idx.view(_UNSIGNED[idx.dtype.itemsize])) >= n:
+            raise ProgramError("a dependency index points outside the program")
+        streams = N_COMPUTE_STREAMS + self.chip.dma_queues_per_engine
+        if n and _MAX(stream.view(_UNSIGNED[stream.dtype.itemsize])) >= streams:
+            i = int(np.flatnonzero((stream < 0) | (stream >= streams))[0])
+            raise ProgramError(
+                f"instruction {i} is on stream {int(stream[i])}; {self.chip.name} has streams "
+                f"0..{streams - 1} (engines 0..{N_COMPUTE_STREAMS - 1}, then one per DMA queue): "
+                f"give DMA rows a dma_queue in 0..{self.chip.dma_queues_per_engine - 1}")
 
     @classmethod
     def from_columns(cls, chip, *, engine, ii_ns, lat_ns=None, kind=None, deps=None,
@@ -141,6 +161,11 @@ class Program:
         else:
             cols["kind"][:] = np.where(engine == Engine.DMA, Kind.DMA, Kind.GENERIC)
         q = np.zeros(n, np.int16) if dma_queue is None else np.asarray(dma_queue, np.int16)
+        queues = chip.dma_queues_per_engine
+        bad = np.flatnonzero((engine == Engine.DMA) & ((q < 0) | (q >= queues)))
+        if bad.size:
+            raise ProgramError(f"dma_queue {int(q[bad[0]])} of instruction {int(bad[0])} is not "
+                               f"one of {chip.name}'s DMA queues: give 0..{queues - 1}")
         cols["stream"][:] = np.where(engine == Engine.DMA, N_COMPUTE_STREAMS + q, engine)
         cols["dma_dir"][:] = -1
         if op is not None:
