@@ -29,7 +29,17 @@ _HBM = Memory.HBM
 
 _tensor_ids = iter(range(1 << 62))
 _DIMS: dict = {}        # Tensor.__getitem__: dims tuple -> the one its patterns share
-_DIMS_MAX = 4096
+_GEOS: dict = {}        # AccessPattern.geometry(): the same, for geometries
+_SHARED_MAX = 4096
+
+
+def _shared(table, key):
+    """`key` kept in `table` as the one tuple equal keys share (`table.get(key)` missed);
+    the table is forgotten past _SHARED_MAX entries."""
+    if len(table) >= _SHARED_MAX:
+        table.clear()
+    table[key] = key
+    return key
 
 
 class Tensor:
@@ -178,14 +188,10 @@ class Tensor:
             rec = (p_start, p_start + p_size, lo, hi + 1, p_start, offset)
         # one dims tuple per pattern shape, shared by the patterns that have it (a kernel slices
         # a few shapes thousands of times): two tuples fewer per operand kept, for the collector
-        # to walk once the program is built. Forgotten past _DIMS_MAX shapes.
+        # to walk once the program is built (_shared).
         dims = tuple(dims)
-        shared = _DIMS.get(dims)
-        if shared is None:
-            if len(_DIMS) >= _DIMS_MAX:
-                _DIMS.clear()
-            shared = _DIMS[dims] = dims
-        ap = AccessPattern(self.base, p_start, p_size, offset, shared, p_stride)
+        dims = _DIMS.get(dims) or _shared(_DIMS, dims)
+        ap = AccessPattern(self.base, p_start, p_size, offset, dims, p_stride)
         object.__setattr__(ap, "_rec", rec)
         return ap
 
@@ -289,8 +295,8 @@ class AccessPattern:
         offset, what the instruction modules key their per-geometry checks and costs by."""
         if self._geo is None:
             t = self.tensor
-            object.__setattr__(self, "_geo", (t.memory, t.dtype, self.p_start, self.p_size,
-                                              self.dims, self.p_stride))
+            g = (t.memory, t.dtype, self.p_start, self.p_size, self.dims, self.p_stride)
+            object.__setattr__(self, "_geo", _GEOS.get(g) or _shared(_GEOS, g))
         return self._geo
 
     def form(self) -> tuple:

@@ -529,7 +529,7 @@ def test_sliced_patterns_carry_the_box_and_record_of_their_footprint():
     assert checked > 1000
 
 
-def test_sliced_patterns_of_one_shape_share_their_dims(monkeypatch):
+def test_sliced_patterns_of_one_shape_share_their_dims_and_geometry(monkeypatch):
     """Tensor.__getitem__ gives the patterns of one shape one dims tuple (fewer objects for the
     collector); the table of shapes is bounded and its values are the dims sliced."""
     from neuron_sim.program import ap as A
@@ -537,7 +537,11 @@ def test_sliced_patterns_of_one_shape_share_their_dims(monkeypatch):
     a, b = t[:, 0, 0:256], t[:, 3, 256:512]
     assert a.dims == ((256, 1),) and a.dims is b.dims
     assert t[:, 0:2, 0:256].dims == ((2, 512), (256, 1))
+    assert a.geometry() is b.geometry() and a.geometry() == (A.Memory.SBUF, "float32", 0, 128,
+                                                             ((256, 1),), 1)
     monkeypatch.setattr(A, "_DIMS", {})
-    monkeypatch.setattr(A, "_DIMS_MAX", 4)
+    monkeypatch.setattr(A, "_GEOS", {})
+    monkeypatch.setattr(A, "_SHARED_MAX", 4)
     aps = [t[:, 0, 0:k] for k in range(1, 10)]
     assert len(A._DIMS) <= 4 and [x.dims for x in aps] == [((k, 1),) for k in range(1, 10)]
+    assert [x.geometry()[4] for x in aps] == [x.dims for x in aps] and len(A._GEOS) <= 4
