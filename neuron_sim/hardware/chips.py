@@ -285,8 +285,14 @@ def _load(name: str) -> Chip:
 #   immediate activation bias and reduces only with add [ISA] tensor_copy, activation.
 
 
-def get_chip(name: str) -> Chip:
-    """The chip `name` ('trn1', 'trn2', 'trn3'); case-insensitive."""
+def get_chip(name: "str | Chip | None" = None) -> Chip:
+    """The chip `name` ('trn1', 'trn2', 'trn3'; case-insensitive), a Chip as it is, or with no
+    name the setting NEURON_SIM_DEFAULT_CHIP's."""
+    if isinstance(name, Chip):
+        return name
+    if not name:
+        from ..config import default_chip
+        name = default_chip()
     key = str(name).lower()
     if key not in CHIP_NAMES:
         raise UnknownHardwareError("chip", name, list(CHIP_NAMES))

@@ -10,7 +10,6 @@ import numpy as np
 
 from ..engines import N_COMPUTE_STREAMS, DmaDir, Engine, ENGINE_NAMES
 from ..errors import NeuronSimError
-from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..program.program import COLUMNS, Program
 from ..timing import simulate
@@ -44,10 +43,6 @@ class Timing:
     program: OpProgram | None = field(default=None, compare=False, repr=False)
     # lower_op: (blocks in all, blocks of this core) of each repeat()/split() (cores_of_work)
     blocks: tuple = field(default=(), compare=False, repr=False)
-
-
-def _chip(chip) -> Chip:
-    return chip if isinstance(chip, Chip) else get_chip(chip or default_chip())
 
 
 def _measure(ctx: LowerCtx):
@@ -216,7 +211,7 @@ def _op_emitter(op: OpSpec):
 
 def lower_op(op: OpSpec, chip=None, lnc: int = 1) -> Timing:
     """Lower and simulate one op. Raises LoweringError when no rule applies (use `estimate`)."""
-    chip = _chip(chip)
+    chip = get_chip(chip)
     op, rule, emit = _op_emitter(op)
     if (op.outputs and all(o.numel == 0 for o in op.outputs)) or \
             (not op.outputs and op.inputs and all(t.numel == 0 for t in op.inputs)):
@@ -244,7 +239,7 @@ def warm_up(chip=None) -> None:
     from .. import isa
     for name in isa.instruction_names():
         isa.module_for(name)
-    t = TensorSpec((_chip(chip).sbuf_partitions, 4), "float32")     # one tile
+    t = TensorSpec((get_chip(chip).sbuf_partitions, 4), "float32")     # one tile
     lower_op(OpSpec("aten::add.Tensor", (t, t), (t,)), chip)
 
 
@@ -492,7 +487,7 @@ def lower_sequence(ops, chip=None, lnc: int = 1, *, live_outputs=None,
     ones are fused with each other as loops (`_sliced`); the others are timed by their own
     program and added in series. `standalone` may pass already-known per-op Timings (the eager
     cache does) to avoid lowering them twice."""
-    chip = _chip(chip)
+    chip = get_chip(chip)
     t0 = time.perf_counter()
     ops = assign_ids(list(ops))
     alone = list(standalone) if standalone is not None else [lower_op(o, chip, lnc) for o in ops]

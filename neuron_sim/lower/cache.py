@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from ..hardware import get_chip
 from ..program.builder import paused_gc
-from .api import Timing, _chip, lower_op, lower_sequence
+from .api import Timing, lower_op, lower_sequence
 from .estimate import estimate
 from .registry import has_rule
 from .spec import OpSpec
@@ -61,7 +62,7 @@ class ProgramCache:
 
     def lower_op(self, op, chip=None, lnc: int = 1, key=None, fallback=None) -> Timing:
         """Timing of `op` (an OpSpec, or a function making one: then `key` is required)."""
-        c = _chip(chip)
+        c = get_chip(chip)
 
         def make():
             try:
@@ -102,7 +103,7 @@ class ProgramCache:
                        live_outputs=None) -> Timing:
         """ONE program of `ops` (a list of OpSpecs, or a function making it: then `keys` and
         `standalone` are required); `standalone`: their Timings alone when known."""
-        c = _chip(chip)
+        c = get_chip(chip)
         keys = tuple(keys) if keys is not None else tuple(_seq_key(o) for o in ops)
         k = ("seq", keys, c.name, lnc, None if live_outputs is None else frozenset(live_outputs))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from math import prod
 
+from ..hardware import get_chip
 from ..numerics.formats import itemsize
 from ..roofline import roofline_ns
 from .spec import OpSpec
@@ -44,8 +45,8 @@ def estimate_parts(op: OpSpec):
 
 
 def estimate(op: OpSpec, chip, lnc: int = 1):
-    from .api import Timing, _chip
-    c = _chip(chip)
+    from .api import Timing
+    c = get_chip(chip)
     flops, nbytes, dtype = estimate_parts(op)
     try:
         ns = roofline_ns(flops, nbytes, dtype, c, lnc=lnc)

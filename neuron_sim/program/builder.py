@@ -21,7 +21,6 @@ import numpy as np
 
 from ..engines import N_COMPUTE_STREAMS, Engine, stream_name
 from ..errors import DeadlockError, PartitionError, ProgramError
-from ..config import default_chip
 from ..hardware import Chip, get_chip
 from ..kernels.deps import _auto_deps
 from ..memory.allocator import PartitionAllocator
@@ -185,7 +184,7 @@ class ProgramBuilder:
     def __init__(self, chip: Chip | str | None = None, *, name: str = "program",
                  auto_deps: bool = True, check_capacity: bool = True, keep_operands: bool = True,
                  reference: bool | None = None):
-        self.chip = chip if isinstance(chip, Chip) else get_chip(chip or default_chip())
+        self.chip = get_chip(chip)
         self.name = name
         self.auto_deps = auto_deps
         self.check_capacity = check_capacity

@@ -115,7 +115,7 @@ def simulate(program, chip: Chip | str | None = None, *, reference: bool | None 
     matmul instructions). `schedule=False` times program order (no scheduling pass)."""
     pchip = program.chip
     if chip is not None:
-        c = chip if isinstance(chip, Chip) else get_chip(chip)
+        c = get_chip(chip)
         if c.name != pchip.name:
             raise ProgramError(f"program was built for {pchip.name}, asked to time it on {c.name}; "
                                f"rebuild it with ProgramBuilder({c.name!r})")

@@ -51,11 +51,11 @@ def test_one_setting_class_and_each_name_declared_once():
 
 
 def test_default_chip_is_read_where_no_chip_is_named(monkeypatch):
-    from neuron_sim.lower.api import _chip
+    from neuron_sim import get_chip
     assert ProgramBuilder().chip.name == "trn2"
     monkeypatch.setenv("NEURON_SIM_DEFAULT_CHIP", "trn3")
     assert ProgramBuilder().chip.name == "trn3"
-    assert _chip(None).name == "trn3"
+    assert get_chip().name == get_chip(None).name == "trn3"
 
 
 def test_bad_values_fail_at_first_device_use_not_at_import():
