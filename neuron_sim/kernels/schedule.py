@@ -69,11 +69,10 @@ def _low_bit(bits):
 def _scan_ends(i, p, r, s, dep_ptr, dep_idx, end, stream, sem_lat):
     """timing.py's _scan_deps with an instruction's end NaN until it issues (its done flag): one
     array read per dependency instead of two scattered ones. Returns (r, p, -1) when all are
-    done, else (partial r, the position, an instruction not done). Indexes unsigned:
-    numba then skips the negative-index wraparound (three per dependency)."""
+    done, else (partial r, the position, an instruction not done)."""
     while p < dep_ptr[i + 1]:
-        d = dep_idx[np.uint64(p)]
-        t = end[np.uint64(d)]
+        d = dep_idx[p]
+        t = end[d]
         if np.isnan(t):
             # wait for the last dependency instead when it is not done either and on the same
             # stream as d: any one not done will do (the scan resumes at p after each wake
@@ -82,11 +81,11 @@ def _scan_ends(i, p, r, s, dep_ptr, dep_idx, end, stream, sem_lat):
             # matmuls reading its buffer is woken once, not 32 times
             q = dep_ptr[i + 1] - 1
             if q > p:
-                dl = dep_idx[np.uint64(q)]
-                if np.isnan(end[np.uint64(dl)]) and stream[np.uint64(dl)] == stream[np.uint64(d)]:
+                dl = dep_idx[q]
+                if np.isnan(end[dl]) and stream[dl] == stream[d]:
                     return r, p, dl
             return r, p, d
-        if stream[np.uint64(d)] != s:
+        if stream[d] != s:
             t += sem_lat
         if t > r:
             r = t
@@ -102,9 +101,9 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     (an engine is an in-order machine: what comes after an instruction on it waits for its ii),
     with the instructions' own costs (compute: ii + lat; DMA: issue + fixed latency + the longer
     of its engine and HBM times) and the semaphore latency on edges across streams, in bl (zeros
-    on entry). One reverse pass: dependencies point back (one that does not is ignored). Also flags the streams with
-    DMAs (dma_stream[s] = 1) and counts each stream's instructions (counts[s + 1], _stream_fill's
-    input: one pass less over the program)."""
+    on entry). One reverse pass: dependencies point back (one that does not is ignored). Also
+    flags the streams with DMAs (dma_stream[s] = 1) and counts each stream's instructions
+    (counts[s + 1], _stream_fill's input: one pass less over the program)."""
     sem_lat = params[0]
     dma_fixed = params[1]
     n = stream.shape[0]
@@ -123,13 +122,11 @@ def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
         bl[i] = b
         bx = b + sem_lat
         for e in range(dep_ptr[i], dep_ptr[i + 1]):
-            d = dep_idx[np.uint64(e)]
+            d = dep_idx[e]
             if d < i:
-                # indexes unsigned, as in _scan_ends: no negative-index wraparound
-                u = np.uint64(d)
-                x = bx if stream[u] != s else b
-                v = bl[u]
-                bl[u] = x if x > v else v       # a select, not a mispredicted branch
+                x = bx if stream[d] != s else b
+                v = bl[d]
+                bl[d] = x if x > v else v       # a select, not a mispredicted branch
         if has_ord:
             for e in range(ord_ptr[i], ord_ptr[i + 1]):
                 d = ord_idx[e]
