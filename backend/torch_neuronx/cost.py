@@ -63,6 +63,30 @@ def _extent(t) -> tuple:
     return offset, offset + 1 + sum((n - 1) * abs(st) for n, st in zip(sizes, strides))
 
 
+class _Writes:
+    """The places (storage, offset, layout) a run of ops wrote, by storage, with the [first, end)
+    elements each covers."""
+
+    def __init__(self):
+        self.by_storage = {}
+
+    def overwrite(self, t, place) -> list:
+        """Records a write of `t` at `place`; returns the other places of its storage it
+        overlaps, which it ends: a freed output's address, reused for a tensor of another
+        layout, must not pass for that output."""
+        lo, hi = _extent(t)
+        keep, ended = [], []
+        for (l2, h2), p2 in self.by_storage.get(t.storage, ()):
+            (ended if p2 != place and l2 < hi and lo < h2 else keep).append(((l2, h2), p2))
+        self.by_storage[t.storage] = keep + [((lo, hi), place)]
+        return [p2 for _e, p2 in ended]
+
+    def overlapping(self, t) -> list:
+        """The written places of `t`'s storage whose elements `t` overlaps."""
+        lo, hi = _extent(t)
+        return [p2 for (l2, h2), p2 in self.by_storage.get(t.storage, ()) if l2 < hi and lo < h2]
+
+
 def _dtype_name(dt) -> str:
     return str(dt).replace("torch.", "")
 
@@ -124,29 +148,15 @@ def identity_pattern(group) -> tuple:
     pattern (and keys the same fused program) every step. The readable reference of the C++
     `OpBatch.pattern` the drain uses (runtime/OpKeys.cpp); `pattern_ids` maps that one to these
     ids."""
-    latest, pattern = {}, []
-    written = {}        # storage -> [((first, end) elements, place)] of the group's writes
-
-    def overwrite(t, place):
-        # A write ends every other place of its storage it overlaps: a freed output's address,
-        # reused for a tensor of another layout, must not pass for that output.
-        lo, hi = _extent(t)
-        keep = []
-        for (l2, h2), p2 in written.get(t.storage, ()):
-            if p2 != place and l2 < hi and lo < h2:
-                latest.pop(p2, None)
-            else:
-                keep.append(((l2, h2), p2))
-        keep.append(((lo, hi), place))
-        written[t.storage] = keep
-
+    latest, pattern, written = {}, [], _Writes()
     for i, op in enumerate(group):
         for k, (t, is_out) in enumerate(_described(op), 1):
             place = _identity(t)
             if is_out:
                 tid = ("o", i, k)
                 if place is not None:
-                    overwrite(t, place)
+                    for p2 in written.overwrite(t, place):
+                        latest.pop(p2, None)
                     latest[place] = tid
             else:
                 tid = latest.get(place, ("x", i, k)) if place is not None else ("x", i, k)

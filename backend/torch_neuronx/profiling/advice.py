@@ -110,6 +110,17 @@ def _retimed(title, detail, metric, saving_ns, **more) -> dict:
             "saving_ns": saving_ns, "checked": "re-timed", **more}
 
 
+def _steps_retimed(title, charged, new_ns, steps, per, change, advice, metric) -> dict:
+    """The latest `steps` steps (`charged` ns) re-timed as `new_ns` with `change`: recommended
+    when that saves >= MIN_SAVING_SHARE of a step (a loss is stated as one)."""
+    saving = (charged - new_ns) / steps
+    step_ns = charged / steps
+    verb = "shorter" if saving >= 0 else "longer"
+    return _retimed(title, f"Re-timed with {change}, each {per} is {abs(saving) / 1e6:.3f} ms "
+                    f"{verb} ({100 * abs(saving) / step_ns:.0f}% of the {per}). {advice}",
+                    metric, saving, per=per, recommended=saving >= MIN_SAVING_SHARE * step_ns)
+
+
 def _model():
     from .. import _state
     torch.neuron.synchronize()
@@ -273,18 +284,14 @@ def bf16_autocast(phased, total_ns: float):
     priced = [model.price(b) for b in new]
     cast_ns = sum(ns for b, p in zip(new, priced) for it, ns in zip(b, p) if it[0] == -1
                   and it[1] == "neuron::copy_d2d")
-    saving = (charged - sum(sum(p) for p in priced)) / steps
-    step_ns = charged / steps
     per = "step" if ends else "profiled region"
-    verb = "shorter" if saving >= 0 else "longer"
-    return _retimed("Train in bf16: torch.autocast('neuron', dtype=torch.bfloat16)",
-                    (f"Re-timed with the step's matmuls in bf16 (autocast's op lists) and the "
-                     f"{casts / steps:.0f} casts autocast and autograd add "
-                     f"({cast_ns / steps / 1e6:.3f} ms), each {per} is "
-                     f"{abs(saving) / 1e6:.3f} ms {verb} ({100 * abs(saving) / step_ns:.0f}% of "
-                     f"the {per}). Parameters, gradients and the optimizer stay float32."),
-                    f"{casts / steps:.0f} casts per {per}", saving, per=per,
-                    recommended=saving >= MIN_SAVING_SHARE * step_ns)
+    return _steps_retimed("Train in bf16: torch.autocast('neuron', dtype=torch.bfloat16)",
+                          charged, sum(sum(p) for p in priced), steps, per,
+                          f"the step's matmuls in bf16 (autocast's op lists) and the "
+                          f"{casts / steps:.0f} casts autocast and autograd add "
+                          f"({cast_ns / steps / 1e6:.3f} ms)",
+                          "Parameters, gradients and the optimizer stay float32.",
+                          f"{casts / steps:.0f} casts per {per}")
 
 
 COMPILE = "Compile the forward and loss: torch.compile(backend='neuron')"
@@ -317,19 +324,13 @@ def compiled_step(phased, total_ns: float):
     new, graphs = compiled_batch(flat, model)
     if not graphs:
         return None
-    saving = (charged - sum(model.price(new))) / steps
-    step_ns = charged / steps
     per = "step" if ends else "profiled region"
-    verb = "shorter" if saving >= 0 else "longer"
-    return _retimed(COMPILE,
-                    (f"Re-timed with the forward (and the loss) and the backward as "
-                     f"{graphs / steps:.0f} compiled graphs per {per}, one program and one "
-                     f"launch each (the optimizer as profiled), each {per} is "
-                     f"{abs(saving) / 1e6:.3f} ms {verb} ({100 * abs(saving) / step_ns:.0f}% "
-                     f"of the {per}). Compile the function that returns the loss (a model "
-                     "that computes its own loss: the model)."),
-                    f"{graphs / steps:.0f} graphs per {per}", saving, per=per,
-                    recommended=saving >= MIN_SAVING_SHARE * step_ns)
+    return _steps_retimed(COMPILE, charged, sum(model.price(new)), steps, per,
+                          f"the forward (and the loss) and the backward as {graphs / steps:.0f} "
+                          f"compiled graphs per {per}, one program and one launch each (the "
+                          "optimizer as profiled)",
+                          "Compile the function that returns the loss (a model that computes "
+                          "its own loss: the model).", f"{graphs / steps:.0f} graphs per {per}")
 
 
 # Every re-timed recommendation by its function's name, in the order the summary tries them

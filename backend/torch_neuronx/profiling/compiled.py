@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
-from ..cost import _HOST_COPIES, _described, _extent, _identity, op_spec
+from ..cost import _HOST_COPIES, _described, _extent, _identity, _Writes, op_spec
 
 GRAPHED = ("forward", "backward")
 # in-place ops that write every element: their operand's value is not read (a fresh tensor)
@@ -85,27 +85,8 @@ class _Later:
 def graph_ops(items, lo: int, hi: int, later: _Later) -> tuple:
     """(OpSpecs of items[lo:hi] as one graph with the graph's tensor identities, live output
     ids)."""
-    latest, written, outside = {}, {}, {}
+    latest, written, outside = {}, _Writes(), {}
     live, specs, out_tensor = set(), [], {}
-
-    def overwrite(t, place):        # a write ends the places of its storage it overlaps
-        a, b = _extent(t)
-        keep = []
-        for (a2, b2), p2 in written.get(t.storage, ()):
-            if p2 != place and a2 < b and a < b2:
-                latest.pop(p2, None)
-                outside.pop(p2, None)
-            else:
-                keep.append(((a2, b2), p2))
-        keep.append(((a, b), place))
-        written[t.storage] = keep
-
-    def viewed(t):                  # the graph output whose memory t reads in another layout
-        a, b = _extent(t)
-        for (a2, b2), p2 in written.get(t.storage, ()):
-            if a2 < b and a < b2 and p2 in latest:
-                return latest[p2]
-        return None
 
     for i in range(lo, hi):
         ids = []
@@ -113,7 +94,9 @@ def graph_ops(items, lo: int, hi: int, later: _Later) -> tuple:
             place, own = _identity(t), (i - lo, k)      # positions: equal steps, equal keys
             if is_out:
                 if place is not None:
-                    overwrite(t, place)
+                    for p2 in written.overwrite(t, place):   # ends the places it overlaps
+                        latest.pop(p2, None)
+                        outside.pop(p2, None)
                     latest[place] = own
                     out_tensor[own] = t
                 ids.append(own)
@@ -121,8 +104,8 @@ def graph_ops(items, lo: int, hi: int, later: _Later) -> tuple:
                 ids.append(own)
             elif place in latest:
                 ids.append(latest[place])
-            else:
-                base = viewed(t)
+            else:   # the graph output whose memory t reads in another layout
+                base = next((latest[p2] for p2 in written.overlapping(t) if p2 in latest), None)
                 if base is not None:
                     live.add(base)
                     ids.append(own)

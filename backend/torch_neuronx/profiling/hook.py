@@ -53,7 +53,6 @@ OPTIONS = LaneOptions.from_env()
 # neuron_sim/explorer/summary.py).
 WEIGHT_ARG = {"aten::mm": 1, "aten::addmm": 2, "aten::linear": 1, "aten::matmul": 1,
               "aten::convolution": 1, "aten::embedding": 0, "aten::addmv": 1, "aten::mv": 0}
-_HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 _MAX_ENTRIES = 2_000_000     # session bound: a forgotten profiler must not grow without limit
 _MAX_BATCH_OPS = 20_000      # latest drained ops kept for re-timing advice (~30 demo GPT steps)
 
@@ -62,9 +61,14 @@ class _Session:
     """Ops drained while the profiler logged: [(name, ns, OpRecord)], in drain order."""
 
     def __init__(self):
+        self.start()
+        self.open = False
+
+    def start(self):
+        """A new profiling session: nothing of the last one is kept."""
         self.entries = []
         self.outputs = {}        # layout key -> True: outputs written by device ops (bounded)
-        self.open = False
+        self.open = True
         self.lane_rows = 0       # rows attached so far (bounded by LaneOptions.max_rows)
         self.lanes_dropped = 0   # ops left without lanes once the budget was spent
         self.drains = []         # wall times (ns) of queue drains: where the host synchronised
@@ -82,14 +86,8 @@ def on_drain(model, batch, out, charges) -> None:
         SESSION.open = False
         return
     if not SESSION.open:          # first drain of a new profiling session
-        SESSION.entries.clear()
-        SESSION.outputs.clear()
-        SESSION.lane_rows = SESSION.lanes_dropped = 0
-        SESSION.drains.clear()
-        SESSION.batches.clear()
-        SESSION.batch_ops = 0
+        SESSION.start()
         _rows.clear()
-        SESSION.open = True
     if len(SESSION.drains) < _MAX_ENTRIES:
         SESSION.drains.append(time.time_ns())    # for the simulated-clock timeline
     SESSION.batches.append((batch, list(out)))
@@ -98,7 +96,7 @@ def on_drain(model, batch, out, charges) -> None:
         SESSION.batch_ops -= len(SESSION.batches.popleft()[0])
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
-    from ..cost import _moved_bytes
+    from ..cost import _HOST_COPIES, _moved_bytes
     for i, op in enumerate(batch):
         seq, name, preset = op.seq, op.name, op.preset_ns
         if charges[i] is not None:
@@ -319,7 +317,6 @@ def session_records(device_rows=None) -> list:
             merged[name] = m = OpRecord(name)
         m.add(rec)
     return list(merged.values())
-
 
 
 def session_programs() -> dict:

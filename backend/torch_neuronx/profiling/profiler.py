@@ -163,7 +163,7 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
     if trace is None and prof is not None:
         trace = phase_trace(prof)
     if rows is None and prof is not None:   # the region's device op rows (none without Kineto)
-        rows = trace_rows([e for e in trace["traceEvents"] if is_op_row(e)]) if trace else []
+        rows = trace_rows(trace) if trace else []
     recs = session_records(rows)
     m = _cost_model()
     chip, lnc = m.chip, m.lnc
@@ -284,10 +284,11 @@ def set_clock(trace: dict, clock: str) -> dict:
     return to_simulated_clock(trace, drains_ns=list(SESSION.drains) or None)
 
 
-def trace_rows(ops) -> list:
+def trace_rows(trace: dict) -> list:
     """[(name, ns)] of a trace's device op rows (read from the trace, which the exporter has
     parsed already: walking the profile's events again costs seconds on a long profile)."""
-    return [(e["name"], int(round(float(e["dur"]) * 1e3))) for e in ops]
+    return [(e["name"], int(round(float(e["dur"]) * 1e3)))
+            for e in trace.get("traceEvents", []) if is_op_row(e)]
 
 
 def _attach_session_summary(trace: dict) -> None:
@@ -296,10 +297,9 @@ def _attach_session_summary(trace: dict) -> None:
     `neuron-sim explorer` reads one verdict from either trace. Skipped when the rows do not
     match this process's last session (a trace from elsewhere)."""
     from .hook import SESSION
-    ops = [e for e in trace.get("traceEvents", []) if is_op_row(e)]
-    if not ops or not SESSION.entries:
+    rows = trace_rows(trace)
+    if not rows or not SESSION.entries:
         return
-    rows = trace_rows(ops)
     recs = session_records(rows)
     if sum(r.count for r in recs) < 0.9 * len(rows):
         return
@@ -364,7 +364,7 @@ class NeuronProfiler:
         with open(tmp) as f:
             trace = json.load(f)
         os.remove(tmp)
-        rows = trace_rows([e for e in trace.get("traceEvents", []) if is_op_row(e)])
+        rows = trace_rows(trace)
         dropped = self._filter(trace)
         notes = [f"capture_enabled_for_nc / max_events_per_nc dropped {dropped} device rows "
                  "(lanes of uncaptured cores or past the cap)"] if dropped else []
