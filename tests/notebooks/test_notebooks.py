@@ -73,7 +73,9 @@ class _Client(nbclient.NotebookClient):
         return kc
 
 
-def _run(name, scratch):
+def _run(name, scratch, *expected):
+    """Executes notebook `name` in `scratch`; every text in `expected` must be in its outputs.
+    Returns the executed notebook and its outputs' text."""
     shutil.copy(os.path.join(ROOT, "notebooks", name), scratch / name)
     nb = nbformat.read(scratch / name, as_version=4)
     env_path = os.path.dirname(sys.executable)
@@ -81,36 +83,31 @@ def _run(name, scratch):
     client = _Client(nb, timeout=300, kernel_name="python3",
                      resources={"metadata": {"path": str(scratch)}})
     client.execute()
-    return nb
+    out = _outputs(nb)
+    missing = [text for text in expected if text not in out]
+    assert not missing, f"{name}: outputs lack {missing}:\n{out}"
+    return nb, out
 
 
 def test_quickstart(scratch):
-    nb = _run("01_quickstart.ipynb", scratch)
-    out = _outputs(nb)
-    assert "simulated step" in out and "compiled  forward" in out
-    assert "Neuron Explorer-style summary" in out and "device time by phase  forward" in out
+    _, out = _run("01_quickstart.ipynb", scratch, "simulated step", "compiled  forward",
+                  "Neuron Explorer-style summary", "device time by phase  forward",
+                  "trn3.48xlarge", "trn3 / trn2 step time")
     # the fused-optimizer advice, applied: its predicted saving is what the change measures
     m = re.search(r"measured saving ([\d.]+) ms, predicted ([\d.]+) ms", out)
     assert m, out
     measured, predicted = float(m.group(1)), float(m.group(2))
     assert measured > 0 and abs(predicted - measured) <= 0.25 * measured
-    assert "trn3.48xlarge" in out and "trn3 / trn2 step time" in out
     assert os.path.exists(scratch / "profiles")
 
 
 def test_profiling_walkthrough(scratch):
-    nb = _run("02_profiling.ipynb", scratch)
-    out = _outputs(nb)
-    assert "trace.json" in out and "Self NEURON" in out
-    assert "recommendations" in out and "KiB/partition" in out
-    assert "device time by phase  forward" in out and "per step, re-timed" in out
+    nb, _ = _run("02_profiling.ipynb", scratch, "trace.json", "Self NEURON", "recommendations",
+                 "KiB/partition", "device time by phase  forward", "per step, re-timed")
     # the widget's view of the first op is kept in the notebook's widget state
     assert "active:" in json.dumps(dict(nb.metadata.get("widgets", {})))
 
 
 def test_will_it_fit(scratch):
-    nb = _run("04_will_it_fit.ipynb", scratch)
-    out = _outputs(nb)
-    assert "fits in HBM: True" in out and "MFU" in out
-    assert "TTFT  trn2" in out and "trn3 / trn2 TPOT" in out
-    assert "FSDP layer all-gather" in out and "TP layer activations" in out
+    _run("04_will_it_fit.ipynb", scratch, "fits in HBM: True", "MFU", "TTFT  trn2",
+         "trn3 / trn2 TPOT", "FSDP layer all-gather", "TP layer activations")
