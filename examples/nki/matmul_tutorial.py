@@ -29,6 +29,23 @@ def _dims(lhsT, rhs):
     return K, M, N
 
 
+def _load_k_tiles(src, col0, width):
+    """src[:, col0:col0 + width] into SBUF as a list of [TILE_K, width] tiles, one per K tile."""
+    tiles = []
+    for k in nl.affine_range(src.shape[0] // TILE_K):
+        t = nl.ndarray((TILE_K, width), dtype=src.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=src[k * TILE_K:(k + 1) * TILE_K, col0:col0 + width])
+        tiles.append(t)
+    return tiles
+
+
+def _store_tile(result, acc, m0, n0):
+    """A [TILE_M, TILE_N] PSUM result to SBUF (in result's dtype), then to result[m0:, n0:]."""
+    out = nl.ndarray((TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=out, src=acc)
+    nisa.dma_copy(dst=result[m0:m0 + TILE_M, n0:n0 + TILE_N], src=out)
+
+
 @nki.jit
 def matmul_tiled(lhsT, rhs):
     """Stage 1 (C1): every matmul loads its own two tiles."""
@@ -43,9 +60,7 @@ def matmul_tiled(lhsT, rhs):
                 nisa.dma_copy(dst=a, src=lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M])
                 nisa.dma_copy(dst=b, src=rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
                 nisa.nc_matmul(dst=acc, stationary=a, moving=b)     # first write overwrites, then adds
-            out = nl.ndarray((TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=out, src=acc)
-            nisa.dma_copy(dst=result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], src=out)
+            _store_tile(result, acc, m * TILE_M, n * TILE_N)
     return result
 
 
@@ -55,23 +70,13 @@ def matmul_hoist_load(lhsT, rhs):
     K, M, N = _dims(lhsT, rhs)
     result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // TILE_M):
-        a_col = []
-        for k in nl.affine_range(K // TILE_K):
-            a = nl.ndarray((TILE_K, TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=a, src=lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M])
-            a_col.append(a)
+        a_col = _load_k_tiles(lhsT, m * TILE_M, TILE_M)
         for n in nl.affine_range(N // TILE_N):
-            b_col = []
-            for k in nl.affine_range(K // TILE_K):
-                b = nl.ndarray((TILE_K, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=b, src=rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
-                b_col.append(b)
+            b_col = _load_k_tiles(rhs, n * TILE_N, TILE_N)
             acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(K // TILE_K):
                 nisa.nc_matmul(dst=acc, stationary=a_col[k], moving=b_col[k])
-            out = nl.ndarray((TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=out, src=acc)
-            nisa.dma_copy(dst=result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], src=out)
+            _store_tile(result, acc, m * TILE_M, n * TILE_N)
     return result
 
 
@@ -83,35 +88,18 @@ def matmul_block_free(lhsT, rhs, TILES_IN_BLOCK_M=2, TILES_IN_BLOCK_N=2):
     assert M % BM == 0 and N % BN == 0
     result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // BM):
-        a_blk = []
-        for bm in nl.affine_range(TILES_IN_BLOCK_M):
-            col = []
-            m0 = (m * TILES_IN_BLOCK_M + bm) * TILE_M
-            for k in nl.affine_range(K // TILE_K):
-                a = nl.ndarray((TILE_K, TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=a, src=lhsT[k * TILE_K:(k + 1) * TILE_K, m0:m0 + TILE_M])
-                col.append(a)
-            a_blk.append(col)
+        a_blk = [_load_k_tiles(lhsT, (m * TILES_IN_BLOCK_M + bm) * TILE_M, TILE_M)
+                 for bm in nl.affine_range(TILES_IN_BLOCK_M)]
         for n in nl.affine_range(N // BN):
-            b_blk = []
-            for bn in nl.affine_range(TILES_IN_BLOCK_N):
-                col = []
-                n0 = (n * TILES_IN_BLOCK_N + bn) * TILE_N
-                for k in nl.affine_range(K // TILE_K):
-                    b = nl.ndarray((TILE_K, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
-                    nisa.dma_copy(dst=b, src=rhs[k * TILE_K:(k + 1) * TILE_K, n0:n0 + TILE_N])
-                    col.append(b)
-                b_blk.append(col)
+            b_blk = [_load_k_tiles(rhs, (n * TILES_IN_BLOCK_N + bn) * TILE_N, TILE_N)
+                     for bn in nl.affine_range(TILES_IN_BLOCK_N)]
             for bm in nl.affine_range(TILES_IN_BLOCK_M):
                 for bn in nl.affine_range(TILES_IN_BLOCK_N):
                     acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
                     for k in nl.affine_range(K // TILE_K):
                         nisa.nc_matmul(dst=acc, stationary=a_blk[bm][k], moving=b_blk[bn][k])
-                    out = nl.ndarray((TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
-                    nisa.tensor_copy(dst=out, src=acc)
-                    m0 = (m * TILES_IN_BLOCK_M + bm) * TILE_M
-                    n0 = (n * TILES_IN_BLOCK_N + bn) * TILE_N
-                    nisa.dma_copy(dst=result[m0:m0 + TILE_M, n0:n0 + TILE_N], src=out)
+                    _store_tile(result, acc, (m * TILES_IN_BLOCK_M + bm) * TILE_M,
+                                (n * TILES_IN_BLOCK_N + bn) * TILE_N)
     return result
 
 
