@@ -5,6 +5,7 @@ import pytest
 
 import neuron_sim as ns
 from neuron_sim import errors as E
+from tile_programs import tile_program
 
 
 def test_vector_clock_differs():
@@ -80,29 +81,23 @@ def test_vector_exponential_only_on_trn3():
 
 def test_quantize_then_mx_matmul_on_trn3_matches_dequantized_numpy():
     import numpy as np
-    b = ns.ProgramBuilder("trn3")
-    S = b.hbm("S", (128, 128 * 4), "bfloat16")
-    M = b.hbm("M", (128, 64 * 4), "bfloat16")
-    O = b.hbm("O", (128, 64), "float32")
-    s16 = b.sbuf("s16", (128, 128 * 4), "bfloat16")
-    m16 = b.sbuf("m16", (128, 64 * 4), "bfloat16")
-    sq = b.sbuf("sq", (128, 128), "float8_e4m3fn_x4")
-    mq = b.sbuf("mq", (128, 64), "float8_e4m3fn_x4")
-    ss = b.sbuf("ss", (128, 128), "uint8")
-    ms = b.sbuf("ms", (128, 64), "uint8")
-    acc = b.psum("acc", (128, 64))
-    o = b.sbuf("o", (128, 64), "float32")
-    b.dma_copy(s16, S)
-    b.dma_copy(m16, M)
-    b.quantize_mx(sq, s16, ss)
-    b.quantize_mx(mq, m16, ms)
-    b.nc_matmul_mx(acc, sq, mq, ss, ms)
-    b.tensor_copy(o, acc)
-    b.dma_copy(O, o)
+    def build(b, s, o):
+        sq = b.sbuf("sq", (128, 128), "float8_e4m3fn_x4")
+        mq = b.sbuf("mq", (128, 64), "float8_e4m3fn_x4")
+        ss = b.sbuf("ss", (128, 128), "uint8")
+        ms = b.sbuf("ms", (128, 64), "uint8")
+        b.quantize_mx(sq, s["S"], ss)
+        b.quantize_mx(mq, s["M"], ms)
+        acc = b.psum("acc", (128, 64))
+        b.nc_matmul_mx(acc, sq, mq, ss, ms)
+        b.tensor_copy(o["O"], acc)
+    prog, _ = tile_program(build, {"S": ((128, 128 * 4), "bfloat16"),
+                                   "M": ((128, 64 * 4), "bfloat16")},
+                           {"O": ((128, 64), "float32")}, chip="trn3")
     rng = np.random.default_rng(0)
     sv = rng.standard_normal((128, 512)).astype(np.float32)
     mv = rng.standard_normal((128, 256)).astype(np.float32)
-    out = ns.execute(b.build(), {"S": sv, "M": mv})["O"]
+    out = ns.execute(prog, {"S": sv, "M": mv})["O"]
     # the contraction runs over partitions and the 4 packed values of each element
     exact = np.einsum("kiq,kjq->ij", sv.reshape(128, 128, 4), mv.reshape(128, 64, 4))
     rel = np.abs(out - exact).max() / np.abs(exact).max()

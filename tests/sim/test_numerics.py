@@ -7,6 +7,7 @@ import pytest
 import neuron_sim as ns
 from neuron_sim.numerics.rounding import (cast, dequantize_mx, quantize_mx, round_rne,
                                           round_stochastic)
+from tile_programs import tile_program
 
 EDGES = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.4e38,
                   1.00390625, 1.01171875, 65504.0, 448.0, 57344.0], np.float32)
@@ -84,23 +85,18 @@ def test_matmul_program_matches_numpy_with_fp32_psum_accumulation():
 
 
 def test_vector_scalar_gpsimd_semantics():
-    b = ns.ProgramBuilder("trn2")
-    X = b.hbm("X", (128, 64), "float32")
-    Y = b.hbm("Y", (128, 64), "float32")
-    R = b.hbm("R", (128, 1), "float32")
-    x = b.sbuf("x", (128, 64), "float32")
-    y = b.sbuf("y", (128, 64), "float32")
-    r = b.sbuf("r", (128, 1), "float32")
-    io = b.sbuf("io", (128, 64), "float32")
-    b.dma_copy(x, X)
-    b.tensor_scalar(y, x, "multiply", 2.0, "add", 1.0)
-    b.activation(y, y, "tanh", reduce_res=r)
-    b.iota(io, base=0, channel_multiplier=1, pattern=((0, 64),))
-    b.tensor_tensor(y, y, io, "add")
-    b.dma_copy(Y, y)
-    b.dma_copy(R, r)
+    def build(b, s, o):
+        y = o["Y"]
+        b.tensor_scalar(y, s["X"], "multiply", 2.0, "add", 1.0)
+        b.activation(y, y, "tanh", reduce_res=o["R"])
+        io = b.sbuf("io", (128, 64), "float32")
+        b.iota(io, base=0, channel_multiplier=1, pattern=((0, 64),))
+        b.tensor_tensor(y, y, io, "add")
+    f32 = "float32"
+    prog, _ = tile_program(build, {"X": ((128, 64), f32)},
+                           {"Y": ((128, 64), f32), "R": ((128, 1), f32)})
     xv = np.random.default_rng(4).standard_normal((128, 64)).astype(np.float32)
-    out = ns.execute(b.build(), {"X": xv})
+    out = ns.execute(prog, {"X": xv})
     t = np.tanh(2 * xv + 1)
     np.testing.assert_allclose(out["R"][:, 0], t.sum(1), rtol=1e-5)
     np.testing.assert_allclose(out["Y"], t + np.arange(128)[:, None], rtol=1e-5)
@@ -108,16 +104,10 @@ def test_vector_scalar_gpsimd_semantics():
 
 def _program(build, inputs, outputs_shape, dtype="float32", out_dtype="float32"):
     """Loads `inputs` into SBUF, runs build(builder, sbuf tiles, output tile), stores OUT."""
-    b = ns.ProgramBuilder("trn2")
-    hb = {k: b.hbm(k, v.shape, dtype) for k, v in inputs.items()}
-    sb = {k: b.sbuf(k + "_s", v.shape, dtype) for k, v in inputs.items()}
-    for k in inputs:
-        b.dma_copy(sb[k], hb[k])
-    out = b.sbuf("out_s", outputs_shape, out_dtype)
-    build(b, sb, out)
-    O = b.hbm("OUT", outputs_shape, out_dtype)
-    b.dma_copy(O, out)
-    return b.build()
+    prog, _ = tile_program(lambda b, s, o: build(b, s, o["OUT"]),
+                           {k: (v.shape, dtype) for k, v in inputs.items()},
+                           {"OUT": (outputs_shape, out_dtype)})
+    return prog
 
 
 def _run_vector_program(build, inputs, outputs_shape):
@@ -186,20 +176,14 @@ def test_execute_with_stochastic_rounding_is_seeded_and_unbiased():
 
 
 def test_fp8_double_row_matmul_contracts_256_and_costs_a_bf16_pass():
-    b = ns.ProgramBuilder("trn2")
-    S = b.hbm("S", (128, 2, 64), "float8_e4m3")
-    M = b.hbm("M", (128, 2, 256), "float8_e5m2")
-    O = b.hbm("O", (64, 256), "float32")
-    s = b.sbuf("s", (128, 2, 64), "float8_e4m3")
-    m = b.sbuf("m", (128, 2, 256), "float8_e5m2")
-    acc = b.psum("acc", (64, 256))
-    o = b.sbuf("o", (64, 256), "float32")
-    b.dma_copy(s, S)
-    b.dma_copy(m, M)
-    mm = b.nc_matmul(acc, s, m, perf_mode="double_row")
-    b.tensor_copy(o, acc)
-    b.dma_copy(O, o)
-    prog = b.build()
+    def build(b, s, o):
+        acc = b.psum("acc", (64, 256))
+        mm = b.nc_matmul(acc, s["S"], s["M"], perf_mode="double_row")
+        b.tensor_copy(o["O"], acc)
+        return mm
+    prog, mm = tile_program(build, {"S": ((128, 2, 64), "float8_e4m3"),
+                                    "M": ((128, 2, 256), "float8_e5m2")},
+                            {"O": ((64, 256), "float32")})
     c = ns.get_chip("trn2")
     assert prog.cols["ii_ns"][mm] == pytest.approx(256 / c.tensor_clock_hz * 1e9)
     assert prog.cols["flops"][mm] == 2 * 256 * 64 * 256
