@@ -6,6 +6,7 @@ import pytest
 import nki
 import nki.isa as nisa
 import nki.language as nl
+from nki_helpers import to_hbm
 
 
 def run(kernel, *args, target="trn2", **kw):
@@ -87,12 +88,7 @@ def _stats(x):
                        on_false_value=-1.0, cmp_op=nl.greater_equal)
     scan = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor_scan(dst=scan, data0=io, data1=io, initial=0.0, op0=nl.multiply, op1=nl.add)
-    outs = []
-    for r in (mv, io, sel, scan):
-        o = nl.ndarray(r.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=o, src=r)
-        outs.append(o)
-    return tuple(outs)
+    return to_hbm(mv, io, sel, scan)
 
 
 def test_bn_stats_iota_affine_select_scan():
