@@ -9,6 +9,7 @@ import torch
 import torch_neuronx
 from torch_neuronx.estimate import estimate_inference, load_config, parameter_counts
 from torch_neuronx.fp8_linear import ScaledLinear
+from estimate_helpers import device_ns
 
 pytestmark = pytest.mark.skipif(
     not torch_neuronx.get_instance().startswith("trn2"),
@@ -49,12 +50,7 @@ def _fp8_forward_ns(timed_only):
                                            device="neuron"), "fp8")
         x = torch.randn(256, 512, dtype=torch.bfloat16, device="neuron") if not timed_only \
             else torch.empty(256, 512, dtype=torch.bfloat16, device="neuron")
-        lin(x)
-        torch.neuron.synchronize()
-        a = torch_neuronx.device_time_ns()
-        lin(x)
-        torch.neuron.synchronize()
-        return torch_neuronx.device_time_ns() - a
+        return device_ns(lambda: lin(x), warmup=True)
 
 
 def test_fp8_linear_is_timed_the_same_without_values():
