@@ -55,11 +55,6 @@ class Chip:
     psum_bytes_per_partition: int
     psum_banks: int
     psum_bank_bytes_per_partition: int
-    # data-path widths
-    vector_elems_per_cycle_16bit: int
-    vector_elems_per_cycle_32bit: int
-    scalar_elems_per_cycle_16bit: int
-    scalar_elems_per_cycle_32bit: int
     # DMA
     dma_engines_per_core: int
     dma_queues_per_engine: int
@@ -223,11 +218,6 @@ def _load(name: str) -> Chip:
         sources[key] = entry.get("source", "")
         return entry["value"]
 
-    vec16 = v("vector_elems_per_cycle_bf16") or v("vector_elems_per_cycle_16b_8b") or \
-        v("vector_elems_per_cycle")
-    vec32 = v("vector_elems_per_cycle_other") or v("vector_elems_per_cycle")
-    sc16 = v("scalar_elems_per_cycle_16b_8b") or v("scalar_elems_per_cycle")
-    sc32 = v("scalar_elems_per_cycle_other") or v("scalar_elems_per_cycle")
     moving = v("matmul_moving_fmax")
     has_mx = v("tensor_mx_flops_per_core") is not None
     has_double_row = (v("tensor_fp8_flops_per_core") or v("tensor_fp8_double_row_flops_per_core")) \
@@ -250,10 +240,6 @@ def _load(name: str) -> Chip:
         hbm_bytes_per_s=v("hbm_bw_bytes_per_s"),
         matmul_moving_fmax_fp32_out=moving or v("matmul_moving_fmax_fp32_out"),
         matmul_moving_fmax_bf16_out=moving or v("matmul_moving_fmax_bf16_out"),
-        vector_elems_per_cycle_16bit=vec16,
-        vector_elems_per_cycle_32bit=vec32,
-        scalar_elems_per_cycle_16bit=sc16,
-        scalar_elems_per_cycle_32bit=sc32,
         dma_engine_bytes_per_s=v("dma_engine_bw_sustained_bytes_per_s"),
         hwdge_units_per_core=v("hwdge_units_per_core", 0),
         hwdge_instr_s=v("hwdge_instr_time_s", _data()["trn2"]["hwdge_instr_time_s"]["value"]),

@@ -1,4 +1,4 @@
-"""Trainium instances as data: a chip, a chip count, host resources and the LNC setting.
+"""Trainium instances as data: a chip, a chip count, host vCPUs and the LNC setting.
 
 The numbers come from trainium-hw.json where it lists the instance; rows marked `assumed` are not in
 the data sheet and say why they exist. What the device backend needs per logical core (HBM bytes,
@@ -19,7 +19,6 @@ class Instance:
     chip: Chip
     chips: int
     vcpus: int
-    host_mem_bytes: int
     assumed: bool = False
     note: str = ""
     source: str = ""
@@ -52,8 +51,7 @@ class Instance:
 def _from_json(chip: str, key: str, name: str) -> Instance:
     raw = _data()[chip][key]
     return Instance(name=name, chip=get_chip(chip), chips=raw["chips"]["value"],
-                    vcpus=raw["vcpus"]["value"], host_mem_bytes=int(raw["host_mem_bytes"]["value"]),
-                    note=raw.get("topology", {}).get("value", ""),
+                    vcpus=raw["vcpus"]["value"], note=raw.get("topology", {}).get("value", ""),
                     source=raw["chips"]["source"])
 
 
@@ -61,22 +59,20 @@ def _from_json(chip: str, key: str, name: str) -> Instance:
 def _instances() -> dict:
     t1src = _data()["sources"]["Trn1inst"]
     rows = [
-        Instance("trn1.2xlarge", get_chip("trn1"), chips=1, vcpus=8, host_mem_bytes=32 << 30,
+        Instance("trn1.2xlarge", get_chip("trn1"), chips=1, vcpus=8,
                  note="1 chip, 2 NeuronCores", source=t1src + " (instance table, §1a)"),
         _from_json("trn1", "instance_trn1_32xlarge", "trn1.32xlarge"),
-        Instance("trn2.3xlarge", get_chip("trn2"), chips=1, vcpus=12, host_mem_bytes=128 << 30,
-                 assumed=True,
+        Instance("trn2.3xlarge", get_chip("trn2"), chips=1, vcpus=12, assumed=True,
                  note="not in the data sheet; AWS lists a 1-chip Trn2 size (8 physical cores, "
-                      "4 logical at the default LNC=2); vCPU and host memory from the AWS "
-                      "instance page, unverified here",
+                      "4 logical at the default LNC=2); its vCPU count from the AWS instance "
+                      "page, unverified here",
                  source="assumed"),
         _from_json("trn2", "instance_trn2_48xlarge", "trn2.48xlarge"),
         _from_json("trn2", "instance_trn2_ultraserver", "trn2u.48xlarge-ultraserver"),
-        Instance("trn3.48xlarge", get_chip("trn3"), chips=16, vcpus=192, host_mem_bytes=2048 << 30,
-                 assumed=True,
+        Instance("trn3.48xlarge", get_chip("trn3"), chips=16, vcpus=192, assumed=True,
                  note="the docs list no stand-alone Trn3 instance [Trn3inst]; one server of the "
                       "Gen1 UltraServer (4 servers x 16 chips) is modelled, its name and host "
-                      "resources (1/4 of the UltraServer's 768 vCPU and 8 TiB) are assumed",
+                      "vCPUs (1/4 of the UltraServer's 768) are assumed",
                  source=_data()["sources"]["Trn3inst"]),
         _from_json("trn3", "instance_trn3_gen1_ultraserver", "trn3-gen1-ultraserver"),
         _from_json("trn3", "instance_trn3_gen2_ultraserver", "trn3-gen2-ultraserver"),
