@@ -73,7 +73,7 @@ def _matmul_rows(pub) -> list[Row]:
         r = simulate(fn("trn1"))
         rows.append(Row(cid, "latency_ms", "trn1", res["latency_ms"][k], r.total_ns / 1e6))
         rows.append(Row(cid, "hfu_percent", "trn1", res["hfu_percent"][k], 100 * r.summary["hfu"]))
-    return rows
+    return _mark(rows, pub["C1-C4"])
 
 
 def _c8_rows(pub) -> list[Row]:
@@ -87,7 +87,7 @@ def _c8_rows(pub) -> list[Row]:
     spilled = sum(prog.cols["dma_bytes"][i] for i, e in enumerate(prog.emits)
                   if e is not None and "spill" in e.params)
     traffic = f"includes {spilled / 1e6:.0f} MB of spill stores and reloads"
-    return [
+    return _mark([
         Row("C8", "tensor_active_ms", "trn2", res["tensor_active_ms"],
             s["engine_active_ns"]["TensorE"] / 1e6),
         Row("C8", "tensor_active_percent", "trn2", res["tensor_active_percent"], act["TensorE"]),
@@ -101,39 +101,39 @@ def _c8_rows(pub) -> list[Row]:
         Row("C8", "dma_active_percent", "trn2", res["dma_active_percent"], act["DMA"],
             note=traffic),
         Row("C8", "mbu_percent", "trn2", res["mbu_percent"], 100 * s["mbu"], note=traffic),
-    ]
+    ], pub["C8"])
 
 
 def _dma_rows(pub) -> list[Row]:
     r15 = simulate(P.dma_one_engine("trn2"))
     prog16 = P.dma_sixteen_engines("trn2")
     r16 = simulate(prog16)
-    return [
-        Row("C15", "ns", "trn2", pub["C15"]["result"]["ns"], float(r15.busy_ns[0]),
-            note="data phase of the one engine"),
+    return _mark([Row("C15", "ns", "trn2", pub["C15"]["result"]["ns"], float(r15.busy_ns[0]),
+                      note="data phase of the one engine")], pub["C15"]) + _mark([
         Row("C16", "per_engine_ns", "trn2", pub["C16"]["result"]["per_engine_ns"],
             float(prog16.cols["dma_engine_ns"][0]), note="each of the 16 engines"),
         Row("C16", "trigger_to_done_us", "trn2", pub["C16"]["result"]["trigger_to_done_us_approx"],
             float(r16.start_ns[1] - r16.start_ns[0]) / 1e3,
             note="trigger until the waiting VectorE instruction may start"),
-    ]
+    ], pub["C16"], {"trigger_to_done_us": "trigger_to_done_us_approx"})
 
 
-def _scalar_row(pub) -> Row:
+def _scalar_rows(pub) -> list[Row]:
     prog = P.scalar_dependent_chain("trn1")
     r = simulate(prog)
     acts = np.nonzero(prog.cols["engine"] == Engine.SCALAR)[0]
     ii = float(np.diff(r.start_ns[acts]).mean())
-    return Row("C17", "ii_ns", "trn1", pub["C17"]["result"]["ii_ns"], ii,
-               note="start-to-start of dependent 1-element activations")
+    return _mark([Row("C17", "ii_ns", "trn1", pub["C17"]["result"]["ii_ns"], ii,
+                      note="start-to-start of dependent 1-element activations")], pub["C17"])
 
 
-def _dge_row(pub) -> Row:
+def _dge_rows(pub) -> list[Row]:
     r = simulate(P.hwdge_stream("trn2"))
-    return Row("C18", "ns", "trn2", pub["C18"]["result"]["ns"],
-               float(np.diff(r.start_ns).mean()),
-               note="interval between hardware-DGE DMA instructions on one queue (the 600 ns "
-                    "input comes back: a consistency check, not an independent fit)")
+    return _mark([Row("C18", "ns", "trn2", pub["C18"]["result"]["ns"],
+                      float(np.diff(r.start_ns).mean()),
+                      note="interval between hardware-DGE DMA instructions on one queue (the "
+                           "600 ns input comes back: a consistency check, not an independent "
+                           "fit)")], pub["C18"])
 
 
 def _throttle_rows(pub) -> list[Row]:
@@ -145,9 +145,9 @@ def _throttle_rows(pub) -> list[Row]:
     full = np.nonzero(busy <= ii * (1 + 1e-9))[0]
     ramp_ns = r.start_ns[mm[full[0]]] - r.start_ns[mm[0]] if full.size else np.inf
     res = pub["C19"]["result"]
-    return [Row("C19", "initial_util", "trn2", res["initial_util"], float(ii[0] / busy[0])),
-            Row("C19", "ramp_us", "trn2", res["ramp_us"], float(ramp_ns) / 1e3,
-                note="burst start until a MultiplyMoving runs at full rate")]
+    return _mark([Row("C19", "initial_util", "trn2", res["initial_util"], float(ii[0] / busy[0])),
+                  Row("C19", "ramp_us", "trn2", res["ramp_us"], float(ramp_ns) / 1e3,
+                      note="burst start until a MultiplyMoving runs at full rate")], pub["C19"])
 
 
 # Mamba rows run a quarter of the 4096 channels and scale the time by 4: channel tiles are
@@ -186,30 +186,17 @@ def _mamba_rows(pub) -> list[Row]:
     return rows
 
 
-def run(mamba: bool = True) -> list[Row]:
+def run() -> list[Row]:
     pub = published()
     # stages of seconds each: the bar shows at once, naming the group being simulated
-    with Progress("calibration", unit=" groups", total=6 + mamba, delay_s=0) as bar:
-        bar.stage("C1-C4 matmul")
-        rows = _mark(_matmul_rows(pub), pub["C1-C4"])
-        bar.tick()
-        bar.stage("C8")
-        rows += _mark(_c8_rows(pub), pub["C8"])
-        bar.tick()
-        if mamba:
-            bar.stage("C9-C13 mamba")
-            rows += _mamba_rows(pub)
-            bar.tick()
-        bar.stage("C15-C16 DMA")
-        dma = _dma_rows(pub)
-        rows += _mark(dma[:1], pub["C15"]) + _mark(dma[1:], pub["C16"],
-                                                   {"trigger_to_done_us":
-                                                    "trigger_to_done_us_approx"})
-        bar.tick()
-        for group, make in (("C17", lambda: [_scalar_row(pub)]), ("C18", lambda: [_dge_row(pub)]),
-                            ("C19", lambda: _throttle_rows(pub))):
+    groups = (("C1-C4 matmul", _matmul_rows), ("C8", _c8_rows), ("C9-C13 mamba", _mamba_rows),
+              ("C15-C16 DMA", _dma_rows), ("C17", _scalar_rows), ("C18", _dge_rows),
+              ("C19", _throttle_rows))
+    rows = []
+    with Progress("calibration", unit=" groups", total=len(groups), delay_s=0) as bar:
+        for group, make in groups:
             bar.stage(group)
-            rows += _mark(make(), pub[group])
+            rows += make(pub)
             bar.tick()
     return rows
 
@@ -238,7 +225,7 @@ def format_table(rows) -> str:
                          f"{r.simulated:>12.4g} {100 * r.error:>7.2f}%  {what}{flag}")
     med, mx, n = stats(rows)
     pmed, pmx, pn = stats(rows, "predict")
-    fmed, fmx, fn = stats(rows, "fit")
+    _, fmx, fn = stats(rows, "fit")
     lines.append(f"RESULT median_err={med:.4f} max_err={mx:.4f} n={n} "
                  f"predict_median_err={pmed:.4f} predict_max_err={pmx:.4f} n_predict={pn} "
                  f"fit_max_err={fmx:.4f} n_fit={fn}")
