@@ -11,9 +11,9 @@ from ..errors import CapacityError
 
 
 class PartitionAllocator:
-    def __init__(self, memory: str, capacity: int, chip: str, align: int = 0, bank_bytes: int = 0):
+    def __init__(self, memory: str, capacity: int, chip: str, bank_bytes: int = 0):
         self.memory, self.capacity, self.chip = memory, int(capacity), chip
-        self.align, self.bank_bytes = align, bank_bytes
+        self.bank_bytes = bank_bytes
         self.blocks: list[tuple[int, int]] = []   # sorted (offset, size)
         self.peak = 0
 
@@ -22,22 +22,19 @@ class PartitionAllocator:
         return sum(s for _, s in self.blocks)
 
     def _fits(self, off: int, size: int) -> int:
-        if self.bank_bytes:
-            if size <= self.bank_bytes:
-                if off // self.bank_bytes != (off + size - 1) // self.bank_bytes:
-                    off = (off // self.bank_bytes + 1) * self.bank_bytes
-            elif off % self.bank_bytes:
-                off = (off // self.bank_bytes + 1) * self.bank_bytes
-        elif self.align and off % self.align:
-            off += self.align - off % self.align
+        """The first offset from `off` where a PSUM tile of `size` bytes may start: a tile of up
+        to one bank does not straddle two, a larger one starts on a bank boundary."""
+        bank = self.bank_bytes
+        straddles = off // bank != (off + size - 1) // bank
+        if straddles if size <= bank else off % bank:
+            off = (off // bank + 1) * bank
         return off
 
     def alloc(self, size: int, name: str) -> int:
         size = max(1, int(size))
         cur = 0
-        plain = not (self.bank_bytes or self.align)     # SBUF: any offset will do
         for off, sz in (*self.blocks, (self.capacity, 0)):
-            cand = cur if plain else self._fits(cur, size)
+            cand = self._fits(cur, size) if self.bank_bytes else cur   # SBUF: any offset
             if cand + size <= off:
                 insort(self.blocks, (cand, size))
                 self.peak = max(self.peak, cand + size)   # the other blocks are counted already
