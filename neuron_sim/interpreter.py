@@ -20,7 +20,6 @@ from .numerics.rounding import cast
 from .program.ap import AccessPattern, Memory
 
 
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 MAX_LANES = max(get_chip(n).sbuf_partitions for n in list_chips())
 
 
@@ -63,7 +62,7 @@ class State:
             shape, strides = shape + (4,), strides + (item,)
         # stride over an unsigned view: NumPy cannot build strided views of some ml_dtypes
         # (float8) directly; same item size, so viewing back is exact
-        raw = flat.view(_UINT[item])
+        raw = flat.view(f"u{item}")
         return as_strided(raw[base:], shape=shape, strides=strides, writeable=True).view(flat.dtype)
 
     def read_raw(self, ap) -> np.ndarray:

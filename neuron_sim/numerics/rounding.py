@@ -16,8 +16,6 @@ import numpy as np
 
 from .formats import np_dtype, normalize
 
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-
 
 def round_rne(x, dtype) -> np.ndarray:
     """Cast FP32 values to `dtype` with round-to-nearest-even (returns the storage array)."""
@@ -29,7 +27,7 @@ def _neighbours(x32, dt):
     """Largest representable <= x and smallest >= x (as FP32)."""
     r = x32.astype(dt)
     rf = r.astype(np.float32)
-    bits = r.view(_UINT[dt.itemsize])
+    bits = r.view(f"u{dt.itemsize}")
     step_up = np.where(np.signbit(rf), bits - 1, bits + 1).astype(bits.dtype)
     step_dn = np.where(np.signbit(rf), bits + 1, bits - 1).astype(bits.dtype)
     # zero: step toward the sign of x
