@@ -26,12 +26,14 @@ def timing_params(chip: Chip) -> np.ndarray:
     ], dtype=np.float64)
 
 
-def kernel_args(program, chip: Chip):
+def kernel_args(program, chip: Chip, wide: bool = True):
+    """The in-order kernel's arguments; the integer columns as int64 for the Python reference
+    (`wide`), else in their own narrow types: no copies, less memory to stream through."""
     c = program.cols
-    return (c["stream"].astype(np.int64), c["kind"].astype(np.int64), c["ii_ns"], c["lat_ns"],
-            program.dep_ptr, program.dep_idx, c["dma_engine_ns"], c["dma_hbm_ns"],
-            c["dma_issue_ns"], c["dma_engines"].astype(np.int64),
-            c["dma_engine0"].astype(np.int64), timing_params(chip))
+    i = (lambda x: x.astype(np.int64)) if wide else (lambda x: x)
+    return (i(c["stream"]), i(c["kind"]), c["ii_ns"], c["lat_ns"], program.dep_ptr,
+            program.dep_idx, c["dma_engine_ns"], c["dma_hbm_ns"], c["dma_issue_ns"],
+            i(c["dma_engines"]), i(c["dma_engine0"]), timing_params(chip))
 
 
 # The scheduling pass's window: how many not-yet-issued instructions of a queue it looks at.
@@ -54,13 +56,9 @@ def scheduled(program, chip: Chip, reference: bool = False, orders: bool = True)
     (a dependency cycle through the windows: the program-order run then reports the deadlock).
     orders=False: the kernel may give order and after as None (copies saved)."""
     from ..kernels.schedule import list_schedule
-    c = program.cols
-    optr, oidx = program.order_edges()
-    params = timing_params(chip)
-    # the integer columns in their own narrow types: no copies, less memory to stream through
-    args = (c["stream"], c["kind"], c["ii_ns"], c["lat_ns"], program.dep_ptr, program.dep_idx,
-            optr, oidx, c["dma_engine_ns"], c["dma_hbm_ns"], c["dma_issue_ns"], c["dma_engines"],
-            c["dma_engine0"], params, schedule_window(int(params[6])))
+    a = kernel_args(program, chip, wide=False)     # the in-order columns plus the order edges
+    params = a[-1]                                  # [6]: the stream count (PARAM_NAMES)
+    args = a[:6] + program.order_edges() + a[6:] + (schedule_window(int(params[6])),)
     if reference:
         status, *res = _ref.list_schedule(*args)
     else:
@@ -83,11 +81,7 @@ def run_kernel(program, chip: Chip, reference: bool = False, schedule: bool = Tr
         start, end, dstart, busy = (np.asarray(x, np.float64) for x in (start, end, dstart, busy))
     else:
         from ..kernels.timing import schedule as in_order
-        c = program.cols     # the integer columns in their own narrow types, as in scheduled()
-        status, start, end, dstart, busy, stuck = in_order(
-            c["stream"], c["kind"], c["ii_ns"], c["lat_ns"], program.dep_ptr, program.dep_idx,
-            c["dma_engine_ns"], c["dma_hbm_ns"], c["dma_issue_ns"], c["dma_engines"],
-            c["dma_engine0"], timing_params(chip))
+        status, start, end, dstart, busy, stuck = in_order(*kernel_args(program, chip, False))
     if status != 0:
         raise _deadlock(program, list(stuck))
     return start, end, dstart, busy
