@@ -15,7 +15,7 @@ from ..program.program import COLUMNS, Program
 from ..timing import simulate
 from ..trace.op_program import OpProgram, classify_dma
 from .assumptions import REPEAT_CAP
-from .context import LowerCtx
+from .context import LowerCtx, cores_of_work
 from .registry import LoweringError, rule_for
 from .replay import flush as replay_flush, lower_into
 from .rules.optimizer import list_identity
@@ -129,7 +129,7 @@ def _timed(emit, chip, lnc, op: OpSpec) -> Timing:
         hbm = _lin(hbm1, hbm, k, extra)
         flops = _lin(flops1, flops, k, extra)
         extrapolated = True
-    cores = ctx.cores_of_work()
+    cores = cores_of_work(ctx._blocks, ctx.lnc)
     return Timing(tot, eng, hbm * cores, flops * cores, n, extrapolated=extrapolated,
                   lower_s=time.perf_counter() - t0, ops=(name,),
                   extra={"sbuf_peak_bytes_per_partition": ctx.b.sbuf_peak_bytes_per_partition},
@@ -144,7 +144,7 @@ def _with_ids(op: OpSpec, fn) -> OpSpec:
         if isinstance(a, TensorSpec):
             pos[0] += 1
             return a if a.id is not None else a.with_id(fn(a, out, pos[0]))
-        if isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
+        if _tensor_list(a):
             return type(a)(tag(t, out) for t in a)
         return a
     return OpSpec(op.name, tuple(tag(a, False) for a in op.args),
@@ -244,8 +244,7 @@ def warm_up(chip=None) -> None:
 
 
 def _list_args(op):
-    return [list(a) for a in op.args if isinstance(a, (list, tuple)) and a
-            and all(isinstance(t, TensorSpec) for t in a)]
+    return [list(a) for a in op.args if _tensor_list(a)]
 
 
 def _keys(tensors, lists):
@@ -286,7 +285,7 @@ def _program(fused, chip, lnc, live):
         raise LoweringError(f"fused sequence could not be lowered: {type(e).__name__}: {e}") \
             from e
     tot, eng, hbm, flops, n = _measure(ctx)
-    cores = ctx.cores_of_work()
+    cores = cores_of_work(ctx._blocks, ctx.lnc)
     truncated = any(r > e for r, e in ctx.repeats)
     spilled = {k: t for k, t in stored.items() if k in later and k not in ctx._resident
                and (live is None or k not in live)}
@@ -374,9 +373,7 @@ def _concatenated(fused, alone, chip, lnc, live):
     if prog is None:
         return None
     tot, eng, hbm, flops, n = _summed(prog, simulate(prog))
-    blocks = [b for a in alone for b in a.blocks]
-    total, per_core = max(blocks, key=lambda b: b[1])
-    cores = min(float(lnc), total / per_core)
+    cores = cores_of_work([b for a in alone for b in a.blocks], lnc)
     peak = max(a.extra.get("sbuf_peak_bytes_per_partition", 0) for a in alone)
     return tot, eng, hbm * cores, flops * cores, n, False, peak, {}
 
@@ -434,7 +431,7 @@ def _slice_op(op: OpSpec, s: int) -> OpSpec:
     def cut(a):
         if isinstance(a, TensorSpec):
             return replace(a, shape=(max(1, -(-a.numel // s)),), strides=None)
-        if isinstance(a, (list, tuple)) and a and all(isinstance(t, TensorSpec) for t in a):
+        if _tensor_list(a):
             return type(a)(cut(t) for t in a)
         return a
     return OpSpec(op.name, tuple(cut(a) for a in op.args), tuple(cut(o) for o in op.outputs),

@@ -37,9 +37,6 @@ class ProgramCache:
         self.lower_cpu_s = 0.0      # CPU of the lowering thread in misses (load-independent)
         self.estimate_reasons: dict = {}     # op name -> why it was estimated
 
-    def clear(self):
-        self.__init__()
-
     def _cached(self, table: dict, k, make) -> Timing:
         """table[k], made by make() on a miss (counted, its wall time added to lower_s and the
         CPU time of this thread to lower_cpu_s: on a loaded machine the wall time is mostly

@@ -43,6 +43,17 @@ def chunk_elems(chip, cols: int, dtype: str, streams: int = 3) -> int:
     return max(1, min(cols, fit, max(lo, min(hi, ceil(cols / 4)))))
 
 
+def cores_of_work(blocks, lnc) -> float:
+    """How many times this core's work the logical core does in all, from the (blocks in all,
+    blocks of this core) of each repeat()/split() (`LowerCtx._blocks`): `lnc` when every
+    physical core gets as many blocks as this one, less when the blocks do not divide (one
+    block on LNC=2: the second core idles). Taken from the largest repeat()."""
+    if not blocks:
+        return float(lnc)
+    total, per_core = max(blocks, key=lambda b: b[1])
+    return min(float(lnc), total / per_core)
+
+
 class LowerCtx:
     def __init__(self, chip, lnc: int = 1, cap: int = REPEAT_CAP, *, live=None,
                  consumed_later=frozenset(), last_read=None, name="op", keep_operands=False):
@@ -112,15 +123,6 @@ class LowerCtx:
         per_core = ceil(total / self.lnc)
         self._blocks.append((total, per_core))
         return per_core
-
-    def cores_of_work(self) -> float:
-        """How many times this core's work the logical core does in all: `lnc` when every
-        physical core gets as many blocks as this one, less when the blocks do not divide
-        (one block on LNC=2: the second core idles). Taken from the largest repeat()."""
-        if not self._blocks:
-            return float(self.lnc)
-        total, per_core = max(self._blocks, key=lambda b: b[1])
-        return min(float(self.lnc), total / per_core)
 
     # ---- tiles ------------------------------------------------------------------------------
     def tile(self, role: str, shape, dtype, slot: int = 0, memory=Memory.SBUF,

@@ -8,8 +8,6 @@ backend's `torch_neuronx.estimated_ops()`, so users see which numbers are modell
 
 from __future__ import annotations
 
-from math import prod
-
 from ..hardware import get_chip
 from ..numerics.formats import itemsize
 from ..roofline import roofline_ns
@@ -37,17 +35,13 @@ def _itemsize(dtype) -> float:
         return 4.0
 
 
-def estimate_parts(op: OpSpec):
-    nbytes = sum(t.numel * _itemsize(t.dtype) for t in list(op.inputs) + list(op.outputs)
-                 if t.on_device)
-    dtype = next((t.dtype for t in op.inputs), op.outputs[0].dtype if op.outputs else "float32")
-    return _flops(op), float(nbytes), dtype
-
-
 def estimate(op: OpSpec, chip, lnc: int = 1):
     from .api import Timing
     c = get_chip(chip)
-    flops, nbytes, dtype = estimate_parts(op)
+    flops = _flops(op)
+    nbytes = float(sum(t.numel * _itemsize(t.dtype) for t in list(op.inputs) + list(op.outputs)
+                       if t.on_device))
+    dtype = next((t.dtype for t in op.inputs), op.outputs[0].dtype if op.outputs else "float32")
     try:
         ns = roofline_ns(flops, nbytes, dtype, c, lnc=lnc)
     except (ValueError, KeyError):
@@ -55,7 +49,3 @@ def estimate(op: OpSpec, chip, lnc: int = 1):
     ns += 2 * c.dma_fixed_latency_s * 1e9
     return Timing(ns, {"DMA": nbytes / (c.hbm_bytes_per_s_per_core * lnc) * 1e9}, nbytes, flops,
                   0, estimated=True, ops=(op.name,), note="roofline estimate (no lowering rule)")
-
-
-def numel(shape) -> int:
-    return int(prod(shape)) if shape else 1

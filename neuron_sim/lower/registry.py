@@ -25,27 +25,14 @@ def lowers(*names: str):
                     f"lowering for {key!r} registered twice: {RULES[key].__module__}."
                     f"{RULES[key].__name__} and {fn.__module__}.{fn.__name__}; keep one")
             RULES[key] = fn
-        fn.lowers = tuple(names)
         return fn
     return deco
 
 
-_LOADED = False
-
-
-def _load_rules() -> None:
-    """Import the rule families once (an import statement per lookup cost 2% of lowering)."""
-    global _LOADED
-    if not _LOADED:
-        from . import rules  # noqa: F401  (registers every family)
-        _LOADED = True
-
-
+# (the rule families register themselves when neuron_sim.lower is imported: see __init__.py)
 def has_rule(name: str) -> bool:
-    _load_rules()
     return normalize_name(name) in RULES
 
 
 def rule_for(name: str):
-    _load_rules()
     return RULES.get(normalize_name(name))
