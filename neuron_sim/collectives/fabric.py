@@ -11,12 +11,11 @@ The algorithms in `algorithms.py` ask `hop_bytes_per_s`, `hop_latency_s`, `hops`
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..hardware import get_instance
-from .links import assumed, datasheet, fabric_data, instance_datasheet, latency
+from .links import assumed, datasheet, fabric_data, latency
 
 
 @dataclass(frozen=True)
@@ -167,27 +166,27 @@ def fabric_for(instance: str, lnc: int | None = None, nodes: int = 1) -> Fabric:
         levels = tuple(datasheet(chip, k) * share for k in (
             "pcie_intra_server_bw_per_chip_bytes_per_s", "pcie_inter_server_bw_per_chip_bytes_per_s",
             "pcie_inter_rack_bw_per_chip_bytes_per_s"))
-    chips_per_server = shape[0] * shape[1] if kind == "torus" else shape[0]
-    if chips_per_server * servers != inst.chips:
-        raise ValueError(f"fabric layout of {inst.name} has {chips_per_server * servers} chips, "
-                         f"the hardware data {inst.chips}")
     nodes = int(nodes)
     efa = 0.0
     if "efa_key" in layout:
-        efa = instance_datasheet(chip, *layout["efa_key"]) / 8   # bit/s -> B/s, one direction
+        efa = datasheet(chip, *layout["efa_key"]) / 8   # bit/s -> B/s, one direction
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
     if nodes > 1 and not efa:
         joinable = sorted(n for n, v in fabric_data()["instances"].items() if "efa_key" in v)
         raise ValueError(f"{inst.name} has no EFA bandwidth in the hardware data, so {nodes} of "
                          f"them cannot be joined; multi-instance fabrics: {', '.join(joinable)}")
-    return Fabric(instance=inst.name, chip=chip, kind=kind, shape=shape, servers=servers,
-                  cores_per_chip=inst.logical_cores_per_chip(lnc), lnc=lnc, ports=ports,
-                  link_bytes_per_s=link, intra_chip_bytes_per_s=intra,
-                  cross_server_bytes_per_s=cross, switch_levels=levels, nodes=nodes,
-                  efa_bytes_per_s=efa, link_hop_s=latency("neuronlink_hop_s"),
-                  efa_hop_s=latency("efa_hop_s"))
+    fab = Fabric(instance=inst.name, chip=chip, kind=kind, shape=shape, servers=servers,
+                 cores_per_chip=inst.logical_cores_per_chip(lnc), lnc=lnc, ports=ports,
+                 link_bytes_per_s=link, intra_chip_bytes_per_s=intra,
+                 cross_server_bytes_per_s=cross, switch_levels=levels, nodes=nodes,
+                 efa_bytes_per_s=efa, link_hop_s=latency("neuronlink_hop_s"),
+                 efa_hop_s=latency("efa_hop_s"))
+    if fab.chips_per_node != inst.chips:
+        raise ValueError(f"fabric layout of {inst.name} has {fab.chips_per_node} chips, "
+                         f"the hardware data {inst.chips}")
+    return fab
 
 
 def is_power_of_two(n: int) -> bool:
-    return n > 0 and (n & (n - 1)) == 0 and math.log2(n).is_integer()
+    return n > 0 and (n & (n - 1)) == 0

@@ -7,20 +7,17 @@ gives (named assumptions with their reasoning) from fabrics.json. Nothing in
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import lru_cache, reduce
 from importlib import resources
 
 from ..hardware.assumptions import Assumption
 from ..hardware.chips import _data  # the one loader of trainium-hw.json
 
 
-def datasheet(chip: str, key: str) -> float:
-    """A number of the data sheet for `chip` (trn1/trn2/trn3), e.g. 'neuronlink_ports'."""
-    return _data()[chip][key]["value"]
-
-
-def instance_datasheet(chip: str, instance_key: str, key: str) -> float:
-    return _data()[chip][instance_key][key]["value"]
+def datasheet(chip: str, *keys: str) -> float:
+    """A number of the data sheet for `chip` (trn1/trn2/trn3), e.g. 'neuronlink_ports', or of
+    one of its instances (keys: the instance's entry, then the number's)."""
+    return reduce(dict.__getitem__, keys, _data()[chip])["value"]
 
 
 @lru_cache(maxsize=1)

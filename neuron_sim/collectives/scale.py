@@ -24,6 +24,7 @@ by that amount). Host-side costs (data loading, Python) are not in simulated tim
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from .algorithms import estimate
@@ -102,26 +103,21 @@ def pattern_from_log(records, axis_of_group=None) -> list:
     """Collective calls from a collective log (dicts or objects with op/model_op, nbytes, group):
     identical calls are counted once with a count; `axis_of_group(group)` names each group's
     dimension (default: "dp" for every group)."""
-    counts = {}
+    counts = Counter()
     for r in records:
         get = r.get if isinstance(r, dict) else (lambda k, r=r: getattr(r, k))
         op = get("model_op")
         if op in ("barrier", "send_recv"):
             continue
         axis = axis_of_group(tuple(get("group"))) if axis_of_group else "dp"
-        key = (op, int(get("nbytes")), axis)
-        counts[key] = counts.get(key, 0) + 1
+        counts[(op, int(get("nbytes")), axis)] += 1
     return [CollectiveCall(op, nbytes, axis, n) for (op, nbytes, axis), n in counts.items()]
 
 
 def _padded_bytes(shape, elem_bytes: int, world: int) -> int:
     """FSDP2 shards dim 0, padded to a multiple of the group size."""
     shape = list(shape) or [1]
-    rows = -(-shape[0] // world) * world
-    rest = 1
-    for d in shape[1:]:
-        rest *= d
-    return rows * rest * elem_bytes
+    return -(-shape[0] // world) * world * math.prod(shape[1:]) * elem_bytes
 
 
 def fsdp2_pattern(root_shapes, unit_shapes, world: int, elem_bytes: int = 4,
@@ -132,18 +128,14 @@ def fsdp2_pattern(root_shapes, unit_shapes, world: int, elem_bytes: int = 4,
     the padded full sizes, as FSDP2 sends them. `unit_shapes`: one list of parameter shapes
     per fully_shard'ed submodule."""
     root = sum(_padded_bytes(s, elem_bytes, world) for s in root_shapes)
-    calls = {}
-
-    def add(op, nbytes, n):
-        calls[(op, nbytes)] = calls.get((op, nbytes), 0) + n
-
+    calls = Counter()
     if root:
-        add("all_gather", root, 1)
-        add("reduce_scatter", root, 1)
+        calls[("all_gather", root)] += 1
+        calls[("reduce_scatter", root)] += 1
     for shapes in unit_shapes:
         nbytes = sum(_padded_bytes(s, elem_bytes, world) for s in shapes)
-        add("all_gather", nbytes, 2)
-        add("reduce_scatter", nbytes, 1)
+        calls[("all_gather", nbytes)] += 2
+        calls[("reduce_scatter", nbytes)] += 1
     return [CollectiveCall(op, nbytes, axis, n) for (op, nbytes), n in calls.items()]
 
 
@@ -159,7 +151,4 @@ def ddp_pattern(param_bytes, first_bucket_bytes: int = 1 << 20, bucket_bytes: in
         current += nbytes
     if current:
         buckets.append(current)
-    calls = {}
-    for b in buckets:
-        calls[b] = calls.get(b, 0) + 1
-    return [CollectiveCall("all_reduce", b, axis, n) for b, n in calls.items()]
+    return [CollectiveCall("all_reduce", b, axis, n) for b, n in Counter(buckets).items()]
