@@ -47,7 +47,8 @@ from numba import njit
 
 from . import Scratch, drop_stale_caches, without_refcounting
 from .indexing import skip_wraparound
-from .timing import KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _stream_fill
+from .timing import (KIND_DMA, KIND_LS, KIND_MM, MACHINE0, _earliest, _issue, _scan_deps,
+                     _stream_fill)
 
 skip_wraparound(__name__)   # no negative indexes here: see indexing.py
 
@@ -63,34 +64,6 @@ def _low_bit(bits):
         bits >>= 8
         k += 8
     return k + _LOW_BIT[bits & 255]
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _scan_ends(i, p, r, s, dep_ptr, dep_idx, end, stream, sem_lat):
-    """timing.py's _scan_deps with an instruction's end NaN until it issues (its done flag): one
-    array read per dependency instead of two scattered ones. Returns (r, p, -1) when all are
-    done, else (partial r, the position, an instruction not done)."""
-    while p < dep_ptr[i + 1]:
-        d = dep_idx[p]
-        t = end[d]
-        if np.isnan(t):
-            # wait for the last dependency instead when it is not done either and on the same
-            # stream as d: any one not done will do (the scan resumes at p after each wake
-            # until all are done), and the last (the latest in program order: the builder
-            # sorts them) is then most often the last to issue: a DMA that waits for the ~32
-            # matmuls reading its buffer is woken once, not 32 times
-            q = dep_ptr[i + 1] - 1
-            if q > p:
-                dl = dep_idx[q]
-                if np.isnan(end[dl]) and stream[dl] == stream[d]:
-                    return r, p, dl
-            return r, p, d
-        if stream[d] != s:
-            t += sem_lat
-        if t > r:
-            r = t
-        p += 1
-    return r, p, -1
 
 
 @njit(cache=True, error_model="numpy")
@@ -249,7 +222,7 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     orders=False: order and after are returned as None (simulate needs only the times); True:
     as copies."""
     n = stream.shape[0]
-    # end is NaN until the instruction issues: the pass's done flag (_scan_ends)
+    # end is NaN until the instruction issues: the pass's done flag (_scan_deps's done None)
     times = (np.empty(n), np.full(n, np.nan), np.empty(n), np.empty(n))
     ints = _SCRATCH.get("ints", n, np.int64, 5)     # order, after, DMA log (index, queue, engines)
     bl = _SCRATCH.get("bl", n, np.float64, 2)       # bottom level, DMA log (priority)
@@ -375,8 +348,8 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
                 bits &= bits - 1
                 j = base + k
                 i = win[j]
-                r, p, blocker = _scan_ends(i, wpos[j], wr[j], s, dep_ptr, dep_idx, end, stream,
-                                           sem_lat)
+                r, p, blocker = _scan_deps(i, wpos[j], wr[j], s, dep_ptr, dep_idx, None, end,
+                                           stream, sem_lat)
                 if blocker < 0 and has_ord:
                     for e in range(ord_ptr[i], ord_ptr[i + 1]):
                         if np.isnan(end[ord_idx[e]]):

@@ -55,12 +55,28 @@ def _stream_fill(stream, counts, order):
 def _scan_deps(i, p, r, s, dep_ptr, dep_idx, done, end, stream, sem_lat):
     """Scan instruction i's dependencies from position p, r the latest end seen so far (plus the
     semaphore latency across streams). Returns (r, p, -1) when all are done, else (partial r,
-    the position, the first instruction not done)."""
+    the position, an instruction not done). done None (the scheduling pass): an instruction's
+    end is NaN until it issues, one array read per dependency instead of two scattered ones."""
     while p < dep_ptr[i + 1]:
         d = dep_idx[p]
-        if not done[d]:
-            return r, p, d
-        t = end[d]
+        if done is None:
+            t = end[d]
+            if np.isnan(t):
+                # wait for the last dependency instead when it is not done either and on the
+                # same stream as d: any one not done will do (the scan resumes at p after each
+                # wake until all are done), and the last (the latest in program order: the
+                # builder sorts them) is then most often the last to issue: a DMA that waits
+                # for the ~32 matmuls reading its buffer is woken once, not 32 times
+                q = dep_ptr[i + 1] - 1
+                if q > p:
+                    dl = dep_idx[q]
+                    if np.isnan(end[dl]) and stream[dl] == stream[d]:
+                        return r, p, dl
+                return r, p, d
+        else:
+            if not done[d]:
+                return r, p, d
+            t = end[d]
         if stream[d] != s:
             t += sem_lat
         if t > r:
