@@ -13,7 +13,6 @@ import sys
 
 from . import layout as lay
 from . import console_script, procs
-from .table import render
 
 HEAD = [("NEURON", "DEVICE"), ("NEURON", "CORES"), ("NEURON", "CORE IDS"), ("NEURON", "MEMORY")]
 LINKS = [("CONNECTED", "DEVICES")]
@@ -33,6 +32,22 @@ def users(layout, records):
 def _short(cmd: str, wide: bool) -> str:
     limit = 80 if wide else 40
     return cmd if len(cmd) <= limit else cmd[:limit - 3] + "..."
+
+
+def render(headers, rows, groups) -> str:
+    """The boxed table: '+---+' rules, two header lines (headers: [(line1, line2)]), '| x |'
+    rows; a rule after each row index in `groups` (devices that have several process rows)."""
+    widths = [max([len(h[0]), len(h[1])] + [len(str(r[i])) for r in rows])
+              for i, h in enumerate(headers)]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [rule] + ["|" + "|".join(f" {h[line].center(w)} " for h, w in zip(headers, widths))
+                    + "|" for line in (0, 1)] + [rule]
+    for k, r in enumerate(rows):
+        out.append("|" + "|".join(f" {str(c).ljust(w)} " for c, w in zip(r, widths)) + "|")
+        if k in groups and k != len(rows) - 1:
+            out.append(rule)
+    out.append(rule)
+    return "\n".join(out)
 
 
 def text(layout, records, wide=False, self_record=None) -> str:
