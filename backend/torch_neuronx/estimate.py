@@ -11,8 +11,8 @@ simulated instance, from a Hugging Face config (no weights).
 Method (one rank; the ranks of a TP/FSDP/DP job run the same program):
 1. The model's decoder layer is built from the config at this rank's shapes (attention heads,
    KV heads and MLP width divided by TP; KV heads replicated when TP exceeds them, as NxD does)
-   on the `neuron` device, in time-only mode when torch_neuronx has it (no host data, so a 70B
-   layer costs no RAM) and with real CPU numerics otherwise. One layer is run and timed on the
+   on the `neuron` device, in time-only mode (no host data, so a 70B layer costs no RAM;
+   time_only=False computes real CPU numerics). One layer is run and timed on the
    simulated NeuronCore (compiled with torch.compile(backend="neuron") unless compiled=False);
    the layers of a dense decoder are identical, so the model's time is the layer's x layers.
    The embedding, final norm, LM head (vocabulary divided by TP) and loss are timed once.
@@ -55,7 +55,6 @@ import torch
 import torch.utils.checkpoint
 
 from neuron_sim.collectives import estimate as collective_estimate
-from neuron_sim.collectives import fabric_for
 from neuron_sim.collectives.scale import ddp_pattern, group_cores
 from neuron_sim.hardware import get_instance
 
@@ -186,15 +185,10 @@ def _shard(cfg, tp: int, precision: str = "bf16"):
 
 @contextlib.contextmanager
 def _execution(time_only: bool | None):
-    """Time-only mode when available (no host data), else normal execution; grouped-query
-    attention as a flash kernel would run it (_flash_gqa)."""
-    import torch_neuronx
-    mode = getattr(torch_neuronx, "time_only", None)
-    if time_only is None:
-        time_only = mode is not None
-    if time_only and mode is None:
-        raise RuntimeError("time_only=True needs torch_neuronx.time_only (time-only execution), "
-                           "which this build does not have; pass time_only=False.")
+    """Time-only mode (no host data) unless time_only=False; grouped-query attention as a flash
+    kernel would run it (_flash_gqa)."""
+    from .time_only import time_only as mode
+    time_only = time_only is None or bool(time_only)
     with (mode() if time_only else contextlib.nullcontext()), _flash_gqa():
         yield time_only
 
@@ -227,10 +221,8 @@ class Measured:
 
     def plus(self, other: "Measured") -> "Measured":
         """Both programs, one after the other."""
-        engines = dict(self.engine_ns)
-        for e, v in other.engine_ns.items():
-            engines[e] = engines.get(e, 0) + v
-        return Measured(self.ns + other.ns, engines, self.launches + other.launches,
+        return Measured(self.ns + other.ns, _summed(self.engine_ns, other.engine_ns),
+                        self.launches + other.launches,
                         self.launch_ns + other.launch_ns, max(self.peak_bytes, other.peak_bytes),
                         self.compiled and other.compiled)
 
@@ -238,6 +230,14 @@ class Measured:
     def body_ns(self) -> int:
         """Time without the launches: this part's share of a larger compiled program."""
         return self.ns - self.launch_ns
+
+
+def _summed(a: dict, b: dict) -> dict:
+    """Engine times of two parts, one after the other."""
+    out = dict(a)
+    for e, v in b.items():
+        out[e] = out.get(e, 0) + v
+    return out
 
 
 def _program_ns(layer: Measured, layers: int, head: Measured, programs: int, launch_ns: int):
@@ -270,9 +270,7 @@ def _measure(fn, device, before=None) -> Measured:
     ns = torch_neuronx.device_time_ns(device) - a
     b = torch_neuronx.timing_breakdown()       # eager ops
     g = metrics.launch_stats()                 # compiled graphs
-    engines = dict(b["engine_ns"])
-    for e, v in g["engine_ns"].items():
-        engines[e] = engines.get(e, 0) + v
+    engines = _summed(b["engine_ns"], g["engine_ns"])
     peak = torch.neuron.max_memory_allocated(device) - base
     launch_ns = b["launch_ns"] + g["launches"] * _launch_ns()
     return Measured(ns, {e: v for e, v in engines.items() if v}, b["launches"] + g["launches"],
@@ -290,16 +288,11 @@ def _launch_ns() -> int:
     return int(round(get_instance(torch_neuronx.get_instance()).chip.eager_launch_s * 1e9))
 
 
-def _compiled(fn, compiled: bool):
-    if not compiled:
-        return fn, False
-    return torch.compile(fn, backend="neuron", dynamic=False), True
-
-
 def _measure_maybe_compiled(fn, device, compiled: bool, before=None) -> Measured:
     """Compiled when asked; a graph the compiler cannot take is timed eagerly (said in
     Measured.compiled)."""
-    run, is_compiled = _compiled(fn, compiled)
+    is_compiled = bool(compiled)
+    run = torch.compile(fn, backend="neuron", dynamic=False) if is_compiled else fn
     try:
         m = _measure(run, device, before)
     except Exception:   # noqa: BLE001 - fall back to eager, reported by compiled=False
@@ -409,11 +402,9 @@ def _collective(fabric, mesh, what, op, nbytes, axis, count, in_graph, overlappa
 
 
 def _job(instance, lnc, ranks):
-    inst = get_instance(instance)
-    lnc = inst.chip.lnc_default if lnc is None else int(lnc)
-    per_node = inst.logical_cores(lnc)
-    nodes = -(-ranks // per_node)
-    return inst, lnc, fabric_for(instance, lnc, nodes), nodes
+    from .distributed.spmd import job_cores
+    nodes, fabric = job_cores(ranks, instance, lnc)
+    return get_instance(instance), fabric.lnc, fabric, nodes
 
 
 # ---- results --------------------------------------------------------------------------------
@@ -883,18 +874,15 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
         m_dec_head = _measure_maybe_compiled(lambda: head(x1), dev, compiled)
     in_graph = m_pre.compiled
     pre, dec = [], []
-    if mesh["tp"] > 1:
-        pre.append(_collective(fabric, mesh, "TP layer activations", "all_reduce", b * s * h * elt,
-                               "tp", 2 * d["layers"], in_graph))
-        pre.append(_collective(fabric, mesh, "TP embedding", "all_reduce", b * s * h * elt, "tp",
-                               1, in_graph))
-        dec.append(_collective(fabric, mesh, "TP layer activations", "all_reduce", b * h * elt,
-                               "tp", 2 * d["layers"], in_graph))
-        dec.append(_collective(fabric, mesh, "TP embedding", "all_reduce", b * h * elt, "tp", 1,
-                               in_graph))
-        for lines in (pre, dec):   # on-device sampling: each rank's best token and its logit
-            lines.append(_collective(fabric, mesh, "TP sampling (argmax)", "all_gather",
-                                     b * 8 * mesh["tp"], "tp", 1, in_graph))
+    for lines, tokens in ((pre, s), (dec, 1)) if mesh["tp"] > 1 else ():
+        act = b * tokens * h * elt
+        lines.append(_collective(fabric, mesh, "TP layer activations", "all_reduce", act, "tp",
+                                 2 * d["layers"], in_graph))
+        lines.append(_collective(fabric, mesh, "TP embedding", "all_reduce", act, "tp", 1,
+                                 in_graph))
+        # on-device sampling: each rank's best token and its logit
+        lines.append(_collective(fabric, mesh, "TP sampling (argmax)", "all_gather",
+                                 b * 8 * mesh["tp"], "tp", 1, in_graph))
     weights = counts["total"] / mesh["tp"] * elt
     if prec != "bf16":     # the layers' linear weights at one byte (the scales are negligible)
         weights -= d["layers"] * (counts["layer"] - 2 * h) / mesh["tp"] * (elt - 1)

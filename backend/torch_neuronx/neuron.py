@@ -108,10 +108,6 @@ def get_device_capability(device=None) -> tuple[int, int]:
 
 # ---- random numbers: one default generator per device ---------------------------------------
 
-def _generators():
-    return tuple(_C._get_default_generator(i) for i in range(device_count()))
-
-
 class _DefaultGenerators:
     def __getitem__(self, index):
         return _C._get_default_generator(index)
@@ -120,7 +116,7 @@ class _DefaultGenerators:
         return device_count()
 
     def __iter__(self):
-        return iter(_generators())
+        return iter([_C._get_default_generator(i) for i in range(device_count())])
 
 
 default_generators = _DefaultGenerators()
@@ -137,7 +133,7 @@ def manual_seed(seed: int) -> None:
 
 
 def manual_seed_all(seed: int) -> None:
-    for gen in _generators():
+    for gen in default_generators:
         gen.manual_seed(int(seed))
 
 
@@ -147,7 +143,7 @@ def seed() -> None:
 
 def seed_all() -> None:
     random_seed = default_generators[current_device()].seed()
-    for gen in _generators():
+    for gen in default_generators:
         gen.manual_seed(random_seed)
 
 
@@ -164,11 +160,11 @@ def set_rng_state(new_state: torch.Tensor, device="neuron") -> None:
 
 
 def get_rng_state_all() -> list:
-    return [g.get_state() for g in _generators()]
+    return [g.get_state() for g in default_generators]
 
 
 def set_rng_state_all(states) -> None:
-    for gen, state in zip(_generators(), states):
+    for gen, state in zip(default_generators, states):
         gen.set_state(state)
 
 

@@ -60,13 +60,9 @@ def from_environment(rank: int, world_size: int) -> Placement:
                     f"rank {rank} (LOCAL_RANK {local_rank}): NEURON_RT_VISIBLE_CORES={spec!r} "
                     f"lists {len(visible)} cores but this node runs {local_world} ranks. Unset "
                     "it (each rank then takes core LOCAL_RANK) or list one core per local rank.")
-            visible_env = {**os.environ, "NEURON_RT_VISIBLE_CORES": str(core),
-                           "NEURON_RT_NUM_CORES": ""}
         else:
-            visible_env = {**os.environ, "NEURON_RT_VISIBLE_CORES": str(local_rank),
-                           "NEURON_RT_NUM_CORES": ""}
             core = local_rank
-        v = resolve(None, visible_env)
+        v = _owning(core)
     except ValueError as e:
         total = _total_cores()
         raise DistributedSetupError(
@@ -79,6 +75,12 @@ def from_environment(rank: int, world_size: int) -> Placement:
                      local_world_size=local_world, node=node, core=core,
                      instance=v.instance.name, lnc=v.lnc,
                      cores_per_node=v.instance.logical_cores(v.lnc))
+
+
+def _owning(core: int):
+    """The instance and cores this process sees when it owns runtime core `core` alone."""
+    return resolve(None, {**os.environ, "NEURON_RT_VISIBLE_CORES": str(core),
+                          "NEURON_RT_NUM_CORES": ""})
 
 
 def _total_cores():
@@ -99,8 +101,7 @@ def apply(p: Placement) -> None:
     from .. import _C
 
     os.environ.setdefault("NEURON_RT_VISIBLE_CORES", str(p.core))
-    visible = resolve(None, {**os.environ, "NEURON_RT_VISIBLE_CORES": str(p.core),
-                             "NEURON_RT_NUM_CORES": ""})
+    visible = _owning(p.core)
     _C._configure(p.local_world_size, visible.hbm_bytes_per_device, visible.instance.name,
                   neuron_settings.get("NEURON_RT_ENABLE_HOST_CC"), owned_device=p.local_rank,
                   owner=f"rank {p.rank}, LOCAL_RANK {p.local_rank}, NeuronCore {p.core}")
