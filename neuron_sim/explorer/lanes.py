@@ -40,7 +40,7 @@ def lane_name(stream: int, dma: str = "queues") -> str:
     return "DMA" if dma == "one" else f"DMA q{stream - N_COMPUTE_STREAMS}"
 
 
-_ORDER = ("Runtime", "TensorE", "VectorE", "ScalarE", "GpSimd", "SyncE", "DMA")
+_ORDER = ("Runtime", *ENGINE_NAMES.values())
 
 
 def lane_order(name: str) -> tuple:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-ENGINES = ("TensorE", "VectorE", "ScalarE", "GpSimd", "SyncE", "DMA")
+from ..engines import ENGINE_NAMES
+
+ENGINES = tuple(ENGINE_NAMES.values())     # TensorE, VectorE, ScalarE, GpSimd, SyncE, DMA
 DMA_KINDS = ("inputs", "weights", "intermediates", "outputs", "spill_save", "spill_reload")
 
 # Recommendation thresholds (Explorer's, anchors.md 1.4, where it has one).
@@ -284,13 +286,9 @@ def _mb(x: float) -> str:
     return f"{x / 1e6:.2f} MB"
 
 
-def _phases_line(s: Summary) -> str:
-    from .phases import format_phases     # phases reads traces, which build Summaries
-    return format_phases(s.phases, s.total_ns)
-
-
 def format_text(s: Summary, top: int = 10) -> str:
     """The summary as Explorer's Summary page would read, in plain text."""
+    from .phases import format_phases     # phases reads traces, which build Summaries
     lines = [f"Neuron Explorer-style summary (simulated {s.chip})",
              f"  total device time     {s.total_ns / 1e6:.3f} ms"
              + (f"  (launch overhead {s.launch_ns / 1e6:.3f} ms)" if s.launch_ns else ""),
@@ -301,7 +299,8 @@ def format_text(s: Summary, top: int = 10) -> str:
              "  engine active         " + "  ".join(
                  f"{e} {s.engine_active_percent.get(e, 0.0):.1f}%" for e in ENGINES
                  if s.engine_active_ns.get(e, 0.0) or e != "SyncE"),
-             *([f"  device time by phase  {_phases_line(s)}"] if s.phases else []),
+             *([f"  device time by phase  {format_phases(s.phases, s.total_ns)}"]
+               if s.phases else []),
              "  DMA bytes             " + "  ".join(
                  f"{k} {_mb(s.dma_bytes.get(k, 0.0))}" for k in DMA_KINDS)
              + f"  (HBM total {_mb(s.hbm_bytes)})",
