@@ -46,7 +46,6 @@ class MemoryPlan:
     spills: list = field(default_factory=list)            # (before_index, Instr)
     spill_bytes: int = 0
     peak_bytes_per_partition: dict = field(default_factory=lambda: {"sbuf": 0, "psum": 0})
-    capacity_bytes_per_partition: dict = field(default_factory=dict)
 
     def address(self, storage, index) -> tuple[int, int]:
         segs = self.segments.get(storage.id)
@@ -227,9 +226,7 @@ def plan_memory(trace: KernelTrace) -> MemoryPlan:
 
 
 def _plan(trace: KernelTrace, depth, liveness) -> MemoryPlan:
-    t = trace.target
-    plan = MemoryPlan(capacity_bytes_per_partition={"sbuf": t.sbuf_usable_bytes_per_partition,
-                                                    "psum": t.psum_bytes_per_partition})
+    plan = MemoryPlan()
     for kind in ("psum", "sbuf"):
         _plan_kind(trace, plan, kind, depth, liveness)
     return plan

@@ -14,8 +14,8 @@ from ..isa.scalar import activation as core_activation
 class AluOp:
     """A binary (or unary) ALU operator usable by VectorE/GpSimd/ScalarE instructions."""
 
-    def __init__(self, name, fn, kind="arith", reduce=None):
-        self.name, self.fn, self.kind, self.reduce = name, fn, kind, reduce
+    def __init__(self, name, fn, reduce=None):
+        self.name, self.fn, self.reduce = name, fn, reduce
 
     def __call__(self, *args, **kwargs):
         from . import language
@@ -41,29 +41,6 @@ class ActFn:
 
 # The operators' definitions are the simulator core's (neuron_sim/isa/alu.py,
 # isa/scalar/activation.py); here they get their nl.* objects.
-_CMP = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and",
-        "logical_or", "logical_xor")
-ALU = {name: AluOp(name, fn, "bitvec" if name in core_alu.BITVEC else "cmp" if name in _CMP
-                   else "arith", reduce=core_alu.REDUCE.get(name))
+ALU = {name: AluOp(name, fn, reduce=core_alu.REDUCE.get(name))
        for name, fn in core_alu.BINARY.items() if name not in ("max", "min")}
 ACT = {name: ActFn(name, fn) for name, fn in core_activation.FUNCTIONS.items()}
-
-
-def alu(op) -> AluOp:
-    """Resolve ``op`` (an AluOp, or an ActFn/reduction alias such as nl.max) to an AluOp."""
-    if isinstance(op, AluOp):
-        return op
-    name = getattr(op, "name", None) or getattr(op, "__name__", None) or str(op)
-    name = {"max": "maximum", "min": "minimum", "sum": "add", "prod": "multiply"}.get(name, name)
-    if name in ALU:
-        return ALU[name]
-    raise KeyError(name)
-
-
-def act(op) -> ActFn:
-    if isinstance(op, ActFn):
-        return op
-    name = getattr(op, "name", None) or getattr(op, "__name__", None) or str(op)
-    if name in ACT:
-        return ACT[name]
-    raise KeyError(name)

@@ -469,9 +469,6 @@ class _Rows:
     def __init__(self, b: ProgramBuilder, records):
         self.b, self.records = b, records
 
-    def __len__(self):
-        return len(self.b)
-
     def compute(self, ins, m, deps) -> int:
         b, op, args = self.b, ins.op, _args(ins.attrs, m, ins.index)
         if self.records is None:
@@ -510,9 +507,6 @@ class _BulkRows(_Rows):
         self.nr, self.nw, self.acc = [], [], []
         self.writes = {}            # tensor id -> rows written since the last flush
 
-    def __len__(self):
-        return len(self.b) + len(self.rec)
-
     def _num(self, ap) -> int:
         n = ap.num if ap.__class__ is _AP else None
         if n is None:
@@ -533,12 +527,7 @@ class _BulkRows(_Rows):
         if not self.rec:
             self.first = len(self.b)
         self.rec.append(c)
-        if deps:
-            d = sorted(set(deps))
-            self.nx.append(len(d))
-            self.x_idx.extend(d)
-        else:
-            self.nx.append(0)
+        self._explicit(deps)
         acc, num = self.acc, self._num
         for a in e.reads:
             acc.append(num(a))

@@ -11,12 +11,11 @@ from ...program.ap import Memory
 from ...program.builder import engine_of
 from .. import dtypes
 from ..errors import NkiPartitionError, NkiValidationError
+from ..program import _MEM, _merge_dims
 from ..tensor import NkiTensor
 from ..tracer import current, user_loc
 
 from .enums import engine
-
-_MEMORY = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}     # every other buffer is in HBM
 
 # ---- shared checks ---------------------------------------------------------------------------
 class _Ctx:
@@ -41,30 +40,10 @@ class _Ctx:
     def fail(self, msg):
         raise NkiValidationError(msg, self.loc, f"nisa.{self.op}")
 
-    def tensor(self, t, operand):
-        if not isinstance(t, NkiTensor):
-            self.fail(f"operand {operand!r} must be an NKI tensor, got {type(t).__name__}")
-        return t
-
-    def onchip(self, t, operand, allowed=("sbuf", "psum")):
-        self.tensor(t, operand)
-        if t.buffer not in allowed:
-            self.fail(f"operand {operand!r} ({t.storage.describe()}) must be in "
-                      f"{' or '.join(b.upper() for b in allowed)}, found {t.buffer.upper()}")
-        self.partitions(t, operand)
-        self.pattern_dims(t, operand)
-        return t
-
     def pattern_dims(self, t, operand):
         """An engine access pattern has at most chip.ap_free_dims_max free dimensions: count the
         view's free dimensions after merging the ones that are contiguous with each other."""
-        dims = [(n, s) for n, s in zip(t.shape[1:], t.strides[1:]) if n != 1]
-        merged = 0
-        prev = None
-        for n, s in dims:
-            if prev is None or prev[1] != n * s:
-                merged += 1
-            prev = (n, s)
+        merged = len(_merge_dims(t.shape[1:], t.strides[1:]))
         if merged > self.chip.ap_free_dims_max:
             self.fail(f"operand {operand!r} needs an access pattern with {merged} free dimensions "
                       f"(view shape {list(t.shape)}, strides {list(t.strides)}); the engines take at most "
@@ -104,7 +83,7 @@ class _Ctx:
             self.fail(f"engine {name!r} cannot run this instruction; allowed: {', '.join(allowed)}")
         reach = REACH[engine_of(name)]
         for opname, t in operands:
-            if isinstance(t, NkiTensor) and _MEMORY.get(t.buffer, Memory.HBM) not in reach:
+            if isinstance(t, NkiTensor) and _MEM.get(t.buffer, Memory.HBM) not in reach:
                 self.fail(f"the {name} engine cannot access {t.buffer.upper()} (operand {opname!r}, "
                           f"{t.storage.describe()}); "
                           + ("GpSimd has no PSUM port: use engine=nisa.vector_engine"
