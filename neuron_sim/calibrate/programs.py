@@ -45,17 +45,18 @@ def _tiles(chip):
             min(chip.matmul_moving_fmax(), chip.psum_bank_fp32_elems))
 
 
-def _io(b, M, K, N, dtype):
-    return (b.hbm("lhsT", (K, M), dtype), b.hbm("rhs", (K, N), dtype),
-            b.hbm("result", (M, N), dtype))
+def _start(chip, name, M, K, N, dtype):
+    """A matmul kernel's builder, its (TILE_K, TILE_M, TILE_N) and its HBM operands (lhsT, rhs,
+    result)."""
+    b = ProgramBuilder(chip, name=name)
+    return b, _tiles(b.chip), (b.hbm("lhsT", (K, M), dtype), b.hbm("rhs", (K, N), dtype),
+                               b.hbm("result", (M, N), dtype))
 
 
 @paused_gc()   # the big programs are built with the collector paused
 def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
     """C1: nki_matmul_tiled_: two loads per matmul, no reuse."""
-    b = ProgramBuilder(chip, name="C1 tiled")
-    TILE_K, TILE_M, TILE_N = _tiles(b.chip)
-    lhsT, rhs, result = _io(b, M, K, N, dtype)
+    b, (TILE_K, TILE_M, TILE_N), (lhsT, rhs, result) = _start(chip, "C1 tiled", M, K, N, dtype)
     lp = Pool(b, "lhsT_tile", (TILE_K, TILE_M), dtype, bufs)
     rp = Pool(b, "rhs_tile", (TILE_K, TILE_N), dtype, bufs)
     pp = Pool(b, "res_psum", (TILE_M, TILE_N), "float32", b.chip.psum_banks, psum=True)
@@ -91,9 +92,8 @@ def _k_tiles(b, KT, TILE_K, tile, src, col, width, queue):
 @paused_gc()
 def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=2):
     """C2: nki_matmul_hoist_load_: a column of lhsT tiles per m, of rhs tiles per n."""
-    b = ProgramBuilder(chip, name="C2 hoist loads")
-    TILE_K, TILE_M, TILE_N = _tiles(b.chip)
-    lhsT, rhs, result = _io(b, M, K, N, dtype)
+    b, (TILE_K, TILE_M, TILE_N), (lhsT, rhs, result) = _start(
+        chip, "C2 hoist loads", M, K, N, dtype)
     KT = K // TILE_K
     lp = Pool(b, "lhsT_tiles", (TILE_K, KT, TILE_M), dtype, bufs)
     rp = Pool(b, "rhs_tiles", (TILE_K, KT, TILE_N), dtype, bufs)
@@ -124,9 +124,8 @@ def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_
                       bn_tiles=2):
     """C3: nki_matmul_block_free_dimension_: 2 x 2 tiles per block of the free dimensions. The
     rhs block (128 KiB per partition) leaves room for one buffer of each operand on Trn1."""
-    b = ProgramBuilder(chip, name="C3 block free dims")
-    TILE_K, TILE_M, TILE_N = _tiles(b.chip)
-    lhsT, rhs, result = _io(b, M, K, N, dtype)
+    b, (TILE_K, TILE_M, TILE_N), (lhsT, rhs, result) = _start(
+        chip, "C3 block free dims", M, K, N, dtype)
     KT = K // TILE_K
     lt = b.sbuf("lhsT_tiles", (TILE_K, bm_tiles, KT, TILE_M), dtype)
     rt = b.sbuf("rhs_tiles", (TILE_K, bn_tiles, KT, TILE_N), dtype)
@@ -248,9 +247,7 @@ def matmul_fully_blocked(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", 
     into [TILE_K, BN] rows before the store. Buffer counts and spills follow from the chip's
     usable SBUF (_fit_blocked, Accumulators); blocks are loaded operand by operand
     (_load_by_operand)."""
-    b = ProgramBuilder(chip, name=name)
-    TILE_K, TILE_M, TILE_N = _tiles(b.chip)
-    lhsT, rhs, result = _io(b, M, K, N, dtype)
+    b, (TILE_K, TILE_M, TILE_N), (lhsT, rhs, result) = _start(chip, name, M, K, N, dtype)
     BM, BN, BK = TILE_M * tiles_m, TILE_N * tiles_n, TILE_K * tiles_k
     NBM, NBN, NBK = M // BM, N // BN, K // BK
     isz = int(itemsize(dtype))
