@@ -218,23 +218,13 @@ def summarize(records, *, chip: str, peak_flops: float, hbm_bytes_per_s: float,
     ops' device time (one stream)."""
     records = list(records)
     total = float(total_ns if total_ns is not None else sum(r.device_ns for r in records))
-    eng = {e: 0.0 for e in ENGINES}
-    dma = {k: 0.0 for k in DMA_KINDS}
-    tf = mf = launch = est = tr = 0.0
-    sbuf = psum = 0
+    region = OpRecord("region", engine_ns={e: 0.0 for e in ENGINES},
+                      dma_bytes={k: 0.0 for k in DMA_KINDS})
     for r in records:
-        for e, v in r.engine_ns.items():
-            eng[e] = eng.get(e, 0.0) + v
-        for k, v in r.dma_bytes.items():
-            dma[k] = dma.get(k, 0.0) + v
-        tf += r.tensor_flops
-        mf += r.model_flops
-        launch += r.launch_ns
-        tr += r.transpose_ns
-        if r.estimated:
-            est += r.device_ns * r.estimated / max(r.count, 1)
-        sbuf = max(sbuf, r.sbuf_peak_bytes_per_partition)
-        psum = max(psum, r.psum_peak_bytes_per_partition)
+        region.add(r)
+    eng, dma, tf, mf = region.engine_ns, region.dma_bytes, region.tensor_flops, region.model_flops
+    launch = region.launch_ns
+    est = sum((r.device_ns * r.estimated / max(r.count, 1) for r in records if r.estimated), 0.0)
     hbm = sum(dma.values())
     secs = total * 1e-9
     pct = {e: (100.0 * v / total if total else 0.0) for e, v in eng.items()}
@@ -248,9 +238,10 @@ def summarize(records, *, chip: str, peak_flops: float, hbm_bytes_per_s: float,
                 mfu=mf / (secs * peak_flops) if secs else 0.0,
                 mbu=hbm / (secs * hbm_bytes_per_s) if secs else 0.0,
                 tensor_flops=tf, model_flops=mf, hbm_bytes=hbm, dma_bytes=dma,
-                sbuf_peak_bytes_per_partition=sbuf, psum_peak_bytes_per_partition=psum,
+                sbuf_peak_bytes_per_partition=region.sbuf_peak_bytes_per_partition,
+                psum_peak_bytes_per_partition=region.psum_peak_bytes_per_partition,
                 hbm_peak_bytes=hbm_peak_bytes, launch_ns=launch, estimated_ns=est,
-                transpose_ns=tr, top_ops=top_ops, verdict="", recommendations=[],
+                transpose_ns=region.transpose_ns, top_ops=top_ops, verdict="", recommendations=[],
                 notes=list(notes))
     s.verdict = verdict({e: v / 100.0 for e, v in pct.items()}, _share(launch, total))
     s.recommendations = recommendations(s)
