@@ -19,7 +19,7 @@ from .context import LowerCtx, cores_of_work
 from .registry import LoweringError, rule_for
 from .replay import flush as replay_flush, lower_into
 from .rules.optimizer import list_identity
-from .spec import OpSpec, TensorSpec
+from .spec import OpSpec, TensorSpec, tensor_list
 
 ENGINES = tuple(ENGINE_NAMES[e] for e in Engine)
 
@@ -144,23 +144,11 @@ def _with_ids(op: OpSpec, fn) -> OpSpec:
         if isinstance(a, TensorSpec):
             pos[0] += 1
             return a if a.id is not None else a.with_id(fn(a, out, pos[0]))
-        if _tensor_list(a):
+        if tensor_list(a):
             return type(a)(tag(t, out) for t in a)
         return a
     return OpSpec(op.name, tuple(tag(a, False) for a in op.args),
                   tuple(tag(o, True) for o in op.outputs), op.kwargs)
-
-
-def _tensor_list(a) -> bool:
-    """Whether argument `a` is a tensor list (a non-empty list or tuple of TensorSpecs).
-    (Plain loops here and below: these run for every op of every fused group, where
-    generator expressions cost more than the work.)"""
-    if not isinstance(a, (list, tuple)) or not a:
-        return False
-    for t in a:
-        if not isinstance(t, TensorSpec):
-            return False
-    return True
 
 
 def _all_ids(op: OpSpec) -> bool:
@@ -169,7 +157,7 @@ def _all_ids(op: OpSpec) -> bool:
         if isinstance(a, TensorSpec):
             if a.id is None:
                 return False
-        elif _tensor_list(a):
+        elif tensor_list(a):
             for t in a:
                 if t.id is None:
                     return False
@@ -243,10 +231,6 @@ def warm_up(chip=None) -> None:
     lower_op(OpSpec("aten::add.Tensor", (t, t), (t,)), chip)
 
 
-def _list_args(op):
-    return [list(a) for a in op.args if _tensor_list(a)]
-
-
 def _keys(tensors, lists):
     """Residency keys of an op's tensors: each tensor, and a tensor list as the one flat
     tensor a foreach op streams (optimizer.list_identity)."""
@@ -266,7 +250,7 @@ def _program(fused, chip, lnc, live):
     later = set()
     last_read = {}          # key -> the last op reading it: its SBUF is free after that
     for i, o in enumerate(fused):
-        for k in _keys(o.inputs, _list_args(o)):
+        for k in _keys(o.inputs, [list(a) for a in o.args if tensor_list(a)]):
             last_read[k] = i
     for i, o in enumerate(fused):
         for k in _keys(o.outputs, [list(o.outputs)] if len(o.outputs) > 1 else []):
@@ -413,7 +397,7 @@ def _group_bytes(op: OpSpec) -> float:
     for a in (*op.args, tuple(op.outputs)):
         if isinstance(a, TensorSpec):
             n = a.nbytes
-        elif _tensor_list(a):
+        elif tensor_list(a):
             n = 0
             for t in a:
                 n += t.nbytes
@@ -431,7 +415,7 @@ def _slice_op(op: OpSpec, s: int) -> OpSpec:
     def cut(a):
         if isinstance(a, TensorSpec):
             return replace(a, shape=(max(1, -(-a.numel // s)),), strides=None)
-        if _tensor_list(a):
+        if tensor_list(a):
             return type(a)(cut(t) for t in a)
         return a
     return OpSpec(op.name, tuple(cut(a) for a in op.args), tuple(cut(o) for o in op.outputs),

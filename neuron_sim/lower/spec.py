@@ -101,8 +101,7 @@ class OpSpec:
                 if isinstance(a, TensorSpec):
                     if a.on_device:
                         out.append(a)
-                elif isinstance(a, (list, tuple)) and a and \
-                        all(isinstance(t, TensorSpec) for t in a):
+                elif tensor_list(a):
                     out.extend(t for t in a if t.on_device)
             self.__dict__["_inputs"] = out = tuple(out)
             return out
@@ -127,6 +126,18 @@ class OpSpec:
                 return "f"
             return a
         return (self.op, k(self.args), k(self.outputs))
+
+
+def tensor_list(a) -> bool:
+    """Whether argument `a` is a tensor list (a non-empty list or tuple of TensorSpecs).
+    (Plain loops: this runs for every op of every fused group, where generator expressions
+    cost more than the work.)"""
+    if not isinstance(a, (list, tuple)) or not a:
+        return False
+    for t in a:
+        if not isinstance(t, TensorSpec):
+            return False
+    return True
 
 
 # Names whose trailing underscore is part of the name, not the in-place marker.

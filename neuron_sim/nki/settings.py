@@ -7,15 +7,12 @@ from __future__ import annotations
 from ..config import Setting, declare
 from .target import ALIASES
 
-# The spellings NEURON_PLATFORM_TARGET_OVERRIDE accepts (target.py maps them to trn1/2/3).
-TARGET_NAMES = tuple(ALIASES)
-
 SETTINGS = declare(
     "NKI",
     Setting("NEURON_PLATFORM_TARGET_OVERRIDE", str, "",
             "Target of NKI kernels: trn1/gen2, trn2/gen3, trn3/gen4; unset: trn3 (AWS's default "
             "without a Neuron device). @nki.jit(platform_target=...) wins over it.",
-            choices=TARGET_NAMES, case_insensitive=True),
+            choices=tuple(ALIASES), case_insensitive=True),     # target.py's spellings
     Setting("NKI_PRECISE_FP", bool, True,
             "1: store bfloat16/fp8 tensors in their own format (ml_dtypes), as hardware rounds; "
             "0: store them as float32 to separate algorithm bugs from rounding."),

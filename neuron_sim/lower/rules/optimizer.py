@@ -9,14 +9,13 @@ stream params, grads and states together: Adam(W) is ~9 VectorE/ScalarE instruct
 from __future__ import annotations
 
 from ..registry import lowers
-from ..spec import OpSpec, TensorSpec
+from ..spec import OpSpec, TensorSpec, tensor_list
 from .elementwise import ACT, COPY, TS, TT, run_recipe
 from .norm import partition_sum
 
 
 def _lists(op):
-    return [a for a in op.args if isinstance(a, (list, tuple)) and a
-            and all(isinstance(t, TensorSpec) for t in a)]
+    return [a for a in op.args if tensor_list(a)]
 
 
 def list_identity(lst):
