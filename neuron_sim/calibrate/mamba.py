@@ -68,13 +68,6 @@ def _load(src, shape):
     return t
 
 
-def _tile_inputs(delta, u, b, ch, P, seq):
-    """v2/v3: a channel tile's zeroed accumulator and its delta and u, loaded once."""
-    accum = nl.ndarray((P, seq), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=accum, value=0.0)
-    return accum, _load(delta[b, ch, :], (P, seq)), _load(u[b, ch, :], (P, seq))
-
-
 @jit
 def mamba_v1(delta, u, A, B, C):
     batch, channels, seq = delta.shape
@@ -107,7 +100,9 @@ def _channel_tiles(delta, u, A, state_step):
     for b in nl.affine_range(batch):
         for c in nl.affine_range(channels // P):
             ch = slice(c * P, (c + 1) * P)
-            accum, delta_t, u_t = _tile_inputs(delta, u, b, ch, P, seq)
+            accum = nl.ndarray((P, seq), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(dst=accum, value=0.0)
+            delta_t, u_t = _load(delta[b, ch, :], (P, seq)), _load(u[b, ch, :], (P, seq))
             for s in nl.affine_range(A.shape[1]):
                 A_i = _load(A[ch, s:s + 1], (P, 1))
                 state_step(b, s, delta_t, u_t, A_i, accum)
