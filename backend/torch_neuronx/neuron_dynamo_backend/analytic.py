@@ -1,73 +1,86 @@
-"""What a graph is, apart from how long it runs: the matmul FLOPs the model defines (for MFU)
-and the eager baseline (the same ops launched one by one). Timing is the lowering's alone
-(graph_cost.py)."""
+"""What a graph is, apart from how long it runs: its compute ops, the matmul FLOPs the model
+defines (for MFU) and the eager baseline (the same ops launched one by one), added up op by op
+as the lowering's walk of the graph meets them (graph_cost.lowering_ops). Timing is the
+lowering's alone (graph_cost.py)."""
 
 from __future__ import annotations
 
 import math
 
-from .graph_spec import GraphSpec, Op, Value
-
+# Views are access patterns over the same bytes: no engine work, no data movement.
+_VIEW = {"view", "_unsafe_view", "reshape", "expand", "permute", "t", "transpose", "squeeze",
+         "unsqueeze", "slice", "select", "alias", "as_strided", "detach", "split",
+         "split_with_sizes", "unbind", "chunk", "unflatten", "flatten", "view_as", "narrow",
+         "diagonal", "lift_fresh_copy", "_reshape_alias", "expand_as", "unfold",
+         "view_as_real", "view_as_complex", "_unsafe_view_copy"}
 _MATMUL = {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "addbmm", "dot", "mv", "addmv"}
 _CONV = {"convolution", "_convolution", "convolution_backward"}
 
 
-def _numel(v: Value) -> int:
-    return math.prod(v.shape) if v.shape else 1
-
-
-def _matmul_flops(name: str, spec: GraphSpec, op: Op) -> float:
-    if not op.outs:
+def _matmul_flops(base: str, ins: list, outs: list) -> float:
+    if not outs:
         return 0.0
-    out = spec.values[op.outs[0]]
-    base = name.split("::", 1)[-1]
     if base in ("addmm", "baddbmm", "addbmm", "addmv"):
-        a = spec.values[op.ins[1]] if len(op.ins) > 1 else None
+        a = ins[1] if len(ins) > 1 else None
     else:
-        a = spec.values[op.ins[0]] if op.ins else None
-    k = a.shape[-1] if a is not None and a.shape else 1
-    return 2.0 * _numel(out) * k
+        a = ins[0] if ins else None
+    k = a[-1] if a else 1
+    return 2.0 * math.prod(outs[0]) * k
 
 
-def _conv_flops(name: str, spec: GraphSpec, op: Op) -> float:
-    vals = [spec.values[i] for i in op.ins]
-    if name.endswith("convolution_backward"):
-        if len(vals) < 3:
+def _conv_flops(base: str, ins: list, outs: list) -> float:
+    if base == "convolution_backward":
+        if len(ins) < 3:
             return 0.0
-        grad_out, weight = vals[0], vals[2]
-        per_out = _numel(weight) / max(weight.shape[0], 1)
-        return 2 * 2.0 * _numel(grad_out) * per_out     # grad_input + grad_weight
-    if len(vals) < 2 or not op.outs:
+        grad_out, weight = ins[0], ins[2]
+        per_out = math.prod(weight) / max(weight[0], 1)
+        return 2 * 2.0 * math.prod(grad_out) * per_out     # grad_input + grad_weight
+    if len(ins) < 2 or not outs:
         return 0.0
-    weight = vals[1]
-    return 2.0 * _numel(spec.values[op.outs[0]]) * _numel(weight) / max(weight.shape[0], 1)
+    weight = ins[1]
+    return 2.0 * math.prod(outs[0]) * math.prod(weight) / max(weight[0], 1)
 
 
-def _attention_flops(spec: GraphSpec, op: Op) -> float:
-    q, k = spec.values[op.ins[0]], spec.values[op.ins[1]]
-    b_h = math.prod(q.shape[:-2]) if len(q.shape) > 2 else 1
-    passes = 2 if "backward" in op.name else 1
-    return passes * 4.0 * b_h * q.shape[-2] * k.shape[-2] * q.shape[-1]
+def _attention_flops(base: str, ins: list) -> float:
+    q, k = ins[0], ins[1]
+    b_h = math.prod(q[:-2]) if len(q) > 2 else 1
+    passes = 2 if "backward" in base else 1
+    return passes * 4.0 * b_h * q[-2] * k[-2] * q[-1]
 
 
-def model_flops(spec: GraphSpec, op: Op) -> float:
-    """The matmul FLOPs of one op as the model defines them (2 per multiply-add; no padding,
-    transposes or recomputation): what MFU counts."""
-    base = op.name.split("::", 1)[-1].split(".")[0]
+def model_flops(base: str, ins: list, outs: list) -> float:
+    """The matmul FLOPs of one op (`base`: its name without namespace and overload; `ins`, `outs`:
+    the shapes of its tensors, in argument order) as the model defines them (2 per multiply-add;
+    no padding, transposes or recomputation): what MFU counts."""
     if base in _MATMUL:
-        return _matmul_flops(op.name, spec, op)
+        return _matmul_flops(base, ins, outs)
     if base in _CONV:
-        return _conv_flops(op.name, spec, op)
+        return _conv_flops(base, ins, outs)
     if (base.startswith("_scaled_dot_product") or base == "scaled_dot_product_attention") \
-            and len(op.ins) > 1:
-        return _attention_flops(spec, op)
+            and len(ins) > 1:
+        return _attention_flops(base, ins)
     return 0.0
 
 
-def graph_facts(spec: GraphSpec) -> dict:
+class GraphFacts:
     """ops (compute ops, views excluded; as many eager launches), eager_dma_bytes (each op
-    reading and writing HBM on its own) and model_flops of `spec`."""
-    ops = [op for op in spec.ops if not op.is_view]
-    return {"ops": len(ops), "eager_launches": len(ops),
-            "eager_dma_bytes": sum(spec.values[i].nbytes for op in ops for i in op.ins + op.outs),
-            "model_flops": float(sum(model_flops(spec, op) for op in ops))}
+    reading and writing HBM on its own) and model_flops of the ops given to `add`."""
+
+    def __init__(self):
+        self.ops, self.eager_dma_bytes, self.model_flops = 0, 0, 0.0
+
+    def add(self, name: str, ins: list, outs: list) -> None:
+        """One op `name` ("aten::mm", any overload) reading tensors `ins` and writing `outs`."""
+        base = name.split("::", 1)[-1].split(".")[0]
+        if base in _VIEW:
+            return
+        self.ops += 1
+        shapes = [tuple(int(s) for s in t.shape) for t in ins + outs]   # SymInts to ints
+        # 64-bit types run in 32 bits (neuron_sim.lower.spec's DTYPE_ALIASES); any torch dtype
+        self.eager_dma_bytes += sum(math.prod(s) * min(t.dtype.itemsize, 4)
+                                    for s, t in zip(shapes, ins + outs))
+        self.model_flops += model_flops(base, shapes[:len(ins)], shapes[len(ins):])
+
+    def fields(self) -> dict:
+        return {"ops": self.ops, "eager_launches": self.ops,
+                "eager_dma_bytes": self.eager_dma_bytes, "model_flops": self.model_flops}

@@ -6,7 +6,7 @@ simulated time of the graph as ONE program on one logical core, with the busy ti
 engine, HBM bytes and spills. Only this function changes when the lowering does.
 
 How: README.md, "How a graph is timed"; `ops`, `eager_*` and `model_flops` describe the graph
-(`analytic.graph_facts`).
+(`analytic.GraphFacts`, added up in the same walk of the graph as the lowering's ops).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import torch
 import neuron_sim.lower as lower
 from neuron_sim.hardware import get_chip
 
-from .analytic import graph_facts
+from .analytic import GraphFacts
 from .errors import NEFFCompilationError
-from .graph_spec import GraphCost, GraphSpec, Target, _dtype_name, describe_graph  # noqa: F401
+from .graph_spec import GraphCost, Target  # noqa: F401  (Target: imported from here)
 
 LOWERED = "neuron_sim.lower"
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
@@ -53,8 +53,9 @@ def _no_lowering() -> frozenset:
 _NO_LOWERING = _no_lowering()
 
 
-def _check_lowerable(spec: GraphSpec) -> None:
-    unsupported = sorted({op.name for op in spec.ops if op.name.split(".")[0] in _NO_LOWERING})
+def _check_lowerable(ops) -> None:
+    unsupported = sorted({op.name.split(".")[0] for op in ops
+                          if op.name.split(".")[0] in _NO_LOWERING})
     if unsupported:
         raise NEFFCompilationError(
             f"the graph uses {', '.join(unsupported)}, which has no Neuron lowering (in eager "
@@ -102,7 +103,8 @@ def _folded_fills(gm: torch.fx.GraphModule, lower) -> set:
 
 
 def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
-    """(OpSpecs in execution order, ids of the graph outputs). Every value has its own
+    """(OpSpecs in execution order, ids of the graph outputs, GraphFacts of the graph's ATen
+    ops, write-backs included, at their FX shapes). Every value has its own
     identity, views included: a consumer of a view of an intermediate reads it from HBM.
     (Giving contiguous reshapes their input's identity was tried twice: the GPT forward graph
     timed 24-27% slower, the resident intermediates serialising their consumers, so views stay
@@ -118,8 +120,8 @@ def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
 
     def spec(node, val, pos=0, **kw):
         if node.name in folded:          # the fill's value, broadcast by its readers
-            return lower.TensorSpec((), _dtype_name(val.dtype), (), id=ident(node, pos), **kw)
-        return lower.TensorSpec(tuple(int(x) for x in val.shape), _dtype_name(val.dtype),
+            return lower.TensorSpec((), str(val.dtype), (), id=ident(node, pos), **kw)
+        return lower.TensorSpec(tuple(int(x) for x in val.shape), str(val.dtype),
                                 tuple(int(x) for x in val.stride()), id=ident(node, pos), **kw)
 
     def convert(a):
@@ -140,24 +142,27 @@ def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
             return str(a).replace("torch.", "")
         return a
 
-    ops = []
-    live = set()
+    ops, live, facts = [], set(), GraphFacts()
     for node in gm.graph.nodes:
-        if node.op == "call_function" and _is_writeback(node):
+        if node.op == "output":
+            torch.fx.node.map_arg(node.args, lambda n: live.add(ident(n)))
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        val = node.meta.get("val")
+        vals = [val] if isinstance(val, torch.Tensor) else (
+            list(val) if isinstance(val, (tuple, list)) else [])
+        name = node.target.name()
+        ins = []
+        torch.fx.node.map_arg((node.args, node.kwargs), lambda n: ins.append(n.meta.get("val")))
+        facts.add(name, [t for t in ins if isinstance(t, torch.Tensor)],
+                  [v for v in vals if isinstance(v, torch.Tensor)])
+        if _is_writeback(node):
             live.add(ident(node.args[1]))
             continue
-        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
-            val = node.meta.get("val")
-            vals = [val] if isinstance(val, torch.Tensor) else (
-                list(val) if isinstance(val, (tuple, list)) else [])
-            name = node.target.name()
-            outs = tuple(spec(node, v, i) for i, v in enumerate(vals)
-                         if isinstance(v, torch.Tensor))
-            ops.append(lower.OpSpec(name, tuple(convert(a) for a in node.args), outs,
-                                    {k: convert(v) for k, v in node.kwargs.items()}))
-        elif node.op == "output":
-            torch.fx.node.map_arg(node.args, lambda n: live.add(ident(n)))
-    return ops, live
+        outs = tuple(spec(node, v, i) for i, v in enumerate(vals) if isinstance(v, torch.Tensor))
+        ops.append(lower.OpSpec(name, tuple(convert(a) for a in node.args), outs,
+                                {k: convert(v) for k, v in node.kwargs.items()}))
+    return ops, live, facts
 
 
 def _is_aten(name: str) -> bool:
@@ -194,9 +199,8 @@ def lower_graph(ops, live, chip: str, lnc: int, cache=None) -> tuple:
 def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
     """Simulated time of the ATen graph `gm` as ONE program on one logical core of `target`.
     Raises NEFFCompilationError for graphs the simulated compiler cannot lower."""
-    spec = describe_graph(gm)
-    _check_lowerable(spec)
-    ops, live = lowering_ops(gm, lower)
+    ops, live, facts = lowering_ops(gm, lower)
+    _check_lowerable(ops)
     program, serial, custom_ns = lower_graph(ops, live, target.chip, target.lnc)
     note = f" ({program.note})" if program is not None and program.note else ""
     engines = dict.fromkeys(lower.ENGINES, 0.0)
@@ -218,4 +222,4 @@ def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
                      custom_ops_ns=int(round(custom_ns)), tensor_flops=float(flops),
                      cost_source=LOWERED + note,
                      estimated_ops=sorted({n for n, t in serial if t.estimated}),
-                     **graph_facts(spec))
+                     **facts.fields())

@@ -1,105 +1,10 @@
-"""The data the compile-time costing works on, torch-free after `describe_graph`: GraphSpec (the
-ATen graph's values and ops), Target (one logical NeuronCore of the simulated instance) and
-GraphCost (one program's simulated time, per engine)."""
+"""The data of the compile-time costing, torch-free: Target (one logical NeuronCore of the
+simulated instance) and GraphCost (one program's simulated time, per engine)."""
 
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import asdict, dataclass, field
-
-import torch
-
-# Views are access patterns over the same bytes: no engine work, no data movement.
-_VIEW = {"view", "_unsafe_view", "reshape", "expand", "permute", "t", "transpose", "squeeze",
-         "unsqueeze", "slice", "select", "alias", "as_strided", "detach", "split",
-         "split_with_sizes", "unbind", "chunk", "unflatten", "flatten", "view_as", "narrow",
-         "diagonal", "lift_fresh_copy", "_reshape_alias", "expand_as", "unfold",
-         "view_as_real", "view_as_complex", "_unsafe_view_copy"}
-
-# ---- the torch-free description of a graph ----------------------------------------------
-
-@dataclass(frozen=True)
-class Value:
-    shape: tuple
-    nbytes: int         # Trainium bytes: 64-bit types run in 32 bits
-
-
-@dataclass(frozen=True)
-class Op:
-    name: str           # "aten::mm"
-    ins: tuple          # value indices of tensor inputs, in argument order
-    outs: tuple         # value indices of tensor outputs
-    is_view: bool
-
-
-@dataclass
-class GraphSpec:
-    values: list = field(default_factory=list)
-    ops: list = field(default_factory=list)
-
-
-def _dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
-def _trainium_itemsize(dtype) -> int:
-    return min(dtype.itemsize, 4)  # float64/int64 are computed and stored as 32-bit
-
-
-def describe_graph(gm: torch.fx.GraphModule) -> GraphSpec:
-    """Values and ops of an ATen FX graph whose nodes carry `meta["val"]` (AOT graphs do)."""
-    spec = GraphSpec()
-    index_of = {}   # (node, position) -> value index
-
-    def add_value(t) -> int:
-        shape = tuple(int(s) for s in t.shape)
-        spec.values.append(Value(shape, math.prod(shape) * _trainium_itemsize(t.dtype)))
-        return len(spec.values) - 1
-
-    def tensors_of(val):
-        if isinstance(val, torch.Tensor):
-            return [(0, val)]
-        if isinstance(val, (tuple, list)):
-            return [(i, v) for i, v in enumerate(val) if isinstance(v, torch.Tensor)]
-        return []
-
-    def indices(*args):
-        """The value indices of the nodes in `args`, in order, through nested tuples and lists."""
-        found = []
-
-        def visit(a):
-            if isinstance(a, torch.fx.Node) and (a, 0) in index_of:
-                found.append(index_of[(a, 0)])
-            elif isinstance(a, (tuple, list)):
-                for e in a:
-                    visit(e)
-        visit(args)
-        return tuple(found)
-
-    for node in gm.graph.nodes:
-        val = node.meta.get("val")
-        if node.op == "placeholder":
-            if isinstance(val, torch.Tensor):
-                index_of[(node, 0)] = add_value(val)
-        elif node.op == "call_function":
-            if node.target is operator.getitem:
-                src, pos = node.args
-                if (src, pos) in index_of:
-                    index_of[(node, 0)] = index_of[(src, pos)]
-                continue
-            if not isinstance(node.target, torch._ops.OpOverload):
-                continue  # symbolic-size arithmetic and the like: host side
-            name = node.target._schema.name
-            base_name = name.split("::", 1)[-1]
-            ins = indices(node.args, tuple(node.kwargs.values()))
-            outs = []
-            for pos, t in tensors_of(val):
-                index_of[(node, pos)] = add_value(t)
-                outs.append(index_of[(node, pos)])
-            spec.ops.append(Op(name, ins, tuple(outs), base_name in _VIEW))
-    return spec
-
 
 # ---- the target ---------------------------------------------------------------------------
 
