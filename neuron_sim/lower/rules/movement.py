@@ -84,16 +84,12 @@ def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
     if src.ndim and src.strides[-1] != 1 and src.shape[-1] > 1 \
             and ctx.chip.has_tensor_transpose_mode and itemsize(src.dtype) in (2, 4):
         h = ctx.hbm(src)
-
-        def load(t, p, cols, j, f, role="in"):
-            tile = ctx.tile(role, (p, f), t.dtype, j)
-            ctx.b.dma_transpose(tile, AccessPattern(h, 0, f, j * f, ((p, 1),), max(cols, 1)))
-            return tile
         p, cols, f, total = ctx.chunks(out)
         n = ctx.repeat(total)
         for j in range(n):
             fj = min(f, cols - j * f) if n == total else f
-            tile = load(src, p, cols, j, fj)
+            tile = ctx.tile("in", (p, fj), src.dtype, j)
+            ctx.b.dma_transpose(tile, AccessPattern(h, 0, fj, j * fj, ((p, 1),), max(cols, 1)))
             if out.dtype != src.dtype:
                 dst = ctx.tile("cast", (p, fj), out.dtype, j)
                 ctx.b.tensor_copy(dst, tile)
