@@ -3,13 +3,10 @@ the Summary (active %, HFU/MFU/MBU, DMA bytes by kind, peaks, verdict, recommend
 saved trace back, and matplotlib figures (plots.py, imported on demand)."""
 
 from .lanes import LaneSpan, lane_spans
-from ..trace.op_program import OpProgram, program_of_result
-from .summary import (DMA_KINDS, ENGINES, OpRecord, Summary, format_text, record_of_program,
-                      summarize, summarize_result)
+from .summary import DMA_KINDS, ENGINES, OpRecord, Summary, format_text, summarize, summarize_result
 from .trace import (EXPLORER_KEY, compact_trace, device_events, is_lane_row, is_op_row, load_trace,
                     rebase_timestamps, summary_from_trace)
 
-__all__ = ["LaneSpan", "lane_spans", "OpProgram", "program_of_result", "DMA_KINDS",
-           "ENGINES", "OpRecord", "Summary", "format_text", "record_of_program", "summarize",
-           "summarize_result", "EXPLORER_KEY", "compact_trace", "device_events", "is_lane_row", "is_op_row",
-           "load_trace", "rebase_timestamps", "summary_from_trace"]
+__all__ = ["LaneSpan", "lane_spans", "DMA_KINDS", "ENGINES", "OpRecord", "Summary", "format_text",
+           "summarize", "summarize_result", "EXPLORER_KEY", "compact_trace", "device_events",
+           "is_lane_row", "is_op_row", "load_trace", "rebase_timestamps", "summary_from_trace"]

@@ -248,27 +248,17 @@ def summarize(records, *, chip: str, peak_flops: float, hbm_bytes_per_s: float,
     return s
 
 
-def record_of_program(op_program, name: str | None = None, *, model_flops=None) -> OpRecord:
-    """An OpRecord of one simulated program (a trace.op_program.OpProgram)."""
-    res = op_program.result
-    flops = float(res.program.cols["flops"].sum())
-    mflops = res.matmul_flops if model_flops is None else model_flops
-    dma = {"inputs": sum(op_program.read_bytes_by_arg.values()),
-           "outputs": op_program.write_bytes, "spill_save": op_program.spill_save_bytes,
-           "spill_reload": op_program.spill_reload_bytes}
-    return OpRecord(name or op_program.name, 1, res.total_ns, 0.0, dict(res.engine_busy_ns),
-                    flops, mflops, op_program.transpose_ns, dma,
-                    op_program.sbuf_peak_bytes_per_partition,
-                    op_program.psum_peak_bytes_per_partition)
-
-
 def summarize_result(result, *, name: str = "program", model_flops=None, sbuf_peak: int = 0,
                      psum_peak: int = 0) -> Summary:
     """Summary of one simulated program (`neuron_sim.simulate(...)`): a single call."""
     from ..trace.op_program import program_of_result
-    chip = result.chip
-    rec = record_of_program(program_of_result(result, name, sbuf_peak, psum_peak), name,
-                            model_flops=model_flops)
+    op, chip = program_of_result(result, name), result.chip
+    dma = {"inputs": sum(op.read_bytes_by_arg.values()), "outputs": op.write_bytes,
+           "spill_save": op.spill_save_bytes, "spill_reload": op.spill_reload_bytes}
+    rec = OpRecord(name, 1, result.total_ns, 0.0, dict(result.engine_busy_ns),
+                   float(result.program.cols["flops"].sum()),
+                   result.matmul_flops if model_flops is None else model_flops,
+                   op.transpose_ns, dma, sbuf_peak, psum_peak)
     return summarize([rec], chip=chip.name, peak_flops=chip.tensor_peak_flops("bfloat16"),
                      hbm_bytes_per_s=chip.hbm_stack_bytes_per_s)
 

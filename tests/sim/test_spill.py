@@ -8,8 +8,8 @@ import pytest
 import neuron_sim
 from neuron_sim.calibrate import programs as P
 from neuron_sim.errors import ProgramError
-from neuron_sim.explorer import program_of_result
 from neuron_sim.program import ProgramBuilder
+from neuron_sim.trace.op_program import program_of_result
 
 
 def _tile_io():
