@@ -142,6 +142,7 @@ from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # 
                      reset_accumulated_memory_stats, reset_peak_memory_stats)
 from .streams import Event, Stream, current_stream, stream, synchronize  # noqa: E402,F401
 from .nki_op import nki_op, wrap_nki  # noqa: E402,F401
+from .neuron import is_initialized as is_neuron_runtime_initialized  # noqa: E402,F401
 
 
 def get_fallback_ops() -> set[str]:
@@ -149,20 +150,20 @@ def get_fallback_ops() -> set[str]:
     return set(_C._fallback_ops())
 
 
+def _drained():
+    """The cost model, once every op queued so far has been timed."""
+    _C._drain()
+    return _state["cost_model"]
+
+
 def get_executed_ops() -> set[str]:
     """Names of the ops that ran as Neuron ops so far."""
-    _C._drain()
-    return set(_state["cost_model"].executed) - get_fallback_ops()
+    return set(_drained().executed) - get_fallback_ops()
 
 
 def clear_op_tracking() -> None:
-    _C._drain()
+    _drained().executed.clear()
     _C._clear_fallback_ops()
-    _state["cost_model"].executed.clear()
-
-
-def is_neuron_runtime_initialized() -> bool:
-    return _C._is_initialized()
 
 
 def device_time_ns(device=None) -> int:
@@ -174,34 +175,29 @@ def device_time_ns(device=None) -> int:
 # ---- simulated-time reports (issue 5: lowered eager ops, AEE) ---------------------------------
 def estimated_ops() -> dict:
     """{op name: count} of ops timed by the roofline estimate (no lowering rule) so far."""
-    _C._drain()
-    return dict(_state["cost_model"].estimated)
+    return dict(_drained().estimated)
 
 
 def timing_breakdown() -> dict:
     """Simulated time so far, per op (count, ns, per-engine busy ns, HBM bytes, estimated),
     per engine, launches, AEE fusion counts and the program cache's hit rate / lowering time."""
-    _C._drain()
-    return _state["cost_model"].breakdown()
+    return _drained().breakdown()
 
 
 def timing_report(top: int = 15) -> str:
     """`timing_breakdown()` as a printable table of the `top` ops by simulated time."""
-    _C._drain()
-    return _state["cost_model"].report(top)
+    return _drained().report(top)
 
 
 def reset_timing_stats() -> None:
     """Clear the breakdown counters (the program cache is kept)."""
-    _C._drain()
-    _state["cost_model"].reset_stats()
+    _drained().reset_stats()
 
 
 def set_adaptive_eager(enabled) -> None:
     """Adaptive Eager Execution on/off (None: TORCH_NEURONX_ENABLE_CONCATENATION decides).
     `torch.use_deterministic_algorithms(True)` turns it off regardless."""
-    _C._drain()
-    _state["cost_model"].aee_override = None if enabled is None else bool(enabled)
+    _drained().aee_override = None if enabled is None else bool(enabled)
 
 
 from . import distributed  # noqa: E402,F401  registers backend="neuron" with torch.distributed

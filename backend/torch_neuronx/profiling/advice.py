@@ -265,7 +265,7 @@ def bf16_autocast(phased, total_ns: float):
     matmuls in bf16, the casts autocast and autograd add) and priced by the cost model. A
     recommendation when that saves >= MIN_SAVING_SHARE of a step; otherwise the same figures with
     "recommended": False (the summary lists them as a note). None when no float32 matmul ran."""
-    from .autocast import FP32, LOWER, TensorDesc, autocast_batches
+    from .autocast import CAST, FP32, LOWER, TensorDesc, autocast_batches
     phased_rows, _classes = phased
     batches, matched = _matched(phased_rows)
     span, steps, ends = _latest_steps(phased_rows, matched)
@@ -283,7 +283,7 @@ def bf16_autocast(phased, total_ns: float):
     charged = sum(sum(ns) for _b, ns in chosen)
     priced = [model.price(b) for b in new]
     cast_ns = sum(ns for b, p in zip(new, priced) for it, ns in zip(b, p) if it[0] == -1
-                  and it[1] == "neuron::copy_d2d")
+                  and it[1] == CAST)
     per = "step" if ends else "profiled region"
     return _steps_retimed("Train in bf16: torch.autocast('neuron', dtype=torch.bfloat16)",
                           charged, sum(sum(p) for p in priced), steps, per,

@@ -29,11 +29,11 @@ from __future__ import annotations
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
 from ..cost import _HOST_COPIES, _described, _extent, _identity, _Writes, op_spec
+from .autocast import CAST
 
 GRAPHED = ("forward", "backward")
 # in-place ops that write every element: their operand's value is not read (a fresh tensor)
 VALUELESS = ("aten::fill_", "aten::zero_")
-COPY = "neuron::copy_d2d"
 
 
 def _graphable(item) -> bool:
@@ -133,7 +133,7 @@ def _functionalized(specs) -> list:
             readers.setdefault(t.id, []).append(j)
     drop, swap = set(), {}
     for i, o in enumerate(specs):
-        if o.name != COPY or not o.outputs or not o.inputs:
+        if o.name != CAST or not o.outputs or not o.inputs:
             continue
         src, out = o.inputs[0], o.outputs[0]
         r = readers.get(out.id, [])
