@@ -136,19 +136,24 @@ def _timed(emit, chip, lnc, op: OpSpec) -> Timing:
                   program=program, blocks=tuple(ctx._blocks))
 
 
+def _map_tensors(op: OpSpec, f) -> OpSpec:
+    """A copy of op with each TensorSpec t, in tensor lists too, replaced by f(t, is_output)."""
+    def each(a, out):
+        if isinstance(a, TensorSpec):
+            return f(a, out)
+        return type(a)(f(t, out) for t in a) if tensor_list(a) else a
+    return OpSpec(op.name, tuple(each(a, False) for a in op.args),
+                  tuple(each(o, True) for o in op.outputs), op.kwargs)
+
+
 def _with_ids(op: OpSpec, fn) -> OpSpec:
     """A copy of op whose TensorSpecs carry ids: fn(tensor, is_output, position) -> id."""
     pos = [0]
 
     def tag(a, out):
-        if isinstance(a, TensorSpec):
-            pos[0] += 1
-            return a if a.id is not None else a.with_id(fn(a, out, pos[0]))
-        if tensor_list(a):
-            return type(a)(tag(t, out) for t in a)
-        return a
-    return OpSpec(op.name, tuple(tag(a, False) for a in op.args),
-                  tuple(tag(o, True) for o in op.outputs), op.kwargs)
+        pos[0] += 1
+        return a if a.id is not None else a.with_id(fn(a, out, pos[0]))
+    return _map_tensors(op, tag)
 
 
 def _all_ids(op: OpSpec) -> bool:
@@ -411,15 +416,8 @@ def _group_bytes(op: OpSpec) -> float:
 def _slice_op(op: OpSpec, s: int) -> OpSpec:
     """op with every tensor cut to 1/s of its elements (flat, same identity)."""
     from dataclasses import replace
-
-    def cut(a):
-        if isinstance(a, TensorSpec):
-            return replace(a, shape=(max(1, -(-a.numel // s)),), strides=None)
-        if tensor_list(a):
-            return type(a)(cut(t) for t in a)
-        return a
-    return OpSpec(op.name, tuple(cut(a) for a in op.args), tuple(cut(o) for o in op.outputs),
-                  op.kwargs)
+    return _map_tensors(op, lambda a, out: replace(a, shape=(max(1, -(-a.numel // s)),),
+                                                   strides=None))
 
 
 def _sliced(group, chip, lnc, live):
