@@ -91,15 +91,11 @@ def _ring(op, fabric, cores, nbytes):
     return _ring_like(op, fabric, cores, nbytes, len(cores))
 
 
-def _kangaring_applies(fabric, cores) -> bool:
-    chips = _per_chip(fabric, cores)
-    return len(chips) > 1 and all(len(v) >= 2 and len(v) % 2 == 0 for v in chips.values())
-
-
 def _kangaring(op, fabric, cores, nbytes):
     """Ranks of a chip paired primary/secondary; only primaries form the ring (half the hops);
     a transfer duplicates its write to the secondary (intranode-collective-comm.rst)."""
-    if op not in _RS_AG or not _kangaring_applies(fabric, cores):
+    chips = _per_chip(fabric, cores) if op in _RS_AG else {}
+    if len(chips) < 2 or not all(len(v) >= 2 and len(v) % 2 == 0 for v in chips.values()):
         return None
     return _ring_like(op, fabric, cores, nbytes, len(cores) // 2)
 
