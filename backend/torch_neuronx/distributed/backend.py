@@ -224,13 +224,9 @@ class Collectives:
         nbytes = _nbytes(inputs if side.startswith("in") else outputs) if side else 0
         if side and side.endswith("*p"):
             nbytes *= self.size
-        if model_op == "send_recv":
-            if peer < 0:
-                cores = [self.cores[self.rank], self.cores[(self.rank + 1) % self.size]]
-            else:
-                cores = [self.cores[self.rank], self.cores[peer]]
-        else:
-            cores = self.cores
+        cores = self.cores
+        if model_op == "send_recv":     # no peer: the next rank's core
+            cores = [cores[self.rank], cores[peer if peer >= 0 else (self.rank + 1) % self.size]]
         algorithm = None if self.algorithm == "auto" else self.algorithm
         # Inside a compiled graph (its ops run uncharged) the collective is one of the graph's
         # instructions: no stand-alone runtime launch (neuron_sim.collectives.estimate).
@@ -337,9 +333,10 @@ def create(opts, pg_options=None):
     return _C._NeuronBackend(host, hook)
 
 
-def register() -> None:
-    if "NEURON" not in dist.Backend._plugins:
-        dist.Backend.register_backend("neuron", create, extended_api=True, devices=["neuron"])
+def register(name: str = "neuron", creator=create) -> None:
+    """Makes `backend=name` create a neuron process group with `creator` (once)."""
+    if name.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(name, creator, extended_api=True, devices=["neuron"])
 
 
 def collective_log() -> list:

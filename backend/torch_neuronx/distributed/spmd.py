@@ -82,11 +82,6 @@ def _create(opts, pg_options=None):
     return _C._NeuronBackend(host, SpmdCollectives(rank, size, global_ranks))
 
 
-def register() -> None:
-    if BACKEND.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["neuron"])
-
-
 def job_cores(world_size: int, instance: str, lnc: int | None = None) -> tuple:
     """(nodes, fabric) for a job of `world_size` ranks, one per logical core, filling instances
     in order."""
@@ -128,7 +123,7 @@ def simulate_rank(world_size: int, rank: int = 0, instance: str | None = None,
         rank=rank, world_size=world_size, local_rank=device, local_world_size=per_node,
         node=rank // per_node, core=rank % per_node, instance=instance, lnc=fabric.lnc,
         cores_per_node=per_node)
-    register()
+    _backend.register(BACKEND, _create)
     # DeviceMesh picks the device from LOCAL_RANK (else rank % device count): this process's
     local_rank = os.environ.get("LOCAL_RANK")
     os.environ["LOCAL_RANK"] = str(device)
