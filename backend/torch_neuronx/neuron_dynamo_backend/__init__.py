@@ -33,4 +33,5 @@ __all__ = ["BreakReport", "CPUInputError", "DynamicShapeError", "GraphBreak",
            "NEFFCompilationError", "NEFFExecutionError", "NeuronCompilationMetrics",
            "NeuronCompileError", "cache_stats", "create_neuron_backend", "explain_graph_breaks",
            "get_dynamo_metrics", "get_model_name", "launch_stats", "measure_step", "compare",
-           "StepProfile", "neuron_backend", "reset_dynamo_metrics", "reset_launch_stats", "set_model_name"]
+           "StepProfile", "neuron_backend", "reset_dynamo_metrics", "reset_launch_stats",
+           "set_model_name"]

@@ -82,5 +82,5 @@ class GraphFacts:
         self.model_flops += model_flops(base, shapes[:len(ins)], shapes[len(ins):])
 
     def fields(self) -> dict:
-        return {"ops": self.ops, "eager_launches": self.ops,
-                "eager_dma_bytes": self.eager_dma_bytes, "model_flops": self.model_flops}
+        return {"ops": self.ops, "eager_dma_bytes": self.eager_dma_bytes,
+                "model_flops": self.model_flops}

@@ -335,10 +335,10 @@ class _GraphCompiler:
         record.sim_run_ns = cost.total_ns
         record.cost_source = cost.cost_source
         record.engine_busy_ns = dict(cost.engine_busy_ns)
-        for f in ("dma_bytes", "spill_bytes", "spills", "ops", "eager_launches",
-                  "eager_dma_bytes", "estimated_ops", "custom_ops_ns", "tensor_flops",
-                  "model_flops"):
+        for f in ("dma_bytes", "spill_bytes", "spills", "ops", "eager_dma_bytes",
+                  "estimated_ops", "custom_ops_ns", "tensor_flops", "model_flops"):
             setattr(record, f, getattr(cost, f))
+        record.eager_launches = cost.ops             # one eager launch per compute op
         record.wall_compile_s = time.perf_counter() - start
         metrics.record(record)
         logger.info("compiled %s (%s, %d ops%s): %.1f us per launch, simulated compile %.2f s "

@@ -22,7 +22,6 @@ class StepProfile:
     graph_launches: int               # of which compiled graphs
     engine_ns: dict = field(default_factory=dict)   # busy ns per engine
     hbm_bytes: float = 0.0            # bytes to/from HBM
-    eager_ops_ns: int = 0             # part of device_ns spent in eager ops
 
 
 def measure_step(fn) -> StepProfile:
@@ -41,7 +40,7 @@ def measure_step(fn) -> StepProfile:
         engines[e] = engines.get(e, 0) + v
     return StepProfile(total, eager["launches"] + graphs["launches"], graphs["launches"],
                        {e: int(v) for e, v in engines.items()},
-                       float(graphs["dma_bytes"]) + eager["hbm_bytes"], total - graphs["ns"])
+                       float(graphs["dma_bytes"]) + eager["hbm_bytes"])
 
 
 def compare(eager: StepProfile, compiled: StepProfile, launch_ns: float | None = None) -> str:

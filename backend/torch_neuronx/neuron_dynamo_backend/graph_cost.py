@@ -87,22 +87,23 @@ _FILLS = frozenset(f"aten::{n}" for n in ("full", "full_like", "zeros", "zeros_l
                                           "fill"))
 
 
-def _folded_fills(gm: torch.fx.GraphModule, lower) -> set:
-    """Constant fills that only element-wise ops read (no graph output, no write-back): a
+def _is_op_call(node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+
+
+def _is_folded_fill(node) -> bool:
+    """A constant fill that only element-wise ops read (no graph output, no write-back): a
     compiler never materialises such a broadcast constant, it folds the value into each reader
     (an immediate or a broadcast scalar operand). The compiled AdamW step's lerp decomposes into
     addcmul(m, g - m, full_like(p, 1 - beta1)): 77 parameter-sized fills, written, spilled and
     re-read in the 20M GPT's optimizer graph."""
-    def aten(node):
-        return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
-
-    return {node.name for node in gm.graph.nodes
-            if aten(node) and lower.normalize_name(node.target.name()) in _FILLS and node.users
-            and all(aten(u) and not _is_writeback(u) and lower.is_elementwise(u.target.name())
-                    for u in node.users)}
+    return (_is_op_call(node) and lower.normalize_name(node.target.name()) in _FILLS
+            and bool(node.users)
+            and all(_is_op_call(u) and not _is_writeback(u)
+                    and lower.is_elementwise(u.target.name()) for u in node.users))
 
 
-def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
+def lowering_ops(gm: torch.fx.GraphModule) -> tuple:
     """(OpSpecs in execution order, ids of the graph outputs, GraphFacts of the graph's ATen
     ops, write-backs included, at their FX shapes). Every value has its own
     identity, views included: a consumer of a view of an intermediate reads it from HBM.
@@ -110,16 +111,14 @@ def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
     timed 24-27% slower, the resident intermediates serialising their consumers, so views stay
     conservative.) Write-backs of in-place results into graph inputs are stores of those
     results, not copies (`_is_writeback`). A constant fill read only by element-wise ops is a
-    one-element value its readers broadcast (`_folded_fills`)."""
-    folded = _folded_fills(gm, lower)
-
+    one-element value its readers broadcast (`_is_folded_fill`)."""
     def ident(node, pos=0):
         if node.target is operator.getitem:
             node, pos = node.args
         return (node.name, pos)
 
     def spec(node, val, pos=0, **kw):
-        if node.name in folded:          # the fill's value, broadcast by its readers
+        if _is_folded_fill(node):        # the fill's value, broadcast by its readers
             return lower.TensorSpec((), str(val.dtype), (), id=ident(node, pos), **kw)
         return lower.TensorSpec(tuple(int(x) for x in val.shape), str(val.dtype),
                                 tuple(int(x) for x in val.stride()), id=ident(node, pos), **kw)
@@ -146,7 +145,7 @@ def lowering_ops(gm: torch.fx.GraphModule, lower) -> tuple:
     for node in gm.graph.nodes:
         if node.op == "output":
             torch.fx.node.map_arg(node.args, lambda n: live.add(ident(n)))
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        if not _is_op_call(node):
             continue
         val = node.meta.get("val")
         vals = [val] if isinstance(val, torch.Tensor) else (
@@ -199,7 +198,7 @@ def lower_graph(ops, live, chip: str, lnc: int, cache=None) -> tuple:
 def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
     """Simulated time of the ATen graph `gm` as ONE program on one logical core of `target`.
     Raises NEFFCompilationError for graphs the simulated compiler cannot lower."""
-    ops, live, facts = lowering_ops(gm, lower)
+    ops, live, facts = lowering_ops(gm)
     _check_lowerable(ops)
     program, serial, custom_ns = lower_graph(ops, live, target.chip, target.lnc)
     note = f" ({program.note})" if program is not None and program.note else ""
