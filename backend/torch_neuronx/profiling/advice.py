@@ -231,18 +231,20 @@ def sync_points(phased, total_ns: float):
 RETIMED_STEPS = 2      # latest optimizer steps the bf16 advice re-times (cold programs: seconds)
 
 
-def _latest_steps(phased_rows, matched) -> tuple:
-    """(indices of the batches of the latest RETIMED_STEPS steps that are all still kept, how
-    many steps they are, the batches that end an optimizer step). Without an optimizer the
-    profiled region is the step."""
+def _latest_steps(phased_rows) -> tuple:
+    """(the session's latest drained batches, the indices of those of the latest RETIMED_STEPS
+    steps that are all still kept, how many steps they are, the batches that end an optimizer
+    step, the phase of every op of each batch). Without an optimizer the profiled region is the
+    step."""
+    batches, matched = _matched(phased_rows)
+    phases = _item_phases(batches, matched, phased_rows)
     seen = sorted({m[0] for m in matched if m is not None})
-    if not seen:
-        return [], 0, []
     ends = [matched[k][0] for k in _step_ends(phased_rows) if matched[k] is not None]
-    if not ends:
-        return seen, 1, ends
+    if not ends:        # no kept batch (no step), or no optimizer (the region is one step)
+        return batches, seen, int(bool(seen)), ends, phases
     first = ends[-RETIMED_STEPS - 1] + 1 if len(ends) > RETIMED_STEPS else seen[0]
-    return list(range(first, ends[-1] + 1)), min(len(ends), RETIMED_STEPS), ends
+    span = list(range(first, ends[-1] + 1))
+    return batches, span, min(len(ends), RETIMED_STEPS), ends, phases
 
 
 def _item_phases(batches, matched, phased) -> list:
@@ -267,8 +269,7 @@ def bf16_autocast(phased, total_ns: float):
     "recommended": False (the summary lists them as a note). None when no float32 matmul ran."""
     from .autocast import CAST, FP32, LOWER, TensorDesc, autocast_batches
     phased_rows, _classes = phased
-    batches, matched = _matched(phased_rows)
-    span, steps, ends = _latest_steps(phased_rows, matched)
+    batches, span, steps, ends, phases = _latest_steps(phased_rows)
     if not span:
         return None
     chosen = [batches[b] for b in span]
@@ -276,9 +277,7 @@ def bf16_autocast(phased, total_ns: float):
             type(a) is TensorDesc and a.dtype == FP32 for a in it.args)
             for batch, _ns in chosen for it in batch):
         return None
-    phases = _item_phases(batches, matched, phased_rows)
-    phases = [phases[b] for b in span]
-    new, casts = autocast_batches([b for b, _ns in chosen], phases)
+    new, casts = autocast_batches([b for b, _ns in chosen], [phases[b] for b in span])
     model = _model()
     charged = sum(sum(ns) for _b, ns in chosen)
     priced = [model.price(b) for b in new]
@@ -308,11 +307,9 @@ def compiled_step(phased, total_ns: float):
     phased_rows, _classes = phased
     if any(e["name"].startswith(COMPILED_GRAPH_PREFIX) for e, _p in phased_rows):
         return None
-    batches, matched = _matched(phased_rows)
-    span, steps, ends = _latest_steps(phased_rows, matched)
+    batches, span, steps, ends, phases = _latest_steps(phased_rows)
     if not span:
         return None
-    phases = _item_phases(batches, matched, phased_rows)
     flat, charged = [], 0
     for b in span:
         batch, ns = batches[b]
