@@ -39,8 +39,9 @@ layer) x layers plus one layer's transient peak; for inference the weights, the 
 prefill peak. Limits: decoders of the Llama family's layout (Llama, Mistral, Qwen2/3) and
 their MoE variants (Mixtral, Qwen3-MoE: experts split by TP, no expert parallelism, routed by
 torch_neuronx.set_moe_routing; run eagerly, as aten::histc has no compiled lowering); BF16/FP32,
-or FP8/MX matmuls (precision=, torch_neuronx.fp8_linear; dense models); no pipeline parallelism (see torch_neuronx.distributed.spmd for how stages
-would be composed); host time (data loading, HTTP serving) is not simulated.
+or FP8/MX matmuls (precision=, torch_neuronx.fp8_linear; dense models); no pipeline parallelism
+(see torch_neuronx.distributed.spmd for how stages would be composed); host time (data loading,
+HTTP serving) is not simulated.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ Explorer record.
 
 `cost.LoweredCostModel.__call__` calls `on_drain(model, batch, out, charges)` after timing a
 batch: `charges` is the drain's own record of each op (cache key, Timing, launch share, fused or
-not), so nothing here re-derives the cost model's decisions. When `_C._activity_logging()` is off this returns at once. Otherwise, for each op:
+not), so nothing here re-derives the cost model's decisions. When `_C._activity_logging()` is
+off this returns at once. Otherwise, for each op:
 
 - its representative program is the one the lowering timed (`Timing.program`, an OpProgram with
   its Result and DMA bytes by argument: nothing is lowered again), and its lanes are attached with
