@@ -1,5 +1,6 @@
 #include "runtime/NeuronGuard.h"
 
+#include "runtime/NeuronEvent.h"
 #include "runtime/NeuronQueue.h"
 #include "runtime/NeuronRuntime.h"
 #include "runtime/NeuronStream.h"
@@ -10,8 +11,6 @@ namespace neuron {
 
 namespace {
 thread_local c10::DeviceIndex t_current_device = 0;
-
-SimEventPtr& as_event(void* event) { return *static_cast<SimEventPtr*>(event); }
 
 // c10 passes index -1 for "the current device" (torch.Stream(device="neuron")).
 c10::DeviceIndex resolve(c10::Device d) { return d.has_index() ? d.index() : t_current_device; }
@@ -75,25 +74,11 @@ c10::DeviceCapability NeuronGuardImpl::getDeviceCapability(c10::Device d) const 
 void NeuronGuardImpl::record(void** event, const c10::Stream& stream,
                              const c10::DeviceIndex device_index,
                              const c10::EventFlag flag) const {
-  TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-              "Event device index ", static_cast<int>(device_index),
-              " does not match recording stream's device index ",
-              static_cast<int>(stream.device_index()), ".");
-  if (*event == nullptr) {
-    auto* holder = new SimEventPtr(std::make_shared<SimEvent>());
-    as_event(holder)->enable_timing = flag == c10::EventFlag::BACKEND_DEFAULT;
-    *event = holder;
-  }
-  SimEventPtr& sim_event = as_event(*event);
-  TORCH_CHECK(sim_event->device == -1 || sim_event->device == stream.device_index(),
-              "Event was recorded on neuron:", static_cast<int>(sim_event->device),
-              " and cannot be recorded again on ", stream.device());
-  enqueue_record(sim_event, stream);
+  record_event(event, stream, device_index, flag);
 }
 
 void NeuronGuardImpl::block(void* event, const c10::Stream& stream) const {
-  if (event == nullptr) return;
-  enqueue_wait(as_event(event), stream);
+  block_on_event(event, stream);
 }
 
 bool NeuronGuardImpl::queryEvent(void* event) const {
@@ -102,7 +87,7 @@ bool NeuronGuardImpl::queryEvent(void* event) const {
 }
 
 void NeuronGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexcept {
-  delete static_cast<SimEventPtr*>(event);
+  destroy_event(event);
 }
 
 bool NeuronGuardImpl::queryStream(const c10::Stream&) const {
@@ -120,20 +105,8 @@ void NeuronGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) con
 }
 
 double NeuronGuardImpl::elapsedTime(void* event1, void* event2,
-                                    const c10::DeviceIndex device_index) const {
-  TORCH_CHECK(event1 != nullptr && event2 != nullptr,
-              "Both events must be recorded before calculating elapsed time.");
-  drain();
-  const SimEventPtr& start = as_event(event1);
-  const SimEventPtr& end = as_event(event2);
-  TORCH_CHECK(start->time_ns >= 0 && end->time_ns >= 0,
-              "Both events must be recorded before calculating elapsed time.");
-  TORCH_CHECK_VALUE(start->enable_timing && end->enable_timing,
-                    "Both events must be created with argument 'enable_timing=True'.");
-  TORCH_CHECK(start->device == end->device,
-              "Timing events must be recorded on the same neuron device; got neuron:",
-              static_cast<int>(start->device), " and neuron:", static_cast<int>(end->device), ".");
-  return static_cast<double>(end->time_ns - start->time_ns) / 1.0e6;  // ms
+                                    const c10::DeviceIndex) const {
+  return event_elapsed_ms(event1, event2);
 }
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NeuronGuardImpl);

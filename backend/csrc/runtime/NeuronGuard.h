@@ -1,5 +1,5 @@
-// Device guard: current device, streams and events for c10. Events carry simulated
-// timestamps; synchronizing anything drains the descriptor queue first.
+// Device guard: current device, streams and events (runtime/NeuronEvent.h) for c10;
+// synchronizing anything drains the descriptor queue first.
 #pragma once
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>

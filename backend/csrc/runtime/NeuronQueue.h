@@ -4,6 +4,8 @@
 // and the profiler's activity log advance in issue order.
 #pragma once
 
+#include "runtime/NeuronEvent.h"
+
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/Stream.h>
@@ -49,13 +51,6 @@ struct OpDesc {
   std::vector<ArgDesc> args;
   std::vector<TensorDesc> outputs;
 };
-
-struct SimEvent {
-  int64_t time_ns = -1;  // stream clock when the recorded work finished; -1 never recorded
-  c10::DeviceIndex device = -1;
-  bool enable_timing = false;
-};
-using SimEventPtr = std::shared_ptr<SimEvent>;
 
 // Engine-level detail of one op for the profiler: a lane (TensorE, VectorE, a DMA queue...)
 // busy from `offset_ns` after the op's start for `duration_ns`, doing `label`.
