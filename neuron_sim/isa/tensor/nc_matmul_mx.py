@@ -21,6 +21,7 @@ import numpy as np
 from ...engines import Engine, Kind
 from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
 from ...numerics.formats import MX_PACKED, itemsize
+from ...numerics.rounding import dequantize_mx
 from ...program.ap import Memory
 from ..common import check_free, check_memory, check_partitions, make
 from ..vector.quantize_mx import GROUP_PARTITIONS, check_data_partitions, check_scale, scale_rows
@@ -102,8 +103,8 @@ def build(chip, dst, stationary, moving, stationary_scale, moving_scale, tile_po
 
 def dequantize(data4, codes):
     """data4 [P, F, 4] element values, codes [P/8, F] E8M0 -> [P, F, 4] FP32 values."""
-    scale = np.exp2(np.asarray(codes, np.float32) - 127.0)
-    return data4 * np.repeat(scale, GROUP_PARTITIONS, axis=0)[:, :, None]
+    v = dequantize_mx(np.moveaxis(data4, 0, -1), np.asarray(codes).T[:, None], GROUP_PARTITIONS)
+    return np.moveaxis(v, -1, 0)
 
 
 def reference(stat4, mov4, stat_codes, mov_codes):
