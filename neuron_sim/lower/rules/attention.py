@@ -134,6 +134,37 @@ def _lanes(items, steps, lanes=2):
                 active[lane] = None if nxt is None else steps(nxt, lane)
 
 
+def _kv_steps(kv_end, KT, idx, step):
+    """A query tile's key tiles, software-pipelined: `step(slot, k0, kn)` emits a key tile's
+    scores and softmax and returns its TensorE products, emitted after the next tile's step so
+    TensorE computes those scores while this softmax runs; yields per key tile (`_lanes`)."""
+    pending = None
+    for t, k0 in enumerate(range(0, kv_end, KT)):
+        products = step(2 * (t % 2) + idx, k0, min(KT, kv_end - k0))
+        if pending is not None:
+            pending()
+        pending = products
+        yield
+    pending()
+
+
+def _times_transposed(ctx, acc_ps, x, qn, kn, rows, c0, dt, role, ps_slot, slot, copy, add):
+    """acc_ps [qn, D] = (add: +=) x @ rows[c0:]: x [qn, kn] transposed by TensorE (the key
+    chunks side by side in one PSUM bank, one `copy` out to SBUF), one matmul per key chunk."""
+    NP, b, D = ctx.P, ctx.b, acc_ps.free_size
+    nch, pr = ceil(kn / NP), min(NP, kn)
+    tp = _buf(ctx, f"{role}_ps", (pr, nch * qn), "float32", ps_slot, Memory.PSUM)
+    for c in range(nch):
+        b.nc_transpose(_sub(tp, min(NP, kn - NP * c), c * qn, qn),
+                       _sub(x, qn, NP * c, min(NP, kn - NP * c)))
+    xT = _buf(ctx, role, (pr, nch * qn), dt, slot)
+    copy(xT, tp)
+    for c in range(nch):
+        cn = min(NP, kn - NP * c)
+        b.nc_matmul(acc_ps, _sub(xT, cn, c * qn, qn), _sub(rows[c0 + c], cn, 0, D),
+                    accumulate=add or c > 0)
+
+
 class _Heads:
     """K/V tiles of the (batch, K/V head)s in flight (two at most: lanes cross a head boundary);
     the query heads of a GQA group share them."""
@@ -288,29 +319,13 @@ def sdpa_forward(ctx, op):
 
         def pv(t, k0, kn, p, corr):
             o_ps = _buf(ctx, "o_ps", (qn, D), "float32", t, Memory.PSUM)
-            # P^T: the key chunks' transposes side by side in one PSUM bank, one copy out
-            nch = ceil(kn / NP)
-            pr = min(NP, kn)
-            tp = _buf(ctx, "pT_ps", (pr, nch * qn), "float32", idx, Memory.PSUM)
-            for c in range(nch):
-                b.nc_transpose(_sub(tp, min(NP, kn - NP * c), c * qn, qn),
-                               _sub(p, qn, NP * c, min(NP, kn - NP * c)))
-            pT = _buf(ctx, "pT", (pr, nch * qn), dt, t)
-            if idx % 2:
-                b.activation(pT, tp, "copy")
-            else:
-                b.tensor_copy(pT, tp)
-            for c in range(nch):
-                cn = min(NP, kn - NP * c)
-                b.nc_matmul(o_ps, _sub(pT, cn, c * qn, qn), _sub(vr[k0 // NP + c], cn, 0, D),
-                            accumulate=c > 0)
+            _times_transposed(ctx, o_ps, p, qn, kn, vr, k0 // NP, dt, "pT", idx, t,
+                              b.activation if idx % 2 else b.tensor_copy, False)
             b.tensor_tensor(acc, acc, corr, "multiply", engine="gpsimd")
             b.tensor_tensor(acc, acc, o_ps, "add")
 
-        pending = None
-        for t, k0 in enumerate(range(0, kv_end, KT)):
-            kn = min(KT, kv_end - k0)
-            t = 2 * (t % 2) + idx
+        def step(t, k0, kn):
+            nonlocal m
             # scores of this key tile in their own PSUM bank (4: two lanes x two steps)
             s, pre = _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, H, t, scale, 4)
             sc = 1.0 if pre else scale
@@ -330,13 +345,9 @@ def sdpa_forward(ctx, op):
             # small per-row updates on GpSimd, idle otherwise
             b.tensor_tensor(l, l, corr, "multiply", engine="gpsimd")
             b.tensor_tensor(l, l, rs, "add", engine="gpsimd")
-            # software pipeline: this step's P V goes after the next step's scores, so TensorE
-            # computes QK^T while the softmax of the previous tile runs
-            if pending is not None:
-                pending()
-            pending = partial(pv, t, k0, kn, p, corr)
-            yield
-        pending()
+            return partial(pv, t, k0, kn, p, corr)
+
+        yield from _kv_steps(kv_end, KT, idx, step)
         rl = _buf(ctx, "rl", (qn, 1), "float32", 2 * (j % 2) + idx)
         b.activation(rl, l, "reciprocal")
         o = _buf(ctx, "o", (qn, D), out.dtype, 2 * (j % 2) + idx)
@@ -440,22 +451,11 @@ def sdpa_backward(ctx, op):
                                     _sub(rhs, qn, 0, D))
                     dst = _sub(acc, pr, (c0 + g0) * D, gn * D)
                     b.tensor_tensor(dst, dst, ps, "add")
-            # dQ += dS K: dS^T through TensorE transposes (one bank, one copy out)
-            tp = _buf(ctx, "dsT_ps", (pr, nch * qn), "float32", 0, Memory.PSUM)
-            for c in range(nch):
-                b.nc_transpose(_sub(tp, min(NP, kn - NP * c), c * qn, qn),
-                               _sub(ds, qn, NP * c, min(NP, kn - NP * c)))
-            dsT = _buf(ctx, "dsT", (pr, nch * qn), dt, t)
-            b.activation(dsT, tp, "copy")
-            for c in range(nch):
-                cn = min(NP, kn - NP * c)
-                b.nc_matmul(dq_ps, _sub(dsT, cn, c * qn, qn), _sub(kr[c0 + c], cn, 0, D),
-                            accumulate=k0 > 0 or c > 0)
+            # dQ += dS K
+            _times_transposed(ctx, dq_ps, ds, qn, kn, kr, c0, dt, "dsT", 0, t, b.activation,
+                              k0 > 0)
 
-        pending = None
-        for t, k0 in enumerate(range(0, kv_end, KT)):
-            kn = min(KT, kv_end - k0)
-            t = 2 * (t % 2) + idx
+        def step(t, k0, kn):
             s, pre = _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, H, t, scale)
             p = _buf(ctx, "p", (qn, kn), dt, t)
             b.activation(p, s, "exp", bias=nlse, scale=1.0 if pre else scale)
@@ -467,13 +467,9 @@ def sdpa_backward(ctx, op):
             ds = _buf(ctx, "ds", (qn, kn), dt, t)
             b.tensor_tensor(ds, dp, di, "subtract")
             b.tensor_tensor(ds, ds, p, "multiply")
-            # software pipeline: this step's dV, dK, dQ products go after the next step's
-            # scores, so TensorE works while the softmax backward of the previous tile runs
-            if pending is not None:
-                pending()
-            pending = partial(grads, k0, kn, p, ds, t)
-            yield
-        pending()
+            return partial(grads, k0, kn, p, ds, t)
+
+        yield from _kv_steps(kv_end, KT, idx, step)
         if dq is not None and dq.numel:
             dqt = _buf(ctx, "dq_o", (qn, D), dq.dtype, sl)
             b.activation(dqt, dq_ps, "copy", scale=scale)
