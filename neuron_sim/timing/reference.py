@@ -29,11 +29,12 @@ PARAM_NAMES = ("sem_lat_ns", "dma_fixed_ns", "didt_init", "didt_ramp_ns", "didt_
 KIND_LS, KIND_MM, KIND_DMA = 1, 2, 3
 
 
-def stream_order(stream, n_streams):
-    """Instruction indices grouped by stream, program order inside each (CSR)."""
+def stream_order(stream, n_streams, issued=None):
+    """Instruction indices grouped by stream (CSR), in program order inside each or, given
+    `issued`, in the order of that list."""
     buckets = [[] for _ in range(n_streams)]
-    for i, s in enumerate(stream):
-        buckets[s].append(i)
+    for i in range(len(stream)) if issued is None else issued:
+        buckets[stream[i]].append(i)
     order, ptr = [], [0]
     for b in buckets:
         order.extend(b)
@@ -71,13 +72,7 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
     status, issued, start, end, dstart, busy, _ = _run(
         stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
         None, None, window, ord_ptr, ord_idx, prio, after)
-    by_stream = [[] for _ in range(int(params[6]))]
-    for i in issued:
-        by_stream[int(stream[i])].append(i)
-    order, sptr = [], [0]
-    for b in by_stream:
-        order.extend(b)
-        sptr.append(len(order))
+    order, sptr = stream_order(stream, int(params[6]), issued)
     return status, order, sptr, after, start, end, dstart, busy
 
 
