@@ -74,12 +74,15 @@ def matmul_tiled(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bufs=4):
                        queue=Q_RHS)
             b.nc_matmul(acc, lt, rt, accumulate=k > 0)
         b.repeat(KT, k_step)
-        sb = sp.at(m * NN + n)
-        b.tensor_copy(sb, acc)
-        b.dma_copy(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], sb,
-                   queue=Q_OUT)
+        _store(b, sp.at(m * NN + n), acc, result, m * TILE_M, n * TILE_N)
     b.repeat(M // TILE_M, lambda m: b.repeat(NN, lambda n: mn(m, n)))
     return b.build()
+
+
+def _store(b, sb, acc, result, r0, c0):
+    """A result tile at (r0, c0): PSUM -> SBUF on VectorE, then one DMA to HBM."""
+    b.tensor_copy(sb, acc)
+    b.dma_copy(result[r0:r0 + sb.shape[0], c0:c0 + sb.shape[1]], sb, queue=Q_OUT)
 
 
 def _k_tiles(b, KT, TILE_K, tile, src, col, width, queue):
@@ -110,10 +113,7 @@ def matmul_hoist_load(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", buf
             _k_tiles(b, KT, TILE_K, lambda k: rt[:, k, :], rhs, n * TILE_N, TILE_N, Q_RHS)
             acc = pp.at(m * NN + n)
             b.repeat(KT, lambda k: b.nc_matmul(acc, lt[:, k, :], rt[:, k, :], accumulate=k > 0))
-            sb = sp.at(m * NN + n)
-            b.tensor_copy(sb, acc)
-            b.dma_copy(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], sb,
-                       queue=Q_OUT)
+            _store(b, sp.at(m * NN + n), acc, result, m * TILE_M, n * TILE_N)
         b.repeat(NN, n_step)
     b.repeat(M // TILE_M, m_step)
     return b.build()
@@ -148,11 +148,8 @@ def matmul_block_free(chip="trn1", M=4096, K=8192, N=8192, dtype="bfloat16", bm_
                     acc = pp.at(use)
                     b.repeat(KT, lambda k, bm=bm, bn=bn, acc=acc: b.nc_matmul(
                         acc, lt[:, bm, k, :], rt[:, bn, k, :], accumulate=k > 0))
-                    sb = sp.at(use)
-                    b.tensor_copy(sb, acc)
-                    r0 = (m * bm_tiles + bm) * TILE_M
-                    c0 = (n * bn_tiles + bn) * TILE_N
-                    b.dma_copy(result[r0:r0 + TILE_M, c0:c0 + TILE_N], sb, queue=Q_OUT)
+                    _store(b, sp.at(use), acc, result, (m * bm_tiles + bm) * TILE_M,
+                           (n * bn_tiles + bn) * TILE_N)
         b.repeat(NN, n_step)
     b.repeat(M // (TILE_M * bm_tiles), m_step)
     return b.build()
