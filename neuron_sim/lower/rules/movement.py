@@ -80,7 +80,9 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
 
 
 def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
-    """Copy a non-contiguous src into out through SBUF."""
+    """Copy a non-contiguous src into out through SBUF. A transposed src is out's flat [p, cols]
+    layout stored transposed, [cols, p]: chunk j of out (columns j*f.. j*f+fj) is its rows
+    j*f.., fj rows of p contiguous elements."""
     if src.ndim and src.strides[-1] != 1 and src.shape[-1] > 1 \
             and ctx.chip.has_tensor_transpose_mode and itemsize(src.dtype) in (2, 4):
         h = ctx.hbm(src)
@@ -89,7 +91,7 @@ def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
         for j in range(n):
             fj = min(f, cols - j * f) if n == total else f
             tile = ctx.tile("in", (p, fj), src.dtype, j)
-            ctx.b.dma_transpose(tile, AccessPattern(h, 0, fj, j * fj, ((p, 1),), max(cols, 1)))
+            ctx.b.dma_transpose(tile, AccessPattern(h, 0, fj, j * f * p, ((p, 1),), p))
             if out.dtype != src.dtype:
                 dst = ctx.tile("cast", (p, fj), out.dtype, j)
                 ctx.b.tensor_copy(dst, tile)
