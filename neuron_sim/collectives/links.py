@@ -10,7 +10,7 @@ import json
 from functools import lru_cache, reduce
 from importlib import resources
 
-from ..hardware.assumptions import Assumption
+from ..hardware.assumptions import Assumption, from_data
 from ..hardware.chips import _data  # the one loader of trainium-hw.json
 
 
@@ -36,9 +36,7 @@ def algorithm_range(name: str) -> int:
     return int(fabric_data()["algorithm_ranges"][name]["value"])
 
 
-ASSUMPTIONS: dict[str, Assumption] = {
-    name: Assumption(name, {"all": a["value"]}, a["unit"], a["reasoning"])
-    for name, a in fabric_data()["assumptions"].items()}
+ASSUMPTIONS: dict[str, Assumption] = from_data(fabric_data()["assumptions"], chips=("all",))
 
 
 def assumed(name: str):
