@@ -171,7 +171,7 @@ def test_total_ns_beyond_int64_does_not_kill_the_process(tmp_path):
                                          ("dma_bytes", -1), ("model_flops", float("inf"))])
 def test_graph_cost_checks_each_field(field, value):
     good = GraphCost(total_ns=10, launch_ns=1, engine_busy_ns={"TensorE": 3}, dma_bytes=4,
-                     spill_bytes=0, spills=0, sbuf_peak_bytes=0, ops=1, eager_dma_bytes=4).to_json()
+                     spill_bytes=0, spills=0, sbuf_peak_bytes=0, ops=1).to_json()
     assert GraphCost.from_json(dict(good)).total_ns == 10
     with pytest.raises(ValueError, match=field):
         GraphCost.from_json(dict(good, **{field: value}))

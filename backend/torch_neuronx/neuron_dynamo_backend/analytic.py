@@ -1,18 +1,17 @@
-"""What a graph is, apart from how long it runs: its compute ops, the matmul FLOPs the model
-defines (for MFU) and the eager baseline (the same ops launched one by one), added up op by op
-as the lowering's walk of the graph meets them (graph_cost.lowering_ops). Timing is the
-lowering's alone (graph_cost.py)."""
+"""What a graph is, apart from how long it runs: its compute ops and the matmul FLOPs the model
+defines (for MFU), added up op by op as the lowering's walk of the graph meets them
+(graph_cost.lowering_ops). Timing is the lowering's alone (graph_cost.py)."""
 
 from __future__ import annotations
 
 import math
 
-# Views are access patterns over the same bytes: no engine work, no data movement.
-_VIEW = {"view", "_unsafe_view", "reshape", "expand", "permute", "t", "transpose", "squeeze",
-         "unsqueeze", "slice", "select", "alias", "as_strided", "detach", "split",
-         "split_with_sizes", "unbind", "chunk", "unflatten", "flatten", "view_as", "narrow",
-         "diagonal", "lift_fresh_copy", "_reshape_alias", "expand_as", "unfold",
-         "view_as_real", "view_as_complex", "_unsafe_view_copy"}
+from neuron_sim.lower import normalize_name
+from neuron_sim.lower.rules.movement import VIEW_OPS
+
+# Views move no data and launch nothing (the lowering's decision: an empty program)
+_VIEWS = frozenset(VIEW_OPS)
+
 _MATMUL = {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "addbmm", "dot", "mv", "addmv"}
 _CONV = {"convolution", "_convolution", "convolution_backward"}
 
@@ -63,24 +62,20 @@ def model_flops(base: str, ins: list, outs: list) -> float:
 
 
 class GraphFacts:
-    """ops (compute ops, views excluded; as many eager launches), eager_dma_bytes (each op
-    reading and writing HBM on its own) and model_flops of the ops given to `add`."""
+    """ops (compute ops, the lowering's views excluded; as many eager launches) and model_flops
+    of the ops given to `add`."""
 
     def __init__(self):
-        self.ops, self.eager_dma_bytes, self.model_flops = 0, 0, 0.0
+        self.ops, self.model_flops = 0, 0.0
 
     def add(self, name: str, ins: list, outs: list) -> None:
         """One op `name` ("aten::mm", any overload) reading tensors `ins` and writing `outs`."""
-        base = name.split("::", 1)[-1].split(".")[0]
-        if base in _VIEW:
+        if normalize_name(name) in _VIEWS:
             return
         self.ops += 1
         shapes = [tuple(int(s) for s in t.shape) for t in ins + outs]   # SymInts to ints
-        # 64-bit types run in 32 bits (neuron_sim.lower.spec's DTYPE_ALIASES); any torch dtype
-        self.eager_dma_bytes += sum(math.prod(s) * min(t.dtype.itemsize, 4)
-                                    for s, t in zip(shapes, ins + outs))
+        base = name.split("::", 1)[-1].split(".")[0]
         self.model_flops += model_flops(base, shapes[:len(ins)], shapes[len(ins):])
 
     def fields(self) -> dict:
-        return {"ops": self.ops, "eager_dma_bytes": self.eager_dma_bytes,
-                "model_flops": self.model_flops}
+        return {"ops": self.ops, "model_flops": self.model_flops}

@@ -335,8 +335,8 @@ class _GraphCompiler:
         record.sim_run_ns = cost.total_ns
         record.cost_source = cost.cost_source
         record.engine_busy_ns = dict(cost.engine_busy_ns)
-        for f in ("dma_bytes", "spill_bytes", "spills", "ops", "eager_dma_bytes",
-                  "estimated_ops", "custom_ops_ns", "tensor_flops", "model_flops"):
+        for f in ("dma_bytes", "spill_bytes", "spills", "ops", "estimated_ops", "custom_ops_ns",
+                  "tensor_flops", "model_flops"):
             setattr(record, f, getattr(cost, f))
         record.eager_launches = cost.ops             # one eager launch per compute op
         record.wall_compile_s = time.perf_counter() - start

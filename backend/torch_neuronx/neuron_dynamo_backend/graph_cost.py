@@ -5,7 +5,7 @@ and the simulator's lowering.
 simulated time of the graph as ONE program on one logical core, with the busy time of each
 engine, HBM bytes and spills. Only this function changes when the lowering does.
 
-How: README.md, "How a graph is timed"; `ops`, `eager_*` and `model_flops` describe the graph
+How: README.md, "How a graph is timed"; `ops` and `model_flops` describe the graph
 (`analytic.GraphFacts`, added up in the same walk of the graph as the lowering's ops).
 """
 

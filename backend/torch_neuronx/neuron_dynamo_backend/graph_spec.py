@@ -39,8 +39,7 @@ class GraphCost:
     spill_bytes: int               # intermediates that did not fit in SBUF (written + re-read)
     spills: int                    # how many intermediates spilled
     sbuf_peak_bytes: int           # largest live set of intermediates
-    ops: int                       # compute ops (views excluded): as many eager launches
-    eager_dma_bytes: int           # the same ops run one by one in eager mode (not charged)
+    ops: int                       # compute ops (the lowering's views excluded): eager launches
     cost_source: str = "neuron_sim.lower"
     estimated_ops: list = field(default_factory=list)   # timed by roofline, not lowered
     # Part of total_ns that is the roofline estimate of custom (non-ATen) ops. When those ops
@@ -83,7 +82,7 @@ class GraphCost:
 
 
 _INT_FIELDS = ("total_ns", "launch_ns", "dma_bytes", "spill_bytes", "spills", "sbuf_peak_bytes",
-               "ops", "eager_dma_bytes", "custom_ops_ns")
+               "ops", "custom_ops_ns")
 # The runtime keeps simulated clocks in int64 ns; a cached count must leave room to add to them
 # (2**62 ns is 146 years of simulated time).
 _MAX_COUNT = 2**62

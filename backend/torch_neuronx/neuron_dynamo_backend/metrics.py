@@ -37,7 +37,6 @@ class NeuronCompilationMetrics:
     spills: int = 0
     ops: int = 0
     eager_launches: int = 0
-    eager_dma_bytes: int = 0
     estimated_ops: list = field(default_factory=list)   # ops timed by roofline, not lowered
     custom_ops_ns: int = 0          # of sim_run_ns: roofline of custom ops (NKI), replaced at
                                     # run time by the kernels' own simulated time
