@@ -24,7 +24,7 @@ from .tensor import NkiTensor
 
 # the nisa operations with no state besides their operands
 PURE = frozenset({"tensor_tensor", "tensor_scalar", "activation", "tensor_copy",
-                  "tensor_tensor_scan", "scalar_tensor_tensor", "tensor_reduce", "transpose"})
+                  "tensor_tensor_scan", "scalar_tensor_tensor", "tensor_reduce", "nc_transpose"})
 
 
 class _Book:
