@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import inspect
 import math
 import threading
 import time
@@ -130,7 +131,7 @@ def simulate(kernel, **options):
     ``platform_target=`` overrides the kernel's target, ``check_semantics=True`` runs the built
     program through the ISA modules' NumPy semantics and raises if it differs (debug mode).
     """
-    return Simulated(kernel, **options)
+    return Simulated(kernel, **_run_options("simulate", options))
 
 
 # ---- one launch --------------------------------------------------------------------------------
@@ -167,6 +168,9 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
                       numerics, timing, check_semantics, t0, bar)
         _promote_young_objects()
     return out
+
+
+_RUN_OPTIONS = tuple(inspect.signature(run).parameters)[3:]    # simulate's options
 
 
 def _promote_young_objects() -> None:
@@ -387,13 +391,13 @@ class _BenchmarkResult:
 
 
 class _Benchmarked:
-    def __init__(self, kernel, warmup, iters, options):
+    def __init__(self, kernel, options):
         self.kernel = kernel if isinstance(kernel, Kernel) else jit(kernel)
-        self.warmup, self.iters, self.options = warmup, iters, options
+        self.options = options
         self.benchmark_result = None
 
     def __getitem__(self, grid):
-        return _Benchmarked(self.kernel[grid], self.warmup, self.iters, self.options)
+        return _Benchmarked(self.kernel[grid], self.options)
 
     def __call__(self, *args, **kwargs):
         out = run(self.kernel, args, kwargs, **self.options)
@@ -403,11 +407,29 @@ class _Benchmarked:
         return out
 
 
-def benchmark(kernel=None, warmup=5, iters=10, save_neff_name=None, save_trace_name=None, **options):
-    """Legacy ``nki.benchmark``: simulates once (time is deterministic; warmup/iters are accepted)."""
+# what the legacy helpers document only for hardware (the NEFF and NTFF files written, compiler
+# flags): taken, with nothing to do on the simulator
+_ARTIFACTS = ("save_neff_name", "save_trace_name", "additional_compile_opt")
+
+
+def _run_options(helper: str, options: dict, ignored=()) -> dict:
+    """`options` for run(), without the `ignored` ones; NkiLaunchError for one `helper` does not
+    take."""
+    known = _RUN_OPTIONS + tuple(ignored)
+    for k in options:
+        if k not in known:
+            raise NkiLaunchError(f"nki.{helper}: unknown option {k!r}; it takes "
+                                 f"{', '.join(known)}")
+    return {k: v for k, v in options.items() if k not in ignored}
+
+
+def benchmark(kernel=None, warmup=5, iters=10, **options):
+    """Legacy ``nki.benchmark``: simulates once. Simulated time is deterministic: each of the
+    `iters` runs after the `warmup` ones would take it, so it is every latency percentile."""
+    options = _run_options("benchmark", options, _ARTIFACTS)
     if kernel is None:
-        return lambda k: _Benchmarked(k, warmup, iters, options)
-    return _Benchmarked(kernel, warmup, iters, options)
+        return lambda k: _Benchmarked(k, options)
+    return _Benchmarked(kernel, options)
 
 
 def simulate_kernel(kernel, *args, **kwargs):
@@ -417,7 +439,7 @@ def simulate_kernel(kernel, *args, **kwargs):
 
 class _Profiled(_Benchmarked):
     def __init__(self, kernel, working_directory, save_trace_name, options):
-        super().__init__(kernel, 0, 1, options)
+        super().__init__(kernel, options)
         self.working_directory, self.save_trace_name = working_directory, save_trace_name
 
     def __getitem__(self, grid):
@@ -439,13 +461,16 @@ def profile(func=None, working_directory=None, save_neff_name=None, save_trace_n
             additional_compile_opt=None, overwrite=False, profile_nth=1, **options):
     """Legacy ``nki.profile``: simulates and writes the instruction timeline as Chrome/Perfetto
     JSON (``<working_directory>/<save_trace_name>.json``) instead of an NTFF."""
+    options = _run_options("profile", options)
     if func is None:
         return lambda k: _Profiled(k, working_directory, save_trace_name, options)
     return _Profiled(func, working_directory, save_trace_name, options)
 
 
 def baremetal(kernel=None, **options):
-    """Legacy ``nki.baremetal``: NumPy in and out, run on the simulator."""
+    """Legacy ``nki.baremetal``: NumPy in and out, run on the simulator (options: `simulate`'s,
+    and the NEFF/NTFF file names and compiler flags it documents for hardware, unused here)."""
+    options = _run_options("baremetal", options, _ARTIFACTS)
     if kernel is None:
-        return lambda k: Simulated(k)
-    return Simulated(kernel)
+        return lambda k: Simulated(k, **options)
+    return Simulated(kernel, **options)
