@@ -109,7 +109,7 @@ def _finish(ctx, tail, outs, out, dsts, p, rows, cols_total, j, r, C):
 def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
     """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied and stored."""
     b = ctx.b
-    ones = ctx.tile("ones", (p, 1), acc_ap.dtype if acc_ap.dtype != "float32" else "float32", 0)
+    ones = ctx.tile("ones", (p, 1), acc_ap.dtype, 0)
     bank = ctx.chip.psum_bank_fp32_elems
     for f0 in range(0, f, bank):
         fn = min(bank, f - f0)
