@@ -48,7 +48,7 @@ SETTINGS = list(declare(
             "values, so models larger than host memory run (`torch_neuronx.time_only()`)."),
 ).values())
 
-COMPILE_SETTINGS = list(declare(
+declare(
     "torch.compile",
     Setting("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", bool, True,
             "A graph that fails to compile raises (True, the 2.33 default) instead of running "
@@ -59,7 +59,7 @@ COMPILE_SETTINGS = list(declare(
             "Outputs of a compiled function go back to the device its CPU inputs came from."),
     Setting("TORCH_NEURONX_NEFF_DISABLE_CACHE", bool, False,
             "Do not read or write the persistent compile cache."),
-).values())
+)
 
 PROFILING_SETTINGS = list(declare(
     "profiling",
@@ -81,7 +81,7 @@ PROFILING_SETTINGS = list(declare(
             "no lanes.", minimum=0),
 ).values())
 
-DISTRIBUTED_SETTINGS = list(declare(
+declare(
     "distributed",
     Setting("NEURON_SIM_CC_ALGORITHM", str, "auto",
             "Collective algorithm the timing model uses: auto (the runtime's choice by size and "
@@ -91,7 +91,7 @@ DISTRIBUTED_SETTINGS = list(declare(
             "Before each collective, ranks compare op, shapes, dtypes and simulated clocks (one "
             "small gloo all-gather): mismatches raise on every rank, and a rank that arrives "
             "later in simulated time makes the others wait. 0 skips both."),
-).values())
+)
 
 
 def validate(environ=None) -> None:

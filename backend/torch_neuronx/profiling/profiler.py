@@ -27,7 +27,7 @@ import torch
 
 from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_row, is_op_row,
                                  summarize)
-from neuron_sim.explorer.clock import check_clock, mark_clock, to_simulated_clock
+from neuron_sim.explorer.clock import CLOCK_KEY, check_clock, mark_clock, to_simulated_clock
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
 from neuron_sim.explorer.phases import (BACKWARD_ROW, OPTIMIZER_ANNOTATIONS, phase_breakdown,
@@ -319,7 +319,7 @@ def prepare_trace(path, clock: str = "wall") -> str:
     check_clock(clock)
     if EXPLORER_KEY not in trace:
         _attach_session_summary(trace)
-    if (trace.get("neuronClock") or {}).get("clock") != "simulated":
+    if (trace.get(CLOCK_KEY) or {}).get("clock") != "simulated":
         set_clock(trace, clock)
     compact_trace(add_analysis_fields(trace))
     _write_compact(path, trace)
