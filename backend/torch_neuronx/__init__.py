@@ -203,5 +203,6 @@ def set_adaptive_eager(enabled) -> None:
 from . import distributed  # noqa: E402,F401  registers backend="neuron" with torch.distributed
 from . import cuda_only_ops  # noqa: E402,F401  kernels for ops only CUDA has
 from . import grouped_mm  # noqa: E402,F401  MoE grouped GEMM, sized by routing in time-only mode
+from . import attention  # noqa: E402,F401  SDPA gradients: the layout compile is told
 from . import device_interface as _device_interface  # noqa: E402
 _device_interface.install()  # Dynamo's interface for 'neuron', once Dynamo is imported
