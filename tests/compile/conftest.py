@@ -10,11 +10,12 @@ import torch
 
 from torch_neuronx.neuron_dynamo_backend import reset_dynamo_metrics
 
-# With pytest's importlib import mode this folder is not on sys.path by itself (the tests import
-# compile_helpers); the small GPT of examples/compile is shared with bench/compile_time.py.
-_HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(_HERE))
-sys.path.insert(0, str(_HERE.parents[1] / "examples" / "compile"))
+# With pytest's importlib import mode no folder is on sys.path by itself: the tests import
+# tests/shared/device_time.py, and the small GPT of examples/compile (shared with
+# bench/compile_time.py).
+_TESTS = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(_TESTS / "shared"))
+sys.path.insert(0, str(_TESTS.parent / "examples" / "compile"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,7 +7,7 @@ from torch._dynamo.backends.registry import lookup_backend
 
 import torch_neuronx
 import torch_neuronx.neuron_dynamo_backend as ndb
-from compile_helpers import device_ns
+from device_time import device_ns
 
 
 def mlp():

@@ -4,7 +4,7 @@ equal eager, and the user can see where the breaks are."""
 import torch
 
 import torch_neuronx.neuron_dynamo_backend as ndb
-from compile_helpers import device_ns
+from device_time import device_ns
 
 
 def with_breaks(x):

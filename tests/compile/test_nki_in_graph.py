@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import torch_neuronx.neuron_dynamo_backend as ndb
-from compile_helpers import device_ns
+from device_time import device_ns
 
 nki = pytest.importorskip("nki", reason="the nki front end is not importable")
 from torch_neuronx.nki_op import nki_op  # noqa: E402

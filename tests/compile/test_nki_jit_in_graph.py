@@ -12,7 +12,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import torch_neuronx.neuron_dynamo_backend as ndb
-from compile_helpers import device_ns
+from device_time import device_ns
 
 EPS = 1e-6
 

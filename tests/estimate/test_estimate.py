@@ -12,7 +12,7 @@ from neuron_sim.collectives import estimate as collective_estimate
 from neuron_sim.collectives import fabric_for
 from torch_neuronx.estimate import (estimate_inference, estimate_training, load_config,
                                     parameter_counts)
-from estimate_helpers import device_ns
+from device_time import device_ns
 
 SMALL = dict(model_type="llama", hidden_size=512, intermediate_size=1024, num_hidden_layers=3,
              num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=2048,
@@ -50,7 +50,7 @@ def test_prefill_of_one_layer_times_layers_matches_the_compiled_model(small_mode
         backend="neuron")
     small_model.eval()
     with torch.no_grad():
-        whole = device_ns(lambda: prefill(ids), warmup=True)
+        whole, _ = device_ns(lambda: prefill(ids), warmup=True)
     # measured 188.9 vs 177.6 us (+6.3%; +1.8% when a DMA was held back only for its own
     # queue's critical DMAs, the whole graph then 197.8 us). With DMAs hoisted past the
     # embedding's store on its FIFO queue (before the scheduler's priority) it took 268.8 us (-20%)
@@ -69,8 +69,8 @@ def test_training_step_of_one_layer_matches_the_compiled_model(small_model):
         small_model.zero_grad(set_to_none=True)
         step(ids)
 
-    fwd_bwd = device_ns(fresh_step, warmup=True)
-    optimizer = device_ns(opt.step, warmup=True)
+    fwd_bwd, _ = device_ns(fresh_step, warmup=True)
+    optimizer, _ = device_ns(opt.step, warmup=True)
     # measured 546.1 vs 529.3 us (+3.2%): a DMA is held back for a more critical DMA of any
     # queue on its DMA engines (the pass adds the semaphore). -12.8% when held back only for
     # its own queue's (another queue's hoisted DMAs filled the shared engines ahead of the

@@ -9,7 +9,7 @@ import torch
 import torch_neuronx
 from torch_neuronx.estimate import estimate_inference, load_config, parameter_counts
 from torch_neuronx.fp8_linear import ScaledLinear
-from estimate_helpers import device_ns
+from device_time import device_ns
 
 pytestmark = pytest.mark.skipif(
     not torch_neuronx.get_instance().startswith("trn2"),
@@ -50,7 +50,7 @@ def _fp8_forward_ns(timed_only):
                                            device="neuron"), "fp8")
         x = torch.randn(256, 512, dtype=torch.bfloat16, device="neuron") if not timed_only \
             else torch.empty(256, 512, dtype=torch.bfloat16, device="neuron")
-        return device_ns(lambda: lin(x), warmup=True)
+        return device_ns(lambda: lin(x), warmup=True)[0]
 
 
 def test_fp8_linear_is_timed_the_same_without_values():

@@ -12,7 +12,7 @@ from neuron_sim.collectives import estimate, fabric_for, fsdp2_pattern
 from neuron_sim.hardware import get_instance
 from torch_neuronx.distributed import DistributedSetupError, clear_collective_log, collective_log
 from torch_neuronx.distributed import spmd
-from estimate_helpers import device_ns
+from device_time import device_ns
 
 
 # The job's fabric is a trn2.48xlarge whatever instance this process's device simulates: compute
@@ -29,7 +29,7 @@ def trn2_48():
 def test_all_reduce_of_rank_0_of_64_costs_the_model_time(trn2_48):
     with spmd.simulate_rank(64, 0, JOB) as fabric:
         t = torch.ones(1 << 20, device="neuron")
-        ns = device_ns(lambda: dist.all_reduce(t))
+        ns, _ = device_ns(lambda: dist.all_reduce(t))
         assert fabric.cores == 64 and fabric.nodes == 1
     want = estimate("all_reduce", 4 << 20, range(64), fabric_for("trn2.48xlarge")).ns
     assert ns == want
@@ -116,7 +116,7 @@ def test_fsdp2_rank_of_a_large_job_in_time_only_mode_times_like_normal_mode(trn2
                     torch.nn.init.normal_(p, std=0.02)
             ids = torch.zeros(2, 64, dtype=torch.long, device="neuron")
             clear_collective_log()   # after the initialisation (normal_ on DTensors broadcasts)
-            ns = device_ns(lambda: model(ids, labels=ids).loss.backward(), warmup=True)
+            ns, _ = device_ns(lambda: model(ids, labels=ids).loss.backward(), warmup=True)
             return ns, [(r.model_op, r.nbytes, r.ns) for r in collective_log()]
 
     normal, time_only = step_ns(False), step_ns(True)

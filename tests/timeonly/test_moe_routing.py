@@ -5,7 +5,7 @@ real routing is the assumed one."""
 import pytest
 import torch
 
-import torch_neuronx
+from device_time import device_ns
 from torch_neuronx import set_moe_routing, time_only
 
 
@@ -19,14 +19,14 @@ def _grouped_mm_ns(offs_or_none, timed_only, scaled):
             fp8 = torch.float8_e4m3fn
             sa, sb = torch.rand(256, device="neuron"), torch.rand(4 * 256, device="neuron")
             a, b = a.to(fp8), b.to(fp8)
-        start = torch_neuronx.device_time_ns()
-        if scaled:
-            out = torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16)
-        else:
-            out = torch._grouped_mm(a, b, offs=offs)
-        end = torch_neuronx.device_time_ns()
+
+        def grouped_mm():
+            if scaled:
+                return torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16)
+            return torch._grouped_mm(a, b, offs=offs)
+        ns, out = device_ns(grouped_mm)
     assert out.shape == (256, 256)
-    return end - start
+    return ns
 
 
 @pytest.mark.parametrize("scaled", [False, True], ids=["bf16", "fp8-scaled"])
@@ -71,7 +71,5 @@ def test_hugging_face_mixtral_trains_in_time_only_mode():
     with time_only():
         model = MixtralForCausalLM(cfg).to("neuron")
         x = torch.randint(0, 512, (2, 64)).to("neuron")
-        start = torch_neuronx.device_time_ns()
-        model(input_ids=x, labels=x).loss.backward()
-        assert torch_neuronx.device_time_ns() - start > 0
+        assert device_ns(lambda: model(input_ids=x, labels=x).loss.backward())[0] > 0
         assert model.model.layers[0].mlp.experts.gate_up_proj.grad is not None

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import torch
 
-import torch_neuronx
+from device_time import device_ns
 from torch_neuronx import TimeOnlyError, holds_values, time_only
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -22,22 +22,20 @@ def _gpt_step_times(timed_only: bool, compiled: bool, steps: int = 2) -> list[in
     torch.manual_seed(0)
     torch._dynamo.reset()
     cfg = GPTConfig()
-    times = []
     with time_only(timed_only):
         model = GPT(cfg).to("neuron")
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
         x, y = (t.to("neuron") for t in make_batch(cfg, 8))
         run = torch.compile(model, backend="neuron") if compiled else model
-        for _ in range(steps):
-            start = torch_neuronx.device_time_ns()
+
+        def step():
             if compiled:
                 run(x, y).backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
             else:
                 train_step(model, opt, x, y)
-            times.append(torch_neuronx.device_time_ns() - start)
-    return times
+        return [device_ns(step)[0] for _ in range(steps)]
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
