@@ -328,17 +328,9 @@ class _GraphCompiler:
             record.wall_compile_s = time.perf_counter() - start
             metrics.record(record)
             return make_boxed_func(gm.forward)   # ops charged one by one, as eager
-        record.graph_id = key
-        record.cache_hit = hit
+        record.graph_id, record.cache_hit, record.cost = key, hit, cost
         record.sim_compile_ns = int(1e9 * (SIM_CACHE_LOAD_S if hit else
                                            SIM_COMPILE_BASE_S + SIM_COMPILE_PER_OP_S * cost.ops))
-        record.sim_run_ns = cost.total_ns
-        record.cost_source = cost.cost_source
-        record.engine_busy_ns = dict(cost.engine_busy_ns)
-        for f in ("dma_bytes", "spill_bytes", "spills", "ops", "estimated_ops", "custom_ops_ns",
-                  "tensor_flops", "model_flops"):
-            setattr(record, f, getattr(cost, f))
-        record.eager_launches = cost.ops             # one eager launch per compute op
         record.wall_compile_s = time.perf_counter() - start
         metrics.record(record)
         logger.info("compiled %s (%s, %d ops%s): %.1f us per launch, simulated compile %.2f s "

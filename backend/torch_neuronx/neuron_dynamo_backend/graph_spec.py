@@ -32,15 +32,17 @@ class Target:
 
 @dataclass
 class GraphCost:
-    total_ns: int                  # one launch of the whole graph, as charged to the stream
-    launch_ns: int
-    engine_busy_ns: dict           # engine -> busy ns inside the program
-    dma_bytes: int                 # HBM traffic: graph inputs, outputs and spills
-    spill_bytes: int               # intermediates that did not fit in SBUF (written + re-read)
-    spills: int                    # how many intermediates spilled
-    sbuf_peak_bytes: int           # largest live set of intermediates
-    ops: int                       # compute ops (the lowering's views excluded): eager launches
-    cost_source: str = "neuron_sim.lower"
+    """Every field defaults to zero: GraphCost() is the cost of no program (a graph that fell
+    back to eager)."""
+    total_ns: int = 0              # one launch of the whole graph, as charged to the stream
+    launch_ns: int = 0
+    engine_busy_ns: dict = field(default_factory=dict)   # engine -> busy ns inside the program
+    dma_bytes: int = 0             # HBM traffic: graph inputs, outputs and spills
+    spill_bytes: int = 0           # intermediates that did not fit in SBUF (written + re-read)
+    spills: int = 0                # how many intermediates spilled
+    sbuf_peak_bytes: int = 0       # largest live set of intermediates
+    ops: int = 0                   # compute ops (the lowering's views excluded): eager launches
+    cost_source: str = ""          # what timed it: neuron_sim.lower (+ a note)
     estimated_ops: list = field(default_factory=list)   # timed by roofline, not lowered
     # Part of total_ns that is the roofline estimate of custom (non-ATen) ops. When those ops
     # time themselves at run time (NKI kernels), the launcher swaps this for their real time.

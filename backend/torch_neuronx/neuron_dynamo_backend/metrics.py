@@ -9,9 +9,11 @@ Dynamo's counters under `torch._dynamo.utils.counters["neuron"]`.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from torch._dynamo.utils import counters
+
+from .graph_spec import GraphCost
 
 _lock = threading.Lock()
 _records: list = []
@@ -19,6 +21,9 @@ _records: list = []
 
 @dataclass
 class NeuronCompilationMetrics:
+    """The compiled graph, and its simulated program (`cost`), whose fields read as the record's
+    own: m.sim_run_ns (cost.total_ns), m.eager_launches (cost.ops), m.dma_bytes, m.spills,
+    m.engine_busy_ns, m.estimated_ops... (graph_spec.GraphCost)."""
     graph_id: str                   # compile-cache key
     graph_name: str                 # {model_name}_{aot id}_{forward|backward|inference}_{n}
     model_name: str
@@ -26,23 +31,23 @@ class NeuronCompilationMetrics:
     graph_node_count: int
     has_collectives: bool = False
     cache_hit: bool = False
-    fell_back: bool = False         # compile failed and the graph runs eagerly
+    fell_back: bool = False         # compile failed and the graph runs eagerly (cost: zeros)
     sim_compile_ns: int = 0         # simulated neuronx-cc time (or cache load on a hit)
-    sim_run_ns: int = 0             # simulated time of one launch
     wall_compile_s: float = 0.0     # host time the simulator spent compiling this graph
-    cost_source: str = ""
-    engine_busy_ns: dict = field(default_factory=dict)
-    dma_bytes: int = 0
-    spill_bytes: int = 0
-    spills: int = 0
-    ops: int = 0
-    eager_launches: int = 0
-    estimated_ops: list = field(default_factory=list)   # ops timed by roofline, not lowered
-    custom_ops_ns: int = 0          # of sim_run_ns: roofline of custom ops (NKI), replaced at
-                                    # run time by the kernels' own simulated time
     source: str = ""                # user lines the graph covers (where graph breaks fall)
-    tensor_flops: float = 0.0       # per launch: TensorE FLOPs, and the model's matmul FLOPs
-    model_flops: float = 0.0
+    cost: GraphCost = field(default_factory=GraphCost)
+
+    def __getattr__(self, name):    # called only for names that are not the record's own
+        name = _COST_NAMES.get(name, name)
+        if name in _COST_FIELDS:
+            return getattr(self.cost, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+_COST_FIELDS = frozenset(f.name for f in fields(GraphCost))
+# the record's names for two of them: the simulated time of one launch, and one eager launch
+# per compute op
+_COST_NAMES = {"sim_run_ns": "total_ns", "eager_launches": "ops"}
 
 
 def record(m: NeuronCompilationMetrics) -> None:
