@@ -1,5 +1,5 @@
 """The program shape of the semantics tests: inputs loaded from HBM into SBUF tiles, a few
-instructions, outputs stored to HBM (a uniquely named module, as tests/compile/compile_helpers.py:
+instructions, outputs stored to HBM (a uniquely named module, as tests/shared/device_time.py:
 several test folders have a conftest.py)."""
 
 import neuron_sim as ns
