@@ -43,6 +43,9 @@ class NeuronCompilationMetrics:
             return getattr(self.cost, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
+    def __dir__(self):              # completion in notebooks lists the cost's fields too
+        return [*super().__dir__(), *_COST_FIELDS, *_COST_NAMES]
+
 
 _COST_FIELDS = frozenset(f.name for f in fields(GraphCost))
 # the record's names for two of them: the simulated time of one launch, and one eager launch
