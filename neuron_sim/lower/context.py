@@ -229,14 +229,18 @@ class LowerCtx:
         off = min(off, r.shape[1] - f)
         return r[0:p, off:off + f]
 
-    def load(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="in"):
-        """Chunk j ([p, f] at free offset j*f) of input t into SBUF; a resident tensor is read in
-        place. A broadcast input (fewer elements than the chunk plan) is loaded once, whole."""
+    def load(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="in", off=None):
+        """Chunk j ([p, f] at free offset `off`, default j*f: pass it for a short last chunk)
+        of input t into SBUF; a resident tensor is read in place. A broadcast input (fewer
+        elements than the chunk plan) is loaded once, whole."""
+        off = j * f if off is None else off
         if self.is_resident(t):
-            ap = self.resident_ap(t, p, j * f, f)
+            ap = self.resident_ap(t, p, off, f)
             if ap is not None:
                 return ap
-        if t.numel < p * cols:          # broadcast operand: one small load, reused by every chunk
+        # a broadcast operand (fewer elements than the plan, not just a numel that is no multiple
+        # of p): one small load, reused by every chunk
+        if t.numel < p * cols and self.flat_shape(t) != (p, cols):
             pb, cb = self.flat_shape(t)
             fb = min(cb, f)
             k = ("bcast",) + self.key(t)
@@ -247,17 +251,17 @@ class LowerCtx:
                 self.b.dma_copy(tile, src)
             return tile[0:p, 0:min(fb, f)] if fb >= f else tile.ap()
         tile = self.tile(role, (p, f), t.dtype, j)
-        self._chunk_dma(t, tile, p, cols, j * f, f, store=False)
+        self._chunk_dma(t, tile, p, cols, off, f, store=False)
         return tile
 
-    def out_tile(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="out"):
+    def out_tile(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="out", off=None):
         """Where the compute of chunk j of output t writes: straight into SBUF residency when a
         later op of the sequence reads t (and it fits), else a streaming tile."""
         k = self.key(t)
         if k in self.consumed_later and k not in self._resident and j == 0:
             self._make_resident(t, p, cols)
         if k in self._resident:
-            ap = self.resident_ap(t, p, j * f, f)
+            ap = self.resident_ap(t, p, j * f if off is None else off, f)
             if ap is not None:
                 return ap
         return self.tile(role, (p, f), t.dtype, j)
@@ -290,11 +294,12 @@ class LowerCtx:
             return True
         return k in self.consumed_later and k not in self._resident
 
-    def store(self, t: TensorSpec, tile, p: int, cols: int, j: int, f: int):
+    def store(self, t: TensorSpec, tile, p: int, cols: int, j: int, f: int, off=None):
+        """Chunk j ([p, f] at free offset `off`, default j*f) of output t to HBM if needed."""
         if not self.needs_store(t):
             return None
-        src = as_ap(tile)
-        return self._chunk_dma(t, src, p, cols, j * f, f, store=True)
+        return self._chunk_dma(t, as_ap(tile), p, cols, j * f if off is None else off, f,
+                               store=True)
 
     def chunks(self, t: TensorSpec, streams: int = 3):
         """The flat chunk plan of t: (p, cols, f, n_chunks_total)."""
@@ -317,12 +322,13 @@ class LowerCtx:
             for i, t in enumerate(ins):          # the same tensor twice (x * x) loads once
                 k = self.key(t)
                 if k not in seen:
-                    seen[k] = self.load(t, p, cols, j, fj, role=f"in{i}")
+                    seen[k] = self.load(t, p, cols, j, fj, role=f"in{i}", off=j * f)
                 srcs.append(seen[k])
-            dsts = [self.out_tile(o, p, cols, j, fj, role=f"out{i}") for i, o in enumerate(outs)]
+            dsts = [self.out_tile(o, p, cols, j, fj, role=f"out{i}", off=j * f)
+                    for i, o in enumerate(outs)]
             body(srcs, dsts, p, fj, j)
             for o, d in zip(outs, dsts) if store else ():
-                self.store(o, d, p, cols, j, fj)
+                self.store(o, d, p, cols, j, fj, off=j * f)
         self.end_op()
 
     # ---- row layout (softmax, norms, row reductions) ------------------------------------------

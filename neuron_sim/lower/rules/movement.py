@@ -96,7 +96,7 @@ def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
                 dst = ctx.tile("cast", (p, fj), out.dtype, j)
                 ctx.b.tensor_copy(dst, tile)
                 tile = dst
-            ctx.store(out, tile, p, cols, j, fj)
+            ctx.store(out, tile, p, cols, j, fj, off=j * f)
         ctx.end_op()
         return
     # runs of the innermost contiguous extent: load with one descriptor per run, store contiguous

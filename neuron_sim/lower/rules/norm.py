@@ -165,7 +165,7 @@ def reduction(ctx, op):
     acc = ctx.tile("acc", (p, 1 if full else f), "float32", 0)
     for j in range(n):
         fj = min(f, cols - j * f) if n == total else f
-        src = ctx.load(x, p, cols, j, fj)
+        src = ctx.load(x, p, cols, j, fj, off=j * f)
         if squares:
             sq = ctx.tmp("sq", (p, fj), "float32", j)
             b.tensor_tensor(sq, src, src, "multiply")

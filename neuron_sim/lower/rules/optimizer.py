@@ -79,7 +79,7 @@ def foreach_norm(ctx, op):
     acc = ctx.tile("acc", (p, 1), "float32", 0)
     for j in range(n):
         fj = min(f, cols - j * f) if n == total else f
-        src = ctx.load(x, p, cols, j, fj)
+        src = ctx.load(x, p, cols, j, fj, off=j * f)
         part = ctx.tmp("part", (p, 1), "float32", j)
         sq = ctx.tmp("sq", (p, fj), "float32", j)
         b.activation(sq, src, "square", reduce_res=part)   # square + free row sum on ScalarE
