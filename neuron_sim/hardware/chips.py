@@ -34,7 +34,7 @@ class Chip:
     hbm_bytes: int
     hbm_stacks: int
     hbm_bytes_per_s: float
-    hbm_bytes_per_s_per_core: float          # assumption (see assumptions.py)
+    hbm_bytes_per_s_per_core: float          # assumption (see assumptions.json)
     # engine clocks
     tensor_clock_hz: float
     vector_clock_hz: float
@@ -181,7 +181,7 @@ class Chip:
                 Engine.SYNC: self.scalar_clock_hz}[engine]
 
     def source(self, field_name: str) -> str:
-        return self.sources.get(field_name, "assumption: see neuron_sim/hardware/assumptions.py")
+        return self.sources.get(field_name, "assumption: see neuron_sim/hardware/assumptions.json")
 
 
 @lru_cache(maxsize=1)
@@ -191,7 +191,7 @@ def _data() -> dict:
 
 
 # Fields read under their own name: from the chip's data sheet, its cost-model section, and
-# assumptions.py (every assumption named like a field); the loader spells out the rest.
+# assumptions.json (every assumption named like a field); the loader spells out the rest.
 _SHEET = ("neuroncore_version", "hbm_stacks", "tensor_clock_hz", "vector_clock_hz",
           "scalar_clock_hz", "gpsimd_clock_hz", "pe_rows", "pe_cols", "matmul_partition_max",
           "matmul_stationary_fmax", "sbuf_partitions", "sbuf_bytes_per_partition",

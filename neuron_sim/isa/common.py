@@ -6,7 +6,7 @@ Cost terms (engine cycles; [ArchV2] [ISAcost] unless noted):
 - `ii`: initiation interval, what the documented formulas give (max(64, N) ...): how long the
   instruction occupies its engine when instructions run back to back.
 - `lat`: extra cycles until a dependent instruction may use the result: the ~100-cycle dependent
-  overhead plus ~60 cycles per tensor access (see hardware/assumptions.py)."""
+  overhead plus ~60 cycles per tensor access (see hardware/assumptions.json)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Numbers (../shared/reference/trainium-hw.md): TensorE peak = 128 x 128 x 2 x clo
 78.6 TFLOPS BF16, 1/4 for FP32, 2x for FP8 double_row); HBM share per core = 2.9 TB/s / 8 =
 362.5 GB/s; VectorE 0.96 GHz, ScalarE 1.2 GHz on Trn2; VectorE costs max(64, N) one input,
 max(64, 2N) two FP32 inputs, N when all BF16 in SBUF; ScalarE max(64, N); DMA fixed latency
-~1.05 us (assumptions.py)."""
+~1.05 us (hardware/assumptions.json)."""
 
 import pytest
 

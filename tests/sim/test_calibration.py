@@ -5,7 +5,7 @@ instructions through the builder and traces the Fused Mamba kernels.)
 
 All three are asserted: the worst predict row was Mamba v2 at seq 8192 (+42%) until the loop-
 invariant deltaU of its state loop was computed once per channel tile, as the toolchain of the
-published Trn1 runs did (hardware/assumptions.py `reuse_loop_invariant`)."""
+published Trn1 runs did (hardware/assumptions.json `reuse_loop_invariant`)."""
 
 import functools
 

@@ -148,7 +148,7 @@ def test_no_hardware_literals_outside_hardware():
         if len(hits) > _LITERALS_ALLOWED.get(rel, (0, ""))[0]:
             found += hits
     assert not found, ("read these from the chip (neuron_sim/hardware: trainium-hw.json or "
-                       "assumptions.py) or ask a capability flag:\n" + "\n".join(found))
+                       "assumptions.json) or ask a capability flag:\n" + "\n".join(found))
 
 
 def test_the_literal_scan_sees_through_spellings(tmp_path):

@@ -1,7 +1,7 @@
 """dma_copy: move data HBM<->SBUF, SBUF->SBUF or HBM->HBM on the 16 DMA engines of the core,
 casting through FP32 when the dtypes differ [DMAov][ISA]. There is no DMA path into PSUM [ArchV2].
 
-Cost (ns) [DMAov][DMAbw], see hardware/assumptions.py:
+Cost (ns) [DMAov][DMAbw], see hardware/assumptions.json:
   per engine of the spread: ceil(descriptors / engines) * descriptor_overhead
                             + (bytes / engines) / sustained engine rate
   HBM side: bytes touching HBM / the core's HBM share (shared by all transfers, FIFO)
