@@ -1,34 +1,16 @@
 """A small GPT-style decoder (token + position embeddings, pre-norm blocks with causal
 self-attention and a GELU MLP, tied LM head) for the compile tests and the benchmark."""
 
-import math
+import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Block(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.ln2 = nn.LayerNorm(d)
-        self.fc = nn.Linear(d, 4 * d)
-        self.out = nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.proj(y)
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+# The blocks are the demo GPT's (examples/gpt/gpt_model.py), made with this model's sizes.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gpt"))
+from gpt_model import Block, GPTConfig  # noqa: E402
 
 
 class TinyGPT(nn.Module):
@@ -36,7 +18,7 @@ class TinyGPT(nn.Module):
         super().__init__()
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Embedding(context, d)
-        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(GPTConfig(n_embd=d, n_head=heads)) for _ in range(layers))
         self.ln = nn.LayerNorm(d)
         for m in self.modules():                  # GPT-2 initialisation
             if isinstance(m, (nn.Linear, nn.Embedding)):

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import sys
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+# The attention itself is the demo GPT's (examples/gpt/gpt_model.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gpt"))
+from gpt_model import causal_attention  # noqa: E402
 
 
 class Block(nn.Module):
@@ -43,11 +47,7 @@ class Block(nn.Module):
         h = self.ln1(x)
         # -1 heads: under tensor parallelism each rank holds heads / tp of them
         q, k, v = (p(h).view(b, t, -1, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, -1)
-        x = x + self.o(y)
+        x = x + self.o(causal_attention(q, k, v))
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 

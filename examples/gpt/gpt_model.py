@@ -18,6 +18,16 @@ class GPTConfig:
     block_size: int = 128
 
 
+def causal_attention(q, k, v):
+    """Causal self-attention written out (scores, scale, mask, softmax, weighted sum), the
+    examples' one copy of it: q, k, v [B, H, T, D] -> [B, T, H * D], the heads side by side."""
+    b, h, t, d = q.shape
+    att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+    mask = torch.ones(t, t, device=q.device, dtype=torch.bool).tril()
+    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    return (att @ v).transpose(1, 2).reshape(b, t, h * d)
+
+
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -33,11 +43,7 @@ class Block(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
-        mask = torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, c)
-        x = x + self.proj(y)
+        x = x + self.proj(causal_attention(q, k, v))
         return x + self.fc_out(F.gelu(self.fc(self.ln2(x))))
 
 
