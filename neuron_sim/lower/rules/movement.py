@@ -23,10 +23,9 @@ from ..spec import TensorSpec
 
 # _unsafe_view is a view that autograd does not track as one (AOT graphs and reshape of a fresh
 # copy use it): no data moves.
-VIEW_OPS = ("aten::view", "aten::_unsafe_view", "aten::_unsafe_view_alias", "aten::reshape",
+VIEW_OPS = ("aten::view", "aten::_unsafe_view", "aten::reshape",
             "aten::t", "aten::transpose", "aten::permute", "aten::expand", "aten::slice",
-            "aten::select",
-            "aten::as_strided", "aten::unsqueeze", "aten::squeeze", "aten::detach",
+            "aten::select", "aten::diagonal", "aten::as_strided", "aten::unsqueeze", "aten::squeeze", "aten::detach",
             "aten::alias", "aten::split", "aten::split_with_sizes", "aten::chunk",
             "aten::unbind", "aten::narrow", "aten::_reshape_alias", "aten::unfold",
             "aten::view_as", "aten::expand_as", "aten::set", "aten::resize",
