@@ -143,6 +143,22 @@ def test_every_nisa_instruction_is_an_isa_module():
             assert callable(getattr(nisa, name)), name
 
 
+def test_every_instruction_module_has_its_numpy_reference():
+    """README: each module's `reference` is the NumPy definition of its result (core_barrier, a
+    wait, computes none); memset's and dma_transpose's against NumPy, every rank NKI documents."""
+    no_reference = {n for n in instruction_names()
+                    if not callable(getattr(module_for(n), "reference", None))}
+    assert no_reference == {"core_barrier"}
+    np.testing.assert_array_equal(module_for("memset").reference((4, 3), 2.5),
+                                  np.full((4, 3), 2.5, np.float32))
+    for shape, axes in (((64, 128), (1, 0)), ((64, 4, 32), (2, 1, 0)),
+                        ((32, 2, 3, 16), (3, 1, 2, 0))):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        want = np.transpose(x, axes)
+        got = module_for("dma_transpose").reference(x.reshape(shape[0], -1), shape[-1])
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
 @nki.jit
 def _generic_ops(x, width):
     """The 8 largest of 1 / x[:, :width] per row: reciprocal and max8 have no hand-written

@@ -55,11 +55,15 @@ def build(chip, dst, src, queue=None, engines=None, dge_mode="none", axes=None, 
     return make(NAME, Engine.DMA, 0, 0, (src,), (dst,), {"queue": queue}, kind=Kind.DMA, dma=c)
 
 
+def reference(x, last):
+    """x [P, ..., last] (the dimensions between may be flattened) -> [last, ..., P]: src's
+    partitions and last dimension swap places, the dimensions between stay (every rank's move)."""
+    return x.reshape(x.shape[0], -1, last).transpose(2, 1, 0)
+
+
 def semantics(state, emit):
     (src,), (dst,) = emit.reads, emit.writes
-    if src.dtype == dst.dtype:
-        x = state.read_raw(src)
-        state.write_raw(dst, x.reshape(src.p_size, -1, dst.p_size).transpose(2, 1, 0))
+    if src.dtype == dst.dtype:      # bit-exact, any value
+        state.write_raw(dst, reference(state.read_raw(src), dst.p_size))
     else:
-        x = state.read(src)
-        state.write(dst, x.reshape(src.p_size, -1, dst.p_size).transpose(2, 1, 0))
+        state.write(dst, reference(state.read(src), dst.p_size))

@@ -23,6 +23,10 @@ def build(chip, dst, value, engine=Engine.VECTOR):
     return make(NAME, engine, c, access_latency(chip, 1), (), (dst,), {"value": float(value)})
 
 
+def reference(shape, value):
+    return np.full(shape, value, np.float32)
+
+
 def semantics(state, emit):
     (dst,) = emit.writes
-    state.write(dst, np.full(dst.shape, emit.params["value"], np.float32))
+    state.write(dst, reference(dst.shape, emit.params["value"]))
