@@ -112,6 +112,7 @@ class Chip:
     sbuf_stride_penalty_threshold_bytes: int  # innermost stride above it halves the bandwidth
     vector_transpose_block_max: int          # VectorE nc_transpose: P and F at most this
     partition_quadrant_size: int             # partitions per lane quadrant: start rules, MX scales
+    mx_group_partitions: int                 # partitions of an MX scale group (0: no MX)
     ap_free_dims_max: int                    # free dimensions of an engine access pattern
     act_read_accumulator_cycles: int         # ScalarE reading out its accumulator
     gpsimd_cores: int
@@ -246,6 +247,7 @@ def _load(name: str) -> Chip:
         tensor_didt_initial_util=didt if didt is not None else 1.0,
         tensor_didt_ramp_s=v("tensor_didt_ramp_s", 0.0),
         vector_exp_speedup_vs_scalar=v("vector_exp_speedup_vs_scalar", 0),
+        mx_group_partitions=v("mx_group_partitions", 0),
         has_fp8_double_row=has_double_row,
         has_mx_matmul=has_mx,
         has_bf16_psum=has_mx and v("matmul_moving_fmax_bf16_out") is not None,

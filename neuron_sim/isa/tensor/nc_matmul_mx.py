@@ -24,7 +24,7 @@ from ...numerics.formats import MX_PACKED, itemsize
 from ...numerics.rounding import dequantize_mx
 from ...program.ap import Memory
 from ..common import check_free, check_memory, check_partitions, make
-from ..vector.quantize_mx import GROUP_PARTITIONS, check_data_partitions, check_scale, scale_rows
+from ..vector.quantize_mx import check_data_partitions, check_scale, scale_rows
 from .nc_matmul import check_psum_bank, cost_cycles
 
 NAME = "nc_matmul_mx"
@@ -102,8 +102,10 @@ def build(chip, dst, stationary, moving, stationary_scale, moving_scale, tile_po
 
 
 def dequantize(data4, codes):
-    """data4 [P, F, 4] element values, codes [P/8, F] E8M0 -> [P, F, 4] FP32 values."""
-    v = dequantize_mx(np.moveaxis(data4, 0, -1), np.asarray(codes).T[:, None], GROUP_PARTITIONS)
+    """data4 [P, F, 4] element values, codes [P/g, F] E8M0 (one row per group of g partitions)
+    -> [P, F, 4] FP32 values."""
+    codes = np.asarray(codes)
+    v = dequantize_mx(np.moveaxis(data4, 0, -1), codes.T[:, None], len(data4) // len(codes))
     return np.moveaxis(v, -1, 0)
 
 

@@ -28,28 +28,26 @@ ENGINES = (Engine.VECTOR,)
 OUT = ("float8_e4m3fn_x4", "float8_e5m2_x4")            # no FP4 output [ISA]
 SRC = ("bfloat16", "float16")
 SCALE = ("uint8", "float8_e8m0fnu")                     # E8M0 codes [ISA]
-GROUP_PARTITIONS = 8                                    # a group: 8 partitions x 4 values [ArchV4]
 SCALE_HEADROOM = 1                                      # 2x the OCP scale [ISA]
-# Scales may start anywhere in the first 16 partitions of a quadrant (the first or second 8),
-# so the scales of several tiles share one [ISA]; the engines' start rule does not bind them.
+# A group: chip.mx_group_partitions (8) partitions x 4 values [ArchV4]. Scales may start anywhere
+# in the first two groups' partitions of a quadrant (16: the first or second 8), so the scales of
+# several tiles share one [ISA]; the engines' start rule does not bind them.
 OWN_PARTITION_START = ("dst_scale",)
-SCALE_SPAN = 2 * GROUP_PARTITIONS
 
 
 def scale_rows(p: int, chip) -> np.ndarray:
     """Partition offsets, from the scale tile's first partition, of the scales of a p-partition
-    MX data tile, group by group (group g covers data partitions 8g..8g+7)."""
-    q = chip.partition_quadrant_size
-    per_q = q // GROUP_PARTITIONS
-    g = np.arange(p // GROUP_PARTITIONS)
-    return (g // per_q) * q + g % per_q
+    MX data tile, group by group (group g covers data partitions n*g .. n*g + n-1)."""
+    q, n = chip.partition_quadrant_size, chip.mx_group_partitions
+    g = np.arange(p // n)
+    return (g // (q // n)) * q + g % (q // n)
 
 
 def check_data_partitions(instr, name, ap, chip) -> None:
-    q = chip.partition_quadrant_size
+    q, n = chip.partition_quadrant_size, chip.mx_group_partitions
     if ap.p_size % q or ap.p_size > chip.sbuf_partitions:
         raise PartitionError(instr, name, f"a multiple of {q} partitions, at most "
-                             f"{chip.sbuf_partitions} (MX groups of {GROUP_PARTITIONS} partitions, "
+                             f"{chip.sbuf_partitions} (MX groups of {n} partitions, "
                              "scales per quadrant)", ap.p_size, chip.name,
                              f"pad the contraction to a multiple of {q} partitions")
 
@@ -59,17 +57,17 @@ def check_scale(instr, name, scale, data_p: int, free: int, chip, engine=Engine.
     check_memory(instr, name, scale, (Memory.SBUF,), engine, chip, "MX scales live in SBUF")
     if scale.dtype not in SCALE:
         raise DtypeError(instr, name, f"E8M0 scales: one of {SCALE}", scale.dtype, chip.name)
-    q = chip.partition_quadrant_size
-    want = (q // GROUP_PARTITIONS, q) if data_p <= q else (data_p,)
+    q, n = chip.partition_quadrant_size, chip.mx_group_partitions
+    want = (q // n, q) if data_p <= q else (data_p,)
     if scale.p_size not in want:
         raise PartitionError(instr, name, f"{' or '.join(map(str, want))} partitions for data of "
-                             f"{data_p} partitions (4 scale partitions per {q}-partition quadrant, "
-                             "kept in that quadrant)", scale.p_size, chip.name,
+                             f"{data_p} partitions ({q // n} scale partitions per {q}-partition "
+                             "quadrant, kept in that quadrant)", scale.p_size, chip.name,
                              f"allocate the scale tile with {want[-1]} partitions")
-    off = scale.p_start % q
-    if off + q // GROUP_PARTITIONS > SCALE_SPAN:
-        raise PartitionError(instr, name, f"a start in the first {SCALE_SPAN} partitions of an "
-                             f"SBUF quadrant (offset <= {SCALE_SPAN - q // GROUP_PARTITIONS})",
+    off, span = scale.p_start % q, 2 * n
+    if off + q // n > span:
+        raise PartitionError(instr, name, f"a start in the first {span} partitions of an "
+                             f"SBUF quadrant (offset <= {span - q // n})",
                              f"start partition {scale.p_start} (offset {off})", chip.name)
     if scale.free_size != free:
         raise FreeSizeError(instr, name, f"{free} scales per partition (one per x4 element of "
@@ -107,11 +105,10 @@ def build(chip, dst, src, dst_scale):
                 {"scale_rows": tuple(int(r) for r in scale_rows(src.p_size, chip))})
 
 
-def reference(x, elem_dtype):
-    """x [P, F, 4] -> (elements [P, F, 4] as FP32, scale codes [P/8, F]) per group of 8
+def reference(x, elem_dtype, g):
+    """x [P, F, 4] -> (elements [P, F, 4] as FP32, scale codes [P/g, F]) per group of g
     partitions x 4 values."""
     p, f, _ = x.shape
-    g = GROUP_PARTITIONS
     blocks = x.reshape(p // g, g, f, 4).transpose(0, 2, 1, 3).reshape(p // g, f, g * 4)
     elems, scales = _quantize(blocks, elem_dtype, g * 4, SCALE_HEADROOM)
     elems = elems.astype(np.float32).reshape(p // g, f, g, 4).transpose(0, 2, 1, 3)
@@ -121,7 +118,9 @@ def reference(x, elem_dtype):
 def semantics(state, emit):
     (src,) = emit.reads
     dst, scale = emit.writes
-    elems, codes = reference(state.read(src).reshape(src.p_size, -1, 4), X4_ELEMENT[dst.dtype])
+    group = src.p_size // len(emit.params["scale_rows"])     # one scale row per group
+    elems, codes = reference(state.read(src).reshape(src.p_size, -1, 4), X4_ELEMENT[dst.dtype],
+                             group)
     state.write_packed(dst, elems)
     # the E8M0 codes the scale tile holds, [partitions, free] uint8: partitions no scale is
     # written to keep their contents, as on the hardware
