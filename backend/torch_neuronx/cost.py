@@ -48,6 +48,16 @@ _HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 TensorDesc, QueuedOp, OpBatch = _C.TensorDesc, _C.QueuedOp, _C.OpBatch
 
 
+def tensor_desc(sizes, strides, dtype, storage, offset=0, on_neuron=True) -> TensorDesc:
+    """A TensorDesc made in Python by field name (the profiling advice's rewritten steps)."""
+    return TensorDesc((sizes, strides, dtype, on_neuron, storage, offset))
+
+
+def queued_op(name, device, stream, args, outputs, preset_ns=-1, seq=-1) -> QueuedOp:
+    """A QueuedOp made in Python by field name; an OpBatch made of it computes its key."""
+    return QueuedOp((seq, name, device, stream, args, outputs, preset_ns))
+
+
 def _identity(t):
     """Where a device tensor's data is: (storage, offset, sizes, strides, dtype); None for a CPU
     scalar or a tensor without storage."""

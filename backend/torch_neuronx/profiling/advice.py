@@ -36,7 +36,7 @@ def _match_rows(rows, batches) -> list:
     for b, (batch, out) in enumerate(batches):
         for i, item in enumerate(batch):
             if out[i] > 0:
-                where.setdefault((item[1], int(out[i])), []).append((b, i))
+                where.setdefault((item.name, int(out[i])), []).append((b, i))
     picked = []
     for key in reversed(rows):
         cands = where.get(key)
@@ -63,28 +63,30 @@ def _runs(marks):
 def _fused_items(batch, run, fused_name):
     """The ops `fused=True` would issue for the optimizer ops `run` of `batch`, or None when
     they are not the per-tensor Adam recipe."""
+    from ..cost import queued_op, tensor_desc
     def first_args(name):
-        return [batch[i][4] for i in range(run[0], run[1] + 1)
-                if batch[i][1].split(".")[0] == name]
+        return [batch[i].args for i in range(run[0], run[1] + 1)
+                if batch[i].name.split(".")[0] == name]
     lerp, addcmul, addcdiv = (first_args(n) for n in ("aten::lerp_", "aten::addcmul_",
                                                       "aten::addcdiv_"))
     n = len(addcdiv)
     if n == 0 or len(lerp) != n or len(addcmul) != n:
         return None     # not Adam's per-tensor recipe
-    _seq, _name, device, stream = batch[run[0]][:4]
-    steps = [((), (), torch.float32, True, next(_fake_storage), 0) for _ in range(n)]
-    one = ((), (), torch.int64, False, next(_fake_storage), 0)   # the CPU scalar 1
-    items = [(-1, "aten::add_.Tensor", device, stream, (s, one, 1), (s,), -1) for s in steps]
+    device, stream = batch[run[0]].device, batch[run[0]].stream
+    steps = [tensor_desc((), (), torch.float32, next(_fake_storage)) for _ in range(n)]
+    one = tensor_desc((), (), torch.int64, next(_fake_storage), on_neuron=False)   # CPU scalar 1
+    items = [queued_op("aten::add_.Tensor", device, stream, (s, one, 1), (s,)) for s in steps]
     # torch groups the tensors by device and dtype: one fused call per group
     groups = {}
     for k, a in enumerate(addcdiv):
-        groups.setdefault(a[0][2], []).append(k)
+        groups.setdefault(a[0].dtype, []).append(k)
     for ks in groups.values():
         lists = ([addcdiv[k][0] for k in ks], [lerp[k][1] for k in ks],       # params, grads
                  [lerp[k][0] for k in ks], [addcmul[k][0] for k in ks],       # exp_avg(_sq)s
                  [], [steps[k] for k in ks])
-        items.append((-1, fused_name, device, stream,
-                      lists + (1e-3, 0.9, 0.999, 0.01, 1e-8, False, False, None, None), (), -1))
+        items.append(queued_op(fused_name, device, stream,
+                               lists + (1e-3, 0.9, 0.999, 0.01, 1e-8, False, False, None, None),
+                               ()))
     return items
 
 
@@ -273,7 +275,7 @@ def bf16_autocast(phased, total_ns: float):
     if not span:
         return None
     chosen = [batches[b] for b in span]
-    if not any(it[1].split(".")[0] in LOWER and any(
+    if not any(it.name.split(".")[0] in LOWER and any(
             type(a) is TensorDesc and a.dtype == FP32 for a in it.args)
             for batch, _ns in chosen for it in batch):
         return None
@@ -281,8 +283,8 @@ def bf16_autocast(phased, total_ns: float):
     model = _model()
     charged = sum(sum(ns) for _b, ns in chosen)
     priced = [model.price(b) for b in new]
-    cast_ns = sum(ns for b, p in zip(new, priced) for it, ns in zip(b, p) if it[0] == -1
-                  and it[1] == CAST)
+    cast_ns = sum(ns for b, p in zip(new, priced) for it, ns in zip(b, p) if it.seq == -1
+                  and it.name == CAST)
     per = "step" if ends else "profiled region"
     return _steps_retimed("Train in bf16: torch.autocast('neuron', dtype=torch.bfloat16)",
                           charged, sum(sum(p) for p in priced), steps, per,

@@ -35,8 +35,8 @@ import math
 import torch
 
 from .. import _C
+from ..cost import TensorDesc, queued_op, tensor_desc as _desc
 
-TensorDesc = _C.TensorDesc      # (sizes, strides, dtype, on_neuron, storage, offset)
 CAST = "neuron::copy_d2d"        # how the queue names a dtype-changing copy (a cast)
 LOW, FP32 = torch.bfloat16, torch.float32
 
@@ -76,13 +76,8 @@ def _dev(t) -> bool:
     return type(t) is TensorDesc and t.on_neuron and bool(t.storage) and t.dtype in (FP32, LOW)
 
 
-def _desc(sizes, strides, dtype, storage, offset=0) -> TensorDesc:
-    """A device tensor as the queue describes one."""
-    return TensorDesc((sizes, strides, dtype, True, storage, offset))
-
-
 def _retyped(t, dtype) -> TensorDesc:
-    return TensorDesc((t.sizes, t.strides, dtype, t.on_neuron, t.storage, t.offset))
+    return _desc(t.sizes, t.strides, dtype, t.storage, t.offset, t.on_neuron)
 
 
 def _contiguous(sizes) -> tuple:
@@ -153,7 +148,7 @@ class Rewrite:
             dst = _desc(dense[0], dense[1], dtype, storage)
         else:
             src, dst = t, _desc(t.sizes, _contiguous(t.sizes), dtype, storage)
-        out.append((-1, CAST, device, stream, (src,), (dst,), -1))
+        out.append(queued_op(CAST, device, stream, (src,), (dst,)))
         self.casts += 1
         key = self._key(t, dtype)
         self.copy[key] = (storage, phase)
@@ -163,8 +158,9 @@ class Rewrite:
     def items(self, item, phase, feeds_optimizer=None) -> list:
         """`feeds_optimizer`: {storage: tensor} the optimizer reads next of this op's outputs
         (gradients)."""
-        seq, name, device, stream, args, outputs, preset = item[:7]   # (a QueuedOp has a key)
-        if phase == "optimizer" or preset >= 0 or name.startswith(("neuron::copy_h2d",
+        name, device, stream, args, outputs = (item.name, item.device, item.stream, item.args,
+                                               item.outputs)
+        if phase == "optimizer" or item.preset_ns >= 0 or name.startswith(("neuron::copy_h2d",
                                                                    "neuron::copy_d2h")):
             return [item]
         base = name.split(".")[0]
@@ -259,14 +255,15 @@ class Rewrite:
                 if math.prod(read.sizes) != math.prod(o.sizes):
                     read = o                   # the optimizer reads part of it: cast it whole
                 src = _desc(read.sizes, _contiguous(read.sizes), d, made.storage)
-                after.append((-1, CAST, device, stream, (src,), (read,), -1))
+                after.append(queued_op(CAST, device, stream, (src,), (read,)))
                 self.casts += 1
                 d = o.dtype
             else:
                 new_outs.append(_retyped(o, d))
             self.dtype[o.storage] = d
             self.made_in[o.storage] = phase
-        out.append((seq, name, device, stream, args, tuple(new_outs), preset))
+        out.append(queued_op(name, device, stream, args, tuple(new_outs), item.preset_ns,
+                             item.seq))
         if island:
             self.island.update(o.storage for o in new_outs if _dev(o))
         grad = next((o for o in new_outs if _dev(o)), None)

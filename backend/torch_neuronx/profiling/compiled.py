@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
-from ..cost import _HOST_COPIES, _described, _extent, _identity, _Writes, op_spec
+from ..cost import _HOST_COPIES, _described, _extent, _identity, _Writes, op_spec, queued_op
 from .autocast import CAST
 
 GRAPHED = ("forward", "backward")
@@ -37,7 +37,7 @@ VALUELESS = ("aten::fill_", "aten::zero_")
 
 
 def _graphable(item) -> bool:
-    return item[6] < 0 and item[1] not in _HOST_COPIES
+    return item.preset_ns < 0 and item.name not in _HOST_COPIES
 
 
 def graph_spans(flat) -> list:
@@ -55,7 +55,7 @@ def graph_spans(flat) -> list:
     out = []
     for lo, hi in spans:
         if flat[lo][1] == "forward":          # the gradient seed is not part of the forward
-            while hi - lo > 1 and flat[hi - 1][0][1].split(".")[0] in VALUELESS:
+            while hi - lo > 1 and flat[hi - 1][0].name.split(".")[0] in VALUELESS:
                 hi -= 1
         out.append((lo, hi))
     return out
@@ -167,8 +167,8 @@ def compiled_batch(flat, model) -> tuple:
         ns = graph_ns(specs, live, model)
         new.extend(items[last:lo])
         first = items[lo]
-        new.append((-1, f"{COMPILED_GRAPH_PREFIX}advice_{flat[lo][1]}", first[2], first[3], (), (),
-                    int(round(ns))))
+        new.append(queued_op(f"{COMPILED_GRAPH_PREFIX}advice_{flat[lo][1]}", first.device,
+                             first.stream, (), (), int(round(ns))))
         last = hi
         graphs += 1
     new.extend(items[last:])
