@@ -41,6 +41,13 @@ def instruction_names() -> list[str]:
 
 
 @functools.cache
+def pure_instructions() -> frozenset:
+    """The instructions whose module declares `PURE = True`: no state besides their operands (no
+    engine accumulator, no random draw, no DMA), so a compiler may hoist them out of a loop."""
+    return frozenset(m.NAME for m in map(module_for, _MODULES) if getattr(m, "PURE", False))
+
+
+@functools.cache
 def build_params(mod) -> frozenset:
     """The keyword names a module's `build` takes after the chip."""
     return frozenset(list(inspect.signature(mod.build).parameters)[1:])

@@ -13,18 +13,18 @@ which so stays live through the loop.
 On a chip whose compiler keeps the kernel as written (Trn2, Trn3) nothing is dropped; the report
 names the line instead, as advice to compute it before the loop.
 
-Only pure compute instructions qualify (no engine accumulator state, no random draw, no DMA: a
-load of the same bytes is not merged), and only in affine loops: a `sequential_range` keeps its
-body in order, and so does a loop the trace cannot see (Python's range, static_range).
+Only pure compute instructions qualify, those whose ISA module declares `PURE = True` (no engine
+accumulator state, no random draw, no DMA: a load of the same bytes is not merged), and only in
+affine loops: a `sequential_range` keeps its body in order, and so does a loop the trace cannot
+see (Python's range, static_range).
 """
 
 from __future__ import annotations
 
+from ..isa import pure_instructions
 from .tensor import NkiTensor
 
-# the nisa operations with no state besides their operands
-PURE = frozenset({"tensor_tensor", "tensor_scalar", "activation", "tensor_copy",
-                  "tensor_tensor_scan", "scalar_tensor_tensor", "tensor_reduce", "nc_transpose"})
+PURE = pure_instructions()      # the instructions whose ISA module declares PURE = True
 
 
 class _Book:

@@ -18,6 +18,7 @@ from .. import alu
 from ..common import access_latency, check_engine_operand, check_scalar_operand, make
 
 NAME = "activation"
+PURE = True
 
 _erf = np.vectorize(math.erf, otypes=[np.float32])
 

@@ -15,6 +15,7 @@ from ...program.ap import Memory
 from ..common import access_latency, check_engine_operand, check_memory, check_partitions, make
 
 NAME = "nc_transpose"
+PURE = True
 ENGINES = (Engine.TENSOR, Engine.VECTOR)
 
 

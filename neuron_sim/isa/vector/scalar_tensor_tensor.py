@@ -17,6 +17,7 @@ from ..common import (access_latency, check_engine_operand, check_same_shape,
                       check_scalar_operand, make, stride_factor)
 
 NAME = "scalar_tensor_tensor"
+PURE = True
 
 
 def cost_cycles(chip, dst, data, operand1, op0, op1):

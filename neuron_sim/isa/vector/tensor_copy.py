@@ -12,6 +12,7 @@ from ..common import (access_latency, check_engine_operand, check_same_partition
                       one_input_engine_cycles)
 
 NAME = "tensor_copy"
+PURE = True
 cost_cycles = one_input_engine_cycles
 ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 

@@ -16,6 +16,7 @@ from .. import alu
 from ..common import access_latency, check_engine_operand, is16, make
 
 NAME = "tensor_reduce"
+PURE = True
 ENGINES = (Engine.VECTOR, Engine.GPSIMD)
 
 

@@ -13,6 +13,7 @@ from ..common import (access_latency, check_engine_operand, check_scalar_operand
                       one_input_engine_cycles)
 
 NAME = "tensor_scalar"
+PURE = True
 cost_cycles = one_input_engine_cycles
 
 

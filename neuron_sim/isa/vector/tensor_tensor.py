@@ -16,6 +16,7 @@ from ..common import (access_latency, check_engine_operand, check_not_both_psum,
                       check_same_partitions, contiguous, is16, make, stride_factor)
 
 NAME = "tensor_tensor"
+PURE = True
 
 
 def cost_cycles(chip, dst, a, b, engine):

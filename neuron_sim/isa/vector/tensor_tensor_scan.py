@@ -13,6 +13,7 @@ from ..common import (access_latency, check_engine_operand, check_not_both_psum,
                       check_scalar_operand, make)
 
 NAME = "tensor_tensor_scan"
+PURE = True
 SAME_SHAPE = ("dst", "data0", "data1")     # [ISA]; the NKI front end checks it
 
 
