@@ -182,3 +182,46 @@ def test_what_depends_on_the_iteration_runs_every_time():
     out, rep = _run(_same_load, x, y, w)
     np.testing.assert_allclose(out, N * x, rtol=1e-6)
     assert _count(rep, "tensor_tensor") == N
+
+
+# instructions whose ISA module declares PURE = True, each with its tile's shape and NumPy value
+_PURE = {
+    "reciprocal": ((128, 512), lambda d, a, b: nisa.reciprocal(dst=d, data=a),
+                   lambda x, y: 1 / x),
+    "select": ((128, 512), lambda d, a, b: nisa.select(dst=d, predicate=a, on_true=b, on_false=a),
+               lambda x, y: np.where(x != 0, y, x)),
+    "max8": ((128, 8), lambda d, a, b: nisa.max8(dst=d, src=a),
+             lambda x, y: -np.sort(-x, axis=1)[:, :8]),
+}
+
+
+def _pure_in_loop(name):
+    shape, body, _ = _PURE[name]
+
+    @nki.jit
+    def kernel(x, y, w):
+        a, b = nl.load(x), nl.load(y)
+        acc = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=0.0)
+        for i in nl.affine_range(N):
+            d = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+            body(d, a, b)
+            wi = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=wi, src=w[:, i:i + 1])
+            e = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=e, data=d, op0=nl.multiply, operand0=wi)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=e, op=nl.add)
+        return _store(acc)
+    return kernel
+
+
+def test_the_instructions_a_module_declares_pure_are_hoisted():
+    """max8, reciprocal and select read nothing but their operands (PURE in their modules): on
+    Trn1 one execution serves the loop, on Trn2 each runs, and the values are the kernel's."""
+    x, y, w = _inputs()
+    for name, (_, _, value) in _PURE.items():
+        want = sum(value(x, y) * w[:, i:i + 1] for i in range(N))
+        for target, runs in (("trn1", 1), ("trn2", N)):
+            out, rep = _run(_pure_in_loop(name), x, y, w, target=target)
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+            assert _count(rep, name) == runs, (name, target)

@@ -14,6 +14,7 @@ from .. import alu
 from ..common import access_latency, check_engine_operand, check_scalar_operand, make
 
 NAME = "exponential"
+PURE = True
 
 
 SAME_SHAPE = ("dst", "src")     # [ISA]; the NKI front end checks it

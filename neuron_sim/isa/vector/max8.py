@@ -11,6 +11,7 @@ from ...errors import FreeSizeError
 from ..common import access_latency, check_engine_operand, make, semantics_of, stride_factor
 
 NAME = "max8"
+PURE = True
 
 
 def build(chip, dst, src):

@@ -9,6 +9,7 @@ from ...engines import Engine
 from ..common import access_latency, check_engine_operand, check_same_shape, make, semantics_of
 
 NAME = "reciprocal"
+PURE = True
 
 
 def build(chip, dst, data):

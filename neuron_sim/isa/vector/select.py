@@ -8,6 +8,7 @@ from ...engines import Engine
 from ..common import access_latency, check_engine_operand, check_same_shape, make, semantics_of
 
 NAME = "select"
+PURE = True
 
 
 def build(chip, dst, predicate, on_true, on_false):
