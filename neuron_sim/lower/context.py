@@ -333,18 +333,22 @@ class LowerCtx:
 
     # ---- row layout (softmax, norms, row reductions) ------------------------------------------
     def row_plan(self, rows: int, cols: int, dtype: str):
-        """Rows over partitions, `r` rows per partition per block: (p, r, blocks)."""
+        """Rows over partitions, `r` rows per partition per block: (p, r, blocks). Each partition
+        takes ceil(rows / p) rows (rounded up, as the flat plan rounds numel up to p * cols); the
+        last block holds the rest when that is no multiple of r."""
         p = max(1, min(self.P, rows))
         per_part = ceil(rows / p)
         r = max(1, min(per_part, self.chip.row_piece_elems // max(cols, 1)))
         return p, r, ceil(per_part / r)
 
-    def load_rows(self, t: TensorSpec, p: int, r: int, cols: int, j: int, role="in"):
-        """Block j of rows: [p, r * cols] (rows are contiguous runs of `cols`)."""
+    def load_rows(self, t: TensorSpec, p: int, r: int, cols: int, j: int, role="in", rj=None):
+        """Block j of rows: [p, rj * cols] at free offset j * r * cols (rows are contiguous runs
+        of `cols`; rj, default r: the rows of a short last block)."""
+        rj = r if rj is None else rj
         if self.is_resident(t):
-            ap = self.resident_ap(t, p, j * r * cols, r * cols)
+            ap = self.resident_ap(t, p, j * r * cols, rj * cols)
             if ap is not None:
                 return ap
-        tile = self.tile(role, (p, r * cols), t.dtype, j)
-        self._chunk_dma(t, tile, p, r * cols, j * r * cols, r * cols, store=False)
+        tile = self.tile(role, (p, rj * cols), t.dtype, j)
+        self._chunk_dma(t, tile, p, rj * cols, j * r * cols, rj * cols, store=False)
         return tile

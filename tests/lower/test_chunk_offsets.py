@@ -1,10 +1,12 @@
-"""neuron_sim/lower/context.py: the chunks of a streamed op each cover their own elements."""
+"""neuron_sim/lower/context.py: the chunks of a streamed op, and the row blocks of a row op
+(rules/norm.py), each cover their own elements."""
 
 import pytest
 
 from neuron_sim import get_chip
-from neuron_sim.lower import TensorSpec
+from neuron_sim.lower import OpSpec, TensorSpec
 from neuron_sim.lower.context import LowerCtx
+from neuron_sim.lower.rules import norm
 from neuron_sim.lower.rules.movement import strided_copy
 
 
@@ -63,3 +65,69 @@ def test_a_broadcast_operand_loads_once_and_a_full_one_by_chunks(shape, bshape):
     reads = _hbm_boxes(ctx, "dma_copy", "reads")
     assert len(reads[ctx.hbm(bias).id]) == 1
     assert len(reads[ctx.hbm(x).id]) == ctx.chunks(out, 3)[3]
+
+
+def _t(shape, name):
+    return TensorSpec(shape, "float32", None, (name, 0))
+
+
+def _ops(rows, C):
+    """Row ops on [rows, C]: (rule, op, the [rows, C] tensors, the per-row [rows] outputs)."""
+    x, y, g, o = _t((rows, C), "x"), _t((rows, C), "y"), _t((rows, C), "g"), _t((rows, C), "o")
+    w, b, gw, gb = _t((C,), "w"), _t((C,), "b"), _t((C,), "gw"), _t((C,), "gb")
+    mean, rstd, s, v = (_t((rows, 1), "mean"), _t((rows, 1), "rstd"), _t((rows,), "s"),
+                        _t((rows,), "v"))
+    return {
+        "softmax": (norm.softmax, OpSpec("aten::_softmax", (x, -1, False), (o,)), [x, o], []),
+        "log_softmax": (norm.log_softmax, OpSpec("aten::_log_softmax", (x, -1, False), (o,)),
+                        [x, o], []),
+        "softmax_backward": (norm.softmax_backward,
+                             OpSpec("aten::_softmax_backward_data", (g, y, -1, 6), (o,)),
+                             [g, y, o], []),
+        "log_softmax_backward": (norm.log_softmax_backward,
+                                 OpSpec("aten::_log_softmax_backward_data", (g, y, -1, 6), (o,)),
+                                 [g, y, o], []),
+        "layer_norm": (norm.layer_norm, OpSpec("aten::native_layer_norm",
+                                               (x, (C,), w, b, 1e-5), (o, mean, rstd)),
+                       [x, o], [mean, rstd]),
+        "rms_norm": (norm.layer_norm, OpSpec("aten::rms_norm", (x, (C,), w, 1e-5), (o,)),
+                     [x, o], []),
+        "layer_norm_backward": (norm.layer_norm_backward, OpSpec(
+            "aten::native_layer_norm_backward",
+            (g, x, (C,), mean, rstd, w, b, (True, True, True)), (o, gw, gb)), [g, x, o], []),
+        "sum": (norm.reduction, OpSpec("aten::sum.dim_IntList", (x, (1,), False, None), (s,)),
+                [x], []),
+        "var_mean": (norm.reduction, OpSpec("aten::var_mean.correction", (x, (1,), None, False),
+                                            (v, s)), [x], []),
+    }
+
+
+# [640, 1024] FP32 on trn2: 5 rows per partition in blocks of 2 (the last holds 1);
+# [1280, 128]: 10 rows per partition, blocks of 8 for the per-row norms (the last holds 2);
+# [1000, 1024]: 8 rows per partition (the last partition's rounded up), blocks of 2, all full;
+# [512, 256], [77, 768]: one block
+@pytest.mark.parametrize("shape", [(640, 1024), (1280, 128), (1000, 1024), (512, 256), (77, 768)])
+@pytest.mark.parametrize("name", list(_ops(1, 1)))
+def test_row_blocks_read_and_write_disjoint_ranges_covering_the_rows(name, shape):
+    rows, C = shape
+    rule, op, full, per_row = _ops(rows, C)[name]
+    ctx = LowerCtx(get_chip("trn2"), keep_operands=True)
+    rule(ctx, op)
+    # rows per partition round up to ceil(rows / p), as the flat plan rounds numel up to p * cols
+    p = min(ctx.P, rows)
+    per_part = -(-rows // p)
+    reads, writes = _hbm_boxes(ctx, "dma_copy", "reads"), _hbm_boxes(ctx, "dma_copy", "writes")
+    for t, n in [(t, p * per_part * C) for t in full] + [(t, p * per_part) for t in per_row]:
+        boxes = {**reads, **writes}[ctx.hbm(t).id]
+        assert _tiles_exactly(boxes, n), (t.id, boxes, n)
+
+
+def test_a_short_last_block_computes_only_its_rows():
+    # [640, 1024] softmax: blocks of 2, 2 and 1 rows per partition; exp runs once per row
+    x, o = _t((640, 1024), "x"), _t((640, 1024), "o")
+    ctx = LowerCtx(get_chip("trn2"), keep_operands=True)
+    norm.softmax(ctx, OpSpec("aten::_softmax", (x, -1, False), (o,)))
+    emits = ctx.b.build().emits
+    assert sum(e.name == "activation_reduce" and e.params["op"] == "exp" for e in emits) == 5
+    assert [e.reads[0].box()[3] - e.reads[0].box()[2] for e in emits
+            if e.name == "tensor_reduce"] == [2048, 2048, 1024]

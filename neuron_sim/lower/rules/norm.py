@@ -71,38 +71,45 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
         r = min(r, MAX_ROWS_PER_BLOCK)
         total = ceil(ceil(rows / p) / r)
     n = ctx.repeat(total)
-    cols_total = ceil(rows / p) * C
+    per_part = ceil(rows / p)
+    cols_total = per_part * C
     outs = outs if outs is not None else [out]
     pending = None
     for j in range(n):
-        srcs = [ctx.load_rows(t, p, r, C, j, role=f"in{i}") for i, t in enumerate((x,) + tuple(extra_in))]
+        # block j: rows [j*r, j*r + rj) of each partition; a short last one only when every
+        # block is emitted (the representative repeats are full ones)
+        rj = min(r, per_part - j * r) if n == total else r
+        srcs = [ctx.load_rows(t, p, r, C, j, role=f"in{i}", rj=rj)
+                for i, t in enumerate((x,) + tuple(extra_in))]
         dsts = []
         for i, o in enumerate(outs):
             if o.numel == out.numel:
-                dsts.append(ctx.out_tile(o, p, cols_total, j, r * C, role=f"out{i}"))
+                dsts.append(ctx.out_tile(o, p, cols_total, j, rj * C, role=f"out{i}",
+                                         off=j * r * C))
             else:   # per-row statistics [rows]
-                dsts.append(ctx.tmp(f"stat{i}", (p, r), "float32", j))
-        tail = body(srcs, dsts, p, r, C, j)
+                dsts.append(ctx.tmp(f"stat{i}", (p, rj), "float32", j))
+        tail = body(srcs, dsts, p, rj, C, j)
         # software pipelining: a body may return its last stage, emitted after the next
         # block's first stage so the in-order engine queues interleave blocks as a compiler
         # schedules them (no VectorE -> ScalarE -> VectorE round trip per block)
         if pending is not None:
             pending()
-        pending = _finish(ctx, tail, outs, out, dsts, p, rows, cols_total, j, r, C)
+        pending = _finish(ctx, tail, outs, out, dsts, p, per_part, j, r, rj, C)
     if pending is not None:
         pending()
     ctx.end_op()
 
 
-def _finish(ctx, tail, outs, out, dsts, p, rows, cols_total, j, r, C):
+def _finish(ctx, tail, outs, out, dsts, p, per_part, j, r, rj, C):
+    """Block j's last stage and stores: rj rows per partition at row j * r."""
     def run():
         if callable(tail):
             tail()
         for o, d in zip(outs, dsts):
             if o.numel == out.numel:
-                ctx.store(o, d, p, cols_total, j, r * C)
+                ctx.store(o, d, p, per_part * C, j, rj * C, off=j * r * C)
             else:
-                ctx.store(o, d, p, max(1, ceil(rows / p)), j, r)
+                ctx.store(o, d, p, per_part, j, rj, off=j * r)
     return run
 
 
@@ -298,9 +305,9 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
                          "copy", bias=nb[0:p, row:row + 1], scale=rstd[0:p, row:row + 1])
         def tail():
             if affine_w is not None:
-                b.tensor_tensor(out, out, affine_w, "multiply")
+                b.tensor_tensor(out, out, affine_w[0:p, 0:r * C], "multiply")
             if affine_b is not None:
-                b.tensor_tensor(out, out, affine_b, "add")
+                b.tensor_tensor(out, out, affine_b[0:p, 0:r * C], "add")
             if len(dsts) > 1:
                 b.tensor_copy(dsts[1], mv[0:p, 0:r])
             if len(dsts) > 2:
@@ -414,11 +421,12 @@ def layer_norm_backward(ctx, op):
             b.activation(_row(xhat, p, row, C), _row(xx, p, row, C), "copy",
                          bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
         b.tensor_tensor(gx, gg, xhat, "multiply")
-        b.tensor_tensor(gw, gg, w if w is not None else gg, "multiply")
+        wj = None if w is None else w[0:p, 0:r * C]    # the block's rows of weight
+        b.tensor_tensor(gw, gg, gg if wj is None else wj, "multiply")
         for row in range(r):   # s1 = sum(g*w) per row, free on ScalarE
             b.activation(_row(xhat, p, row, C), _row(gw, p, row, C), "copy",
                          reduce_res=s1[0:p, row:row + 1])
-        b.tensor_tensor(gx, gx, w if w is not None else gx, "multiply")
+        b.tensor_tensor(gx, gx, gx if wj is None else wj, "multiply")
         b.tensor_reduce(s2, gx, "add")
 
         def tail():
