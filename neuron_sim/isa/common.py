@@ -66,6 +66,16 @@ def partition_starts(n: int, chip) -> tuple:
     return (0,) if n > half else (0, half) if n > quadrant else tuple(range(0, parts, quadrant))
 
 
+def _start_rule(n: int, chip) -> str:
+    """`partition_starts` in words: '33-64 partitions must start at partition 0 or 64'."""
+    parts, quadrant = chip.sbuf_partitions, chip.partition_quadrant_size
+    half, allowed = parts // 2, partition_starts(n, chip)
+    span = f"more than {half}" if n > half else f"{quadrant + 1}-{half}" if n > quadrant \
+        else f"1-{quadrant}"
+    starts = " or ".join(filter(None, (", ".join(map(str, allowed[:-1])), str(allowed[-1]))))
+    return f"{span} partitions must start at partition {starts}"
+
+
 def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
     """At most the core's partitions, starting where `partition_starts` allows."""
     if ap.memory == Memory.HBM:
@@ -74,12 +84,19 @@ def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
     if n < 1 or n > parts or p0 + n > parts:
         raise PartitionError(instr, name, f"1..{parts} partitions inside 0..{parts - 1}",
                              f"{n} partitions from {p0}", chip.name,
-                             "split the tile along the partition dimension")
+                             f"split the tile along the partition dimension (<= {parts})")
     allowed = partition_starts(n, chip)
     if p0 not in allowed:
         raise PartitionError(instr, name, f"an access of {n} partitions to start at one of "
                              f"{allowed}", f"start partition {p0}", chip.name,
-                             "move the tile to an allowed start partition")
+                             f"{_start_rule(n, chip)}: move the tile to an allowed start "
+                             f"partition")
+
+
+# what to do when an engine reaches for a memory it has no port to
+_REACH_HINTS = {Engine.GPSIMD: "GpSimd has no PSUM port: run it on VectorE or ScalarE, or copy "
+                               "through them first",
+                Engine.DMA: "no DMA path reaches PSUM: copy PSUM to SBUF with tensor_copy first"}
 
 
 def check_memory(instr: str, name: str, ap: AccessPattern, allowed: tuple, engine: int, chip,
@@ -89,6 +106,23 @@ def check_memory(instr: str, name: str, ap: AccessPattern, allowed: tuple, engin
                                 f"{ENGINE_NAMES[Engine(engine)]} to access "
                                 f"{'/'.join(m.name for m in allowed)}",
                                 f"a {ap.memory.name} tensor {ap.tensor.name!r}", chip.name, hint)
+
+
+def check_reach(instr: str, name: str, ap: AccessPattern, engine: int, chip) -> None:
+    """The engine's memory ports (REACH) reach the operand's memory."""
+    check_memory(instr, name, ap, REACH[Engine(engine)], engine, chip,
+                 _REACH_HINTS.get(engine, "compute engines reach only SBUF and PSUM: load from "
+                                          "HBM with dma_copy"))
+
+
+def check_pattern_dims(instr: str, name: str, ap: AccessPattern, chip) -> None:
+    """An engine access pattern has at most chip.ap_free_dims_max free dimensions (after
+    merging the ones contiguous with each other)."""
+    if len(ap.dims) > chip.ap_free_dims_max:
+        raise FreeSizeError(instr, name, f"at most {chip.ap_free_dims_max} free dimensions in an "
+                            f"access pattern", f"{len(ap.dims)} free dimensions "
+                            f"{[list(d) for d in ap.dims]} (size, stride)", chip.name,
+                            "copy it to a contiguous tile first")
 
 
 def check_free(instr: str, name: str, n: int, limit: int, chip, what: str = "free size",
@@ -136,10 +170,7 @@ def check_engine_operand(instr, name, ap, engine, chip):
     if key in _LEGAL:
         return
     check_partitions(instr, name, ap, chip)
-    check_memory(instr, name, ap, REACH[Engine(engine)], engine, chip,
-                 "GpSimd has no PSUM port: copy through VectorE or ScalarE first"
-                 if engine == Engine.GPSIMD else
-                 "compute engines reach only SBUF and PSUM: load from HBM with dma_copy")
+    check_reach(instr, name, ap, engine, chip)
     check_free(instr, name, ap.free_size, limit, chip,
                f"free elements per partition in {ap.memory.name}")
     if len(_LEGAL) > 4096:

@@ -1,14 +1,15 @@
 """``nki.isa``: one function per NeuronCore instruction (NKI 0.3 signatures, ``dst`` first).
 
 The instruction itself is its module in neuron_sim/isa (checks, cost, NumPy semantics). Each
-function here adapts a call to it: (1) checks what NKI documents for the call, raising an error
-that names the kernel line, (2) computes the result with the module's NumPy reference and rounds
-it to the destination dtype, unless the kernel is traced for time only, and (3) records the
-module's ``build`` arguments for the program build. Every registry instruction without a
-hand-written function here gets one from ``_generic.adapter``.
+function here adapts a call to it: (1) runs the core's checks (neuron_sim/isa/common.py, the
+module's `build`), re-raising their errors with the kernel line, (2) computes the result with
+the module's NumPy reference and rounds it to the destination dtype, unless the kernel is traced
+for time only, and (3) records the module's ``build`` arguments for the program build. Every
+registry instruction without a hand-written function here gets one from ``_generic.adapter``.
 
     enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
-    _common.py        per-call context and checks in NKI's words, reading/writing kernel tensors
+    _common.py        per-call context (the core's rules, raised at the kernel line), reading and
+                      writing kernel tensors
     _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
                       below (nc_matmul, activation, tensor_tensor, tensor_reduce, dma_copy, ...)
     (here)            core_barrier, activation_reduce (activation with its reduction reset)
@@ -36,8 +37,7 @@ def core_barrier(data, cores=None, engine=engine.unknown, name=None):
     timing model runs each core's program separately, so the wait for the *other* core is not
     timed (a known gap)."""
     ctx = _Ctx("core_barrier")
-    if not ctx.chip.has_lnc2:
-        ctx.fail("core_barrier needs NeuronCore-v3 or newer (LNC=2 on Trn2/Trn3)")
+    ctx.core(module_for("core_barrier").build, ctx.chip)     # its rule: a chip with LNC=2
     reads = [data] if isinstance(data, NkiTensor) else []
     ctx.emit("sync", reads, [], data=reads[0] if reads else None)
     if ctx.trace.barrier is not None:

@@ -1,17 +1,16 @@
-"""Shared pieces of the instruction functions: the per-call context with its checks
-(partitions and start rules, memories each engine reaches, free sizes) in NKI's words, reading
-and writing the kernel's tensors, and operand helpers."""
+"""Shared pieces of the instruction functions: the per-call context (the engine asked for, the
+core's rules run with the kernel's line), reading and writing the kernel's tensors, and operand
+helpers."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...isa.common import REACH, partition_starts
-from ...program.ap import Memory
+from ...errors import NeuronSimError, PartitionError
+from ...isa.common import check_reach
 from ...program.builder import engine_of
 from .. import dtypes
 from ..errors import NkiPartitionError, NkiValidationError
-from ..program import _MEM, _merge_dims
 from ..tensor import NkiTensor
 from ..tracer import current, user_loc
 
@@ -40,55 +39,28 @@ class _Ctx:
     def fail(self, msg):
         raise NkiValidationError(msg, self.loc, f"nisa.{self.op}")
 
-    def pattern_dims(self, t, operand):
-        """An engine access pattern has at most chip.ap_free_dims_max free dimensions: count the
-        view's free dimensions after merging the ones that are contiguous with each other."""
-        merged = len(_merge_dims(t.shape[1:], t.strides[1:]))
-        if merged > self.chip.ap_free_dims_max:
-            self.fail(f"operand {operand!r} needs an access pattern with {merged} free dimensions "
-                      f"(view shape {list(t.shape)}, strides {list(t.strides)}); the engines take at most "
-                      f"{self.chip.ap_free_dims_max}: copy it to a contiguous tile first")
-
-    def partitions(self, t, operand):
-        if not t.on_chip:
-            return
-        n, p0 = t.num_partitions, t.partition_start
-        if n > self.chip.sbuf_partitions or p0 + n > self.chip.sbuf_partitions:
-            self.fail(f"operand {operand!r} spans partitions [{p0}, {p0 + n}); the core has "
-                      f"{self.chip.sbuf_partitions} partitions (tile the partition dimension to "
-                      f"<= {self.chip.sbuf_partitions})")
-        parts = self.chip.sbuf_partitions
-        allowed = partition_starts(n, self.chip)
-        if p0 not in allowed:
-            quadrant, half = self.chip.partition_quadrant_size, parts // 2
-            span = f"more than {half}" if n > half else f"{quadrant + 1}-{half}" if n > quadrant \
-                else f"1-{quadrant}"
-            starts = " or ".join(filter(None, (", ".join(map(str, allowed[:-1])), str(allowed[-1]))))
-            rule = f"{span} partitions must start at partition {starts}"
-            raise NkiPartitionError(
-                f"operand {operand!r} accesses {n} partitions starting at partition {p0}: {rule}. "
-                f"Re-tile so the access starts on an allowed boundary", self.loc, f"nisa.{self.op}")
-
-    def same_pf(self, a, b, an, bn):
-        if a.num_partitions != b.num_partitions:
-            self.fail(f"{an!r} has {a.num_partitions} partitions but {bn!r} has {b.num_partitions}; they must match")
-        if a.free_size != b.free_size:
-            self.fail(f"{an!r} has {a.free_size} elements per partition but {bn!r} has {b.free_size}; they must match")
+    def core(self, check, *args, **kwargs):
+        """Run a rule of the ISA vocabulary (neuron_sim/isa/common.py, a module's `build`);
+        its error names this kernel line, a partition-start one as an NkiPartitionError."""
+        try:
+            return check(*args, **kwargs)
+        except PartitionError as e:
+            raise NkiPartitionError(str(e), self.loc, f"nisa.{self.op}") from e
+        except NeuronSimError as e:
+            raise NkiValidationError(str(e), self.loc, f"nisa.{self.op}") from e
 
     def engine(self, requested, default, allowed, operands=()):
+        """The engine of the call: as asked, else `default`; one of `allowed`, reaching each
+        operand's memory (`operands`: (name, access pattern))."""
         name = requested.value if isinstance(requested, engine) else (requested or "unknown")
         if name == "unknown":
             name = default
         if name not in allowed:
             self.fail(f"engine {name!r} cannot run this instruction; allowed: {', '.join(allowed)}")
-        reach = REACH[engine_of(name)]
-        for opname, t in operands:
-            if isinstance(t, NkiTensor) and _MEM.get(t.buffer, Memory.HBM) not in reach:
-                self.fail(f"the {name} engine cannot access {t.buffer.upper()} (operand {opname!r}, "
-                          f"{t.storage.describe()}); "
-                          + ("GpSimd has no PSUM port: use engine=nisa.vector_engine"
-                             if name == "gpsimd" else "move the data through SBUF first"))
-        return name
+        eng = engine_of(name)
+        for opname, ap in operands:
+            self.core(check_reach, self.op, opname, ap, eng, self.chip)
+        return eng
 
     # numerics
     def read(self, t, operand):

@@ -1,16 +1,16 @@
 """``nisa.<instr>`` for any instruction of the ISA registry, made from its module alone.
 
 The adapter binds the call to the module's ``build`` signature (``dst`` first, as in NKI), maps
-the tensor views to access patterns, checks in NKI's words the partition-start rule (but on the
-module's `OWN_PARTITION_START` operands), its `SAME_SHAPE` operands and its engine (`ENGINES`,
-`default_engine` when the kernel leaves it open, the engine's memory reach), lets the module
-check and cost the instruction on the target's chip (an error names the kernel's line),
-computes the result with the module's
-``semantics`` on the kernel's own tensors (accumulator registers included), and records the
-instruction for the program build. A module whose NKI rules need the kernel's views themselves
-(their dimensions before access patterns merge them, e.g. tensor_reduce's axis) declares
-`check_views(**arguments)`, and NKI arguments it takes but does not model `UNMODELLED` (not
-recorded unless given). An accumulating write (``accumulate``) left open adds where an earlier
+the tensor views to access patterns, runs the core's rules on them (neuron_sim/isa/common.py:
+the partition rules but on the module's `OWN_PARTITION_START` operands, the free dimensions of a
+pattern, its `SAME_SHAPE` operands, the engine's memory reach) after choosing the engine
+(`ENGINES`, `default_engine` when the kernel leaves it open), lets the module check and cost the
+instruction on the target's chip (every error names the kernel's line), computes the result
+with the module's ``semantics`` on the kernel's own tensors (accumulator registers included),
+and records the instruction for the program build. A module whose NKI rules need the kernel's
+views themselves (their dimensions before access patterns merge them, e.g. tensor_reduce's axis)
+declares `check_views(**arguments)`, and NKI arguments it takes but does not model `UNMODELLED`
+(not recorded unless given). An accumulating write (``accumulate``) left open adds where an earlier
 instruction wrote dst and overwrites elsewhere, element by element.
 
 A kernel's loops repeat a few operand geometries thousands of times: the checks and the build
@@ -26,11 +26,9 @@ from operator import itemgetter
 import numpy as np
 
 from ...engines import Engine
-from ...errors import NeuronSimError
 from ...isa import module_for
+from ...isa.common import check_partitions, check_pattern_dims, check_same_shape
 from ...numerics.formats import pack_x4, unpack_x4
-from ...program.builder import engine_of
-from ..errors import NkiValidationError
 from .. import broadcast
 from ..program import _Mapper
 from ..tensor import NkiTensor
@@ -185,8 +183,8 @@ def _engine(ctx, mod, default, names, given, operands):
     if getattr(given["engine"], "value", given["engine"]) in (None, "unknown") \
             and hasattr(mod, "default_engine"):
         default = mod.default_engine(ctx.chip, **operands)
-    tensors = [(k, v) for k, v in given.items() if isinstance(v, NkiTensor)]
-    return engine_of(ctx.engine(given["engine"], _NAMES[Engine(default)], names, tensors))
+    tensors = [(k, operands[k]) for k, v in given.items() if isinstance(v, NkiTensor)]
+    return ctx.engine(given["engine"], _NAMES[Engine(default)], names, tensors)
 
 
 def adapter(name: str):
@@ -237,33 +235,28 @@ def adapter(name: str):
         """The checks and the module's build for a call of operands not seen before (_key: it
         holds all that the view rules read too)."""
         if check_views is not None:     # rules on the kernel's views, before dims merge
-            try:
-                check_views(**given)
-            except NeuronSimError as e:
-                raise NkiValidationError(str(e), ctx.loc, where) from e
+            ctx.core(check_views, **given)
         mapper = _PerTrace.of(ctx.trace).mapper
-        views, operands = {}, {}
+        views, operands, chip = {}, {}, ctx.chip
         for k, v in given.items():
             if isinstance(v, NkiTensor):
-                if k not in own_start:
-                    ctx.partitions(v, k)
-                if not dma:                 # DMA descriptors take views of any rank
-                    ctx.pattern_dims(v, k)
                 ap = operands[k] = mapper.ap(v, len(ctx.trace.instrs))
+                if k not in own_start:
+                    ctx.core(check_partitions, name, k, ap, chip)
+                if not dma:                 # DMA descriptors take views of any rank
+                    ctx.core(check_pattern_dims, name, k, ap, chip)
                 views[id(ap)] = (k, v)
             elif type(v) in (int, float) or isinstance(v, np.floating):
                 operands[k] = _arg(v)       # numbers as Python floats, as the modules compare
             else:
                 operands[k] = v
-        same = [(k, given[k]) for k in same_shape if isinstance(given[k], NkiTensor)]
-        for (an, a), (bn, b) in zip(same, same[1:]):
-            ctx.same_pf(a, b, an, bn)
+        same = [k for k in same_shape if isinstance(given[k], NkiTensor)]
+        for a, b in zip(same, same[1:]):
+            ctx.core(check_same_shape, name, a, operands[a], b, operands[b], chip)
         if "engine" in given:
             operands["engine"] = _engine(ctx, mod, default_engine.default, engines, given, operands)
         try:
-            out = mod.build(ctx.chip, **operands)
-        except NeuronSimError as e:
-            raise NkiValidationError(str(e), ctx.loc, f"nisa.{name}") from e
+            out = ctx.core(mod.build, chip, **operands)
         except (AttributeError, TypeError) as e:
             ctx.fail(f"the operands of nisa.{name}{sig} do not fit it ({e})")
         emits = out if isinstance(out, (list, tuple)) else (out,)
