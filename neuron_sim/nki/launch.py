@@ -9,7 +9,8 @@ as NumPy arrays; the simulated time, engine utilisation and findings are in ``Ke
 Environment [SimDoc]: ``NEURON_PLATFORM_TARGET_OVERRIDE`` picks the target, ``NKI_PRECISE_FP=0``
 stores low-precision floats as float32, ``NKI_SIMULATOR=1`` makes every ``@nki.jit`` call run
 here (it always does when no Neuron device is present), ``NEURON_LOGICAL_NC_CONFIG`` must match
-the LNC of a launch when set.
+the LNC of a launch when set, ``NEURON_SIM_CHECK_SEMANTICS=1`` checks every launch's program
+against the ISA semantics (``check_semantics=``).
 """
 
 from __future__ import annotations
@@ -129,14 +130,15 @@ def simulate(kernel, **options):
     Options (ours): ``numerics=False`` traces shapes only (timing of kernels too large to compute),
     ``timing=False`` skips the timing model, ``on_uninitialized="error"|"warn"|"ignore"``,
     ``platform_target=`` overrides the kernel's target, ``check_semantics=True`` runs the built
-    program through the ISA modules' NumPy semantics and raises if it differs (debug mode).
+    program through the ISA modules' NumPy semantics and raises if it differs (debug mode;
+    unset: the NEURON_SIM_CHECK_SEMANTICS setting, so every launch can be checked).
     """
     return Simulated(kernel, **_run_options("simulate", options))
 
 
 # ---- one launch --------------------------------------------------------------------------------
 def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitialized=None,
-        platform_target=None, lnc=None, check_semantics=False):
+        platform_target=None, lnc=None, check_semantics=None):
     opts = dict(numerics=numerics, timing=timing, on_uninitialized=on_uninitialized,
                 platform_target=platform_target, lnc=lnc, check_semantics=check_semantics)
     for hook in LAUNCH_HOOKS:
@@ -147,6 +149,8 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
     _blas.single_thread()
     target = get_target(resolve_name(platform_target or kernel.platform_target))
     precise = settings.get("NKI_PRECISE_FP")
+    if check_semantics is None:
+        check_semantics = settings.get("NEURON_SIM_CHECK_SEMANTICS")
     mode = on_uninitialized or settings.get("NKI_SIM_ON_UNINITIALIZED")
     grid = kernel.grid
     n_prog = math.prod(grid)

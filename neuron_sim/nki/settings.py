@@ -23,6 +23,11 @@ SETTINGS = declare(
             "What a read of never-written memory, or an output a kernel never wrote, does: error "
             "(default), warn (NaN propagates, reported), ignore.",
             choices=("error", "warn", "ignore"), case_insensitive=True),
+    Setting("NEURON_SIM_CHECK_SEMANTICS", bool, False,
+            "Debug mode: every NKI kernel run (nki.simulate, @nki.jit and legacy calls, kernels "
+            "called from torch) also runs its built program through the ISA modules' NumPy "
+            "semantics and raises NkiValidationError where the outputs differ; slow. A "
+            "check_semantics= option wins over it."),
 )
 
 # Read by the device (logical core size) and by NKI launches (kernel[lnc] must match it).
