@@ -36,7 +36,7 @@ from neuron_sim.progress import Progress
 from . import _C, settings
 from .profiling.hook import on_drain as _profiling_hook
 
-_HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
+HOST_COPIES = ("neuron::copy_h2d", "neuron::copy_d2h")
 
 # The queue hands a drain over as a `_C.OpBatch` (backend/csrc/python/OpBatch.cpp): `columns()`
 # gives every op's key, preset_ns, device and stream as lists; `batch[i]` is a `_C.QueuedOp`
@@ -58,14 +58,14 @@ def queued_op(name, device, stream, args, outputs, preset_ns=-1, seq=-1) -> Queu
     return QueuedOp((seq, name, device, stream, args, outputs, preset_ns))
 
 
-def _identity(t):
+def place_of(t):
     """Where a device tensor's data is: (storage, offset, sizes, strides, dtype); None for a CPU
     scalar or a tensor without storage."""
     return (t.storage, t.offset, t.sizes, t.strides, t.dtype) if t.on_neuron and t.storage \
         else None
 
 
-def _extent(t) -> tuple:
+def extent(t) -> tuple:
     """[first, end) elements of its storage a described tensor covers."""
     sizes, strides, offset = t.sizes, t.strides, t.offset
     if any(n == 0 for n in sizes):
@@ -73,7 +73,7 @@ def _extent(t) -> tuple:
     return offset, offset + 1 + sum((n - 1) * abs(st) for n, st in zip(sizes, strides))
 
 
-class _Writes:
+class Writes:
     """The places (storage, offset, layout) a run of ops wrote, by storage, with the [first, end)
     elements each covers."""
 
@@ -84,7 +84,7 @@ class _Writes:
         """Records a write of `t` at `place`; returns the other places of its storage it
         overlaps, which it ends: a freed output's address, reused for a tensor of another
         layout, must not pass for that output."""
-        lo, hi = _extent(t)
+        lo, hi = extent(t)
         keep, ended = [], []
         for (l2, h2), p2 in self.by_storage.get(t.storage, ()):
             (ended if p2 != place and l2 < hi and lo < h2 else keep).append(((l2, h2), p2))
@@ -93,7 +93,7 @@ class _Writes:
 
     def overlapping(self, t) -> list:
         """The written places of `t`'s storage whose elements `t` overlaps."""
-        lo, hi = _extent(t)
+        lo, hi = extent(t)
         return [p2 for (l2, h2), p2 in self.by_storage.get(t.storage, ()) if l2 < hi and lo < h2]
 
 
@@ -137,7 +137,7 @@ def op_spec(op, *, ids=None) -> OpSpec:
     return OpSpec(op.name, ins, outs)                       # reads the value before its write
 
 
-def _described(op):
+def described(op):
     """(tensor, is_output) of an op's described tensors, in the order op_spec builds them."""
     for a in op.args:
         if type(a) is TensorDesc:
@@ -158,10 +158,10 @@ def identity_pattern(group) -> tuple:
     pattern (and keys the same fused program) every step. The readable reference of the C++
     `OpBatch.pattern` the drain uses (runtime/OpKeys.cpp); `pattern_ids` maps that one to these
     ids."""
-    latest, pattern, written = {}, [], _Writes()
+    latest, pattern, written = {}, [], Writes()
     for i, op in enumerate(group):
-        for k, (t, is_out) in enumerate(_described(op), 1):
-            place = _identity(t)
+        for k, (t, is_out) in enumerate(described(op), 1):
+            place = place_of(t)
             if is_out:
                 tid = ("o", i, k)
                 if place is not None:
@@ -178,7 +178,7 @@ def pattern_ids(group, positions) -> tuple:
     """`identity_pattern`'s ids from the C++ pattern (per described tensor, the position of the
     tensor whose value it is)."""
     own = [("o" if is_out else "x", i, k) for i, op in enumerate(group)
-           for k, (_t, is_out) in enumerate(_described(op), 1)]
+           for k, (_t, is_out) in enumerate(described(op), 1)]
     return tuple(own[p] for p in positions)
 
 
@@ -235,13 +235,18 @@ def _moved_bytes(op, outputs=True) -> int:
 
 
 class Charge(NamedTuple):
-    """What a drain decided for one lowered op, for the profiler to read: the op's cache key and
-    Timing, the launch time it carries (its share of its fused group's launch) and whether
-    Adaptive Eager Execution fused it."""
-    key: tuple
-    timing: Timing
-    launch_ns: float
-    fused: bool
+    """What a drain decided for one op, for the profiler to read (made only while profiling):
+    the ns charged and how (`kind`: "program" for a lowered or estimated op, "view", "host" for
+    a PCIe copy, "preset" for a known duration); a program's cache key, Timing, the launch time
+    it carries (its share of its fused group's launch) and its fused group (the batch index of
+    the group's first op; -1 when launched alone); the bytes a host copy moves."""
+    ns: int
+    kind: str
+    key: int = -1
+    timing: Timing | None = None
+    launch_ns: float = 0.0
+    group: int = -1
+    host_bytes: int = 0
 
 
 class _GcPause:
@@ -279,12 +284,13 @@ class _Seen:
     charged alone (launch + program, or a host copy's PCIe transfer) and whether it counts in
     `executed`."""
     __slots__ = ("name", "timing", "kind", "ns", "aten", "engines", "busy", "hbm_bytes", "spec",
-                 "n_in")
+                 "n_in", "host_bytes")
 
     def __init__(self, name, timing, kind, ns):
         self.name, self.timing, self.kind, self.ns = name, timing, kind, ns
         self.spec = None         # its id-less op_spec, once a fused group needs it (_group_specs)
         self.n_in = 0            # how many of the spec's described tensors are inputs
+        self.host_bytes = 0      # a host copy: the bytes it moves over PCIe
         self.aten = kind != _HOST and not name.startswith("neuron::")
         # for the statistics: every engine of the Timing, and those that add something
         self.engines = tuple(timing.engine_ns.items()) if timing is not None else ()
@@ -378,11 +384,13 @@ class LoweredCostModel:
 
     def _first_seen(self, op) -> "_Seen":
         """What every later op of this key needs: read from the op's fields this once."""
-        if op.name in _HOST_COPIES:     # a PCIe transfer, no program
+        if op.name in HOST_COPIES:     # a PCIe transfer, no program
             moved = _moved_bytes(op, outputs=False)
-            return _Seen(op.name, None, _HOST,
+            seen = _Seen(op.name, None, _HOST,
                          int(round(1e9 * moved / self.chip.host_link_bytes_per_s
                                    + 1e9 * self.chip.dma_fixed_latency_s)))
+            seen.host_bytes = moved
+            return seen
         t = self.timing(op)
         kind = _ESTIMATED if t.estimated else _VIEW if t.total_ns <= 0 else _PROGRAM
         return _Seen(op.name, t, kind, int(round(self.launch_ns + t.total_ns)))
@@ -413,7 +421,7 @@ class LoweredCostModel:
         profiling = _C._activity_logging()
         out, charges = self._charge(batch, profiling)
         self.cost_s += time.perf_counter() - t0
-        _profiling_hook(self, batch, out, charges)   # engine lanes while torch.profiler records
+        _profiling_hook(self, batch, charges)   # engine lanes while torch.profiler records
         return out
 
     def price(self, batch) -> list:
@@ -432,9 +440,8 @@ class LoweredCostModel:
             self.cache.hits = hits
 
     def _charge(self, batch, profiling=False) -> tuple:
-        """(simulated ns per op, Charge per op or None for ops timed elsewhere and views; the
-        Charges only while profiling). A repeated op costs a lookup of its key: its fields are
-        read only the first time."""
+        """(simulated ns per op, a Charge per op while profiling, else None). A repeated op
+        costs a lookup of its key: its fields are read only the first time."""
         with _GcPause() as gc_pause:
             return self._charge_batch(batch, profiling, gc_pause)
 
@@ -459,6 +466,8 @@ class LoweredCostModel:
                 if group:
                     close_group()
                 out[i] = presets[i]
+                if charges is not None:
+                    charges[i] = Charge(presets[i], "preset")
                 continue
             c = seen.get(key)
             if c is None:
@@ -471,11 +480,15 @@ class LoweredCostModel:
                 if group:
                     close_group()
                 out[i] = c.ns
+                if charges is not None:
+                    charges[i] = Charge(c.ns, "host", host_bytes=c.host_bytes)
                 self._record(c, c.ns)
                 continue
             if c.aten:
                 executed.add(c.name)
             if kind == _VIEW:             # no program, no launch
+                if charges is not None:
+                    charges[i] = Charge(0, "view", key, c.timing)
                 self._record(c, 0)
                 continue
             if kind == _PROGRAM and aee:  # fusible
@@ -503,7 +516,7 @@ class LoweredCostModel:
         self.launch_total_ns += int(self.launch_ns)
         out[i] = c.ns
         if charges is not None:
-            charges[i] = Charge(keys[i], c.timing, self.launch_ns, False)
+            charges[i] = Charge(c.ns, "program", keys[i], c.timing, self.launch_ns)
         self._record(c, c.ns)
 
     def _charge_group(self, batch, keys, group, costs, out, charges, gc_pause):
@@ -527,8 +540,8 @@ class LoweredCostModel:
         for i, c, ns in zip(group, costs, charged):
             out[i] = ns
             if charges is not None:
-                charges[i] = Charge(keys[i], c.timing, self.launch_ns * c.timing.total_ns / alone,
-                                    True)
+                charges[i] = Charge(ns, "program", keys[i], c.timing,
+                                    self.launch_ns * c.timing.total_ns / alone, group[0])
             self._record(c, ns, True)
 
     def _fused_shares(self, batch, group, costs, gk) -> tuple:

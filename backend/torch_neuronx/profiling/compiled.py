@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
-from ..cost import _HOST_COPIES, _described, _extent, _identity, _Writes, op_spec, queued_op
+from ..cost import HOST_COPIES, Writes, described, extent, op_spec, place_of, queued_op
 from .autocast import CAST
 
 GRAPHED = ("forward", "backward")
@@ -37,7 +37,7 @@ VALUELESS = ("aten::fill_", "aten::zero_")
 
 
 def _graphable(item) -> bool:
-    return item.preset_ns < 0 and item.name not in _HOST_COPIES
+    return item.preset_ns < 0 and item.name not in HOST_COPIES
 
 
 def graph_spans(flat) -> list:
@@ -68,14 +68,14 @@ class _Later:
     def __init__(self, items):
         self.at = {}
         for k, item in enumerate(items):
-            for t, is_out in _described(item):
+            for t, is_out in described(item):
                 if t.on_neuron and t.storage:
-                    self.at.setdefault(t.storage, []).append((k, _extent(t), is_out))
+                    self.at.setdefault(t.storage, []).append((k, extent(t), is_out))
 
     def read_after(self, t, hi: int) -> bool:
         """Is the memory `t` was written to read at or after position `hi` before it is
         written again?"""
-        lo_e, hi_e = _extent(t)
+        lo_e, hi_e = extent(t)
         for k, (a, b), is_out in self.at.get(t.storage, ()):
             if k >= hi and a < hi_e and lo_e < b:
                 return not is_out
@@ -85,13 +85,13 @@ class _Later:
 def graph_ops(items, lo: int, hi: int, later: _Later) -> tuple:
     """(OpSpecs of items[lo:hi] as one graph with the graph's tensor identities, live output
     ids)."""
-    latest, written, outside = {}, _Writes(), {}
+    latest, written, outside = {}, Writes(), {}
     live, specs, out_tensor = set(), [], {}
 
     for i in range(lo, hi):
         ids = []
-        for k, (t, is_out) in enumerate(_described(items[i]), 1):
-            place, own = _identity(t), (i - lo, k)      # positions: equal steps, equal keys
+        for k, (t, is_out) in enumerate(described(items[i]), 1):
+            place, own = place_of(t), (i - lo, k)      # positions: equal steps, equal keys
             if is_out:
                 if place is not None:
                     for p2 in written.overwrite(t, place):   # ends the places it overlaps

@@ -1,10 +1,10 @@
 """While torch.profiler records the neuron device, give every drained op its engine lanes and an
 Explorer record.
 
-`cost.LoweredCostModel.__call__` calls `on_drain(model, batch, out, charges)` after timing a
-batch: `charges` is the drain's own record of each op (cache key, Timing, launch share, fused or
-not), so nothing here re-derives the cost model's decisions. When `_C._activity_logging()` is
-off this returns at once. Otherwise, for each op:
+`cost.LoweredCostModel.__call__` calls `on_drain(model, batch, charges)` after timing a batch:
+`charges` is the drain's own record of each op (`cost.Charge`: ns charged, how, cache key,
+Timing, launch share, fused group), so nothing here re-derives the cost model's decisions. When
+the profiler is not logging (`charges` is None) this returns at once. Otherwise, for each op:
 
 - its representative program is the one the lowering timed (`Timing.program`, an OpProgram with
   its Result and DMA bytes by argument: nothing is lowered again), and its lanes are attached with
@@ -82,8 +82,8 @@ _programs: dict = {}         # (op key, chip, lnc) -> (OpProgram | None, spans, 
 _rows: dict = {}             # (program key, ns, launch, how) -> lane rows (steady state: lookups)
 
 
-def on_drain(model, batch, out, charges) -> None:
-    if not _C._activity_logging():
+def on_drain(model, batch, charges) -> None:
+    if charges is None:           # not profiling
         SESSION.open = False
         return
     if not SESSION.open:          # first drain of a new profiling session
@@ -91,28 +91,27 @@ def on_drain(model, batch, out, charges) -> None:
         _rows.clear()
     if len(SESSION.drains) < _MAX_ENTRIES:
         SESSION.drains.append(time.time_ns())    # for the simulated-clock timeline
-    SESSION.batches.append((batch, list(out)))
+    SESSION.batches.append((batch, [c.ns for c in charges]))
     SESSION.batch_ops += len(batch)
     while SESSION.batch_ops > _MAX_BATCH_OPS and len(SESSION.batches) > 1:
         SESSION.batch_ops -= len(SESSION.batches.popleft()[0])
     if len(SESSION.entries) > _MAX_ENTRIES:
         return
-    from ..cost import _HOST_COPIES, _moved_bytes
-    for i, op in enumerate(batch):
-        seq, name, preset = op.seq, op.name, op.preset_ns
-        if charges[i] is not None:
-            _emit(model, batch, out, i, charges[i])
-            continue
-        ns = int(out[i])
-        if preset < 0 and name not in _HOST_COPIES or ns <= 0:
+    for i, charge in enumerate(charges):
+        ns = int(charge.ns)
+        if ns <= 0:
             continue                            # a view: no program, no time
+        op = batch[i]
+        if charge.kind == "program":
+            _emit(model, op, charge)
+            continue
+        seq, name = op.seq, op.name
         cost = _GRAPHS.get(name)       # a compiled graph
         if cost is not None:
             _graph(seq, name, ns, cost, model.chip.sbuf_partitions)
             continue
-        if name in _HOST_COPIES:
-            moved = _moved_bytes(op, outputs=False)
-            lane, label = "PCIe", f"{name.split('::')[1]} {moved / 1e6:.2f} MB"
+        if charge.kind == "host":
+            lane, label = "PCIe", f"{name.split('::')[1]} {charge.host_bytes / 1e6:.2f} MB"
         else:
             lane, label = "Graph", f"{name} (timed as a whole: no engine detail)"
         _lanes(seq, [(lane, 0, ns, label)])
@@ -161,7 +160,7 @@ def _lanes(seq, spans) -> None:
     _C._record_lanes(seq, spans)
 
 
-def _program(model, key, op, t):
+def _program(model, key, name, t):
     pk = (key, model.chip.name, model.lnc)
     hit = _programs.get(pk)
     if hit is not None:
@@ -169,7 +168,7 @@ def _program(model, key, op, t):
     prog = t.program
     spans = _choose(lane_spans(prog.result, max_spans=OPTIONS.max_spans_per_lane,
                                dma=OPTIONS.dma)) if prog is not None else []
-    hit = _programs[pk] = (prog, spans) + _base_record(op.name, prog, t)
+    hit = _programs[pk] = (prog, spans) + _base_record(name, prog, t)
     return hit
 
 
@@ -216,16 +215,12 @@ def _base_record(name, prog, t) -> tuple:
     return r, reads
 
 
-def _emit(model, batch, out, i, charge) -> None:
-    key, t, launch_ns = charge.key, charge.timing, charge.launch_ns
-    how = "AEE-fused" if charge.fused else None
-    op = batch[i]
+def _emit(model, op, charge) -> None:
+    key, t, ns = charge.key, charge.timing, int(charge.ns)
+    how = "AEE-fused" if charge.group >= 0 else None
     seq, name, args, outputs = op.seq, op.name, op.args, op.outputs
-    ns = int(out[i])
-    if ns <= 0:
-        return
-    prog, spans, base, reads = _program(model, key, op, t)
-    launch = min(float(launch_ns), float(ns))
+    prog, spans, base, reads = _program(model, key, name, t)
+    launch = min(float(charge.launch_ns), float(ns))
     rec = OpRecord(name, 1, float(ns), launch, dict(base.engine_ns), base.tensor_flops,
                    base.model_flops, base.transpose_ns, dict(base.dma_bytes),
                    base.sbuf_peak_bytes_per_partition, base.psum_peak_bytes_per_partition,
@@ -280,8 +275,8 @@ def _classify_reads(rec, reads, name, args) -> None:
 
 
 def _place(a):
-    from ..cost import TensorDesc, _identity
-    return _identity(a) if type(a) is TensorDesc else None
+    from ..cost import TensorDesc, place_of
+    return place_of(a) if type(a) is TensorDesc else None
 
 
 def _remember(outputs) -> None:
