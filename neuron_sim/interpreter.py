@@ -16,7 +16,7 @@ from .errors import ProgramError
 from .hardware import get_chip, list_chips
 from .isa import module_for
 from .numerics.formats import MX_PACKED, np_dtype, unpack_x4
-from .numerics.rounding import cast
+from .numerics.rounding import store
 from .program.ap import AccessPattern, Memory
 
 
@@ -87,15 +87,9 @@ class State:
             view = self._view(ap, packed)
             view[...] = self._view(exact_from, packed).reshape(view.shape)
             return
-        view = self._view(ap)
-        v = np.asarray(values, np.float32).reshape(view.shape)
-        if np_dtype(ap.dtype) == np.float32:
-            view[...] = v
-        elif np.issubdtype(view.dtype, np.integer):
-            info = np.iinfo(view.dtype)
-            view[...] = np.clip(np.rint(v), info.min, info.max).astype(view.dtype)
-        else:
-            view[...] = cast(v, ap.dtype, self.rounding, self.rng)
+        with np.errstate(over="ignore"):        # (NumPy warns of values it rounds to inf)
+            store(self._view(ap), np.asarray(values, np.float32), ap.dtype, self.rounding,
+                  self.rng)
 
     def write_raw(self, ap, raw) -> None:
         """Store storage-format values bit for bit (dtypes must match)."""

@@ -70,6 +70,26 @@ def cast(x, dtype, rounding: str = "rne", rng: np.random.Generator | None = None
     raise ValueError(f"rounding must be 'rne' or 'stochastic', got {rounding!r}")
 
 
+def store(view: np.ndarray, values, dtype: str, rounding: str = "rne",
+          rng: np.random.Generator | None = None) -> None:
+    """Write an instruction's result into `view`, the array of a tensor of storage format
+    `dtype`: the one store rule of the interpreter and the NKI trace. Float values round to the
+    format: to the nearest integer of an integer format (NaN to 0, saturating at its range), to a
+    float format as `rounding` says; other values (raw storage words, integers) are stored as
+    they are. (TF32 is stored as FP32, unrounded; the NKI trace rounds it first.)"""
+    v = np.asarray(values).reshape(view.shape)
+    if v.dtype.kind == "f":
+        kind = view.dtype.kind
+        if kind in "iub":
+            v = np.nan_to_num(np.rint(v))
+            if kind != "b":
+                info = np.iinfo(view.dtype)
+                v = np.clip(v, info.min, info.max)
+        elif rounding != "rne":
+            v = cast(v, dtype, rounding, rng)
+    view[...] = v.astype(view.dtype, copy=False)    # RNE; out of a format's range: inf
+
+
 _EMAX = {"float8_e4m3fn": 8, "float8_e5m2": 15, "float4_e2m1fn": 2}
 
 

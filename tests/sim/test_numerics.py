@@ -6,7 +6,7 @@ import pytest
 
 import neuron_sim as ns
 from neuron_sim.numerics.rounding import (cast, dequantize_mx, quantize_mx, round_rne,
-                                          round_stochastic)
+                                          round_stochastic, store)
 from tile_programs import tile_program
 
 EDGES = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.4e38,
@@ -193,3 +193,21 @@ def test_fp8_double_row_matmul_contracts_256_and_costs_a_bf16_pass():
     out = ns.execute(prog, {"S": sv, "M": mv})["O"]
     ref = np.einsum("krm,krn->mn", sv.astype(np.float64), mv.astype(np.float64))
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_store_rounds_like_the_format():
+    """`store`, every instruction's write (interpreter and NKI trace): floats into an integer
+    format round to nearest, NaN to 0, saturate; into a float format RNE (stochastic on
+    request); integers and raw words stay as they are."""
+    i8 = np.zeros(5, np.int8)
+    store(i8, np.array([2.5, -1.6, np.nan, 300.0, -300.0], np.float32), "int8")
+    assert i8.tolist() == [2, -2, 0, 127, -128]
+    bf = np.zeros(2, ml_dtypes.bfloat16)
+    x = np.array([1 + 2**-8, 1 + 3 * 2**-8], np.float32)      # ties: to even
+    store(bf, x, "bfloat16")
+    assert bf.astype(np.float32).tolist() == [1.0, 1 + 2**-6]
+    store(bf, x, "bfloat16", "stochastic", np.random.default_rng(0))
+    assert set(bf.astype(np.float32).tolist()) <= {1.0, 1 + 2**-7, 1 + 2**-6}
+    words = np.zeros(2, np.int32)
+    store(words, np.array([2**31 - 1, -7], np.int64), "int32")
+    assert words.tolist() == [2**31 - 1, -7]

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...errors import NeuronSimError, PartitionError
 from ...isa.common import check_reach
+from ...numerics.rounding import store
 from ...program.builder import engine_of
 from .. import dtypes
 from ..errors import NkiPartitionError, NkiValidationError
@@ -81,17 +82,10 @@ class _Ctx:
     def write(self, t, values):
         """Round ``values`` to dst dtype and store them; mark the region written."""
         if self.numerics and values is not None:
-            view = t.np()
-            dt = dtypes.normalize(t.dtype)
-            vals = np.asarray(values).reshape(view.shape)
-            if isinstance(dt, dtypes._TFloat32):
-                vals = dtypes.round_tf32(vals.astype(np.float32))
-            elif view.dtype.kind in "iub" and np.asarray(values).dtype.kind == "f":
-                info = np.iinfo(view.dtype) if view.dtype.kind != "b" else None
-                vals = np.nan_to_num(np.rint(vals))
-                if info is not None:
-                    vals = np.clip(vals, info.min, info.max)
-            view[...] = vals.astype(view.dtype, copy=False)
+            fmt = t.storage.dtype_name
+            if fmt == "tfloat32":       # NKI rounds a TF32 result to its 10 mantissa bits
+                values = dtypes.round_tf32(np.asarray(values, np.float32))
+            store(t.np(), values, fmt)
         t.mark_written()
 
     def emit(self, engine_name, reads, writes, **attrs):
