@@ -93,8 +93,8 @@ def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
                              f"partition")
 
 
-# what to do when an engine reaches for a memory it has no port to
-_REACH_HINTS = {Engine.GPSIMD: "GpSimd has no PSUM port: run it on VectorE or ScalarE, or copy "
+# what to do when an engine reaches for a memory it has no port to (GpSimd: [ISA]'s words)
+_REACH_HINTS = {Engine.GPSIMD: "GpSimd cannot access PSUM: run it on VectorE or ScalarE, or copy "
                                "through them first",
                 Engine.DMA: "no DMA path reaches PSUM: copy PSUM to SBUF with tensor_copy first"}
 
