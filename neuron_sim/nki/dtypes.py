@@ -129,12 +129,3 @@ def _info(dtype) -> tuple[str, int]:
         dt = normalize(dtype)
         info = _INFO[dtype] = (dt.name, dt.itemsize)
     return info
-
-
-def round_tf32(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to tfloat32 (10 mantissa bits), ties to even."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    lsb = (bits >> 13) & 1
-    rounded = (bits + 0x0FFF + lsb) & np.uint32(0xFFFFE000)
-    finite = np.isfinite(x)
-    return np.where(finite, rounded.view(np.float32), x).astype(np.float32)

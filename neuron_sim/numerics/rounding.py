@@ -76,9 +76,11 @@ def store(view: np.ndarray, values, dtype: str, rounding: str = "rne",
     `dtype`: the one store rule of the interpreter and the NKI trace. Float values round to the
     format: to the nearest integer of an integer format (NaN to 0, saturating at its range), to a
     float format as `rounding` says; other values (raw storage words, integers) are stored as
-    they are. (TF32 is stored as FP32, unrounded; the NKI trace rounds it first.)"""
+    they are. TF32 is stored as FP32 rounded to its 10 mantissa bits."""
     v = np.asarray(values).reshape(view.shape)
     if v.dtype.kind == "f":
+        if dtype == "tfloat32":
+            v = round_tf32(v)
         kind = view.dtype.kind
         if kind in "iub":
             v = np.nan_to_num(np.rint(v))
@@ -88,6 +90,15 @@ def store(view: np.ndarray, values, dtype: str, rounding: str = "rne",
         elif rounding != "rne":
             v = cast(v, dtype, rounding, rng)
     view[...] = v.astype(view.dtype, copy=False)    # RNE; out of a format's range: inf
+
+
+def round_tf32(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to tfloat32 (10 mantissa bits), ties to even."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    lsb = (bits >> 13) & 1
+    rounded = (bits + 0x0FFF + lsb) & np.uint32(0xFFFFE000)
+    finite = np.isfinite(x)
+    return np.where(finite, rounded.view(np.float32), x).astype(np.float32)
 
 
 _EMAX = {"float8_e4m3fn": 8, "float8_e5m2": 15, "float4_e2m1fn": 2}

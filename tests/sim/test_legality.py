@@ -157,3 +157,12 @@ def test_matmul_checks_remembered_by_input_shape_not_address(b):
     _named(e, "nc_matmul", "dst")
     with pytest.raises(E.FreeSizeError):      # moving too wide: the shape is part of the key
         b.nc_matmul(two_banks[:, 512:1024], blk[:, 3, 0:128], blk[:, 0:2, :])
+
+
+def test_core_barrier_needs_a_second_core():
+    from neuron_sim.isa.sync import core_barrier
+    with pytest.raises(E.CapabilityError) as e:
+        core_barrier.build(ns.get_chip("trn1"))
+    _named(e, "core_barrier", "data", "trn1")
+    assert "one NeuronCore per logical core" in str(e.value)
+    assert "no other core to wait for: remove the barrier" in str(e.value)

@@ -211,3 +211,6 @@ def test_store_rounds_like_the_format():
     words = np.zeros(2, np.int32)
     store(words, np.array([2**31 - 1, -7], np.int64), "int32")
     assert words.tolist() == [2**31 - 1, -7]
+    tf32 = np.zeros(4, np.float32)         # stored as FP32, rounded to 10 mantissa bits
+    store(tf32, np.array([1 + 2**-11, 1 + 3 * 2**-11, 1 + 2**-12, np.inf], np.float32), "tfloat32")
+    assert tf32.tolist() == [1.0, 1 + 2**-9, 1.0, np.inf]

@@ -14,7 +14,9 @@ NAME = "core_barrier"
 def build(chip, data=None):
     if not chip.has_lnc2:
         raise CapabilityError(NAME, "data", "a chip with two NeuronCores per logical core (LNC=2, "
-                              "NC-v3+)", "core_barrier", chip.name)
+                              "NC-v3+)", f"{chip.name}, one NeuronCore per logical core",
+                              chip.name, "there is no other core to wait for: remove the "
+                              "barrier, or launch on a chip with LNC=2")
     return make(NAME, Engine.SYNC, 0, 0, () if data is None else (data,), ())
 
 

@@ -10,7 +10,6 @@ from ...errors import NeuronSimError, PartitionError
 from ...isa.common import check_reach
 from ...numerics.rounding import store
 from ...program.builder import engine_of
-from .. import dtypes
 from ..errors import NkiPartitionError, NkiValidationError
 from ..tensor import NkiTensor
 from ..tracer import current, user_loc
@@ -82,10 +81,7 @@ class _Ctx:
     def write(self, t, values):
         """Round ``values`` to dst dtype and store them; mark the region written."""
         if self.numerics and values is not None:
-            fmt = t.storage.dtype_name
-            if fmt == "tfloat32":       # NKI rounds a TF32 result to its 10 mantissa bits
-                values = dtypes.round_tf32(np.asarray(values, np.float32))
-            store(t.np(), values, fmt)
+            store(t.np(), values, t.storage.dtype_name)
         t.mark_written()
 
     def emit(self, engine_name, reads, writes, **attrs):
