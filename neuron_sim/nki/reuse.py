@@ -79,7 +79,7 @@ def _key(ins, alias):
     for k, v in ins.attrs.items():
         if v.__class__ is NkiTensor:
             continue                    # operands: compared as reads and dst
-        if k == "seed" or (k == "reduce_cmd" and v not in (None, "idle")):
+        if k == "seed" or (k == "reduce_cmd" and getattr(v, "value", v) not in (None, "idle")):
             return None
         args.append((k, v.__class__, repr(v)))
     return (ins.op, ins.engine, tuple(via), tuple(reads), dst.geometry(), tuple(args))

@@ -192,6 +192,9 @@ _PURE = {
                lambda x, y: np.where(x != 0, y, x)),
     "max8": ((128, 8), lambda d, a, b: nisa.max8(dst=d, src=a),
              lambda x, y: -np.sort(-x, axis=1)[:, :8]),
+    # an explicit idle reduce_cmd (the enum, not its value) touches no accumulator either
+    "activation": ((128, 512), lambda d, a, b: nisa.activation(
+        dst=d, op=nl.exp, data=a, reduce_cmd=nisa.reduce_cmd.idle), lambda x, y: np.exp(x)),
 }
 
 
@@ -216,8 +219,8 @@ def _pure_in_loop(name):
 
 
 def test_the_instructions_a_module_declares_pure_are_hoisted():
-    """max8, reciprocal and select read nothing but their operands (PURE in their modules): on
-    Trn1 one execution serves the loop, on Trn2 each runs, and the values are the kernel's."""
+    """max8, reciprocal, select and an activation with reduce_cmd idle read nothing but their
+    operands (PURE in their modules): on Trn1 one execution serves the loop, on Trn2 each runs, and the values are the kernel's."""
     x, y, w = _inputs()
     for name, (_, _, value) in _PURE.items():
         want = sum(value(x, y) * w[:, i:i + 1] for i in range(N))
