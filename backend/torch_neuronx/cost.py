@@ -29,7 +29,7 @@ from typing import NamedTuple
 import torch
 
 from neuron_sim.lower import (AEE_MAX_OPS, ENGINES, OpSpec, ProgramCache, TensorSpec, Timing,
-                              warm_up)
+                              estimate_bytes, warm_up)
 from neuron_sim.program.builder import paused_gc
 from neuron_sim.progress import Progress
 
@@ -375,11 +375,7 @@ class LoweredCostModel:
             return op_spec(op)
 
         def bytes_only(_error):     # the descriptors could not be described as an OpSpec
-            moved = _moved_bytes(op)
-            return Timing(1e9 * moved / self.instance.hbm_bytes_per_s_per_logical_core(self.lnc)
-                          + 2e9 * self.chip.dma_fixed_latency_s, {}, float(moved), 0.0, 0,
-                          estimated=True, ops=(op.name,),
-                          note="bytes-only estimate (descriptor error)")
+            return estimate_bytes(op.name, float(_moved_bytes(op)), self.chip, self.lnc)
         return self.cache.lower_op(make, self.chip, self.lnc, key=op.key, fallback=bytes_only)
 
     def _first_seen(self, op) -> "_Seen":

@@ -36,7 +36,6 @@ def _itemsize(dtype) -> float:
 
 
 def estimate(op: OpSpec, chip, lnc: int = 1):
-    from .api import Timing
     c = get_chip(chip)
     flops = _flops(op)
     nbytes = float(sum(t.numel * _itemsize(t.dtype) for t in list(op.inputs) + list(op.outputs)
@@ -46,6 +45,19 @@ def estimate(op: OpSpec, chip, lnc: int = 1):
         ns = roofline_ns(flops, nbytes, dtype, c, lnc=lnc)
     except (ValueError, KeyError):
         ns = roofline_ns(flops, nbytes, "float32", c, lnc=lnc)
-    ns += 2 * c.dma_fixed_latency_s * 1e9
-    return Timing(ns, {"DMA": nbytes / (c.hbm_bytes_per_s_per_core * lnc) * 1e9}, nbytes, flops,
-                  0, estimated=True, ops=(op.name,), note="roofline estimate (no lowering rule)")
+    return _timing(op.name, ns, nbytes, flops, c, lnc, "roofline estimate (no lowering rule)")
+
+
+def estimate_bytes(name: str, nbytes: float, chip, lnc: int = 1):
+    """The estimate of an op whose tensors could not be described as an OpSpec (the eager
+    backend's descriptor error): its bytes moved alone."""
+    c = get_chip(chip)
+    return _timing(name, roofline_ns(0.0, nbytes, "float32", c, lnc=lnc), nbytes, 0.0, c, lnc,
+                   "bytes-only estimate (descriptor error)")
+
+
+def _timing(name, roofline, nbytes, flops, c, lnc, note):
+    from .api import Timing
+    return Timing(roofline + 2 * c.dma_fixed_latency_s * 1e9,
+                  {"DMA": nbytes / (c.hbm_bytes_per_s_per_core * lnc) * 1e9}, nbytes, flops, 0,
+                  estimated=True, ops=(name,), note=note)

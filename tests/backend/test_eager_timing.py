@@ -142,6 +142,32 @@ def test_estimated_ops_are_listed(model):
     del y
 
 
+def test_an_op_that_cannot_be_described_is_timed_by_its_bytes(model, monkeypatch):
+    """A descriptor the cost model cannot describe as an OpSpec: the op still runs, timed by the
+    bytes-only roofline (neuron_sim.lower.estimate_bytes), listed as estimated with the reason."""
+    import torch_neuronx.cost as cost
+
+    def broken(op, **kw):
+        raise ValueError("undescribable descriptor")
+    monkeypatch.setattr(cost, "op_spec", broken)
+    torch_neuronx.set_adaptive_eager(False)
+    x = torch.randn(37, 41, device="neuron")      # a layout no other test queues
+    torch.neuron.synchronize()
+    torch_neuronx.reset_timing_stats()
+    y = x * 3.0
+    torch.neuron.synchronize()
+    assert torch.equal(y.cpu(), x.cpu() * 3.0)
+    s = torch_neuronx.timing_breakdown()["ops"]["aten::mul.Tensor"]
+    assert s["estimated"] == 1
+    moved = 2 * 37 * 41 * 4 + 4                    # x, y and the scalar, a 0-dim tensor
+    c = model.chip
+    expected = (model.launch_ns + 1e9 * moved / (c.hbm_bytes_per_s_per_core * model.lnc)
+                + 2e9 * c.dma_fixed_latency_s)
+    assert s["ns"] == pytest.approx(expected, abs=1)
+    assert s["hbm_bytes"] == moved
+    assert "undescribable descriptor" in model.cache.estimate_reasons["aten::mul.Tensor"]
+
+
 def test_numerics_unchanged_by_aee():
     torch_neuronx.set_adaptive_eager(True)
     a = _chain(4).cpu()

@@ -177,19 +177,16 @@ def lower_graph(ops, live, chip: str, lnc: int, cache=None) -> tuple:
     fused, alone, serial = [], [], []
     custom_ns = 0.0
     for op in ops:
-        if not (_is_aten(op.name) or lower.has_rule(op.name)):   # a custom op (NKI kernel):
-            # opaque, estimated here (the profiling advice's graphs have the queue's copies)
-            est = lower.estimate(op, chip, lnc)
-            custom_ns += est.total_ns
-            serial.append((op.name, est))
-            continue
         t = cache.lower_op(op, chip, lnc)   # the roofline when no rule lowers it
-        if t.estimated:
-            logger.info("neuron_sim.lower could not lower %s: %s", op.name, t.note)
-            serial.append((op.name, t))
-        else:
+        if not t.estimated:
             fused.append(op)
             alone.append(t)
+            continue
+        serial.append((op.name, t))
+        if _is_aten(op.name) or lower.has_rule(op.name):
+            logger.info("neuron_sim.lower could not lower %s: %s", op.name, t.note)
+        else:   # a custom op (NKI kernel): opaque, no rule (the advice's graphs have the copies)
+            custom_ns += t.total_ns
     program = cache.lower_sequence(fused, chip, lnc, live_outputs=live,
                                    standalone=alone) if fused else None
     return program, serial, custom_ns
