@@ -1,7 +1,10 @@
 """roofline_ns: the time a kernel cannot beat on one NeuronCore, max(compute, memory), for
-callers that have no ISA program yet (the device backend before lowering exists)."""
+callers that have no ISA program yet (the device backend before lowering exists); model_flops:
+the matmul FLOPs an op does by definition (the roofline estimate's compute, MFU's numerator)."""
 
 from __future__ import annotations
+
+import math
 
 from .hardware import get_chip
 
@@ -14,3 +17,53 @@ def roofline_ns(flops: float, nbytes: float, dtype: str = "bfloat16", chip=None,
     compute = flops / (c.tensor_peak_flops(str(dtype)) * lnc)
     memory = nbytes / (c.hbm_bytes_per_s_per_core * lnc)
     return max(compute, memory) * 1e9
+
+
+_MATMUL = {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "addbmm", "dot", "mv", "addmv",
+           "_scaled_mm", "_grouped_mm"}
+_CONV = {"convolution", "_convolution", "convolution_backward"}
+
+
+def _matmul_flops(base: str, ins: list, outs: list) -> float:
+    if not outs:
+        return 0.0
+    if base in ("addmm", "baddbmm", "addbmm", "addmv"):
+        a = ins[1] if len(ins) > 1 else None
+    else:
+        a = ins[0] if ins else None
+    k = a[-1] if a else 1
+    return 2.0 * math.prod(outs[0]) * k
+
+
+def _conv_flops(base: str, ins: list, outs: list) -> float:
+    if base == "convolution_backward":
+        if len(ins) < 3:
+            return 0.0
+        grad_out, weight = ins[0], ins[2]
+        per_out = math.prod(weight) / max(weight[0], 1)
+        return 2 * 2.0 * math.prod(grad_out) * per_out     # grad_input + grad_weight
+    if len(ins) < 2 or not outs:
+        return 0.0
+    weight = ins[1]
+    return 2.0 * math.prod(outs[0]) * math.prod(weight) / max(weight[0], 1)
+
+
+def _attention_flops(base: str, ins: list) -> float:
+    q, k = ins[0], ins[1]
+    b_h = math.prod(q[:-2]) if len(q) > 2 else 1
+    passes = 2 if "backward" in base else 1
+    return passes * 4.0 * b_h * q[-2] * k[-2] * q[-1]
+
+
+def model_flops(base: str, ins: list, outs: list) -> float:
+    """The matmul FLOPs of one op (`base`: its name without namespace and overload; `ins`, `outs`:
+    the shapes of its tensors, in argument order) as the model defines them (2 per multiply-add;
+    no padding, transposes or recomputation): what MFU counts."""
+    if base in _MATMUL:
+        return _matmul_flops(base, ins, outs)
+    if base in _CONV:
+        return _conv_flops(base, ins, outs)
+    if (base.startswith("_scaled_dot_product") or base == "scaled_dot_product_attention") \
+            and len(ins) > 1:
+        return _attention_flops(base, ins)
+    return 0.0

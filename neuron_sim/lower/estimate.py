@@ -2,30 +2,21 @@
 
 time = max(FLOPs / TensorE peak for the dtype, bytes / HBM share) for the logical core
        + 2 x the DMA fixed latency (one load and one store wave that cannot overlap anything)
-FLOPs are counted only for matmul-like ops (2 x output elements x contraction), bytes are every
-device tensor argument plus outputs. The result is flagged `estimated=True` and listed by the
+FLOPs are the op's model FLOPs (roofline.model_flops: matmuls, convolutions, attention), bytes
+are every device tensor argument plus outputs. The result is flagged `estimated=True` and listed by the
 backend's `torch_neuronx.estimated_ops()`, so users see which numbers are modelled, not simulated."""
 
 from __future__ import annotations
 
 from ..hardware import get_chip
 from ..numerics.formats import itemsize
-from ..roofline import roofline_ns
+from ..roofline import model_flops, roofline_ns
 from .spec import OpSpec
-
-_MATMUL_LIKE = ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "mv", "dot", "addmv",
-                "_grouped_mm", "_scaled_mm")
 
 
 def _flops(op: OpSpec) -> float:
-    base = op.op.split("::")[-1]
-    if base not in _MATMUL_LIKE or not op.outputs:
-        return 0.0
-    ins = [t for t in op.inputs if t.ndim >= 1]
-    if not ins:
-        return 0.0
-    k = ins[-1].shape[-2] if ins[-1].ndim >= 2 else ins[-1].shape[-1]
-    return 2.0 * op.outputs[0].numel * k
+    return model_flops(op.op.split("::")[-1], [t.shape for t in op.inputs],
+                       [t.shape for t in op.outputs])
 
 
 def _itemsize(dtype) -> float:

@@ -118,6 +118,20 @@ def test_unknown_op_is_estimated_and_reported():
     assert t.total_ns == pytest.approx(estimate(op, "trn2").total_ns)
 
 
+def test_estimate_counts_an_ops_model_flops():
+    """The estimate's compute is the op's model FLOPs (roofline.model_flops, which MFU counts
+    too): linear's contraction is its input's last dimension, not the weight's first."""
+    from neuron_sim.roofline import model_flops
+    x, w, b = T((4096, 2048)), T((8192, 2048)), T((8192,))
+    op = OpSpec("aten::linear", (x, w, b), (T((4096, 8192)),))
+    assert estimate(op, "trn2").flops == 2.0 * 4096 * 8192 * 2048
+    assert model_flops("linear", [x.shape, w.shape, b.shape], [(4096, 8192)]) == \
+        estimate(op, "trn2").flops
+    # a grouped matmul of MoE experts: [tokens, K] x [experts, K, N] -> [tokens, N]
+    assert model_flops("_grouped_mm", [(512, 64), (8, 64, 128), (8,)], [(512, 128)]) == \
+        2.0 * 512 * 128 * 64
+
+
 def test_cache_hits_and_reports_lowering_time():
     cache = ProgramCache()
     op = OpSpec("aten::gelu", (T((512, 512)), "none"), (T((512, 512)),))
