@@ -96,7 +96,7 @@ def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
 # what to do when an engine reaches for a memory it has no port to (GpSimd: [ISA]'s words)
 _REACH_HINTS = {Engine.GPSIMD: "GpSimd cannot access PSUM: run it on VectorE or ScalarE, or copy "
                                "through them first",
-                Engine.DMA: "no DMA path reaches PSUM: copy PSUM to SBUF with tensor_copy first"}
+                Engine.DMA: "DMA cannot access PSUM: copy PSUM to SBUF with tensor_copy first"}
 
 
 def check_memory(instr: str, name: str, ap: AccessPattern, allowed: tuple, engine: int, chip,

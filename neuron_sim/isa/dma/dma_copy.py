@@ -17,9 +17,9 @@ from math import ceil
 import numpy as np
 
 from ...engines import Dge, DmaDir, Engine, Kind
-from ...errors import CapabilityError, FreeSizeError, MemoryAccessError
+from ...errors import CapabilityError, FreeSizeError
 from ...program.ap import Memory
-from ..common import DmaCost, Emit, check_partitions
+from ..common import DmaCost, Emit, check_partitions, check_reach
 
 NAME = "dma_copy"
 # "unknown": NKI's default, the compiler's choice, which is static descriptors here
@@ -86,11 +86,9 @@ def cost(chip, dst, src, queue, engines, dge, name=NAME, efficiency=1.0) -> DmaC
 
 def _cost(chip, dst, src, queue, engines, dge, name, efficiency) -> DmaCost:
     d = direction(dst, src)
-    if d is None:
-        bad = "dst" if dst.memory == Memory.PSUM else "src"
-        raise MemoryAccessError(name, bad, "HBM or SBUF (DMA cannot access PSUM)",
-                                "a PSUM tensor", chip.name,
-                                "copy PSUM to SBUF with tensor_copy first")
+    if d is None:                   # a PSUM side: out of the DMA engines' reach
+        check_reach(name, "dst", dst, Engine.DMA, chip)
+        check_reach(name, "src", src, Engine.DMA, chip)
     for nm, ap in (("dst", dst), ("src", src)):
         check_partitions(name, nm, ap, chip)
     n_src, n_dst = src.p_size * src.free_size, dst.p_size * dst.free_size
