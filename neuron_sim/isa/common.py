@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from math import ceil
 
 from ..engines import ENGINE_NAMES, Engine, Kind
-from ..errors import FreeSizeError, MemoryAccessError, PartitionError
+from ..errors import CapabilityError, FreeSizeError, MemoryAccessError, PartitionError
 from ..numerics.formats import SIXTEEN_BIT_FLOATS
 from ..program.ap import AccessPattern, Memory
 
@@ -106,6 +106,24 @@ def check_memory(instr: str, name: str, ap: AccessPattern, allowed: tuple, engin
                                 f"{ENGINE_NAMES[Engine(engine)]} to access "
                                 f"{'/'.join(m.name for m in allowed)}",
                                 f"a {ap.memory.name} tensor {ap.tensor.name!r}", chip.name, hint)
+
+
+COMPUTE_ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+
+
+def engines_of(module) -> tuple:
+    """The engines an instruction's `engine` argument may name: its module's ENGINES, else any
+    compute engine."""
+    return getattr(module, "ENGINES", COMPUTE_ENGINES)
+
+
+def check_engine(instr: str, engine: int, allowed: tuple, chip) -> None:
+    """The engine asked for is one that runs the instruction (`allowed`: engines_of its module)."""
+    if engine not in allowed:
+        names = ", ".join(ENGINE_NAMES[e] for e in allowed)
+        raise CapabilityError(instr, "engine", f"one of {names}", ENGINE_NAMES[Engine(engine)],
+                              chip.name,
+                              "pick one of those engines, or leave the choice to the compiler")
 
 
 def check_reach(instr: str, name: str, ap: AccessPattern, engine: int, chip) -> None:

@@ -231,7 +231,8 @@ def test_engine_rules_of_a_generated_adapter_come_from_its_module():
         assert rep.instructions_per_engine.get(unit) == 1
     with pytest.raises(nki.NkiValidationError, match="ScalarE copies need NeuronCore-v3"):
         _run(_copy_on, x, nisa.scalar_engine, target="trn1")
-    with pytest.raises(nki.NkiValidationError, match="engine 'tensor' cannot run this instruction"):
+    with pytest.raises(nki.NkiValidationError, match="expected one of VectorE, ScalarE, GpSimd, "
+                       "found TensorE"):
         _run(_copy_on, x, nisa.tensor_engine)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import NeuronSimError, PartitionError
-from ...isa.common import check_reach
+from ...isa.common import check_engine, check_reach
 from ...numerics.rounding import store
 from ...program.builder import engine_of
 from ..errors import NkiPartitionError, NkiValidationError
@@ -50,14 +50,11 @@ class _Ctx:
             raise NkiValidationError(str(e), self.loc, f"nisa.{self.op}") from e
 
     def engine(self, requested, default, allowed, operands=()):
-        """The engine of the call: as asked, else `default`; one of `allowed`, reaching each
-        operand's memory (`operands`: (name, access pattern))."""
+        """The engine of the call: as asked, else `default`; one of `allowed` (the core's
+        check_engine), reaching each operand's memory (`operands`: (name, access pattern))."""
         name = requested.value if isinstance(requested, engine) else (requested or "unknown")
-        if name == "unknown":
-            name = default
-        if name not in allowed:
-            self.fail(f"engine {name!r} cannot run this instruction; allowed: {', '.join(allowed)}")
-        eng = engine_of(name)
+        eng = engine_of(default if name == "unknown" else name)
+        self.core(check_engine, self.op, eng, allowed, self.chip)
         for opname, ap in operands:
             self.core(check_reach, self.op, opname, ap, eng, self.chip)
         return eng

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...engines import Engine
 from ...isa import module_for
-from ...isa.common import check_partitions, check_pattern_dims, check_same_shape
+from ...isa.common import check_partitions, check_pattern_dims, check_same_shape, engines_of
 from ...numerics.formats import pack_x4, unpack_x4
 from .. import broadcast
 from ..program import _Mapper
@@ -161,9 +161,6 @@ def _key(key: list, given) -> tuple:
     return tuple(key)
 
 
-_COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
-
-
 def _partly_written(dst) -> tuple:
     """accumulate=None on a dst written in part: a PSUM write adds where an earlier instruction
     wrote dst, else overwrites (the first write of an accumulation group) [ISA]. (Whether it
@@ -175,16 +172,16 @@ def _partly_written(dst) -> tuple:
 _NAMES = {e: e.name.lower() for e in Engine}
 
 
-def _engine(ctx, mod, default, names, given, operands):
+def _engine(ctx, mod, default, engines, given, operands):
     """The engine of the call: nisa.vector_engine ... as asked, else (unknown) the module's
-    `default_engine` for these operands or its `build` default; one of `names` (the module's
-    `ENGINES`, else any compute engine), reaching every tensor operand's memory (errors in NKI's
-    words)."""
+    `default_engine` for these operands or its `build` default; one of `engines` (the module's
+    `ENGINES`, else any compute engine), reaching every tensor operand's memory (the core's
+    checks, raised at the kernel's line)."""
     if getattr(given["engine"], "value", given["engine"]) in (None, "unknown") \
             and hasattr(mod, "default_engine"):
         default = mod.default_engine(ctx.chip, **operands)
     tensors = [(k, operands[k]) for k, v in given.items() if isinstance(v, NkiTensor)]
-    return ctx.engine(given["engine"], _NAMES[Engine(default)], names, tensors)
+    return ctx.engine(given["engine"], _NAMES[Engine(default)], engines, tensors)
 
 
 def adapter(name: str):
@@ -198,8 +195,8 @@ def adapter(name: str):
 
     names = [p.name for p in params]
     defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
-    engines = [_NAMES[Engine(e)] for e in getattr(mod, "ENGINES", _COMPUTE)]
-    dma = engines == ["dma"]
+    engines = engines_of(mod)
+    dma = engines == (Engine.DMA,)
     same_shape = getattr(mod, "SAME_SHAPE", ())
     check_views = getattr(mod, "check_views", None)
     own_start = getattr(mod, "OWN_PARTITION_START", ())     # operands the module places itself
@@ -262,7 +259,8 @@ def adapter(name: str):
         emits = out if isinstance(out, (list, tuple)) else (out,)
         read_ids = {id(a): views[id(a)][0] for e in emits for a in e.reads if id(a) in views}
         written_ids = {id(a): views[id(a)][0] for e in emits for a in e.writes if id(a) in views}
-        read_ids |= {i: k for i, (k, _) in views.items() if i not in read_ids and i not in written_ids}
+        read_ids |= {i: k for i, (k, _) in views.items()
+                     if i not in read_ids and i not in written_ids}
         tensors = [k for k, v in given.items() if isinstance(v, NkiTensor)]
         return _Built(emits, [(k, operands[k]) for k in tensors], list(read_ids.values()),
                       list(written_ids.values()), written_ids.keys() - read_ids.keys(),
