@@ -23,6 +23,19 @@ from .program.ap import AccessPattern, Memory
 MAX_LANES = max(get_chip(n).sbuf_partitions for n in list_chips())
 
 
+def _check_inside(ap, shape, steps, base, size) -> None:
+    """The elements an access reaches lie in its tensor: a strided view past the end would read
+    other memory and write over it."""
+    if 0 in shape:
+        return
+    lo = base + sum(min(0, (n - 1) * st) for n, st in zip(shape, steps))
+    hi = base + sum(max(0, (n - 1) * st) for n, st in zip(shape, steps))
+    if lo < 0 or hi >= size:
+        raise ProgramError(f"an access of {ap.tensor.name!r} reaches its element "
+                           f"{lo if lo < 0 else hi}, outside its {size} elements: give access "
+                           "patterns inside their tensors")
+
+
 class State:
     """Backing storage of every tensor a program touches, plus the rounding mode."""
 
@@ -57,9 +70,11 @@ class State:
         base = ((ap.p_start - t.partition_start) * row + ap.offset) * lanes
         item = flat.itemsize
         shape = (ap.p_size,) + tuple(s for s, _ in ap.dims)
-        strides = (pstride * lanes * item,) + tuple(st * lanes * item for _, st in ap.dims)
+        steps = (pstride * lanes,) + tuple(st * lanes for _, st in ap.dims)     # in items
         if packed:
-            shape, strides = shape + (4,), strides + (item,)
+            shape, steps = shape + (4,), steps + (1,)
+        _check_inside(ap, shape, steps, base, flat.size)
+        strides = tuple(st * item for st in steps)
         # stride over an unsigned view: NumPy cannot build strided views of some ml_dtypes
         # (float8) directly; same item size, so viewing back is exact
         raw = flat.view(f"u{item}")

@@ -74,3 +74,19 @@ def test_from_columns_rejects_a_kind_on_an_engine_that_cannot_run_it(kind, engin
                                               rf"{home} only \(1 such rows\); put it on {home}"):
         ns.Program.from_columns(ns.get_chip("trn2"), engine=eng, kind=kinds,
                                 ii_ns=np.full(3, 100.0))
+
+
+@pytest.mark.parametrize("p_stride, offset", [(66, 0), (64, -1)], ids=["past_the_end", "before"])
+def test_execute_refuses_an_access_outside_its_tensor(p_stride, offset):
+    """ns.execute runs a program's semantics on strided NumPy views: an access pattern reaching
+    outside its tensor (the builder does not refuse it: timing reads only its bytes) is a
+    ProgramError naming the tensor, not a write over other memory."""
+    from neuron_sim.program.ap import AccessPattern
+    b = ns.ProgramBuilder("trn2")
+    x, o = b.hbm("x", (128, 64), "float32"), b.hbm("o", (128, 64), "float32")
+    t = b.sbuf("t", (128, 64), "float32")
+    b.dma_copy(t, x)
+    b.dma_copy(AccessPattern(o, 0, 128, offset, ((64, 1),), p_stride), t)
+    with pytest.raises(ns.ProgramError, match="an access of 'o' reaches its element .* outside "
+                                              "its 8192 elements"):
+        ns.execute(b.build(), {"x": np.ones((128, 64), np.float32)})
