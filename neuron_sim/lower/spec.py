@@ -140,11 +140,6 @@ def tensor_list(a) -> bool:
     return True
 
 
-# Names whose trailing underscore is part of the name, not the in-place marker.
-_KEEP_UNDERSCORE = {"aten::__and__", "aten::__or__", "aten::__xor__", "aten::__lshift__",
-                    "aten::__rshift__"}
-
-
 @lru_cache(maxsize=None)      # a few hundred names; asked at every op of every program
 def normalize_name(name: str) -> str:
     """'aten::add_.Tensor' / 'aten::add.out' / 'add.Tensor' -> 'aten::add.Tensor' style.
@@ -155,10 +150,7 @@ def normalize_name(name: str) -> str:
         name = "aten::" + name
     ns, rest = name.split("::", 1)
     base = rest.split(".", 1)[0]
-    full = f"{ns}::{base}"
-    if full not in _KEEP_UNDERSCORE and base.endswith("_") and not base.startswith("_foreach") \
-            and not base.endswith("__"):
-        base = base[:-1]
-    elif base.startswith("_foreach") and base.endswith("_"):
+    # a dunder's trailing underscores (__and__, __lshift__) are its name, not the in-place marker
+    if base.endswith("_") and (base.startswith("_foreach") or not base.endswith("__")):
         base = base[:-1]
     return f"{ns}::{base}"

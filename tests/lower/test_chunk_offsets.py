@@ -79,12 +79,12 @@ def _ops(rows, C):
                         _t((rows,), "v"))
     return {
         "softmax": (norm.softmax, OpSpec("aten::_softmax", (x, -1, False), (o,)), [x, o], []),
-        "log_softmax": (norm.log_softmax, OpSpec("aten::_log_softmax", (x, -1, False), (o,)),
+        "log_softmax": (norm.softmax, OpSpec("aten::_log_softmax", (x, -1, False), (o,)),
                         [x, o], []),
-        "softmax_backward": (norm.softmax_backward,
+        "softmax_backward": (norm.softmax,
                              OpSpec("aten::_softmax_backward_data", (g, y, -1, 6), (o,)),
                              [g, y, o], []),
-        "log_softmax_backward": (norm.log_softmax_backward,
+        "log_softmax_backward": (norm.softmax,
                                  OpSpec("aten::_log_softmax_backward_data", (g, y, -1, 6), (o,)),
                                  [g, y, o], []),
         "layer_norm": (norm.layer_norm, OpSpec("aten::native_layer_norm",

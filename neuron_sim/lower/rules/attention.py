@@ -43,12 +43,6 @@ def _mm_dtype(t):
     return t.dtype if t.dtype in ("bfloat16", "float16") else "float32"
 
 
-def _sub(t, pn, f0, fn):
-    """[0:pn, f0:f0+fn] of a Tensor or an AccessPattern."""
-    a = as_ap(t)
-    return AccessPattern(a.tensor, a.p_start, pn, a.offset + f0, ((fn, 1),))
-
-
 def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF, bufs=None):
     """A rotating [NP, F] tile (4 SBUF / 2 PSUM buffers) used as [shape]: F is the smallest of
     1, QT, KT or a multiple of NP that holds shape[1] (PSUM: QT or a whole bank), so
@@ -60,7 +54,7 @@ def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF, bufs=None):
     if memory == Memory.PSUM and 1 < f <= KT:
         full = QT if f <= QT else KT
     bufs = bufs or (2 if memory == Memory.PSUM else 4)
-    return _sub(ctx.tile(role, (NP, full), dtype, slot, memory, bufs=bufs), shape[0], 0, f)
+    return ctx.cols(ctx.tile(role, (NP, full), dtype, slot, memory, bufs=bufs), shape[0], 0, f)
 
 
 def _kv_head(t, bh, heads):
@@ -155,13 +149,13 @@ def _times_transposed(ctx, acc_ps, x, qn, kn, rows, c0, dt, role, ps_slot, slot,
     nch, pr = ceil(kn / NP), min(NP, kn)
     tp = _buf(ctx, f"{role}_ps", (pr, nch * qn), "float32", ps_slot, Memory.PSUM)
     for c in range(nch):
-        b.nc_transpose(_sub(tp, min(NP, kn - NP * c), c * qn, qn),
-                       _sub(x, qn, NP * c, min(NP, kn - NP * c)))
+        b.nc_transpose(ctx.cols(tp, min(NP, kn - NP * c), c * qn, qn),
+                       ctx.cols(x, qn, NP * c, min(NP, kn - NP * c)))
     xT = _buf(ctx, role, (pr, nch * qn), dt, slot)
     copy(xT, tp)
     for c in range(nch):
         cn = min(NP, kn - NP * c)
-        b.nc_matmul(acc_ps, _sub(xT, cn, c * qn, qn), _sub(rows[c0 + c], cn, 0, D),
+        b.nc_matmul(acc_ps, ctx.cols(xT, cn, c * qn, qn), ctx.cols(rows[c0 + c], cn, 0, D),
                     accumulate=add or c > 0)
 
 
@@ -248,7 +242,7 @@ def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale
     ps = _buf(ctx, "s_ps", (qn, kn), "float32", slot, Memory.PSUM, ps_bufs)
     for d0 in range(0, D, NP):
         dn = min(NP, D - d0)
-        b.nc_matmul(ps, _sub(qT[d0 // NP], dn, 0, qn), _sub(kT[d0 // NP], dn, k0, kn),
+        b.nc_matmul(ps, ctx.cols(qT[d0 // NP], dn, 0, qn), ctx.cols(kT[d0 // NP], dn, k0, kn),
                     accumulate=d0 > 0)
     src, pre_scaled = ps, False
     if mask is not None:
@@ -270,17 +264,11 @@ def _head_tiles(ctx, k, v, base_k, base_v, S_k, D, dt, slot, need=("kT", "v")):
     """Per (batch, head): K^T / V^T [D, S_k] chunks (D on partitions) and K / V [NP, D] rows."""
     NP = ctx.P
     out = {}
-    nd = ceil(D / NP)
     for name in need:
         t, base = (k, base_k) if name[0] == "k" else (v, base_v)
         if name.endswith("T"):
-            tiles = []
-            for di in range(nd):
-                dn = min(NP, D - di * NP)
-                m = _Mat(t, S_k, D, t.strides[-2], t.strides[-1], base + di * NP)
-                tiles.append(as_ap(_load_k_major(ctx, m, False, 0, dn, 0, S_k, dt,
-                                               f"{name}{di}", slot)))
-            out[name] = tiles
+            out[name] = [_km(ctx, t, base, d0, 0, S_k, dt, f"{name}{d0 // NP}", slot)
+                         for d0 in range(0, D, NP)]
         else:
             out[name] = [_rows(ctx, t, base, r0, min(NP, S_k - r0), dt, f"{name}r{r0 // NP}",
                                slot) for r0 in range(0, S_k, NP)]
@@ -391,9 +379,9 @@ def sdpa_backward(ctx, op):
                 cn = min(NP, S_k - c * NP)
                 ot = _buf(ctx, f"{name}_o", (cn, D), t.dtype, c)
                 if name == "dk":
-                    b.activation(ot, _sub(acc, cn, c * D, D), "copy", scale=scale)
+                    b.activation(ot, ctx.cols(acc, cn, c * D, D), "copy", scale=scale)
                 else:
-                    b.tensor_copy(ot, _sub(acc, cn, c * D, D), engine="gpsimd")
+                    b.tensor_copy(ot, ctx.cols(acc, cn, c * D, D), engine="gpsimd")
                 b.dma_copy(AccessPattern(ctx.hbm(t), 0, cn, base + c * NP * t.strides[-2],
                                          ((D, t.strides[-1]),), t.strides[-2]), ot)
 
@@ -447,9 +435,9 @@ def sdpa_backward(ctx, op):
                     ps = _buf(ctx, "kv_ps", (pr, gn * D), "float32", 0, Memory.PSUM)
                     for c in range(g0, g0 + gn):
                         cn = min(NP, kn - NP * c)
-                        b.nc_matmul(_sub(ps, cn, (c - g0) * D, D), _sub(lhs, qn, NP * c, cn),
-                                    _sub(rhs, qn, 0, D))
-                    dst = _sub(acc, pr, (c0 + g0) * D, gn * D)
+                        b.nc_matmul(ctx.cols(ps, cn, (c - g0) * D, D),
+                                    ctx.cols(lhs, qn, NP * c, cn), ctx.cols(rhs, qn, 0, D))
+                    dst = ctx.cols(acc, pr, (c0 + g0) * D, gn * D)
                     b.tensor_tensor(dst, dst, ps, "add")
             # dQ += dS K
             _times_transposed(ctx, dq_ps, ds, qn, kn, kr, c0, dt, "dsT", 0, t, b.activation,
@@ -462,8 +450,8 @@ def sdpa_backward(ctx, op):
             dp = _buf(ctx, "dp_ps", (qn, kn), "float32", t, Memory.PSUM)
             for d0 in range(0, D, NP):
                 dn = min(NP, D - d0)
-                b.nc_matmul(dp, _sub(gT[d0 // NP], dn, 0, qn),
-                            _sub(vT[d0 // NP], dn, k0, kn), accumulate=d0 > 0)
+                b.nc_matmul(dp, ctx.cols(gT[d0 // NP], dn, 0, qn),
+                            ctx.cols(vT[d0 // NP], dn, k0, kn), accumulate=d0 > 0)
             ds = _buf(ctx, "ds", (qn, kn), dt, t)
             b.tensor_tensor(ds, dp, di, "subtract")
             b.tensor_tensor(ds, ds, p, "multiply")

@@ -28,7 +28,8 @@ class _Mat:
     """A 2-D operand view [R, C] of a TensorSpec: row/column strides and a base offset."""
 
     def __init__(self, spec: TensorSpec, rows, cols, rs, cs, base=0, reuse=1):
-        self.spec, self.rows, self.cols, self.rs, self.cs, self.base = spec, rows, cols, rs, cs, base
+        self.spec, self.rows, self.cols = spec, rows, cols
+        self.rs, self.cs, self.base = rs, cs, base
         self.reuse = reuse      # >1: an im2col view; each loaded element serves `reuse` columns
 
 
@@ -36,9 +37,7 @@ def _mat2d(t: TensorSpec):
     """Last two dims of t as a matrix (leading dims batch; 1-D becomes a row/column)."""
     if t.ndim == 1:
         return _Mat(t, 1, t.shape[0], t.shape[0], t.strides[0])
-    r, c = t.shape[-2], t.shape[-1]
-    rs, cs = t.strides[-2], t.strides[-1]
-    return _Mat(t, r, c, rs, cs)
+    return _Mat(t, t.shape[-2], t.shape[-1], t.strides[-2], t.strides[-1])
 
 
 def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, slot):
@@ -53,15 +52,12 @@ def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, sl
             return ap
     tile = ctx.tile(role, (kt, on), dtype, slot)
     if o_stride == 1 or on == 1:      # natural: each K row is contiguous along the other dim
-        if m.reuse > 1:
-            # implicit GEMM: the patch matrix is built from shifted views of input rows already
-            # in SBUF, so HBM supplies only 1/reuse of its elements (the input, read once)
-            nl = max(1, ceil(on / m.reuse))
-            b.dma_copy(tile[0:kt, 0:nl], AccessPattern(h, 0, kt, m.base + k0 * k_stride + o0,
-                                                       ((nl, 1),), max(k_stride, 1)))
-            return tile
-        src = AccessPattern(h, 0, kt, m.base + k0 * k_stride + o0, ((on, 1),), max(k_stride, 1))
-        b.dma_copy(tile, src)
+        # implicit GEMM (reuse > 1): the patch matrix is built from shifted views of input rows
+        # already in SBUF, so HBM supplies only 1/reuse of its elements (the input, read once)
+        nl = max(1, ceil(on / m.reuse))
+        b.dma_copy(tile if nl == on else tile[0:kt, 0:nl],
+                   AccessPattern(h, 0, kt, m.base + k0 * k_stride + o0, ((nl, 1),),
+                                 max(k_stride, 1)))
         return tile
     # K contiguous: transpose on the way in
     src = AccessPattern(h, 0, on, m.base + o0 * o_stride + k0, ((kt, 1),), max(o_stride, 1))
@@ -88,19 +84,20 @@ def _tile_sizes(chip, rows):
 
 
 def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSpec = None,
-         dtype=None, a_batch_stride=0, b_batch_stride=0):
+         a_batch_stride=0, b_batch_stride=0):
     """Emit C[batch, M, N] = A[batch, M, K] @ B[batch, K, N] (+ bias[N]).
 
     Loop nest (per batch): for each N panel of BN columns, load B[:, panel] (all of K) once and
     keep it in SBUF; for each MT-row M tile, load A^T[:, tile] (double-buffered) and for each
-    NT-column moving tile (`_tile_sizes`) accumulate the K tiles in one PSUM bank, evacuate, store. HBM traffic:
-    B once, A once per N panel. The repeated block is one M tile of one panel."""
+    NT-column moving tile (`_tile_sizes`) accumulate the K tiles in one PSUM bank, evacuate,
+    store. HBM traffic: B once, A once per N panel. The repeated block is one M tile of one
+    panel."""
     b = ctx.b
     chip = ctx.chip
     if K == 0 or M == 0 or N == 0:      # empty contraction: the output is zeros (or bias)
         ctx.stream(out, [], lambda s, d, p, f, j: b.memset(d[0], 0.0))
         return
-    dtype = dtype or a.spec.dtype
+    dtype = a.spec.dtype
     if dtype in ("int32", "int8", "uint8", "bool", "int16", "uint32"):
         dtype = "float32"     # matmul has no integer data path: converted to FP32 [DTypes]
     if dtype != bm.spec.dtype and "float32" in (dtype, bm.spec.dtype):
@@ -321,10 +318,7 @@ def mm(ctx, op):
     if a.ndim == 1 and bt.ndim == 1:       # dot
         a = TensorSpec((1, a.shape[0]), a.dtype, (a.shape[0], a.strides[0]), a.id)
     am, bmat, M, K, N = _mm_dims(a, bt)
-    batch = 1
-    for d in op.outputs[0].shape[:-2]:
-        batch *= d
-    gemm(ctx, batch, M, K, N, am, bmat, op.outputs[0],
+    gemm(ctx, prod(op.outputs[0].shape[:-2]), M, K, N, am, bmat, op.outputs[0],
          a_batch_stride=_batch_stride(a), b_batch_stride=_batch_stride(bt))
 
 
@@ -332,12 +326,9 @@ def mm(ctx, op):
 def addmm(ctx, op):
     bias, a, bt = op.inputs[0], op.inputs[1], op.inputs[2]
     am, bmat, M, K, N = _mm_dims(a, bt)
-    batch = 1
-    for d in a.shape[:-2]:
-        batch *= d
     # a bias broadcast along rows is added while evacuating PSUM; a full [M, N] input costs as
     # much (one PSUM + SBUF pass) but must be loaded: charged through the bias tile's DMA
-    gemm(ctx, batch, M, K, N, am, bmat, op.outputs[0], bias=bias,
+    gemm(ctx, prod(a.shape[:-2]), M, K, N, am, bmat, op.outputs[0], bias=bias,
          a_batch_stride=_batch_stride(a), b_batch_stride=_batch_stride(bt))
 
 
@@ -353,9 +344,11 @@ def linear(ctx, op):
 
 
 def _conv_gemm_dims(w: TensorSpec, out: TensorSpec):
-    """Implicit GEMM: M = output pixels x batch, K = Cin/groups x kernel, N = Cout."""
+    """Implicit GEMM: M = output pixels x batch, K = Cin/groups x kernel, N = Cout; and the
+    kernel's taps (kh * kw: the input columns each loaded element serves)."""
     cout = w.shape[0]
-    return out.numel // max(cout, 1), prod(w.shape[1:]), cout
+    taps = max(1, (w.numel // max(cout, 1)) // max(w.shape[1], 1))
+    return out.numel // max(cout, 1), prod(w.shape[1:]), cout, taps
 
 
 @lowers("aten::convolution", "aten::_convolution", "aten::conv2d", "aten::conv1d",
@@ -366,10 +359,9 @@ def convolution(ctx, op):
     layout); the patch gather is not charged separately (it overlaps as strided DMA)."""
     x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
     bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2].ndim == 1 else None
-    M, K, N = _conv_gemm_dims(w, out)
+    M, K, N, taps = _conv_gemm_dims(w, out)
     a = TensorSpec((M, K), x.dtype, (1, M), x.id)          # K-major: natural loads
     bsp = TensorSpec((K, N), w.dtype, (N, 1), w.id)
-    taps = max(1, (w.numel // max(w.shape[0], 1)) // max(w.shape[1], 1))   # kh * kw
     gemm(ctx, 1, M, K, N, _Mat(a, M, K, 1, M, reuse=taps), _Mat(bsp, K, N, N, 1), out,
          bias=bias)
 
@@ -380,7 +372,7 @@ def convolution_backward(ctx, op):
     """grad_input (a GEMM of the forward's size, transposed weights) and grad_weight (a GEMM
     contracting over the output pixels)."""
     gout, x, w = op.inputs[0], op.inputs[1], op.inputs[2]
-    M, K, N = _conv_gemm_dims(w, gout)
+    M, K, N, taps = _conv_gemm_dims(w, gout)
     outs = [o for o in op.outputs if o is not None and o.numel > 0]
     gi = outs[0] if outs else x
     a = TensorSpec((M, N), gout.dtype, (1, M), gout.id)
@@ -390,6 +382,5 @@ def convolution_backward(ctx, op):
     xs = TensorSpec((M, K), x.dtype, (K, 1), x.id)
     go = TensorSpec((M, N), gout.dtype, (N, 1), ("go", gout.id))
     gw = outs[1] if len(outs) > 1 else w
-    taps = max(1, (w.numel // max(w.shape[0], 1)) // max(w.shape[1], 1))
     gemm(ctx, 1, K, M, N, _Mat(xs, K, M, 1, K, reuse=taps), _Mat(go, M, N, N, 1),
          TensorSpec((K, N), gw.dtype, None, ("gw", gw.id)))

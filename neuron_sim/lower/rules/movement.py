@@ -178,8 +178,6 @@ def gather(ctx, op):
     table = op.inputs[0]
     idx = op.inputs[1] if op.op == "aten::embedding" else (op.inputs[-1] if len(op.inputs) > 1
                                                             else None)
-    if op.op == "aten::embedding":
-        table, idx = op.inputs[0], op.inputs[1]
     d = table.shape[-1] if op.op in ("aten::embedding", "aten::index_select") and \
         table.ndim >= 2 and (op.op == "aten::embedding" or op.arg(1) == 0) else 1
     n_idx = out.numel // max(d, 1)

@@ -55,25 +55,23 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
     passes over row pieces of <= chip.row_piece_elems (statistics, then the normalising pass),
     reading x twice from HBM."""
     rows, C = _rows_cols(x)
+    outs = outs if outs is not None else [out]
     if C > ctx.chip.row_whole_max_elems:
         k = _pieces(ctx.chip, C)
         piece = lambda t: TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id)  # noqa: E731
         stats_pass = lambda srcs, dsts, p, r, c, j: ctx.b.tensor_reduce(  # noqa: E731
             ctx.tmp("pass1", (p, r), "float32", j), srcs[0], "maximum")
-        row_blocks(ctx, piece(x), piece(out), stats_pass, extra_in=(), outs=[])
-        outs = outs if outs is not None else [out]
+        row_blocks(ctx, piece(x), piece(out), stats_pass, outs=[])
         row_blocks(ctx, piece(x), piece(out), body, per_row=per_row,
                    extra_in=tuple(piece(t) for t in extra_in),
                    outs=[piece(o) if o.numel == out.numel else o for o in outs])
         return
     p, r, total = ctx.row_plan(rows, C, x.dtype)
+    per_part = ceil(rows / p)
     if per_row:
         r = min(r, MAX_ROWS_PER_BLOCK)
-        total = ceil(ceil(rows / p) / r)
+        total = ceil(per_part / r)
     n = ctx.repeat(total)
-    per_part = ceil(rows / p)
-    cols_total = per_part * C
-    outs = outs if outs is not None else [out]
     pending = None
     for j in range(n):
         # block j: rows [j*r, j*r + rj) of each partition; a short last one only when every
@@ -84,7 +82,7 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
         dsts = []
         for i, o in enumerate(outs):
             if o.numel == out.numel:
-                dsts.append(ctx.out_tile(o, p, cols_total, j, rj * C, role=f"out{i}",
+                dsts.append(ctx.out_tile(o, p, per_part * C, j, rj * C, role=f"out{i}",
                                          off=j * r * C))
             else:   # per-row statistics [rows]
                 dsts.append(ctx.tmp(f"stat{i}", (p, rj), "float32", j))
@@ -121,9 +119,7 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
     for f0 in range(0, f, bank):
         fn = min(bank, f - f0)
         ps = ctx.tile("psum_red", (1, fn), "float32", f0 // bank, Memory.PSUM)
-        src = as_ap(acc_ap)
-        mv = AccessPattern(src.tensor, src.p_start, p, src.offset + f0, ((fn, 1),))
-        b.nc_matmul(ps, ones, mv)
+        b.nc_matmul(ps, ones, ctx.cols(acc_ap, p, f0, fn))
         o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
         b.tensor_copy(o, ps)
         if out is not None:
@@ -186,7 +182,7 @@ def reduction(ctx, op):
     partition_sum(ctx, acc, p, acc.shape[1], out)
 
 
-def _softmax_body(ctx, log, backward=False, logback=False):
+def _softmax_body(ctx, log, backward):
     b = ctx.b
 
     def body(srcs, dsts, p, r, C, j):
@@ -197,7 +193,7 @@ def _softmax_body(ctx, log, backward=False, logback=False):
         if backward:                       # softmax: y * (g - sum(g*y)); inputs (g, y)
             g, y = srcs[0], srcs[1]
             gy = ctx.tmp("gy", (p, r * C), "float32", j)
-            if logback:                    # g - exp(y) * sum(g)
+            if log:                        # g - exp(y) * sum(g)
                 b.tensor_reduce(ssum, g, "add")
                 b.activation(gy, y, "exp")
                 b.tensor_tensor(gy, gy, ssum, "multiply")
@@ -212,10 +208,11 @@ def _softmax_body(ctx, log, backward=False, logback=False):
         e = ctx.tmp("e", (p, r * C), "float32", j)
         neg = ctx.tmp("negmx", (p, r), "float32", j)
         b.tensor_scalar(neg, stat, "multiply", -1.0)
-        if r == 1 or C >= ctx.chip.min_ii_cycles:
+        per_row = r == 1 or C >= ctx.chip.min_ii_cycles
+        if per_row:
             # per row on ScalarE: exp(x - max) with the row sum accumulated for free [ISAcost]
             for row in range(r):
-                b.activation(_row(e, p, row, C), _row(x, p, row, C), "exp",
+                b.activation(ctx.cols(e, p, row * C, C), ctx.cols(x, p, row * C, C), "exp",
                              bias=neg[0:p, row:row + 1], reduce_res=ssum[0:p, row:row + 1])
         else:           # short rows: whole-block passes (an instruction costs >= min_ii_cycles)
             b.tensor_tensor(e, x, stat, "subtract")
@@ -225,52 +222,29 @@ def _softmax_body(ctx, log, backward=False, logback=False):
         src = x if log else e
 
         def tail():
-            if r == 1 or C >= ctx.chip.min_ii_cycles:
-                for row in range(r):    # x - max - log(sum) / e * (1/sum): bias or scale, free
-                    if log:
-                        b.activation(_row(out, p, row, C), _row(src, p, row, C), "copy",
-                                     bias=ssum[0:p, row:row + 1])
-                    else:
-                        b.activation(_row(out, p, row, C), _row(src, p, row, C), "copy",
-                                     scale=ssum[0:p, row:row + 1])
-            else:
+            if not per_row:
                 b.tensor_tensor(out, src, ssum, "subtract" if log else "multiply")
+                return
+            for row in range(r):    # x - max - log(sum) / e * (1/sum): bias or scale, free
+                s = ssum[0:p, row:row + 1]
+                b.activation(ctx.cols(out, p, row * C, C), ctx.cols(src, p, row * C, C), "copy",
+                             bias=s if log else None, scale=1.0 if log else s)
         return tail
     return body
 
 
-def _row(t, p, row, C):
-    """Row `row` ([p, C]) of a [p, r*C] block."""
-    a = as_ap(t)
-    return AccessPattern(a.tensor, a.p_start, p, a.offset + row * C, ((C, 1),))
-
-
-@lowers("aten::_softmax", "aten::softmax", "aten::_safe_softmax")
+@lowers("aten::_softmax", "aten::softmax", "aten::_safe_softmax", "aten::_log_softmax",
+        "aten::log_softmax", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
 def softmax(ctx, op):
-    row_blocks(ctx, op.inputs[0], op.outputs[0], _softmax_body(ctx, log=False))
-
-
-@lowers("aten::_log_softmax", "aten::log_softmax")
-def log_softmax(ctx, op):
-    row_blocks(ctx, op.inputs[0], op.outputs[0], _softmax_body(ctx, log=True))
-
-
-@lowers("aten::_softmax_backward_data")
-def softmax_backward(ctx, op):
-    g, y = op.inputs[0], op.inputs[1]
-    row_blocks(ctx, g, op.outputs[0], _softmax_body(ctx, False, backward=True), extra_in=(y,))
-
-
-@lowers("aten::_log_softmax_backward_data")
-def log_softmax_backward(ctx, op):
-    g, y = op.inputs[0], op.inputs[1]
-    row_blocks(ctx, g, op.outputs[0], _softmax_body(ctx, True, backward=True, logback=True),
-               extra_in=(y,))
+    """softmax and log_softmax; their backward ops take (grad, output)."""
+    backward = op.op.endswith("_backward_data")
+    body = _softmax_body(ctx, "log_softmax" in op.op, backward)
+    row_blocks(ctx, op.inputs[0], op.outputs[0], body,
+               extra_in=op.inputs[1:2] if backward else ())
 
 
 def _norm_body(ctx, affine_w, affine_b, rms=False):
     b = ctx.b
-    chip_ok = True
 
     def body(srcs, dsts, p, r, C, j):
         x, out = srcs[0], dsts[0]
@@ -283,13 +257,10 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
             fmax = ctx.chip.bn_stats_free_elems_max
             nchunk = ceil(C / fmax)
             stats = ctx.tmp("st", (p, 6 * nchunk), "float32", j)
-            xa = as_ap(x)
             for row in range(r):
                 for c in range(nchunk):
-                    cn = min(fmax, C - c * fmax)
                     b.bn_stats(stats[0:p, 6 * c:6 * c + 6],
-                               AccessPattern(xa.tensor, xa.p_start, p, xa.offset + row * C + c * fmax,
-                                             ((cn, 1),)))
+                               ctx.cols(x, p, row * C + c * fmax, min(fmax, C - c * fmax)))
                 b.bn_aggr(mv[0:p, 2 * row:2 * row + 2], stats)
         rstd = ctx.tmp("rstd", (p, r), "float32", j)
         # rstd = (var + eps) ^ -0.5 as one VectorE tensor_scalar (add, power): no round trip
@@ -297,12 +268,9 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
         b.tensor_scalar(rstd, mv[0:p, 0:r], "add", 1e-5, "power", -0.5)
         nb = ctx.tmp("nb", (p, r), "float32", j)
         b.tensor_tensor(nb, mv[0:p, 0:r], rstd, "multiply")
-        xa = as_ap(x)
-        oa = as_ap(out)
         for row in range(r):     # (x - mean) * rstd = x * rstd + (-mean * rstd): one activation
-            b.activation(AccessPattern(oa.tensor, oa.p_start, p, oa.offset + row * C, ((C, 1),)),
-                         AccessPattern(xa.tensor, xa.p_start, p, xa.offset + row * C, ((C, 1),)),
-                         "copy", bias=nb[0:p, row:row + 1], scale=rstd[0:p, row:row + 1])
+            b.activation(ctx.cols(out, p, row * C, C), ctx.cols(x, p, row * C, C), "copy",
+                         bias=nb[0:p, row:row + 1], scale=rstd[0:p, row:row + 1])
         def tail():
             if affine_w is not None:
                 b.tensor_tensor(out, out, affine_w[0:p, 0:r * C], "multiply")
@@ -313,14 +281,11 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
             if len(dsts) > 2:
                 b.tensor_copy(dsts[2], rstd)
         return tail
-    _ = chip_ok
     return body
 
 
 def _param_tile(ctx, t: TensorSpec, p, n):
     """A per-feature parameter (weight/bias [C]) broadcast to all partitions, loaded once."""
-    if t is None:
-        return None
     tile = ctx.tile(f"param{ctx.tiles_named('param')}", (p, n), t.dtype)
     ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, p, 0, ((n, 1),), 0))
     return tile
@@ -335,11 +300,8 @@ def _param_tile(ctx, t: TensorSpec, p, n):
 def layer_norm(ctx, op):
     x, out = op.inputs[0], op.outputs[0]
     rms = op.op in ("aten::rms_norm", "aten::_fused_rms_norm")
-    rest = op.inputs[1:]
-    params = [t for t in rest if t.ndim == 1 and t.numel > 1][:2]
-    if op.op.startswith(("aten::native_batch_norm", "aten::_native_batch_norm", "aten::batch_norm",
-                         "aten::_batch_norm")) \
-            and x.ndim >= 2:
+    params = [t for t in op.inputs[1:] if t.ndim == 1 and t.numel > 1][:2]
+    if "batch_norm" in op.op and x.ndim >= 2:
         # channels on partitions: rows = channels, row length = N * spatial
         c = x.shape[1]
         x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
@@ -356,8 +318,7 @@ def layer_norm(ctx, op):
         rows, C = block_rows, block_C
     _, r, _ = ctx.row_plan(rows, C, x.dtype)
     r = min(r, MAX_ROWS_PER_BLOCK)
-    w = _param_tile(ctx, params[0], p, r * C) if params else None
-    bb = _param_tile(ctx, params[1], p, r * C) if len(params) > 1 else None
+    w, bb = [_param_tile(ctx, t, p, r * C) for t in params] + [None] * (2 - len(params))
     outs = [o for o in op.outputs if o.numel > 0]
     row_blocks(ctx, x, TensorSpec(x.shape, out.dtype, None, out.id if out.id is not None
                                   else ("ln", out.layout_key)),
@@ -418,36 +379,33 @@ def layer_norm_backward(ctx, op):
         s1 = ctx.tmp("s1", (p, r), "float32", j)
         s2 = ctx.tmp("s2", (p, r), "float32", j)
         for row in range(r):
-            b.activation(_row(xhat, p, row, C), _row(xx, p, row, C), "copy",
+            b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xx, p, row * C, C), "copy",
                          bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
         b.tensor_tensor(gx, gg, xhat, "multiply")
         wj = None if w is None else w[0:p, 0:r * C]    # the block's rows of weight
         b.tensor_tensor(gw, gg, gg if wj is None else wj, "multiply")
         for row in range(r):   # s1 = sum(g*w) per row, free on ScalarE
-            b.activation(_row(xhat, p, row, C), _row(gw, p, row, C), "copy",
+            b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
                          reduce_res=s1[0:p, row:row + 1])
         b.tensor_tensor(gx, gx, gx if wj is None else wj, "multiply")
         b.tensor_reduce(s2, gx, "add")
 
         def tail():
             for row in range(r):
-                b.activation(_row(xhat, p, row, C), _row(xhat, p, row, C), "copy",
+                b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xhat, p, row * C, C), "copy",
                              bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
             b.tensor_tensor(gw, gw, xhat, "add")
             for row in range(r):
-                b.activation(_row(dsts[0], p, row, C), _row(gw, p, row, C), "copy",
+                b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
                              scale=s2[0:p, row:row + 1])
             for k, src in (("w", gx), ("b", gg)) if col_sums else ():
-                sa = as_ap(src)
+                dt = as_ap(src).dtype
                 # TensorE takes FP32 only against FP32: the ones vector in the column's dtype
-                one = ones if sa.dtype == "float32" else ctx.tile(f"ones_{sa.dtype}", (p, 1),
-                                                                  sa.dtype, 0)
+                one = ones if dt == "float32" else ctx.tile(f"ones_{dt}", (p, 1), dt, 0)
                 for row in range(r):
                     for c0 in range(0, C, bank):
                         cn = min(bank, C - c0)
-                        b.nc_matmul(sums[k][0:1, 0:cn], one,
-                                    AccessPattern(sa.tensor, sa.p_start, p,
-                                                  sa.offset + row * C + c0, ((cn, 1),)),
+                        b.nc_matmul(sums[k][0:1, 0:cn], one, ctx.cols(src, p, row * C + c0, cn),
                                     accumulate=j > 0 or row > 0)
         return tail
     row_blocks(ctx, g, gi, body, extra_in=(x,), per_row=True)

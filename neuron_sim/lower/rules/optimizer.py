@@ -9,7 +9,7 @@ stream params, grads and states together: Adam(W) is ~9 VectorE/ScalarE instruct
 from __future__ import annotations
 
 from ..registry import lowers
-from ..spec import OpSpec, TensorSpec, tensor_list
+from ..spec import TensorSpec, tensor_list
 from .elementwise import ACT, COPY, TS, TT, run_recipe
 from .norm import partition_sum
 
@@ -109,6 +109,3 @@ def fused_optimizer(ctx, op):
         for k, d in enumerate(dsts[1:]):      # the new moments, copied out by idle GpSimd
             ctx.b.tensor_copy(d, srcs[min(k + 2, len(srcs) - 1)], engine="gpsimd")
     ctx.stream(outs[0], flat, body, outs=outs)
-
-
-_ = OpSpec
