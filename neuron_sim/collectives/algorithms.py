@@ -66,10 +66,10 @@ def _ring_bandwidth(fabric: Fabric, cores) -> float:
     return min(slowest_inter, slowest_intra)
 
 
-def _ring_like(op, fabric, cores, nbytes, members):
-    """A ring of `members` ranks carrying the group's buffer (ring: every rank; KangaRing: the
-    primaries, each also carrying its secondary's chunk)."""
-    p = members
+def _ring(op, fabric, cores, nbytes, members=None):
+    """A ring of `members` ranks carrying the group's buffer (ring: every rank, the default;
+    KangaRing: the primaries, each also carrying its secondary's chunk)."""
+    p = members or len(cores)
     bw = _ring_bandwidth(fabric, cores)
     hop = _hop_s(fabric, cores)
     chunk = nbytes / p
@@ -87,17 +87,13 @@ def _ring_like(op, fabric, cores, nbytes, members):
     return None
 
 
-def _ring(op, fabric, cores, nbytes):
-    return _ring_like(op, fabric, cores, nbytes, len(cores))
-
-
 def _kangaring(op, fabric, cores, nbytes):
     """Ranks of a chip paired primary/secondary; only primaries form the ring (half the hops);
     a transfer duplicates its write to the secondary (intranode-collective-comm.rst)."""
     chips = _per_chip(fabric, cores) if op in _RS_AG else {}
     if len(chips) < 2 or not all(len(v) >= 2 and len(v) % 2 == 0 for v in chips.values()):
         return None
-    return _ring_like(op, fabric, cores, nbytes, len(cores) // 2)
+    return _ring(op, fabric, cores, nbytes, len(cores) // 2)
 
 
 def _mesh_bandwidth(fabric: Fabric, cores) -> float:

@@ -33,13 +33,17 @@ def fit_c32(instance: str = "trn2.3xlarge") -> dict:
     return {"bytes_per_s": bw, "points": points}
 
 
+_HEAD = f"{'bytes':>12} {'measured us':>12} {'model us':>10} {'error':>7}"
+
+
+def _row(p) -> str:
+    return f"{p['bytes']:>12} {p['measured_us']:>12.0f} {p['model_us']:>10.1f} {p['error']:>+7.1%}"
+
+
 def table() -> str:
     fit = fit_c32()
     lines = [f"C32 nccom-test all-reduce, 2 ranks; fitted bandwidth {fit['bytes_per_s'] / 1e9:.1f} GB/s",
-             f"{'bytes':>12} {'measured us':>12} {'model us':>10} {'error':>7}"]
-    for p in fit["points"]:
-        lines.append(f"{p['bytes']:>12} {p['measured_us']:>12.0f} {p['model_us']:>10.1f} "
-                     f"{p['error']:>+7.1%}")
+             _HEAD] + [_row(p) for p in fit["points"]]
     worst = max(abs(p["error"]) for p in fit["points"])
     lines.append(f"RESULT c32_max_abs_error={worst:.3f} c32_fitted_GBps={fit['bytes_per_s'] / 1e9:.1f}")
     return "\n".join(lines)
@@ -71,10 +75,7 @@ def two_instance_points() -> list:
 
 
 def two_instance_table() -> str:
-    lines = ["nccom-test all-reduce, 64 ranks on 2 x trn1.32xlarge (EFA 800 Gbit/s each)",
-             f"{'bytes':>12} {'measured us':>12} {'model us':>10} {'error':>7}"]
-    for p in two_instance_points():
-        note = "" if p["compared"] else "  (latency-bound, older runtime: not compared)"
-        lines.append(f"{p['bytes']:>12} {p['measured_us']:>12.0f} {p['model_us']:>10.1f} "
-                     f"{p['error']:>+7.1%}{note}")
-    return "\n".join(lines)
+    note = "  (latency-bound, older runtime: not compared)"
+    return "\n".join(["nccom-test all-reduce, 64 ranks on 2 x trn1.32xlarge (EFA 800 Gbit/s each)",
+                      _HEAD] + [_row(p) + ("" if p["compared"] else note)
+                                for p in two_instance_points()])

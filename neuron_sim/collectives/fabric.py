@@ -72,20 +72,16 @@ class Fabric:
 
     def hops(self, a: int, b: int) -> int:
         """NeuronLink hops between the chips of cores a and b (0 on one chip; 1 between nodes:
-        the EFA hop)."""
+        the EFA hop; 1 through a switch)."""
         ca, cb = self.chip_of(a), self.chip_of(b)
         if ca == cb:
             return 0
-        if self.node_of(a) != self.node_of(b):
+        if self.node_of(a) != self.node_of(b) or self.kind == "switched":
             return 1
         (sa, pa), (sb, pb) = self._coords(ca), self._coords(cb)
-        if self.kind == "switched":
-            return 1
         rows, cols = self.shape
-        dr = abs(pa[0] - pb[0])
-        dc = abs(pa[1] - pb[1])
-        ds = abs(sa - sb)
-        return (min(dr, rows - dr) + min(dc, cols - dc) + min(ds, self.servers - ds))
+        dr, dc, ds = abs(pa[0] - pb[0]), abs(pa[1] - pb[1]), abs(sa - sb)
+        return min(dr, rows - dr) + min(dc, cols - dc) + min(ds, self.servers - ds)
 
     def hop_bytes_per_s(self, a: int, b: int) -> float:
         """Per-direction bandwidth of the slowest link between cores a and b, one flow. Between
@@ -167,9 +163,8 @@ def fabric_for(instance: str, lnc: int | None = None, nodes: int = 1) -> Fabric:
             "pcie_intra_server_bw_per_chip_bytes_per_s", "pcie_inter_server_bw_per_chip_bytes_per_s",
             "pcie_inter_rack_bw_per_chip_bytes_per_s"))
     nodes = int(nodes)
-    efa = 0.0
-    if "efa_key" in layout:
-        efa = datasheet(chip, *layout["efa_key"]) / 8   # bit/s -> B/s, one direction
+    # bit/s -> B/s, one direction
+    efa = datasheet(chip, *layout["efa_key"]) / 8 if "efa_key" in layout else 0.0
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
     if nodes > 1 and not efa:

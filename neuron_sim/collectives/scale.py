@@ -72,14 +72,10 @@ class StepEstimate:
 
 def group_cores(mesh: dict, axis: str) -> list:
     """Cores of the group along `axis` that contains rank 0 (row-major placement)."""
-    names = list(mesh)
     if axis not in mesh:
         raise ValueError(f"axis {axis!r} is not a dimension of the mesh {mesh}")
-    stride = 1
-    for name in reversed(names):
-        if name == axis:
-            break
-        stride *= mesh[name]
+    sizes = list(mesh.values())
+    stride = math.prod(sizes[list(mesh).index(axis) + 1:])    # the dimensions varying faster
     return [i * stride for i in range(mesh[axis])]
 
 
