@@ -48,15 +48,11 @@ def _runs(marks):
     """Optimizer steps of one batch: [first, last] op index of each run of optimizer rows not
     interrupted by another phase's row (ops in between that matched no row go with the run).
     `marks`: [(op index, is optimizer)]."""
-    runs, run = [], None
-    for i, is_opt in sorted(marks):
+    runs = []
+    for is_opt, run in itertools.groupby(sorted(marks), key=lambda mark: mark[1]):
         if is_opt:
-            run = [i, i] if run is None else [run[0], i]
-        elif run is not None:
-            runs.append(run)
-            run = None
-    if run is not None:
-        runs.append(run)
+            ops = [i for i, _ in run]
+            runs.append([ops[0], ops[-1]])
     return runs
 
 
@@ -235,18 +231,17 @@ RETIMED_STEPS = 2      # latest optimizer steps the bf16 advice re-times (cold p
 
 def _latest_steps(phased_rows) -> tuple:
     """(the session's latest drained batches, the indices of those of the latest RETIMED_STEPS
-    steps that are all still kept, how many steps they are, the batches that end an optimizer
-    step, the phase of every op of each batch). Without an optimizer the profiled region is the
-    step."""
+    steps that are all still kept, how many steps they are, what a step is: "step", or
+    "profiled region" without an optimizer, the phase of every op of each batch)."""
     batches, matched = _matched(phased_rows)
     phases = _item_phases(batches, matched, phased_rows)
     seen = sorted({m[0] for m in matched if m is not None})
     ends = [matched[k][0] for k in _step_ends(phased_rows) if matched[k] is not None]
     if not ends:        # no kept batch (no step), or no optimizer (the region is one step)
-        return batches, seen, int(bool(seen)), ends, phases
+        return batches, seen, int(bool(seen)), "profiled region", phases
     first = ends[-RETIMED_STEPS - 1] + 1 if len(ends) > RETIMED_STEPS else seen[0]
     span = list(range(first, ends[-1] + 1))
-    return batches, span, min(len(ends), RETIMED_STEPS), ends, phases
+    return batches, span, min(len(ends), RETIMED_STEPS), "step", phases
 
 
 def _item_phases(batches, matched, phased) -> list:
@@ -271,7 +266,7 @@ def bf16_autocast(phased, total_ns: float):
     "recommended": False (the summary lists them as a note). None when no float32 matmul ran."""
     from .autocast import CAST, FP32, LOWER, TensorDesc, autocast_batches
     phased_rows, _classes = phased
-    batches, span, steps, ends, phases = _latest_steps(phased_rows)
+    batches, span, steps, per, phases = _latest_steps(phased_rows)
     if not span:
         return None
     chosen = [batches[b] for b in span]
@@ -285,7 +280,6 @@ def bf16_autocast(phased, total_ns: float):
     priced = [model.price(b) for b in new]
     cast_ns = sum(ns for b, p in zip(new, priced) for it, ns in zip(b, p) if it.seq == -1
                   and it.name == CAST)
-    per = "step" if ends else "profiled region"
     return _steps_retimed("Train in bf16: torch.autocast('neuron', dtype=torch.bfloat16)",
                           charged, sum(sum(p) for p in priced), steps, per,
                           f"the step's matmuls in bf16 (autocast's op lists) and the "
@@ -309,7 +303,7 @@ def compiled_step(phased, total_ns: float):
     phased_rows, _classes = phased
     if any(e["name"].startswith(COMPILED_GRAPH_PREFIX) for e, _p in phased_rows):
         return None
-    batches, span, steps, ends, phases = _latest_steps(phased_rows)
+    batches, span, steps, per, phases = _latest_steps(phased_rows)
     if not span:
         return None
     flat, charged = [], 0
@@ -323,7 +317,6 @@ def compiled_step(phased, total_ns: float):
     new, graphs = compiled_batch(flat, model)
     if not graphs:
         return None
-    per = "step" if ends else "profiled region"
     return _steps_retimed(COMPILE, charged, sum(model.price(new)), steps, per,
                           f"the forward (and the loss) and the backward as {graphs / steps:.0f} "
                           f"compiled graphs per {per}, one program and one launch each (the "

@@ -34,6 +34,8 @@ import math
 
 import torch
 
+from neuron_sim.lower.spec import contiguous_strides
+
 from .. import _C
 from ..cost import TensorDesc, queued_op, tensor_desc as _desc
 
@@ -80,21 +82,13 @@ def _retyped(t, dtype) -> TensorDesc:
     return _desc(t.sizes, t.strides, dtype, t.storage, t.offset, t.on_neuron)
 
 
-def _contiguous(sizes) -> tuple:
-    strides, acc = [], 1
-    for n in reversed(sizes):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
-
-
 def _dense_order(t):
     """A dense tensor whatever its dimension order (a weight's transpose): its elements in
     memory order, as (sizes, strides); None when the view has gaps or overlaps."""
     order = sorted(range(len(t.sizes)), key=lambda d: -t.strides[d])
     sizes = tuple(t.sizes[d] for d in order)
-    return (sizes, _contiguous(sizes)) \
-        if tuple(t.strides[d] for d in order) == _contiguous(sizes) else None
+    return (sizes, contiguous_strides(sizes)) \
+        if tuple(t.strides[d] for d in order) == contiguous_strides(sizes) else None
 
 
 class Rewrite:
@@ -128,7 +122,7 @@ class Rewrite:
     @staticmethod
     def _read(t, dtype, storage):
         return _desc(t.sizes, t.strides if _dense_order(t) is not None
-                     else _contiguous(t.sizes), dtype, storage)
+                     else contiguous_strides(t.sizes), dtype, storage)
 
     def _cached(self, t, dtype, phase=None):
         hit = self.copy.get(self._key(t, dtype))
@@ -147,7 +141,7 @@ class Rewrite:
             src = _desc(dense[0], dense[1], t.dtype, t.storage, t.offset)
             dst = _desc(dense[0], dense[1], dtype, storage)
         else:
-            src, dst = t, _desc(t.sizes, _contiguous(t.sizes), dtype, storage)
+            src, dst = t, _desc(t.sizes, contiguous_strides(t.sizes), dtype, storage)
         out.append(queued_op(CAST, device, stream, (src,), (dst,)))
         self.casts += 1
         key = self._key(t, dtype)
@@ -174,9 +168,6 @@ class Rewrite:
             return tuple([fn(t) for t in a] if isinstance(a, list) else
                          fn(a) if _is_t(a) else a for a in args)
 
-        def tensors():
-            return [t for a in args for t in (a if isinstance(a, list) else [a]) if _dev(t)]
-
         given = args
         args = each(self._now)
         backward = phase == "backward"
@@ -188,7 +179,7 @@ class Rewrite:
                                    or self._cached(t, FP32, "backward")
                                    or (saved32 and self._cached(t, FP32, "forward")) or t)
                         if _dev(t) else t)
-        flat = tensors()
+        flat = [t for t in _tensors(args) if _dev(t)]
         island = back_down = False
         if lower:
             def low(t):
@@ -249,12 +240,12 @@ class Rewrite:
             self._forget(o)
             if backward and d != o.dtype and feeds_optimizer and o.storage in feeds_optimizer:
                 # autograd hands the optimizer a float32 gradient, cast as the optimizer reads it
-                made = _desc(o.sizes, _contiguous(o.sizes), d, next(_fake_storage))
+                made = _desc(o.sizes, contiguous_strides(o.sizes), d, next(_fake_storage))
                 new_outs.append(made)
                 read = feeds_optimizer[o.storage]
                 if math.prod(read.sizes) != math.prod(o.sizes):
                     read = o                   # the optimizer reads part of it: cast it whole
-                src = _desc(read.sizes, _contiguous(read.sizes), d, made.storage)
+                src = _desc(read.sizes, contiguous_strides(read.sizes), d, made.storage)
                 after.append(queued_op(CAST, device, stream, (src,), (read,)))
                 self.casts += 1
                 d = o.dtype

@@ -408,21 +408,16 @@ class NeuronProfiler:
         cores, cap = self.config.cores, self.config.max_events_per_nc
         if cores is None and cap is None:
             return 0
-        kept, per_nc, dropped = [], {}, 0
-        for e in trace.get("traceEvents", []):
-            lane = is_lane_row(e)
-            if lane or is_op_row(e):
-                nc = e.get("pid")
-                if cores is not None and nc not in cores:
-                    dropped += 1
-                    continue
-                if not lane:
-                    kept.append(e)
-                    continue
+        events = trace.get("traceEvents", [])
+        kept, per_nc = [], {}
+        for e in events:
+            lane, nc = is_lane_row(e), e.get("pid")
+            if (lane or is_op_row(e)) and cores is not None and nc not in cores:
+                continue
+            if lane:
                 per_nc[nc] = per_nc.get(nc, 0) + 1
                 if cap is not None and per_nc[nc] > cap:
-                    dropped += 1
                     continue
             kept.append(e)
         trace["traceEvents"] = kept
-        return dropped
+        return len(events) - len(kept)
