@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from .hardware import ASSUMPTIONS, get_chip, get_instance, list_chips, list_instances
@@ -46,8 +47,6 @@ def _assumptions() -> None:
 
 
 def _explorer(args) -> int:
-    import json
-
     from .explorer import load_trace, summary_from_trace
     if not args.trace:
         print("neuron-sim explorer: give the trace.json to read (torch.profiler's "
@@ -92,11 +91,7 @@ def _estimate(args) -> int:
     except (ValueError, OSError) as e:
         print(f"neuron-sim estimate: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        import json
-        print(json.dumps(r.to_dict(), indent=1))
-    else:
-        print(r.report())
+    print(json.dumps(r.to_dict(), indent=1) if args.json else r.report())
     return 0
 
 

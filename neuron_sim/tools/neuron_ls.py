@@ -24,7 +24,7 @@ def users(layout, records):
     """{device index: [record, ...]}: which processes hold cores of each device."""
     out = {d.index: [] for d in layout.devices}
     for r in records:
-        for dev in sorted({layout.device_of(c) for c in r.get("cores", ()) if 0 <= c < len(layout.devices) * len(layout.devices[0].core_ids)}):
+        for dev in sorted({layout.device_of(c) for c in r.get("cores", ())} & out.keys()):
             out[dev].append(r)
     return out
 

@@ -43,8 +43,7 @@ def frame(layout, records, now=None) -> str:
                 per_core[c]["allocated"] += int(st.get("allocated", 0))
                 per_core[c]["peak"] = max(per_core[c]["peak"], int(st.get("peak", 0)))
                 per_core[c]["pids"].append(r["pid"])
-    lines.append("")
-    lines.append(f"NeuronCore {layout.neuroncore_version} Utilization (simulated device time)")
+    lines += ["", f"NeuronCore {layout.neuroncore_version} Utilization (simulated device time)"]
     used = [c for c in cores if per_core[c]["pids"]]
     shown = used or cores[:8]
     for c in shown:
