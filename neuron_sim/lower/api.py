@@ -85,9 +85,9 @@ def _lin(a, b, k, extra):
     return b + (b - a) * extra / k
 
 
-def _op_program(op: OpSpec, ctx: LowerCtx):
-    """The OpProgram of op's representative program (built with operands kept), whose operands
-    are then dropped: the profiler needs only the Result and the DMA bytes."""
+def _op_program(op: OpSpec, ctx: LowerCtx, total_ns: float, hbm_bytes: float, flops: float):
+    """The OpProgram of op's representative program (built with operands kept, then dropped),
+    with the op's figures: its DMA bytes scaled to the op's HBM bytes, the op's time and FLOPs."""
     res = ctx.result
     if res is None:
         return None
@@ -101,9 +101,12 @@ def _op_program(op: OpSpec, ctx: LowerCtx):
     outputs = {h.id for k, h in ctx._hbm.items() if k in out_keys}
     reads, write, save, reload = classify_dma(res.program, arg_of_tensor, outputs)
     res.program.emits = None
+    moved = sum(reads.values()) + write + save + reload
+    s = hbm_bytes / moved if moved else 0.0
     return OpProgram(op.name, res, ctx.b.sbuf_peak_bytes_per_partition,
-                     ctx.b.psum_peak_bytes_per_partition, reads, write, save, reload,
-                     list(ctx.repeats))
+                     ctx.b.psum_peak_bytes_per_partition, {j: b * s for j, b in reads.items()},
+                     write * s, save * s, reload * s, list(ctx.repeats),
+                     total_ns / res.total_ns if res.total_ns else 1.0, flops)
 
 
 def _timed(emit, chip, lnc, op: OpSpec) -> Timing:
@@ -113,7 +116,6 @@ def _timed(emit, chip, lnc, op: OpSpec) -> Timing:
     name = op.name
     ctx, (tot, eng, hbm, flops, n) = _build(emit, chip, lnc, REPEAT_CAP, keep_operands=True,
                                             name=name)
-    program = _op_program(op, ctx)
     truncated = [(r, e) for r, e in ctx.repeats if r > e]
     extrapolated = False
     if truncated:
@@ -130,7 +132,9 @@ def _timed(emit, chip, lnc, op: OpSpec) -> Timing:
         flops = _lin(flops1, flops, k, extra)
         extrapolated = True
     cores = cores_of_work(ctx._blocks, ctx.lnc)
-    return Timing(tot, eng, hbm * cores, flops * cores, n, extrapolated=extrapolated,
+    hbm, flops = hbm * cores, flops * cores
+    program = _op_program(op, ctx, tot, hbm, flops)
+    return Timing(tot, eng, hbm, flops, n, extrapolated=extrapolated,
                   lower_s=time.perf_counter() - t0, ops=(name,),
                   extra={"sbuf_peak_bytes_per_partition": ctx.b.sbuf_peak_bytes_per_partition},
                   program=program, blocks=tuple(ctx._blocks))

@@ -12,7 +12,7 @@ of its HBM accesses. `classify_dma` splits the HBM traffic of a program built wi
   back: spill save and spill reload (`spill_save_bytes`, `spill_reload_bytes`).
 
 Big ops are built with a bounded number of identical blocks and extrapolated by the lowering
-(`repeats`); the caller scales times and bytes by the op's Timing."""
+(`repeats`); the lowering makes the byte classes, model FLOPs and transpose time the op's."""
 
 from __future__ import annotations
 
@@ -35,21 +35,28 @@ class OpProgram:
     spill_save_bytes: float = 0.0
     spill_reload_bytes: float = 0.0
     repeats: list = field(default_factory=list)             # (blocks per core, blocks emitted)
+    time_scale: float = 1.0             # the op's time over the program's
+    flops: float | None = None          # the op's TensorE FLOPs; None: the program's
 
     @property
     def extrapolated(self) -> bool:
         return any(r > e for r, e in self.repeats)
 
     @property
+    def model_flops(self) -> float:
+        """The op's nc_matmul* FLOPs (model FLOPs): its TensorE FLOPs in the program's share."""
+        mm, total = self.result.matmul_flops, float(self.result.program.cols["flops"].sum())
+        return mm if self.flops is None else self.flops * (mm / total) if total else 0.0
+
+    @property
     def transpose_ns(self) -> float:
-        """TensorE occupancy of nc_transpose instructions (Explorer's transpose share)."""
+        """The op's TensorE occupancy of nc_transpose instructions (Explorer's transpose share)."""
         r = self.result
-        c = r.program.cols
         idx = [i for i, n in enumerate(r.program.opnames) if "transpose" in n]
         if not idx:
             return 0.0
-        m = np.isin(c["op"], idx) & (c["engine"] == Engine.TENSOR)
-        return float(r.busy_ns[m].sum())
+        m = np.isin(r.program.cols["op"], idx) & (r.program.cols["engine"] == Engine.TENSOR)
+        return float(r.busy_ns[m].sum()) * self.time_scale
 
 
 def classify_dma(program, arg_of_tensor: dict, outputs: set) -> tuple:

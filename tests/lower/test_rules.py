@@ -182,6 +182,10 @@ def test_extrapolation_matches_full_build(op, monkeypatch):
     assert not full.extrapolated
     assert est.total_ns == pytest.approx(full.total_ns, rel=0.03)
     assert est.hbm_bytes == pytest.approx(full.hbm_bytes, rel=0.02)
+    p, q = est.program, full.program        # the representative's figures made the op's
+    assert p.write_bytes + sum(p.read_bytes_by_arg.values()) == pytest.approx(est.hbm_bytes)
+    for k in ("model_flops", "transpose_ns"):
+        assert getattr(p, k) == pytest.approx(getattr(q, k), rel=0.03), k
 
 
 def test_sequence_keeps_intermediates_in_sbuf():

@@ -78,7 +78,7 @@ class _Session:
 
 
 SESSION = _Session()
-_programs: dict = {}         # (op key, chip, lnc) -> (OpProgram | None, spans, record, reads)
+_programs: dict = {}         # (op key, chip, lnc) -> (OpProgram | None, spans, record)
 _rows: dict = {}             # (program key, ns, launch, how) -> lane rows (steady state: lookups)
 
 
@@ -168,7 +168,7 @@ def _program(model, key, name, t):
     prog = t.program
     spans = _choose(lane_spans(prog.result, max_spans=OPTIONS.max_spans_per_lane,
                                dma=OPTIONS.dma)) if prog is not None else []
-    hit = _programs[pk] = (prog, spans) + _base_record(name, prog, t)
+    hit = _programs[pk] = (prog, spans, _base_record(name, prog, t))
     return hit
 
 
@@ -191,41 +191,30 @@ def _choose(spans):
     return compute[:cap] + keep
 
 
-def _base_record(name, prog, t) -> tuple:
-    """(record of one call without region context, HBM bytes read per argument): weights and
-    intermediates are decided per call, from the region."""
-    r = OpRecord(name, 1, 0.0, engine_ns=dict(t.engine_ns), tensor_flops=t.flops,
-                 estimated=int(bool(t.estimated)))
+def _base_record(name, prog, t) -> OpRecord:
+    """One call's record without region context (HBM reads are classified per call): the
+    program's figures are the op's already (the lowering scaled them to the op's Timing)."""
     if prog is None:
-        r.dma_bytes = {"inputs": t.hbm_bytes}
-        return r, {}
-    res = prog.result
-    prog_flops = float(res.program.cols["flops"].sum())
-    r.model_flops = t.flops * (res.matmul_flops / prog_flops) if prog_flops else 0.0
-    moved = (sum(prog.read_bytes_by_arg.values()) + prog.write_bytes + prog.spill_save_bytes
-             + prog.spill_reload_bytes)
-    scale = t.hbm_bytes / moved if moved else 0.0
-    r.dma_bytes = {"outputs": prog.write_bytes * scale,
-                   "spill_save": prog.spill_save_bytes * scale,
-                   "spill_reload": prog.spill_reload_bytes * scale}
-    reads = {j: b * scale for j, b in prog.read_bytes_by_arg.items()}
-    r.transpose_ns = prog.transpose_ns * (t.total_ns / res.total_ns if res.total_ns else 1.0)
-    r.sbuf_peak_bytes_per_partition = prog.sbuf_peak_bytes_per_partition
-    r.psum_peak_bytes_per_partition = prog.psum_peak_bytes_per_partition
-    return r, reads
+        return OpRecord(name, 1, 0.0, 0.0, dict(t.engine_ns), t.flops,
+                        dma_bytes={"inputs": t.hbm_bytes}, estimated=int(bool(t.estimated)))
+    dma = {"outputs": prog.write_bytes, "spill_save": prog.spill_save_bytes,
+           "spill_reload": prog.spill_reload_bytes}
+    return OpRecord(name, 1, 0.0, 0.0, dict(t.engine_ns), t.flops, prog.model_flops,
+                    prog.transpose_ns, dma, prog.sbuf_peak_bytes_per_partition,
+                    prog.psum_peak_bytes_per_partition)
 
 
 def _emit(model, op, charge) -> None:
     key, t, ns = charge.key, charge.timing, int(charge.ns)
     how = "AEE-fused" if charge.group >= 0 else None
     seq, name, args, outputs = op.seq, op.name, op.args, op.outputs
-    prog, spans, base, reads = _program(model, key, name, t)
+    prog, spans, base = _program(model, key, name, t)
     launch = min(float(charge.launch_ns), float(ns))
     rec = OpRecord(name, 1, float(ns), launch, dict(base.engine_ns), base.tensor_flops,
                    base.model_flops, base.transpose_ns, dict(base.dma_bytes),
                    base.sbuf_peak_bytes_per_partition, base.psum_peak_bytes_per_partition,
                    base.estimated)
-    _classify_reads(rec, reads, name, args)
+    _classify_reads(rec, prog.read_bytes_by_arg if prog is not None else {}, name, args)
     _remember(outputs)
     SESSION.entries.append((name, ns, rec))
     if not OPTIONS.enabled or SESSION.lane_rows >= OPTIONS.max_rows:
@@ -319,7 +308,7 @@ def session_programs() -> dict:
     """{op name: OpProgram} of the ops profiled so far (the latest program per name): the
     representative program behind each op's lanes, for per-op views (notebooks/02)."""
     out = {}
-    for prog, _spans, base, _reads in _programs.values():
+    for prog, _spans, base in _programs.values():
         if prog is not None:
             out[base.name] = prog
     return out
