@@ -153,16 +153,13 @@ def to_simulated_clock(trace: dict, drains_ns=None, host_issue_ns: float = HOST_
         if pid not in device_pids or not isinstance(e.get("ts"), (int, float)):
             continue
         if is_lane_row(e):
-            rows, ks = starts.get(pid, []), keys.get(pid, [])
-            i = bisect.bisect_right(ks, e["ts"] + 1e-3) - 1
-            shift = None
-            for j in range(i, max(i - 8, -1), -1):     # the containing op of the same name
-                o = rows[j]
+            i = bisect.bisect_right(keys.get(pid, []), e["ts"] + 1e-3) - 1
+            near = starts.get(pid, [])[max(i - 7, 0):i + 1]
+            shift = near[-1][3] if near else None    # the op started last before the lane row,
+            for o in reversed(near):                 # or the containing op of the same name
                 if o[0] - 1e-3 <= e["ts"] <= o[1] + 1e-3 and o[2] == e["args"].get("op"):
                     shift = o[3]
                     break
-            if shift is None and 0 <= i < len(rows):
-                shift = rows[i][3]
             if shift is not None:
                 e["ts"] = round(e["ts"] + shift, 3)
         elif e.get("ph") in ("f", "s", "t"):

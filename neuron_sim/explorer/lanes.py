@@ -99,11 +99,9 @@ def lane_spans(result, *, max_spans: int = MAX_SPANS_PER_LANE, dma: str = "queue
     if max_spans < 1:
         raise ValueError(f"max_spans={max_spans}: expected at least 1 span per lane")
     stream, start, end, ops = _intervals(result)
-    names = [lane_name(int(s), dma) for s in stream]
+    names = np.array([lane_name(int(s), dma) for s in stream], dtype=object)
     out = []
-    lanes = sorted(set(names), key=lane_order)
-    names = np.asarray(names, dtype=object)
-    for lane in lanes:
+    for lane in sorted(set(names), key=lane_order):
         m = names == lane
         out.extend(_merge(start[m], end[m], ops[m], result.program.opnames, max_spans, lane))
     return out

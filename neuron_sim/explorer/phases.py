@@ -59,7 +59,11 @@ def _scan(events):
     return ops, launches, spans, bwd_threads, classes
 
 
-def _phase_at(spans, bwd_threads, where, ts) -> str:
+def _phase_of(launch, spans, bwd_threads) -> str:
+    """The phase of a device row whose launch is `launch` (pid, tid, ts); "other" without one."""
+    if launch is None:
+        return "other"
+    where, ts = launch[:2], launch[2]
     found = "backward" if where in bwd_threads else "forward"
     rows = spans.get(where)
     if rows:
@@ -77,14 +81,8 @@ def _phase_at(spans, bwd_threads, where, ts) -> str:
 def row_phases(trace: dict) -> tuple:
     """([(device op row, phase)] in trace order, [optimizer class names the trace gives])."""
     ops, launches, spans, bwd_threads, classes = _scan(trace.get("traceEvents", []))
-    out = []
-    for e in ops:
-        launch = launches.get(e["args"].get("External id"))
-        if launch is None:
-            out.append((e, "other"))
-        else:
-            out.append((e, _phase_at(spans, bwd_threads, launch[:2], launch[2])))
-    return out, classes
+    return [(e, _phase_of(launches.get(e["args"].get("External id")), spans, bwd_threads))
+            for e in ops], classes
 
 
 def phase_breakdown(trace: dict | None = None, *, phased=None) -> dict:

@@ -3,6 +3,8 @@ only when a figure is asked for: `neuron_sim` does not depend on it)."""
 
 from __future__ import annotations
 
+import sys
+
 from .lanes import lane_order
 from .summary import DMA_KINDS, ENGINES
 
@@ -13,18 +15,13 @@ _COLORS = {"TensorE": "#d62728", "VectorE": "#1f77b4", "ScalarE": "#2ca02c", "Gp
 def _plt():
     try:
         import matplotlib
-        if matplotlib.get_backend().lower() in ("", "agg") or not _interactive():
+        if matplotlib.get_backend().lower() in ("", "agg") or "ipykernel" not in sys.modules:
             matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("figures need matplotlib: pip install 'torch-neuronx[notebooks]' "
                           "or pip install matplotlib") from e
     return plt
-
-
-def _interactive() -> bool:
-    import sys
-    return "ipykernel" in sys.modules
 
 
 def plot_summary(summary, top: int = 8):
