@@ -71,9 +71,7 @@ def _links(name, lnc, chips, per):
 def core_ranges(ids) -> str:
     """(0, 1, 2, 3) -> '0-3'; (0, 2) -> '0, 2'."""
     ids = sorted(ids)
-    if not ids:
-        return ""
-    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 1:
+    if len(ids) > 1 and ids == list(range(ids[0], ids[-1] + 1)):
         return f"{ids[0]}-{ids[-1]}"
     return ", ".join(str(i) for i in ids)
 
