@@ -106,13 +106,12 @@ class LowerCtx:
         """How many of `total` identical blocks this core emits (see README). `cap` lowers the
         limit for rules whose blocks hold many instructions; the second (half-size) build of an
         extrapolation halves it too."""
-        per_core = ceil(max(int(total), 1) / self.lnc)
+        per_core = self.split(total)
         limit = REPEAT_CAP if cap is None or not RULE_CAPS else max(2, min(int(cap), REPEAT_CAP))
         if self.cap < REPEAT_CAP:
             limit = max(1, limit // 2)
         n = min(per_core, limit)
         self.repeats.append((per_core, n))
-        self._blocks.append((max(int(total), 1), per_core))
         return n
 
     def split(self, total: int) -> int:
@@ -172,7 +171,7 @@ class LowerCtx:
         return sum(1 for k in self._pool if k[0].startswith(prefix))
 
     # ---- loads and stores in the flat chunk layout ----------------------------------------
-    def hbm_pieces(self, t: TensorSpec, p: int, cols: int, off: int, f: int):
+    def hbm_pieces(self, t: TensorSpec, p: int, off: int, f: int):
         """HBM access of chunk [p, f] at free offset `off` of t's flat [p, cols] view, as
         [(access pattern, first free element, elements)]: one piece, or two when the chunk is
         not a whole number of a strided tensor's contiguous runs (the whole runs, then the
@@ -204,9 +203,9 @@ class LowerCtx:
             pstride = f * st
         return [(AccessPattern(h, 0, p, off * p * (pstride // max(f, 1)), dims, pstride), 0, f)]
 
-    def _chunk_dma(self, t: TensorSpec, tile, p: int, cols: int, off: int, f: int, store: bool):
+    def _chunk_dma(self, t: TensorSpec, tile, p: int, off: int, f: int, store: bool):
         """The DMA(s) between chunk [p, f] of t in HBM and an SBUF tile (or access pattern)."""
-        pieces = self.hbm_pieces(t, p, cols, off, f)
+        pieces = self.hbm_pieces(t, p, off, f)
         sb = as_ap(tile)
         last = None
         for hap, lo, n in pieces:
@@ -251,7 +250,7 @@ class LowerCtx:
                 self.b.dma_copy(tile, src)
             return tile[0:p, 0:min(fb, f)] if fb >= f else tile.ap()
         tile = self.tile(role, (p, f), t.dtype, j)
-        self._chunk_dma(t, tile, p, cols, off, f, store=False)
+        self._chunk_dma(t, tile, p, off, f, store=False)
         return tile
 
     def out_tile(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="out", off=None):
@@ -294,12 +293,11 @@ class LowerCtx:
             return True
         return k in self.consumed_later and k not in self._resident
 
-    def store(self, t: TensorSpec, tile, p: int, cols: int, j: int, f: int, off=None):
+    def store(self, t: TensorSpec, tile, p: int, j: int, f: int, off=None):
         """Chunk j ([p, f] at free offset `off`, default j*f) of output t to HBM if needed."""
         if not self.needs_store(t):
             return None
-        return self._chunk_dma(t, as_ap(tile), p, cols, j * f if off is None else off, f,
-                               store=True)
+        return self._chunk_dma(t, as_ap(tile), p, j * f if off is None else off, f, store=True)
 
     def chunks(self, t: TensorSpec, streams: int = 3):
         """The flat chunk plan of t: (p, cols, f, n_chunks_total)."""
@@ -309,15 +307,21 @@ class LowerCtx:
         f = ceil(cols / n)          # balanced chunks: extrapolation sees equal blocks
         return p, cols, f, ceil(cols / f)
 
+    def chunked(self, t: TensorSpec, streams: int = 3):
+        """chunks(t) with the representative repeat applied: (p, cols, f, [(j, fj)] of the
+        chunks this core emits); chunk j starts at column j * f and has fj columns, fewer
+        for the last one only when every chunk is emitted (representative ones are full)."""
+        p, cols, f, total = self.chunks(t, streams)
+        n = self.repeat(total)
+        return p, cols, f, [(j, min(f, cols - j * f) if n == total else f) for j in range(n)]
+
     def stream(self, out: TensorSpec, ins, body, outs=None, store=True):
         """The element-wise skeleton: for each chunk, load every input, `body(ins_aps, out_aps,
         p, f, j)` emits the compute, store every output. `ins`: TensorSpecs streamed in the out
         layout (broadcasts handled), `outs`: outputs (default [out])."""
         outs = outs or [out]
-        p, cols, f, total = self.chunks(out, max(1, len(ins) + len(outs)))
-        n = self.repeat(total)
-        for j in range(n):
-            fj = min(f, cols - j * f) if n == total else f
+        p, cols, f, chunks = self.chunked(out, max(1, len(ins) + len(outs)))
+        for j, fj in chunks:
             srcs, seen = [], {}
             for i, t in enumerate(ins):          # the same tensor twice (x * x) loads once
                 k = self.key(t)
@@ -328,7 +332,7 @@ class LowerCtx:
                     for i, o in enumerate(outs)]
             body(srcs, dsts, p, fj, j)
             for o, d in zip(outs, dsts) if store else ():
-                self.store(o, d, p, cols, j, fj, off=j * f)
+                self.store(o, d, p, j, fj, off=j * f)
         self.end_op()
 
     # ---- row layout (softmax, norms, row reductions) ------------------------------------------
@@ -350,5 +354,5 @@ class LowerCtx:
             if ap is not None:
                 return ap
         tile = self.tile(role, (p, rj * cols), t.dtype, j)
-        self._chunk_dma(t, tile, p, rj * cols, j * r * cols, rj * cols, store=False)
+        self._chunk_dma(t, tile, p, j * r * cols, rj * cols, store=False)
         return tile

@@ -207,13 +207,8 @@ def copy_like(ctx, op):
         "aten::new_ones", "aten::new_full", "aten::scalar_tensor")
 def fill(ctx, op):
     """memset on VectorE (zero into BF16/FP16 at N/2 [ISAcost]) and a store; no loads."""
-    out = op.outputs[0]
-    if op.op == "aten::empty_like":
-        return
-
-    def body(srcs, dsts, p, f, j):
-        ctx.b.memset(dsts[0], 0.0)
-    ctx.stream(out, [], body)
+    if op.op != "aten::empty_like":
+        ctx.stream(op.outputs[0], [], lambda s, d, p, f, j: ctx.b.memset(d[0], 0.0))
 
 
 # ---- random numbers ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ scatter, index_put), arange, tril/triu.
 
 from __future__ import annotations
 
-from math import ceil
+from math import ceil, prod
 
 from ...numerics.formats import itemsize
 from ...program.ap import AccessPattern
@@ -23,14 +23,14 @@ from ..spec import TensorSpec
 
 # _unsafe_view is a view that autograd does not track as one (AOT graphs and reshape of a fresh
 # copy use it): no data moves.
-VIEW_OPS = ("aten::view", "aten::_unsafe_view", "aten::reshape",
-            "aten::t", "aten::transpose", "aten::permute", "aten::expand", "aten::slice",
-            "aten::select", "aten::diagonal", "aten::as_strided", "aten::unsqueeze", "aten::squeeze", "aten::detach",
-            "aten::alias", "aten::split", "aten::split_with_sizes", "aten::chunk",
-            "aten::unbind", "aten::narrow", "aten::_reshape_alias", "aten::unfold",
-            "aten::view_as", "aten::expand_as", "aten::set", "aten::resize",
-            "aten::_local_scalar_dense", "aten::lift_fresh", "aten::empty",
-            "aten::empty_strided", "aten::real", "aten::view_as_real", "aten::view_as_complex")
+VIEW_OPS = ("aten::view", "aten::_unsafe_view", "aten::reshape", "aten::t", "aten::transpose",
+            "aten::permute", "aten::expand", "aten::slice", "aten::select", "aten::diagonal",
+            "aten::as_strided", "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::alias",
+            "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind",
+            "aten::narrow", "aten::_reshape_alias", "aten::unfold", "aten::view_as",
+            "aten::expand_as", "aten::set", "aten::resize", "aten::_local_scalar_dense",
+            "aten::lift_fresh", "aten::empty", "aten::empty_strided", "aten::real",
+            "aten::view_as_real", "aten::view_as_complex")
 
 
 @lowers(*VIEW_OPS)
@@ -85,17 +85,15 @@ def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
     if src.ndim and src.strides[-1] != 1 and src.shape[-1] > 1 \
             and ctx.chip.has_tensor_transpose_mode and itemsize(src.dtype) in (2, 4):
         h = ctx.hbm(src)
-        p, cols, f, total = ctx.chunks(out)
-        n = ctx.repeat(total)
-        for j in range(n):
-            fj = min(f, cols - j * f) if n == total else f
+        p, _, f, chunks = ctx.chunked(out)
+        for j, fj in chunks:
             tile = ctx.tile("in", (p, fj), src.dtype, j)
             ctx.b.dma_transpose(tile, AccessPattern(h, 0, fj, j * f * p, ((p, 1),), p))
             if out.dtype != src.dtype:
                 dst = ctx.tile("cast", (p, fj), out.dtype, j)
                 ctx.b.tensor_copy(dst, tile)
                 tile = dst
-            ctx.store(out, tile, p, cols, j, fj, off=j * f)
+            ctx.store(out, tile, p, j, fj, off=j * f)
         ctx.end_op()
         return
     # runs of the innermost contiguous extent: load with one descriptor per run, store contiguous
@@ -124,9 +122,7 @@ def cat(ctx, op):
     dim = dim % nd if nd else 0
     if op.op == "aten::stack":
         dim = min(dim, nd - 1)
-    outer = 1
-    for d in out.shape[:dim]:
-        outer *= d
+    outer = prod(out.shape[:dim])
     off = 0
     for t in tensors:
         run = t.numel // max(outer, 1)
@@ -167,7 +163,7 @@ def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, 
             b.dma_copy(indirect, rows, dge="swdge")
         else:
             b.dma_copy(rows, indirect, dge="swdge")
-            ctx.store(out, rows, p, r * d, j, r * d)
+            ctx.store(out, rows, p, j, r * d)
     ctx.end_op()
 
 

@@ -92,22 +92,22 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
         # schedules them (no VectorE -> ScalarE -> VectorE round trip per block)
         if pending is not None:
             pending()
-        pending = _finish(ctx, tail, outs, out, dsts, p, per_part, j, r, rj, C)
+        pending = _finish(ctx, tail, outs, out, dsts, p, j, r, rj, C)
     if pending is not None:
         pending()
     ctx.end_op()
 
 
-def _finish(ctx, tail, outs, out, dsts, p, per_part, j, r, rj, C):
+def _finish(ctx, tail, outs, out, dsts, p, j, r, rj, C):
     """Block j's last stage and stores: rj rows per partition at row j * r."""
     def run():
         if callable(tail):
             tail()
         for o, d in zip(outs, dsts):
             if o.numel == out.numel:
-                ctx.store(o, d, p, per_part * C, j, rj * C, off=j * r * C)
+                ctx.store(o, d, p, j, rj * C, off=j * r * C)
             else:
-                ctx.store(o, d, p, per_part, j, rj, off=j * r)
+                ctx.store(o, d, p, j, rj, off=j * r)
     return run
 
 
@@ -123,7 +123,7 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
         o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
         b.tensor_copy(o, ps)
         if out is not None:
-            ctx.store(out, o, 1, max(fn, 1), 0, fn)
+            ctx.store(out, o, 1, 0, fn)
 
 
 def _reduce_dims(op, x: TensorSpec):
@@ -162,12 +162,10 @@ def reduction(ctx, op):
         row_blocks(ctx, x, out, body, outs=list(op.outputs))
         return
     # leading or full reduction: accumulate chunks on VectorE, then sum partitions on TensorE
-    p, cols, f, total = ctx.chunks(x)
-    n = ctx.repeat(total)
+    p, cols, f, chunks = ctx.chunked(x)
     full = len(dims) == x.ndim
     acc = ctx.tile("acc", (p, 1 if full else f), "float32", 0)
-    for j in range(n):
-        fj = min(f, cols - j * f) if n == total else f
+    for j, fj in chunks:
         src = ctx.load(x, p, cols, j, fj, off=j * f)
         if squares:
             sq = ctx.tmp("sq", (p, fj), "float32", j)
@@ -413,7 +411,7 @@ def layer_norm_backward(ctx, op):
         res = ctx.tile(f"colsum_sb{k}", (1, min(C, bank)), o.dtype, 0)
         b.tensor_copy(res, sums[k])
         n = min(o.numel, res.shape[1])
-        ctx.store(o, res[0:1, 0:n], 1, n, 0, n)
+        ctx.store(o, res[0:1, 0:n], 1, 0, n)
 
 
 # ---- losses -------------------------------------------------------------------------------------

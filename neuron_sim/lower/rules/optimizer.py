@@ -74,11 +74,9 @@ def foreach_norm(ctx, op):
     lists = _lists(op)
     x = _flat(lists[0], ctx.ops_done, 0)
     b = ctx.b
-    p, cols, f, total = ctx.chunks(x)
-    n = ctx.repeat(total)
+    p, cols, f, chunks = ctx.chunked(x)
     acc = ctx.tile("acc", (p, 1), "float32", 0)
-    for j in range(n):
-        fj = min(f, cols - j * f) if n == total else f
+    for j, fj in chunks:
         src = ctx.load(x, p, cols, j, fj, off=j * f)
         part = ctx.tmp("part", (p, 1), "float32", j)
         sq = ctx.tmp("sq", (p, fj), "float32", j)

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from math import ceil, prod
+from math import prod
 
 from ..registry import lowers
 from ..spec import TensorSpec
@@ -64,22 +64,19 @@ def pool(ctx, op):
     alu = "add" if "avg" in op.op else "maximum"
     idx = [o for o in op.outputs[1:] if o.numel == out.numel]
     b = ctx.b
-    p, cols, f, total = ctx.chunks(x, streams=2)
-    n = ctx.repeat(total)
-    ocols = ceil(cols / k)
-    for j in range(n):
-        fj = min(f, cols - j * f) if n == total else f
+    p, cols, f, chunks = ctx.chunked(x, streams=2)
+    for j, fj in chunks:
         src = ctx.load(x, p, cols, j, fj, off=j * f)
         fo = max(1, fj // k)
         dst = ctx.tile("pool", (p, fo), out.dtype, j)
         for i in range(min(k, 64)):    # one pass per window element over output-sized slices
             win = ctx.cols(src, p, i * fo if (i + 1) * fo <= fj else 0, fo)
             b.tensor_tensor(dst, win, dst if i else ctx.cols(src, p, 0, fo), alu)
-        ctx.store(out, dst, p, ocols, j, fo, off=j * max(1, f // k))
+        ctx.store(out, dst, p, j, fo, off=j * max(1, f // k))
         for o in idx:                  # indices of the max
             it = ctx.tile("poolidx", (p, fo), o.dtype, j)
             b.tensor_copy(it, dst)
-            ctx.store(o, it, p, ocols, j, fo, off=j * max(1, f // k))
+            ctx.store(o, it, p, j, fo, off=j * max(1, f // k))
     ctx.end_op()
 
 
