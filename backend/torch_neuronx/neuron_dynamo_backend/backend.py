@@ -6,7 +6,10 @@ inputs). How a compiled graph runs and the rules: README.md.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
 import re
 import time
 
@@ -17,7 +20,9 @@ from torch._dynamo.backends.common import aot_autograd
 
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
-from .. import _C
+from .. import _C, _visible
+from ..private_files import create_private, private_dir, user_temp_dir
+from ..settings import get as setting
 from . import cache, metrics
 from .errors import CPUInputError, DynamicShapeError, NEFFCompilationError
 from .graph_cost import GraphCost, Target, cost_graph, cost_model_version
@@ -42,11 +47,6 @@ def set_model_name(name: str | None) -> None:
 
 def get_model_name() -> str:
     return _model_name["value"] or "model"
-
-
-def _target() -> Target:
-    from .. import _visible
-    return Target.of(_visible())
 
 
 # ---- static shapes ------------------------------------------------------------------------
@@ -105,9 +105,10 @@ def _retarget_devices(gm: torch.fx.GraphModule, device: torch.device) -> None:
 
 
 def _move_inputs_to_device(gm, example_inputs, opts: CompileOptions):
+    """(example inputs with the CPU ones moved to the device, their positions)."""
     positions = _cpu_positions(example_inputs)
     if not positions:
-        return gm, example_inputs, []
+        return example_inputs, []
     if not opts.cpu_autocopy:
         shown = ", ".join(f"#{i} {tuple(example_inputs[i].shape)}" for i in positions[:4])
         raise CPUInputError(
@@ -121,14 +122,12 @@ def _move_inputs_to_device(gm, example_inputs, opts: CompileOptions):
     try:
         for i in positions:
             x = example_inputs[i]
-            if isinstance(x, torch._subclasses.FakeTensor):
-                with x.fake_mode:
-                    moved[i] = x.to(device)
-            else:
+            fake = isinstance(x, torch._subclasses.FakeTensor)
+            with x.fake_mode if fake else contextlib.nullcontext():
                 moved[i] = x.to(device)
     finally:
         _C._set_charging(previous)
-    return gm, moved, positions
+    return moved, positions
 
 
 def _with_autocopy(compiled, positions, opts: CompileOptions, boxed: bool):
@@ -174,13 +173,8 @@ def _source_range(gm: torch.fx.GraphModule) -> str:
 # ---- compiling one ATen graph ------------------------------------------------------------------
 
 def _input_signature(example_inputs) -> str:
-    parts = []
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor):
-            parts.append(f"{x.dtype}{tuple(x.shape)}{tuple(x.stride())}{x.device.type}")
-        else:
-            parts.append(repr(x))
-    return ";".join(parts)
+    return ";".join(f"{x.dtype}{tuple(x.shape)}{tuple(x.stride())}{x.device.type}"
+                    if isinstance(x, torch.Tensor) else repr(x) for x in example_inputs)
 
 
 def _graph_name(model_name: str, kind: str) -> str:
@@ -202,8 +196,7 @@ def _device_index(example_inputs) -> int:
 
 def _compile_or_load(gm, example_inputs, opts: CompileOptions):
     """(GraphCost, cache hit?, key) for an ATen graph; raises NEFFCompilationError."""
-    from ..settings import get as setting
-    target = _target()
+    target = Target.of(_visible())
     key = cache.make_key(gm.code, _input_signature(example_inputs), target.key(),
                          setting("NEURON_CC_FLAGS"), cost_model_version())
     if opts.use_cache:
@@ -231,10 +224,6 @@ def _save_artifacts(gm, name: str, cost: GraphCost) -> None:
     temporary directory: TorchNeuron's /tmp/neuron_backend, made per user), in TorchNeuron's
     layout: fx_graphs/proc_{rank}/, neff/. Directories must be private to this user and files
     are created exclusively without following links (private_files)."""
-    import json
-    import os
-    from ..private_files import create_private, private_dir, user_temp_dir
-    from ..settings import get as setting
     if not setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"):
         return
     root = setting("TORCH_NEURONX_DEBUG_DIR") or user_temp_dir("neuron_backend")
@@ -258,7 +247,6 @@ def _save_artifacts(gm, name: str, cost: GraphCost) -> None:
 
 def _unused_name(directory: str, stem: str, suffix: str) -> str:
     """directory/stem+suffix, or stem_1, stem_2... when taken (two graphs in the same second)."""
-    import os
     for i in range(1000):
         path = os.path.join(directory, f"{stem}{f'_{i}' if i else ''}{suffix}")
         if not os.path.lexists(path):
@@ -292,53 +280,39 @@ def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int)
     return make_boxed_func(run)
 
 
-class _GraphCompiler:
-    """The fw/bw/inference compilers handed to AOT Autograd for one Dynamo graph."""
-
-    def __init__(self, opts: CompileOptions, source: str):
-        self.opts = opts
-        self.source = source
-        self.model_name = opts.model_name or get_model_name()
-
-    def forward(self, gm, example_inputs):
-        return self._compile(gm, example_inputs, "forward")
-
-    def backward(self, gm, example_inputs):
-        return self._compile(gm, example_inputs, "backward")
-
-    def inference(self, gm, example_inputs):
-        return self._compile(gm, example_inputs, "inference")
-
-    def _compile(self, gm, example_inputs, kind):
-        start = time.perf_counter()
-        name = _graph_name(self.model_name, kind)
-        record = metrics.NeuronCompilationMetrics(
-            graph_id="", graph_name=name, model_name=self.model_name, kind=kind,
-            graph_node_count=len(gm.graph.nodes), source=self.source,
-            has_collectives="_c10d_functional" in gm.code)
-        try:
-            cost, hit, key = _compile_or_load(gm, example_inputs, self.opts)
-        except NEFFCompilationError as e:
-            if not self.opts.fallback_execution:
-                raise NEFFCompilationError(f"Neuron backend could not compile graph {name}: {e}") \
-                    from None
-            logger.warning("Neuron backend could not compile graph %s (%s); running it eagerly "
-                           "(fallback execution is on).", name, e)
-            record.fell_back = True
-            record.wall_compile_s = time.perf_counter() - start
-            metrics.record(record)
-            return make_boxed_func(gm.forward)   # ops charged one by one, as eager
-        record.graph_id, record.cache_hit, record.cost = key, hit, cost
-        record.sim_compile_ns = int(1e9 * (SIM_CACHE_LOAD_S if hit else
-                                           SIM_COMPILE_BASE_S + SIM_COMPILE_PER_OP_S * cost.ops))
+def _compile_graph(gm, example_inputs, kind: str, opts: CompileOptions, source: str,
+                   model_name: str):
+    """AOT Autograd's compiler of the `kind` (forward, backward, inference) ATen graph of a
+    Dynamo graph covering the user lines `source`."""
+    start = time.perf_counter()
+    name = _graph_name(model_name, kind)
+    record = metrics.NeuronCompilationMetrics(
+        graph_id="", graph_name=name, model_name=model_name, kind=kind,
+        graph_node_count=len(gm.graph.nodes), source=source,
+        has_collectives="_c10d_functional" in gm.code)
+    try:
+        cost, hit, key = _compile_or_load(gm, example_inputs, opts)
+    except NEFFCompilationError as e:
+        if not opts.fallback_execution:
+            raise NEFFCompilationError(f"Neuron backend could not compile graph {name}: {e}") \
+                from None
+        logger.warning("Neuron backend could not compile graph %s (%s); running it eagerly "
+                       "(fallback execution is on).", name, e)
+        record.fell_back = True
         record.wall_compile_s = time.perf_counter() - start
         metrics.record(record)
-        logger.info("compiled %s (%s, %d ops%s): %.1f us per launch, simulated compile %.2f s "
-                    "(%s)", name, kind, cost.ops, f", user lines {self.source}" if self.source
-                    else "", cost.total_ns / 1e3, record.sim_compile_ns / 1e9,
-                    "cache hit" if hit else "cache miss")
-        _save_artifacts(gm, name, cost)
-        return _launcher(gm, name, cost, _device_index(example_inputs))
+        return make_boxed_func(gm.forward)   # ops charged one by one, as eager
+    record.graph_id, record.cache_hit, record.cost = key, hit, cost
+    record.sim_compile_ns = int(1e9 * (SIM_CACHE_LOAD_S if hit else
+                                       SIM_COMPILE_BASE_S + SIM_COMPILE_PER_OP_S * cost.ops))
+    record.wall_compile_s = time.perf_counter() - start
+    metrics.record(record)
+    logger.info("compiled %s (%s, %d ops%s): %.1f us per launch, simulated compile %.2f s "
+                "(%s)", name, kind, cost.ops, f", user lines {source}" if source else "",
+                cost.total_ns / 1e3, record.sim_compile_ns / 1e9,
+                "cache hit" if hit else "cache miss")
+    _save_artifacts(gm, name, cost)
+    return _launcher(gm, name, cost, _device_index(example_inputs))
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mode=None):
@@ -348,10 +322,13 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mo
     _reject_dynamic(example_inputs)
     boxed = isinstance(gm, torch._dynamo.utils.GmWrapper)
     source = _source_range(gm.gm if boxed else gm)
-    gm, example_inputs, cpu_positions = _move_inputs_to_device(gm, example_inputs, opts)
-    compiler = _GraphCompiler(opts, source)
-    compiled = aot_autograd(fw_compiler=compiler.forward, bw_compiler=compiler.backward,
-                            inference_compiler=compiler.inference,
+    example_inputs, cpu_positions = _move_inputs_to_device(gm, example_inputs, opts)
+    model_name = opts.model_name or get_model_name()   # now: the backward compiles later
+
+    def compiler(kind):
+        return lambda gm, inputs: _compile_graph(gm, inputs, kind, opts, source, model_name)
+    compiled = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                            inference_compiler=compiler("inference"),
                             keep_inference_input_mutations=True)(gm, example_inputs)
     if cpu_positions:
         return _with_autocopy(compiled, cpu_positions, opts, boxed)

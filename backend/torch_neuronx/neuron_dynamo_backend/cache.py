@@ -30,7 +30,6 @@ logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
 # Bump when the entry layout or the cost model changes meaning: old entries stop matching.
 FORMAT = "neuron-sim-graph/1"
 
-
 # An entry is a few kB (estimated op names dominate); anything far larger is not ours.
 MAX_ENTRY_BYTES = 4 << 20
 
@@ -40,9 +39,9 @@ def cache_dir() -> str:
     return _setting("TORCH_NEURONX_NEFF_CACHE_DIR") or user_cache_dir("torch_neuronx", "neff")
 
 
-def usable_dir(directory: str | None = None) -> str | None:
+def usable_dir() -> str | None:
     """The cache directory when it is private to this user (created if missing), else None."""
-    return private_dir(directory or cache_dir(), "compile cache (TORCH_NEURONX_NEFF_CACHE_DIR)")
+    return private_dir(cache_dir(), "compile cache (TORCH_NEURONX_NEFF_CACHE_DIR)")
 
 
 def make_key(*parts: str) -> str:
@@ -57,10 +56,10 @@ def _path(directory: str, key: str) -> str:
     return os.path.join(directory, f"{key}.neff.json")
 
 
-def load(key: str, directory: str | None = None):
+def load(key: str):
     """The entry's payload, or None on a miss (or when the directory is not usable). A corrupted
     or unsafe entry counts as 'corrupted' + miss."""
-    directory = usable_dir(directory)
+    directory = usable_dir()
     if directory is None:
         return None
     path = _path(directory, key)
@@ -85,9 +84,9 @@ class CorruptedEntry(Exception):
     pass
 
 
-def store(key: str, payload: dict, directory: str | None = None) -> str | None:
+def store(key: str, payload: dict) -> str | None:
     """Writes the entry atomically; returns its path (None if the directory is not writable)."""
-    directory = usable_dir(directory)
+    directory = usable_dir()
     if directory is None:
         return None
     try:

@@ -22,6 +22,7 @@ import torch
 import neuron_sim.lower as lower
 from neuron_sim.hardware import get_chip
 
+from ..fallback import DATA_DEPENDENT_SHAPE, NO_NEURON_KERNEL
 from .analytic import GraphFacts
 from .errors import NEFFCompilationError
 from .graph_spec import GraphCost, Target  # noqa: F401  (Target: imported from here)
@@ -44,18 +45,12 @@ def cost_model_version() -> str:
     return h.hexdigest()[:16]
 
 
-def _no_lowering() -> frozenset:
-    """ATen ops the simulated compiler cannot lower: those eager mode runs on CPU."""
-    from ..fallback import DATA_DEPENDENT_SHAPE, NO_NEURON_KERNEL
-    return frozenset(n.split(".")[0] for n in DATA_DEPENDENT_SHAPE + NO_NEURON_KERNEL)
-
-
-_NO_LOWERING = _no_lowering()
+# ATen ops the simulated compiler cannot lower: those eager mode runs on CPU
+_NO_LOWERING = frozenset(n.split(".")[0] for n in DATA_DEPENDENT_SHAPE + NO_NEURON_KERNEL)
 
 
 def _check_lowerable(ops) -> None:
-    unsupported = sorted({op.name.split(".")[0] for op in ops
-                          if op.name.split(".")[0] in _NO_LOWERING})
+    unsupported = sorted({op.name.split(".")[0] for op in ops} & _NO_LOWERING)
     if unsupported:
         raise NEFFCompilationError(
             f"the graph uses {', '.join(unsupported)}, which has no Neuron lowering (in eager "
@@ -105,11 +100,9 @@ def _is_folded_fill(node) -> bool:
 
 def lowering_ops(gm: torch.fx.GraphModule) -> tuple:
     """(OpSpecs in execution order, ids of the graph outputs, GraphFacts of the graph's ATen
-    ops, write-backs included, at their FX shapes). Every value has its own
-    identity, views included: a consumer of a view of an intermediate reads it from HBM.
-    (Giving contiguous reshapes their input's identity was tried twice: the GPT forward graph
-    timed 24-27% slower, the resident intermediates serialising their consumers, so views stay
-    conservative.) Write-backs of in-place results into graph inputs are stores of those
+    ops, write-backs included, at their FX shapes). Every value has its own identity, views
+    included: a consumer of a view of an intermediate reads it from HBM (why: README.md, "Not
+    (yet) modelled"). Write-backs of in-place results into graph inputs are stores of those
     results, not copies (`_is_writeback`). A constant fill read only by element-wise ops is a
     one-element value its readers broadcast (`_is_folded_fill`)."""
     def ident(node, pos=0):

@@ -4,7 +4,7 @@ simulated instance) and GraphCost (one program's simulated time, per engine)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 # ---- the target ---------------------------------------------------------------------------
 
@@ -18,10 +18,9 @@ class Target:
 
     @classmethod
     def of(cls, visible) -> "Target":
-        inst, lnc = visible.instance, visible.lnc
-        chip = inst.chip
+        chip = visible.instance.chip
         # one launch: the per-NEFF start cost eager programs pay too (chip data)
-        return cls(chip=chip.name, instance=inst.name, lnc=lnc,
+        return cls(chip=chip.name, instance=visible.instance.name, lnc=visible.lnc,
                    launch_ns=1e9 * chip.eager_launch_s)
 
     def key(self) -> str:
@@ -63,12 +62,13 @@ class GraphCost:
         if unknown:
             raise ValueError(f"unknown fields {sorted(unknown)}")
         out = cls(**data)
-        for name in _INT_FIELDS:
-            _check_count(name, getattr(out, name))
-        for name in ("tensor_flops", "model_flops"):
-            v = getattr(out, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-                raise ValueError(f"{name} must be a finite non-negative number, got {v!r}")
+        for f in fields(cls):      # f.type: the annotation as text (__future__ annotations)
+            v = getattr(out, f.name)
+            if f.type == "int":
+                _check_count(f.name, v)
+            elif f.type == "float" and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                        or not 0 <= v < math.inf):
+                raise ValueError(f"{f.name} must be a finite non-negative number, got {v!r}")
         if not isinstance(out.engine_busy_ns, dict):
             raise ValueError("engine_busy_ns is not an object")
         for engine, ns in out.engine_busy_ns.items():
@@ -83,8 +83,6 @@ class GraphCost:
         return out
 
 
-_INT_FIELDS = ("total_ns", "launch_ns", "dma_bytes", "spill_bytes", "spills", "sbuf_peak_bytes",
-               "ops", "custom_ops_ns")
 # The runtime keeps simulated clocks in int64 ns; a cached count must leave room to add to them
 # (2**62 ns is 146 years of simulated time).
 _MAX_COUNT = 2**62

@@ -107,8 +107,7 @@ def count_launch(ns: int, engine_busy_ns: dict, dma_bytes: int) -> None:
 def launch_stats() -> dict:
     """Launches of compiled graphs since the last reset: count, simulated ns, per-engine busy
     ns and HBM bytes."""
-    return {"launches": _launch["launches"], "ns": _launch["ns"],
-            "dma_bytes": _launch["dma_bytes"], "engine_ns": dict(_launch["engine_ns"])}
+    return {**_launch, "engine_ns": dict(_launch["engine_ns"])}
 
 
 def reset_launch_stats() -> None:
