@@ -3,6 +3,8 @@ simulated device time between them, in milliseconds."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from . import _C
@@ -50,24 +52,18 @@ def set_stream(stream: torch.Stream) -> None:
     torch._C._accelerator_setStream(stream)
 
 
-class stream:
-    """Context manager making `s` the current stream of its device."""
-
-    def __init__(self, s):
-        self.s = s
-        self.previous = None
-
-    def __enter__(self):
-        if self.s is None:
-            return None
-        self.previous = current_stream(self.s.device)
-        set_stream(self.s)
-        return self.s
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            set_stream(self.previous)
-        return False
+@contextlib.contextmanager
+def stream(s):
+    """Makes `s` the current stream of its device inside the block (None: no change)."""
+    if s is None:
+        yield None
+        return
+    previous = current_stream(s.device)
+    set_stream(s)
+    try:
+        yield s
+    finally:
+        set_stream(previous)
 
 
 def synchronize(device=None) -> None:
