@@ -29,7 +29,7 @@ from ..isa.common import Emit
 from ..isa.dma import dma_copy as core_dma
 from ..hardware import get_chip
 from ..program.ap import AccessPattern, Memory, Tensor
-from ..program.builder import ProgramBuilder, paused_gc
+from ..program.builder import ProgramBuilder, module_spec, paused_gc
 from . import dtypes
 from .errors import NkiValidationError
 from .tensor import NkiTensor
@@ -280,10 +280,15 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
                 _emit_spill(rows.b, out, k, sp, m, i, note, reuse_deps)
         try:
             if i in pieces:
-                row = _emit_pieces(rows, ins, m, pieces[i], note, reuse_deps)
+                row = rows.dma_pieces(ins, m, pieces[i], note, reuse_deps)
             else:
                 writes = m.aps(ins.writes, i)
-                row = _emit(rows, ins, m, reuse_deps(writes, i))
+                deps = reuse_deps(writes, i)
+                if ins.op == "dma_copy":
+                    a = ins.attrs
+                    row = rows.dma(m.ap(a["dst"], i), m.ap(a["src"], i), a["dge_mode"], deps)
+                else:       # its ISA module's `build` on the arguments the nisa call recorded
+                    row = rows.compute(ins, m, deps)
                 note(row, writes + m.aps(ins.reads, i), i, ins.engine)
         except core_errors.NeuronSimError as e:
             raise NkiValidationError(str(e), ins.loc, f"nisa.{ins.op}") from e
@@ -406,24 +411,6 @@ def _splittable(dst, src):
             and src.shape == dst.shape)
 
 
-def _emit_pieces(rows, ins, m, cols, note, reuse_deps):
-    """One dma_copy per column range, each ordered after the previous users of its own bytes.
-    Returns the last one's row."""
-    if rows.__class__ is _BulkRows:
-        return rows.dma_pieces(ins, m, cols, note, reuse_deps)
-    dst, src, i = ins.writes[0], ins.reads[0], ins.index
-    dge, engine, ap_at = ins.attrs["dge_mode"], ins.engine, m.ap_at
-    # the patterns of dst[:, c0:c1] and src[:, c0:c1] (`_splittable`: the columns are in range)
-    dst_st, dp, ds, do = dst.storage, dst.shape[0], dst.strides, dst.offset
-    src_st, sp, ss, so = src.storage, src.shape[0], src.strides, src.offset
-    for c0, c1 in cols:
-        d = ap_at(dst_st, (dp, c1 - c0), ds, do + c0 * ds[1], i)
-        s = ap_at(src_st, (sp, c1 - c0), ss, so + c0 * ss[1], i)
-        row = rows.dma(d, s, dge, reuse_deps((d,), i))
-        note(row, (d, s), i, engine)
-    return row
-
-
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     st = sp.attrs["storage"]
     view = NkiTensor(st)
@@ -447,16 +434,6 @@ def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
     note(row, [whole], i, "dma")
 
 
-def _emit(rows, ins, m, deps):
-    """The builder row(s) of one traced instruction: its ISA module's `build` on the arguments the
-    nisa call recorded, views mapped to access patterns. Returns the last program row it
-    appended."""
-    if ins.op == "dma_copy":
-        a = ins.attrs
-        return rows.dma(m.ap(a["dst"], ins.index), m.ap(a["src"], ins.index), a["dge_mode"], deps)
-    return rows.compute(ins, m, deps)
-
-
 def _args(attrs, m, index):
     """The nisa call's arguments, views mapped to access patterns."""
     return {k: m.ap(v, index) if v.__class__ is NkiTensor else v for k, v in attrs.items()}
@@ -476,7 +453,25 @@ class _Rows:
         return b.append_built(op, self.records.build(b, op, args), deps)
 
     def dma(self, dst, src, dge, deps=()) -> int:
-        return self.b.append(_dma_record(self.b, dst, src, dge), deps=deps)
+        """A dma_copy on the queue the compiler gives it (_queue). The cost module keeps its cost
+        per geometry and queue: a kernel's DMAs repeat a few shapes."""
+        b = self.b
+        return b.append(core_dma.build(b.chip, dst, src, _queue(b, dge), None, dge), deps=deps)
+
+    def dma_pieces(self, ins, m, cols, note, reuse_deps) -> int:
+        """One dma_copy per column range, each ordered after the previous users of its own
+        bytes. Returns the last one's row."""
+        dst, src, i = ins.writes[0], ins.reads[0], ins.index
+        dge, engine, ap_at = ins.attrs["dge_mode"], ins.engine, m.ap_at
+        # the patterns of dst[:, c0:c1] and src[:, c0:c1] (`_splittable`: the columns are in range)
+        dst_st, dp, ds, do = dst.storage, dst.shape[0], dst.strides, dst.offset
+        src_st, sp, ss, so = src.storage, src.shape[0], src.strides, src.offset
+        for c0, c1 in cols:
+            d = ap_at(dst_st, (dp, c1 - c0), ds, do + c0 * ds[1], i)
+            s = ap_at(src_st, (sp, c1 - c0), ss, so + c0 * ss[1], i)
+            row = self.dma(d, s, dge, reuse_deps((d,), i))
+            note(row, (d, s), i, engine)
+        return row
 
     def flush(self) -> None:
         pass
@@ -558,7 +553,7 @@ class _BulkRows(_Rows):
         op = ins.op
         t, aps, out = self.records.template(self.b, op, ins.attrs, m, ins.index)
         if t is None:
-            return self._pass(op, out, lambda j, e, d: self._add(e, d), deps)
+            return self._pass(op, out, deps)
         # copies of template t: each row's class and operand numbers come from the template's
         nums = [a.num for a in aps]
         if None in nums:
@@ -632,26 +627,24 @@ class _BulkRows(_Rows):
                                     _run(out, range(last + 1)), _run(out, (last,)))
         return plan
 
-    def _pass(self, op, out, add, deps) -> int:
-        """Append the records `out` of instruction `op` with add(position, record, deps), as
-        ProgramBuilder.append_built does: a TensorE pass's LoadStationary is left out when
-        nc_matmul's stationary is still loaded."""
+    def _pass(self, op, out, deps) -> int:
+        """Append the records `out` of instruction `op` as ProgramBuilder.append_built does: a
+        TensorE pass's LoadStationary is left out when nc_matmul's stationary is still loaded."""
         if not isinstance(out, (tuple, list)):
-            return add(0, out, deps)
+            return self._add(out, deps)
         reuse = _reuses_stationary(op)
-        for j, em in enumerate(out[:-1]):
-            if reuse and self._loaded(em.reads[0]):
-                continue
-            add(j, em, ())
+        for em in out[:-1]:
+            if not (reuse and self._loaded(em.reads[0])):
+                self._add(em)
         last = out[-1]
         if not reuse and last.engine == Engine.TENSOR:
             self.stationary = None
-        return add(len(out) - 1, last, deps)
+        return self._add(last, deps)
 
     def dma(self, dst, src, dge, deps=(), queue=None) -> int:
-        """_add(_dma_record(...)) without the record: its class is found by the operands'
-        geometries, the queue and the DGE mode (what the cost reads of them), and the record is
-        made when Program.emits is read (_Dma). `queue`: the one _queue gave it already."""
+        """_Rows.dma without the record: its class is found by the operands' geometries, the
+        queue and the DGE mode (what the cost reads of them), and the record is made when
+        Program.emits is read (_Dma). `queue`: the one _queue gave it already."""
         q = _queue(self.b, dge) if queue is None else queue
         geo = self.records._geometry_id
         g, h = dst.geometry_id, src.geometry_id
@@ -680,7 +673,7 @@ class _BulkRows(_Rows):
         return self.first + len(self.rec) - 1
 
     def dma_pieces(self, ins, m, cols, note, reuse_deps) -> int:
-        """_emit_pieces' rows, as `dma` appends them one by one: the pieces of a split DMA
+        """_Rows.dma_pieces' rows, as `dma` appends them one by one: the pieces of a split DMA
         differ only in their columns, so a piece of an HBM source whose geometry and class
         (per queue) are known is numbered from its box, its pattern made when its record is
         asked for (_Dma); a split load of a [128, 2048] tile is 16 pieces."""
@@ -761,13 +754,9 @@ def _same(a, b) -> bool:
     return a is b or (a.offset == b.offset and a == b)
 
 
-def _reuses_stationary(op, _memo={}) -> bool:
+def _reuses_stationary(op) -> bool:
     """Whether instruction `op` skips a LoadStationary of the pattern still loaded."""
-    r = _memo.get(op)
-    if r is None:
-        from .. import isa
-        r = _memo[op] = getattr(isa.module_for(op), "REUSES_STATIONARY", False)
-    return r
+    return module_spec(op)[2]
 
 
 class _Records:
@@ -945,12 +934,6 @@ class _LazyRecords:
     def __iter__(self):
         for i in range(len(self)):
             yield self[i]
-
-
-def _dma_record(b, dst, src, dge):
-    """The record of a dma_copy on the queue the compiler gives it (_queue). The cost module
-    keeps its cost per geometry and queue: a kernel's DMAs repeat a few shapes."""
-    return core_dma.build(b.chip, dst, src, _queue(b, dge), None, dge)
 
 
 def _queue(b, dge) -> int:

@@ -1,7 +1,9 @@
 """`ProgramBuilder`: the one way the NKI front end and the op lowering write ISA programs.
 
-Each method is named after its NKI ISA instruction, checks legality on the builder's chip, asks the
-instruction module (neuron_sim/isa/<engine>/<instr>.py) for its cost, and appends one row.
+`instruction(name, ...)` appends any NKI ISA instruction by its name, with its operands by
+keyword: it checks legality on the builder's chip, asks the instruction module
+(neuron_sim/isa/<engine>/<instr>.py) for its cost, and appends one row. The instructions the op
+lowering writes also have methods of their own name (`b.tensor_tensor(dst, a, b, "add")`).
 Dependencies are found automatically from the operands (read-after-write, write-after-read,
 write-after-write on overlapping tensor regions, as the compiler's semaphores would enforce), and
 can be added explicitly (`deps=[i, ...]`) or through semaphores (`signal=s`, `wait=[(s, count)]`).
@@ -128,8 +130,11 @@ _GC_LOCK = threading.Lock()
 _GC_PAUSE = [0, False]          # holders of the pause, whether the collector ran before the first
 
 
-def _module_spec(name) -> tuple:
-    """What instruction() needs of instruction `name`'s ISA module, looked up once."""
+def module_spec(name) -> tuple:
+    """What instruction() needs of instruction `name`'s ISA module (_MODULES), looked up once."""
+    spec = _MODULES.get(name)
+    if spec is not None:
+        return spec
     from .. import isa
     mod = isa.module_for(name)
     if mod is None:
@@ -299,7 +304,7 @@ class ProgramBuilder:
 
     def append(self, emit, *, deps=(), wait=(), signal=None) -> int:
         """Append one instruction record (an isa.common.Emit). Public for front ends that make
-        their own records; ordinary users call the named methods."""
+        their own records; ordinary users call instruction() or the named methods."""
         return self._append(emit, deps, wait, signal)
 
     def _append(self, emit, deps, wait, signal) -> int:
@@ -467,12 +472,10 @@ class ProgramBuilder:
         for ap in emit.writes:
             tr = self._track_of(ap)
             box = ap.box()
-            for w in tr.writes.overlapping_then_prune(box):
-                if w != i:
-                    (d if self._table[self._rids[w]][2] != stream else o).add(w)
-            for r in tr.reads.overlapping_then_prune(box):
-                if r != i:
-                    (d if self._table[self._rids[r]][2] != stream else o).add(r)
+            for j in chain(tr.writes.overlapping_then_prune(box),
+                           tr.reads.overlapping_then_prune(box)):
+                if j != i:
+                    (d if self._table[self._rids[j]][2] != stream else o).add(j)
             tr.writes.add(box, i)
         return o
 
@@ -734,10 +737,7 @@ class ProgramBuilder:
         """instruction()'s first half: the record(s) its module's `build` makes of these operands
         (checked and costed), not appended yet. A front end that meets one instruction geometry
         many times can build it once and hand copies to append_built (neuron_sim/nki/program.py)."""
-        spec = _MODULES.get(name)
-        if spec is None:
-            spec = _module_spec(name)
-        mod, takes_queue, _ = spec
+        mod, takes_queue, _ = module_spec(name)
         for k, v in args.items():
             if isinstance(v, Tensor):
                 args[k] = v.ap()
@@ -778,13 +778,6 @@ class ProgramBuilder:
                                 accumulate=accumulate, perf_mode=perf_mode,
                                 is_transpose=is_transpose, **kw)
 
-    def nc_matmul_mx(self, dst, stationary, moving, stationary_scale, moving_scale, *,
-                     accumulate: bool = False, **kw) -> int:
-        """MX matmul (NC-v4): MXFP8/MXFP4 x4-packed data with E8M0 scales, K = 512 per call."""
-        return self.instruction("nc_matmul_mx", dst=dst, stationary=stationary, moving=moving,
-                                stationary_scale=stationary_scale, moving_scale=moving_scale,
-                                accumulate=accumulate, **kw)
-
     def nc_transpose(self, dst, src, *, engine="tensor", **kw) -> int:
         """Transpose src[P, F] to dst[F, P]: on TensorE (matmul against identity, PSUM out) or on
         VectorE (32x32 blocks)."""
@@ -824,33 +817,11 @@ class ProgramBuilder:
         from ..isa.vector import bn_aggr
         return self.append(bn_aggr.build(self.chip, as_ap(dst), as_ap(data)), **kw)
 
-    def select(self, dst, predicate, on_true, on_false, **kw) -> int:
-        from ..isa.vector import select
-        return self.append(select.build(self.chip, as_ap(dst), as_ap(predicate), as_ap(on_true),
-                                        as_ap(on_false)), **kw)
-
     def tensor_tensor_scan(self, dst, data0, data1, initial=0.0, op0="multiply", op1="add",
                            **kw) -> int:
         from ..isa.vector import tensor_tensor_scan
         return self.append(tensor_tensor_scan.build(self.chip, as_ap(dst), as_ap(data0),
                                                     as_ap(data1), initial, op0, op1), **kw)
-
-    def reciprocal(self, dst, data, **kw) -> int:
-        from ..isa.vector import reciprocal
-        return self.append(reciprocal.build(self.chip, as_ap(dst), as_ap(data)), **kw)
-
-    def exponential(self, dst, data, *, max_value=0.0, reduce_res=None, **kw) -> int:
-        """exp(data - max_value) on VectorE (NC-v4), optional running sum into reduce_res."""
-        from ..isa.vector import exponential
-        return self.append(exponential.build(self.chip, as_ap(dst), as_ap(data), max_value,
-                                             None if reduce_res is None else as_ap(reduce_res),
-                                             reduce_cmd="reset_reduce"), **kw)
-
-    def quantize_mx(self, dst, src, dst_scale, **kw) -> int:
-        """NC-v4: quantize src [P, 4F] into x4-packed MXFP8 dst [P, F] and its E8M0 scales."""
-        from ..isa.vector import quantize_mx
-        return self.append(quantize_mx.build(self.chip, as_ap(dst), as_ap(src), as_ap(dst_scale)),
-                           **kw)
 
     # ---- ScalarE ----------------------------------------------------------------------------
     def activation(self, dst, data, op="copy", *, bias=None, scale=1.0, reduce_res=None,
@@ -865,11 +836,6 @@ class ProgramBuilder:
             None if reduce_res is None else as_ap(reduce_res),
             "idle" if reduce_res is None else "reset_reduce"), **kw)
 
-    def activation_reduce(self, dst, data, op, reduce_res, *, reduce_op="add", bias=None,
-                          scale=1.0, **kw) -> int:
-        return self.activation(dst, data, op, bias=bias, scale=scale, reduce_res=reduce_res,
-                               reduce_op=reduce_op, **kw)
-
     # ---- GpSimd -----------------------------------------------------------------------------
     def iota(self, dst, *, base=0, channel_multiplier=0, pattern=((1, None),), **kw) -> int:
         """dst[p, f...] = base + channel_multiplier * p + sum(step_d * i_d)."""
@@ -882,14 +848,6 @@ class ProgramBuilder:
         from ..isa.gpsimd import affine_select
         return self.append(affine_select.build(self.chip, as_ap(dst), pattern, channel_multiplier,
                                                as_ap(on_true), on_false_value, cmp_op, offset), **kw)
-
-    def local_gather(self, dst, src, index, **kw) -> int:
-        from ..isa.gpsimd import local_gather
-        return self.append(local_gather.build(self.chip, as_ap(dst), as_ap(src), as_ap(index)),
-                           **kw)
-
-    def tensor_partition_reduce(self, dst, data, op="add", **kw) -> int:
-        return self.instruction("tensor_partition_reduce", dst=dst, op=op, data=data, **kw)
 
     # ---- DMA --------------------------------------------------------------------------------
     def dma_copy(self, dst, src, *, queue=None, engines=None, dge="none", **kw) -> int:

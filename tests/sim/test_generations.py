@@ -36,7 +36,8 @@ def _mx(chip):
     ss = b.sbuf("ss", (128, 128), "uint8")      # scales: 4 partitions in each quadrant
     ms = b.sbuf("ms", (128, 512), "uint8")
     out = b.psum("out", (128, 512))
-    b.nc_matmul_mx(out, st, mv, ss, ms)
+    b.instruction("nc_matmul_mx", dst=out, stationary=st, moving=mv, stationary_scale=ss,
+                  moving_scale=ms)
     return b
 
 
@@ -68,7 +69,7 @@ def test_bf16_psum_only_on_trn3():
 def test_vector_exponential_only_on_trn3():
     b3 = ns.ProgramBuilder("trn3")
     x = b3.sbuf("x", (128, 1024), "float32")
-    b3.exponential(x, x)
+    b3.instruction("exponential", dst=x, src=x)
     b3.activation(x, x, "exp")
     r = ns.simulate(b3.build())
     vec, act = r.engine_busy_ns["VectorE"], r.engine_busy_ns["ScalarE"]
@@ -76,7 +77,7 @@ def test_vector_exponential_only_on_trn3():
     b2 = ns.ProgramBuilder("trn2")
     y = b2.sbuf("y", (128, 1024), "float32")
     with pytest.raises(E.CapabilityError):
-        b2.exponential(y, y)
+        b2.instruction("exponential", dst=y, src=y)
 
 
 def test_quantize_then_mx_matmul_on_trn3_matches_dequantized_numpy():
@@ -86,10 +87,11 @@ def test_quantize_then_mx_matmul_on_trn3_matches_dequantized_numpy():
         mq = b.sbuf("mq", (128, 64), "float8_e4m3fn_x4")
         ss = b.sbuf("ss", (128, 128), "uint8")
         ms = b.sbuf("ms", (128, 64), "uint8")
-        b.quantize_mx(sq, s["S"], ss)
-        b.quantize_mx(mq, s["M"], ms)
+        b.instruction("quantize_mx", dst=sq, src=s["S"], dst_scale=ss)
+        b.instruction("quantize_mx", dst=mq, src=s["M"], dst_scale=ms)
         acc = b.psum("acc", (128, 64))
-        b.nc_matmul_mx(acc, sq, mq, ss, ms)
+        b.instruction("nc_matmul_mx", dst=acc, stationary=sq, moving=mq, stationary_scale=ss,
+                      moving_scale=ms)
         b.tensor_copy(o["O"], acc)
     prog, _ = tile_program(build, {"S": ((128, 128 * 4), "bfloat16"),
                                    "M": ((128, 64 * 4), "bfloat16")},
@@ -104,5 +106,6 @@ def test_quantize_then_mx_matmul_on_trn3_matches_dequantized_numpy():
     assert rel < 0.05
     with pytest.raises(E.CapabilityError):
         b2 = ns.ProgramBuilder("trn2")
-        b2.quantize_mx(b2.sbuf("q", (128, 8), "float8_e5m2_x4"), b2.sbuf("d", (128, 32), "bfloat16"),
-                       b2.sbuf("s", (128, 8), "uint8"))
+        b2.instruction("quantize_mx", dst=b2.sbuf("q", (128, 8), "float8_e5m2_x4"),
+                       src=b2.sbuf("d", (128, 32), "bfloat16"),
+                       dst_scale=b2.sbuf("s", (128, 8), "uint8"))

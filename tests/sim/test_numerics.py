@@ -130,14 +130,17 @@ def test_more_instruction_semantics_against_numpy():
     got = _run_vector_program(lambda b, s, o: b.tensor_reduce(o, s["x"], "maximum"),
                               {"x": x}, (128, 1))
     np.testing.assert_array_equal(got[:, 0], x.max(axis=1))
-    got = _run_vector_program(lambda b, s, o: b.select(o, s["p"], s["x"], s["y"]),
-                              {"x": x, "y": y, "p": (x > 0).astype(np.float32)}, (128, 256))
+    got = _run_vector_program(
+        lambda b, s, o: b.instruction("select", dst=o, predicate=s["p"], on_true=s["x"],
+                                      on_false=s["y"]),
+        {"x": x, "y": y, "p": (x > 0).astype(np.float32)}, (128, 256))
     np.testing.assert_array_equal(got, np.where(x > 0, x, y))
     got = _run_vector_program(
         lambda b, s, o: b.tensor_tensor_scan(o, s["x"], s["y"], 0.0, "multiply", "add"),
         {"x": np.full_like(x, 1.0), "y": y}, (128, 256))
     np.testing.assert_allclose(got, np.cumsum(y, axis=1), rtol=1e-4, atol=1e-4)
-    got = _run_vector_program(lambda b, s, o: b.reciprocal(o, s["x"]), {"x": x}, (128, 256))
+    got = _run_vector_program(lambda b, s, o: b.instruction("reciprocal", dst=o, data=s["x"]),
+                              {"x": x}, (128, 256))
     np.testing.assert_array_equal(got, np.float32(1) / x)
 
     def stats(b, s, o):
@@ -154,12 +157,14 @@ def test_more_instruction_semantics_against_numpy():
         {"x": x}, (128, 256))
     mask = np.arange(128)[:, None] - np.arange(256)[None, :] >= 0
     np.testing.assert_array_equal(got, np.where(mask, x, np.float32(-1e9)))
-    got = _run_vector_program(lambda b, s, o: b.tensor_partition_reduce(o, s["x"], "add"),
-                              {"x": x}, (1, 256))
+    got = _run_vector_program(
+        lambda b, s, o: b.instruction("tensor_partition_reduce", dst=o, data=s["x"], op="add"),
+        {"x": x}, (1, 256))
     np.testing.assert_allclose(got[0], x.sum(0), rtol=1e-5, atol=1e-5)
     idx = rng.integers(0, 256, (128, 32)).astype(np.float32)
-    got = _run_vector_program(lambda b, s, o: b.local_gather(o, s["x"], s["i"]),
-                              {"x": x, "i": idx}, (128, 32))
+    got = _run_vector_program(
+        lambda b, s, o: b.instruction("local_gather", dst=o, src=s["x"], index=s["i"]),
+        {"x": x, "i": idx}, (128, 32))
     np.testing.assert_array_equal(got, np.take_along_axis(x, idx.astype(int), axis=1))
 
 
