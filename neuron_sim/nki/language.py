@@ -210,8 +210,7 @@ def ds(start, size):
 class _MGrid:
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
-        return tuple(IndexRange(k.start or 0, ((k.stop - (k.start or 0)) + (k.step or 1) - 1) // (k.step or 1),
-                                k.step or 1) for k in key)
+        return tuple(arange(k.start or 0, k.stop, k.step or 1) for k in key)
 
 
 mgrid = _MGrid()
@@ -286,7 +285,7 @@ def _alu_call(op: AluOp, x, y=None, dtype=None, axis=None, keepdims=False, **kwa
         return out
     out = ndarray(x.shape, _result_dtype(x, y, dtype=dtype), buffer=sbuf)
     if not isinstance(y, NkiTensor) or _is_vec(y, x):
-        _isa.tensor_scalar(dst=out, data=x, op0=op, operand0=y if not isinstance(y, NkiTensor) else y)
+        _isa.tensor_scalar(dst=out, data=x, op0=op, operand0=y)
     else:
         if y.shape != x.shape:
             y = y.broadcast_to(x.shape) if len(y.shape) == len(x.shape) else y
@@ -404,8 +403,7 @@ def store(dst, value, **kw):
 
 
 def load_transpose2d(src, dtype=None):
-    t = load(src, dtype=dtype)
-    return transpose(t)
+    return transpose(load(src, dtype=dtype))
 
 
 def copy(x, dtype=None, **kw):

@@ -15,6 +15,7 @@ against the ISA semantics (``check_semantics=``).
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import inspect
@@ -116,7 +117,9 @@ class Simulated:
         self.report = None
 
     def __getitem__(self, grid):
-        return Simulated(self.kernel[grid], **self.options)
+        launch = copy.copy(self)        # the same options, the new grid, not run yet
+        launch.kernel, launch.report = self.kernel[grid], None
+        return launch
 
     def __call__(self, *args, **kwargs):
         out = run(self.kernel, args, kwargs, **self.options)
@@ -394,21 +397,15 @@ class _BenchmarkResult:
         self.report = report
 
 
-class _Benchmarked:
-    def __init__(self, kernel, options):
-        self.kernel = kernel if isinstance(kernel, Kernel) else jit(kernel)
-        self.options = options
-        self.benchmark_result = None
-
-    def __getitem__(self, grid):
-        return _Benchmarked(self.kernel[grid], self.options)
-
-    def __call__(self, *args, **kwargs):
-        out = run(self.kernel, args, kwargs, **self.options)
-        rep = last_report()
-        us = rep.total_ns / 1e3 if rep and rep.total_ns is not None else float("nan")
-        self.benchmark_result = _BenchmarkResult(us, rep)
-        return out
+class _Benchmarked(Simulated):
+    @property
+    def benchmark_result(self) -> _BenchmarkResult | None:
+        """The latency of the last call (None before one)."""
+        rep = self.report
+        if rep is None:
+            return None
+        return _BenchmarkResult(rep.total_ns / 1e3 if rep.total_ns is not None else float("nan"),
+                                rep)
 
 
 # what the legacy helpers document only for hardware (the NEFF and NTFF files written, compiler
@@ -432,8 +429,8 @@ def benchmark(kernel=None, warmup=5, iters=10, **options):
     `iters` runs after the `warmup` ones would take it, so it is every latency percentile."""
     options = _run_options("benchmark", options, _ARTIFACTS)
     if kernel is None:
-        return lambda k: _Benchmarked(k, options)
-    return _Benchmarked(kernel, options)
+        return lambda k: _Benchmarked(k, **options)
+    return _Benchmarked(kernel, **options)
 
 
 def simulate_kernel(kernel, *args, **kwargs):
@@ -443,16 +440,13 @@ def simulate_kernel(kernel, *args, **kwargs):
 
 class _Profiled(_Benchmarked):
     def __init__(self, kernel, working_directory, save_trace_name, options):
-        super().__init__(kernel, options)
+        super().__init__(kernel, **options)
         self.working_directory, self.save_trace_name = working_directory, save_trace_name
-
-    def __getitem__(self, grid):
-        return _Profiled(self.kernel[grid], self.working_directory, self.save_trace_name, self.options)
 
     def __call__(self, *args, **kwargs):
         import os
         out = super().__call__(*args, **kwargs)
-        rep = last_report()
+        rep = self.report
         if rep is not None and rep.timing and rep.timing[0] is not None:
             d = self.working_directory or "."
             os.makedirs(d, exist_ok=True)

@@ -110,12 +110,9 @@ class _LruAllocator:
         size = size if exact else self._round(max(size, 1))
         self.used -= size
         bisect.insort(self.free, (a, a + size, now))
-        self._coalesce()
-
-    def _coalesce(self):
         # merge neighbours freed at the same time (keeps the list short in steady loops)
-        fr, out = self.free, []
-        for seg in fr:
+        out = []
+        for seg in self.free:
             if out and out[-1][1] == seg[0] and out[-1][2] == seg[2]:
                 out[-1] = (out[-1][0], seg[1], seg[2])
             else:
@@ -258,12 +255,14 @@ def _uses(trace, kind):
     return {s.id: [s, *s.used_at] for s in trace.on_chip_used if s.buffer == kind}
 
 
-def _fmt_live(live, kind, cap):
-    rows = sorted(live, key=lambda s: -s[1])
+def _fmt_live(live, uses, kind, cap):
+    """What a capacity error lists: the live tensors (`live`: storage id -> (addr, size)),
+    largest first."""
+    rows = sorted(((uses[s][0], z) for s, (_, z) in live.items()), key=lambda r: -r[1])
     lines = [f"    {s.describe()}: {size} B/partition" for s, size in rows[:8]]
     if len(rows) > 8:
         lines.append(f"    ... and {len(rows) - 8} more")
-    used = sum(size for _, size in live)
+    used = sum(size for _, size in rows)
     return f"{used} of {cap} bytes per partition live in {kind.upper()}:\n" + "\n".join(lines)
 
 
@@ -281,10 +280,6 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness)
     ends = []           # heap of (last_use, sid)
     explicit = []       # (first, last, storage, p0, addr, size)
     peak = 0
-
-    def size_of(s):
-        return s.bytes_per_partition
-
     while starts:
         i = starts[0][0]
         batch = []
@@ -303,7 +298,7 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness)
         # new tensors, and spilled tensors coming back, get an address at their first use
         for sid in batch:
             st = uses[sid][0]
-            size = size_of(st)
+            size = st.bytes_per_partition
             ins = trace.instrs[i]
             if size > cap:
                 raise NkiCapacityError(
@@ -344,19 +339,19 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness)
                 continue
             while addr is None:
                 if kind == "psum":
-                    rows = [(uses[s][0], z) for s, (_, z) in live.items()]
                     raise NkiCapacityError(
                         f"PSUM is full: allocating {st.describe()} ({-(-size // align) * align} B/partition, "
-                        f"whole 2 KiB banks) with {_fmt_live(rows, kind, cap)}\n  PSUM cannot spill: "
-                        f"evict finished accumulations to SBUF before allocating new PSUM tiles, or use "
-                        f"fewer/smaller PSUM tiles (8 banks of 2 KiB per partition)", ins.loc, f"nisa.{ins.op}")
+                        f"whole 2 KiB banks) with {_fmt_live(live, uses, kind, cap)}\n"
+                        f"  PSUM cannot spill: evict finished accumulations to SBUF before allocating "
+                        f"new PSUM tiles, or use fewer/smaller PSUM tiles (8 banks of 2 KiB per "
+                        f"partition)", ins.loc, f"nisa.{ins.op}")
                 victim = _pick_victim(live, uses, i, exclude={a.storage.id for a in ins.reads + ins.writes}
                                       | set(batch))
                 if victim is None:
-                    rows = [(uses[s][0], z) for s, (_, z) in live.items()]
                     raise NkiCapacityError(
                         f"SBUF is full and nothing can be spilled: allocating {st.describe()} "
-                        f"({size} B/partition) with {_fmt_live(rows, kind, cap)}", ins.loc, f"nisa.{ins.op}")
+                        f"({size} B/partition) with {_fmt_live(live, uses, kind, cap)}", ins.loc,
+                        f"nisa.{ins.op}")
                 back = _spill(trace, plan, uses, live, ring, victim, i, liveness.clean.get(victim),
                               liveness.over)
                 heapq.heappush(starts, (back, len(uses) + len(plan.spills), victim))
@@ -376,16 +371,13 @@ def _site(st):
 
 def _pick_victim(live, uses, i, exclude):
     best, best_next = None, -1
-    for sid, (_, _) in live.items():
+    for sid in live:
         if sid in exclude or uses[sid][0].address is not None:
             continue
         idx = uses[sid]
-        k = bisect.bisect_left(idx, i, lo=1)
-        nxt = idx[k] if k < len(idx) else None
-        if nxt is None:
-            continue
-        if nxt > best_next:
-            best, best_next = sid, nxt
+        k = bisect.bisect_left(idx, i, lo=1)       # its next use, if it has one
+        if k < len(idx) and idx[k] > best_next:
+            best, best_next = sid, idx[k]
     return best
 
 

@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from ..program.ap import row_major as _row_major
 from . import dtypes
 from .errors import NkiValidationError
 
@@ -149,14 +150,6 @@ def _box(v):
     if c0 + cols > row:
         return None
     return r0, r0 + shape[0], c0, c0 + cols
-
-
-def _row_major(shape):
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= s
-    return tuple(reversed(strides))
 
 
 class IndexRange:
@@ -445,18 +438,13 @@ class NkiTensor:
         return make_view(self.storage, tuple(shape), tuple(strides), offset)
 
     def __setitem__(self, key, value):
-        from . import language
-        language._assign(self[key], value)
+        self._nl("_assign", self[key], value)
 
     def slice(self, dim, start, end, step=1):
-        key = [slice(None)] * self.ndim
-        key[dim] = slice(start, end, step)
-        return self[tuple(key)]
+        return self[(slice(None),) * (dim % self.ndim) + (slice(start, end, step),)]
 
     def select(self, dim, index):
-        key = [slice(None)] * self.ndim
-        key[dim] = int(index)
-        return self[tuple(key)]
+        return self[(slice(None),) * (dim % self.ndim) + (int(index),)]
 
     def reshape(self, new_shape):
         new_shape = tuple(int(s) for s in (new_shape if isinstance(new_shape, (tuple, list)) else (new_shape,)))
@@ -544,17 +532,9 @@ class NkiTensor:
     def __neg__(self): return self._nl("negative", self)
     def __matmul__(self, o): return self._nl("matmul", self, o)
 
-    def __iadd__(self, o):
-        from . import language
-        return language._inplace(self, o, "add")
-
-    def __isub__(self, o):
-        from . import language
-        return language._inplace(self, o, "subtract")
-
-    def __imul__(self, o):
-        from . import language
-        return language._inplace(self, o, "multiply")
+    def __iadd__(self, o): return self._nl("_inplace", self, o, "add")
+    def __isub__(self, o): return self._nl("_inplace", self, o, "subtract")
+    def __imul__(self, o): return self._nl("_inplace", self, o, "multiply")
 
     def __bool__(self):
         raise NkiValidationError("the value of a tensor is not known while the kernel is traced; "

@@ -33,6 +33,15 @@ _GEOS: dict = {}        # AccessPattern.geometry(): the same, for geometries
 _SHARED_MAX = 4096
 
 
+def row_major(shape) -> tuple:
+    """The elements between steps of each dimension of a dense row-major array of `shape`."""
+    strides, n = [], 1
+    for s in reversed(shape):
+        strides.append(n)
+        n *= s
+    return tuple(reversed(strides))
+
+
 def _shared(table, key):
     """`key` kept in `table` as the one tuple equal keys share (`table.get(key)` missed);
     the table is forgotten past _SHARED_MAX entries."""
@@ -60,11 +69,7 @@ class Tensor:
         self.partition_start = int(partition_start)
         self.freed = False
         self.base = self        # the allocation its access patterns address (see view())
-        strides, n = [], 1      # elements between steps of each dimension (row-major)
-        for s in reversed(shape):
-            strides.append(n)
-            n *= s
-        self._strides = tuple(reversed(strides))
+        self._strides = row_major(shape)
         self._whole = None      # ap() of the whole tensor, made once (APs are immutable)
 
     @property
