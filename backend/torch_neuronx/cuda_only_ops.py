@@ -191,8 +191,9 @@ def _bn_backward_reduce(grad_out, input, mean, invstd, weight, input_g, weight_g
     g = grad_out.float()
     sum_dy = g.sum(dims)
     sum_dy_xmu = (g * (input.float() - _per_channel(mean, input))).sum(dims)
-    grad_weight = (sum_dy_xmu * invstd).to(weight.dtype) if weight_g and weight is not None else None
-    grad_bias = sum_dy.to(weight.dtype) if bias_g and weight is not None else None
+    has_weight = weight is not None
+    grad_weight = (sum_dy_xmu * invstd).to(weight.dtype) if weight_g and has_weight else None
+    grad_bias = sum_dy.to(weight.dtype) if bias_g and has_weight else None
     return sum_dy, sum_dy_xmu, grad_weight, grad_bias
 
 

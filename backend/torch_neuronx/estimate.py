@@ -48,9 +48,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.utils.checkpoint
@@ -91,7 +92,8 @@ PRESETS["qwen3-30b-a3b"] = dict(
     norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], rope_theta=1e6,
     rms_norm_eps=1e-6, max_position_embeddings=40960, tie_word_embeddings=False)
 PRESETS["llama-3.3-70b"] = PRESETS["llama-3.1-70b"]
-PRESETS["llama-3-70b"] = dict(PRESETS["llama-3.1-70b"], rope_scaling=None, max_position_embeddings=8192)
+PRESETS["llama-3-70b"] = dict(PRESETS["llama-3.1-70b"], rope_scaling=None,
+                              max_position_embeddings=8192)
 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
           "float32": torch.float32}
@@ -241,12 +243,12 @@ def _summed(a: dict, b: dict) -> dict:
     return out
 
 
-def _program_ns(layer: Measured, layers: int, head: Measured, programs: int, launch_ns: int):
+def _program_ns(layer: Measured, layers: int, head: Measured, programs: int):
     """Time of the model's pass: compiled, the layers and the head are one program per pass
     (`programs` launches, e.g. forward and backward graphs); eager, every layer launches its own
     programs, as measured."""
     if layer.compiled and head.compiled:
-        return layers * layer.body_ns + head.body_ns + programs * launch_ns
+        return layers * layer.body_ns + head.body_ns + programs * _launch_ns()
     return layers * layer.ns + head.ns
 
 
@@ -292,18 +294,15 @@ def _launch_ns() -> int:
 def _measure_maybe_compiled(fn, device, compiled: bool, before=None) -> Measured:
     """Compiled when asked; a graph the compiler cannot take is timed eagerly (said in
     Measured.compiled)."""
-    is_compiled = bool(compiled)
-    run = torch.compile(fn, backend="neuron", dynamic=False) if is_compiled else fn
-    try:
-        m = _measure(run, device, before)
-    except Exception:   # noqa: BLE001 - fall back to eager, reported by compiled=False
-        if not is_compiled:
-            raise
-        torch._dynamo.reset()
-        m = _measure(fn, device, before)
-        is_compiled = False
-    m.compiled = is_compiled
-    return m
+    if compiled:
+        run = torch.compile(fn, backend="neuron", dynamic=False)
+        try:
+            m = _measure(run, device, before)
+            m.compiled = True
+            return m
+        except Exception:   # noqa: BLE001 - fall back to eager, reported by compiled=False
+            torch._dynamo.reset()
+    return _measure(fn, device, before)
 
 
 def _drop_grads(*tensors_or_modules):
@@ -396,7 +395,7 @@ class CollectiveLine:
         return self.count * self.seconds_each
 
 
-def _collective(fabric, mesh, what, op, nbytes, axis, count, in_graph, overlappable=False):
+def _collective(fabric, mesh, in_graph, what, op, nbytes, axis, count, overlappable=False):
     est = collective_estimate(op, int(nbytes), group_cores(mesh, axis), fabric, in_graph=in_graph)
     return CollectiveLine(what, op, int(nbytes), axis, count, est.seconds, est.algorithm,
                           overlappable)
@@ -415,12 +414,10 @@ def _engines_text(engine_ns: dict, scale_s: float = 1e-3) -> str:
 
 
 def _collectives_text(lines) -> list:
-    out = []
-    for c in lines:
-        out.append(f"    {c.count:>7g} x {c.what:<28} {c.op:<15} {c.nbytes / 2**20:>9.2f} MiB over "
-                   f"{c.axis:<4} ({c.algorithm}): {c.seconds_each * 1e6:9.1f} us each, "
-                   f"{c.seconds * 1e3:9.2f} ms{'  (overlapped)' if c.overlappable else ''}")
-    return out
+    return [f"    {c.count:>7g} x {c.what:<28} {c.op:<15} {c.nbytes / 2**20:>9.2f} MiB over "
+            f"{c.axis:<4} ({c.algorithm}): {c.seconds_each * 1e6:9.1f} us each, "
+            f"{c.seconds * 1e3:9.2f} ms{'  (overlapped)' if c.overlappable else ''}"
+            for c in lines]
 
 
 def _precision_text(precision, moe) -> str:
@@ -435,8 +432,7 @@ class _Memory:
     SUMMARY = ()   # the derived figures to_dict adds
 
     def to_dict(self) -> dict:
-        import dataclasses
-        d = dataclasses.asdict(self)
+        d = asdict(self)
         d.update({k: getattr(self, k) for k in self.SUMMARY + ("hbm_per_core", "fits")})
         return d
 
@@ -488,7 +484,7 @@ class TrainingEstimate(_Memory):
 
     @property
     def compute_s(self) -> float:
-        per_mb = _program_ns(self.layer, self.layers, self.head, 2, _launch_ns()) / 1e9
+        per_mb = _program_ns(self.layer, self.layers, self.head, 2) / 1e9
         return per_mb * self.grad_accum + self.optimizer_s
 
     @property
@@ -519,7 +515,8 @@ class TrainingEstimate(_Memory):
 
     @property
     def mfu(self) -> float:
-        return self.model_flops * self.tokens_per_step / (self.step_s * self.ranks * self.peak_flops)
+        return (self.model_flops * self.tokens_per_step
+                / (self.step_s * self.ranks * self.peak_flops))
 
     def report(self) -> str:
         mesh = " x ".join(f"{k}{v}" for k, v in self.mesh.items())
@@ -533,8 +530,8 @@ class TrainingEstimate(_Memory):
                  f"  step {self.step_s:.3f} s (no overlap: {self.step_serial_s:.3f} s), "
                  f"{self.tokens_per_s:,.0f} tokens/s, MFU {100 * self.mfu:.1f}%",
                  f"  compute {self.compute_s * 1e3:.1f} ms: {self.layers} layers x "
-                 f"{_part_ns(self.layer) / 1e6:.3f} ms + head {_part_ns(self.head) / 1e6:.3f} ms per micro-batch, "
-                 f"optimizer {self.optimizer_s * 1e3:.2f} ms",
+                 f"{_part_ns(self.layer) / 1e6:.3f} ms + head {_part_ns(self.head) / 1e6:.3f} ms "
+                 f"per micro-batch, optimizer {self.optimizer_s * 1e3:.2f} ms",
                  f"  engine busy per layer (ms): {_engines_text(self.layer.engine_ns)}",
                  f"  collectives: {self.exposed_comm_s * 1e3:.1f} ms exposed, "
                  f"{self.overlapped_comm_s * 1e3:.1f} ms overlapped with compute"]
@@ -573,13 +570,13 @@ class InferenceEstimate(_Memory):
 
     @property
     def ttft_s(self) -> float:
-        return (_program_ns(self.prefill_layer, self.layers, self.prefill_head, 1, _launch_ns())
-                / 1e9 + sum(c.seconds for c in self.prefill_collectives))
+        return (_program_ns(self.prefill_layer, self.layers, self.prefill_head, 1) / 1e9
+                + sum(c.seconds for c in self.prefill_collectives))
 
     @property
     def tpot_s(self) -> float:
-        return (_program_ns(self.decode_layer, self.layers, self.decode_head, 1, _launch_ns())
-                / 1e9 + sum(c.seconds for c in self.decode_collectives))
+        return (_program_ns(self.decode_layer, self.layers, self.decode_head, 1) / 1e9
+                + sum(c.seconds for c in self.decode_collectives))
 
     @property
     def tokens_per_s(self) -> float:
@@ -601,13 +598,15 @@ class InferenceEstimate(_Memory):
                  f"{'time-only' if self.time_only else 'normal'} execution)",
                  f"  TTFT {self.ttft_s * 1e3:.1f} ms, TPOT {self.tpot_s * 1e3:.2f} ms, "
                  f"{self.tokens_per_s:.1f} tokens/s decode, request {self.request_s:.2f} s",
-                 f"  prefill: {self.layers} layers x {_part_ns(self.prefill_layer) / 1e6:.3f} ms + head "
-                 f"{_part_ns(self.prefill_head) / 1e6:.3f} ms + collectives {pc * 1e3:.2f} ms; engine "
-                 f"busy per layer (ms): {_engines_text(self.prefill_layer.engine_ns)}"]
+                 f"  prefill: {self.layers} layers x {_part_ns(self.prefill_layer) / 1e6:.3f} ms "
+                 f"+ head {_part_ns(self.prefill_head) / 1e6:.3f} ms + collectives "
+                 f"{pc * 1e3:.2f} ms; engine busy per layer (ms): "
+                 f"{_engines_text(self.prefill_layer.engine_ns)}"]
         lines += _collectives_text(self.prefill_collectives)
-        lines += [f"  decode: {self.layers} layers x {_part_ns(self.decode_layer) / 1e3:.1f} us + head "
-                  f"{_part_ns(self.decode_head) / 1e3:.1f} us + collectives {dc * 1e3:.2f} ms; engine "
-                  f"busy per layer (us): {_engines_text(self.decode_layer.engine_ns, 1e-6)}"]
+        lines += [f"  decode: {self.layers} layers x {_part_ns(self.decode_layer) / 1e3:.1f} us "
+                  f"+ head {_part_ns(self.decode_head) / 1e3:.1f} us + collectives "
+                  f"{dc * 1e3:.2f} ms; engine busy per layer (us): "
+                  f"{_engines_text(self.decode_layer.engine_ns, 1e-6)}"]
         lines += _collectives_text(self.decode_collectives)
         lines.append(self._hbm_line())
         return "\n".join(lines + _precision_caution(self.precision))
@@ -663,7 +662,8 @@ def _precision_caution(precision) -> list[str]:
              "types); a deployment lays FP8 weights out once, so these figures are pessimistic "
              "and FP8 may look slower than BF16 (docs/estimate.md, FP8 and MX)"]
     if precision == "mx":
-        lines.append("  caution: MX matmuls are timed at the FP8 rate, not MX's own (an upper bound)")
+        lines.append("  caution: MX matmuls are timed at the FP8 rate, not MX's own (an upper "
+                     "bound)")
     return lines
 
 
@@ -727,7 +727,7 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
         del embed, lm_head
         shard = counts["total"] / (mesh["tp"] * mesh["fsdp"])
         opt_s = _optimizer_seconds(shard, dev, tdt)
-    coll = _training_collectives(cfg, counts, mesh, fabric, b, s, h, elt, grad_accum,
+    coll = _training_collectives(counts, mesh, fabric, d["layers"], b, s, h, elt, grad_accum,
                                  in_graph=m_layer.compiled)
     layer_tp = counts["layer"] / mesh["tp"]
     opt_bytes = 12 if tdt != torch.float32 else 8
@@ -740,7 +740,8 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
         model=name or _describe(model), instance=instance,
         mesh=mesh, lnc=lnc, nodes=nodes, dtype=str(dtype), seq=s, micro_batch=b,
         grad_accum=int(grad_accum), compiled=m_layer.compiled, time_only=is_time_only,
-        layers=d["layers"], checkpoint=bool(checkpoint), layer=m_layer, head=m_head, optimizer_s=opt_s, collectives=coll,
+        layers=d["layers"], checkpoint=bool(checkpoint), layer=m_layer, head=m_head,
+        optimizer_s=opt_s, collectives=coll,
         hbm_bytes={k: int(v) for k, v in hbm.items()},
         hbm_capacity=inst.hbm_bytes_per_logical_core(lnc), model_flops=flops_per_token,
         peak_flops=inst.peak_flops_per_logical_core(_peak_dtype(tdt, prec), lnc),
@@ -789,36 +790,32 @@ def _optimizer_seconds(shard_params: float, dev, dtype) -> float:
     return _measure(step, dev).ns / 1e9 * shard_params / n
 
 
-def _training_collectives(cfg, counts, mesh, fabric, b, s, h, elt, grad_accum, in_graph):
-    d = _dims(cfg)
-    L, ga = d["layers"], int(grad_accum)
+def _training_collectives(counts, mesh, fabric, layers, b, s, h, elt, grad_accum, in_graph):
+    ga = int(grad_accum)
+    line = functools.partial(_collective, fabric, mesh, in_graph)
     out = []
     if mesh["tp"] > 1:
         act = b * s * h * elt
-        out.append(_collective(fabric, mesh, "TP layer activations", "all_reduce", act, "tp",
-                               4 * L * ga, in_graph))
-        out.append(_collective(fabric, mesh, "TP embedding", "all_reduce", act, "tp", ga,
-                               in_graph))
-        out.append(_collective(fabric, mesh, "TP vocab-parallel loss", "all_reduce", b * s * 4,
-                               "tp", 2 * ga, in_graph))
+        out += [line("TP layer activations", "all_reduce", act, "tp", 4 * layers * ga),
+                line("TP embedding", "all_reduce", act, "tp", ga),
+                line("TP vocab-parallel loss", "all_reduce", b * s * 4, "tp", 2 * ga)]
     layer_tp = counts["layer"] / mesh["tp"] * elt
     rest_tp = (counts["embed"] + counts["head"] + counts["final_norm"]) / mesh["tp"] * elt
     if mesh["fsdp"] > 1:
         # the first all-gather and the last reduce-scatter cannot hide behind compute
-        out.append(_collective(fabric, mesh, "FSDP first all-gather", "all_gather", rest_tp,
-                               "fsdp", ga, in_graph))
-        out.append(_collective(fabric, mesh, "FSDP layer all-gather", "all_gather", layer_tp,
-                               "fsdp", 2 * L * ga, in_graph, overlappable=True))
-        out.append(_collective(fabric, mesh, "FSDP layer reduce-scatter", "reduce_scatter",
-                               layer_tp, "fsdp", L - 1, in_graph, overlappable=True))
-        out.append(_collective(fabric, mesh, "FSDP last reduce-scatter", "reduce_scatter",
-                               max(layer_tp, rest_tp), "fsdp", 1, in_graph))
+        out += [line("FSDP first all-gather", "all_gather", rest_tp, "fsdp", ga),
+                line("FSDP layer all-gather", "all_gather", layer_tp, "fsdp", 2 * layers * ga,
+                     overlappable=True),
+                line("FSDP layer reduce-scatter", "reduce_scatter", layer_tp, "fsdp", layers - 1,
+                     overlappable=True),
+                line("FSDP last reduce-scatter", "reduce_scatter", max(layer_tp, rest_tp),
+                     "fsdp", 1)]
     if mesh["dp"] > 1:
         shard = counts["total"] / (mesh["tp"] * mesh["fsdp"]) * elt
-        for call in ddp_pattern([DDP_BUCKET_BYTES] * int(shard // DDP_BUCKET_BYTES)
-                                + [int(shard % DDP_BUCKET_BYTES)], axis="dp"):
-            out.append(_collective(fabric, mesh, "DP gradient buckets", "all_reduce", call.nbytes,
-                                   "dp", call.count, in_graph, overlappable=True))
+        buckets = ([DDP_BUCKET_BYTES] * int(shard // DDP_BUCKET_BYTES)
+                   + [int(shard % DDP_BUCKET_BYTES)])
+        out += [line("DP gradient buckets", "all_reduce", call.nbytes, "dp", call.count,
+                     overlappable=True) for call in ddp_pattern(buckets, axis="dp")]
     return out
 
 
@@ -873,17 +870,14 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
 
         m_dec = _measure_maybe_compiled(decode, dev, compiled)
         m_dec_head = _measure_maybe_compiled(lambda: head(x1), dev, compiled)
-    in_graph = m_pre.compiled
+    line = functools.partial(_collective, fabric, mesh, m_pre.compiled)
     pre, dec = [], []
     for lines, tokens in ((pre, s), (dec, 1)) if mesh["tp"] > 1 else ():
         act = b * tokens * h * elt
-        lines.append(_collective(fabric, mesh, "TP layer activations", "all_reduce", act, "tp",
-                                 2 * d["layers"], in_graph))
-        lines.append(_collective(fabric, mesh, "TP embedding", "all_reduce", act, "tp", 1,
-                                 in_graph))
-        # on-device sampling: each rank's best token and its logit
-        lines.append(_collective(fabric, mesh, "TP sampling (argmax)", "all_gather",
-                                 b * 8 * mesh["tp"], "tp", 1, in_graph))
+        lines += [line("TP layer activations", "all_reduce", act, "tp", 2 * d["layers"]),
+                  line("TP embedding", "all_reduce", act, "tp", 1),
+                  # on-device sampling: each rank's best token and its logit
+                  line("TP sampling (argmax)", "all_gather", b * 8 * mesh["tp"], "tp", 1)]
     weights = counts["total"] / mesh["tp"] * elt
     if prec != "bf16":     # the layers' linear weights at one byte (the scales are negligible)
         weights -= d["layers"] * (counts["layer"] - 2 * h) / mesh["tp"] * (elt - 1)
@@ -958,9 +952,8 @@ def calibration_rows(ids=None) -> list:
 
 
 if __name__ == "__main__":   # python -m torch_neuronx.estimate --rows ID: one target's rows, JSON
-    import dataclasses
     import sys
     if sys.argv[1:2] != ["--rows"] or len(sys.argv) != 3:
         sys.exit("usage: python -m torch_neuronx.estimate --rows TARGET_ID")
     target = next(t for t in llm_targets() if t["id"] == sys.argv[2])
-    print(json.dumps([dataclasses.asdict(r) for r in _target_rows(target)]))
+    print(json.dumps([asdict(r) for r in _target_rows(target)]))
