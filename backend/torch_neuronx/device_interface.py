@@ -11,9 +11,6 @@ import sys
 
 import torch
 
-_MODULE = "torch._dynamo.device_interface"
-
-
 _WORKER = ("set_device", "current_device", "get_device_properties")
 _FUNCTIONS = _WORKER + ("device_count", "is_available", "stream", "current_stream", "set_stream",
                         "synchronize", "memory_allocated")
@@ -112,5 +109,5 @@ def after_import(module: str, then) -> None:
 
 
 def install() -> None:
-    after_import(_MODULE, _interface)
+    after_import("torch._dynamo.device_interface", _interface)
     after_import("torch._functorch._aot_autograd.utils", _graphsafe_rng)

@@ -12,10 +12,9 @@ def memory_stats(device=None) -> dict:
     """Nested `{"allocated_bytes": {"current", "peak", "allocated", "freed"}, ...}` plus
     flat `"allocated_bytes.all.current"`-style keys, as torch.cuda.memory_stats returns."""
     flat = torch._C._accelerator_getDeviceStats(_index(device))
-    nested = {}
-    for key in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes",
-                "allocation", "active", "segment"):
-        nested[key] = dict(flat[key]["all"])  # current, peak, allocated, freed
+    nested = {key: dict(flat[key]["all"]) for key in (   # current, peak, allocated, freed
+        "allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes", "allocation",
+        "active", "segment")}
     for key in ("num_alloc_retries", "num_ooms"):
         nested[key] = flat.get(key, 0)
     nested["num_tensor_frees"] = nested["allocation"]["freed"]
@@ -64,11 +63,11 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     s = memory_stats(device)
     index = _index(device)
     free, total = mem_get_info(index)
+    columns = ("current", "peak", "allocated", "freed")
     lines = [f"neuron:{index} memory summary ({_C._instance_name()}, simulated HBM {total} bytes)",
-             f"{'metric':<20}{'current':>16}{'peak':>16}{'allocated':>16}{'freed':>16}"]
+             f"{'metric':<20}" + "".join(f"{c:>16}" for c in columns)]
     for key in ("allocated_bytes", "active_bytes", "allocation"):
-        e = s[key]
-        lines.append(f"{key:<20}{e['current']:>16}{e['peak']:>16}{e['allocated']:>16}{e['freed']:>16}")
+        lines.append(f"{key:<20}" + "".join(f"{s[key][c]:>16}" for c in columns))
     if not abbreviated:
         lines.append(f"free bytes: {free}   OOMs: {s['num_ooms']}")
     return "\n".join(lines)

@@ -39,22 +39,15 @@ def snapshot() -> dict:
             "runtime_version": __version__, "updated": time.time(), "devices": devices}
 
 
-def publish_now(where: str | None = None) -> bool:
-    """Publish once if the device is initialised (the thread does this every INTERVAL_S)."""
-    from . import _C
-    if not _C._is_initialized():
-        return False
-    procs.publish(snapshot(), where)
-    return True
-
-
 def _loop(pid, where):
+    from . import _C
     while True:
         time.sleep(INTERVAL_S)
         if os.getpid() != pid:       # a forked child: the parent publishes for itself
             return
         try:
-            publish_now(where)
+            if _C._is_initialized():
+                procs.publish(snapshot(), where)
         except Exception:            # noqa: BLE001  shutting down, or a full disk: never disturb the run
             pass
 
@@ -69,8 +62,6 @@ def on_first_drain(cost_model):
 
 
 def start() -> None:
-    if _started:
-        return
     pid = os.getpid()
     # The registry is fixed when publishing starts: a later change of the temporary directory
     # (a test's tmp_path) must not move this process's record into another registry.
