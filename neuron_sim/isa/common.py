@@ -180,13 +180,19 @@ _LEGAL: set = set()
 
 
 def check_engine_operand(instr, name, ap, engine, chip):
-    """The partition rules plus each engine's memory ports: TensorE reads SBUF, writes PSUM;
-    GpSimd has no PSUM port; VectorE/ScalarE reach SBUF and PSUM [ArchV2][ISA]."""
+    """The engine runs the instruction (check_engine, when its `build` takes an engine), the
+    partition rules, and each engine's memory ports: TensorE reads SBUF, writes PSUM; GpSimd has
+    no PSUM port; VectorE/ScalarE reach SBUF and PSUM [ArchV2][ISA]."""
     dims = ap.dims if type(ap.dims) is tuple else tuple(map(tuple, ap.dims))
     limit = chip.psum_free_elems_max if ap.memory == Memory.PSUM else chip.sbuf_free_elems_max
-    key = (int(engine), ap.tensor.memory, ap.p_start, ap.p_size, dims, chip.sbuf_partitions, limit)
+    key = (instr, int(engine), ap.tensor.memory, ap.p_start, ap.p_size, dims,
+           chip.sbuf_partitions, limit)
     if key in _LEGAL:
         return
+    from . import build_params, module_for         # (the registry imports the modules)
+    module = module_for(instr)
+    if module is not None and "engine" in build_params(module):
+        check_engine(instr, engine, engines_of(module), chip)
     check_partitions(instr, name, ap, chip)
     check_reach(instr, name, ap, engine, chip)
     check_free(instr, name, ap.free_size, limit, chip,

@@ -58,6 +58,20 @@ def test_memory_an_engine_cannot_reach(b, src, dst, op, engine, operand, text):
     assert text in str(e.value)
 
 
+@pytest.mark.parametrize("op, engine, allowed", [
+    ("tensor_tensor", "scalar", "VectorE, GpSimd"),
+    ("tensor_copy", "tensor", "VectorE, ScalarE, GpSimd"),
+])
+def test_an_engine_that_does_not_run_the_instruction(b, op, engine, allowed):
+    """The module's ENGINES hold for every caller, the lowering's named methods too (not only
+    nisa): tensor_tensor has no ScalarE form [ISA]."""
+    x, y = b.sbuf("x", (128, 64), "float32"), b.sbuf("y", (128, 64), "float32")
+    args = (y, x, x, "add") if op == "tensor_tensor" else (y, x)
+    with pytest.raises(E.CapabilityError, match=f"expected one of {allowed}") as e:
+        getattr(b, op)(*args, engine=engine)
+    _named(e, op, "engine")
+
+
 @pytest.mark.parametrize("error, st, mv, out, operand, text", [  # st, mv: (free size, dtype)
     (E.FreeSizeError, (128, "bfloat16"), (1024, "bfloat16"), "psum", "moving", "512"),
     (E.FreeSizeError, (256, "bfloat16"), (512, "bfloat16"), "psum", "stationary", ""),
