@@ -84,9 +84,6 @@ class LowerCtx:
     def key(t: TensorSpec):
         return ("id", t.id) if t.id is not None else ("layout",) + t.layout_key
 
-    def is_resident(self, t: TensorSpec) -> bool:
-        return self.key(t) in self._resident
-
     def hbm(self, t: TensorSpec) -> Tensor:
         k = self.key(t)
         h = self._hbm.get(k)
@@ -220,8 +217,9 @@ class LowerCtx:
         return AccessPattern(a.tensor, a.p_start, p, a.offset + off, ((n, 1),))
 
     def resident_ap(self, t: TensorSpec, p: int, off: int, f: int):
-        """[p, f] of t's resident SBUF copy at free offset off; None when the resident layout
-        cannot serve that shape (the caller then reads HBM, which still holds every tensor)."""
+        """[p, f] of t's resident SBUF copy at free offset off; None when t is not resident or
+        its resident layout cannot serve that shape (the caller then reads HBM, which still
+        holds every tensor)."""
         r = self._resident.get(self.key(t))
         if r is None or p > r.shape[0] or f > r.shape[1]:
             return None
@@ -233,10 +231,9 @@ class LowerCtx:
         of input t into SBUF; a resident tensor is read in place. A broadcast input (fewer
         elements than the chunk plan) is loaded once, whole."""
         off = j * f if off is None else off
-        if self.is_resident(t):
-            ap = self.resident_ap(t, p, off, f)
-            if ap is not None:
-                return ap
+        ap = self.resident_ap(t, p, off, f)
+        if ap is not None:
+            return ap
         # a broadcast operand (fewer elements than the plan, not just a numel that is no multiple
         # of p): one small load, reused by every chunk
         if t.numel < p * cols and self.flat_shape(t) != (p, cols):
@@ -259,10 +256,9 @@ class LowerCtx:
         k = self.key(t)
         if k in self.consumed_later and k not in self._resident and j == 0:
             self._make_resident(t, p, cols)
-        if k in self._resident:
-            ap = self.resident_ap(t, p, j * f if off is None else off, f)
-            if ap is not None:
-                return ap
+        ap = self.resident_ap(t, p, j * f if off is None else off, f)
+        if ap is not None:
+            return ap
         return self.tile(role, (p, f), t.dtype, j)
 
     def _make_resident(self, t, p, cols):
@@ -349,10 +345,9 @@ class LowerCtx:
         """Block j of rows: [p, rj * cols] at free offset j * r * cols (rows are contiguous runs
         of `cols`; rj, default r: the rows of a short last block)."""
         rj = r if rj is None else rj
-        if self.is_resident(t):
-            ap = self.resident_ap(t, p, j * r * cols, rj * cols)
-            if ap is not None:
-                return ap
+        ap = self.resident_ap(t, p, j * r * cols, rj * cols)
+        if ap is not None:
+            return ap
         tile = self.tile(role, (p, rj * cols), t.dtype, j)
         self._chunk_dma(t, tile, p, j * r * cols, rj * cols, store=False)
         return tile

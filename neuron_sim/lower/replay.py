@@ -72,13 +72,14 @@ def lower_into(ctx, rule, op) -> int:
     flush(ctx)
     n0 = len(b)
     if key is not None and rec is None:
-        made, headroom = _record(ctx, rule, op, key[1])
+        headroom = []               # the rule's _make_resident questions: (bytes, budget, fits)
+        made = _record(ctx, rule, op, key[1], headroom)
         if len(_RECORDINGS) >= _MAX_RECORDINGS:
             _RECORDINGS.clear()
         found = _RECORDINGS.setdefault(key[0], [])
         if len(found) >= _MAX_HEADROOMS:
             found.clear()
-        found.append((headroom, made if made is not None else _UNRECORDABLE))
+        found.append((tuple(headroom), made if made is not None else _UNRECORDABLE))
     else:
         rule(ctx, op)
         ctx.end_op()
@@ -310,17 +311,9 @@ class _Recording:
         return out
 
 
-def _record(ctx, rule, op, op_tensors):
-    """Run the rule (then end_op) watching what it does: (its _Recording, or None when the op
-    cannot be replayed from one; the headroom questions it asked, as (bytes, budget, fits))."""
-    ctx._headroom = headroom = []
-    try:
-        return _watch(ctx, rule, op, op_tensors), tuple(headroom)
-    finally:
-        ctx._headroom = None
-
-
-def _watch(ctx, rule, op, op_tensors):
+def _record(ctx, rule, op, op_tensors, headroom):
+    """Run the rule (then end_op) watching what it does: its _Recording, or None when the op
+    cannot be replayed from one; the headroom questions it asks are appended to `headroom`."""
     b = ctx.b
     keys, _specs = op_tensors
     label = {}                  # tensor id -> ("h"|"r", op tensor) for tensors it starts with
@@ -378,11 +371,13 @@ def _watch(ctx, rule, op, op_tensors):
     if not kept:
         b._append = w_append
     b._alloc, b.hbm, b.free = w_alloc, w_hbm, w_free
+    ctx._headroom = headroom
     try:
         rule(ctx, op)
         ctx.end_op()
     finally:
         del b._alloc, b.hbm, b.free
+        ctx._headroom = None
         if not kept:
             del b._append
     # ---- what a recording cannot carry ----

@@ -176,14 +176,11 @@ def activation_backward(ctx, op):
         return
     # the derivative is one activation on x (gelu/silu have derivative functions [Shared]);
     # inputs are (grad, x): apply f' to x, multiply by grad
-    out = op.outputs[0]
-    grad, x = op.inputs[0], op.inputs[1]
-
     def body(srcs, dsts, p, f, j):
         d = ctx.tmp("dact", (p, f), "float32", j)
         ctx.b.activation(d, srcs[1], func)
         ctx.b.tensor_tensor(dsts[0], d, srcs[0], "multiply")
-    ctx.stream(out, [grad, x], body)
+    ctx.stream(op.outputs[0], op.inputs[:2], body)
 
 
 # ---- copies that compute (casts), fills ------------------------------------------------------
@@ -232,12 +229,9 @@ def random(ctx, op):
 def dropout(ctx, op):
     """Forward: random bits, compare with p (mask), multiply x by mask / (1 - p): outputs (y, mask).
     Backward: grad * mask * scale, one VectorE pass."""
-    out = op.outputs[0]
-    x = op.inputs[0]
     if op.op == "aten::native_dropout_backward":
         elementwise(ctx, op, [(TT, "multiply")], n_inputs=2)
         return
-    outs = list(op.outputs[:2])
 
     def body(srcs, dsts, p, f, j):
         bits = ctx.tmp("bits", (p, f), "float32", j)
@@ -245,4 +239,4 @@ def dropout(ctx, op):
         mask = dsts[1] if len(dsts) > 1 else ctx.tmp("mask", (p, f), "float32", j)
         ctx.b.tensor_scalar(mask, bits, "less", 0.5)
         ctx.b.tensor_tensor(dsts[0], srcs[0], mask, "multiply")
-    ctx.stream(out, [x], body, outs=outs)
+    ctx.stream(op.outputs[0], op.inputs[:1], body, outs=list(op.outputs[:2]))

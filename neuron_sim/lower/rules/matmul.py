@@ -46,10 +46,9 @@ def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, sl
     b = ctx.b
     h = ctx.hbm(m.spec)
     k_stride, o_stride = (m.rs, m.cs) if k_is_rows else (m.cs, m.rs)
-    if ctx.is_resident(m.spec):
-        ap = ctx.resident_ap(m.spec, kt, o0, on)
-        if ap is not None and ap.dtype == dtype:
-            return ap
+    ap = ctx.resident_ap(m.spec, kt, o0, on)
+    if ap is not None and ap.dtype == dtype:
+        return ap
     tile = ctx.tile(role, (kt, on), dtype, slot)
     if o_stride == 1 or on == 1:      # natural: each K row is contiguous along the other dim
         # implicit GEMM (reuse > 1): the patch matrix is built from shifted views of input rows

@@ -40,13 +40,6 @@ def _pieces(chip, C: int) -> int:
     return ceil(C / chip.row_piece_elems) if C > chip.row_whole_max_elems else 1
 
 
-def _block_rows_cols(chip, x: TensorSpec):
-    """Rows and row length as row_blocks lays them out: a long row is `_pieces` rows."""
-    rows, C = _rows_cols(x)
-    k = _pieces(chip, C)
-    return rows * k, ceil(C / k)
-
-
 def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extra_in=(),
                outs=None):
     """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j).
@@ -309,7 +302,8 @@ def layer_norm(ctx, op):
     # in pieces, one piece per partition row) and hold r whole rows of weight; a weight row
     # too wide to stay resident (> 3/4 of SBUF, or more elements than an instruction reads) is
     # held as one block of pieces instead
-    block_rows, block_C = _block_rows_cols(ctx.chip, x)
+    k = _pieces(ctx.chip, C)
+    block_rows, block_C = rows * k, ceil(C / k)
     p = max(1, min(ctx.P, block_rows))
     if len(params) * C * itemsize(x.dtype) > 3 * ctx.chip.sbuf_usable_bytes_per_partition // 4 \
             or C > ctx.chip.sbuf_free_elems_max:
