@@ -10,6 +10,6 @@ from .spec import OpSpec, TensorSpec, device_dtype, normalize_name
 from . import rules  # noqa: F401  (registers every op family)
 
 __all__ = ["AEE_MAX_OPS", "ENGINES", "LoweringError", "OpSpec", "ProgramCache", "RULES",
-           "TensorSpec", "Timing", "device_dtype",
-           "estimate", "estimate_bytes", "has_rule", "is_elementwise", "lower_op", "lower_sequence", "lowers",
-           "normalize_name", "rule_for", "warm_up"]
+           "TensorSpec", "Timing", "device_dtype", "estimate", "estimate_bytes", "has_rule",
+           "is_elementwise", "lower_op", "lower_sequence", "lowers", "normalize_name", "rule_for",
+           "warm_up"]

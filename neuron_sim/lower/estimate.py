@@ -3,8 +3,9 @@
 time = max(FLOPs / TensorE peak for the dtype, bytes / HBM share) for the logical core
        + 2 x the DMA fixed latency (one load and one store wave that cannot overlap anything)
 FLOPs are the op's model FLOPs (roofline.model_flops: matmuls, convolutions, attention), bytes
-are every device tensor argument plus outputs. The result is flagged `estimated=True` and listed by the
-backend's `torch_neuronx.estimated_ops()`, so users see which numbers are modelled, not simulated."""
+are every device tensor argument plus outputs. The result is flagged `estimated=True` and listed
+by the backend's `torch_neuronx.estimated_ops()`, so users see which numbers are modelled, not
+simulated."""
 
 from __future__ import annotations
 
