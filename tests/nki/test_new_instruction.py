@@ -1,7 +1,8 @@
-"""Adding an instruction is its ISA module and one registry line (issue 12, neuron_sim/isa/README.md):
-a module written outside the tree and registered by that one line is, with nothing else edited,
-a `nisa.<name>` call (checked at the kernel's line), costed in the NKI program, run by the
-interpreter (`check_semantics=True` compares it with the traced kernel) and known to be pure."""
+"""Adding an instruction is its ISA module and one registry line (issue 12,
+neuron_sim/isa/README.md): a module written outside the tree and registered by that one line is,
+with nothing else edited, a `nisa.<name>` call (checked at the kernel's line), costed in the NKI
+program, run by the interpreter (`check_semantics=True` compares it with the traced kernel) and
+known to be pure."""
 
 import os
 import subprocess
