@@ -17,6 +17,7 @@ from ..engines import ENGINE_NAMES, Engine, Kind
 from ..errors import CapabilityError, FreeSizeError, MemoryAccessError, PartitionError
 from ..numerics.formats import SIXTEEN_BIT_FLOATS
 from ..program.ap import AccessPattern, Memory
+from . import build_params, module_for
 
 
 @dataclass(slots=True)
@@ -189,7 +190,6 @@ def check_engine_operand(instr, name, ap, engine, chip):
            chip.sbuf_partitions, limit)
     if key in _LEGAL:
         return
-    from . import build_params, module_for         # (the registry imports the modules)
     module = module_for(instr)
     if module is not None and "engine" in build_params(module):
         check_engine(instr, engine, engines_of(module), chip)
