@@ -182,7 +182,17 @@ class Chip:
                 Engine.SYNC: self.scalar_clock_hz}[engine]
 
     def source(self, field_name: str) -> str:
-        return self.sources.get(field_name, "assumption: see neuron_sim/hardware/assumptions.json")
+        """Where the value of field `field_name` comes from: its data entry's source, an
+        assumption's reasoning, or the data it is derived from."""
+        if field_name in self.sources:
+            return self.sources[field_name]
+        if field_name in _a.ASSUMPTIONS:
+            return f"assumption (neuron_sim/hardware/assumptions.json): " \
+                   f"{_a.ASSUMPTIONS[field_name].reasoning}"
+        if field_name in self.__dataclass_fields__:
+            return ("derived from the data sheet by neuron_sim/hardware/chips.py (_load), or a "
+                    "default where the data give nothing for this chip")
+        raise KeyError(f"Chip has no field {field_name!r}")
 
 
 @lru_cache(maxsize=1)
@@ -206,6 +216,14 @@ _COST_MODEL = ("min_ii_cycles", "fp32_matmul_cost_multiplier", "gpsimd_start_cyc
                "partition_quadrant_size", "ap_free_dims_max")
 
 
+# Data entries that fill Chip fields of other names (their sources are kept under the fields)
+_FIELDS_OF = {"neuron_cores_per_chip": ("cores_per_chip",),
+              "hbm_bw_bytes_per_s": ("hbm_bytes_per_s",),
+              "dma_engine_bw_sustained_bytes_per_s": ("dma_engine_bytes_per_s",),
+              "hwdge_instr_time_s": ("hwdge_instr_s",),
+              "matmul_moving_fmax": ("matmul_moving_fmax_fp32_out", "matmul_moving_fmax_bf16_out")}
+
+
 @lru_cache(maxsize=None)
 def _load(name: str) -> Chip:
     raw = _data()[name]
@@ -216,8 +234,18 @@ def _load(name: str) -> Chip:
         entry = section.get(key)
         if entry is None:
             return default
-        sources[key] = entry.get("source", "")
+        for f in _FIELDS_OF.get(key, (key,)):
+            sources[f] = entry["source"]
         return entry["value"]
+
+    def v_or_trn2(key):
+        """The chip's entry, else Trn2's (measured on Trn2 only), its source saying so."""
+        if key in raw:
+            return v(key)
+        value = v(key, section=_data()["trn2"])
+        for f in _FIELDS_OF.get(key, (key,)):
+            sources[f] = f"Trn2's value, taken for {name}: {sources[f]}"
+        return value
 
     moving = v("matmul_moving_fmax")
     has_mx = v("tensor_mx_flops_per_core") is not None
@@ -227,7 +255,7 @@ def _load(name: str) -> Chip:
     same = {f: v(f) for f in _SHEET} | {f: v(f, section=cm) for f in _COST_MODEL} | {
         f: _a.value(f, name) for f in _a.ASSUMPTIONS if f in Chip.__dataclass_fields__}
     for f in ("dma_transpose_hbm2sbuf_efficiency", "dma_transpose_sbuf2sbuf_efficiency"):
-        same[f] = v(f, section=raw if f in raw else _data()["trn2"])   # measured on Trn2 only
+        same[f] = v_or_trn2(f)
     return Chip(
         **same,
         name=name,
@@ -235,15 +263,14 @@ def _load(name: str) -> Chip:
         cores_per_chip=v("neuron_cores_per_chip"),
         lnc_supported=tuple(v("lnc_supported")),
         lnc_default=v("lnc_default", 1),
-        pe_row_tile_sizes=tuple(v("pe_row_tile_sizes",
-                                  _data()["trn2"]["pe_row_tile_sizes"]["value"])),
+        pe_row_tile_sizes=tuple(v_or_trn2("pe_row_tile_sizes")),
         hbm_bytes=int(v("hbm_bytes")),
         hbm_bytes_per_s=v("hbm_bw_bytes_per_s"),
         matmul_moving_fmax_fp32_out=moving or v("matmul_moving_fmax_fp32_out"),
         matmul_moving_fmax_bf16_out=moving or v("matmul_moving_fmax_bf16_out"),
         dma_engine_bytes_per_s=v("dma_engine_bw_sustained_bytes_per_s"),
         hwdge_units_per_core=v("hwdge_units_per_core", 0),
-        hwdge_instr_s=v("hwdge_instr_time_s", _data()["trn2"]["hwdge_instr_time_s"]["value"]),
+        hwdge_instr_s=v_or_trn2("hwdge_instr_time_s"),
         tensor_didt_initial_util=didt if didt is not None else 1.0,
         tensor_didt_ramp_s=v("tensor_didt_ramp_s", 0.0),
         vector_exp_speedup_vs_scalar=v("vector_exp_speedup_vs_scalar", 0),

@@ -15,6 +15,20 @@ def test_chips_load_with_units_and_sources():
     assert ns.get_chip("TRN2") is ns.get_chip("trn2")
 
 
+def test_every_field_names_where_its_value_comes_from():
+    t2, t3 = ns.get_chip("trn2"), ns.get_chip("trn3")
+    # data entries stored under another name keep their source under the field they fill
+    assert t2.source("hbm_bytes_per_s") == t2.sources["hbm_bytes_per_s"]
+    assert "assumption" not in t2.source("hbm_bytes_per_s")
+    assert t2.source("cores_per_chip") and "assumption" not in t2.source("cores_per_chip")
+    # a value only measured on Trn2 says so on the chip that borrows it
+    assert t3.source("pe_row_tile_sizes").startswith("Trn2's value, taken for trn3: ")
+    assert ASSUMPTIONS["dependent_latency_cycles"].reasoning in t2.source("dependent_latency_cycles")
+    assert t2.source("has_mx_matmul").startswith("derived from the data sheet")
+    with pytest.raises(KeyError, match="no field 'clock'"):
+        t2.source("clock")
+
+
 def test_peak_flops_derived_from_clock():
     assert ns.get_chip("trn1").tensor_peak_flops() == pytest.approx(128 * 128 * 2 * 2.8e9)
     t2 = ns.get_chip("trn2")
