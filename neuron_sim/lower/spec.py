@@ -13,6 +13,7 @@ from functools import lru_cache
 from math import prod
 
 from ..numerics.formats import itemsize
+from ..program.ap import row_major
 
 # Storage dtypes on the device: 64-bit types run in 32 bits on Trainium (TorchNeuron casts
 # float64/int64 to float32/int32 inside each op) [torchneuron-api §3].
@@ -29,14 +30,6 @@ def device_dtype(name: str) -> str:
     return DTYPE_ALIASES.get(name, name)
 
 
-def contiguous_strides(shape) -> tuple:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= max(int(d), 1)
-    return tuple(reversed(out))
-
-
 @dataclass(frozen=True)
 class TensorSpec:
     shape: tuple
@@ -49,7 +42,7 @@ class TensorSpec:
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
         object.__setattr__(self, "dtype", device_dtype(self.dtype))
         if self.strides is None:
-            object.__setattr__(self, "strides", contiguous_strides(self.shape))
+            object.__setattr__(self, "strides", row_major(self.shape))
         else:
             object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
 
@@ -62,7 +55,7 @@ class TensorSpec:
         if name not in ("numel", "is_contiguous", "layout_key"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         shape, strides = self.shape, self.strides
-        want = contiguous_strides(shape)
+        want = row_major(shape)
         d = self.__dict__
         d["numel"] = int(prod(shape)) if shape else 1
         d["is_contiguous"] = all(s == w or n == 1 for s, w, n in zip(strides, want, shape))

@@ -34,11 +34,14 @@ _SHARED_MAX = 4096
 
 
 def row_major(shape) -> tuple:
-    """The elements between steps of each dimension of a dense row-major array of `shape`."""
+    """The elements between steps of each dimension of a dense row-major array of `shape`:
+    PyTorch's contiguous strides, which step over a zero-size dimension as over a size-1 one
+    (torch.empty(3, 0, 4).stride() is (4, 4, 1))."""
     strides, n = [], 1
     for s in reversed(shape):
         strides.append(n)
-        n *= s
+        if s:       # max(s, 1) without the call: this runs for every tensor and view made
+            n *= s
     return tuple(reversed(strides))
 
 

@@ -9,7 +9,7 @@ with the lowering API directly (no torch) so the sweep takes seconds."""
 import pytest
 
 from neuron_sim.lower import OpSpec, ProgramCache, TensorSpec
-from neuron_sim.lower.spec import contiguous_strides
+from neuron_sim.program.ap import row_major
 
 HIDDEN = (256, 512, 1024, 2048, 4096)
 BATCH_SEQ = ((1, 100), (4, 128), (4, 512))    # (batch, sequence): 100, 512, 2048 tokens
@@ -24,7 +24,7 @@ def _t(shape, dtype, strides=None):
 
 def _permuted(shape, order, dtype):
     """The view of a contiguous tensor of `shape` permuted by `order` (x.permute(order))."""
-    st = contiguous_strides(shape)
+    st = row_major(shape)
     return _t([shape[i] for i in order], dtype, [st[i] for i in order])
 
 

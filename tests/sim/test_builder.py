@@ -545,3 +545,13 @@ def test_sliced_patterns_of_one_shape_share_their_dims_and_geometry(monkeypatch)
     aps = [t[:, 0, 0:k] for k in range(1, 10)]
     assert len(A._DIMS) <= 4 and [x.dims for x in aps] == [((k, 1),) for k in range(1, 10)]
     assert [x.geometry()[4] for x in aps] == [x.dims for x in aps] and len(A._GEOS) <= 4
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (0,), (2, 3, 4), (3, 0, 4), (2, 0), (0, 3),
+                                   (2, 1, 0, 3)])
+def test_row_major_strides_are_torchs_contiguous_strides(shape):
+    """program.ap.row_major, the one row-major stride rule of tensors, NKI views and TensorSpec,
+    steps over a zero-size dimension as PyTorch does (as over size 1)."""
+    torch = pytest.importorskip("torch", reason="the reference is torch's own .stride()")
+    from neuron_sim.program.ap import row_major
+    assert row_major(shape) == torch.empty(shape).stride()

@@ -34,7 +34,7 @@ import math
 
 import torch
 
-from neuron_sim.lower.spec import contiguous_strides
+from neuron_sim.program.ap import row_major
 
 from .. import _C
 from ..cost import TensorDesc, queued_op, tensor_desc as _desc
@@ -87,8 +87,8 @@ def _dense_order(t):
     memory order, as (sizes, strides); None when the view has gaps or overlaps."""
     order = sorted(range(len(t.sizes)), key=lambda d: -t.strides[d])
     sizes = tuple(t.sizes[d] for d in order)
-    return (sizes, contiguous_strides(sizes)) \
-        if tuple(t.strides[d] for d in order) == contiguous_strides(sizes) else None
+    return (sizes, row_major(sizes)) \
+        if tuple(t.strides[d] for d in order) == row_major(sizes) else None
 
 
 class Rewrite:
@@ -122,7 +122,7 @@ class Rewrite:
     @staticmethod
     def _read(t, dtype, storage):
         return _desc(t.sizes, t.strides if _dense_order(t) is not None
-                     else contiguous_strides(t.sizes), dtype, storage)
+                     else row_major(t.sizes), dtype, storage)
 
     def _cached(self, t, dtype, phase=None):
         hit = self.copy.get(self._key(t, dtype))
@@ -141,7 +141,7 @@ class Rewrite:
             src = _desc(dense[0], dense[1], t.dtype, t.storage, t.offset)
             dst = _desc(dense[0], dense[1], dtype, storage)
         else:
-            src, dst = t, _desc(t.sizes, contiguous_strides(t.sizes), dtype, storage)
+            src, dst = t, _desc(t.sizes, row_major(t.sizes), dtype, storage)
         out.append(queued_op(CAST, device, stream, (src,), (dst,)))
         self.casts += 1
         key = self._key(t, dtype)
@@ -240,12 +240,12 @@ class Rewrite:
             self._forget(o)
             if backward and d != o.dtype and feeds_optimizer and o.storage in feeds_optimizer:
                 # autograd hands the optimizer a float32 gradient, cast as the optimizer reads it
-                made = _desc(o.sizes, contiguous_strides(o.sizes), d, next(_fake_storage))
+                made = _desc(o.sizes, row_major(o.sizes), d, next(_fake_storage))
                 new_outs.append(made)
                 read = feeds_optimizer[o.storage]
                 if math.prod(read.sizes) != math.prod(o.sizes):
                     read = o                   # the optimizer reads part of it: cast it whole
-                src = _desc(read.sizes, contiguous_strides(read.sizes), d, made.storage)
+                src = _desc(read.sizes, row_major(read.sizes), d, made.storage)
                 after.append(queued_op(CAST, device, stream, (src,), (read,)))
                 self.casts += 1
                 d = o.dtype
