@@ -56,12 +56,14 @@ def cores_of_work(blocks, lnc) -> float:
 
 class LowerCtx:
     def __init__(self, chip, lnc: int = 1, cap: int = REPEAT_CAP, *, live=None,
-                 consumed_later=frozenset(), last_read=None, name="op", keep_operands=False):
+                 consumed_later=frozenset(), last_read=None, name="op", keep_operands=False,
+                 full=False):
         self.b = ProgramBuilder(chip, name=name, keep_operands=keep_operands)
         self.chip = self.b.chip
         self.P = self.chip.sbuf_partitions    # partitions: the rows of every tile
         self.lnc = max(1, int(lnc))
         self.cap = cap
+        self.full = full                      # every block emitted (semantics.py runs the op)
         self.live = live                      # None: every output is stored to HBM
         self.consumed_later = consumed_later  # keys of outputs a later op of the sequence reads
         self.last_read = last_read or {}      # key -> index of the last op that reads it
@@ -88,9 +90,16 @@ class LowerCtx:
         k = self.key(t)
         h = self._hbm.get(k)
         if h is None:
+            # padded to the flat plan [p, ceil(numel / p)] and the row plan (ceil(rows / p)
+            # rows per partition): a numel (rows) that is no multiple of p is rounded up, and
+            # the last chunk's (block's) DMAs move the rounding (timing-equivalent to the
+            # partial tail a kernel issues); padded, they stay inside the tensor
             span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.strides) if n > 0)
-            h = self._hbm[k] = self.b.hbm(f"hbm{len(self._hbm)}", (max(span, t.numel, 1),),
-                                          t.dtype)
+            p, cols = self.flat_shape(t)
+            c = max(t.shape[-1], 1) if t.ndim else 1
+            pr, per_part = self.flat_shape(t.numel // c)
+            size = max(span, p * cols, pr * per_part * c, 1)
+            h = self._hbm[k] = self.b.hbm(f"hbm{len(self._hbm)}", (size,), t.dtype)
         return h
 
     def flat_shape(self, t_or_numel) -> tuple:
@@ -107,7 +116,7 @@ class LowerCtx:
         limit = REPEAT_CAP if cap is None or not RULE_CAPS else max(2, min(int(cap), REPEAT_CAP))
         if self.cap < REPEAT_CAP:
             limit = max(1, limit // 2)
-        n = min(per_core, limit)
+        n = per_core if self.full else min(per_core, limit)
         self.repeats.append((per_core, n))
         return n
 

@@ -21,8 +21,21 @@ COPY = "copy"    # VectorE tensor_copy (casts: arithmetic is FP32, casts free [A
 RNG = "rng"      # random bits (stand-in: a GpSimd instruction of 150 + N cycles, see below)
 
 
-def run_recipe(ctx, recipe, srcs, dst, p, f, j):
-    """Emit the chunk's instructions; the last one writes `dst`."""
+def scalar_operand(op, default=1.0) -> float:
+    """The op's first Python number after its first tensor (add.Scalar's other, clamp_min's
+    min, _foreach_mul.Scalar's scalar): the immediate of its tensor_scalar steps, so the program
+    computes the op (semantics.py); the cost does not depend on it. `default` without one."""
+    seen = False
+    for a in op.args:
+        if type(a) in (int, float) and seen:
+            return float(a)
+        seen = seen or not isinstance(a, (int, float, str, type(None)))
+    return default
+
+
+def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0):
+    """Emit the chunk's instructions; the last one writes `dst`; `scalar`: the immediate of
+    tensor_scalar steps."""
     b = ctx.b
     cur, rest = srcs[0] if srcs else None, list(srcs[1:])
     for i, (kind, arg) in enumerate(recipe):
@@ -34,9 +47,9 @@ def run_recipe(ctx, recipe, srcs, dst, p, f, j):
             if rest:
                 b.tensor_tensor(out, cur, rest.pop(0), arg)
             else:
-                b.tensor_scalar(out, cur, arg, 1.0)
+                b.tensor_scalar(out, cur, arg, scalar)
         elif kind == TS:
-            b.tensor_scalar(out, cur, arg, 1.0)
+            b.tensor_scalar(out, cur, arg, scalar)
         elif kind == COPY:
             b.tensor_copy(out, cur)
         elif kind == RNG:
@@ -51,11 +64,12 @@ def elementwise(ctx, op, recipe, n_inputs):
     """Stream the op's first `n_inputs` device inputs through `recipe` into its first output."""
     out = op.outputs[0]
     ins = [t for t in op.inputs if t.numel > 0][:n_inputs]
+    scalar = scalar_operand(op)
 
     def body(srcs, dsts, p, f, j):
         if not srcs:
             srcs = [dsts[0]]
-        run_recipe(ctx, recipe, srcs, dsts[0], p, f, j)
+        run_recipe(ctx, recipe, srcs, dsts[0], p, f, j, scalar)
     ctx.stream(out, ins, body)
 
 

@@ -38,8 +38,10 @@ def view(ctx, op):
     """Metadata only: no instructions."""
 
 
-def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None, run=None):
-    """HBM -> HBM copy of src into out (at element offset), as `rows` runs of `run` elements.
+def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None, run=None,
+                 out_row=None):
+    """HBM -> HBM copy of src into out (at element offset), as `rows` runs of `run` elements,
+    out_row (default run) elements apart in out (cat along an inner dim: out's row).
 
     The copy is cut into pieces of at most chip.copy_piece_bytes (so the DMA queues run in
     parallel; at LNC=2 at least chip.copy_split_min_bytes, below which one core does it all) and,
@@ -51,6 +53,7 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
         return
     if rows is None:
         rows, run = 1, n
+    out_row = run if out_row is None else out_row
     isz = itemsize(src.dtype)
     hs, hd = ctx.hbm(src), ctx.hbm(out)
     if not ctx.needs_store(out):
@@ -68,11 +71,11 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
             w = ctx.chip.dma_engines_per_core
             for c0 in range(r0 * run, r0 * run + run, step):
                 cn = min(step, r0 * run + run - c0)
-                pieces.append((AccessPattern(hd, 0, w, out_offset + c0, ((ceil(cn / w), 1),),
-                                             ceil(cn / w)),
+                o0 = out_offset + r0 * out_row + c0 - r0 * run
+                pieces.append((AccessPattern(hd, 0, w, o0, ((ceil(cn / w), 1),), ceil(cn / w)),
                                AccessPattern(hs, 0, w, c0, ((ceil(cn / w), 1),), ceil(cn / w))))
             continue
-        pieces.append((AccessPattern(hd, 0, rn, out_offset + r0 * run, ((run, 1),), run),
+        pieces.append((AccessPattern(hd, 0, rn, out_offset + r0 * out_row, ((run, 1),), out_row),
                        AccessPattern(hs, 0, rn, r0 * run, ((run, 1),), run)))
     for dst, s in pieces[:ctx.split(len(pieces))]:
         ctx.b.dma_copy(dst, s)
@@ -127,7 +130,8 @@ def cat(ctx, op):
     for t in tensors:
         run = t.numel // max(outer, 1)
         if t.is_contiguous:
-            dma_hbm_copy(ctx, t, out, out_offset=off, rows=outer, run=run)
+            dma_hbm_copy(ctx, t, out, out_offset=off, rows=outer, run=run,
+                         out_row=out.numel // max(outer, 1))
         else:
             strided_copy(ctx, t, TensorSpec(t.shape, out.dtype, None, ("cat", off, out.id)))
         off += run

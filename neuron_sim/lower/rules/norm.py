@@ -108,6 +108,8 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
     """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied and stored."""
     b = ctx.b
     ones = ctx.tile("ones", (p, 1), acc_ap.dtype, 0)
+    # on the idle GpSimd, which starts it at once (a compiler hoists it to the kernel's start)
+    b.memset(ones, 1.0, engine="gpsimd")
     bank = ctx.chip.psum_bank_fp32_elems
     for f0 in range(0, f, bank):
         fn = min(bank, f - f0)
@@ -152,7 +154,10 @@ def reduction(ctx, op):
                 b.activation(e, src, "exp")
                 src = e
             b.tensor_reduce(dsts[0], src, alu)
-        row_blocks(ctx, x, out, body, outs=list(op.outputs))
+        # x as row_blocks' full-size tensor: the outputs ([rows]) are per-row statistics, a
+        # [p, r] tile stored per block (with `out` they were taken for [rows, C] outputs and
+        # stored C times too large, past their tensor)
+        row_blocks(ctx, x, x, body, outs=list(op.outputs))
         return
     # leading or full reduction: accumulate chunks on VectorE, then sum partitions on TensorE
     p, cols, f, chunks = ctx.chunked(x)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..registry import lowers
 from ..spec import TensorSpec, tensor_list
-from .elementwise import ACT, COPY, TS, TT, run_recipe
+from .elementwise import ACT, COPY, TS, TT, run_recipe, scalar_operand
 from .norm import partition_sum
 
 
@@ -66,7 +66,8 @@ def foreach(ctx, op):
         return
     if kind == "copy":
         ins = ins[1:] or ins
-    ctx.stream(out, ins, lambda s, d, p, f, j: run_recipe(ctx, recipe, s, d[0], p, f, j))
+    scalar = scalar_operand(op)
+    ctx.stream(out, ins, lambda s, d, p, f, j: run_recipe(ctx, recipe, s, d[0], p, f, j, scalar))
 
 
 @lowers("aten::_foreach_norm")

@@ -1,0 +1,285 @@
+"""Run one op's lowering through the ISA modules' NumPy semantics (issue 12's debug mode: the
+slow version is the specification).
+
+    outs = run_lowered(op, [x, y])        # one array per device input, in op.inputs order
+
+builds the op's program IN FULL (every block, `LowerCtx(full=True)`: no representative repeats;
+LNC 1), places each input array in the HBM tensor the lowering made for it (at the element
+offsets its strides give; a foreach list as its members one after the other), runs
+`neuron_sim.interpreter.execute` and reads every output back from its HBM tensor, shaped like
+the op's outputs. `check_lowered` compares them with results computed elsewhere (the eager
+backend's CPU kernels).
+
+The lowering addresses HBM chunk-major ([chunk, p, f], `LowerCtx.hbm_pieces`): a permutation of
+the row-major elements that every tensor of the flat plan shares, so an element-wise op is exact
+element for element, and a row op keeps whole rows together. Programs that are timing-equivalent
+only are refused with `Uncheckable`, naming the op and why (`why_unchecked`): `EXACT` lists, by
+rule, the ops whose programs compute the op (tests/lower/test_lowered_semantics.py runs each
+against torch), under the conditions `why_unchecked` checks; `TIMING_ONLY` says for each other
+rule what its program leaves out."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..hardware import get_chip
+from ..interpreter import execute
+from ..numerics.formats import np_dtype
+from .context import LowerCtx
+from .registry import LoweringError, rule_for
+from .rules.optimizer import list_identity
+from .spec import OpSpec, TensorSpec, tensor_list
+
+
+class Uncheckable(LoweringError):
+    """The op's lowering is timing-equivalent only: its program's values are not the op's."""
+
+
+_FOREACH = ("add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max", "sqrt",
+            "exp", "log", "reciprocal", "sigmoid", "abs", "sign", "copy", "zero")
+# rule (function name) -> the ops of it whose lowered programs compute the op
+EXACT = {
+    "unary_activation": {f"aten::{n}" for n in (
+        "exp", "log", "tanh", "sigmoid", "relu", "gelu", "silu", "mish", "softplus", "erf",
+        "sqrt", "rsqrt", "reciprocal", "sin", "atan", "sign", "abs", "square")},
+    "unary_vector": {"aten::clamp_min", "aten::clamp_max", "aten::pow"},
+    "binary": {f"aten::{n}" for n in (
+        "add", "sub", "mul", "div", "true_divide", "maximum", "minimum", "eq", "ne", "lt", "le",
+        "gt", "ge", "fmod", "remainder")},
+    "copy_like": {"aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous", "aten::copy",
+                  "aten::_copy_from", "aten::alias_copy", "aten::lift_fresh_copy",
+                  "aten::detach_copy", "aten::view_copy", "aten::_reshape_copy"},
+    "copy_d2d": {"neuron::copy_d2d"},
+    "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
+    "reduction": {"aten::sum", "aten::amax", "aten::amin"},
+    "softmax": {"aten::_softmax", "aten::softmax", "aten::_safe_softmax"},
+    "mm": {"aten::mm", "aten::bmm"},
+    "addmm": {"aten::addmm"},
+    "linear": {"aten::linear"},
+    "cat": {"aten::cat", "aten::concat", "aten::concatenate", "aten::stack"},
+    "foreach": {f"aten::_foreach_{n}" for n in _FOREACH},
+}
+# rule -> what its program leaves out (why the values are not the op's)
+TIMING_ONLY = {
+    "unary_activation": "ScalarE has no table for it: it is charged as another activation of "
+                        "the same cost (elementwise._ACT_FUNCS)",
+    "unary_vector": "it is charged as one tensor_scalar of the same cost with another ALU op "
+                    "or immediate (elementwise._VEC_UNARY)",
+    "binary": "it is charged as one tensor_tensor of the same cost with a stand-in ALU op "
+              "(elementwise._BINARY)",
+    "ternary": "its recipe is the op's instruction count (multiply, add), not its formula",
+    "activation_backward": "f' is charged as the activation f itself (same ScalarE cost)",
+    "random": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
+    "dropout": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
+    "fill": "memset writes 0.0 whatever the fill value (the cost does not depend on it)",
+    "reduction": "only sum, amax and amin over the last dim and the full sum are computed; the "
+                 "others are timed as one of those (mean as sum, argmax as amax), and a "
+                 "leading-dim sum adds the chunk-major layout's elements, not a column's",
+    "softmax": "log_softmax's bias is log(sum) without the row max, and the backward ops "
+               "apply one [p, r] row statistic to [p, r*C] rows (operand shapes simplified)",
+    "layer_norm": "the statistics are timed, not used as the op uses them (rstd from bn_aggr's "
+                  "interleaved mean/var tile, no 1/C for rms_norm)",
+    "layer_norm_backward": "a timing recipe (scales from uninitialised statistics tiles)",
+    "mm": "more than one output tile: tiles are stored tile-major ([ms, ns] contiguous, "
+          "disjoint footprints for the dependency tracker), a timing-equivalent layout",
+    "gather": "the indirect DMA reads rows at a fixed stand-in stride (7 rows), not at the "
+              "index tensor's values",
+    "scatter": "the indirect DMA writes rows at a fixed stand-in stride, not at the indices",
+    "nll_loss": "the indirect DMA picks a stand-in element per row, not the target's",
+    "nll_loss_backward": "the indirect DMA writes a stand-in element per row",
+    "pointwise_loss": "its recipe is the op's instruction count (subtract, multiply), not its "
+                      "formula",
+    "pointwise_loss_backward": "its recipe is the op's instruction count, not its formula",
+    "scan": "tensor_tensor_scan(x, x, multiply, add) per chunk stands in for the scan (rows "
+            "are cut at chunk boundaries)",
+    "sort": "four GpSimd maximum passes stand in for topk (no topk instruction yet)",
+    "rearrange": "a flat copy through SBUF stands in for the rearrangement",
+    "arange": "iota per chunk of the chunk-major layout, not the element's index",
+    "tril": "affine_select with a stand-in pattern",
+    "view": "a view moves no data (no program)",
+    "convolution": "implicit GEMM with im2col views that load 1/reuse of the patch elements",
+    "convolution_backward": "two GEMMs over im2col views (timing only)",
+    "pool": "k passes over output-sized slices of each chunk stand in for the windows",
+    "spread": "one VectorE add per tap over the chunk stands in for the neighbourhood",
+    "sdpa_forward": "operand shapes simplified: a [p, 1] row statistic meets [p, D] tiles in "
+                    "one instruction (the interpreter cannot run it)",
+    "sdpa_backward": "not established: no semantics case (the forward's program is not exact)",
+    "foreach_norm": "squares summed per chunk: the result is not stored as the op's",
+    "fused_optimizer": "~9 instructions per chunk in Adam's order, not its formula",
+}
+
+
+def _scalars(op: OpSpec) -> list:
+    return [a for a in op.args if not isinstance(a, TensorSpec) and not tensor_list(a)]
+
+
+def _elementwise_reason(op: OpSpec, rule: str) -> str | None:
+    """Why an element-wise op of an EXACT rule is not exact with these arguments."""
+    name = op.op
+    outs = [o for o in op.outputs if isinstance(o, TensorSpec)]
+    if rule != "fill" and op.args and not isinstance(op.args[0], TensorSpec) \
+            and not tensor_list(op.args[0]):
+        return "its first operand is a scalar (the recipe reads its first tensor first)"
+    numel = {t.numel for t in (*op.inputs, *outs)}
+    if rule != "fill" and len(numel) > 1 and rule != "foreach":
+        return ("a broadcast operand is loaded once, as its first elements on every partition "
+                "(timing: one small load), not at each element's position")
+    scalars = [s for s in _scalars(op) if s is not None]
+    if name == "aten::gelu":
+        return None
+    if name == "aten::softplus" and scalars not in ([], [1], [1, 20]):
+        return "beta and threshold are not applied (ScalarE softplus)"
+    if name in ("aten::add", "aten::sub") and len(op.inputs) >= 2 and scalars not in ([], [1]):
+        return "alpha is not applied (charged as one tensor_tensor)"
+    if name in ("aten::add", "aten::sub") and len(op.inputs) == 1 and scalars[1:] not in ([], [1]):
+        return "alpha is not applied (charged as one tensor_scalar)"
+    if any(isinstance(s, str) for s in scalars) or op.kwargs.get("rounding_mode"):
+        return "the rounding mode is not applied"
+    if rule == "fill" and any(isinstance(s, (int, float)) and s != 0 for s in scalars):
+        return "memset writes 0.0 whatever the fill value (the cost does not depend on it)"
+    if rule == "unary_activation" and scalars:
+        return f"its arguments {scalars} are not applied"
+    if rule == "copy_like" and outs and outs[0].dtype.startswith(("int", "uint", "bool")) \
+            and not op.inputs[-1].dtype.startswith(("int", "uint", "bool")):
+        return "a float to integer cast rounds to nearest in the ISA semantics (torch truncates)"
+    if rule == "foreach":
+        if name == "aten::_foreach_add" or name == "aten::_foreach_sub":
+            if len([a for a in op.args if tensor_list(a)]) > 1 and scalars not in ([], [1]):
+                return "alpha is not applied"
+        lists = [a for a in op.args if tensor_list(a)]
+        if any(len(lst) != len(lists[0]) or any(a.numel != b.numel for a, b in zip(lst, lists[0]))
+               for lst in lists):
+            return "the lists' members differ in size"
+    return None
+
+
+def why_unchecked(op: OpSpec, chip=None) -> str | None:
+    """Why op's lowered program cannot be checked against the op's values; None: it can."""
+    rule = rule_for(op.name)
+    if rule is None:
+        return "it has no lowering rule (it is timed by the roofline estimate)"
+    name = rule.__name__
+    if op.op not in EXACT.get(name, ()):
+        return TIMING_ONLY.get(name, f"rule {name} is not in semantics.EXACT (never checked)")
+    tensors = [*op.inputs, *(o for o in op.outputs if isinstance(o, TensorSpec))]
+    if any(t.numel == 0 for t in tensors):
+        return "an empty tensor"
+    matmul = name in ("mm", "addmm", "linear")
+    if not matmul and not all(t.is_contiguous for t in tensors):
+        return ("a strided operand is addressed as runs with one-element gaps (the same "
+                "descriptors, a timing-equivalent layout), not at its strides")
+    c = get_chip(chip)
+    if name in ("unary_activation", "unary_vector", "binary", "copy_like", "copy_d2d", "fill",
+                "foreach"):
+        return _elementwise_reason(op, name)
+    if name == "cat":
+        if any(t.dtype != op.outputs[0].dtype for t in op.inputs):
+            return "an input of another dtype is copied through SBUF at a stand-in offset"
+        return None
+    x = op.inputs[0]
+    if name in ("reduction", "softmax"):
+        last = op.arg(1)
+        last = last[0] if isinstance(last, tuple) and len(last) == 1 else last
+        if name == "reduction" and op.op == "aten::sum" and last in (None, ()):
+            return None                                 # every element: any order sums alike
+        if x.ndim == 0 or last not in (-1, x.ndim - 1) or x.shape[-1] < 2:
+            return TIMING_ONLY[name] if name == "reduction" else "softmax over a leading dim"
+        if x.shape[-1] > c.row_whole_max_elems:
+            return (f"rows longer than {c.row_whole_max_elems} run in pieces, each piece "
+                    "normalised or reduced alone (timing of the two passes)")
+        if name == "softmax" and (op.arg(2) or x.dtype != op.outputs[0].dtype):
+            return "half_to_float: the output dtype differs"
+        return None
+    # matmul family: one output tile per batch (see TIMING_ONLY["mm"])
+    a, b = (op.inputs[1], op.inputs[2]) if name == "addmm" else (x, op.inputs[1])
+    M = a.shape[-2] if a.ndim >= 2 else 1
+    N = (b.shape[-2] if name == "linear" else b.shape[-1]) if b.ndim >= 2 else 1
+    if M > c.matmul_stationary_fmax or N > c.psum_bank_fp32_elems:
+        return TIMING_ONLY["mm"]
+    if name == "addmm" and (x.ndim != 1 or any(s != 1 for s in _scalars(op))):
+        return "only a [N] bias with beta = alpha = 1 is applied (added while evacuating PSUM)"
+    if name == "linear" and len(op.inputs) > 2 and op.inputs[2].ndim != 1:
+        return "only a [N] bias is applied"
+    return None
+
+
+def _strided(buf: np.ndarray, t: TensorSpec) -> np.ndarray:
+    """t's elements inside its HBM buffer (flat), as a writeable array of t's shape."""
+    flat = buf.reshape(-1)
+    return as_strided(flat, t.shape, tuple(s * flat.itemsize for s in t.strides),
+                      writeable=True)
+
+
+def _lists_of(op: OpSpec):
+    """Each tensor list of op (outputs as one) with the ("id", identity) a foreach rule gives
+    the flat tensor it streams it as."""
+    lists = [a for a in op.args if tensor_list(a)]
+    if op.outputs:
+        lists.append(list(op.outputs))
+    return [(lst, ("id", list_identity(lst))) for lst in lists]
+
+
+def run_lowered(op: OpSpec, inputs, chip=None) -> list:
+    """The outputs of op's lowered program run through the ISA semantics, one array per op
+    output (in the output's storage dtype). `inputs`: one array per device tensor input of
+    `op` (op.inputs order: tensor lists flattened). Raises Uncheckable for the ops
+    `why_unchecked` names."""
+    from .api import _with_ids
+    reason = why_unchecked(op, chip)
+    if reason is not None:
+        raise Uncheckable(f"{op.name}: its lowering cannot be checked: {reason}")
+    op = _with_ids(op, lambda t, is_out, k: ("o" if is_out else "x", k))
+    ins = op.inputs
+    if len(inputs) != len(ins):
+        raise ValueError(f"{op.name}: {len(inputs)} input arrays for {len(ins)} device inputs")
+    ctx = LowerCtx(get_chip(chip), 1, keep_operands=True, full=True, name=op.name)
+    rule_for(op.name)(ctx, op)
+    ctx.end_op()
+    values = {ctx.key(t): np.asarray(a, np.float32).reshape(t.shape) for t, a in zip(ins, inputs)}
+    buffers = {}
+
+    def place(key, t, a):
+        h = ctx._hbm.get(key)
+        if h is not None:           # (a fill never reads its input)
+            _strided(buffers.setdefault(h.name, np.zeros(h.shape, np.float32)), t)[...] = a
+    for t in ins:
+        place(ctx.key(t), t, values[ctx.key(t)])
+    for lst, key in _lists_of(op):      # a foreach list: its members one after the other
+        if all(ctx.key(t) in values for t in lst):
+            flat = np.concatenate([values[ctx.key(t)].reshape(-1) for t in lst])
+            place(key, TensorSpec(flat.shape), flat)
+    res = execute(ctx.b.build(), buffers)
+    got = {}
+    for lst, key in _lists_of(op):
+        h = ctx._hbm.get(key)
+        if h is not None:
+            at = 0
+            for t in lst:
+                got[ctx.key(t)] = res[h.name][at:at + t.numel].reshape(t.shape)
+                at += t.numel
+    for t in op.outputs:
+        h = ctx._hbm.get(ctx.key(t))
+        if h is not None:
+            got[ctx.key(t)] = _strided(res[h.name], t)
+    missing = [i for i, t in enumerate(op.outputs) if ctx.key(t) not in got]
+    if missing:
+        raise Uncheckable(f"{op.name}: its lowering never writes output(s) {missing}")
+    return [np.array(got[ctx.key(t)]).astype(np_dtype(t.dtype)) for t in op.outputs]
+
+
+def check_lowered(op: OpSpec, inputs, outputs, rtol=1e-2, atol=1e-2, chip=None) -> None:
+    """Raise RuntimeError when op's lowered program, run through the ISA semantics on `inputs`,
+    differs from `outputs` (one array per op output) beyond rtol/atol; the tolerance covers
+    bfloat16 rounding done in another order and ScalarE's function tables."""
+    got = run_lowered(op, inputs, chip)
+    for i, (g, w) in enumerate(zip(got, outputs)):
+        g, w = g.astype(np.float32), np.asarray(w, np.float32).reshape(g.shape)
+        if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
+            err = float(np.nanmax(np.abs(g - w)))
+            raise RuntimeError(
+                f"{op.name}: output {i} of its lowered program (ISA semantics) differs from the "
+                f"op's result by up to {err:.3g} (rtol {rtol}, atol {atol}); input shapes "
+                f"{[t.shape for t in op.inputs]}, output shapes "
+                f"{[t.shape for t in op.outputs]}: the rule ({rule_for(op.name).__name__}) "
+                "computes something else; fix it or list it in semantics.TIMING_ONLY")

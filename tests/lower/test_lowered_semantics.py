@@ -1,0 +1,245 @@
+"""neuron_sim/lower/semantics.py: lowered programs, built in full, run through the ISA modules'
+NumPy semantics and compared with torch on the CPU.
+
+Every op `semantics.EXACT` lists has a case here (test_every_exact_op_has_a_case), run at shapes
+that exercise the flat plan: [128, 1001] streams as two chunks of 501 and 500 columns (more than
+one chunk, a short last one), [5, 1003] has a numel that is no multiple of 128 (the plan rounds
+up by < 128 elements), [300, 64] puts 3 rows on a partition (row ops). Tolerances: FP32
+arithmetic on VectorE is exact (atol 1e-6); ScalarE functions, sums and matmuls accumulate in
+another order (rtol 1e-5 .. 1e-4); a bfloat16 output is compared after torch's own rounding.
+Rules that are timing-equivalent only are refused with their reason (semantics.TIMING_ONLY)."""
+
+import numpy as np
+import pytest
+
+from neuron_sim.lower import OpSpec, TensorSpec
+from neuron_sim.lower.semantics import (EXACT, TIMING_ONLY, Uncheckable, check_lowered,
+                                        run_lowered, why_unchecked)
+from neuron_sim.lower.registry import rule_for
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+SHAPES = [(128, 1001), (5, 1003), (300, 64)]
+
+
+def T(shape, dtype="float32", strides=None):
+    return TensorSpec(shape, dtype, strides)
+
+
+def _data(shape, kind="normal", seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape).astype(np.float32)
+    return np.abs(a) + 0.25 if kind == "positive" else a
+
+
+# ---- the cases: name -> (shape -> (args, outputs, input arrays, torch function)) -------------
+def _unary(fn, kind="normal", *extra):
+    return lambda s: ((T(s), *extra), (T(s),), [_data(s, kind)], fn)
+
+
+def _binary(fn, *extra, kind="normal"):
+    return lambda s: ((T(s), T(s), *extra), (T(s),), [_data(s), _data(s, kind, 1)], fn)
+
+
+def _scalar(fn, value, *extra):
+    return lambda s: ((T(s), value, *extra), (T(s),), [_data(s)], fn)
+
+
+def _reduce(fn, dims):
+    return lambda s: ((T(s), dims, False), (T(s[:-1]) if dims else T(()),), [_data(s)], fn)
+
+
+def _foreach(name, fn, n_lists=1, *extra, kind="normal"):
+    def make(s):
+        shapes = [s, (s[0] * s[1] // 7 + 3,)]          # members of two sizes, one odd
+        lists = [[T(m) for m in shapes] for _ in range(n_lists)]
+        arrays = [_data(m, kind, k) for k in range(n_lists) for m in shapes]
+
+        def ref(*ts):
+            k = len(shapes)
+            return tuple(fn(*(ts[i * k + j] for i in range(n_lists))) for j in range(k))
+        return (*lists, *extra), tuple(T(m) for m in shapes), arrays, ref
+    return make
+
+
+CASES = {
+    **{f"aten::{n}": _unary(getattr(torch, n)) for n in (
+        "exp", "tanh", "sigmoid", "relu", "erf", "sin", "atan", "sign", "abs", "square")},
+    **{f"aten::{n}": _unary(getattr(torch, n), "positive") for n in (
+        "log", "sqrt", "rsqrt", "reciprocal")},
+    "aten::silu": _unary(F.silu),
+    "aten::mish": _unary(F.mish),
+    "aten::softplus": _unary(F.softplus),
+    "aten::gelu": _unary(lambda x: F.gelu(x, approximate="tanh"), "normal", "tanh"),
+    "aten::clamp_min": _scalar(lambda x: x.clamp_min(0.3), 0.3),
+    "aten::clamp_max": _scalar(lambda x: x.clamp_max(-0.2), -0.2),
+    "aten::pow": lambda s: ((T(s), 2.0), (T(s),), [_data(s, "positive")], lambda x: x ** 2),
+    "aten::add": _binary(torch.add, 1),
+    "aten::sub": _binary(torch.sub, 1),
+    "aten::mul": _scalar(lambda x: x * 0.375, 0.375),
+    "aten::div": _binary(torch.div, kind="positive"),
+    "aten::true_divide": _binary(torch.true_divide, kind="positive"),
+    "aten::maximum": _binary(torch.maximum),
+    "aten::minimum": _binary(torch.minimum),
+    **{f"aten::{n}": _binary(lambda a, b, n=n: getattr(torch, n)(a, b).float())
+       for n in ("eq", "ne", "lt", "le", "gt", "ge")},
+    "aten::fmod": _binary(torch.fmod, kind="positive"),
+    "aten::remainder": _binary(torch.remainder, kind="positive"),
+    "aten::_to_copy": lambda s: ((T(s),), (T(s, "bfloat16"),), [_data(s)],
+                                 lambda x: x.bfloat16()),
+    **{n: _unary(torch.clone) for n in (
+        "aten::to", "aten::clone", "aten::contiguous", "aten::_copy_from", "aten::alias_copy",
+        "aten::lift_fresh_copy", "aten::detach_copy", "aten::view_copy", "aten::_reshape_copy",
+        "neuron::copy_d2d")},
+    "aten::copy": lambda s: ((T(s), T(s)), (T(s),), [_data(s), _data(s, seed=1)],
+                             lambda x, y: y.clone()),
+    "aten::fill": _scalar(torch.zeros_like, 0.0),
+    **{n: _unary(torch.zeros_like) for n in ("aten::zero", "aten::zeros_like")},
+    "aten::zeros": lambda s: ((s,), (T(s),), [], lambda: torch.zeros(s)),
+    "aten::new_zeros": lambda s: ((T(s), s), (T(s),), [_data(s)], torch.zeros_like),
+    "aten::sum": _reduce(lambda x: x.sum(-1), (-1,)),
+    "aten::amax": _reduce(lambda x: x.amax(-1), (-1,)),
+    "aten::amin": _reduce(lambda x: x.amin(-1), (1,)),
+    **{n: lambda s: ((T(s), -1, False), (T(s),), [_data(s)], lambda x: torch.softmax(x, -1))
+       for n in ("aten::_softmax", "aten::softmax", "aten::_safe_softmax")},
+    "aten::cat": lambda s: (([T(s), T(s)], 1), (T((s[0], 2 * s[1])),), [_data(s), _data(s, seed=1)],
+                            lambda a, b: torch.cat([a, b], 1)),
+    **{n: lambda s: (([T(s), T(s)], 0), (T((2 * s[0], s[1])),), [_data(s), _data(s, seed=1)],
+                     lambda a, b: torch.cat([a, b], 0)) for n in ("aten::concat",
+                                                                 "aten::concatenate")},
+    "aten::stack": lambda s: (([T(s), T(s)], 1), (T((s[0], 2, s[1])),),
+                              [_data(s), _data(s, seed=1)], lambda a, b: torch.stack([a, b], 1)),
+    **{f"aten::_foreach_{n}": _foreach(n, fn, 2, *extra, kind=kind)
+       for n, fn, extra, kind in [
+           ("add", torch.add, (1,), "normal"), ("sub", torch.sub, (), "normal"),
+           ("mul", torch.mul, (), "normal"), ("div", torch.div, (), "positive"),
+           ("maximum", torch.maximum, (), "normal"), ("minimum", torch.minimum, (), "normal"),
+           ("copy", lambda a, b: b.clone(), (), "normal")]},
+    **{f"aten::_foreach_{n}": _foreach(n, fn, 1, *extra, kind=kind)
+       for n, fn, extra, kind in [
+           ("clamp_min", lambda a: a.clamp_min(0.1), (0.1,), "normal"),
+           ("clamp_max", lambda a: a.clamp_max(0.1), (0.1,), "normal"),
+           ("sqrt", torch.sqrt, (), "positive"), ("exp", torch.exp, (), "normal"),
+           ("log", torch.log, (), "positive"), ("reciprocal", torch.reciprocal, (), "positive"),
+           ("sigmoid", torch.sigmoid, (), "normal"), ("abs", torch.abs, (), "normal"),
+           ("sign", torch.sign, (), "normal"), ("zero", torch.zeros_like, (), "normal")]},
+}
+
+# matmul family: one output tile per batch (M <= 128, N <= 512), K over several 128-row tiles
+MM = {
+    "aten::mm": (((96, 300), (300, 80)), lambda a, b: a @ b),
+    "aten::bmm": (((3, 64, 200), (3, 200, 512)), torch.bmm),
+    "aten::addmm": (((80,), (128, 130), (130, 80)), torch.addmm),
+    "aten::linear": (((100, 256), (48, 256), (48,)), F.linear),
+}
+
+
+def _close(got, want, rtol, atol):
+    want = want.float().numpy()
+    got = got.astype(np.float32)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+def _run(name, args, outs, arrays, fn, rtol=1e-5, atol=1e-6):
+    op = OpSpec(name, args, outs)
+    got = run_lowered(op, arrays, "trn2")
+    want = fn(*(torch.from_numpy(a) for a in arrays))
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        _close(g, w, rtol, atol)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_exact_op_matches_torch(name, shape):
+    args, outs, arrays, fn = CASES[name](shape)
+    rowwise = name in ("aten::sum", "aten::amax", "aten::amin") or "softmax" in name
+    _run(name, args, outs, arrays, fn, rtol=1e-4 if rowwise else 1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(MM))
+def test_one_tile_matmul_matches_torch(name):
+    shapes, fn = MM[name]
+    arrays = [_data(s, seed=k) for k, s in enumerate(shapes)]
+    _run(name, tuple(T(s) for s in shapes), (T(fn(*map(torch.from_numpy, arrays)).shape),),
+         arrays, fn, rtol=1e-4, atol=1e-3)
+
+
+def test_a_transposed_matmul_operand_is_read_at_its_strides():
+    a, b = _data((300, 96)), _data((300, 80), seed=1)      # A = a.T, K-contiguous
+    _run("aten::mm", (T((96, 300), strides=(1, 96)), T((300, 80))), (T((96, 80)),),
+         [a.T, b], lambda x, y: x @ y, rtol=1e-4, atol=1e-3)
+
+
+def test_full_sum_and_bfloat16_add():
+    # the full sum: every chunk summed on VectorE, the partitions on TensorE against a ones
+    # vector (which the lowering never set before: the sum was 0)
+    x = _data((5, 1003))
+    _run("aten::sum", (T((5, 1003)),), (T(()),), [x], torch.sum, rtol=1e-5, atol=1e-3)
+    s = (128, 1001)
+    x, y = (torch.from_numpy(_data(s, seed=k)).bfloat16().float().numpy() for k in (0, 1))
+    _run("aten::add.Tensor", (T(s, "bfloat16"), T(s, "bfloat16"), 1), (T(s, "bfloat16"),),
+         [x, y], lambda a, b: a.bfloat16() + b.bfloat16(), rtol=0, atol=0)
+
+
+def test_every_exact_op_has_a_case():
+    exact = set().union(*EXACT.values())
+    assert exact == set(CASES) | set(MM)
+    for rule, ops in EXACT.items():
+        assert all(rule_for(o).__name__ == rule for o in ops), rule
+
+
+# ---- what is refused, and why -------------------------------------------------------------------
+s = (128, 1001)
+REFUSED = [
+    (OpSpec("aten::cos", (T(s),), (T(s),)), "charged as another activation"),
+    (OpSpec("aten::add.Tensor", (T(s), T(s), 2), (T(s),)), "alpha is not applied"),
+    (OpSpec("aten::add.Tensor", (T(s), T((1001,)), 1), (T(s),)), "broadcast operand"),
+    (OpSpec("aten::clone", (T((1001, 128), strides=(1, 1001)),), (T((1001, 128)),)),
+     "strided operand"),
+    (OpSpec("aten::fill.Scalar", (T(s), 1.5), (T(s),)), "whatever the fill value"),
+    (OpSpec("aten::_log_softmax", (T(s), -1, False), (T(s),)), "log(sum) without the row max"),
+    (OpSpec("aten::sum.dim_IntList", (T(s), (0,), False), (T((1001,)),)), "leading-dim"),
+    (OpSpec("aten::mean.dim", (T(s), (-1,), False), (T((128,)),)), "mean as sum"),
+    (OpSpec("aten::mm", (T((200, 64)), T((64, 80))), (T((200, 80)),)), "tile-major"),
+    (OpSpec("aten::native_layer_norm", (T(s), (1001,), T((1001,)), T((1001,)), 1e-5),
+            (T(s), T((128, 1)), T((128, 1)))), "statistics are timed"),
+    (OpSpec("aten::embedding", (T((50, 64)), T((300,), "int32")), (T((300, 64)),)),
+     "stand-in stride"),
+    (OpSpec("aten::cumsum", (T(s), -1), (T(s),)), "tensor_tensor_scan"),
+    (OpSpec("aten::_softmax", (T((4, 8192)), -1, False), (T((4, 8192)),)), "run in pieces"),
+]
+
+
+@pytest.mark.parametrize("op, why", REFUSED, ids=[o.name for o, _ in REFUSED])
+def test_timing_only_programs_are_refused_with_their_reason(op, why):
+    assert why in why_unchecked(op, "trn2")
+    with pytest.raises(Uncheckable, match=f"{op.name}: its lowering cannot be checked"):
+        run_lowered(op, [np.zeros(t.shape, np.float32) for t in op.inputs], "trn2")
+
+
+def test_every_rule_is_exact_or_says_why_not():
+    from neuron_sim.lower.registry import RULES
+    for rule in {f.__name__ for f in RULES.values()}:
+        assert rule in EXACT or rule in TIMING_ONLY, rule
+
+
+def test_check_lowered_names_the_op_shapes_and_difference():
+    x, y = _data(s), _data(s, seed=1)
+    op = OpSpec("aten::mul.Tensor", (T(s), T(s)), (T(s),))
+    check_lowered(op, [x, y], [x * y])
+    with pytest.raises(RuntimeError, match=r"aten::mul.Tensor: output 0 .* differs .* by up to "
+                                           r"1 .*\(128, 1001\)"):
+        check_lowered(op, [x, y], [x * y + np.eye(128, 1001, dtype=np.float32)])
+
+
+# ---- the lowering bugs the check found ----------------------------------------------------------
+def test_row_reduction_stores_one_value_per_row():
+    # reduction() passed its [rows] output as row_blocks' full-size tensor: each block stored
+    # [p, r * C] into it (C times too many bytes, past its end)
+    from neuron_sim.lower import lower_op
+    x = T((4096, 2048))
+    t = lower_op(OpSpec("aten::sum.dim_IntList", (x, (-1,), False), (T((4096,)),)), "trn2")
+    assert t.hbm_bytes == pytest.approx(x.nbytes + 4096 * 4, rel=0.01)
