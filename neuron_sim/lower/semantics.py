@@ -7,8 +7,8 @@ builds the op's program IN FULL (every block, `LowerCtx(full=True)`: no represen
 LNC 1), places each input array in the HBM tensor the lowering made for it (at the element
 offsets its strides give; a foreach list as its members one after the other), runs
 `neuron_sim.interpreter.execute` and reads every output back from its HBM tensor, shaped like
-the op's outputs. `check_lowered` compares them with results computed elsewhere (the eager
-backend's CPU kernels).
+the op's outputs. `check_lowered` compares them with results computed elsewhere (an eager op's
+CPU result, for one).
 
 The lowering addresses HBM chunk-major ([chunk, p, f], `LowerCtx.hbm_pieces`): a permutation of
 the row-major elements that every tensor of the flat plan shares, so an element-wise op is exact
