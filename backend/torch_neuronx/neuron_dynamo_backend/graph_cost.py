@@ -18,11 +18,13 @@ import operator
 import pathlib
 
 import torch
+from torch._ops import HigherOrderOperator
 
 import neuron_sim.lower as lower
 from neuron_sim.hardware import get_chip
 
 from ..fallback import DATA_DEPENDENT_SHAPE, NO_NEURON_KERNEL
+from . import higher_order
 from .analytic import GraphFacts
 from .errors import NEFFCompilationError
 from .graph_spec import GraphCost, Target  # noqa: F401  (Target: imported from here)
@@ -98,29 +100,41 @@ def _is_folded_fill(node) -> bool:
                     and lower.is_elementwise(u.target.name()) for u in node.users))
 
 
-def lowering_ops(gm: torch.fx.GraphModule) -> tuple:
-    """(OpSpecs in execution order, ids of the graph outputs, GraphFacts of the graph's ATen
-    ops, write-backs included, at their FX shapes). Every value has its own identity, views
-    included: a consumer of a view of an intermediate reads it from HBM (why: README.md, "Not
-    (yet) modelled"). Write-backs of in-place results into graph inputs are stores of those
-    results, not copies (`_is_writeback`). A constant fill read only by element-wise ops is a
-    one-element value its readers broadcast (`_is_folded_fill`)."""
-    def ident(node, pos=0):
+class _Walk:
+    """One walk of an ATen FX graph in execution order: the lowering's OpSpecs, the graph's
+    outputs and facts. The subgraphs of higher-order ops are walked where the op runs, their
+    ops joining the one program (`higher_order.py` says how each op is costed). Every value has
+    its own identity, views included: a consumer of a view of an intermediate reads it from HBM
+    (why: README.md, "Not (yet) modelled"). Write-backs of in-place results into graph inputs
+    are stores of those results, not copies (`_is_writeback`). A constant fill read only by
+    element-wise ops is a one-element value its readers broadcast (`_is_folded_fill`)."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.ops, self.live, self.facts = [], set(), GraphFacts()
+        self.notes, self.estimated = [], set()   # what was assumed; HOPs not walked
+        # identity -> the identity of the value it is (a subgraph's inputs and outputs)
+        self.alias = {}
+        self.scope = ""          # prefix of the names in the subgraph being walked
+
+    def ident(self, node, pos=0):
         if node.target is operator.getitem:
             node, pos = node.args
-        return (node.name, pos)
+        key = (self.scope + node.name, pos)
+        return self.alias.get(key, key)
 
-    def spec(node, val, pos=0, **kw):
+    def spec(self, node, val, pos=0, **kw):
         if _is_folded_fill(node):        # the fill's value, broadcast by its readers
-            return lower.TensorSpec((), str(val.dtype), (), id=ident(node, pos), **kw)
+            return lower.TensorSpec((), str(val.dtype), (), id=self.ident(node, pos), **kw)
         return lower.TensorSpec(tuple(int(x) for x in val.shape), str(val.dtype),
-                                tuple(int(x) for x in val.stride()), id=ident(node, pos), **kw)
+                                tuple(int(x) for x in val.stride()), id=self.ident(node, pos),
+                                **kw)
 
-    def convert(a):
+    def convert(self, a):
         if isinstance(a, torch.fx.Node):
             val = a.meta.get("val")
             if isinstance(val, torch.Tensor):
-                return spec(a, val, on_device=val.device.type != "cpu" or val.dim() > 0)
+                return self.spec(a, val, on_device=val.device.type != "cpu" or val.dim() > 0)
             if isinstance(val, (torch.SymInt, int, float, bool)):
                 return int(val) if isinstance(val, torch.SymInt) else val
             return None
@@ -128,37 +142,122 @@ def lowering_ops(gm: torch.fx.GraphModule) -> tuple:
             # tensor lists as lists, int lists as tuples, as the eager queue describes them: a
             # rule reading dims as a tuple took FX's list for "every dim" (sum over [0] of a
             # bias gradient was timed as a sum of everything)
-            items = [convert(x) for x in a]
+            items = [self.convert(x) for x in a]
             return items if any(isinstance(x, lower.TensorSpec) for x in items) else tuple(items)
         if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
             return str(a).replace("torch.", "")
         return a
 
-    ops, live, facts = [], set(), GraphFacts()
-    for node in gm.graph.nodes:
-        if node.op == "output":
-            torch.fx.node.map_arg(node.args, lambda n: live.add(ident(n)))
-        if not _is_op_call(node):
-            continue
-        val = node.meta.get("val")
-        vals = [val] if isinstance(val, torch.Tensor) else (
-            list(val) if isinstance(val, (tuple, list)) else [])
-        name = node.target.name()
-        ins = []
-        torch.fx.node.map_arg((node.args, node.kwargs), lambda n: ins.append(n.meta.get("val")))
-        facts.add(name, [t for t in ins if isinstance(t, torch.Tensor)],
-                  [v for v in vals if isinstance(v, torch.Tensor)])
-        if _is_writeback(node):
-            live.add(ident(node.args[1]))
-            continue
-        outs = tuple(spec(node, v, i) for i, v in enumerate(vals) if isinstance(v, torch.Tensor))
-        ops.append(lower.OpSpec(name, tuple(convert(a) for a in node.args), outs,
-                                {k: convert(v) for k, v in node.kwargs.items()}))
-    return ops, live, facts
+    def graph(self, gm: torch.fx.GraphModule) -> list:
+        """Walks `gm` in the current scope; returns the identities of its outputs (None for
+        an output that is not a value of the graph)."""
+        outs = []
+        for node in gm.graph.nodes:
+            if node.op == "output":
+                outs = [self.ident(n) if isinstance(n, torch.fx.Node) else None
+                        for n in higher_order.flatten(node.args)]
+            elif node.op == "call_function" and isinstance(node.target, HigherOrderOperator):
+                higher_order.cost(self, node)
+            elif _is_constant_copy(node):
+                self.alias[self.ident(node)] = self.ident(node.args[0])
+            elif _is_writeback(node):
+                self.facts.add(node.target.name(), _tensors((node.args, node.kwargs)),
+                               _results(node))
+                self.live.add(self.ident(node.args[1]))
+            elif _is_op_call(node):
+                self.op(node.target.name(), node.args, node.kwargs, node)
+        return outs
+
+    def op(self, name: str, args, kwargs, node, first: int = 0) -> None:
+        """The op `name` reading `args`, `kwargs`; its results are `node`'s tensors from
+        position `first` (a higher-order op's results may follow a token)."""
+        self.facts.add(name, _tensors((args, kwargs)), _results(node, first))
+        outs = tuple(self.spec(node, v, i) for i, v in enumerate(_values(node))
+                     if i >= first and isinstance(v, torch.Tensor))
+        self.ops.append(lower.OpSpec(name, tuple(self.convert(a) for a in args), outs,
+                                     {k: self.convert(v) for k, v in kwargs.items()}))
+
+    def inline(self, body: torch.fx.GraphModule, operands, scope: str) -> list:
+        """Walks subgraph `body` with its inputs bound to `operands` (the caller's nodes or
+        values), in the scope `scope`; returns the identities of its outputs."""
+        outer = self.scope
+        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        bound = [self.ident(a) if isinstance(a, torch.fx.Node) else None for a in operands]
+        self.scope = f"{outer}{scope}/"
+        for p, b in zip(placeholders, bound):
+            if b is not None:
+                self.alias[(self.scope + p.name, 0)] = b
+        try:
+            return self.graph(body)
+        finally:
+            self.scope = outer
+
+    def child(self) -> "_Walk":
+        """A walk of a subgraph apart (to time it alone), in this walk's scope: `absorb` it
+        to make its ops part of this one."""
+        walk = _Walk(self.target)
+        walk.alias, walk.scope = self.alias, self.scope
+        return walk
+
+    def absorb(self, walk: "_Walk") -> None:
+        self.ops += walk.ops
+        self.live |= walk.live
+        self.facts += walk.facts
+        self.notes += walk.notes
+        self.estimated |= walk.estimated
+
+    def time_ns(self, live) -> float:
+        """Simulated ns of this walk's ops as a program of their own, `live` stored."""
+        program, serial, _custom = lower_graph(self.ops, set(live), self.target.chip,
+                                               self.target.lnc)
+        return sum(t.total_ns for t in _timings(program, serial))
+
+    def results(self, node, outs: list) -> None:
+        """`node`'s results are the values `outs` (identities): its readers read those."""
+        for i, o in enumerate(outs):
+            if o is not None:
+                self.alias[self.ident(node, i)] = o
+
+
+def _values(node) -> list:
+    val = node.meta.get("val")
+    return [val] if isinstance(val, torch.Tensor) else (
+        list(val) if isinstance(val, (tuple, list)) else [])
+
+
+def _results(node, first: int = 0) -> list:
+    return [v for v in _values(node)[first:] if isinstance(v, torch.Tensor)]
+
+
+def _tensors(args) -> list:
+    """The tensors (FX values) of the nodes in `args`."""
+    ins = []
+    torch.fx.node.map_arg(args, lambda n: ins.append(n.meta.get("val")))
+    return [t for t in ins if isinstance(t, torch.Tensor)]
+
+
+def _is_constant_copy(node) -> bool:
+    """lift_fresh_copy of a graph constant (`torch.tensor([...])` in the function) that the
+    graph only reads: the constant is part of the program, in HBM; its readers read it there.
+    A compiler makes no copy (one that is a graph output is a copy: the caller owns it)."""
+    return (node.op == "call_function"
+            and node.target is torch.ops.aten.lift_fresh_copy.default
+            and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "get_attr"
+            and all(u.op != "output" for u in node.users))
+
+
+def lowering_ops(gm: torch.fx.GraphModule, target: Target) -> _Walk:
+    """The walk of `gm` (the ops, the graph outputs' identities in `live`, facts, notes).
+    `target`: what a choice between subgraphs is timed on (a cond's branches)."""
+    walk = _Walk(target)
+    walk.live.update(o for o in walk.graph(gm) if o is not None)
+    return walk
 
 
 def _is_aten(name: str) -> bool:
-    return name.split("::", 1)[0] in ("aten", "prims")
+    """An op of PyTorch's (a higher-order op without a walk too: not a custom op whose kernel
+    times itself at run time)."""
+    return name.split("::", 1)[0] in ("aten", "prims", higher_order.NAMESPACE)
 
 
 def lower_graph(ops, live, chip: str, lnc: int, cache=None) -> tuple:
@@ -185,16 +284,22 @@ def lower_graph(ops, live, chip: str, lnc: int, cache=None) -> tuple:
     return program, serial, custom_ns
 
 
+def _timings(program, serial) -> list:
+    """The Timings of `lower_graph`'s answer: the program's and those of the ops apart."""
+    return ([program] if program is not None else []) + [t for _n, t in serial]
+
+
 def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
     """Simulated time of the ATen graph `gm` as ONE program on one logical core of `target`.
     Raises NEFFCompilationError for graphs the simulated compiler cannot lower."""
-    ops, live, facts = lowering_ops(gm)
-    _check_lowerable(ops)
-    program, serial, custom_ns = lower_graph(ops, live, target.chip, target.lnc)
-    note = f" ({program.note})" if program is not None and program.note else ""
+    walk = lowering_ops(gm, target)
+    _check_lowerable(walk.ops)
+    program, serial, custom_ns = lower_graph(walk.ops, walk.live, target.chip, target.lnc)
+    notes = ([program.note] if program is not None and program.note else []) + walk.notes
+    note = f" ({'; '.join(notes)})" if notes else ""
     engines = dict.fromkeys(lower.ENGINES, 0.0)
     total, hbm, flops = 0.0, 0.0, 0.0
-    for t in ([program] if program is not None else []) + [t for _n, t in serial]:
+    for t in _timings(program, serial):
         total += t.total_ns
         hbm += t.hbm_bytes
         flops += t.flops
@@ -210,5 +315,6 @@ def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
                      * get_chip(target.chip).sbuf_partitions,
                      custom_ops_ns=int(round(custom_ns)), tensor_flops=float(flops),
                      cost_source=LOWERED + note,
-                     estimated_ops=sorted({n for n, t in serial if t.estimated}),
-                     **facts.fields())
+                     estimated_ops=sorted({n for n, t in serial if t.estimated}
+                                          | walk.estimated),
+                     **walk.facts.fields())
