@@ -240,3 +240,17 @@ def test_a_higher_order_op_is_costed_once():
     with pytest.raises(ValueError, match="costed twice"):
         higher_order.costs("cond")(lambda walk, node: None)
 
+
+def test_graphs_differing_only_in_a_branch_are_cached_apart():
+    """The compile-cache key holds the subgraphs' code: a cond whose branches differ is a
+    different graph (same top-level code, same input shapes)."""
+    x, w = operands((256, 512), (512, 512))
+    p = torch.tensor(True)
+    def cheap(x, w):                      # reads both operands, as slow_true does
+        return x + w[:256]
+
+    _, first = compiled(lambda p, x, w: torch.cond(p, slow_true, cheap, (x, w)), p, x, w)
+    _, second = compiled(lambda p, x, w: torch.cond(p, cheap, cheap, (x, w)), p, x, w)
+    assert first["inference"].graph_id != second["inference"].graph_id
+    assert not second["inference"].cache_hit
+    assert second["inference"].sim_run_ns < first["inference"].sim_run_ns

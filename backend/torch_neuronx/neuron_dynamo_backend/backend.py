@@ -177,6 +177,12 @@ def _input_signature(example_inputs) -> str:
                     if isinstance(x, torch.Tensor) else repr(x) for x in example_inputs)
 
 
+def _graph_code(gm: torch.fx.GraphModule) -> str:
+    """The code of the graph and of the subgraphs its higher-order ops run: a cond's branches
+    are not in the graph's own code (two graphs differing only there are different graphs)."""
+    return "".join(m.code for m in gm.modules() if isinstance(m, torch.fx.GraphModule))
+
+
 def _graph_name(model_name: str, kind: str) -> str:
     try:
         from torch._functorch._aot_autograd.logging_utils import get_aot_graph_name
@@ -197,7 +203,7 @@ def _device_index(example_inputs) -> int:
 def _compile_or_load(gm, example_inputs, opts: CompileOptions):
     """(GraphCost, cache hit?, key) for an ATen graph; raises NEFFCompilationError."""
     target = Target.of(_visible())
-    key = cache.make_key(gm.code, _input_signature(example_inputs), target.key(),
+    key = cache.make_key(_graph_code(gm), _input_signature(example_inputs), target.key(),
                          setting("NEURON_CC_FLAGS"), cost_model_version())
     if opts.use_cache:
         try:
@@ -289,7 +295,7 @@ def _compile_graph(gm, example_inputs, kind: str, opts: CompileOptions, source: 
     record = metrics.NeuronCompilationMetrics(
         graph_id="", graph_name=name, model_name=model_name, kind=kind,
         graph_node_count=len(gm.graph.nodes), source=source,
-        has_collectives="_c10d_functional" in gm.code)
+        has_collectives="_c10d_functional" in _graph_code(gm))
     try:
         cost, hit, key = _compile_or_load(gm, example_inputs, opts)
     except NEFFCompilationError as e:
