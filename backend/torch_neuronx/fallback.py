@@ -14,8 +14,8 @@ _NEURON, _CPU_FALLBACK, _NOT_IMPLEMENTED = 0, 1, 2
 # Output shape depends on the data in a way static-shape kernels cannot express (nonzero
 # and masked_select are kept on Neuron: printing and boolean indexing use them).
 DATA_DEPENDENT_SHAPE = [
-    "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
-    "aten::bincount", "aten::histc", "aten::histc.out",
+    "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+    "aten::unique_dim_consecutive", "aten::bincount", "aten::histc", "aten::histc.out",
 ]
 # Dense linear-algebra factorizations and FFTs have no NeuronCore kernels.
 NO_NEURON_KERNEL = [
@@ -27,10 +27,10 @@ NO_NEURON_KERNEL = [
     "aten::_linalg_det", "aten::_linalg_det.result", "aten::_linalg_slogdet",
     "aten::_linalg_slogdet.sign", "aten::linalg_inv_ex", "aten::linalg_inv_ex.inverse",
     "aten::triangular_solve", "aten::triangular_solve.X", "aten::linalg_solve_triangular",
-    "aten::linalg_solve_triangular.out", "aten::geqrf", "aten::ormqr", "aten::linalg_householder_product",
-    "aten::lu_unpack", "aten::lu_unpack.out", "aten::linalg_lstsq", "aten::linalg_ldl_factor_ex",
-    "aten::_fft_r2c", "aten::_fft_c2r", "aten::_fft_c2c", "aten::_fft_r2c.out", "aten::_fft_c2r.out",
-    "aten::_fft_c2c.out",
+    "aten::linalg_solve_triangular.out", "aten::geqrf", "aten::ormqr",
+    "aten::linalg_householder_product", "aten::lu_unpack", "aten::lu_unpack.out",
+    "aten::linalg_lstsq", "aten::linalg_ldl_factor_ex", "aten::_fft_r2c", "aten::_fft_c2r",
+    "aten::_fft_c2c", "aten::_fft_r2c.out", "aten::_fft_c2r.out", "aten::_fft_c2c.out",
 ]
 
 

@@ -9,10 +9,10 @@ quantisation is timed with the matmul.
 
 For inference the weight is quantised once, when the layer is swapped (FP8 weights are served
 from HBM: half the bytes of BF16) and only the activations per call; for training the BF16
-weight is quantised on every call and the backward's two GEMMs run in the same precision. The layouts are the
-ones `torch._scaled_mm` requires (activations row-major, weight column-major, i.e. K contiguous
-in both): Trainium's DMA transposes only 2-byte types, so the lowering moves both FP8 operands
-K-major through TensorE transposes, and that cost is part of the time.
+weight is quantised on every call and the backward's two GEMMs run in the same precision. The
+layouts are the ones `torch._scaled_mm` requires (activations row-major, weight column-major,
+i.e. K contiguous in both): Trainium's DMA transposes only 2-byte types, so the lowering moves
+both FP8 operands K-major through TensorE transposes, and that cost is part of the time.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import torch
 
 from . import _C
-from .memory import (empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info,  # noqa: F401
-                     memory_allocated, memory_reserved, memory_stats, memory_summary,
-                     reset_accumulated_memory_stats, reset_peak_memory_stats)
+from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # noqa: F401
+                     mem_get_info, memory_allocated, memory_reserved, memory_stats,
+                     memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats)
 from .streams import (Event, Stream, _index, current_stream, default_stream, query,  # noqa: F401
                       record_event, set_stream, stream, synchronize, wait_event, wait_stream)
 

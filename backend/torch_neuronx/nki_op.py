@@ -19,7 +19,7 @@ from nki import _dynamo
 
 from .device_interface import after_import
 
-_dynamo.install(after_import)       # @nki.jit kernels called inside torch.compile become one graph node
+_dynamo.install(after_import)   # @nki.jit kernels called inside torch.compile: one graph node
 
 
 def nki_op(name, fn=None, *, mutates_args=(), device_types=None, schema=None):

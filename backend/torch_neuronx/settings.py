@@ -42,7 +42,8 @@ SETTINGS = list(declare(
             "directory, created 0700; refused like the cache directory when not private)."),
     Setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", bool, False,
             "Keep intermediate compilation artifacts."),
-    Setting("NEURON_CC_FLAGS", str, "", "Compiler flags (accepted; recorded in the compile cache key)."),
+    Setting("NEURON_CC_FLAGS", str, "",
+            "Compiler flags (accepted; recorded in the compile cache key)."),
     Setting("NEURON_SIM_TIME_ONLY", bool, False,
             "Time-only execution for the whole process: ops are timed as usual but compute no "
             "values, so models larger than host memory run (`torch_neuronx.time_only()`)."),

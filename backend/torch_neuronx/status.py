@@ -48,7 +48,7 @@ def _loop(pid, where):
         try:
             if _C._is_initialized():
                 procs.publish(snapshot(), where)
-        except Exception:            # noqa: BLE001  shutting down, or a full disk: never disturb the run
+        except Exception:  # noqa: BLE001 - shutting down, or a full disk: never disturb the run
             pass
 
 

@@ -13,9 +13,9 @@ What needs values raises `TimeOnlyError` naming the op: `.item()` and everything
 (`float(t)`, `if t:`, printing), copies to the host (`.cpu()`, `.numpy()`), and ops whose output
 shape depends on values (`nonzero`, `unique`, `masked_select`). Where a model needs values
 only to size its work, a declared assumption stands in: MoE experts' token counts (the groups
-of `torch._grouped_mm`) follow `set_moe_routing` (uniform unless given). Tensors computed in this mode
-(and tensors from before it that an op wrote) hold no values afterwards: reading them outside
-the mode raises the same error until a copy fills them (`load_state_dict`).
+of `torch._grouped_mm`) follow `set_moe_routing` (uniform unless given). Tensors computed in
+this mode (and tensors from before it that an op wrote) hold no values afterwards: reading them
+outside the mode raises the same error until a copy fills them (`load_state_dict`).
 """
 
 from __future__ import annotations

@@ -12,5 +12,5 @@ from .errors import (CollectiveDeviceError, CollectiveMismatchError, Distributed
 register()
 
 __all__ = ["CollectiveDeviceError", "CollectiveMismatchError", "CollectiveRecord",
-           "DistributedSetupError", "NeuronDistributedError", "PeerLostError", "clear_collective_log",
-           "collective_log", "rank_placement"]
+           "DistributedSetupError", "NeuronDistributedError", "PeerLostError",
+           "clear_collective_log", "collective_log", "rank_placement"]
