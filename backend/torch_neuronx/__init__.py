@@ -41,12 +41,15 @@ def _visible():
     return _state["visible"]
 
 
-def _install_cost_model(visible):
-    from .cost import LoweredCostModel
-    model = LoweredCostModel(visible)
-    _state["cost_model"] = model
+def _use(visible):
+    """From now on, time the configured runtime as `visible` with a new cost model."""
     from . import status
-    _C._set_cost_function(status.on_first_drain(model))    # neuron-ls/top see the process from then on
+    from .cost import LoweredCostModel
+    _state["visible"] = visible
+    # Recording an event is one semaphore write on its queue.
+    _C._set_event_record_ns(round(visible.instance.chip.cross_engine_semaphore_latency_s * 1e9))
+    model = _state["cost_model"] = LoweredCostModel(visible)
+    _C._set_cost_function(status.on_first_drain(model))    # neuron-ls/top see it from then on
 
 
 def set_instance(name: str) -> None:
@@ -54,10 +57,7 @@ def set_instance(name: str) -> None:
     visible = _resolve(name)
     _C._configure(visible.device_count, visible.hbm_bytes_per_device, visible.instance.name,
                   settings.get("NEURON_RT_ENABLE_HOST_CC"))
-    _state["visible"] = visible
-    # Recording an event is one semaphore write on its queue.
-    _C._set_event_record_ns(round(visible.instance.chip.cross_engine_semaphore_latency_s * 1e9))
-    _install_cost_model(visible)
+    _use(visible)
 
 
 def get_instance() -> str:

@@ -97,10 +97,6 @@ class Writes:
         return [p2 for (l2, h2), p2 in self.by_storage.get(t.storage, ()) if l2 < hi and lo < h2]
 
 
-def _dtype_name(dt) -> str:
-    return str(dt).replace("torch.", "")
-
-
 _SPECS: dict = {}       # (sizes, strides, dtype, on_neuron) -> TensorSpec without an id
 
 
@@ -114,8 +110,7 @@ def _spec(t, ident=None):
     if s is None:
         if len(_SPECS) > 4096:
             _SPECS.clear()
-        s = _SPECS[k] = TensorSpec(t.sizes, _dtype_name(t.dtype), t.strides,
-                                   on_device=t.on_neuron)
+        s = _SPECS[k] = TensorSpec(t.sizes, t.dtype, t.strides, on_device=t.on_neuron)
     return s if ident is None else s.with_id(ident(t))
 
 

@@ -848,13 +848,10 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
         x = torch.empty(b, s, h, device=dev, dtype=tdt)
         pos = torch.arange(s, device=dev)[None].expand(b, s)
 
-        def prefill():
-            return layer(x, position_ids=pos, position_embeddings=rope(x, pos))
-
         def head(last):
             return lm_head(norm(last)).argmax(-1)
 
-        m_pre = _measure_maybe_compiled(prefill, dev, compiled)
+        m_pre = _measure_maybe_compiled(lambda: _layer_forward(layer, rope, x, pos), dev, compiled)
         if sequence_parallel and mesh["tp"] > 1:
             m_pre = _sequence_parallel(m_pre, layer, b, s, h, mesh["tp"], dev, tdt, compiled)
         m_pre_head = _measure_maybe_compiled(lambda: head(x[:, -1:]), dev, compiled)

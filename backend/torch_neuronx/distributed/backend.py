@@ -31,28 +31,24 @@ from . import placement as _placement
 from .errors import (CollectiveDeviceError, CollectiveMismatchError, DistributedSetupError,
                      PeerLostError)
 
-# Ops whose every tensor must match across ranks, and which tensors ("in"/"out") to compare.
-_SAME_ON_ALL_RANKS = {
-    "all_reduce": "in", "all_reduce_coalesced": "in", "broadcast": "in", "reduce": "in",
-    "all_gather": "in", "all_gather_into_tensor": "in", "all_gather_into_tensor_coalesced": "in",
-    "reduce_scatter": "out", "reduce_scatter_tensor": "in", "reduce_scatter_tensor_coalesced": "in",
-    "gather": "in", "scatter": "out", "all_to_all": None, "all_to_all_single": None,
-    "barrier": None,
+# Per op: what neuron_sim.collectives calls it, which buffer is its "full" size, and which
+# tensors ("in"/"out"; None: none) must match across ranks. gather/scatter hold the full list on
+# the root only: every rank counts its own part x p.
+_OPS = {
+    "all_reduce": ("all_reduce", "in", "in"), "all_reduce_coalesced": ("all_reduce", "in", "in"),
+    "broadcast": ("broadcast", "in", "in"), "reduce": ("reduce", "in", "in"),
+    "all_gather": ("all_gather", "out", "in"),
+    "all_gather_into_tensor": ("all_gather", "out", "in"),
+    "all_gather_into_tensor_coalesced": ("all_gather", "out", "in"),
+    "reduce_scatter": ("reduce_scatter", "in", "out"),
+    "reduce_scatter_tensor": ("reduce_scatter", "in", "in"),
+    "reduce_scatter_tensor_coalesced": ("reduce_scatter", "in", "in"),
+    "gather": ("all_gather", "in*p", "in"), "scatter": ("all_gather", "out*p", "out"),
+    "all_to_all": ("all_to_all", "in", None), "all_to_all_single": ("all_to_all", "in", None),
+    "send": ("send_recv", "in", None), "recv": ("send_recv", "out", None),
+    "barrier": ("barrier", None, None),
 }
-# What neuron_sim.collectives calls each op, and which buffer is its "full" size.
-_MODEL_OP = {
-    "all_reduce": ("all_reduce", "in"), "all_reduce_coalesced": ("all_reduce", "in"),
-    "broadcast": ("broadcast", "in"), "reduce": ("reduce", "in"),
-    "all_gather": ("all_gather", "out"), "all_gather_into_tensor": ("all_gather", "out"),
-    "all_gather_into_tensor_coalesced": ("all_gather", "out"),
-    "reduce_scatter": ("reduce_scatter", "in"), "reduce_scatter_tensor": ("reduce_scatter", "in"),
-    "reduce_scatter_tensor_coalesced": ("reduce_scatter", "in"),
-    # gather/scatter hold the full list on the root only: every rank counts its own part x p
-    "gather": ("all_gather", "in*p"), "scatter": ("all_gather", "out*p"),
-    "all_to_all": ("all_to_all", "in"), "all_to_all_single": ("all_to_all", "in"),
-    "send": ("send_recv", "in"), "recv": ("send_recv", "out"), "barrier": ("barrier", None),
-}
-_OP_CODES = {name: i for i, name in enumerate(sorted(_MODEL_OP))}
+_OP_CODES = {name: i for i, name in enumerate(sorted(_OPS))}
 _DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32,
            torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64,
            torch.float8_e4m3fn, torch.float8_e5m2]
@@ -153,7 +149,7 @@ class Collectives:
                         f"tensors of one collective share a dtype.")
 
     def _fingerprint(self, op, inputs, outputs, reduce_op, peer, clock):
-        side = _SAME_ON_ALL_RANKS.get(op)
+        side = _OPS[op][2]
         compared = list(inputs if side == "in" else outputs if side == "out" else [])
         first = compared[0] if compared else None
         dims = list(first.shape)[:_MAX_DIMS] if first is not None else []
@@ -220,7 +216,7 @@ class Collectives:
         return int(_C._stream_clock_ns(self.device, stream.stream_id))
 
     def _charge(self, op, inputs, outputs, peer, clocks):
-        model_op, side = _MODEL_OP[op]
+        model_op, side, _compared = _OPS[op]
         nbytes = _nbytes(inputs if side.startswith("in") else outputs) if side else 0
         if side and side.endswith("*p"):
             nbytes *= self.size

@@ -105,6 +105,5 @@ def apply(p: Placement) -> None:
     _C._configure(p.local_world_size, visible.hbm_bytes_per_device, visible.instance.name,
                   neuron_settings.get("NEURON_RT_ENABLE_HOST_CC"), owned_device=p.local_rank,
                   owner=f"rank {p.rank}, LOCAL_RANK {p.local_rank}, NeuronCore {p.core}")
-    torch_neuronx._state["visible"] = visible
-    torch_neuronx._install_cost_model(visible)
+    torch_neuronx._use(visible)
     torch.neuron.set_device(p.local_rank)
