@@ -28,10 +28,10 @@ class GraphFacts:
         base = name.split("::", 1)[-1].split(".")[0]
         self.model_flops += model_flops(base, shapes[:len(ins)], shapes[len(ins):])
 
-    def __iadd__(self, other: "GraphFacts") -> "GraphFacts":
-        self.ops += other.ops
-        self.model_flops += other.model_flops
-        return self
+    def merge(self, other: "GraphFacts", times: int = 1) -> None:
+        """Adds the ops of `other`, run `times` times."""
+        self.ops += other.ops * times
+        self.model_flops += other.model_flops * times
 
     def fields(self) -> dict:
         return {"ops": self.ops, "model_flops": self.model_flops}

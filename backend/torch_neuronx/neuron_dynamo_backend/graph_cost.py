@@ -11,6 +11,7 @@ How: README.md, "How a graph is timed"; `ops` and `model_flops` describe the gra
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -113,6 +114,7 @@ class _Walk:
         self.target = target
         self.ops, self.live, self.facts = [], set(), GraphFacts()
         self.notes, self.estimated = [], set()   # what was assumed; HOPs not walked
+        self.serial = []         # (name, Timing) of loops, added in series to the program
         # identity -> the identity of the value it is (a subgraph's inputs and outputs)
         self.alias = {}
         self.scope = ""          # prefix of the names in the subgraph being walked
@@ -202,7 +204,24 @@ class _Walk:
     def absorb(self, walk: "_Walk") -> None:
         self.ops += walk.ops
         self.live |= walk.live
-        self.facts += walk.facts
+        self.facts.merge(walk.facts)
+        self.notes += walk.notes
+        self.estimated |= walk.estimated
+        self.serial += walk.serial
+
+    def loop(self, body: torch.fx.GraphModule, trips: int, name: str, scope: str) -> None:
+        """`body` run `trips` times in series (a loop over slices of its inputs): its ops as a
+        program of their own (inputs and outputs in HBM), timed once and counted `trips`
+        times. Its values have their own identities: a slice is not the tensor it slices."""
+        walk = _Walk(self.target)
+        walk.scope = f"{self.scope}{scope}/"
+        outs = walk.graph(body)
+        program, serial, _custom = lower_graph(walk.ops, {o for o in outs if o is not None},
+                                               self.target.chip, self.target.lnc)
+        if program is not None:
+            serial = [(name, program)] + serial
+        self.serial += [(n, _times(t, trips)) for n, t in serial + walk.serial]
+        self.facts.merge(walk.facts, trips)
         self.notes += walk.notes
         self.estimated |= walk.estimated
 
@@ -284,6 +303,13 @@ def lower_graph(ops, live, chip: str, lnc: int, cache=None) -> tuple:
     return program, serial, custom_ns
 
 
+def _times(t, n: int):
+    """Timing `t` run `n` times in series."""
+    return dataclasses.replace(t, total_ns=t.total_ns * n, hbm_bytes=t.hbm_bytes * n,
+                               flops=t.flops * n,
+                               engine_ns={e: v * n for e, v in t.engine_ns.items()})
+
+
 def _timings(program, serial) -> list:
     """The Timings of `lower_graph`'s answer: the program's and those of the ops apart."""
     return ([program] if program is not None else []) + [t for _n, t in serial]
@@ -295,6 +321,7 @@ def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
     walk = lowering_ops(gm, target)
     _check_lowerable(walk.ops)
     program, serial, custom_ns = lower_graph(walk.ops, walk.live, target.chip, target.lnc)
+    serial += walk.serial
     notes = ([program.note] if program is not None and program.note else []) + walk.notes
     note = f" ({'; '.join(notes)})" if notes else ""
     engines = dict.fromkeys(lower.ENGINES, 0.0)

@@ -3,9 +3,10 @@ from the op's name to one function, as the lowering's rules are (`@costs`).
 
 A higher-order op runs subgraphs (GraphModules in its arguments). The ops inside them are
 costed by the one cost model, the lowering's: the walk of the graph (`graph_cost._Walk`) walks
-a subgraph where the op runs, its ops joining the graph's one program. An op with no entry
-here is never free: it is timed by the lowering's roofline of its operands and results, listed
-in `estimated_ops`, and the reason is in the graph's `cost_source` note.
+a subgraph where the op runs, its ops joining the graph's one program (a loop's subgraph is a
+program of its own, run once per iteration). An op with no entry here is never free: it is
+timed by the lowering's roofline of its operands and results, listed in `estimated_ops`, and
+the reason is in the graph's `cost_source` note.
 
 Graphs from AOT Autograd keep few of them: the autograd wrappers (activation checkpointing's
 tag_activation_checkpoint, wrap_with_set_grad_enabled, wrap_with_autocast) are inlined before
@@ -92,6 +93,22 @@ def cond(walk, node) -> None:
     walk.results(node, slow[3])
     walk.notes.append(f"{node.name}: the slower branch, {slow[1]} ({slow[0] / 1e3:.1f} us "
                       f"alone, {other[1]} {other[0] / 1e3:.1f} us)")
+
+
+# Ops that run their subgraph once per slice of inputs along their first dim: (index of the
+# subgraph, of the sliced inputs)
+_LOOPS = {"map_impl": (0, 1), "scan": (0, 2)}
+
+
+@costs(*_LOOPS)
+def loop(walk, node) -> None:
+    """The subgraph's program once per slice, in series (the trip count, the sliced inputs'
+    first dim, is known at compile time). The note says so."""
+    body, xs = _LOOPS[node.target.name()]
+    trips = int(flatten(node.args[xs])[0].meta["val"].shape[0])
+    walk.loop(_module(node.args[body]), trips, f"{NAMESPACE}::{node.target.name()}",
+              node.name)
+    walk.notes.append(f"{node.name}: its subgraph's program {trips} times in series")
 
 
 @costs("while_loop")
