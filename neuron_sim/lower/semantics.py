@@ -121,6 +121,8 @@ def _elementwise_reason(op: OpSpec, rule: str) -> str | None:
     if rule != "fill" and op.args and not isinstance(op.args[0], TensorSpec) \
             and not tensor_list(op.args[0]):
         return "its first operand is a scalar (the recipe reads its first tensor first)"
+    if any(isinstance(a, TensorSpec) and not a.on_device for a in op.args):
+        return "a CPU scalar tensor's value is not in the program (charged as the immediate 1.0)"
     numel = {t.numel for t in (*op.inputs, *outs)}
     if rule != "fill" and len(numel) > 1 and rule != "foreach":
         return ("a broadcast operand is loaded once, as its first elements on every partition "
@@ -134,7 +136,8 @@ def _elementwise_reason(op: OpSpec, rule: str) -> str | None:
         return "alpha is not applied (charged as one tensor_tensor)"
     if name in ("aten::add", "aten::sub") and len(op.inputs) == 1 and scalars[1:] not in ([], [1]):
         return "alpha is not applied (charged as one tensor_scalar)"
-    if any(isinstance(s, str) for s in scalars) or op.kwargs.get("rounding_mode"):
+    if name == "aten::div" and (any(isinstance(s, str) for s in scalars)
+                                or op.kwargs.get("rounding_mode")):
         return "the rounding mode is not applied"
     if rule == "fill" and any(isinstance(s, (int, float)) and s != 0 for s in scalars):
         return "memset writes 0.0 whatever the fill value (the cost does not depend on it)"

@@ -1,0 +1,117 @@
+"""Eager ops checked against their lowered programs (issue 12's debug mode, STYLE rule 4).
+
+    with torch_neuronx.check_semantics.checking():
+        y = model(x)            # every exact op on the device: its lowering run through the
+                                # ISA modules' NumPy semantics and compared with y's values
+
+Inside `checking()` a TorchDispatchMode sees each ATen op on neuron tensors, with the values the
+CPU kernel reads and writes (device memory is host memory: `_C._host_alias`, no copy charged):
+for the ops whose lowering computes the op (`neuron_sim.lower.semantics.EXACT`, under the
+conditions of `why_unchecked`) it runs the op's program, built in full, through the ISA
+semantics on the op's inputs and raises a RuntimeError naming the op, its shapes and the largest
+difference where the result differs. Other ops run unchecked. Slow: for debugging rules.
+`NEURON_SIM_CHECK_SEMANTICS=1` turns it on for the whole process (`install_if_set`)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from neuron_sim.lower import OpSpec, TensorSpec
+from neuron_sim.lower.registry import rule_for
+from neuron_sim.lower.semantics import EXACT, check_lowered, why_unchecked
+
+from . import _C
+
+# the tolerance of check_lowered: FP32 agrees to ~1e-6; bfloat16 results rounded in another
+# order (a sum, a matmul) differ by a few of its ulps
+RTOL, ATOL = 2e-2, 2e-2
+
+
+def _spec(t: torch.Tensor) -> TensorSpec:
+    return TensorSpec(tuple(t.shape), str(t.dtype), tuple(t.stride()),
+                      on_device=t.device.type == "neuron" or t.dim() > 0)
+
+
+def _arg(a):
+    """An argument as the eager queue describes it (tensor lists as lists, int lists as
+    tuples); None for what no rule reads."""
+    if isinstance(a, torch.Tensor):
+        return _spec(a)
+    if isinstance(a, (list, tuple)):
+        items = [_arg(x) for x in a]
+        return items if any(isinstance(x, TensorSpec) for x in items) else tuple(items)
+    if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return str(a).replace("torch.", "")
+    return a
+
+
+def _schema_args(func, args, kwargs) -> list:
+    """The op's arguments in schema order (kwarg-only ones too, as the C++ queue boxes them),
+    without out= tensors."""
+    out = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write:
+            continue
+        if i < len(args):
+            out.append(args[i])
+        elif a.name in kwargs:
+            out.append(kwargs[a.name])
+        elif a.has_default_value():
+            out.append(a.default_value)
+        else:
+            out.append(None)
+    return out
+
+
+def _values(t: torch.Tensor) -> np.ndarray:
+    host = _C._host_alias(t) if t.device.type == "neuron" else t
+    return host.detach().to(torch.float32).numpy().copy()
+
+
+def _tensors(xs):
+    for x in xs:
+        if isinstance(x, torch.Tensor):
+            yield x
+        elif isinstance(x, (list, tuple)):
+            yield from (t for t in x if isinstance(t, torch.Tensor))
+
+
+class _Check(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.name()
+        rule = rule_for(name)
+        on_device = any(t.device.type == "neuron" for t in _tensors((*args, *kwargs.values())))
+        if not on_device or rule is None or OpSpec(name).op not in EXACT.get(rule.__name__, ()):
+            return func(*args, **kwargs)
+        schema = _schema_args(func, args, kwargs)
+        ins = [t for t in _tensors(schema) if t.device.type == "neuron" or t.dim() > 0]
+        if not all(_C._holds_values(t) for t in ins if t.device.type == "neuron"):
+            return func(*args, **kwargs)            # time-only tensors: no values to compare
+        before = [_values(t) for t in ins]          # read before an in-place op writes them
+        result = func(*args, **kwargs)
+        outs = [t for t in _tensors(result if isinstance(result, (tuple, list)) else [result])]
+        op = OpSpec(name, tuple(_arg(a) for a in schema), tuple(_spec(t) for t in outs))
+        if why_unchecked(op) is None:
+            check_lowered(op, before, [_values(t) for t in outs], RTOL, ATOL)
+        return result
+
+
+@contextlib.contextmanager
+def checking():
+    """Check every exact eager op on the device inside the block (see the module docstring)."""
+    with _Check():
+        yield
+
+
+def install_if_set() -> bool:
+    """Enter the check for the rest of the process when NEURON_SIM_CHECK_SEMANTICS=1."""
+    from neuron_sim.config import get
+    if not get("NEURON_SIM_CHECK_SEMANTICS"):
+        return False
+    _Check().__enter__()
+    return True
