@@ -47,9 +47,7 @@ def _interface():
         def get_raw_stream(device_idx: int) -> int:
             return neuron.current_stream(device_idx).stream_id
 
-        @staticmethod
-        def get_compute_capability(device=None):
-            return neuron.get_device_capability(device)
+        get_compute_capability = staticmethod(neuron.get_device_capability)
 
         @staticmethod
         def is_bf16_supported(including_emulation: bool = False) -> bool:

@@ -37,7 +37,7 @@ import torch
 from neuron_sim.program.ap import row_major
 
 from .. import _C
-from ..cost import TensorDesc, queued_op, tensor_desc as _desc
+from ..cost import HOST_COPIES, TensorDesc, queued_op, tensor_desc as _desc
 
 CAST = "neuron::copy_d2d"        # how the queue names a dtype-changing copy (a cast)
 LOW, FP32 = torch.bfloat16, torch.float32
@@ -154,8 +154,7 @@ class Rewrite:
         (gradients)."""
         name, device, stream, args, outputs = (item.name, item.device, item.stream, item.args,
                                                item.outputs)
-        if phase == "optimizer" or item.preset_ns >= 0 or name.startswith(("neuron::copy_h2d",
-                                                                   "neuron::copy_d2h")):
+        if phase == "optimizer" or item.preset_ns >= 0 or name.startswith(HOST_COPIES):
             return [item]
         base = name.split(".")[0]
         out = []

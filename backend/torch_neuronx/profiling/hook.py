@@ -29,8 +29,6 @@ from neuron_sim.lower import normalize_name
 from .. import _C
 from ..settings import PROFILING_SETTINGS as LANE_SETTINGS
 
-_SETTING = {s.name: s for s in LANE_SETTINGS}
-
 
 @dataclass
 class LaneOptions:
@@ -42,7 +40,7 @@ class LaneOptions:
 
     @classmethod
     def from_env(cls) -> "LaneOptions":
-        g = {k: s.read() for k, s in _SETTING.items()}
+        g = {s.name: s.read() for s in LANE_SETTINGS}
         return cls(g["NEURON_SIM_PROFILE_LANES"], g["NEURON_SIM_PROFILE_MAX_SPANS_PER_LANE"],
                    g["NEURON_SIM_PROFILE_MAX_SPANS_PER_OP"], g["NEURON_SIM_PROFILE_DMA_LANES"],
                    g["NEURON_SIM_PROFILE_MAX_LANE_ROWS"])

@@ -3,17 +3,9 @@ the Explorer-style summary of a profiled region.
 
 Output layout (torchneuron-api.md section 8): `<out>/<host>_pid_<pid>/<timestamp>/trace.json`,
 one directory per export. The simulator has no NEFF, NTFF or runtime protobufs to write, and writes
-no files under those names; instead:
-
-| mode        | on Trainium                     | here                                          |
-|-------------|---------------------------------|-----------------------------------------------|
-| DEVICE      | neff_*.neff + profile_nc_*.ntff | engine lanes in trace.json; device_summary.*  |
-| RUNTIME     | ntrace.pb + trace_info.pb       | device rows (pid = device) in trace.json      |
-| CPU_UTIL    | cpu_util.pb                     | cpu_util.json (process CPU times, load)       |
-| HOST_MEMORY | host_mem.pb                     | host_mem.json (peak resident set size)        |
-
-`modes.json` in the same directory records this per requested mode. trace.json also carries the
-summary under the top-level key `neuronExplorer` for `neuron-sim explorer trace.json`."""
+no files under those names: MODE_OUTPUT says what each mode writes instead, and `modes.json` in
+the same directory records that per requested mode. trace.json also carries the summary under
+the top-level key `neuronExplorer` for `neuron-sim explorer trace.json`."""
 
 from __future__ import annotations
 
