@@ -228,9 +228,8 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
     elif a.dim() == 2 and b.dim() == 3:                     # rows of a grouped by offs
         N = b.shape[2]
         out = torch.zeros(a.shape[0], N, dtype=torch.float32, device=a.device)
-        for g, start, end in groups(a.shape[0]):
-            if end > start:
-                out[start:end] = (a[start:end] @ b[g]) * sa[start:end, None] * sb[g * N:(g + 1) * N]
+        for g, start, end in groups(a.shape[0]):        # (non-empty groups only)
+            out[start:end] = (a[start:end] @ b[g]) * sa[start:end, None] * sb[g * N:(g + 1) * N]
     elif a.dim() == 2 and b.dim() == 2:                     # K grouped by offs: (G, M, N)
         M, N = a.shape[0], b.shape[1]
         ranges = list(groups(a.shape[1]))
@@ -242,9 +241,8 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
         M = a.shape[1]
         out = torch.zeros(M, b.shape[1], dtype=torch.float32, device=a.device)
         for g, start, end in groups(b.shape[1]):
-            if end > start:
-                out[:, start:end] = (a[g] @ b[:, start:end]) * sa[g * M:(g + 1) * M, None] * \
-                    sb[None, start:end]
+            out[:, start:end] = (a[g] @ b[:, start:end]) * sa[g * M:(g + 1) * M, None] * \
+                sb[None, start:end]
     else:
         raise RuntimeError(f"_scaled_grouped_mm: inputs must be 2-D or 3-D, got {self.dim()}-D "
                            f"and {mat2.dim()}-D.")
