@@ -21,6 +21,7 @@ import torch
 
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = 448.0          # largest finite e4m3fn value (OCP FP8 spec)
+MX_BLOCK = 32             # elements along K per E8M0 scale (OCP MX)
 PRECISIONS = ("bf16", "fp8", "mx")
 
 
@@ -45,29 +46,29 @@ def _rowwise(x: torch.Tensor):
     return (x.float() / scale).to(E4M3), scale
 
 
-def _blockwise(x: torch.Tensor, block: int):
-    """MXFP8: e4m3 values of x and one E8M0 scale per `block` elements along the last dim."""
+def _blockwise(x: torch.Tensor):
+    """MXFP8: e4m3 values of x and one E8M0 scale per MX_BLOCK elements along the last dim."""
     rows, k = x.shape
-    xb = x.float().view(rows, k // block, block)
+    xb = x.float().view(rows, k // MX_BLOCK, MX_BLOCK)
     amax = xb.abs().amax(-1, keepdim=True).clamp(min=2.0 ** -126)
     scale = torch.exp2(torch.ceil(torch.log2(amax / E4M3_MAX)))
     q = (xb / scale).to(E4M3).view(rows, k)
     # _scaled_mm takes block scales padded to 128 rows x 4 blocks (cuBLAS's tiled layout)
-    scale = torch.nn.functional.pad(scale.view(rows, k // block),
-                                    (0, -(k // block) % 4, 0, -rows % 128), value=1.0)
+    scale = torch.nn.functional.pad(scale.view(rows, k // MX_BLOCK),
+                                    (0, -(k // MX_BLOCK) % 4, 0, -rows % 128), value=1.0)
     return q, scale.to(torch.float8_e8m0fnu)
 
 
-def _quantize(x: torch.Tensor, precision: str, block: int):
+def _quantize(x: torch.Tensor, precision: str):
     """x [rows, K] quantised along K (the contraction), with its scales as _scaled_mm takes
     them for its first operand."""
-    return _rowwise(x) if precision == "fp8" else _blockwise(x, block)
+    return _rowwise(x) if precision == "fp8" else _blockwise(x)
 
 
-def _scaled(a, b, precision, block, out_dtype):
+def _scaled(a, b, precision, out_dtype):
     """a [M, K] @ b [N, K].T in `precision`: both quantised along K on the way in."""
-    aq, sa = _quantize(a, precision, block)
-    bq, sb = _quantize(b, precision, block)
+    aq, sa = _quantize(a, precision)
+    bq, sb = _quantize(b, precision)
     return torch._scaled_mm(aq, bq.t(), scale_a=sa, scale_b=sb.t() if precision == "fp8" else sb,
                             out_dtype=out_dtype)
 
@@ -78,18 +79,18 @@ class _ScaledMatmul(torch.autograd.Function):
     each operand must be quantised along its contraction dimension."""
 
     @staticmethod
-    def forward(ctx, x, w, precision, block):
+    def forward(ctx, x, w, precision):
         ctx.save_for_backward(x, w)
-        ctx.precision, ctx.block = precision, block
-        return _scaled(x, w, precision, block, x.dtype)
+        ctx.precision = precision
+        return _scaled(x, w, precision, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        p, blk = ctx.precision, ctx.block
-        gx = _scaled(g, w.t().contiguous(), p, blk, g.dtype)
-        gw = _scaled(g.t().contiguous(), x.t().contiguous(), p, blk, w.dtype)
-        return gx, gw, None, None
+        p = ctx.precision
+        gx = _scaled(g, w.t().contiguous(), p, g.dtype)
+        gw = _scaled(g.t().contiguous(), x.t().contiguous(), p, w.dtype)
+        return gx, gw, None
 
 
 class ScaledLinear(torch.nn.Module):
@@ -97,20 +98,19 @@ class ScaledLinear(torch.nn.Module):
     (`trainable=False`) the weight is quantised once, here; for training it stays a BF16
     parameter and is quantised on every call, forward and backward."""
 
-    def __init__(self, linear: torch.nn.Linear, precision: str, trainable: bool = False,
-                 mx_block: int = 32):
+    def __init__(self, linear: torch.nn.Linear, precision: str, trainable: bool = False):
         super().__init__()
         if linear.bias is not None:
             raise ValueError("ScaledLinear: a linear with a bias is not supported (the Llama "
                              "and Mixtral layouts have none).")
-        self.precision, self.block, self.trainable = precision, mx_block, trainable
+        self.precision, self.trainable = precision, trainable
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.out_dtype = linear.weight.dtype
         if trainable:
             self.weight = linear.weight
             return
         with torch.no_grad():
-            q, s = _quantize(linear.weight.detach(), precision, mx_block)
+            q, s = _quantize(linear.weight.detach(), precision)
         self.register_buffer("weight_q", q)           # [out, in]: its .t() is column-major
         self.register_buffer("weight_scale", s.t() if precision == "fp8" else s)
 
@@ -118,9 +118,9 @@ class ScaledLinear(torch.nn.Module):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1])
         if self.trainable:
-            y = _ScaledMatmul.apply(x2, self.weight, self.precision, self.block)
+            y = _ScaledMatmul.apply(x2, self.weight, self.precision)
         else:
-            xq, xs = _quantize(x2, self.precision, self.block)
+            xq, xs = _quantize(x2, self.precision)
             y = torch._scaled_mm(xq, self.weight_q.t(), scale_a=xs, scale_b=self.weight_scale,
                                  out_dtype=self.out_dtype)
         return y.view(*shape[:-1], self.out_features)
