@@ -20,7 +20,7 @@ the profiler is not logging (`charges` is None) this returns at once. Otherwise,
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 
 from neuron_sim.explorer import OpRecord, lane_spans
@@ -284,12 +284,10 @@ def session_records(device_rows=None) -> list:
     used (a warm-up or an earlier session drained under the same logging flag is left out)."""
     entries = SESSION.entries
     if device_rows is not None:
-        want = {}
-        for k in device_rows:
-            want[k] = want.get(k, 0) + 1
+        want = Counter(device_rows)
         picked = []
         for name, ns, rec in reversed(entries):
-            if want.get((name, ns), 0) > 0:
+            if want[(name, ns)] > 0:
                 want[(name, ns)] -= 1
                 picked.append((name, ns, rec))
         entries = picked[::-1]
