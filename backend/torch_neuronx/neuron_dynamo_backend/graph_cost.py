@@ -122,8 +122,8 @@ class _Walk:
     def ident(self, node, pos=0):
         if node.target is operator.getitem:
             node, pos = node.args
-        key = (self.scope + node.name, pos)
-        return self.alias.get(key, key)
+        key = (self.scope + node.name if self.scope else node.name, pos)
+        return self.alias.get(key, key) if self.alias else key
 
     def spec(self, node, val, pos=0, **kw):
         if _is_folded_fill(node):        # the fill's value, broadcast by its readers
@@ -158,7 +158,9 @@ class _Walk:
             if node.op == "output":
                 outs = [self.ident(n) if isinstance(n, torch.fx.Node) else None
                         for n in higher_order.flatten(node.args)]
-            elif node.op == "call_function" and isinstance(node.target, HigherOrderOperator):
+            elif node.op != "call_function":
+                continue
+            elif isinstance(node.target, HigherOrderOperator):
                 higher_order.cost(self, node)
             elif _is_constant_copy(node):
                 self.alias[self.ident(node)] = self.ident(node.args[0])
@@ -173,8 +175,10 @@ class _Walk:
     def op(self, name: str, args, kwargs, node, first: int = 0) -> None:
         """The op `name` reading `args`, `kwargs`; its results are `node`'s tensors from
         position `first` (a higher-order op's results may follow a token)."""
-        self.facts.add(name, _tensors((args, kwargs)), _results(node, first))
-        outs = tuple(self.spec(node, v, i) for i, v in enumerate(_values(node))
+        vals = _values(node)
+        self.facts.add(name, _tensors((args, kwargs)),
+                       [v for v in vals[first:] if isinstance(v, torch.Tensor)])
+        outs = tuple(self.spec(node, v, i) for i, v in enumerate(vals)
                      if i >= first and isinstance(v, torch.Tensor))
         self.ops.append(lower.OpSpec(name, tuple(self.convert(a) for a in args), outs,
                                      {k: self.convert(v) for k, v in kwargs.items()}))
