@@ -203,6 +203,8 @@ REFUSED = [
     (OpSpec("aten::mul.Tensor", (T(s), TensorSpec((), on_device=False)), (T(s),)),
      "CPU scalar tensor"),
     (OpSpec("aten::div.Tensor_mode", (T(s), T(s), "floor"), (T(s),)), "rounding mode"),
+    (OpSpec("aten::_foreach_div.ScalarList", ([T(s), T((7,))], (0.5, 2.0)), (T(s), T((7,)))),
+     "list of scalars"),
     (OpSpec("aten::_log_softmax", (T(s), -1, False), (T(s),)), "log(sum) without the row max"),
     (OpSpec("aten::sum.dim_IntList", (T(s), (0,), False), (T((1001,)),)), "leading-dim"),
     (OpSpec("aten::mean.dim", (T(s), (-1,), False), (T((128,)),)), "mean as sum"),
@@ -236,6 +238,9 @@ def test_check_lowered_names_the_op_shapes_and_difference():
     with pytest.raises(RuntimeError, match=r"aten::mul.Tensor: output 0 .* differs .* by up to "
                                            r"1 .*\(128, 1001\)"):
         check_lowered(op, [x, y], [x * y + np.eye(128, 1001, dtype=np.float32)])
+    small = x * 1e-3                # compared at its own scale: an atol of 1e-2 would pass it
+    with pytest.raises(RuntimeError, match="differs"):
+        check_lowered(op, [small, y], [1.5 * small * y])
 
 
 # ---- the lowering bugs the check found ----------------------------------------------------------
