@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import ceil
+from typing import NamedTuple
 
 from ..engines import ENGINE_NAMES, Engine, Kind
 from ..errors import CapabilityError, FreeSizeError, MemoryAccessError, PartitionError
@@ -51,11 +52,29 @@ class Emit:
 
 # ---- legality ---------------------------------------------------------------------------------
 
-# Which memories each engine's ports reach [ArchV2][ISA]: TensorE reads SBUF and writes PSUM;
-# GpSimd has no PSUM port; DMA moves between HBM and SBUF (no DMA path into PSUM).
+class Operand(NamedTuple):
+    """A tensor operand as its module declares it in OPERANDS: read or written (READ, WRITE where
+    nothing else is said); the memories it may be in where the instruction narrows its engine's
+    reach (REACH), and what to do when it is elsewhere; `own_start` where the module checks where
+    the operand starts itself (not the engines' start rule)."""
+    role: str               # "read" or "write"
+    memories: tuple = ()
+    hint: str = ""
+    own_start: bool = False
+
+
+READ, WRITE = Operand("read"), Operand("write")
+
+
+# Which memories each engine's ports reach [ArchV2][ISA]: TensorE reads SBUF and writes PSUM
+# (_TENSOR_PORTS, by role); GpSimd has no PSUM port; DMA moves between HBM and SBUF (no DMA path
+# into PSUM).
 REACH = {Engine.TENSOR: (Memory.SBUF, Memory.PSUM), Engine.VECTOR: (Memory.SBUF, Memory.PSUM),
          Engine.SCALAR: (Memory.SBUF, Memory.PSUM), Engine.GPSIMD: (Memory.SBUF,),
          Engine.DMA: (Memory.HBM, Memory.SBUF)}
+_TENSOR_PORTS = {"read": Operand("read", (Memory.SBUF,), "TensorE reads its operands from SBUF"),
+                 "write": Operand("write", (Memory.PSUM,), "TensorE writes only PSUM; copy the "
+                                  "result to SBUF with tensor_copy")}
 
 
 def partition_starts(n: int, chip) -> tuple:
@@ -175,31 +194,44 @@ def check_not_both_psum(instr: str, a_name: str, a: AccessPattern, b_name: str, 
                                 "both in PSUM", chip.name, "copy one of them to SBUF first")
 
 
-# operand geometries already found legal, by everything the checks read: a program asks about a
-# few geometries thousands of times. Bounded.
+# operands already found legal, by everything the checks read (the instruction and operand name
+# say which declaration): a program asks about a few geometries thousands of times. Bounded.
 _LEGAL: set = set()
 
 
-def check_engine_operand(instr, name, ap, engine, chip):
-    """The engine runs the instruction (check_engine, when its `build` takes an engine), the
-    partition rules, and each engine's memory ports: TensorE reads SBUF, writes PSUM; GpSimd has
-    no PSUM port; VectorE/ScalarE reach SBUF and PSUM [ArchV2][ISA]."""
-    dims = ap.dims if type(ap.dims) is tuple else tuple(map(tuple, ap.dims))
-    limit = chip.psum_free_elems_max if ap.memory == Memory.PSUM else chip.sbuf_free_elems_max
-    key = (instr, int(engine), ap.tensor.memory, ap.p_start, ap.p_size, dims,
-           chip.sbuf_partitions, limit)
-    if key in _LEGAL:
-        return
-    module = module_for(instr)
-    if module is not None and "engine" in build_params(module):
-        check_engine(instr, engine, engines_of(module), chip)
-    check_partitions(instr, name, ap, chip)
-    check_reach(instr, name, ap, engine, chip)
-    check_free(instr, name, ap.free_size, limit, chip,
-               f"free elements per partition in {ap.memory.name}")
-    if len(_LEGAL) > 4096:
-        _LEGAL.clear()
-    _LEGAL.add(key)
+def check_operands(instr, chip, engine, **operands):
+    """The tensor operands of instruction `instr` on `engine`, by its module's OPERANDS (an
+    operand left out, None, or a number in place of a tensor is skipped): the engine runs the
+    instruction (check_engine, when its `build` takes an engine), the partition rules, the
+    memories the operand may be in (its declared ones, else what its engine reaches for its
+    role), and on the compute engines the free size its memory allows."""
+    limits = (chip.sbuf_partitions, chip.sbuf_free_elems_max, chip.psum_free_elems_max)
+    for name, ap in operands.items():
+        if ap is None or isinstance(ap, (int, float)):
+            continue
+        key = (instr, name, engine, ap.geometry(), limits)
+        if key in _LEGAL:
+            continue
+        module = module_for(instr)
+        if "engine" in build_params(module):
+            check_engine(instr, engine, engines_of(module), chip)
+        declared = module.OPERANDS[name]
+        if not declared.own_start:
+            check_partitions(instr, name, ap, chip)
+        if not declared.memories and engine == Engine.TENSOR:
+            declared = _TENSOR_PORTS[declared.role]
+        if declared.memories:
+            check_memory(instr, name, ap, declared.memories, engine, chip, declared.hint)
+        else:
+            check_reach(instr, name, ap, engine, chip)
+        if engine in COMPUTE_ENGINES:
+            psum = ap.memory == Memory.PSUM
+            check_free(instr, name, ap.free_size,
+                       chip.psum_free_elems_max if psum else chip.sbuf_free_elems_max, chip,
+                       f"free elements per partition in {ap.memory.name}")
+        if len(_LEGAL) > 4096:
+            _LEGAL.clear()
+        _LEGAL.add(key)
 
 
 # ---- cost pieces ------------------------------------------------------------------------------
@@ -255,12 +287,11 @@ def one_input_engine_cycles(chip, dst: AccessPattern, src: AccessPattern, engine
     return one_input_cycles(chip, n, div) * stride_factor(chip, dst, src)
 
 
-def check_scalar_operand(instr, name, operand, data: AccessPattern, engine, chip) -> bool:
-    """An operand that is a number or a per-partition [P, 1] tensor beside `data`; True when it
-    is a tensor (one more read)."""
+def check_scalar_operand(instr, name, operand, data: AccessPattern, chip) -> bool:
+    """An operand that is a number or a per-partition [P, 1] tensor beside `data` (the tensor
+    checked by check_operands); True when it is a tensor (one more read)."""
     if isinstance(operand, (int, float)):
         return False
-    check_engine_operand(instr, name, operand, engine, chip)
     if operand.p_size != data.p_size or operand.free_size != 1:
         raise FreeSizeError(instr, name, f"a scalar or shape [{data.p_size}, 1]",
                             list(operand.shape), chip.name)

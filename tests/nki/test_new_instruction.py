@@ -14,15 +14,15 @@ _NEGATE = '''
 import numpy as np
 from neuron_sim.engines import Engine
 from neuron_sim.errors import FreeSizeError
-from neuron_sim.isa.common import access_latency, check_engine_operand, make, semantics_of
+from neuron_sim.isa.common import READ, WRITE, access_latency, check_operands, make, semantics_of
 
 NAME = "negate"
 PURE = True
+OPERANDS = {"dst": WRITE, "src": READ}
 
 
 def build(chip, dst, src):
-    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
-    check_engine_operand(NAME, "src", src, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, src=src)
     if dst.shape != src.shape:
         raise FreeSizeError(NAME, "dst", f"src's shape {list(src.shape)}", list(dst.shape),
                             chip.name)

@@ -4,6 +4,7 @@ import pytest
 
 import neuron_sim as ns
 from neuron_sim import errors as E
+from neuron_sim.isa import build_params, instruction_names, module_for
 
 
 @pytest.fixture
@@ -87,6 +88,45 @@ def test_matmul_operand_errors(b, error, st, mv, out, operand, text):
     _named(e, "nc_matmul", operand)
     assert text in str(e.value)
 
+
+
+# build parameters that are never tensors: every other one is a tensor operand the module declares
+_ATTRIBUTES = {
+    "accumulate", "axes", "axis", "channel_multiplier", "cmp_op", "dge_mode", "engine", "engines",
+    "is_moving_onezero", "is_stationary_onezero", "is_transpose", "keepdims", "negate", "offset",
+    "on_false_value", "oob_mode", "op", "op0", "op1", "pattern", "perf_mode", "priority",
+    "queue", "reduce_cmd", "reduce_init", "reduce_op", "reverse0", "reverse1", "reverse_pred",
+    "seed", "tile_position", "tile_size", "value"}
+
+
+def test_every_module_declares_its_tensor_operands():
+    """OPERANDS names exactly the tensor parameters of each registry module's `build`, the
+    outputs (NKI's dst, dst_scale, reduce_res) written and the inputs read."""
+    for name in instruction_names():
+        mod = module_for(name)
+        declared = mod.OPERANDS
+        assert set(declared) == build_params(mod) - _ATTRIBUTES, name
+        for k, o in declared.items():
+            assert o.role == ("write" if k in ("dst", "dst_scale", "reduce_res") else "read"), k
+
+
+@pytest.mark.parametrize("instr, chip, args, operand, hint", [
+    ("quantize_mx", "trn3", {"dst": ("sbuf", (32, 4), "float8_e4m3fn_x4"),
+                             "src": ("psum", (32, 16), "bfloat16"),
+                             "dst_scale": ("sbuf", (4, 4), "uint8")},
+     "src", "quantize_mx works in SBUF"),
+    ("dma_transpose", "trn2", {"dst": ("hbm", (64, 32), "float32"),
+                               "src": ("sbuf", (32, 64), "float32")},
+     "dst", "transpose into SBUF"),
+], ids=["quantize_mx_src_in_psum", "dma_transpose_to_hbm"])
+def test_a_declared_memory_narrows_the_engines_reach(instr, chip, args, operand, hint):
+    """VectorE reaches PSUM and the DMA HBM, but these operands are declared SBUF only."""
+    b = ns.ProgramBuilder(chip)
+    tiles = {k: getattr(b, mem)(k, shape, dtype) for k, (mem, shape, dtype) in args.items()}
+    with pytest.raises(E.MemoryAccessError) as e:
+        b.instruction(instr, **tiles)
+    _named(e, instr, operand, chip)
+    assert "to access SBUF" in str(e.value) and hint in str(e.value)
 
 def test_partition_start_rules(b):
     t = b.sbuf("t", (128, 64), "float32")

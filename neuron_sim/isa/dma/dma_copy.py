@@ -19,13 +19,14 @@ import numpy as np
 from ...engines import Dge, DmaDir, Engine, Kind
 from ...errors import CapabilityError, FreeSizeError
 from ...program.ap import Memory
-from ..common import DmaCost, Emit, check_partitions, check_reach
+from ..common import READ, WRITE, DmaCost, Emit, check_operands
 
 NAME = "dma_copy"
 # "unknown": NKI's default, the compiler's choice, which is static descriptors here
 _DGE = {"none": Dge.NONE, None: Dge.NONE, "static": Dge.NONE, "unknown": Dge.NONE, "swdge": Dge.SW,
         "sw": Dge.SW, "hwdge": Dge.HW, "hw": Dge.HW}
 ENGINES = (Engine.DMA,)
+OPERANDS = {"dst": WRITE, "src": READ}
 
 
 _DIRECTION = {(Memory.HBM, Memory.SBUF): DmaDir.HBM_TO_SBUF,
@@ -85,12 +86,8 @@ def cost(chip, dst, src, queue, engines, dge, name=NAME, efficiency=1.0) -> DmaC
 
 
 def _cost(chip, dst, src, queue, engines, dge, name, efficiency) -> DmaCost:
+    check_operands(name, chip, Engine.DMA, dst=dst, src=src)
     d = direction(dst, src)
-    if d is None:                   # a PSUM side: out of the DMA engines' reach
-        check_reach(name, "dst", dst, Engine.DMA, chip)
-        check_reach(name, "src", src, Engine.DMA, chip)
-    for nm, ap in (("dst", dst), ("src", src)):
-        check_partitions(name, nm, ap, chip)
     n_src, n_dst = src.p_size * src.free_size, dst.p_size * dst.free_size
     if n_src != n_dst:
         raise FreeSizeError(name, "dst", f"{n_src} elements like src", n_dst, chip.name)

@@ -8,14 +8,16 @@ at that efficiency."""
 from __future__ import annotations
 
 from ...engines import DmaDir, Engine, Kind
-from ...errors import CapabilityError, DtypeError, MemoryAccessError, ProgramError
+from ...errors import CapabilityError, DtypeError, ProgramError
 from ...numerics.formats import itemsize
 from ...program.ap import Memory
-from ..common import make
+from ..common import READ, Operand, make
 from .dma_copy import cost, direction
 
 NAME = "dma_transpose"
 ENGINES = (Engine.DMA,)
+OPERANDS = {"dst": Operand("write", (Memory.SBUF,), "transpose into SBUF, then dma_copy it out"),
+            "src": READ}
 _AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
@@ -44,9 +46,6 @@ def build(chip, dst, src, queue=None, engines=None, dge_mode="none", axes=None, 
                               NAME, chip.name, "transpose on TensorE with nc_transpose")
     if itemsize(src.dtype) not in (2, 4):
         raise DtypeError(NAME, "src", "a 2- or 4-byte dtype", src.dtype, chip.name)
-    if dst.memory != Memory.SBUF:
-        raise MemoryAccessError(NAME, "dst", "a tile in SBUF", dst.memory.name, chip.name,
-                                "transpose into SBUF, then dma_copy it out")
     d = direction(dst, src)
     eff = (chip.dma_transpose_sbuf2sbuf_efficiency if d == DmaDir.SBUF_TO_SBUF
            else chip.dma_transpose_hbm2sbuf_efficiency)

@@ -8,18 +8,18 @@ import numpy as np
 
 from ...engines import Engine
 from .. import alu
-from ..common import access_latency, check_engine_operand, make
+from ..common import READ, WRITE, access_latency, check_operands, make
 from .iota import check_pattern
 from .iota import reference as iota_ref
 
 NAME = "affine_select"
+OPERANDS = {"dst": WRITE, "on_true_tile": READ}
 SAME_SHAPE = ("dst", "on_true_tile")     # [ISA]; the NKI front end checks it
 
 
 def build(chip, dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None,
           offset=0):
-    check_engine_operand(NAME, "dst", dst, Engine.GPSIMD, chip)
-    check_engine_operand(NAME, "on_true_tile", on_true_tile, Engine.GPSIMD, chip)
+    check_operands(NAME, chip, Engine.GPSIMD, dst=dst, on_true_tile=on_true_tile)
     cmp = "equal" if cmp_op is None else alu.op_name(cmp_op)
     alu.binary(cmp)
     return make(NAME, Engine.GPSIMD, chip.gpsimd_start_cycles + dst.free_size,

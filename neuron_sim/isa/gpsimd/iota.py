@@ -10,9 +10,10 @@ import numpy as np
 
 from ...engines import Engine
 from ...errors import FreeSizeError
-from ..common import access_latency, check_engine_operand, make
+from ..common import WRITE, access_latency, check_operands, make
 
 NAME = "iota"
+OPERANDS = {"dst": WRITE}
 
 
 def check_pattern(instr, pattern, dst, chip) -> tuple:
@@ -26,7 +27,7 @@ def check_pattern(instr, pattern, dst, chip) -> tuple:
 
 
 def build(chip, dst, pattern, offset=0, channel_multiplier=0):
-    check_engine_operand(NAME, "dst", dst, Engine.GPSIMD, chip)
+    check_operands(NAME, chip, Engine.GPSIMD, dst=dst)
     return make(NAME, Engine.GPSIMD, chip.gpsimd_start_cycles + dst.free_size,
                 access_latency(chip, 1), (), (dst,),
                 {"offset": int(offset), "cm": int(channel_multiplier),

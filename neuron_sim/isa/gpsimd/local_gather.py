@@ -9,14 +9,14 @@ import numpy as np
 
 from ...engines import Engine
 from ...numerics.formats import itemsize
-from ..common import access_latency, check_engine_operand, make, semantics_of
+from ..common import READ, WRITE, access_latency, check_operands, make, semantics_of
 
 NAME = "local_gather"
+OPERANDS = {"dst": WRITE, "src": READ, "index": READ}
 
 
 def build(chip, dst, src, index):
-    for nm, ap in (("dst", dst), ("src", src), ("index", index)):
-        check_engine_operand(NAME, nm, ap, Engine.GPSIMD, chip)
+    check_operands(NAME, chip, Engine.GPSIMD, dst=dst, src=src, index=index)
     e = 1
     c_div = ((28 + 4 * e) / (4 * e)) / min(4 / itemsize(src.dtype), e)
     cycles = chip.gpsimd_start_cycles + index.free_size * e / c_div

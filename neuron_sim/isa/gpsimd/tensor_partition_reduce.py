@@ -11,15 +11,15 @@ import numpy as np
 from ...engines import Engine
 from ...errors import FreeSizeError
 from .. import alu
-from ..common import access_latency, check_engine_operand, make
+from ..common import READ, WRITE, access_latency, check_operands, make
 
 NAME = "tensor_partition_reduce"
+OPERANDS = {"dst": WRITE, "data": READ}
 
 
 def build(chip, dst, op, data):
     alu.reduce(op)
-    check_engine_operand(NAME, "dst", dst, Engine.GPSIMD, chip)
-    check_engine_operand(NAME, "data", data, Engine.GPSIMD, chip)
+    check_operands(NAME, chip, Engine.GPSIMD, dst=dst, data=data)
     if dst.p_size != 1 or dst.free_size != data.free_size:
         raise FreeSizeError(NAME, "dst", f"shape [1, {data.free_size}]", list(dst.shape), chip.name)
     c = chip.gpsimd_start_cycles + data.free_size * ceil(data.p_size / chip.gpsimd_partitions_per_core)

@@ -15,10 +15,11 @@ import numpy as np
 from ...engines import Engine
 from ...errors import CapabilityError, ProgramError
 from .. import alu
-from ..common import access_latency, check_engine_operand, check_scalar_operand, make
+from ..common import READ, WRITE, access_latency, check_operands, check_scalar_operand, make
 
 NAME = "activation"
 PURE = True
+OPERANDS = {"dst": WRITE, "data": READ, "bias": READ, "scale": READ, "reduce_res": WRITE}
 
 _erf = np.vectorize(math.erf, otypes=[np.float32])
 
@@ -62,14 +63,15 @@ def build(chip, dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=
     reduces each row into ScalarE's accumulator registers by `reduce_cmd`, read out to
     `reduce_res` [P, 1] (activation_reduce)."""
     name = function(op)
-    check_engine_operand(NAME, "dst", dst, Engine.SCALAR, chip)
-    check_engine_operand(NAME, "data", data, Engine.SCALAR, chip)
+    instr = NAME if reduce_res is None else "activation_reduce"
+    check_operands(instr, chip, Engine.SCALAR, dst=dst, data=data, bias=bias, scale=scale,
+                   reduce_res=reduce_res)
     reads, writes = [data], [dst]
     if isinstance(bias, (int, float)) and not chip.has_scalar_v3_ops:
         raise CapabilityError(NAME, "bias", "a [P, 1] tensor (immediate biases need NC-v3+)", bias,
                               chip.name, "memset a [P, 1] tile to the value and pass it")
     for nm, o in (("bias", bias), ("scale", scale)):
-        if o is not None and check_scalar_operand(NAME, nm, o, data, Engine.SCALAR, chip):
+        if o is not None and check_scalar_operand(NAME, nm, o, data, chip):
             reads.append(o)
     if reduce_op is not None:
         alu.reduce(reduce_op)
@@ -77,12 +79,10 @@ def build(chip, dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=
             raise CapabilityError(NAME, "reduce_op", "add (other reductions need NC-v3+)",
                                   alu.op_name(reduce_op), chip.name)
     c = max(chip.min_ii_cycles, data.free_size)
-    instr = NAME
     if reduce_res is not None:
-        check_scalar_operand("activation_reduce", "reduce_res", reduce_res, data, Engine.SCALAR, chip)
+        check_scalar_operand(instr, "reduce_res", reduce_res, data, chip)
         writes.append(reduce_res)
         c += chip.act_read_accumulator_cycles  # ActReadAccumulator [ArchV2]
-        instr = "activation_reduce"
     return make(instr, Engine.SCALAR, c, access_latency(chip, len(reads) + len(writes)), reads,
                 writes, {"op": name, "bias": bias, "scale": scale,
                          "reduce_op": None if reduce_op is None else alu.op_name(reduce_op),

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from ...engines import Engine
 from ...errors import CapabilityError
-from ..common import make
+from ..common import READ, make
 
 NAME = "core_barrier"
+OPERANDS = {"data": READ}     # read by no engine port (only ordered after): no check_operands
 
 
 def build(chip, data=None):

@@ -28,18 +28,18 @@ import numpy as np
 from ...engines import Engine, Kind
 from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError, ProgramError
 from ...numerics.formats import FLOAT32_FAMILY, FP8, itemsize
-from ...program.ap import Memory
-from ..common import Emit, check_free, check_memory, check_partitions
+from ..common import READ, WRITE, Emit, check_free, check_operands
 
 NAME = "nc_matmul"
 # the builder skips the LoadStationary row when the same stationary is still loaded
 REUSES_STATIONARY = True
+OPERANDS = {"dst": WRITE, "stationary": READ, "moving": READ}
 INPUT_DTYPES = ("bfloat16", "float16", "float32", "tfloat32") + FP8
 # NKI's arguments that change nothing here (see the module docstring)
 UNMODELLED = ("is_stationary_onezero", "is_moving_onezero", "tile_position", "tile_size")
 
 
-# check() and the costs by everything they read of the operands (not the tensors' names): a
+# _check() and the costs by everything they read of the operands (not the tensors' names): a
 # kernel repeats a few matmul geometries thousands of times. Of the inputs they read no addresses
 # (only dst's, for the PSUM bank), so the key leaves theirs out: a kernel's matmuls take their
 # stationaries and movings at hundreds of offsets, and with the offsets in the key the table kept
@@ -65,22 +65,12 @@ def _checked(chip, dst, stationary, moving, perf_mode):
     return out
 
 
-def check(chip, dst, stationary, moving, perf_mode=None):
-    """(m, n, rows) of a legal matmul; raises on an illegal one."""
-    return _checked(chip, dst, stationary, moving, perf_mode)[:3]
-
-
 def _check(chip, dst, stationary, moving, perf_mode):
+    check_operands(NAME, chip, Engine.TENSOR, stationary=stationary, moving=moving, dst=dst)
     for nm, ap in (("stationary", stationary), ("moving", moving)):
-        check_partitions(NAME, nm, ap, chip)
-        check_memory(NAME, nm, ap, (Memory.SBUF,), Engine.TENSOR, chip,
-                     "TensorE reads its operands from SBUF")
         if ap.dtype not in INPUT_DTYPES or (ap.dtype == "float8_e4m3fn" and not chip.has_mx_matmul):
             raise DtypeError(NAME, nm, f"one of {INPUT_DTYPES} (float8_e4m3fn from NC-v4)",
                              ap.dtype, chip.name)
-    check_partitions(NAME, "dst", dst, chip)
-    check_memory(NAME, "dst", dst, (Memory.PSUM,), Engine.TENSOR, chip,
-                 "TensorE writes only PSUM; copy the result to SBUF with tensor_copy")
     allowed_out = ("float32", "bfloat16") if chip.has_bf16_psum else ("float32",)
     if dst.dtype not in allowed_out:
         raise DtypeError(NAME, "dst", f"PSUM output dtype in {allowed_out}", dst.dtype, chip.name,

@@ -22,13 +22,14 @@ from ...engines import Engine, Kind
 from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
 from ...numerics.formats import MX_PACKED, itemsize
 from ...numerics.rounding import dequantize_mx
-from ...program.ap import Memory
-from ..common import check_free, check_memory, check_partitions, make
-from ..vector.quantize_mx import check_data_partitions, check_scale, scale_rows
+from ..common import READ, WRITE, check_free, check_operands, make
+from ..vector.quantize_mx import SCALES, check_data_partitions, check_scale, scale_rows
 from .nc_matmul import check_psum_bank, cost_cycles
 
 NAME = "nc_matmul_mx"
-OWN_PARTITION_START = ("stationary_scale", "moving_scale")    # see quantize_mx
+_SCALES = SCALES._replace(role="read")      # laid out as quantize_mx writes them
+OPERANDS = {"dst": WRITE, "stationary": READ, "moving": READ, "stationary_scale": _SCALES,
+            "moving_scale": _SCALES}
 OUT = ("float32", "bfloat16")
 
 
@@ -58,10 +59,9 @@ def build(chip, dst, stationary, moving, stationary_scale, moving_scale, tile_po
         raise CapabilityError(NAME, "stationary", "NeuronCore-v4 or newer (Trn3): nc_matmul_mx "
                               "is available only there", f"NeuronCore-v{chip.neuroncore_version}",
                               chip.name, "use nc_matmul with BF16 or FP8 operands, or target trn3")
+    check_operands(NAME, chip, Engine.TENSOR, stationary=stationary, moving=moving, dst=dst,
+                   stationary_scale=stationary_scale, moving_scale=moving_scale)
     for nm, ap in (("stationary", stationary), ("moving", moving)):
-        check_partitions(NAME, nm, ap, chip)
-        check_memory(NAME, nm, ap, (Memory.SBUF,), Engine.TENSOR, chip,
-                     "TensorE reads its operands from SBUF")
         if ap.dtype not in MX_PACKED:
             raise DtypeError(NAME, nm, f"an x4-packed MX type {MX_PACKED}", ap.dtype, chip.name,
                              "quantize BF16/FP16 tiles with quantize_mx")
@@ -69,8 +69,6 @@ def build(chip, dst, stationary, moving, stationary_scale, moving_scale, tile_po
     if stationary.p_size != moving.p_size:
         raise PartitionError(NAME, "moving", f"K = {stationary.p_size} partitions like "
                              "stationary", moving.p_size, chip.name)
-    check_memory(NAME, "dst", dst, (Memory.PSUM,), Engine.TENSOR, chip,
-                 "TensorE writes only PSUM; copy the result to SBUF with tensor_copy")
     if dst.dtype not in OUT:
         raise DtypeError(NAME, "dst", f"PSUM output dtype in {OUT}", dst.dtype, chip.name)
     m, n = stationary.free_size, moving.free_size
@@ -85,9 +83,8 @@ def build(chip, dst, stationary, moving, stationary_scale, moving_scale, tile_po
     if dst.p_size != m or dst.free_size != n:
         raise PartitionError(NAME, "dst", f"shape [{m}, {n}] (M on partitions)",
                              [dst.p_size, dst.free_size], chip.name)
-    check_scale(NAME, "stationary_scale", stationary_scale, stationary.p_size, m, chip,
-                Engine.TENSOR)
-    check_scale(NAME, "moving_scale", moving_scale, moving.p_size, n, chip, Engine.TENSOR)
+    check_scale(NAME, "stationary_scale", stationary_scale, stationary.p_size, m, chip)
+    check_scale(NAME, "moving_scale", moving_scale, moving.p_size, n, chip)
     _check_tiling(chip, stationary, tile_position, tile_size)
     ls_c, mm_c = cost_cycles(chip, m, n, fp32=False)
     k = stationary.p_size * 4

@@ -11,12 +11,12 @@ from math import ceil
 
 from ...engines import Engine, Kind
 from ...errors import FreeSizeError, PartitionError, ProgramError
-from ...program.ap import Memory
-from ..common import access_latency, check_engine_operand, check_memory, check_partitions, make
+from ..common import READ, WRITE, access_latency, check_operands, make
 
 NAME = "nc_transpose"
 PURE = True
 ENGINES = (Engine.TENSOR, Engine.VECTOR)
+OPERANDS = {"dst": WRITE, "data": READ}
 
 
 def default_engine(chip, data, **_):
@@ -33,29 +33,22 @@ def check_views(dst, data, **_):
 
 
 def build(chip, dst, data, engine=Engine.TENSOR):
-    src = data
-    p, f = src.p_size, src.free_size
+    p, f = data.p_size, data.free_size
     if dst.p_size != f or dst.free_size != p:
         raise PartitionError(NAME, "dst", f"shape [{f}, {p}]", list(dst.shape), chip.name)
+    check_operands(NAME, chip, engine, data=data, dst=dst)
     if engine == Engine.TENSOR:
-        check_partitions(NAME, "src", src, chip)
-        check_partitions(NAME, "dst", dst, chip)
-        check_memory(NAME, "src", src, (Memory.SBUF,), Engine.TENSOR, chip)
-        check_memory(NAME, "dst", dst, (Memory.PSUM,), Engine.TENSOR, chip,
-                     "TensorE writes only PSUM")
         ls = make("load_stationary", Engine.TENSOR, ceil(f / chip.fast_load_stationary_speedup), 0,
-                  (src,), (), {}, kind=Kind.LOAD_STATIONARY)
+                  (data,), (), {}, kind=Kind.LOAD_STATIONARY)
         mm = make(NAME, Engine.TENSOR, max(p, min(chip.mm_init_latency_cycles, f)),
-                  chip.tensor_mm_latency_extra_cycles, (src,), (dst,), {},
+                  chip.tensor_mm_latency_extra_cycles, (data,), (dst,), {},
                   kind=Kind.MULTIPLY_MOVING, flops=2.0 * p * f * p)
         return [ls, mm]
     block = chip.vector_transpose_block_max     # one reshape bank
     if p > block or f > block:
         raise FreeSizeError(NAME, "src", f"P <= {block} and F <= {block} on VectorE (one reshape "
                             "bank)", [p, f], chip.name, "use engine='tensor' for larger tiles")
-    check_engine_operand(NAME, "src", src, engine, chip)
-    check_engine_operand(NAME, "dst", dst, engine, chip)
-    return [make(NAME, engine, max(chip.min_ii_cycles, f), access_latency(chip, 2), (src,),
+    return [make(NAME, engine, max(chip.min_ii_cycles, f), access_latency(chip, 2), (data,),
                  (dst,), {})]
 
 

@@ -7,14 +7,14 @@ import numpy as np
 
 from ...engines import Engine
 from ...errors import FreeSizeError
-from ..common import access_latency, check_engine_operand, make, semantics_of
+from ..common import READ, WRITE, access_latency, check_operands, make, semantics_of
 
 NAME = "bn_aggr"
+OPERANDS = {"dst": WRITE, "data": READ}
 
 
 def build(chip, dst, data):
-    check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
-    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, data=data, dst=dst)
     if data.free_size % 3:
         raise FreeSizeError(NAME, "data", "(count, mean, count * variance) triples: a multiple of 3 "
                             "elements per partition", data.free_size, chip.name)

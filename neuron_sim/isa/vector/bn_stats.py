@@ -10,14 +10,14 @@ import numpy as np
 
 from ...engines import Engine
 from ...errors import FreeSizeError
-from ..common import access_latency, check_engine_operand, make, semantics_of
+from ..common import READ, WRITE, access_latency, check_operands, make, semantics_of
 
 NAME = "bn_stats"
+OPERANDS = {"dst": WRITE, "data": READ}
 
 
 def build(chip, dst, data):
-    check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
-    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, data=data, dst=dst)
     fmax = chip.bn_stats_free_elems_max
     if data.free_size > fmax:
         raise FreeSizeError(NAME, "data", f"at most {fmax} elements per partition "

@@ -8,18 +8,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ..common import (access_latency, check_engine_operand, check_same_shape,
+from ..common import (READ, WRITE, access_latency, check_operands, check_same_shape,
                       check_scalar_operand, make, one_input_cycles, stride_factor)
 
 NAME = "dropout"
+OPERANDS = {"dst": WRITE, "data": READ, "prob": READ}
 
 
 def build(chip, dst, data, prob, seed=None):
-    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
-    check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, data=data, prob=prob)
     check_same_shape(NAME, "dst", dst, "data", data, chip)
     reads = [data]
-    if check_scalar_operand(NAME, "prob", prob, data, Engine.VECTOR, chip):
+    if check_scalar_operand(NAME, "prob", prob, data, chip):
         reads.append(prob)
     return make(NAME, Engine.VECTOR, one_input_cycles(chip, data.free_size) * stride_factor(chip, dst, data),
                 access_latency(chip, 1 + len(reads)), reads, (dst,), {"prob": prob, "seed": int(seed or 0)})

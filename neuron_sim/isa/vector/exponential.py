@@ -11,10 +11,11 @@ import numpy as np
 from ...engines import Engine
 from ...errors import CapabilityError
 from .. import alu
-from ..common import access_latency, check_engine_operand, check_scalar_operand, make
+from ..common import READ, WRITE, access_latency, check_operands, check_scalar_operand, make
 
 NAME = "exponential"
 PURE = True
+OPERANDS = {"dst": WRITE, "src": READ, "max_value": READ, "reduce_res": WRITE}
 
 
 SAME_SHAPE = ("dst", "src")     # [ISA]; the NKI front end checks it
@@ -25,15 +26,12 @@ def build(chip, dst, src, max_value=0.0, reduce_res=None, reduce_cmd="idle", red
         raise CapabilityError(NAME, "src", "a chip with VectorE exponential (NC-v4)",
                               "exponential on VectorE", chip.name,
                               "use activation(op='exp') on ScalarE with bias=-max")
-    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
-    check_engine_operand(NAME, "src", src, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, src=src, max_value=max_value,
+                   reduce_res=reduce_res)
     reads = [src]
-    if check_scalar_operand(NAME, "max_value", max_value, src, Engine.VECTOR, chip):
+    if check_scalar_operand(NAME, "max_value", max_value, src, chip):
         reads.append(max_value)
-    writes = [dst]
-    if reduce_res is not None:
-        check_engine_operand(NAME, "reduce_res", reduce_res, Engine.VECTOR, chip)
-        writes.append(reduce_res)
+    writes = [dst] if reduce_res is None else [dst, reduce_res]
     n = src.free_size
     c = max(chip.min_ii_cycles, ceil(n / chip.vector_exp_speedup_vs_scalar))
     return make(NAME, Engine.VECTOR, c, access_latency(chip, 2 + (reduce_res is not None)),

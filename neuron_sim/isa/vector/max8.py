@@ -8,15 +8,15 @@ import numpy as np
 
 from ...engines import Engine
 from ...errors import FreeSizeError
-from ..common import access_latency, check_engine_operand, make, semantics_of, stride_factor
+from ..common import READ, WRITE, access_latency, check_operands, make, semantics_of, stride_factor
 
 NAME = "max8"
 PURE = True
+OPERANDS = {"dst": WRITE, "src": READ}
 
 
 def build(chip, dst, src):
-    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
-    check_engine_operand(NAME, "src", src, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, src=src)
     n, lo, hi = src.free_size, chip.max8_free_elems_min, chip.max8_free_elems_max
     if not lo <= n <= hi:
         raise FreeSizeError(NAME, "src", f"{lo} to {hi} elements per partition", n, chip.name)

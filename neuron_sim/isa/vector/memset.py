@@ -5,16 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ...errors import CapabilityError
-from ..common import access_latency, check_engine_operand, is16, make, one_input_cycles
+from ..common import WRITE, access_latency, check_operands, is16, make, one_input_cycles
 
 NAME = "memset"
+ENGINES = (Engine.VECTOR, Engine.GPSIMD)
+OPERANDS = {"dst": WRITE}
 
 
 def build(chip, dst, value, engine=Engine.VECTOR):
-    if engine not in (Engine.VECTOR, Engine.GPSIMD):
-        raise CapabilityError(NAME, "engine", "VectorE or GpSimd", Engine(engine).name, chip.name)
-    check_engine_operand(NAME, "dst", dst, engine, chip)
+    check_operands(NAME, chip, engine, dst=dst)
     n = dst.free_size
     if engine == Engine.GPSIMD:
         c = chip.gpsimd_start_cycles + n

@@ -21,7 +21,7 @@ from ...errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
 from ...numerics.formats import X4_ELEMENT, np_dtype
 from ...numerics.rounding import quantize_mx as _quantize
 from ...program.ap import Memory
-from ..common import access_latency, check_memory, make
+from ..common import Operand, access_latency, check_operands, make
 
 NAME = "quantize_mx"
 ENGINES = (Engine.VECTOR,)
@@ -31,8 +31,11 @@ SCALE = ("uint8", "float8_e8m0fnu")                     # E8M0 codes [ISA]
 SCALE_HEADROOM = 1                                      # 2x the OCP scale [ISA]
 # A group: chip.mx_group_partitions (8) partitions x 4 values [ArchV4]. Scales may start anywhere
 # in the first two groups' partitions of a quadrant (16: the first or second 8), so the scales of
-# several tiles share one [ISA]; the engines' start rule does not bind them.
-OWN_PARTITION_START = ("dst_scale",)
+# several tiles share one [ISA]; the engines' start rule does not bind them (check_scale's does).
+SCALES = Operand("write", (Memory.SBUF,), "MX scales live in SBUF", own_start=True)
+OPERANDS = {"dst": Operand("write", (Memory.SBUF,), "quantize_mx works in SBUF"),
+            "src": Operand("read", (Memory.SBUF,), "quantize_mx works in SBUF"),
+            "dst_scale": SCALES}
 
 
 def scale_rows(p: int, chip) -> np.ndarray:
@@ -52,9 +55,8 @@ def check_data_partitions(instr, name, ap, chip) -> None:
                              f"pad the contraction to a multiple of {q} partitions")
 
 
-def check_scale(instr, name, scale, data_p: int, free: int, chip, engine=Engine.VECTOR) -> None:
+def check_scale(instr, name, scale, data_p: int, free: int, chip) -> None:
     """The scales of a data tile of `data_p` partitions and `free` x4 elements per partition."""
-    check_memory(instr, name, scale, (Memory.SBUF,), engine, chip, "MX scales live in SBUF")
     if scale.dtype not in SCALE:
         raise DtypeError(instr, name, f"E8M0 scales: one of {SCALE}", scale.dtype, chip.name)
     q, n = chip.partition_quadrant_size, chip.mx_group_partitions
@@ -79,8 +81,7 @@ def build(chip, dst, src, dst_scale):
         raise CapabilityError(NAME, "dst", "NeuronCore-v4 or newer (Trn3): quantize_mx is "
                               "available only there", f"NeuronCore-v{chip.neuroncore_version}",
                               chip.name, "cast to FP8 with tensor_copy, or target trn3")
-    for nm, ap in (("dst", dst), ("src", src)):
-        check_memory(NAME, nm, ap, (Memory.SBUF,), Engine.VECTOR, chip, "quantize_mx works in SBUF")
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, src=src, dst_scale=dst_scale)
     if src.dtype not in SRC:
         raise DtypeError(NAME, "src", f"one of {SRC}", src.dtype, chip.name,
                          "copy the values to a bfloat16 tile first")

@@ -6,15 +6,16 @@ from __future__ import annotations
 import numpy as np
 
 from ...engines import Engine
-from ..common import access_latency, check_engine_operand, check_same_shape, make, semantics_of
+from ..common import (READ, WRITE, access_latency, check_operands, check_same_shape, make,
+                      semantics_of)
 
 NAME = "reciprocal"
 PURE = True
+OPERANDS = {"dst": WRITE, "data": READ}
 
 
 def build(chip, dst, data):
-    check_engine_operand(NAME, "dst", dst, Engine.VECTOR, chip)
-    check_engine_operand(NAME, "data", data, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, data=data)
     check_same_shape(NAME, "dst", dst, "data", data, chip)
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, 8 * data.free_size),
                 access_latency(chip, 2), (data,), (dst,))

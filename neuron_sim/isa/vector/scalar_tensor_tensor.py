@@ -10,14 +10,14 @@ when one of data/operand1 is in PSUM and the other in SBUF (the two-input rule o
 from __future__ import annotations
 
 from ...engines import Engine
-from ...errors import MemoryAccessError
 from ...program.ap import Memory
 from .. import alu
-from ..common import (access_latency, check_engine_operand, check_same_shape,
-                      check_scalar_operand, make, stride_factor)
+from ..common import (READ, WRITE, access_latency, check_not_both_psum, check_operands,
+                      check_same_shape, check_scalar_operand, make, stride_factor)
 
 NAME = "scalar_tensor_tensor"
 PURE = True
+OPERANDS = {"dst": WRITE, "data": READ, "operand0": READ, "operand1": READ}
 
 
 def cost_cycles(chip, dst, data, operand1, op0, op1):
@@ -34,15 +34,13 @@ def cost_cycles(chip, dst, data, operand1, op0, op1):
 def build(chip, dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False):
     alu.binary(op0)
     alu.binary(op1)
-    for nm, ap in (("dst", dst), ("data", data), ("operand1", operand1)):
-        check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, data=data, operand0=operand0,
+                   operand1=operand1)
     check_same_shape(NAME, "dst", dst, "data", data, chip)
     check_same_shape(NAME, "data", data, "operand1", operand1, chip)
-    if data.memory == operand1.memory == Memory.PSUM:
-        raise MemoryAccessError(NAME, "operand1", "data and operand1 not both in PSUM",
-                                "both in PSUM", chip.name, "copy one of them to SBUF first")
+    check_not_both_psum(NAME, "data", data, "operand1", operand1, chip)
     reads = [data, operand1]
-    if check_scalar_operand(NAME, "operand0", operand0, data, Engine.VECTOR, chip):
+    if check_scalar_operand(NAME, "operand0", operand0, data, chip):
         reads.append(operand0)
     return make(NAME, Engine.VECTOR, cost_cycles(chip, dst, data, operand1, op0, op1),
                 access_latency(chip, 1 + len(reads)), reads, (dst,),

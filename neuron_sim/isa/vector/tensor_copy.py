@@ -8,24 +8,23 @@ from __future__ import annotations
 
 from ...engines import Engine
 from ...errors import CapabilityError
-from ..common import (access_latency, check_engine_operand, check_same_partitions, make,
+from ..common import (READ, WRITE, access_latency, check_operands, check_same_partitions, make,
                       one_input_engine_cycles)
 
 NAME = "tensor_copy"
 PURE = True
-cost_cycles = one_input_engine_cycles
-ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+OPERANDS = {"dst": WRITE, "src": READ}
 
 
 def build(chip, dst, src, engine=Engine.VECTOR):
     if engine == Engine.SCALAR and not chip.has_scalar_v3_ops:
-        raise CapabilityError(NAME, "engine", "VectorE or GpSimd (ScalarE copies need NeuronCore-v3+)",
-                              "ScalarE", chip.name, "use activation(op=copy) on ScalarE instead")
-    check_engine_operand(NAME, "dst", dst, engine, chip)
-    check_engine_operand(NAME, "src", src, engine, chip)
+        raise CapabilityError(NAME, "engine", "VectorE or GpSimd (ScalarE copies need "
+                              "NeuronCore-v3+)", "ScalarE", chip.name,
+                              "use activation(op=copy) on ScalarE instead")
+    check_operands(NAME, chip, engine, dst=dst, src=src)
     check_same_partitions(NAME, "dst", dst, "src", src, chip)
-    return make(NAME, engine, cost_cycles(chip, dst, src, engine), access_latency(chip, 2),
-                (src,), (dst,))
+    return make(NAME, engine, one_input_engine_cycles(chip, dst, src, engine),
+                access_latency(chip, 2), (src,), (dst,))
 
 
 def reference(x):

@@ -10,24 +10,23 @@ import numpy as np
 
 from ...engines import Engine
 from ...program.ap import Memory
-from ..common import (access_latency, check_engine_operand, check_not_both_psum, check_same_shape,
-                      make, stride_factor)
+from ..common import (READ, WRITE, access_latency, check_not_both_psum, check_operands,
+                      check_same_shape, make, stride_factor)
 
 NAME = "tensor_copy_predicated"
+OPERANDS = {"dst": WRITE, "src": READ, "predicate": READ}
 
 
 def build(chip, dst, src, predicate, reverse_pred=False):
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, predicate=predicate, src=src)
+    check_same_shape(NAME, "dst", dst, "predicate", predicate, chip)
     tile_src = not isinstance(src, (int, float))
-    operands = (("dst", dst), ("predicate", predicate)) + ((("src", src),) if tile_src else ())
-    for nm, ap in operands:
-        check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
-        check_same_shape(NAME, "dst", dst, nm, ap, chip)
     if tile_src:
+        check_same_shape(NAME, "dst", dst, "src", src, chip)
         check_not_both_psum(NAME, "src", src, "predicate", predicate, chip)
-    psum = [ap.memory == Memory.PSUM for ap in ((src,) if tile_src else ()) + (predicate,)]
-    per_elem = 1 if any(psum) else 2
-    c = max(chip.min_ii_cycles, per_elem * dst.free_size) * stride_factor(chip, dst, predicate)
     reads = ((src,) if tile_src else ()) + (predicate,)
+    per_elem = 1 if any(ap.memory == Memory.PSUM for ap in reads) else 2
+    c = max(chip.min_ii_cycles, per_elem * dst.free_size) * stride_factor(chip, dst, predicate)
     return make(NAME, Engine.VECTOR, c, access_latency(chip, 1 + len(reads)), reads, (dst,),
                 {"src": src if not tile_src else None, "reverse_pred": bool(reverse_pred)})
 

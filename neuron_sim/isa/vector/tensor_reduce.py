@@ -13,11 +13,12 @@ import numpy as np
 from ...engines import Engine
 from ...errors import ProgramError
 from .. import alu
-from ..common import access_latency, check_engine_operand, is16, make
+from ..common import READ, WRITE, access_latency, check_operands, is16, make
 
 NAME = "tensor_reduce"
 PURE = True
 ENGINES = (Engine.VECTOR, Engine.GPSIMD)
+OPERANDS = {"dst": WRITE, "data": READ}
 
 
 def check_views(dst, data, axis, **_):
@@ -42,8 +43,7 @@ def build(chip, dst, op, data, axis=None, negate=False, keepdims=False, engine=E
     """`axis` and `keepdims` are NKI's (checked by `check_views`); the reduction is over data's
     trailing elements, in dst's free size groups."""
     alu.reduce(op)
-    check_engine_operand(NAME, "dst", dst, engine, chip)
-    check_engine_operand(NAME, "data", data, engine, chip)
+    check_operands(NAME, chip, engine, dst=dst, data=data)
     n = data.free_size
     fast = is16(dst) and is16(data) and alu.op_name(op) in ("add", "max", "maximum")
     c = max(chip.min_ii_cycles, n / 2 if fast else n)

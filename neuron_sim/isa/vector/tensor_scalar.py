@@ -9,12 +9,12 @@ from __future__ import annotations
 from ...engines import Engine
 from ...errors import CapabilityError, LegalityError
 from .. import alu
-from ..common import (access_latency, check_engine_operand, check_scalar_operand, make,
+from ..common import (READ, WRITE, access_latency, check_operands, check_scalar_operand, make,
                       one_input_engine_cycles)
 
 NAME = "tensor_scalar"
 PURE = True
-cost_cycles = one_input_engine_cycles
+OPERANDS = {"dst": WRITE, "data": READ, "operand0": READ, "operand1": READ}
 
 
 # operands of one shape [ISA]: the NKI front end checks it
@@ -26,23 +26,24 @@ def build(chip, dst, data, op0, operand0, reverse0=False, op1=None, operand1=Non
     if engine == Engine.SCALAR and not chip.has_scalar_tensor_scalar:
         raise CapabilityError(NAME, "engine", "VectorE or GpSimd (ScalarE runs tensor_scalar from "
                               "NC-v4)", "ScalarE", chip.name)
-    check_engine_operand(NAME, "dst", dst, engine, chip)
-    check_engine_operand(NAME, "data", data, engine, chip)
+    check_operands(NAME, chip, engine, dst=dst, data=data, operand0=operand0,
+                   operand1=operand1)
     reads = [data]
     for nm, o in (("operand0", operand0), ("operand1", operand1)):
-        if o is not None and check_scalar_operand(NAME, nm, o, data, engine, chip):
+        if o is not None and check_scalar_operand(NAME, nm, o, data, chip):
             reads.append(o)
     alu.binary(op0)
     if op1 is not None:
         alu.binary(op1)
         if (alu.op_name(op0) in alu.BITVEC) != (alu.op_name(op1) in alu.BITVEC):
             raise LegalityError(NAME, "op1", "an operator of op0's kind (both bit-vector or both "
-                                "arithmetic)", alu.op_name(op1), chip.name, "split it into two instructions")
-    return make(NAME, engine, cost_cycles(chip, dst, data, engine), access_latency(chip, 2),
-                reads, (dst,), {"op0": alu.op_name(op0), "operand0": operand0,
-                                "op1": None if op1 is None else alu.op_name(op1),
-                                "operand1": operand1, "reverse0": bool(reverse0),
-                                "reverse1": bool(reverse1)})
+                                "arithmetic)", alu.op_name(op1), chip.name,
+                                "split it into two instructions")
+    return make(NAME, engine, one_input_engine_cycles(chip, dst, data, engine),
+                access_latency(chip, 2), reads, (dst,),
+                {"op0": alu.op_name(op0), "operand0": operand0,
+                 "op1": None if op1 is None else alu.op_name(op1), "operand1": operand1,
+                 "reverse0": bool(reverse0), "reverse1": bool(reverse1)})
 
 
 def _apply(op, x, s, reverse=False):

@@ -12,22 +12,22 @@ import numpy as np
 
 from ...engines import Engine
 from .. import alu
-from ..common import (access_latency, check_engine_operand, check_same_partitions, make,
-                      one_input_cycles, stride_factor)
+from ..common import (READ, WRITE, access_latency, check_operands, check_same_partitions,
+                      make, one_input_cycles, stride_factor)
 
 NAME = "tensor_scalar_reduce"
+OPERANDS = {"dst": WRITE, "data": READ, "operand0": READ, "reduce_res": WRITE}
 
 
 def build(chip, dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
           reduce_cmd="reset_reduce", reduce_init=None):
     alu.binary(op0)
     alu.reduce(reduce_op)
-    for nm, ap in (("dst", dst), ("data", data), ("reduce_res", reduce_res)):
-        check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, data=data, operand0=operand0,
+                   reduce_res=reduce_res)
     check_same_partitions(NAME, "dst", dst, "data", data, chip)
     reads = [data]
     if not isinstance(operand0, (int, float)):
-        check_engine_operand(NAME, "operand0", operand0, Engine.VECTOR, chip)
         reads.append(operand0)
     c = one_input_cycles(chip, data.free_size) * stride_factor(chip, dst, data) + chip.min_ii_cycles
     return make(NAME, Engine.VECTOR, c, access_latency(chip, 2 + len(reads)), reads, (dst, reduce_res),

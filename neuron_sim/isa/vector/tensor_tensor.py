@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...engines import Engine
 from ...program.ap import Memory
 from .. import alu
-from ..common import (access_latency, check_engine_operand, check_not_both_psum,
+from ..common import (READ, WRITE, access_latency, check_not_both_psum, check_operands,
                       check_same_partitions, contiguous, is16, make, stride_factor)
 
 NAME = "tensor_tensor"
@@ -33,6 +33,7 @@ def cost_cycles(chip, dst, a, b, engine):
 
 
 ENGINES = (Engine.VECTOR, Engine.GPSIMD)
+OPERANDS = {"dst": WRITE, "data1": READ, "data2": READ}
 # operands of one shape [ISA]: the NKI front end checks it; the lowering's tiles may pair a
 # shorter operand (its cost is the dst's size)
 SAME_SHAPE = ("dst", "data1", "data2")
@@ -51,8 +52,7 @@ def default_engine(chip, dst, data1, data2, op, **_):
 
 def build(chip, dst, data1, data2, op, engine=Engine.VECTOR):
     alu.binary(op)
-    for nm, ap in (("dst", dst), ("data1", data1), ("data2", data2)):
-        check_engine_operand(NAME, nm, ap, engine, chip)
+    check_operands(NAME, chip, engine, dst=dst, data1=data1, data2=data2)
     check_same_partitions(NAME, "dst", dst, "data1", data1, chip)
     check_same_partitions(NAME, "dst", dst, "data2", data2, chip)
     check_not_both_psum(NAME, "data1", data1, "data2", data2, chip)

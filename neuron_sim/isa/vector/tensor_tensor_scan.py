@@ -9,21 +9,22 @@ import numpy as np
 
 from ...engines import Engine
 from .. import alu
-from ..common import (access_latency, check_engine_operand, check_not_both_psum,
+from ..common import (READ, WRITE, access_latency, check_not_both_psum, check_operands,
                       check_scalar_operand, make)
 
 NAME = "tensor_tensor_scan"
 PURE = True
+OPERANDS = {"dst": WRITE, "data0": READ, "data1": READ, "initial": READ}
 SAME_SHAPE = ("dst", "data0", "data1")     # [ISA]; the NKI front end checks it
 
 
 def build(chip, dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False):
-    for nm, ap in (("dst", dst), ("data0", data0), ("data1", data1)):
-        check_engine_operand(NAME, nm, ap, Engine.VECTOR, chip)
+    check_operands(NAME, chip, Engine.VECTOR, dst=dst, data0=data0, data1=data1,
+                   initial=initial)
     # A [P, 1] `initial` is read through the params, not `reads`: programs carry no dependency
     # on it (a gap kept so that programs stay as they were; the NKI trace counts it as read)
     check_not_both_psum(NAME, "data0", data0, "data1", data1, chip)
-    check_scalar_operand(NAME, "initial", initial, data0, Engine.VECTOR, chip)
+    check_scalar_operand(NAME, "initial", initial, data0, chip)
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, 2 * dst.free_size),
                 access_latency(chip, 3), (data0, data1), (dst,),
                 {"initial": initial, "op0": alu.op_name(op0), "op1": alu.op_name(op1),

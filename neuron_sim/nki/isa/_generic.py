@@ -2,16 +2,17 @@
 
 The adapter binds the call to the module's ``build`` signature (``dst`` first, as in NKI), maps
 the tensor views to access patterns, runs the core's rules on them (neuron_sim/isa/common.py:
-the partition rules but on the module's `OWN_PARTITION_START` operands, the free dimensions of a
-pattern, its `SAME_SHAPE` operands, the engine's memory reach) after choosing the engine
-(`ENGINES`, `default_engine` when the kernel leaves it open), lets the module check and cost the
-instruction on the target's chip (every error names the kernel's line), computes the result
-with the module's ``semantics`` on the kernel's own tensors (accumulator registers included),
-and records the instruction for the program build. A module whose NKI rules need the kernel's
-views themselves (their dimensions before access patterns merge them, e.g. tensor_reduce's axis)
-declares `check_views(**arguments)`, and NKI arguments it takes but does not model `UNMODELLED`
-(not recorded unless given). An accumulating write (``accumulate``) left open adds where an earlier
-instruction wrote dst and overwrites elsewhere, element by element.
+the free dimensions of a pattern, its `SAME_SHAPE` operands), chooses the engine (`ENGINES`,
+`default_engine` when the kernel leaves it open), lets the module check (`check_operands`: the
+partition rules, memory reach ... of its OPERANDS) and cost the instruction on the target's chip
+(every error names the kernel's line), computes the result with the module's ``semantics`` on
+the kernel's own tensors (accumulator registers included), and records the instruction (its
+OPERANDS' roles say which operands it reads and writes) for the program build. A module whose
+NKI rules need the kernel's views themselves (their dimensions before access patterns merge
+them, e.g. tensor_reduce's axis) declares `check_views(**arguments)`, and NKI arguments it takes
+but does not model `UNMODELLED` (not recorded unless given). An accumulating write
+(``accumulate``) left open adds where an earlier instruction wrote dst and overwrites elsewhere,
+element by element.
 
 A kernel's loops repeat a few operand geometries thousands of times: the checks and the build
 run once per geometry and trace (`_key`), later calls of it only compute and record."""
@@ -27,7 +28,7 @@ import numpy as np
 
 from ...engines import Engine
 from ...isa import module_for
-from ...isa.common import check_partitions, check_pattern_dims, check_same_shape, engines_of
+from ...isa.common import check_pattern_dims, check_same_shape, engines_of
 from ...numerics.formats import pack_x4, unpack_x4
 from .. import broadcast
 from ..program import _Mapper
@@ -175,13 +176,11 @@ _NAMES = {e: e.name.lower() for e in Engine}
 def _engine(ctx, mod, default, engines, given, operands):
     """The engine of the call: nisa.vector_engine ... as asked, else (unknown) the module's
     `default_engine` for these operands or its `build` default; one of `engines` (the module's
-    `ENGINES`, else any compute engine), reaching every tensor operand's memory (the core's
-    checks, raised at the kernel's line)."""
+    `ENGINES`, else any compute engine: the core's check, raised at the kernel's line)."""
     if getattr(given["engine"], "value", given["engine"]) in (None, "unknown") \
             and hasattr(mod, "default_engine"):
         default = mod.default_engine(ctx.chip, **operands)
-    tensors = [(k, operands[k]) for k, v in given.items() if isinstance(v, NkiTensor)]
-    return ctx.engine(given["engine"], _NAMES[Engine(default)], engines, tensors)
+    return ctx.engine(given["engine"], _NAMES[Engine(default)], engines)
 
 
 def adapter(name: str):
@@ -199,7 +198,7 @@ def adapter(name: str):
     dma = engines == (Engine.DMA,)
     same_shape = getattr(mod, "SAME_SHAPE", ())
     check_views = getattr(mod, "check_views", None)
-    own_start = getattr(mod, "OWN_PARTITION_START", ())     # operands the module places itself
+    roles = {k: o.role for k, o in mod.OPERANDS.items()}
     where = f"nisa.{name}"
     # NKI arguments the module takes but does not model: left out of the call's record unless given
     unmodelled = getattr(mod, "UNMODELLED", ())
@@ -234,15 +233,12 @@ def adapter(name: str):
         if check_views is not None:     # rules on the kernel's views, before dims merge
             ctx.core(check_views, **given)
         mapper = _PerTrace.of(ctx.trace).mapper
-        views, operands, chip = {}, {}, ctx.chip
+        operands, chip = {}, ctx.chip
         for k, v in given.items():
             if isinstance(v, NkiTensor):
                 ap = operands[k] = mapper.ap(v, len(ctx.trace.instrs))
-                if k not in own_start:
-                    ctx.core(check_partitions, name, k, ap, chip)
                 if not dma:                 # DMA descriptors take views of any rank
                     ctx.core(check_pattern_dims, name, k, ap, chip)
-                views[id(ap)] = (k, v)
             elif type(v) in (int, float) or isinstance(v, np.floating):
                 operands[k] = _arg(v)       # numbers as Python floats, as the modules compare
             else:
@@ -257,13 +253,11 @@ def adapter(name: str):
         except (AttributeError, TypeError) as e:
             ctx.fail(f"the operands of nisa.{name}{sig} do not fit it ({e})")
         emits = out if isinstance(out, (list, tuple)) else (out,)
-        read_ids = {id(a): views[id(a)][0] for e in emits for a in e.reads if id(a) in views}
-        written_ids = {id(a): views[id(a)][0] for e in emits for a in e.writes if id(a) in views}
-        read_ids |= {i: k for i, (k, _) in views.items()
-                     if i not in read_ids and i not in written_ids}
         tensors = [k for k, v in given.items() if isinstance(v, NkiTensor)]
-        return _Built(emits, [(k, operands[k]) for k in tensors], list(read_ids.values()),
-                      list(written_ids.values()), written_ids.keys() - read_ids.keys(),
+        reads = [k for k in tensors if roles[k] == "read"]
+        writes = [k for k in tensors if roles[k] == "write"]
+        kept = {id(operands[k]) for k in writes} - {id(operands[k]) for k in reads}
+        return _Built(emits, [(k, operands[k]) for k in tensors], reads, writes, kept,
                       {k: a for k, a in operands.items()
                        if k not in tensors and a is not given[k]})
 
