@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import NeuronSimError, PartitionError
-from ...isa.common import check_engine, check_reach
+from ...isa.common import check_engine
 from ...numerics.rounding import store
 from ...program.builder import engine_of
 from ..errors import NkiPartitionError, NkiValidationError
@@ -49,14 +49,12 @@ class _Ctx:
         except NeuronSimError as e:
             raise NkiValidationError(str(e), self.loc, f"nisa.{self.op}") from e
 
-    def engine(self, requested, default, allowed, operands=()):
+    def engine(self, requested, default, allowed):
         """The engine of the call: as asked, else `default`; one of `allowed` (the core's
-        check_engine), reaching each operand's memory (`operands`: (name, access pattern))."""
+        check_engine; the module's check_operands then checks each operand's memory)."""
         name = requested.value if isinstance(requested, engine) else (requested or "unknown")
         eng = engine_of(default if name == "unknown" else name)
         self.core(check_engine, self.op, eng, allowed, self.chip)
-        for opname, ap in operands:
-            self.core(check_reach, self.op, opname, ap, eng, self.chip)
         return eng
 
     # numerics
