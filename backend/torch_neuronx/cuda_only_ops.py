@@ -232,9 +232,9 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
             out[start:end] = (a[start:end] @ b[g]) * sa[start:end, None] * sb[g * N:(g + 1) * N]
     elif a.dim() == 2 and b.dim() == 2:                     # K grouped by offs: (G, M, N)
         M, N = a.shape[0], b.shape[1]
-        ranges = list(groups(a.shape[1]))
-        out = torch.zeros(len(ranges), M, N, dtype=torch.float32, device=a.device)
-        for g, start, end in ranges:
+        G = 0 if offs is None else offs.shape[0]    # an empty group's product is zeros
+        out = torch.zeros(G, M, N, dtype=torch.float32, device=a.device)
+        for g, start, end in groups(a.shape[1]):
             out[g] = (a[:, start:end] @ b[start:end]) * sa[g * M:(g + 1) * M, None] * \
                 sb[None, g * N:(g + 1) * N]
     elif a.dim() == 3 and b.dim() == 2:                     # columns of b grouped by offs

@@ -214,6 +214,25 @@ def test_scaled_grouped_mm_fp8_moe():
     torch.testing.assert_close(got3.cpu().float(), want3.bfloat16().float(), rtol=1e-2, atol=1e-2)
 
 
+def test_scaled_grouped_mm_k_grouped_with_empty_groups():
+    # 2-D x 2-D (K grouped, the MoE weight gradient): one [M, N] per group, zeros for a group
+    # with no tokens, wherever it is (an empty first group shifted every later one before).
+    torch.manual_seed(5)
+    M, N = 4, 8
+    offs = torch.tensor([0, 16, 16, 32], dtype=torch.int32)
+    a, b = _fp8(torch.randn(M, 32)), _fp8(torch.randn(N, 32)).t()
+    sa, sb = torch.rand(4 * M) + 0.5, torch.rand(4 * N) + 0.5
+    got = torch._scaled_grouped_mm(a.to("neuron"), b.to("neuron"), sa.to("neuron"),
+                                   sb.to("neuron"), offs=offs.to("neuron"),
+                                   out_dtype=torch.bfloat16)
+    want = torch.zeros(4, M, N)
+    for g, (s, e) in enumerate(((0, 0), (0, 16), (16, 16), (16, 32))):
+        want[g] = (a[:, s:e].float() @ b[s:e].float()) * sa[g * M:(g + 1) * M, None] \
+            * sb[None, g * N:(g + 1) * N]
+    assert got.shape == (4, M, N)
+    torch.testing.assert_close(got.cpu().float(), want.bfloat16().float(), rtol=1e-2, atol=1e-2)
+
+
 def _e8m0(shape):
     return (2.0 ** torch.randint(-3, 3, shape).float()).to(torch.float8_e8m0fnu)
 
