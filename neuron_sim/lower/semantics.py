@@ -139,7 +139,8 @@ def _elementwise_reason(op: OpSpec, rule: str) -> str | None:
     if name == "aten::div" and (any(isinstance(s, str) for s in scalars)
                                 or op.kwargs.get("rounding_mode")):
         return "the rounding mode is not applied"
-    if rule == "fill" and any(isinstance(s, (int, float)) and s != 0 for s in scalars):
+    if rule == "fill" and (len(op.inputs) > 1 or any(isinstance(s, (int, float)) and s != 0
+                                                     for s in scalars)):
         return "memset writes 0.0 whatever the fill value (the cost does not depend on it)"
     if rule == "unary_activation" and scalars:
         return f"its arguments {scalars} are not applied"

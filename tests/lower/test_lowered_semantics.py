@@ -200,6 +200,7 @@ REFUSED = [
     (OpSpec("aten::clone", (T((1001, 128), strides=(1, 1001)),), (T((1001, 128)),)),
      "strided operand"),
     (OpSpec("aten::fill.Scalar", (T(s), 1.5), (T(s),)), "whatever the fill value"),
+    (OpSpec("aten::fill.Tensor", (T(s), T(())), (T(s),)), "whatever the fill value"),
     (OpSpec("aten::mul.Tensor", (T(s), TensorSpec((), on_device=False)), (T(s),)),
      "CPU scalar tensor"),
     (OpSpec("aten::div.Tensor_mode", (T(s), T(s), "floor"), (T(s),)), "rounding mode"),
