@@ -92,6 +92,9 @@ def _register() -> None:
         _C._set_launch_blocking(settings.get("NEURON_LAUNCH_BLOCKING"))
         if settings.get("NEURON_SIM_TIME_ONLY"):     # time-only for the whole process
             set_time_only(True)
+        if settings.get("NEURON_SIM_CHECK_SEMANTICS"):   # eager ops against their lowerings
+            from . import check_semantics
+            check_semantics.install_if_set()
     from . import fallback, module_apply
     fallback.install()
     module_apply.install()          # shared buffers stay shared through .to("neuron")

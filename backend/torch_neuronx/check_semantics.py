@@ -103,10 +103,16 @@ def checking():
         yield
 
 
+_installed: list = []     # the mode install_if_set entered (once per process)
+
+
 def install_if_set() -> bool:
-    """Enter the check for the rest of the process when NEURON_SIM_CHECK_SEMANTICS=1."""
+    """Enter the check for the rest of the process when NEURON_SIM_CHECK_SEMANTICS=1 (once;
+    `import torch_neuronx` calls it). Dispatch modes are per thread: it checks the ops of the
+    thread that imported torch_neuronx."""
     from neuron_sim.config import get
     if not get("NEURON_SIM_CHECK_SEMANTICS"):
         return False
-    _Check().__enter__()
+    if not _installed:
+        _installed.append(_Check().__enter__())
     return True

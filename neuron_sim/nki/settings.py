@@ -26,8 +26,10 @@ SETTINGS = declare(
     Setting("NEURON_SIM_CHECK_SEMANTICS", bool, False,
             "Debug mode: every NKI kernel run (nki.simulate, @nki.jit and legacy calls, kernels "
             "called from torch) also runs its built program through the ISA modules' NumPy "
-            "semantics and raises NkiValidationError where the outputs differ; slow. A "
-            "check_semantics= option wins over it."),
+            "semantics and raises NkiValidationError where the outputs differ (a "
+            "check_semantics= option wins over it); with torch_neuronx, every eager op whose "
+            "lowering computes the op (neuron_sim.lower.semantics.EXACT) is run the same way "
+            "and compared with its CPU result (RuntimeError on a difference). Slow."),
 )
 
 # Read by the device (logical core size) and by NKI launches (kernel[lnc] must match it).

@@ -58,13 +58,14 @@ def test_the_setting_turns_the_check_on_for_the_process(py):
         from torch_neuronx import check_semantics as cs
         from neuron_sim.lower import semantics
         semantics.EXACT["unary_activation"].add("aten::cos")
-        print("ON", cs.install_if_set())
+        print("AT IMPORT", len(cs._installed))        # import torch_neuronx entered it
+        print("ON", cs.install_if_set(), len(cs._installed))     # once
         try:
             torch.cos(torch.randn(16, 16, device="neuron"))
         except RuntimeError as e:
             print("RAISED", str(e)[:20])
         """
     on = py(code, env={"NEURON_SIM_CHECK_SEMANTICS": "1"}).stdout
-    assert "ON True" in on and "RAISED aten::cos" in on
+    assert "AT IMPORT 1" in on and "ON True 1" in on and "RAISED aten::cos" in on
     off = py(code).stdout
-    assert "ON False" in off and "RAISED" not in off
+    assert "AT IMPORT 0" in off and "ON False 0" in off and "RAISED" not in off
