@@ -16,13 +16,13 @@ _done = False
 
 def single_thread() -> None:
     global _done
-    if _done or os.environ.get("OPENBLAS_NUM_THREADS"):
-        _done = True
+    already, _done = _done, True
+    if already or os.environ.get("OPENBLAS_NUM_THREADS"):
         return
-    _done = True
     try:
         with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line.lower() and line.rstrip().endswith(".so") or ".so." in line and "openblas" in line.lower()}
+            paths = {line.split()[-1] for line in f if "openblas" in line.lower()
+                     and (line.rstrip().endswith(".so") or ".so." in line)}
     except OSError:
         return
     for p in paths:

@@ -91,12 +91,11 @@ def normalize(dtype) -> np.dtype | _TFloat32:
         return dtype
     if isinstance(dtype, str):
         key = dtype.replace("torch.", "")
-        if key in _BY_NAME:
-            return _BY_NAME[key]
-        return np.dtype(key)
-    name = getattr(dtype, "is_floating_point", None) is not None and str(dtype).replace("torch.", "")
-    if name and name in _BY_NAME:  # a torch.dtype, matched by name so torch is never imported
-        return _BY_NAME[name]
+        return _BY_NAME[key] if key in _BY_NAME else np.dtype(key)
+    if getattr(dtype, "is_floating_point", None) is not None:
+        name = str(dtype).replace("torch.", "")     # a torch.dtype, matched by name so torch
+        if name in _BY_NAME:                        # is never imported
+            return _BY_NAME[name]
     return np.dtype(dtype)
 
 

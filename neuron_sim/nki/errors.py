@@ -10,7 +10,8 @@ from __future__ import annotations
 class NkiError(Exception):
     """Base class. ``loc`` is ``(filename, lineno)`` in the user's kernel, when known."""
 
-    def __init__(self, message: str, loc: tuple[str, int] | None = None, instruction: str | None = None):
+    def __init__(self, message: str, loc: tuple[str, int] | None = None,
+                 instruction: str | None = None):
         self.raw_message = message
         self.loc = loc
         self.instruction = instruction
@@ -27,7 +28,8 @@ class NkiValidationError(NkiError):
 
 
 class NkiPartitionError(NkiValidationError):
-    """A partition range breaks the start rules (>64 partitions start at 0; 33-64 at 0/64; 1-32 at 0/32/64/96)."""
+    """A partition range breaks the start rules (>64 partitions start at 0; 33-64 at 0/64; 1-32
+    at 0/32/64/96)."""
 
 
 class NkiCapacityError(NkiError):
