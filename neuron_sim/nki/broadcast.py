@@ -27,15 +27,15 @@ def is_partition_broadcast(v) -> bool:
     return (isinstance(v, NkiTensor) and v.on_chip and v.shape[0] > 1 and v.strides[0] == 0)
 
 
-def lower(trace, engine, reads, attrs):
-    """(reads, attrs) with every partition-broadcast operand replaced by the tile a broadcast
-    instruction wrote (recorded on `trace` first)."""
+def lower(trace, reads, attrs):
+    """(reads, attrs) of an instruction on one of the CONSUMERS with every partition-broadcast
+    operand replaced by the tile a broadcast instruction wrote (recorded on `trace` first)."""
     for v in reads:         # the usual case first: no operand is one (a loop, not any(): per call)
         if is_partition_broadcast(v):
             break
     else:
         return reads, attrs
-    if engine not in CONSUMERS or getattr(trace, "_in_broadcast", False):
+    if getattr(trace, "_in_broadcast", False):
         return reads, attrs
     trace._in_broadcast = True
     try:

@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,13 +65,14 @@ class Instr:
 
     def __init__(self, index, op, engine, reads, writes, attrs, loc):
         self.index, self.op, self.engine = index, op, engine
-        self.reads, self.writes = reads, writes        # the operand views (NkiTensor), in call order
+        self.reads, self.writes = reads, writes    # the operand views (NkiTensor), in call order
         self.attrs, self.loc = attrs, loc
 
     def __repr__(self):
         where = f"{os.path.basename(self.loc[0])}:{self.loc[1]}" if self.loc else "?"
         names = lambda vs: [f"{v.storage.name}{list(v.shape)}" for v in vs]     # noqa: E731
-        return f"#{self.index} {self.engine}.{self.op} w={names(self.writes)} r={names(self.reads)} @ {where}"
+        return (f"#{self.index} {self.engine}.{self.op} w={names(self.writes)} "
+                f"r={names(self.reads)} @ {where}")
 
 
 @dataclass
@@ -108,7 +110,8 @@ class KernelTrace:
     on_uninitialized: str = "error"        # "error" | "warn" | "ignore"
     program_id: tuple[int, ...] = (0,)
     barrier: object = None                 # threading.Barrier shared by the programs of a launch
-    shared: object = None                  # SharedHbm of the launch (LNC=2): one tensor per allocation site
+    shared: object = None                  # SharedHbm of the launch (LNC=2): one tensor per
+                                           # allocation site
     n_shared: int = 0
     grid: tuple[int, ...] = (1,)
     kernel_name: str = "kernel"
@@ -121,17 +124,15 @@ class KernelTrace:
     findings: list = field(default_factory=list)
     # engine-local state: ScalarE/VectorE accumulator registers (one float per lane), sized by
     # the target's partitions when the trace starts
-    act_regs: np.ndarray = None
-    vec_regs: np.ndarray = None
+    act_regs: np.ndarray = field(init=False)
+    vec_regs: np.ndarray = field(init=False)
     loop: tuple = None                     # innermost nl.affine/sequential_range (language._Loop)
     reuse: object = None                   # what nki/reuse.py found repeated so far
 
     def __post_init__(self):
         lanes = self.target.sbuf_partitions
-        if self.act_regs is None:
-            self.act_regs = np.zeros(lanes, np.float32)
-        if self.vec_regs is None:
-            self.vec_regs = np.zeros(lanes, np.float32)
+        self.act_regs = np.zeros(lanes, np.float32)
+        self.vec_regs = np.zeros(lanes, np.float32)
 
     # ---- storages ---------------------------------------------------------------------------
     def new_storage(self, buffer, shape, dtype, name=None, role="internal", data=None, loc=None,
@@ -143,8 +144,9 @@ class KernelTrace:
                 shape = (shape[0] if shape else 1, 1)
             if shape[0] > self.target.sbuf_partitions:
                 raise NkiValidationError(
-                    f"{buffer} tensor {name or ''}{list(shape)}: partition dimension {shape[0]} exceeds "
-                    f"the {self.target.sbuf_partitions} partitions; tile the first dimension",
+                    f"{buffer} tensor {name or ''}{list(shape)}: partition dimension {shape[0]} "
+                    f"exceeds the {self.target.sbuf_partitions} partitions; tile the first "
+                    "dimension",
                     loc or user_loc(), "ndarray")
         if buffer == "shared_hbm" and role == "output" and self.shared is not None:
             k, self.n_shared = self.n_shared, self.n_shared + 1
@@ -168,7 +170,7 @@ class KernelTrace:
         loc = loc or user_loc()
         # a partition-broadcast operand needs its own instruction first (broadcast.py)
         if engine in broadcast.CONSUMERS:
-            reads, attrs = broadcast.lower(self, engine, reads, attrs)
+            reads, attrs = broadcast.lower(self, reads, attrs)
         return self.record(op, engine, tuple([t for t in reads if isinstance(t, NkiTensor)]),
                            tuple([t for t in writes if isinstance(t, NkiTensor)]), attrs or {}, loc)
 
@@ -198,14 +200,15 @@ class KernelTrace:
         missing = int(mask.size - np.count_nonzero(mask))
         if not missing:         # a view inside the blocks written so far of a partial storage
             return
-        msg = (f"operand {operand!r} reads {missing} of {mask.size} elements of {t.storage.describe()} "
-               f"that no instruction has written (the simulator filled them with NaN). Write them "
-               f"first (nisa.memset / dma_copy), or shrink the read to the written region")
+        msg = (f"operand {operand!r} reads {missing} of {mask.size} elements of "
+               f"{t.storage.describe()} that no instruction has written (the simulator filled them "
+               f"with NaN). Write them first (nisa.memset / dma_copy), or shrink the read to the "
+               f"written region")
         if self.on_uninitialized == "error":
             raise NkiUninitializedReadError(msg, loc, op)
         self.findings.append(Finding("uninitialized-read", f"{op}: {msg}", loc))
-        warnings.warn(NkiUninitializedReadWarning(f"{loc[0]}:{loc[1]}: {op}: {msg}" if loc else msg),
-                      stacklevel=4)
+        where = f"{loc[0]}:{loc[1]}: {op}: " if loc else ""
+        warnings.warn(NkiUninitializedReadWarning(where + msg), stacklevel=4)
 
 
 class SharedHbm:
@@ -221,9 +224,10 @@ class SharedHbm:
             s = self.allocs.get(k)
         if s is not None and (s.shape != tuple(shape) or s.dtype != dtype):
             raise NkiValidationError(
-                f"shared_hbm allocation #{k} is {list(shape)} {dtypes.name_of(dtype)} in this program but "
-                f"{list(s.shape)} {dtypes.name_of(s.dtype)} in another: SPMD programs must allocate shared "
-                "tensors in the same order with the same shapes", user_loc(), "nl.ndarray")
+                f"shared_hbm allocation #{k} is {list(shape)} {dtypes.name_of(dtype)} in this "
+                f"program but {list(s.shape)} {dtypes.name_of(s.dtype)} in another: SPMD programs "
+                "must allocate shared tensors in the same order with the same shapes", user_loc(),
+                "nl.ndarray")
         return s
 
     def register(self, k, s):
@@ -248,27 +252,20 @@ def active() -> bool:
 
 
 def current() -> KernelTrace:
-    _STACK = _stack()
-    if not _STACK:
+    stack = _stack()
+    if not stack:
         raise NkiValidationError(
-            "nki.language / nki.isa calls only work inside a kernel run by nki.simulate(kernel)(...) "
-            "or an @nki.jit kernel call")
-    return _STACK[-1]
+            "nki.language / nki.isa calls only work inside a kernel run by "
+            "nki.simulate(kernel)(...) or an @nki.jit kernel call")
+    return stack[-1]
 
 
-class tracing:
-    """Context manager making ``trace`` the current kernel."""
-
-    def __init__(self, trace: KernelTrace):
-        self.trace = trace
-        self._gc = paused_gc()      # tracing, as building, makes many objects and no garbage
-
-    def __enter__(self):
-        self._gc.__enter__()
-        _stack().append(self.trace)
-        return self.trace
-
-    def __exit__(self, *exc):
-        _stack().pop()
-        self._gc.__exit__(None, None, None)
-        return False
+@contextmanager
+def tracing(trace: KernelTrace):
+    """Makes ``trace`` the current kernel."""
+    with paused_gc():       # tracing, as building, makes many objects and no garbage
+        _stack().append(trace)
+        try:
+            yield trace
+        finally:
+            _stack().pop()
