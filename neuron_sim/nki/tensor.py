@@ -22,7 +22,8 @@ ON_CHIP = ("sbuf", "psum")
 
 _ids = itertools.count()
 _GEOMETRIES: dict = {}          # NkiTensor.geometry
-_INDEXED: dict = {}     # NkiTensor.__getitem__: (geometry number, index) -> the view's fields, number
+# NkiTensor.__getitem__: (geometry number, index) -> the view's fields and geometry number
+_INDEXED: dict = {}
 _geometry_ids = itertools.count()
 _MASK_LOCK = threading.Lock()
 
@@ -31,10 +32,12 @@ class Storage:
     """One allocation. ``data`` is None when the kernel is traced for timing only."""
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
-                 "address", "first_use", "last_use", "uses", "used_at", "free_elems", "trace", "on_chip",
-                 "itemsize", "row_major", "dtype_name", "n_written", "boxes", "write_count")
+                 "address", "first_use", "last_use", "uses", "used_at", "free_elems", "trace",
+                 "on_chip", "itemsize", "row_major", "dtype_name", "n_written", "boxes",
+                 "write_count")
 
-    def __init__(self, buffer, shape: tuple, dtype, name, loc, role, trace, data=None, address=None):
+    def __init__(self, buffer, shape: tuple, dtype, name, loc, role, trace, data=None,
+                 address=None):
         self.id = next(_ids)
         self.buffer = buffer
         self.shape = shape          # a tuple of ints (KernelTrace.new_storage)
@@ -60,7 +63,7 @@ class Storage:
         # piece is (self.boxes); a bool mask once a write is anything else.
         self.written = "all" if role == "input" else "none"
         self.boxes = []
-        self.n_written = 0          # elements set so far, in boxes or a large mask (-1: not counted)
+        self.n_written = 0      # elements set so far, in boxes or a large mask (-1: not counted)
 
     @property
     def partitions(self) -> int:
@@ -153,26 +156,24 @@ def _box(v):
 
 
 class IndexRange:
-    """``nl.arange``/``nl.mgrid``/``nl.ds`` index: elements start, start+step, ... (size of them)."""
+    """``nl.arange``/``nl.mgrid``/``nl.ds`` index: elements start, start+step, ... (size of
+    them)."""
 
     __slots__ = ("start", "size", "step")
 
     def __init__(self, start, size, step=1):
         self.start, self.size, self.step = int(start), int(size), int(step)
 
-    def _shift(self, k):
-        return IndexRange(self.start + int(k), self.size, self.step)
-
     def __getitem__(self, _key):      # nl.arange(n)[:, None] marks the axis; position decides it
         return self
 
     def __add__(self, k):
-        return self._shift(k)
+        return IndexRange(self.start + int(k), self.size, self.step)
 
     __radd__ = __add__
 
     def __sub__(self, k):
-        return self._shift(-k)
+        return self + (-k)
 
     def __mul__(self, k):
         return IndexRange(self.start * int(k), self.size, self.step * int(k))
@@ -227,8 +228,9 @@ class NkiTensor:
         return self.shape[0]
 
     def __repr__(self):
-        return (f"NkiTensor(name={self.name!r}, shape={self.shape}, dtype={dtypes.name_of(self.dtype)}, "
-                f"buffer={self.buffer}, offset={self.offset}, strides={self.strides})")
+        return (f"NkiTensor(name={self.name!r}, shape={self.shape}, "
+                f"dtype={dtypes.name_of(self.dtype)}, buffer={self.buffer}, offset={self.offset}, "
+                f"strides={self.strides})")
 
     def geometry(self) -> int:
         """A number for all of the view but its storage's identity (the storage's memory, dtype,
@@ -237,7 +239,8 @@ class NkiTensor:
         g = self._geometry
         if g is None:
             st = self.storage
-            key = (st.buffer, st.dtype_name, st.shape, st.address, self.shape, self.strides, self.offset)
+            key = (st.buffer, st.dtype_name, st.shape, st.address, self.shape, self.strides,
+                   self.offset)
             g = _GEOMETRIES.get(key)
             if g is None:
                 if len(_GEOMETRIES) > 1 << 20:
@@ -285,8 +288,8 @@ class NkiTensor:
 
     def written_mask(self):
         st = self.storage
-        if self.covers_storage():
-            return st.mask().reshape(self.shape)        # the common whole-tensor case: no as_strided
+        if self.covers_storage():       # the common whole-tensor case: no as_strided
+            return st.mask().reshape(self.shape)
         return self._as_strided(st.mask())
 
     def mark_written(self) -> None:
@@ -388,7 +391,8 @@ class NkiTensor:
             break
         ndim = len(self.shape)
         if len(key) > ndim:
-            raise NkiValidationError(f"too many indices ({len(key)}) for tensor of shape {self.shape}")
+            raise NkiValidationError(
+                f"too many indices ({len(key)}) for tensor of shape {self.shape}")
         if len(key) < ndim:
             key = key + (slice(None),) * (ndim - len(key))
         on_chip = self.storage.on_chip
@@ -404,8 +408,8 @@ class NkiTensor:
                 if k < 0:
                     k += n
                 if not 0 <= k < n:
-                    raise NkiValidationError(f"index {k} out of range for dimension {d} of size {n} "
-                                             f"(tensor {self.name}{list(self.shape)})")
+                    raise NkiValidationError(f"index {k} out of range for dimension {d} of size "
+                                             f"{n} (tensor {self.name}{list(self.shape)})")
                 offset += k * st
                 if d == 0 and on_chip:      # partition dim is never dropped
                     shape.append(1)
@@ -419,11 +423,12 @@ class NkiTensor:
                                          "slices, nl.ds(...) or nl.arange(...)")
             start, stop, step = k.indices(n)
             if step <= 0:
-                raise NkiValidationError("negative or zero slice steps are not supported by access patterns")
+                raise NkiValidationError(
+                    "negative or zero slice steps are not supported by access patterns")
             if d == 0 and on_chip and step != 1:
                 raise NkiValidationError(
-                    f"strided partition access {k} on {self.name}: the hardware cannot stride along the "
-                    "partition dimension; slice partitions contiguously")
+                    f"strided partition access {k} on {self.name}: the hardware cannot stride "
+                    "along the partition dimension; slice partitions contiguously")
             if start >= n or stop > n and k.stop is not None and k.stop > n:
                 raise NkiValidationError(f"slice {k} out of range for dimension {d} of size {n} "
                                          f"(tensor {self.name}{list(self.shape)})")
@@ -447,12 +452,15 @@ class NkiTensor:
         return self[(slice(None),) * (dim % self.ndim) + (int(index),)]
 
     def reshape(self, new_shape):
-        new_shape = tuple(int(s) for s in (new_shape if isinstance(new_shape, (tuple, list)) else (new_shape,)))
+        if not isinstance(new_shape, (tuple, list)):
+            new_shape = (new_shape,)
+        new_shape = tuple(int(s) for s in new_shape)
         if -1 in new_shape:
             known = math.prod(s for s in new_shape if s != -1)
             new_shape = tuple(self.size // known if s == -1 else s for s in new_shape)
         if math.prod(new_shape) != self.size:
-            raise NkiValidationError(f"cannot reshape {self.shape} into {new_shape}: element counts differ")
+            raise NkiValidationError(
+                f"cannot reshape {self.shape} into {new_shape}: element counts differ")
         if self.on_chip:
             if new_shape[0] != self.shape[0]:
                 raise NkiValidationError(
@@ -472,12 +480,15 @@ class NkiTensor:
     def permute(self, dims):
         dims = tuple(dims)
         if self.on_chip and dims[0] != 0:
-            raise NkiValidationError("the partition dimension (0) must stay first in a permute of an on-chip tensor")
-        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims], self.offset)
+            raise NkiValidationError(
+                "the partition dimension (0) must stay first in a permute of an on-chip tensor")
+        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims],
+                          self.offset)
 
     def broadcast(self, dim, size):
         if self.shape[dim] != 1:
-            raise NkiValidationError(f"broadcast needs dimension {dim} of size 1, found {self.shape[dim]}")
+            raise NkiValidationError(
+                f"broadcast needs dimension {dim} of size 1, found {self.shape[dim]}")
         shape, strides = list(self.shape), list(self.strides)
         shape[dim], strides[dim] = int(size), 0
         return self._view(shape, strides, self.offset)
@@ -497,7 +508,8 @@ class NkiTensor:
 
     def squeeze_dim(self, dim):
         if self.shape[dim] != 1:
-            raise NkiValidationError(f"squeeze_dim needs dimension {dim} of size 1, found {self.shape[dim]}")
+            raise NkiValidationError(
+                f"squeeze_dim needs dimension {dim} of size 1, found {self.shape[dim]}")
         shape, strides = list(self.shape), list(self.strides)
         del shape[dim], strides[dim]
         return self._view(shape, strides, self.offset)
@@ -512,8 +524,8 @@ class NkiTensor:
         shape = [int(p[1]) for p in pattern]
         if self.on_chip and shape[0] > 1 and strides[0] != self.storage.free_elems:
             raise NkiValidationError(
-                f"the partition stride of an on-chip access pattern must be the storage's free size "
-                f"({self.storage.free_elems}), got {strides[0]}")
+                "the partition stride of an on-chip access pattern must be the storage's free "
+                f"size ({self.storage.free_elems}), got {strides[0]}")
         return self._view(shape, strides, self.offset if offset is None else int(offset))
 
     # ---- arithmetic sugar: each operator is an nl call ------------------------------------------
@@ -538,7 +550,8 @@ class NkiTensor:
 
     def __bool__(self):
         raise NkiValidationError("the value of a tensor is not known while the kernel is traced; "
-                                 "use nki.isa instructions (or dynamic_range) instead of Python control flow on data")
+                                 "use nki.isa instructions (or dynamic_range) instead of Python "
+                                 "control flow on data")
 
 
 def _reinterpreted(st: Storage, dtype) -> Storage:
