@@ -77,8 +77,9 @@ def ndarray(shape, dtype, buffer=None, name=None, address=None, **_ignored):
     tr = current()
     buf = str(buffer or "sbuf")
     if buf not in ("sbuf", "psum", "hbm", "shared_hbm", "private_hbm"):
-        raise NkiValidationError(f"unknown buffer {buffer!r}: use nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm",
-                                 user_loc(), "nl.ndarray")
+        raise NkiValidationError(
+            f"unknown buffer {buffer!r}: use nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm",
+            user_loc(), "nl.ndarray")
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     role = "output" if buf in ("hbm", "shared_hbm", "private_hbm") else "internal"
     s = tr.new_storage(buf, shape, dtype, name=name, role=role, address=address)
@@ -91,11 +92,12 @@ def empty_like(t, dtype=None, buffer=None, name=None):
 
 def full(shape, fill_value, dtype, buffer=None, name=None):
     t = ndarray(shape, dtype, buffer=buffer, name=name)
-    if t.buffer in ("sbuf", "psum"):
-        _isa.memset(dst=t, value=fill_value, engine=_isa.engine.vector if t.buffer == "psum" else _isa.engine.unknown)
+    if t.on_chip:
+        engine = _isa.engine.vector if t.buffer == "psum" else _isa.engine.unknown
+        _isa.memset(dst=t, value=fill_value, engine=engine)
     else:
-        tmp = full((t.shape[0] if t.ndim else 1, math.prod(t.shape[1:]) if t.ndim > 1 else 1), fill_value, dtype)
-        _isa.dma_copy(dst=t, src=tmp)
+        rows = (t.shape[0] if t.ndim else 1, math.prod(t.shape[1:]) if t.ndim > 1 else 1)
+        _isa.dma_copy(dst=t, src=full(rows, fill_value, dtype))
     return t
 
 
@@ -171,13 +173,9 @@ def sequential_range(start, stop=None, step=1):
     return _Loop("sequential", _range(start, stop, step))
 
 
-def static_range(start, stop=None, step=1):
-    return _range(start, stop, step)
-
-
-def dynamic_range(start, stop=None, step=1):
-    """Hardware loops are unrolled by the simulator (same instructions, same timing per iteration)."""
-    return _range(start, stop, step)
+# dynamic_range's hardware loops are unrolled by the simulator (same instructions, same timing
+# per iteration)
+static_range = dynamic_range = _range
 
 
 def program_id(axis=0):
@@ -223,10 +221,9 @@ def par_dim(n):
 # ---- ALU ops and activation functions -------------------------------------------------------
 for _n, _op in ALU.items():
     globals()[_n] = _op
-for _n, _f in ACT.items():
+for _n, _f in ACT.items():       # (nl.abs among them: NKI takes the builtin's name)
     if _n not in globals():
         globals()[_n] = _f
-abs = ACT["abs"]            # noqa: A001 (NKI name)
 
 
 class _Reduction(AluOp):
@@ -243,15 +240,13 @@ min = _Reduction("minimum", ALU["minimum"].fn, reduce=ALU["minimum"].reduce)   #
 def _result_dtype(*xs, dtype=None):
     if dtype is not None:
         return _dt.normalize(dtype)
-    tens = [x for x in xs if isinstance(x, NkiTensor)]
-    if not tens:
-        return float32
-    return max_precision([t.dtype for t in tens])
+    dts = [x.dtype for x in xs if isinstance(x, NkiTensor)]
+    return max_precision(dts) if dts else float32
 
 
 def max_precision(dts):
-    order = [bool_, uint8, int8, float8_e5m2, float8_e4m3, float8_e4m3fn, uint16, int16, bfloat16, float16,
-             uint32, int32, tfloat32, float32]
+    order = [bool_, uint8, int8, float8_e5m2, float8_e4m3, float8_e4m3fn, uint16, int16, bfloat16,
+             float16, uint32, int32, tfloat32, float32]
     best = dts[0]
     for d in dts[1:]:
         dn, bn = _dt.normalize(d), _dt.normalize(best)
@@ -261,8 +256,9 @@ def max_precision(dts):
 
 
 def _is_vec(t, like):
-    return (isinstance(t, NkiTensor) and isinstance(like, NkiTensor) and t.num_partitions == like.num_partitions
-            and t.free_size == 1 and like.free_size != 1)
+    return (isinstance(t, NkiTensor) and isinstance(like, NkiTensor)
+            and t.num_partitions == like.num_partitions and t.free_size == 1
+            and like.free_size != 1)
 
 
 def _on_sbuf(x):
@@ -274,7 +270,8 @@ def _on_sbuf(x):
 def _alu_call(op: AluOp, x, y=None, dtype=None, axis=None, keepdims=False, **kwargs):
     """nl.add(x, y) and friends; nl.max/nl.min/nl.sum-like calls with axis= reduce."""
     if axis is not None or (y is None and op.reduce is not None and isinstance(x, NkiTensor)):
-        return _reduce_call(op, x, axis if axis is not None else tuple(range(1, x.ndim)), dtype, keepdims)
+        axes = axis if axis is not None else tuple(range(1, x.ndim))
+        return _reduce_call(op, x, axes, dtype, keepdims)
     x, y = _on_sbuf(x), _on_sbuf(y)
     if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
         return op.fn(np.float32(x), np.float32(y))
@@ -339,10 +336,6 @@ def negative(x, dtype=None):
     return multiply(x, -1.0, dtype=dtype)
 
 
-def rsqrt(x, dtype=None):
-    return ACT["rsqrt"](x, dtype=dtype)
-
-
 def where(condition, x, y, dtype=None):
     """Element-wise ``condition ? x : y`` (VectorE select); scalars become filled tiles."""
     def tile(v):
@@ -355,7 +348,8 @@ def where(condition, x, y, dtype=None):
 
 
 def softmax(x, axis=-1, dtype=None, **kw):
-    """exp(x - max) / sum(exp(x - max)) along the free axis: VectorE max, ScalarE exp+sum, VectorE scale."""
+    """exp(x - max) / sum(exp(x - max)) along the free axis: VectorE max, ScalarE exp+sum,
+    VectorE scale."""
     x = _on_sbuf(x)
     P = x.num_partitions
     mx = _reduce_call(ALU["maximum"], x, tuple(range(1, x.ndim)), float32, False, negate=True)
@@ -378,19 +372,25 @@ def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, **kw):
     _isa.activation(dst=sq, op=ACT["square"], data=x, reduce_op=ALU["add"], reduce_res=ss,
                     reduce_cmd=_isa.reduce_cmd.reset_reduce)
     rinv = ndarray((P, 1), float32, buffer=sbuf)
-    _isa.tensor_scalar(dst=rinv, data=ss, op0=ALU["multiply"], operand0=1.0 / (n or F), op1=ALU["add"],
-                       operand1=float(epsilon))
+    _isa.tensor_scalar(dst=rinv, data=ss, op0=ALU["multiply"], operand0=1.0 / (n or F),
+                       op1=ALU["add"], operand1=float(epsilon))
     _isa.activation(dst=rinv, op=ACT["rsqrt"], data=rinv)
     out = ndarray(x.shape, _result_dtype(x, dtype=dtype), buffer=sbuf)
-    _isa.scalar_tensor_tensor(dst=out, data=x, op0=ALU["multiply"], operand0=rinv, op1=ALU["multiply"],
-                              operand1=_on_sbuf(w).broadcast_to(x.shape) if isinstance(w, NkiTensor) else w)
+    if isinstance(w, NkiTensor):
+        w = _on_sbuf(w).broadcast_to(x.shape)
+    _isa.scalar_tensor_tensor(dst=out, data=x, op0=ALU["multiply"], operand0=rinv,
+                              op1=ALU["multiply"], operand1=w)
     return out
 
 
 # ---- data movement ---------------------------------------------------------------------------
 def load(src, dtype=None, **kw):
-    out = ndarray(src.shape if len(src.shape) >= 2 else (1,) + tuple(src.shape), dtype or src.dtype, buffer=sbuf)
-    _isa.dma_copy(dst=out, src=src if len(src.shape) >= 2 else src.reshape(out.shape))
+    if len(src.shape) >= 2:
+        out = ndarray(src.shape, dtype or src.dtype, buffer=sbuf)
+    else:       # a vector goes to one partition
+        out = ndarray((1,) + tuple(src.shape), dtype or src.dtype, buffer=sbuf)
+        src = src.reshape(out.shape)
+    _isa.dma_copy(dst=out, src=src)
     return out
 
 
@@ -446,8 +446,7 @@ def expand_dims(x, axis):
 
 
 def device_print(prefix, x):
-    tr = current()
-    if tr.numerics and isinstance(x, NkiTensor):
+    if current().numerics and isinstance(x, NkiTensor):
         print(prefix, np.asarray(x.np(), dtype=np.float32))
     else:
         print(prefix, x)
@@ -462,8 +461,9 @@ def _assign(dst: NkiTensor, value):
             _isa.dma_copy(dst=dst, src=value)
     else:
         if not dst.on_chip:
-            raise NkiValidationError("assigning a constant to an HBM tensor: build it in SBUF and nl.store it",
-                                     user_loc(), "setitem")
+            raise NkiValidationError(
+                "assigning a constant to an HBM tensor: build it in SBUF and nl.store it",
+                user_loc(), "setitem")
         _isa.memset(dst=dst, value=value)
 
 
