@@ -4,13 +4,8 @@ One call traces the kernel once per program instance (``kernel[2](...)`` gives t
 on-chip memory, builds one ISA program per NeuronCore and simulates it. The outputs come back
 as NumPy arrays; the simulated time, engine utilisation and findings are in ``KernelReport``
 (``sim.report`` / ``nki.last_report()``). Torch tensors are handled by a launch hook that the
-``nki`` package installs (backend/nki/_torch.py): this package never imports torch.
-
-Environment [SimDoc]: ``NEURON_PLATFORM_TARGET_OVERRIDE`` picks the target, ``NKI_PRECISE_FP=0``
-stores low-precision floats as float32, ``NKI_SIMULATOR=1`` makes every ``@nki.jit`` call run
-here (it always does when no Neuron device is present), ``NEURON_LOGICAL_NC_CONFIG`` must match
-the LNC of a launch when set, ``NEURON_SIM_CHECK_SEMANTICS=1`` checks every launch's program
-against the ISA semantics (``check_semantics=``).
+``nki`` package installs (backend/nki/_torch.py): this package never imports torch. The
+environment settings a launch reads are declared, with their help, in settings.py.
 """
 
 from __future__ import annotations
@@ -32,9 +27,9 @@ from . import _blas, dtypes, reuse, settings
 from .errors import NkiLaunchError, NkiUninitializedReadError, NkiUninitializedReadWarning
 from .memory import plan_memory
 from .report import KernelReport
-from .target import get_target, resolve_name
+from .target import get_target
 from .tensor import NkiTensor
-from .tracer import KernelTrace, SharedHbm, tracing
+from .tracer import KernelTrace, SharedHbm, active, tracing
 
 _LAST_REPORT: list = [None]
 
@@ -79,16 +74,15 @@ class Kernel:
 
     def __getitem__(self, grid):
         grid = grid if isinstance(grid, tuple) else (grid,)
-        return Kernel(self.func, self.platform_target, self.mode, tuple(int(g) for g in grid), uid=self.uid,
-                      **self.options)
+        return Kernel(self.func, self.platform_target, self.mode, tuple(int(g) for g in grid),
+                      uid=self.uid, **self.options)
 
     def __call__(self, *args, **kwargs):
         for hook in CALL_HOOKS:
             res = hook(self, args, kwargs)
             if res is not NotImplemented:
                 return res
-        from . import tracer
-        if tracer.active():
+        if active():
             # a kernel called from inside another kernel is inlined, as NKI specialisation does
             return self.func(*args, **kwargs)
         # With no Neuron device the only way to run a kernel is the simulator; NKI_SIMULATOR=1
@@ -150,29 +144,27 @@ def run(kernel: Kernel, args, kwargs, numerics=True, timing=True, on_uninitializ
             return res
     t0 = time.perf_counter()
     _blas.single_thread()
-    target = get_target(resolve_name(platform_target or kernel.platform_target))
+    target = get_target(platform_target or kernel.platform_target)
     precise = settings.get("NKI_PRECISE_FP")
     if check_semantics is None:
         check_semantics = settings.get("NEURON_SIM_CHECK_SEMANTICS")
     mode = on_uninitialized or settings.get("NKI_SIM_ON_UNINITIALIZED")
     grid = kernel.grid
-    n_prog = math.prod(grid)
     lnc = lnc if lnc is not None else (grid[0] if len(grid) == 1 and grid[0] in (1, 2) else 1)
     env_lnc = settings.get("NEURON_LOGICAL_NC_CONFIG")
     if env_lnc and len(grid) == 1 and grid[0] in (1, 2) and int(env_lnc) != grid[0]:
         raise NkiLaunchError(f"kernel launched with LNC={grid[0]} (kernel[{grid[0]}]) but "
                              f"NEURON_LOGICAL_NC_CONFIG={env_lnc}; they must match")
     if lnc > 1 and not target.has_lnc2:
-        raise NkiLaunchError(f"LNC={lnc} needs Trn2 or Trn3; {target.name} has no logical NeuronCores "
-                             "(launch kernel[1] or pick platform_target='trn2')")
+        raise NkiLaunchError(f"LNC={lnc} needs Trn2 or Trn3; {target.name} has no logical "
+                             "NeuronCores (launch kernel[1] or pick platform_target='trn2')")
 
-    np_args, np_kwargs = list(args), dict(kwargs)     # torch tensors were converted by the hook
     # long simulations show a bar after DELAY_S (NEURON_SIM_PROGRESS): instructions traced,
     # then the stage (planning memory, building and timing the programs). The garbage collector
     # waits until the launch is done (see paused_gc): its traces and plans are many live objects
     with Progress(f"NKI {kernel.func.__name__}", unit=" instructions") as bar, paused_gc():
-        out = _launch(kernel, target, grid, n_prog, lnc, precise, mode, np_args, np_kwargs,
-                      numerics, timing, check_semantics, t0, bar)
+        out = _launch(kernel, target, lnc, precise, mode, args, kwargs, numerics, timing,
+                      check_semantics, t0, bar)
         _promote_young_objects()
     return out
 
@@ -185,13 +177,13 @@ def _promote_young_objects() -> None:
 
     With the collector paused, every object the launch made is still counted as young: the first
     allocation after it resumes started a collection that walked all of them (the report's
-    programs, ~0.6M objects for matmul_fully_optimized: 1.4 s of a 5 s launch on a loaded machine), only to
-    find them alive. gc.freeze() + gc.unfreeze() moves every young object of the process to the
-    oldest generation as is (two list splices) and resets the young count; they are examined at
-    the next full collection instead. Garbage cycles made meanwhile are freed then, not at the
-    next young collection; the launch's own traces are not among them (`_release`). A process
-    that froze objects itself (gc.freeze before forking workers) keeps them frozen: then nothing
-    is done."""
+    programs, ~0.6M objects for matmul_fully_optimized: 1.4 s of a 5 s launch on a loaded
+    machine), only to find them alive. gc.freeze() + gc.unfreeze() moves every young object of
+    the process to the oldest generation as is (two list splices) and resets the young count;
+    they are examined at the next full collection instead. Garbage cycles made meanwhile are
+    freed then, not at the next young collection; the launch's own traces are not among them
+    (`_release`). A process that froze objects itself (gc.freeze before forking workers) keeps
+    them frozen: then nothing is done."""
     if gc.get_freeze_count():
         return
     gc.freeze()
@@ -206,21 +198,26 @@ def _release(traces) -> None:
             st.trace = None
 
 
-def _launch(kernel, target, grid, n_prog, lnc, precise, mode, np_args, np_kwargs, numerics,
-            timing, check_semantics, t0, bar):
-    """`run` past its checks: trace every program, plan memory, build and time."""
+def _launch(kernel, target, lnc, precise, mode, args, kwargs, numerics, timing, check_semantics,
+            t0, bar):
+    """`run` past its checks: trace every program, plan memory, build and time. `args` and
+    `kwargs` hold no torch tensors (the launch hook converted them)."""
+    grid = kernel.grid
+    n_prog = math.prod(grid)
     inputs = {}          # id(user array) -> Storage, shared by all program instances (shared HBM)
     barrier = threading.Barrier(n_prog) if n_prog > 1 else None
     shared = SharedHbm() if n_prog > 1 else None
     traces, calls = [], []
     for pid_flat in range(n_prog):
         pid = tuple(int(x) for x in np.unravel_index(pid_flat, grid))
-        tr = KernelTrace(target=target, numerics=numerics, precise_fp=precise, on_uninitialized=mode,
-                         program_id=pid, grid=grid, kernel_name=kernel.func.__name__, barrier=barrier,
-                         shared=shared, progress=bar)
+        tr = KernelTrace(target=target, numerics=numerics, precise_fp=precise,
+                         on_uninitialized=mode, program_id=pid, grid=grid,
+                         kernel_name=kernel.func.__name__, barrier=barrier, shared=shared,
+                         progress=bar)
         with tracing(tr):
-            a = [_wrap_input(tr, x, inputs, i, numerics, precise, lnc) for i, x in enumerate(np_args)]
-            kw = {k: _wrap_input(tr, v, inputs, k, numerics, precise, lnc) for k, v in np_kwargs.items()}
+            a = [_wrap_input(tr, x, inputs, i, numerics, precise, lnc) for i, x in enumerate(args)]
+            kw = {k: _wrap_input(tr, v, inputs, k, numerics, precise, lnc)
+                  for k, v in kwargs.items()}
         traces.append(tr)
         calls.append((a, kw))
     from . import language
@@ -268,37 +265,37 @@ def _run_programs(kernel, traces, calls):
             if traces[k].barrier is not None:
                 traces[k].barrier.abort()    # release the other program if it waits at a barrier
 
-    threads = [threading.Thread(target=work, args=(k,), name=f"nki-program-{k}") for k in range(len(traces))]
+    threads = [threading.Thread(target=work, args=(k,), name=f"nki-program-{k}")
+               for k in range(len(traces))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    real = [e for e in errors if e is not None and not isinstance(e, threading.BrokenBarrierError)]
-    if real or any(errors):
-        raise (real or [e for e in errors if e is not None])[0]
+    raised = [e for e in errors if e is not None]
+    if raised:      # a broken barrier only when it is all that went wrong
+        raise next((e for e in raised if not isinstance(e, threading.BrokenBarrierError)),
+                   raised[0])
     return results
 
 
+# Trainium has no 64-bit types: such inputs are computed in 32 bits
+_NARROWED = {np.dtype(np.float64): dtypes.float32, np.dtype(np.int64): dtypes.int32}
+
+
 def _wrap_input(tr, x, inputs, key, numerics, precise, lnc):
-    if isinstance(x, np.ndarray):
-        if id(x) in inputs:
-            st = inputs[id(x)][0]
-        else:
-            dt = dtypes.normalize(x.dtype)
-            if dt in (np.dtype(np.float64),):
-                dt = dtypes.float32        # Trainium has no float64: computed in float32
-            if dt in (np.dtype(np.int64),):
-                dt = dtypes.int32
-            data = None
-            if numerics:
-                sdt = dtypes.storage_dtype(dt, precise)
-                data = np.ascontiguousarray(x, dtype=sdt).copy()
-            buf = "shared_hbm" if lnc > 1 else "hbm"
-            st = tr.new_storage(buf, x.shape, dt, name=f"arg{key}" if not isinstance(key, str) else key,
-                                role="input", data=data, loc=None)
-            inputs[id(x)] = (st, x)
-        return NkiTensor(st)
-    return x
+    if not isinstance(x, np.ndarray):
+        return x
+    if id(x) not in inputs:
+        dt = dtypes.normalize(x.dtype)
+        dt = _NARROWED.get(dt, dt)
+        data = None
+        if numerics:
+            data = np.ascontiguousarray(x, dtype=dtypes.storage_dtype(dt, precise)).copy()
+        name = key if isinstance(key, str) else f"arg{key}"
+        st = tr.new_storage("shared_hbm" if lnc > 1 else "hbm", x.shape, dt, name=name,
+                            role="input", data=data)
+        inputs[id(x)] = (st, x)
+    return NkiTensor(inputs[id(x)][0])
 
 
 def _copy_back_inputs(inputs):
@@ -324,7 +321,8 @@ def _copy_back_inputs(inputs):
 
 def _collect(results, traces):
     """Turn the returned tensors into arrays; merge the SPMD instances' writes to shared outputs.
-    An output with elements no program wrote (NaN-filled) is reported per NKI_SIM_ON_UNINITIALIZED."""
+    An output with elements no program wrote (NaN-filled) is reported per
+    NKI_SIM_ON_UNINITIALIZED."""
     def conv(t, others, index):
         if not isinstance(t, NkiTensor):
             return t
@@ -334,7 +332,8 @@ def _collect(results, traces):
         arr = np.array(t.np(), copy=True)
         mask = np.array(t.written_mask(), copy=True)
         for o in others:
-            if isinstance(o, NkiTensor) and o.storage is not st and o.shape == t.shape and o.storage.data is not None:
+            if (isinstance(o, NkiTensor) and o.storage is not st and o.shape == t.shape
+                    and o.storage.data is not None):
                 m = o.written_mask()
                 arr[m & ~mask] = o.np()[m & ~mask]
                 mask |= m
@@ -344,8 +343,8 @@ def _collect(results, traces):
     first = results[0]
     rest = results[1:]
     if isinstance(first, (tuple, list)):
-        vals = [conv(v, [r[i] for r in rest if isinstance(r, (tuple, list))], i) for i, v in enumerate(first)]
-        return type(first)(vals)
+        return type(first)(conv(v, [r[i] for r in rest if isinstance(r, (tuple, list))], i)
+                           for i, v in enumerate(first))
     return conv(first, rest, None)
 
 
@@ -427,10 +426,8 @@ def _run_options(helper: str, options: dict, ignored=()) -> dict:
 def benchmark(kernel=None, warmup=5, iters=10, **options):
     """Legacy ``nki.benchmark``: simulates once. Simulated time is deterministic: each of the
     `iters` runs after the `warmup` ones would take it, so it is every latency percentile."""
-    options = _run_options("benchmark", options, _ARTIFACTS)
-    if kernel is None:
-        return lambda k: _Benchmarked(k, **options)
-    return _Benchmarked(kernel, **options)
+    make = functools.partial(_Benchmarked, **_run_options("benchmark", options, _ARTIFACTS))
+    return make if kernel is None else make(kernel)
 
 
 def simulate_kernel(kernel, *args, **kwargs):
@@ -468,7 +465,5 @@ def profile(func=None, working_directory=None, save_neff_name=None, save_trace_n
 def baremetal(kernel=None, **options):
     """Legacy ``nki.baremetal``: NumPy in and out, run on the simulator (options: `simulate`'s,
     and the NEFF/NTFF file names and compiler flags it documents for hardware, unused here)."""
-    options = _run_options("baremetal", options, _ARTIFACTS)
-    if kernel is None:
-        return lambda k: Simulated(k, **options)
-    return Simulated(kernel, **options)
+    make = functools.partial(Simulated, **_run_options("baremetal", options, _ARTIFACTS))
+    return make if kernel is None else make(kernel)

@@ -19,7 +19,9 @@ ALIASES.update({other: ALIASES[f"gen{version}"] for other, version in SAME_CORE_
 DEFAULT_TARGET = "trn3"
 
 
-def resolve_name(platform_target: str | None = None) -> str:
+def get_target(platform_target: str | None) -> Chip:
+    """The chip a kernel is traced for (see above): its data are the limits the NKI front end
+    checks."""
     from . import settings
     raw = platform_target or settings.get("NEURON_PLATFORM_TARGET_OVERRIDE") or DEFAULT_TARGET
     key = str(raw).strip().lower()
@@ -27,9 +29,4 @@ def resolve_name(platform_target: str | None = None) -> str:
         raise NkiLaunchError(
             f"unknown platform target {raw!r}: expected one of trn1/gen2, trn2/gen3, trn3/gen4 "
             "(set NEURON_PLATFORM_TARGET_OVERRIDE or @nki.jit(platform_target=...))")
-    return ALIASES[key]
-
-
-def get_target(name: str) -> Chip:
-    """The chip a kernel is traced for: its data are the limits the NKI front end checks."""
-    return get_chip(resolve_name(name))
+    return get_chip(ALIASES[key])
