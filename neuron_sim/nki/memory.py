@@ -232,11 +232,14 @@ def _plan(trace: KernelTrace, depth, liveness) -> MemoryPlan:
 class _Liveness:
     """What every plan of one trace starts from (plan_memory tries several buffer depths): the
     uses of each on-chip storage, and for spilling, the clean copies of HBM data and where SBUF
-    is over capacity (each a pass over every instruction: found at the first spill only)."""
+    is over capacity (each a pass over every instruction: found at the first spill only).
+    `uses[kind]`: storage id -> [storage, sorted indices of the instructions that touch it], in
+    the order the instructions first touch them (the tracer records them: KernelTrace.record)."""
 
     def __init__(self, trace):
         self.trace = trace
-        self.uses = {kind: _uses(trace, kind) for kind in ("psum", "sbuf")}
+        self.uses = {kind: {s.id: [s, *s.used_at] for s in trace.on_chip_used if s.buffer == kind}
+                     for kind in ("psum", "sbuf")}
 
     @cached_property
     def clean(self):
@@ -247,12 +250,6 @@ class _Liveness:
         t = self.trace.target
         return _over_capacity(self.uses["sbuf"], t.sbuf_usable_bytes_per_partition,
                               t.sbuf_alloc_align_bytes, len(self.trace.instrs))
-
-
-def _uses(trace, kind):
-    """storage id -> [storage, sorted indices of the instructions that touch it], in the order
-    the instructions first touch them (the tracer records them: KernelTrace.emit)."""
-    return {s.id: [s, *s.used_at] for s in trace.on_chip_used if s.buffer == kind}
 
 
 def _fmt_live(live, uses, kind, cap):
@@ -302,34 +299,38 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness)
             ins = trace.instrs[i]
             if size > cap:
                 raise NkiCapacityError(
-                    f"{st.describe()} needs {size} bytes per partition but {kind.upper()} has {cap} per "
-                    f"partition on {t.name}; tile it into smaller tensors", st.loc or ins.loc, f"{kind} allocation")
+                    f"{st.describe()} needs {size} bytes per partition but {kind.upper()} has "
+                    f"{cap} per partition on {t.name}; tile it into smaller tensors",
+                    st.loc or ins.loc, f"{kind} allocation")
             if st.address is not None:
                 p0, addr = st.address
+                last = uses[sid][-1]
                 for (f2, l2, s2, q0, a2, z2) in explicit:
-                    if f2 <= uses[sid][-1] and i <= l2 and a2 < addr + size and addr < a2 + z2 \
-                            and q0 < p0 + st.partitions and p0 < q0 + s2.partitions:
+                    if (f2 <= last and i <= l2 and a2 < addr + size and addr < a2 + z2
+                            and q0 < p0 + st.partitions and p0 < q0 + s2.partitions):
                         raise NkiOverlapError(
-                            f"{st.describe()} at partition {p0}, bytes [{addr}, {addr + size}) overlaps "
-                            f"{s2.describe()} at partition {q0}, bytes [{a2}, {a2 + z2}) while both are live "
-                            f"(instructions {max(f2, i)}..{min(l2, uses[sid][-1])}); move one of them",
-                            ins.loc, f"{kind} allocation")
+                            f"{st.describe()} at partition {p0}, bytes [{addr}, {addr + size}) "
+                            f"overlaps {s2.describe()} at partition {q0}, bytes [{a2}, {a2 + z2}) "
+                            f"while both are live (instructions {max(f2, i)}..{min(l2, last)}); "
+                            "move one of them", ins.loc, f"{kind} allocation")
                 bank = t.psum_bank_bytes_per_partition
                 if kind == "psum" and (size <= bank and addr // bank != (addr + size - 1) // bank
                                        or size > bank and addr % bank):
                     raise NkiCapacityError(
-                        f"{st.describe()} placed at PSUM byte {addr} ({size} B/partition) straddles a "
-                        f"{bank}-byte bank boundary: an accumulation group must stay in one bank; place it "
-                        f"at a multiple of {bank}", ins.loc, f"{kind} allocation")
+                        f"{st.describe()} placed at PSUM byte {addr} ({size} B/partition) "
+                        f"straddles a {bank}-byte bank boundary: an accumulation group must stay "
+                        f"in one bank; place it at a multiple of {bank}", ins.loc,
+                        f"{kind} allocation")
                 if addr + size > cap:
-                    raise NkiCapacityError(f"{st.describe()} placed at byte {addr} ends at {addr + size}, past the "
-                                           f"{cap} bytes of a {kind.upper()} partition", ins.loc, f"{kind} allocation")
-                explicit.append((i, uses[sid][-1], st, p0, addr, size))
+                    raise NkiCapacityError(
+                        f"{st.describe()} placed at byte {addr} ends at {addr + size}, past the "
+                        f"{cap} bytes of a {kind.upper()} partition", ins.loc, f"{kind} allocation")
+                explicit.append((i, last, st, p0, addr, size))
                 ring.lru.reserve(addr, size)
                 ring.live_bytes += size
                 live[sid] = (addr, size)
-                plan.segments.setdefault(sid, []).append(Segment(i, uses[sid][-1], p0, addr, size))
-                heapq.heappush(ends, (uses[sid][-1], sid))
+                plan.segments.setdefault(sid, []).append(Segment(i, last, p0, addr, size))
+                heapq.heappush(ends, (last, sid))
                 continue
             addr = ring.alloc(_site(st), size)
             if addr is None and uses[sid][1] > i:
@@ -340,13 +341,13 @@ def _plan_kind(trace: KernelTrace, plan: MemoryPlan, kind: str, depth, liveness)
             while addr is None:
                 if kind == "psum":
                     raise NkiCapacityError(
-                        f"PSUM is full: allocating {st.describe()} ({-(-size // align) * align} B/partition, "
-                        f"whole 2 KiB banks) with {_fmt_live(live, uses, kind, cap)}\n"
-                        f"  PSUM cannot spill: evict finished accumulations to SBUF before allocating "
-                        f"new PSUM tiles, or use fewer/smaller PSUM tiles (8 banks of 2 KiB per "
-                        f"partition)", ins.loc, f"nisa.{ins.op}")
-                victim = _pick_victim(live, uses, i, exclude={a.storage.id for a in ins.reads + ins.writes}
-                                      | set(batch))
+                        f"PSUM is full: allocating {st.describe()} ({-(-size // align) * align} "
+                        f"B/partition, whole 2 KiB banks) with {_fmt_live(live, uses, kind, cap)}\n"
+                        f"  PSUM cannot spill: evict finished accumulations to SBUF before "
+                        f"allocating new PSUM tiles, or use fewer/smaller PSUM tiles "
+                        f"(8 banks of 2 KiB per partition)", ins.loc, f"nisa.{ins.op}")
+                operands = {a.storage.id for a in ins.reads + ins.writes}
+                victim = _pick_victim(live, uses, i, exclude=operands | set(batch))
                 if victim is None:
                     raise NkiCapacityError(
                         f"SBUF is full and nothing can be spilled: allocating {st.describe()} "
@@ -398,7 +399,8 @@ def _clean_copies(trace):
         st = w.storage
         if (ins.op == "dma_copy" and st.on_chip and getattr(src, "storage", None) is not None
                 and not src.storage.on_chip and src.storage.id not in written
-                and src.dtype == w.dtype and w.num_partitions * w.free_size == st.partitions * st.free_elems):
+                and src.dtype == w.dtype
+                and w.num_partitions * w.free_size == st.partitions * st.free_elems):
             out[sid] = src
     return out
 
@@ -443,13 +445,11 @@ def _spill(trace, plan, uses, live, ring, sid, i, source=None, over=()):
     k = bisect.bisect_left(idx, i, lo=1)
     nxt = idx[k]
     nbytes = st.partitions * st.bytes_per_partition
-    loc = trace.instrs[i].loc
-    out = Instr(-1, "spill_store", "dma", (), (), dict(bytes=nbytes, descriptors=st.partitions,
-                src_buffer="sbuf", dst_buffer="hbm", partitions=st.partitions, spill=True,
-                storage=st, when="store"), loc)
-    back = Instr(-1, "spill_reload", "dma", (), (), dict(bytes=nbytes, descriptors=st.partitions,
-                 src_buffer="hbm", dst_buffer="sbuf", partitions=st.partitions, spill=True,
-                 storage=st, when="reload"), trace.instrs[nxt].loc)
+    # (program._emit_spill makes their DMAs from the storage)
+    out = Instr(-1, "spill_store", "dma", (), (), dict(storage=st, when="store"),
+                trace.instrs[i].loc)
+    back = Instr(-1, "spill_reload", "dma", (), (), dict(storage=st, when="reload"),
+                 trace.instrs[nxt].loc)
     if source is None:
         plan.spills.append((i, out))
         plan.spill_bytes += nbytes

@@ -155,4 +155,4 @@ def test_liveness_recorded_while_tracing_equals_a_scan_of_the_instructions(monke
                         lst = scan.setdefault(a.storage.id, [a.storage])
                         if len(lst) == 1 or lst[-1] != ins.index:
                             lst.append(ins.index)
-            assert list(memory._uses(tr, kind).items()) == list(scan.items())
+            assert list(memory._Liveness(tr).uses[kind].items()) == list(scan.items())
