@@ -13,7 +13,7 @@ import numpy as np
 class KernelReport:
     kernel: str
     target: str
-    total_ns: float | None                    # simulated device time of the launch (None: no timing)
+    total_ns: float | None                    # simulated device time (None: no timing model)
     instructions: int                         # traced ISA instructions (all program instances)
     program_rows: int                         # rows in the core programs (matmul = LS + MM, spills)
     engine_busy_ns: dict = field(default_factory=dict)
@@ -50,17 +50,67 @@ class KernelReport:
                  f"  instructions: {self.instructions} traced, {self.program_rows} program rows"]
         if self.engine_active_percent:
             lines.append("  engine activity: " + ", ".join(
-                f"{k} {v:.1f}%" for k, v in self.engine_active_percent.items() if self.instructions_per_engine.get(k)))
+                f"{k} {v:.1f}%" for k, v in self.engine_active_percent.items()
+                if self.instructions_per_engine.get(k)))
         if self.hfu_percent is not None and self.instructions_per_engine.get("TensorE"):
             lines.append(f"  TensorE HFU: {self.hfu_percent:.2f}%")
-        lines.append(f"  SBUF peak {self.sbuf_peak_bytes_per_partition:,} of {self.sbuf_capacity_bytes_per_partition:,} "
-                     f"B/partition; PSUM peak {self.psum_peak_bytes_per_partition:,} of "
+        lines.append(f"  SBUF peak {self.sbuf_peak_bytes_per_partition:,} of "
+                     f"{self.sbuf_capacity_bytes_per_partition:,} B/partition; PSUM peak "
+                     f"{self.psum_peak_bytes_per_partition:,} of "
                      f"{self.psum_capacity_bytes_per_partition:,}")
         if self.spills:
             lines.append(f"  spills: {self.spills} ({self.spill_bytes:,} bytes of DMA traffic)")
         for f in self.findings:
             lines.append(f"  {f}")
         return "\n".join(lines)
+
+    def instruction_times(self, core=0, op=None) -> list[InstructionTime]:
+        """Every program row of `core` with its simulated times, in program order; with `op`, only
+        the rows traced from that nisa call (``op="activation"``)."""
+        if not self.timing or self.timing[core] is None:
+            return []
+        from ..engines import Kind, stream_name
+        res = self.timing[core]
+        c = res.program.cols
+        src = self.sources[core] if self.sources else [None] * len(res.program)
+        out = []
+        for i, s in enumerate(src):
+            if op is not None and (s is None or s[0] != op):
+                continue
+            out.append(InstructionTime(
+                i, res.program.opname(i), Kind(int(c["kind"][i])).name.lower(),
+                stream_name(int(c["stream"][i])), s[0] if s else None, s[1] if s else None,
+                float(res.start_ns[i]), float(res.data_start_ns[i]), float(res.end_ns[i]),
+                float(res.busy_ns[i]), float(c["ii_ns"][i])))
+        return out
+
+    def timeline(self, width=72, core=0):
+        """An ASCII engine timeline: one row per engine, each column a slice of the run, shaded by
+        how busy the engine was in it (' ' idle, '.' <25%, ':' <50%, '+' <75%, '#' busy)."""
+        if not self.timing or self.timing[core] is None:
+            return "(no timing)"
+        res = self.timing[core]
+        total = res.total_ns or 1.0
+        edges = np.linspace(0.0, total, width + 1)
+        lines = [f"engine timeline of {self.kernel} ({total / 1e3:,.1f} us, {width} columns)"]
+        for name, start, end in _engine_intervals(res):
+            busy = np.zeros(width)
+            for s, e in zip(start, end):
+                i0, i1 = np.searchsorted(edges, [s, e], side="right") - 1
+                for i in range(max(i0, 0), min(i1, width - 1) + 1):
+                    busy[i] += max(0.0, min(e, edges[i + 1]) - max(s, edges[i]))
+            frac = np.minimum(busy / (total / width), 1.0)
+            row = "".join(" .:+#"[int(np.ceil(f * 4))] for f in frac)
+            lines.append(f"{name:>8} |{row}|")
+        return "\n".join(lines)
+
+    def write_chrome_trace(self, path, core=0, limit=None):
+        """Write the core's instruction timeline as Chrome/Perfetto JSON (open in
+        ui.perfetto.dev)."""
+        import json
+        with open(path, "w") as f:
+            json.dump(self.timing[core].to_chrome_trace(limit), f)
+        return path
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -107,27 +157,6 @@ class InstructionTime:
     ii_ns: float              # the instruction's own initiation interval (before any throttling)
 
 
-def instruction_times(report, core=0, op=None) -> list[InstructionTime]:
-    """Every program row of `core` with its simulated times, in program order; with `op`, only
-    the rows traced from that nisa call (``op="activation"``)."""
-    if not report.timing or report.timing[core] is None:
-        return []
-    from ..engines import Kind, stream_name
-    res = report.timing[core]
-    c = res.program.cols
-    src = report.sources[core] if report.sources else [None] * len(res.program)
-    out = []
-    for i, s in enumerate(src):
-        if op is not None and (s is None or s[0] != op):
-            continue
-        out.append(InstructionTime(
-            i, res.program.opname(i), Kind(int(c["kind"][i])).name.lower(),
-            stream_name(int(c["stream"][i])), s[0] if s else None, s[1] if s else None,
-            float(res.start_ns[i]), float(res.data_start_ns[i]), float(res.end_ns[i]),
-            float(res.busy_ns[i]), float(c["ii_ns"][i])))
-    return out
-
-
 def _name(engine: str) -> str:
     return {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", "gpsimd": "GpSimd",
             "sync": "SyncE", "dma": "DMA"}.get(engine, engine)
@@ -166,37 +195,3 @@ def _engine_intervals(res):
             start = res.data_start_ns[m] if e == Engine.DMA else res.end_ns[m] - res.busy_ns[m]
             out.append((ENGINE_NAMES[e], start, res.end_ns[m]))
     return out
-
-
-def timeline_text(report, width=72, core=0):
-    """An ASCII engine timeline: one row per engine, each column a slice of the run, shaded by
-    how busy the engine was in it (' ' idle, '.' <25%, ':' <50%, '+' <75%, '#' busy)."""
-    if not report.timing or report.timing[core] is None:
-        return "(no timing)"
-    res = report.timing[core]
-    total = res.total_ns or 1.0
-    edges = np.linspace(0.0, total, width + 1)
-    lines = [f"engine timeline of {report.kernel} ({total / 1e3:,.1f} us, {width} columns)"]
-    for name, start, end in _engine_intervals(res):
-        busy = np.zeros(width)
-        for s, e in zip(start, end):
-            i0, i1 = np.searchsorted(edges, [s, e], side="right") - 1
-            for i in range(max(i0, 0), min(i1, width - 1) + 1):
-                busy[i] += max(0.0, min(e, edges[i + 1]) - max(s, edges[i]))
-        frac = np.minimum(busy / (total / width), 1.0)
-        row = "".join(" .:+#"[int(np.ceil(f * 4))] for f in frac)
-        lines.append(f"{name:>8} |{row}|")
-    return "\n".join(lines)
-
-
-def write_chrome_trace(report, path, core=0, limit=None):
-    """Write the core's instruction timeline as Chrome/Perfetto JSON (open in ui.perfetto.dev)."""
-    import json
-    with open(path, "w") as f:
-        json.dump(report.timing[core].to_chrome_trace(limit), f)
-    return path
-
-
-KernelReport.timeline = timeline_text
-KernelReport.instruction_times = instruction_times
-KernelReport.write_chrome_trace = write_chrome_trace
