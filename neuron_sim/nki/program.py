@@ -98,11 +98,11 @@ class _Mapper:
         geo = self.geometry.get(key)
         if geo is None:       # views of the same shape and strides recur thousands of times
             if on_chip or len(shape) >= 2:
-                span = 0
+                span = 0 if on_chip else (shape[0] - 1) * strides[0]
                 for n, s in zip(shape[1:], strides[1:]):
                     if n > 0:
                         span += (n - 1) * s
-                geo = (_merge_dims(shape[1:], strides[1:]), span + (0 if on_chip else (shape[0] - 1) * strides[0]))
+                geo = (_merge_dims(shape[1:], strides[1:]), span)
             else:
                 geo = (_merge_dims(shape, strides), (shape[0] - 1) * strides[0])
             self.geometry[key] = geo
@@ -222,8 +222,9 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
     out.tensors = m.tensors
     graveyard = {"sbuf": [], "psum": []}       # (lo, hi, [(row, lo, hi)]) of dead buffers
     frontier = {}                               # storage id -> {((lo, hi), engine): last row}
-    first_row_deps = {}                         # storage id -> ([(row, lo, hi)] its bytes' previous
-                                                #   users, {(lo, hi): those a write there waits for})
+    # storage id -> ([(row, lo, hi)] its bytes' previous users, {(lo, hi): those a write there
+    # waits for})
+    first_row_deps = {}
     # instruction index -> ([(storage id, segment)] starting there, [spills] before it,
     # [(storage id, segment)] ending there): when a storage's segment starts, it collects the
     # frontier of the dead buffers it overlaps
@@ -412,24 +413,21 @@ def _splittable(dst, src):
 
 
 def _emit_spill(b, out, k, sp, m, i, note, reuse_deps):
-    st = sp.attrs["storage"]
-    view = NkiTensor(st)
-    whole = m.ap(view, i)
-    if sp.attrs.get("source") is not None:      # a clean copy of HBM data: fetch it again
-        d = reuse_deps([whole], i)
-        row = b.spill_refetch(whole, m.ap(sp.attrs["source"], i), **({"deps": d} if d else {}))
-        out.source_index.append((k, -1))
-        note(row, [whole], i, "dma")
-        return
-    scratch = m.tensors.get(("spill", st.id))
-    if scratch is None:
-        scratch = Tensor(f"{st.name}.spill", Memory.HBM, st.shape, dtypes.name_of(st.dtype))
-        m.tensors[("spill", st.id)] = scratch
+    st, source = sp.attrs["storage"], sp.attrs.get("source")
+    whole = m.ap(NkiTensor(st), i)
+    slot = ("spill", st.id)         # the HBM tensor it is stored to (none for a clean copy)
+    if source is None and slot not in m.tensors:
+        m.tensors[slot] = Tensor(f"{st.name}.spill", Memory.HBM, st.shape,
+                                 dtypes.name_of(st.dtype))
     if sp.attrs["when"] == "store":
-        row = b.dma_copy(scratch.ap(), whole)
+        row = b.dma_copy(m.tensors[slot].ap(), whole)
     else:   # the reload writes the tensor's new bytes: wait for their previous users
         d = reuse_deps([whole], i)
-        row = b.dma_copy(whole, scratch.ap(), **({"deps": d} if d else {}))
+        deps = {"deps": d} if d else {}
+        if source is not None:      # a clean copy of HBM data: fetch it again
+            row = b.spill_refetch(whole, m.ap(source, i), **deps)
+        else:
+            row = b.dma_copy(whole, m.tensors[slot].ap(), **deps)
     out.source_index.append((k, -1))
     note(row, [whole], i, "dma")
 
@@ -968,14 +966,13 @@ def check_semantics(traces, built, rtol=1e-2, atol=1e-2) -> list[str]:
         want = np.asarray(st.data, np.float32)
         if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
             err = np.nanmax(np.abs(got - want))
-            bad.append(f"output {st.describe()}: the ISA semantics give values up to {err:.3g} away "
-                       f"from the traced result")
+            bad.append(f"output {st.describe()}: the ISA semantics give values up to {err:.3g} "
+                       f"away from the traced result")
     return bad
 
 
 def simulate_programs(traces, plans, lnc=1, check=False):
-    """Build and time one program per core (`check`: and run `check_semantics` on them). Returns
-    ``TimingResult`` or None without a timing model."""
+    """Build and time one program per core (`check`: and run `check_semantics` on them)."""
     built = build_programs(traces, plans, lnc=lnc)
     if check:
         bad = check_semantics(traces, built)
