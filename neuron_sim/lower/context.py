@@ -93,12 +93,14 @@ class LowerCtx:
             # padded to the flat plan [p, ceil(numel / p)] and the row plan (ceil(rows / p)
             # rows per partition): a numel (rows) that is no multiple of p is rounded up, and
             # the last chunk's (block's) DMAs move the rounding (timing-equivalent to the
-            # partial tail a kernel issues); padded, they stay inside the tensor
+            # partial tail a kernel issues); padded, they stay inside the tensor. A strided
+            # tensor's plans take twice the room (hbm_pieces: runs with one-element gaps)
             span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.strides) if n > 0)
             p, cols = self.flat_shape(t)
             c = max(t.shape[-1], 1) if t.ndim else 1
             pr, per_part = self.flat_shape(t.numel // c)
-            size = max(span, p * cols, pr * per_part * c, 1)
+            plan = max(p * cols, pr * per_part * c)
+            size = max(span, plan if t.is_contiguous or t.numel <= 1 else 2 * plan, 1)
             h = self._hbm[k] = self.b.hbm(f"hbm{len(self._hbm)}", (size,), t.dtype)
         return h
 
@@ -185,29 +187,23 @@ class LowerCtx:
 
         Addressed as the chunk-major order [chunk, p, f] (each chunk one contiguous range):
         the same descriptors and bytes as the row-major view, but chunk footprints do not
-        overlap, so the builder orders only truly dependent accesses. Strided or gapped
-        tensors give one descriptor per contiguous run (DMA cost grows accordingly)."""
+        overlap, so the builder orders only truly dependent accesses. A strided tensor is
+        addressed as runs of its innermost contiguous extent (single elements when transposed)
+        with one-element gaps: one descriptor per run (DMA cost grows accordingly), each
+        partition's row in 2f elements, chunk-major in the twice-padded tensor (`hbm`), so
+        the footprints stay disjoint and inside it (its real strides would reach strides[-1]
+        times past its end)."""
         h = self.hbm(t)
         if t.is_contiguous or t.numel <= 1:
-            dims = ((f, 1),)
-            pstride = f
-        elif t.strides[-1] == 1 and t.shape[-1] > 1:
-            run = min(t.shape[-1], f)
-            whole, part = divmod(f, run)
-            pstride = ceil(f / run) * (run + 1)
-            base = off * p * (pstride // max(f, 1))
-            if part:
-                pieces = [] if not whole else [
-                    (AccessPattern(h, 0, p, base, ((whole, run + 1), (run, 1)), pstride), 0,
-                     whole * run)]
-                return pieces + [(AccessPattern(h, 0, p, base + whole * (run + 1), ((part, 1),),
-                                                pstride), whole * run, part)]
-            dims = ((whole, run + 1), (run, 1))
-        else:
-            st = max(2, abs(t.strides[-1]))
-            dims = ((f, st),)
-            pstride = f * st
-        return [(AccessPattern(h, 0, p, off * p * (pstride // max(f, 1)), dims, pstride), 0, f)]
+            return [(AccessPattern(h, 0, p, off * p, ((f, 1),), f), 0, f)]
+        base, pstride = 2 * off * p, 2 * f
+        run = min(t.shape[-1], f) if t.strides[-1] == 1 else 1
+        whole, part = divmod(f, run)
+        runs = AccessPattern(h, 0, p, base, ((whole, run + 1), (run, 1)), pstride)
+        if not part:
+            return [(runs, 0, f)]
+        return [(runs, 0, whole * run), (AccessPattern(h, 0, p, base + whole * (run + 1),
+                                                       ((part, 1),), pstride), whole * run, part)]
 
     def _chunk_dma(self, t: TensorSpec, tile, p: int, off: int, f: int, store: bool):
         """The DMA(s) between chunk [p, f] of t in HBM and an SBUF tile (or access pattern)."""
