@@ -5,7 +5,8 @@ tracker orders instructions by them; a DMA's descriptors and bytes come from the
 A strided operand is addressed as a timing-equivalent stand-in (context.hbm_pieces: runs with
 one-element gaps), so these programs are not exact (semantics.why_unchecked refuses them); the
 transposed clone of [1001, 128] reached element 64,191,127 of its 128,128-element source (its
-innermost stride multiplied the whole chunk layout)."""
+innermost stride multiplied the whole chunk layout). Also the stand-in rows of the indirect
+DMAs (movement._indirect_rows) of a table too small for their pattern."""
 
 from math import prod
 
@@ -105,3 +106,16 @@ def test_a_strided_outputs_chunks_are_stored_to_disjoint_ranges(shape, strides):
     boxes = sorted(a.box()[2:] for e in program.emits for a in e.writes if a.tensor is h)
     assert len(boxes) > 1
     assert all(hi <= lo for (_, hi), (lo, _) in zip(boxes, boxes[1:]))
+
+
+@pytest.mark.parametrize("rows, d", [(16, 8), (128, 16), (1000, 1), (30, 256)])
+def test_indirect_rows_of_a_small_table_stay_inside_it(rows, d):
+    # the stand-in pattern (row 3q + 7i for partition q's i-th row) passed the end of tables
+    # of fewer than ~381 + 7r rows (test_rules' index_select: element 24,447 of 16,384)
+    w, idx, dense = (TensorSpec((rows, d), "float32"), TensorSpec((500,), "int32"),
+                     TensorSpec((500, d), "float32"))
+    for op in (OpSpec("aten::embedding", (w, idx), (dense,)),
+               OpSpec("aten::index_select", (w, 0, idx), (dense,)),
+               OpSpec("aten::embedding_dense_backward", (dense, idx, rows, -1, False), (w,)),
+               OpSpec("aten::index_add", (w, 0, idx, dense), (w,))):
+        assert _outside(_built(op, "trn2")[0]) == [], op.name

@@ -150,6 +150,9 @@ def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, 
     total = ceil(n_idx / per_blk)
     n = ctx.repeat(total)
     ht = ctx.hbm(table)
+    # stand-in addresses: partition q's i-th row is row 3q + 7i of the table (one descriptor per
+    # row); all rows are row 0 for a table too small for that pattern (it stays inside)
+    step = (3, 7) if (P - 1) * 3 + (r - 1) * 7 < ht.shape[0] // max(d, 1) else (0, 0)
     dense = src if scatter_add else out
     hd = ctx.hbm(dense)
     for j in range(n):
@@ -158,7 +161,7 @@ def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, 
             it = ctx.tile("idx", (p, r), "int32", j)
             b.dma_copy(it, AccessPattern(ctx.hbm(idx), 0, p, j * per_blk, ((r, 1),), r))
         rows = ctx.tile("rows", (p, r * d), table.dtype, j)
-        indirect = AccessPattern(ht, 0, p, 0, ((r, d * 7), (d, 1)), d * 3)  # scattered rows
+        indirect = AccessPattern(ht, 0, p, 0, ((r, d * step[1]), (d, 1)), d * step[0])
         if scatter_add:
             g = ctx.tile("grad", (p, r * d), dense.dtype, j)
             b.dma_copy(g, AccessPattern(hd, 0, p, j * per_blk * d, ((r * d, 1),), r * d))
