@@ -53,7 +53,9 @@ EXACT = {
     "copy_d2d": {"neuron::copy_d2d"},
     "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
     "reduction": {"aten::sum", "aten::amax", "aten::amin"},
-    "softmax": {"aten::_softmax", "aten::softmax", "aten::_safe_softmax"},
+    "softmax": {"aten::_softmax", "aten::softmax", "aten::_safe_softmax", "aten::_log_softmax",
+                "aten::log_softmax", "aten::_softmax_backward_data",
+                "aten::_log_softmax_backward_data"},
     "mm": {"aten::mm", "aten::bmm"},
     "addmm": {"aten::addmm"},
     "linear": {"aten::linear"},
@@ -76,8 +78,6 @@ TIMING_ONLY = {
     "reduction": "only sum, amax and amin over the last dim and the full sum are computed; the "
                  "others are timed as one of those (mean as sum, argmax as amax), and a "
                  "leading-dim sum adds the chunk-major layout's elements, not a column's",
-    "softmax": "log_softmax's bias is log(sum) without the row max, and the backward ops "
-               "apply one [p, r] row statistic to [p, r*C] rows (operand shapes simplified)",
     "layer_norm": "the statistics are timed, not used as the op uses them (rstd from bn_aggr's "
                   "interleaved mean/var tile, no 1/C for rms_norm)",
     "layer_norm_backward": "a timing recipe (scales from uninitialised statistics tiles)",
@@ -185,7 +185,8 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         return None
     x = op.inputs[0]
     if name in ("reduction", "softmax"):
-        last = op.arg(1)
+        backward = op.op.endswith("_backward_data")         # (grad, output, dim, input_dtype)
+        last = op.arg(2 if backward else 1)
         last = last[0] if isinstance(last, tuple) and len(last) == 1 else last
         if name == "reduction" and op.op == "aten::sum" and last in (None, ()):
             return None                                 # every element: any order sums alike
@@ -194,8 +195,9 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         if x.shape[-1] > c.row_whole_max_elems:
             return (f"rows longer than {c.row_whole_max_elems} run in pieces, each piece "
                     "normalised or reduced alone (timing of the two passes)")
-        if name == "softmax" and (op.arg(2) or x.dtype != op.outputs[0].dtype):
-            return "half_to_float: the output dtype differs"
+        if name == "softmax" and (len({t.dtype for t in tensors}) > 1
+                                  or not backward and op.arg(2)):
+            return "an operand of another dtype (half_to_float, or the backward's input_dtype)"
         return None
     # matmul family: one output tile per batch (see TIMING_ONLY["mm"])
     a, b = (op.inputs[1], op.inputs[2]) if name == "addmm" else (x, op.inputs[1])
