@@ -56,6 +56,8 @@ EXACT = {
     "softmax": {"aten::_softmax", "aten::softmax", "aten::_safe_softmax", "aten::_log_softmax",
                 "aten::log_softmax", "aten::_softmax_backward_data",
                 "aten::_log_softmax_backward_data"},
+    "layer_norm": {"aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm",
+                   "aten::_fused_rms_norm"},
     "mm": {"aten::mm", "aten::bmm"},
     "addmm": {"aten::addmm"},
     "linear": {"aten::linear"},
@@ -78,9 +80,11 @@ TIMING_ONLY = {
     "reduction": "only sum, amax and amin over the last dim and the full sum are computed; the "
                  "others are timed as one of those (mean as sum, argmax as amax), and a "
                  "leading-dim sum adds the chunk-major layout's elements, not a column's",
-    "layer_norm": "the statistics are timed, not used as the op uses them (rstd from bn_aggr's "
-                  "interleaved mean/var tile, no 1/C for rms_norm)",
-    "layer_norm_backward": "a timing recipe (scales from uninitialised statistics tiles)",
+    "layer_norm": "batch norm: channels on partitions, each a row of N x spatial elements "
+                  "(not its NCHW layout), without the per-channel affine or running "
+                  "statistics; group and instance norm: normalised as rows of the last dim",
+    "layer_norm_backward": "a timing recipe: xhat is scaled by the row sums it computes later, "
+                           "not by the mean and rstd inputs (never loaded)",
     "mm": "more than one output tile: tiles are stored tile-major ([ms, ns] contiguous, "
           "disjoint footprints for the dependency tracker), a timing-equivalent layout",
     "gather": "the indirect DMA reads rows at a fixed stand-in stride (7 rows), not at the "
@@ -198,6 +202,16 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         if name == "softmax" and (len({t.dtype for t in tensors}) > 1
                                   or not backward and op.arg(2)):
             return "an operand of another dtype (half_to_float, or the backward's input_dtype)"
+        return None
+    if name == "layer_norm":
+        shape, weight, bias = op.arg(1), op.arg(2), op.arg(3)
+        if not isinstance(shape, (tuple, list)) or len(shape) != 1 or x.shape[-1] < 2:
+            return "normalised over other than the last dim (rows of its last dim here)"
+        if x.shape[-1] > c.row_whole_max_elems:
+            return (f"rows longer than {c.row_whole_max_elems} run in pieces, each piece "
+                    "normalised alone (timing of the two passes)")
+        if "rms" not in op.op and weight is None and isinstance(bias, TensorSpec):
+            return "a bias without a weight is applied as the weight"
         return None
     # matmul family: one output tile per batch (see TIMING_ONLY["mm"])
     a, b = (op.inputs[1], op.inputs[2]) if name == "addmm" else (x, op.inputs[1])

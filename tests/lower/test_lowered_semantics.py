@@ -111,6 +111,20 @@ CASES = {
         [_data(s), getattr(torch, n)(torch.from_numpy(_data(s, seed=1)), -1).numpy()],
         lambda g, y: getattr(torch, f"_{n}_backward_data")(g, y, -1, torch.float32))
        for n in ("softmax", "log_softmax")},
+    # normalised over the last dim; weight and bias [C] (read once per block of rows)
+    "aten::native_layer_norm": lambda s: (
+        (T(s), s[-1:], T(s[-1:]), T(s[-1:]), 1e-5), (T(s), T((s[0], 1)), T((s[0], 1))),
+        [_data(s), _data(s[-1:], seed=1), _data(s[-1:], seed=2)],
+        lambda x, w, b: torch.native_layer_norm(x, s[-1:], w, b, 1e-5)),
+    "aten::layer_norm": lambda s: ((T(s), s[-1:], T(s[-1:]), None, 1e-3), (T(s),),
+                                   [_data(s), _data(s[-1:], seed=1)],
+                                   lambda x, w: F.layer_norm(x, s[-1:], w, None, 1e-3)),
+    "aten::rms_norm": lambda s: ((T(s), s[-1:], T(s[-1:]), None), (T(s),),
+                                 [_data(s), _data(s[-1:], seed=1)],
+                                 lambda x, w: F.rms_norm(x, s[-1:], w)),
+    "aten::_fused_rms_norm": lambda s: (
+        (T(s), s[-1:], T(s[-1:]), 1e-6), (T(s), T((s[0], 1))), [_data(s), _data(s[-1:], seed=1)],
+        lambda x, w: torch.ops.aten._fused_rms_norm(x, list(s[-1:]), w, 1e-6)),
     "aten::cat": lambda s: (([T(s), T(s)], 1), (T((s[0], 2 * s[1])),), [_data(s), _data(s, seed=1)],
                             lambda a, b: torch.cat([a, b], 1)),
     **{n: lambda s: (([T(s), T(s)], 0), (T((2 * s[0], s[1])),), [_data(s), _data(s, seed=1)],
@@ -163,7 +177,8 @@ def _run(name, args, outs, arrays, fn, rtol=1e-5, atol=1e-6):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_exact_op_matches_torch(name, shape):
     args, outs, arrays, fn = CASES[name](shape)
-    rowwise = name in ("aten::sum", "aten::amax", "aten::amin") or "softmax" in name
+    rowwise = name in ("aten::sum", "aten::amax", "aten::amin") or "softmax" in name \
+        or "norm" in name
     _run(name, args, outs, arrays, fn, rtol=1e-4 if rowwise else 1e-5, atol=1e-5)
 
 
@@ -227,8 +242,14 @@ REFUSED = [
     (OpSpec("aten::sum.dim_IntList", (T(s), (0,), False), (T((1001,)),)), "leading-dim"),
     (OpSpec("aten::mean.dim", (T(s), (-1,), False), (T((128,)),)), "mean as sum"),
     (OpSpec("aten::mm", (T((200, 64)), T((64, 80))), (T((200, 80)),)), "tile-major"),
-    (OpSpec("aten::native_layer_norm", (T(s), (1001,), T((1001,)), T((1001,)), 1e-5),
-            (T(s), T((128, 1)), T((128, 1)))), "statistics are timed"),
+    (OpSpec("aten::native_layer_norm", (T(s), s, T(s), T(s), 1e-5), (T(s), T((1, 1)), T((1, 1)))),
+     "other than the last dim"),
+    (OpSpec("aten::native_batch_norm", (T((8, 16, 32)), T((16,)), T((16,)), None, None, True, 0.1,
+                                        1e-5), (T((8, 16, 32)), T((16,)), T((16,)))),
+     "channels on partitions"),
+    (OpSpec("aten::native_layer_norm_backward", (T(s), T(s), (1001,), T((128, 1)), T((128, 1)),
+                                                 T((1001,)), T((1001,)), (True, True, True)),
+            (T(s), T((1001,)), T((1001,)))), "never loaded"),
     (OpSpec("aten::embedding", (T((50, 64)), T((300,), "int32")), (T((300, 64)),)),
      "stand-in stride"),
     (OpSpec("aten::cumsum", (T(s), -1), (T(s),)), "tensor_tensor_scan"),
@@ -262,6 +283,22 @@ def test_check_lowered_names_the_op_shapes_and_difference():
 
 
 # ---- the lowering bugs the check found ----------------------------------------------------------
+def test_layer_norm_backward_sets_its_ones_vector(monkeypatch):
+    # grad_bias is the column sum of g on TensorE against a ones vector nothing set (the rest
+    # of the op's program is timing-only: its values are not checked); the weight row is read
+    # once per block of 3 rows (it was read as 3 rows, past the end of the [C] weight)
+    from neuron_sim.lower import semantics
+    monkeypatch.setattr(semantics, "why_unchecked", lambda op, chip=None: None)
+    s, C = (300, 64), (64,)
+    op = OpSpec("aten::native_layer_norm_backward", (T(s), T(s), C, T((300, 1)), T((300, 1)),
+                                                     T(C), T(C), (True, True, True)),
+                (T(s), T(C), T(C)))
+    g = _data(s)
+    got = run_lowered(op, [g, _data(s, seed=1), _data((300, 1)), _data((300, 1)), _data(C),
+                           _data(C)], "trn2")
+    np.testing.assert_allclose(got[2], g.sum(0), rtol=1e-5, atol=1e-4)
+
+
 def test_row_reduction_stores_one_value_per_row():
     # reduction() passed its [rows] output as row_blocks' full-size tensor: each block stored
     # [p, r * C] into it (C times too many bytes, past its end)

@@ -8,18 +8,22 @@ partition side by side on the free axis (context.LowerCtx.row_plan), so a block 
   P partitions are summed on TensorE against a ones vector (the documented cross-partition
   summation through the PE array [ArchV2]).
 - softmax: max (VectorE), exp with bias -max and a fused running sum (ScalarE activation_reduce,
-  the sum is free [ISAcost]) when one row per partition, else subtract / exp / reduce passes;
-  1/sum on ScalarE, multiply on VectorE.
+  the sum is free [ISAcost]) per row, then one ScalarE activation per row scaling by 1/sum
+  (log_softmax: adding the bias -max - log(sum)); rows shorter than an instruction's minimum
+  cost: subtract / exp / reduce / multiply passes over the block, the row statistics read along
+  each row (a stride-0 pattern).
 - layer/batch norm: `bn_stats` (<= chip.bn_stats_free_elems_max elements a call) + `bn_aggr` per
-  row [ISAcost], then the normalisation as one ScalarE activation (scale = rstd, bias =
-  -mean*rstd, free) per row when one row per partition, else two VectorE passes; weight and bias
-  one VectorE pass each."""
+  row [ISAcost] (rms_norm: the sum of (x / C) * x), then the normalisation as one ScalarE
+  activation per row (scale = rstd, bias = -mean*rstd, free); weight and bias one VectorE pass
+  each, from one row of them held on every partition."""
 
 from __future__ import annotations
 
 from math import ceil
 
-from ...numerics.formats import itemsize
+import ml_dtypes
+
+from ...numerics.formats import itemsize, np_dtype
 from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import lowers
 from ..spec import TensorSpec
@@ -104,12 +108,18 @@ def _finish(ctx, tail, outs, out, dsts, p, j, r, rj, C):
     return run
 
 
+def _ones(ctx, p, dtype):
+    """A [p, 1] ones vector for TensorE partition sums, set on the idle GpSimd, which starts it
+    at once (a compiler hoists it to the kernel's start)."""
+    ones = ctx.tile("ones" if dtype == "float32" else f"ones_{dtype}", (p, 1), dtype, 0)
+    ctx.b.memset(ones, 1.0, engine="gpsimd")
+    return ones
+
+
 def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
     """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied and stored."""
     b = ctx.b
-    ones = ctx.tile("ones", (p, 1), acc_ap.dtype, 0)
-    # on the idle GpSimd, which starts it at once (a compiler hoists it to the kernel's start)
-    b.memset(ones, 1.0, engine="gpsimd")
+    ones = _ones(ctx, p, acc_ap.dtype)
     bank = ctx.chip.psum_bank_fp32_elems
     for f0 in range(0, f, bank):
         fn = min(bank, f - f0)
@@ -254,16 +264,18 @@ def softmax(ctx, op):
                extra_in=op.inputs[1:2] if backward else ())
 
 
-def _norm_body(ctx, affine_w, affine_b, rms=False):
+def _norm_body(ctx, affine_w, affine_b, rms=False, eps=1e-5):
     b = ctx.b
 
     def body(srcs, dsts, p, r, C, j):
         x, out = srcs[0], dsts[0]
         mv = ctx.tmp("mv", (p, 2 * r), "float32", j)
-        if rms:
+        if rms:     # the mean square: sum((x / C) * x) per row
             sq = ctx.tmp("sq", (p, r * C), "float32", j)
-            b.tensor_tensor(sq, x, x, "multiply")
+            b.instruction("scalar_tensor_tensor", dst=sq, data=x, op0="multiply",
+                          operand0=1.0 / C, op1="multiply", operand1=x)
             b.tensor_reduce(mv[0:p, 0:r], sq, "add")
+            mean, var = None, mv[0:p, 0:r]
         else:
             fmax = ctx.chip.bn_stats_free_elems_max
             nchunk = ceil(C / fmax)
@@ -273,26 +285,37 @@ def _norm_body(ctx, affine_w, affine_b, rms=False):
                     b.bn_stats(stats[0:p, 6 * c:6 * c + 6],
                                ctx.cols(x, p, row * C + c * fmax, min(fmax, C - c * fmax)))
                 b.bn_aggr(mv[0:p, 2 * row:2 * row + 2], stats)
+            # bn_aggr's (mean, var) pairs, side by side per row
+            mean, var = mv[0:p, 0:2 * r:2], mv[0:p, 1:2 * r:2]
         rstd = ctx.tmp("rstd", (p, r), "float32", j)
         # rstd = (var + eps) ^ -0.5 as one VectorE tensor_scalar (add, power): no round trip
         # to ScalarE between the statistics and nb below
-        b.tensor_scalar(rstd, mv[0:p, 0:r], "add", 1e-5, "power", -0.5)
-        nb = ctx.tmp("nb", (p, r), "float32", j)
-        b.tensor_tensor(nb, mv[0:p, 0:r], rstd, "multiply")
+        b.tensor_scalar(rstd, var, "add", eps, "power", -0.5)
+        if not rms:     # nb = -mean * rstd
+            nb = ctx.tmp("nb", (p, r), "float32", j)
+            b.instruction("scalar_tensor_tensor", dst=nb, data=mean, op0="multiply",
+                          operand0=-1.0, op1="multiply", operand1=rstd)
         for row in range(r):     # (x - mean) * rstd = x * rstd + (-mean * rstd): one activation
             b.activation(ctx.cols(out, p, row * C, C), ctx.cols(x, p, row * C, C), "copy",
-                         bias=nb[0:p, row:row + 1], scale=rstd[0:p, row:row + 1])
+                         bias=None if rms else nb[0:p, row:row + 1],
+                         scale=rstd[0:p, row:row + 1])
+
         def tail():
             if affine_w is not None:
-                b.tensor_tensor(out, out, affine_w[0:p, 0:r * C], "multiply")
+                b.tensor_tensor(out, out, _each_row(affine_w, p, r, C), "multiply")
             if affine_b is not None:
-                b.tensor_tensor(out, out, affine_b[0:p, 0:r * C], "add")
-            if len(dsts) > 1:
-                b.tensor_copy(dsts[1], mv[0:p, 0:r])
-            if len(dsts) > 2:
-                b.tensor_copy(dsts[2], rstd)
+                b.tensor_tensor(out, out, _each_row(affine_b, p, r, C), "add")
+            for d, st in zip(dsts[1:], [rstd] if rms else [mean, rstd]):   # saved statistics
+                b.tensor_copy(d, st)
         return tail
     return body
+
+
+def _each_row(param, p, r, C) -> AccessPattern:
+    """A [p, C] parameter tile read as [p, r, C] (stride 0 across the rows): the weight for a
+    block of r rows of C, held once."""
+    a = as_ap(param)
+    return AccessPattern(a.tensor, a.p_start, p, a.offset, ((r, 0), (C, 1)))
 
 
 def _param_tile(ctx, t: TensorSpec, p, n):
@@ -319,22 +342,22 @@ def layer_norm(ctx, op):
         params = []      # per-channel affine folds into the scale/bias of the activation
     rows, C = _rows_cols(x)
     # the parameter tiles span the partitions of row_blocks' blocks (a long row is processed
-    # in pieces, one piece per partition row) and hold r whole rows of weight; a weight row
-    # too wide to stay resident (> 3/4 of SBUF, or more elements than an instruction reads) is
-    # held as one block of pieces instead
+    # in pieces, one piece per partition row) and hold one row of weight, read for each row of
+    # a block; a weight row too wide to stay resident (> 3/4 of SBUF, or more elements than an
+    # instruction reads) is held as its first piece instead
     k = _pieces(ctx.chip, C)
-    block_rows, block_C = rows * k, ceil(C / k)
-    p = max(1, min(ctx.P, block_rows))
+    p = max(1, min(ctx.P, rows * k))
     if len(params) * C * itemsize(x.dtype) > 3 * ctx.chip.sbuf_usable_bytes_per_partition // 4 \
             or C > ctx.chip.sbuf_free_elems_max:
-        rows, C = block_rows, block_C
-    _, r, _ = ctx.row_plan(rows, C, x.dtype)
-    r = min(r, MAX_ROWS_PER_BLOCK)
-    w, bb = [_param_tile(ctx, t, p, r * C) for t in params] + [None] * (2 - len(params))
+        C = ceil(C / k)
+    w, bb = [_param_tile(ctx, t, p, C) for t in params] + [None] * (2 - len(params))
+    eps = op.arg(3 if rms else 4)       # (batch norms: not a number there; it costs the same)
+    if not isinstance(eps, (int, float)):   # torch's defaults: rms_norm the dtype's epsilon
+        eps = float(ml_dtypes.finfo(np_dtype(x.dtype)).eps) if rms else 1e-5
     outs = [o for o in op.outputs if o.numel > 0]
     row_blocks(ctx, x, TensorSpec(x.shape, out.dtype, None, out.id if out.id is not None
                                   else ("ln", out.layout_key)),
-               _norm_body(ctx, w, bb, rms), per_row=True, outs=[out] + outs[1:3])
+               _norm_body(ctx, w, bb, rms, eps), per_row=True, outs=[out] + outs[1:3])
 
 
 @lowers("aten::native_layer_norm_backward", "aten::native_batch_norm_backward",
@@ -374,11 +397,11 @@ def layer_norm_backward(ctx, op):
         params = [TensorSpec((ceil(C / k),), t.dtype, None, t.id) for t in params]
         rows, C = _rows_cols(x)
     p = max(1, min(ctx.P, rows))
-    _, r, _ = ctx.row_plan(rows, C, x.dtype)
-    r = min(r, MAX_ROWS_PER_BLOCK)
-    w = _param_tile(ctx, params[0], p, r * C) if params else None
-    ones = ctx.tile("ones", (p, 1), "float32", 0)
+    w = _param_tile(ctx, params[0], p, C) if params else None
     col_sums = len(outs) > 1
+    # TensorE takes FP32 only against FP32: a ones vector in each column's dtype
+    ones = {dt: _ones(ctx, p, dt) for dt in dict.fromkeys(("float32", g.dtype))} if col_sums \
+        else {}
     bank = ctx.chip.psum_bank_fp32_elems
     sums = {k: ctx.tile(f"colsum{k}", (1, min(C, bank)), "float32", 0, Memory.PSUM)
             for k in ("w", "b")} if col_sums else {}
@@ -394,7 +417,7 @@ def layer_norm_backward(ctx, op):
             b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xx, p, row * C, C), "copy",
                          bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
         b.tensor_tensor(gx, gg, xhat, "multiply")
-        wj = None if w is None else w[0:p, 0:r * C]    # the block's rows of weight
+        wj = None if w is None else _each_row(w, p, r, C)    # the block's rows of weight
         b.tensor_tensor(gw, gg, gg if wj is None else wj, "multiply")
         for row in range(r):   # s1 = sum(g*w) per row, free on ScalarE
             b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
@@ -411,9 +434,7 @@ def layer_norm_backward(ctx, op):
                 b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
                              scale=s2[0:p, row:row + 1])
             for k, src in (("w", gx), ("b", gg)) if col_sums else ():
-                dt = as_ap(src).dtype
-                # TensorE takes FP32 only against FP32: the ones vector in the column's dtype
-                one = ones if dt == "float32" else ctx.tile(f"ones_{dt}", (p, 1), dt, 0)
+                one = ones[as_ap(src).dtype]
                 for row in range(r):
                     for c0 in range(0, C, bank):
                         cn = min(bank, C - c0)
