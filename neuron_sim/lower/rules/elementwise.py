@@ -13,6 +13,7 @@ a Python/CPU scalar). Data streams HBM -> SBUF -> engines -> HBM in [P, F] chunk
 from __future__ import annotations
 
 from ..registry import lowers
+from .movement import device_copy
 
 ACT = "act"      # ScalarE activation(func)
 TT = "tt"        # VectorE tensor_tensor(op) with the next input (tensor_scalar if none left)
@@ -202,13 +203,13 @@ def activation_backward(ctx, op):
         "aten::_copy_from", "aten::alias_copy", "aten::lift_fresh_copy", "aten::detach_copy",
         "aten::view_copy", "aten::_reshape_copy")
 def copy_like(ctx, op):
-    """A copy between device tensors: one HBM -> SBUF -> HBM pass; a cast goes through VectorE
-    (FP32 arithmetic, free casts); a same-dtype contiguous copy is a DMA HBM->HBM."""
+    """A copy between device tensors. Of one dtype: what neuron::copy_d2d does
+    (movement.device_copy: HBM -> HBM, or through SBUF with dma_transpose for a transposed
+    source). A cast: one HBM -> SBUF -> HBM pass through VectorE (FP32 arithmetic, free casts)."""
     out = op.outputs[0]
     src = op.inputs[-1] if op.op == "aten::copy" else op.inputs[0]
-    if src.dtype == out.dtype and src.is_contiguous and out.is_contiguous:
-        from .movement import dma_hbm_copy
-        dma_hbm_copy(ctx, src, out)
+    if src.dtype == out.dtype:
+        device_copy(ctx, src, out)
         return
     ctx.stream(out, [src], lambda s, d, p, f, j: ctx.b.tensor_copy(d[0], s[0]))
 

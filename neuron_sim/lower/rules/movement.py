@@ -103,13 +103,18 @@ def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
     ctx.stream(out, [src], lambda s, d, p, f, j: ctx.b.tensor_copy(d[0], s[0]))
 
 
-@lowers("neuron::copy_d2d")
-def copy_d2d(ctx, op):
-    src, out = op.args[0], op.outputs[0]
+def device_copy(ctx, src: TensorSpec, out: TensorSpec):
+    """src copied into out as the DMA engines do it: one HBM -> HBM copy when both are contiguous
+    and of one dtype, else through SBUF (strided_copy: dma_transpose for a transposed src)."""
     if src.is_contiguous and out.is_contiguous and src.dtype == out.dtype:
         dma_hbm_copy(ctx, src, out)
     else:
         strided_copy(ctx, src, out)
+
+
+@lowers("neuron::copy_d2d")
+def copy_d2d(ctx, op):
+    device_copy(ctx, op.args[0], op.outputs[0])
 
 
 @lowers("aten::cat", "aten::stack", "aten::concat", "aten::concatenate", "aten::hstack",
