@@ -9,7 +9,7 @@ from math import prod
 
 import pytest
 
-from neuron_sim.lower import OpSpec, TensorSpec, lower_op
+from neuron_sim.lower import OpSpec, TensorSpec, lower_op, lower_sequence
 
 
 def _permuted(shape, order):
@@ -47,3 +47,14 @@ def test_the_reported_transposed_clone_is_a_dma_transpose():
     x = TensorSpec((4096, 4096), "bfloat16", (1, 4096))
     t = lower_op(OpSpec("aten::clone", (x,), (TensorSpec((4096, 4096), "bfloat16"),)), "trn2")
     assert 200e3 < t.total_ns < 220e3
+
+
+@pytest.mark.parametrize("name", ["aten::clone", "neuron::copy_d2d"])
+def test_a_transposed_copy_read_later_in_the_sequence_stays_in_sbuf(name):
+    # as the element-wise stream keeps its output: the dma_transpose lands in SBUF and relu reads
+    # it there (HBM: x read, d written), not stored and loaded again (4x the bytes before)
+    x = TensorSpec((512, 256), "bfloat16", (1, 512), id="x")
+    c, d = TensorSpec((512, 256), "bfloat16", id="c"), TensorSpec((512, 256), "bfloat16", id="d")
+    seq = [OpSpec(name, (x,), (c,)), OpSpec("aten::relu", (c,), (d,))]
+    t = lower_sequence(seq, chip="trn2", lnc=1, live_outputs={"d"})
+    assert t.hbm_bytes == 2 * x.nbytes

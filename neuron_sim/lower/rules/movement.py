@@ -84,19 +84,19 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
 def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
     """Copy a non-contiguous src into out through SBUF. A transposed src is out's flat [p, cols]
     layout stored transposed, [cols, p]: chunk j of out (columns j*f.. j*f+fj) is its rows
-    j*f.., fj rows of p contiguous elements."""
+    j*f.., fj rows of p contiguous elements. An out that a later op of the sequence reads stays
+    in SBUF (ctx.out_tile), as the element-wise stream keeps it."""
     if src.ndim and src.strides[-1] != 1 and src.shape[-1] > 1 \
             and ctx.chip.has_tensor_transpose_mode and itemsize(src.dtype) in (2, 4):
         h = ctx.hbm(src)
-        p, _, f, chunks = ctx.chunked(out)
+        p, cols, f, chunks = ctx.chunked(out)
         for j, fj in chunks:
-            tile = ctx.tile("in", (p, fj), src.dtype, j)
+            dst = ctx.out_tile(out, p, cols, j, fj, off=j * f)
+            tile = dst if out.dtype == src.dtype else ctx.tile("in", (p, fj), src.dtype, j)
             ctx.b.dma_transpose(tile, AccessPattern(h, 0, fj, j * f * p, ((p, 1),), p))
-            if out.dtype != src.dtype:
-                dst = ctx.tile("cast", (p, fj), out.dtype, j)
+            if tile is not dst:
                 ctx.b.tensor_copy(dst, tile)
-                tile = dst
-            ctx.store(out, tile, p, j, fj, off=j * f)
+            ctx.store(out, dst, p, j, fj, off=j * f)
         ctx.end_op()
         return
     # runs of the innermost contiguous extent: load with one descriptor per run, store contiguous
