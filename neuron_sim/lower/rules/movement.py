@@ -1,8 +1,10 @@
 """Data movement: device copies, transposes, cat/stack, views, embedding and index ops (gather,
 scatter, index_put), arange, tril/triu.
 
-- A contiguous same-dtype copy is one HBM -> HBM `dma_copy` on the 16 DMA engines (both sides
-  touch HBM, so it moves 2x the bytes through the core's HBM share) [DMAov].
+- A contiguous same-dtype copy (or one between tensors laid out alike without gaps) is one
+  HBM -> HBM `dma_copy` on the 16 DMA engines (both sides touch HBM, so it moves 2x the bytes
+  through the core's HBM share) [DMAov]. clone/_to_copy without a cast time as this copy does
+  (`device_copy`, elementwise.copy_like).
 - A copy from a strided view whose innermost dimension is contiguous (a permute of attention heads)
   streams through SBUF with one descriptor per contiguous run; a true transpose (innermost stride
   != 1) uses `dma_transpose` (NC-v3+, ~90% DMA efficiency [ArchV3]) and otherwise element-wise
