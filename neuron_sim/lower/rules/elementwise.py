@@ -203,15 +203,10 @@ def activation_backward(ctx, op):
         "aten::_copy_from", "aten::alias_copy", "aten::lift_fresh_copy", "aten::detach_copy",
         "aten::view_copy", "aten::_reshape_copy")
 def copy_like(ctx, op):
-    """A copy between device tensors. Of one dtype: what neuron::copy_d2d does
-    (movement.device_copy: HBM -> HBM, or through SBUF with dma_transpose for a transposed
-    source). A cast: one HBM -> SBUF -> HBM pass through VectorE (FP32 arithmetic, free casts)."""
-    out = op.outputs[0]
-    src = op.inputs[-1] if op.op == "aten::copy" else op.inputs[0]
-    if src.dtype == out.dtype:
-        device_copy(ctx, src, out)
-        return
-    ctx.stream(out, [src], lambda s, d, p, f, j: ctx.b.tensor_copy(d[0], s[0]))
+    """A copy between device tensors: what neuron::copy_d2d does (movement.device_copy: HBM ->
+    HBM for one dtype and layout, else through SBUF: dma_transpose for a transposed source, a
+    VectorE pass for a cast)."""
+    device_copy(ctx, op.inputs[-1] if op.op == "aten::copy" else op.inputs[0], op.outputs[0])
 
 
 @lowers("aten::fill", "aten::zero", "aten::zeros_like", "aten::ones_like", "aten::full_like",
