@@ -72,7 +72,8 @@ def accumulate(regs, n, part, cmd, op="add", init=None):
     if cmd == "load_reduce":
         regs[:n] = init if init is not None else 0.0
     if cmd in ("reduce", "reset_reduce", "load_reduce") and part is not None:
-        fn = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}[op]
+        fn = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
+              "minimum": np.minimum}[op]
         regs[:n] = fn(regs[:n], part)
     return regs[:n].copy()
 

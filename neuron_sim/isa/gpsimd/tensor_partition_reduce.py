@@ -22,7 +22,8 @@ def build(chip, dst, op, data):
     check_operands(NAME, chip, Engine.GPSIMD, dst=dst, data=data)
     if dst.p_size != 1 or dst.free_size != data.free_size:
         raise FreeSizeError(NAME, "dst", f"shape [1, {data.free_size}]", list(dst.shape), chip.name)
-    c = chip.gpsimd_start_cycles + data.free_size * ceil(data.p_size / chip.gpsimd_partitions_per_core)
+    rows_per_core = ceil(data.p_size / chip.gpsimd_partitions_per_core)
+    c = chip.gpsimd_start_cycles + data.free_size * rows_per_core
     return make(NAME, Engine.GPSIMD, c, access_latency(chip, 2), (data,), (dst,),
                 {"op": alu.op_name(op)})
 

@@ -16,8 +16,8 @@ OPERANDS = {"dst": WRITE, "data": READ}
 def build(chip, dst, data):
     check_operands(NAME, chip, Engine.VECTOR, data=data, dst=dst)
     if data.free_size % 3:
-        raise FreeSizeError(NAME, "data", "(count, mean, count * variance) triples: a multiple of 3 "
-                            "elements per partition", data.free_size, chip.name)
+        raise FreeSizeError(NAME, "data", "(count, mean, count * variance) triples: a multiple "
+                            "of 3 elements per partition", data.free_size, chip.name)
     if dst.p_size != data.p_size or dst.free_size != 2:
         raise FreeSizeError(NAME, "dst", f"shape [{data.p_size}, 2]", list(dst.shape), chip.name)
     return make(NAME, Engine.VECTOR, max(chip.min_ii_cycles, 13 * data.free_size / 3),

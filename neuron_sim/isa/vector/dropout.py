@@ -21,8 +21,9 @@ def build(chip, dst, data, prob, seed=None):
     reads = [data]
     if check_scalar_operand(NAME, "prob", prob, data, chip):
         reads.append(prob)
-    return make(NAME, Engine.VECTOR, one_input_cycles(chip, data.free_size) * stride_factor(chip, dst, data),
-                access_latency(chip, 1 + len(reads)), reads, (dst,), {"prob": prob, "seed": int(seed or 0)})
+    cycles = one_input_cycles(chip, data.free_size) * stride_factor(chip, dst, data)
+    return make(NAME, Engine.VECTOR, cycles, access_latency(chip, 1 + len(reads)), reads, (dst,),
+                {"prob": prob, "seed": int(seed or 0)})
 
 
 def reference(x, prob, seed=0):

@@ -1,6 +1,7 @@
 """exponential (NC-v4 VectorE): dst = exp(src - max_value), max_value a number or [P, 1]; the row
 sums fold into VectorE's accumulator registers by reduce_cmd (NKI's default idle leaves them),
-read out to reduce_res [ISA]. 4x the rate of ScalarE exp [ArchV4]: cost max(64, N/4) VectorE cycles (derived)."""
+read out to reduce_res [ISA]. 4x the rate of ScalarE exp [ArchV4]: cost max(64, N/4) VectorE
+cycles (derived)."""
 
 from __future__ import annotations
 

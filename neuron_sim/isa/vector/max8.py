@@ -1,6 +1,7 @@
 """max8: dst[P, 8] = the 8 largest values of each partition of src, in descending order, on VectorE.
 src holds 8 to 16,384 elements per partition [ISA] (chip.max8_free_elems_min/max).
-Cost: N VectorE cycles [ISAcost] `max8`, never below MIN_II (every VectorE instruction [ISAcost])."""
+Cost: N VectorE cycles [ISAcost] `max8`, never below MIN_II (every VectorE instruction
+[ISAcost])."""
 
 from __future__ import annotations
 

@@ -34,8 +34,8 @@ def check_views(dst, data, axis, **_):
                            f"{data.ndim}-D input")
     kept = math.prod(n for d, n in enumerate(data.shape[1:], 1) if d not in axes)
     if dst.num_partitions != data.num_partitions or dst.free_size != kept:
-        raise ProgramError(f"dst must have {data.num_partitions} partitions and {kept} elements per "
-                           f"partition for axis={axis} of data {list(data.shape)}, got "
+        raise ProgramError(f"dst must have {data.num_partitions} partitions and {kept} elements "
+                           f"per partition for axis={axis} of data {list(data.shape)}, got "
                            f"{list(dst.shape)}")
 
 

@@ -30,7 +30,8 @@ def build(chip, dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
     if not isinstance(operand0, (int, float)):
         reads.append(operand0)
     c = one_input_cycles(chip, data.free_size) * stride_factor(chip, dst, data) + chip.min_ii_cycles
-    return make(NAME, Engine.VECTOR, c, access_latency(chip, 2 + len(reads)), reads, (dst, reduce_res),
+    return make(NAME, Engine.VECTOR, c, access_latency(chip, 2 + len(reads)), reads,
+                (dst, reduce_res),
                 {"op0": alu.op_name(op0), "operand0": operand0, "reduce_op": alu.op_name(reduce_op),
                  "reverse0": bool(reverse0), "reduce_cmd": getattr(reduce_cmd, "value", reduce_cmd),
                  "reduce_init": reduce_init})
