@@ -25,7 +25,8 @@ class LegalityError(NeuronSimError, ValueError):
 
     Attributes: instruction, operand, limit, found, chip."""
 
-    def __init__(self, instruction: str, operand: str, limit: str, found, chip: str, hint: str = ""):
+    def __init__(self, instruction: str, operand: str, limit: str, found, chip: str,
+                 hint: str = ""):
         self.instruction, self.operand, self.limit, self.found, self.chip = (
             instruction, operand, limit, found, chip)
         msg = (f"{instruction}: operand {operand!r} breaks a {chip} limit: expected {limit}, "
@@ -42,7 +43,8 @@ class FreeSizeError(LegalityError):
 
 
 class MemoryAccessError(LegalityError):
-    """An engine touching a memory it has no port to (TensorE writes only PSUM, GpSimd has no PSUM)."""
+    """An engine touching a memory it has no port to (TensorE writes only PSUM, GpSimd has no
+    PSUM)."""
 
 
 class DtypeError(LegalityError):
@@ -61,9 +63,9 @@ class CapacityError(NeuronSimError, MemoryError):
         self.memory, self.tensor, self.requested, self.free, self.capacity, self.chip = (
             memory, tensor, requested, free, capacity, chip)
         super().__init__(
-            f"allocating {tensor!r} needs {requested} B per partition of {memory} but only {free} B "
-            f"of {capacity} B per partition are free on {chip}; free or reuse an earlier tile, "
-            f"or tile the computation smaller")
+            f"allocating {tensor!r} needs {requested} B per partition of {memory} but only "
+            f"{free} B of {capacity} B per partition are free on {chip}; free or reuse an "
+            f"earlier tile, or tile the computation smaller")
 
 
 class DeadlockError(NeuronSimError, RuntimeError):

@@ -173,7 +173,8 @@ def _mamba_rows(pub) -> list[Row]:
     """C9-C13: the Fused Mamba tutorial's kernels (calibrate/mamba.py) on Trn1, FP32, state 16."""
     cache = {}
     lat = pub["C9-C12"]["result"]["latency_ms"]
-    cases = [("C9", "v1", 256, 512, "v1, 256 channels"), ("C10", "v1", 4096, 512, "v1, 4K channels"),
+    cases = [("C9", "v1", 256, 512, "v1, 256 channels"),
+             ("C10", "v1", 4096, 512, "v1, 4K channels"),
              ("C11", "v2", 4096, 512, "v2 (loops reordered)"),
              ("C12", "v2", 4096, 8192, "v2, seq 8192")]
     rows = [Row(cid, "latency_ms", "trn1", lat[k], _mamba_ms(v, ch, seq, cache), note=note)

@@ -11,5 +11,5 @@ from .scale import (CollectiveCall, StepEstimate, ddp_pattern, estimate_step, fs
                     pattern_from_log)
 
 __all__ = ["ALGORITHMS", "ASSUMPTIONS", "AUTO", "CollectiveCall", "Estimate", "Fabric", "OPS",
-           "StepEstimate", "choose", "ddp_pattern", "estimate", "estimate_step", "fabric_for", "fsdp2_pattern",
-           "pattern_from_log"]
+           "StepEstimate", "choose", "ddp_pattern", "estimate", "estimate_step", "fabric_for",
+           "fsdp2_pattern", "pattern_from_log"]

@@ -59,7 +59,8 @@ def _per_chip(fabric, cores) -> dict:
 def _ring_bandwidth(fabric: Fabric, cores) -> float:
     ring = fabric.ring_order(cores)
     pairs = list(zip(ring, ring[1:] + ring[:1]))
-    inter = [fabric.hop_bytes_per_s(a, b) for a, b in pairs if fabric.chip_of(a) != fabric.chip_of(b)]
+    inter = [fabric.hop_bytes_per_s(a, b) for a, b in pairs
+             if fabric.chip_of(a) != fabric.chip_of(b)]
     slowest_inter = min(inter) * fabric.ring_channels(cores) if inter else math.inf
     slowest_intra = min((fabric.hop_bytes_per_s(a, b) for a, b in pairs
                          if fabric.chip_of(a) == fabric.chip_of(b)), default=math.inf)

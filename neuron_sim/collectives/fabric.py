@@ -31,7 +31,7 @@ class Fabric:
     link_bytes_per_s: float   # one port, one direction
     intra_chip_bytes_per_s: float
     cross_server_bytes_per_s: float   # torus: UltraServer ring link, one direction
-    switch_levels: tuple = ()         # switched: per-direction bandwidth inside server, rack, beyond
+    switch_levels: tuple = ()         # switched: per-direction bandwidth in server, rack, beyond
     nodes: int = 1                    # instances of the job joined by EFA
     efa_bytes_per_s: float = 0.0      # one instance's EFA bandwidth, one direction
     link_hop_s: float = 0.0           # latency of one algorithm step inside an instance
@@ -160,7 +160,8 @@ def fabric_for(instance: str, lnc: int | None = None, nodes: int = 1) -> Fabric:
     else:
         link = cross = 0.0
         levels = tuple(datasheet(chip, k) * share for k in (
-            "pcie_intra_server_bw_per_chip_bytes_per_s", "pcie_inter_server_bw_per_chip_bytes_per_s",
+            "pcie_intra_server_bw_per_chip_bytes_per_s",
+            "pcie_inter_server_bw_per_chip_bytes_per_s",
             "pcie_inter_rack_bw_per_chip_bytes_per_s"))
     nodes = int(nodes)
     # bit/s -> B/s, one direction

@@ -126,7 +126,7 @@ class Chip:
     has_hwdge: bool
     has_tensor_didt_throttle: bool
     has_tensor_transpose_mode: bool          # is_transpose=True bit-exact mode (NC-v3+)
-    has_scalar_v3_ops: bool                  # NC-v3+ ScalarE: tensor_copy, immediate bias, reduce ops
+    has_scalar_v3_ops: bool                  # NC-v3+ ScalarE: tensor_copy, immediate bias, reduces
     sources: MappingProxyType = field(repr=False, compare=False, default=None)
 
     # ---- derived quantities -------------------------------------------------------------

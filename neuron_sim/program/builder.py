@@ -197,7 +197,7 @@ class ProgramBuilder:
         self.reference = bool(_reference_default() if reference is None else reference)
         # Rows not yet flushed to segments (all of them in reference mode):
         self._rids: list[int] = []             # per instruction: its row in _table
-        self._deps: list[list[int]] = []       # explicit deps (and automatic ones in reference mode)
+        self._deps: list[list[int]] = []       # explicit deps (automatic too in reference mode)
         self._ord: dict[int, list[int]] = {}   # row -> same-stream WAR/WAW predecessors
         self._acc: list[tuple] = []            # bulk mode: (track, write, p0, p1, f0, f1, pst, off)
         self._acc_ptr: list[int] = [0]         # bulk mode: CSR of _acc over instructions
@@ -260,7 +260,8 @@ class ProgramBuilder:
 
     def _alloc(self, name, memory, shape, dtype, p0, allocator) -> Tensor:
         t = Tensor(name, memory, shape, dtype, 0, p0)
-        if t.partitions > self.chip.sbuf_partitions or t.partitions + p0 > self.chip.sbuf_partitions:
+        parts = self.chip.sbuf_partitions
+        if t.partitions > parts or t.partitions + p0 > parts:
             raise PartitionError(f"{memory.name.lower()} allocation", name,
                                  f"<= {self.chip.sbuf_partitions} partitions",
                                  f"{t.partitions} from partition {p0}", self.chip.name,
@@ -793,7 +794,8 @@ class ProgramBuilder:
                       engine="vector", **kw) -> int:
         from ..isa.vector import tensor_scalar
         return self.append(tensor_scalar.build(self.chip, as_ap(dst), as_ap(data), op0, operand0,
-                                               op1=op1, operand1=operand1, engine=engine_of(engine)), **kw)
+                                               op1=op1, operand1=operand1,
+                                               engine=engine_of(engine)), **kw)
 
     def tensor_reduce(self, dst, data, op="add", *, negate=False, engine="vector", **kw) -> int:
         from ..isa.vector import tensor_reduce
@@ -847,7 +849,8 @@ class ProgramBuilder:
                       pattern=((-1, None),), offset=0, cmp_op="greater_equal", **kw) -> int:
         from ..isa.gpsimd import affine_select
         return self.append(affine_select.build(self.chip, as_ap(dst), pattern, channel_multiplier,
-                                               as_ap(on_true), on_false_value, cmp_op, offset), **kw)
+                                               as_ap(on_true), on_false_value, cmp_op, offset),
+                           **kw)
 
     # ---- DMA --------------------------------------------------------------------------------
     def dma_copy(self, dst, src, *, queue=None, engines=None, dge="none", **kw) -> int:
@@ -889,8 +892,9 @@ class ProgramBuilder:
     def _spill(self, when, dst, src, queue, engines, kw, slot=True) -> int:
         from ..isa.dma import dma_copy
         hbm_side, sbuf_side = (dst, src) if when == "store" else (src, dst)
-        if (hbm_side.tensor.id not in self._spill_slots if slot else hbm_side.memory != Memory.HBM) \
-                or sbuf_side.memory != Memory.SBUF:
+        wrong_hbm_side = (hbm_side.tensor.id not in self._spill_slots if slot
+                          else hbm_side.memory != Memory.HBM)
+        if wrong_hbm_side or sbuf_side.memory != Memory.SBUF:
             what = "a slot made by spill_slot()" if slot else "HBM data"
             raise ProgramError(
                 f"spill_{when}: expected an SBUF tile and {what}, found "

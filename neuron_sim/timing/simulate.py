@@ -94,8 +94,10 @@ def _deadlock(program, stuck) -> DeadlockError:
             continue
         engines.append(stream_name(s))
         waits = [int(d) for d in program.deps_of(i)]
+        waited = ", ".join(f"{d} ({program.opname(d)} on {stream_name(program.stream[d])})"
+                           for d in waits)
         parts.append(f"{stream_name(s)} at instruction {i} ({program.opname(i)}) waits for "
-                     f"{', '.join(f'{d} ({program.opname(d)} on {stream_name(program.stream[d])})' for d in waits)}")
+                     f"{waited}")
     return DeadlockError(engines, "; ".join(parts) +
                          ". Each waits for an instruction queued behind another waiter: reorder "
                          "the instructions or fix the semaphore counts")

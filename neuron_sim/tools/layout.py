@@ -20,7 +20,7 @@ class Device:
     memory_bytes: int
     connected: tuple           # device indexes one NeuronLink hop away
     bdf: str                   # simulated PCI address (there is no PCI device behind it)
-    cpu_affinity: str          # host vCPUs of the device's NUMA node (simulated: vCPUs split evenly)
+    cpu_affinity: str          # host vCPUs of the device's NUMA node (simulated: split evenly)
     numa_node: int
 
 
@@ -48,11 +48,13 @@ def current(environ=None) -> Layout:
     links = _links(name, lnc, inst.chips, per)
     nodes = 2 if inst.chips > 1 else 1          # multi-chip instances have two sockets
     cpus = inst.vcpus // nodes
+    numa = [d * nodes // inst.chips for d in range(inst.chips)]
     devices = tuple(Device(index=d, cores=inst.chip.cores_per_chip,
                            core_ids=tuple(range(d * per, (d + 1) * per)),
-                           memory_bytes=inst.chip.hbm_bytes, connected=links[d], bdf=f"0000:{d:02x}:00.0",
-                           cpu_affinity=f"{d * nodes // inst.chips * cpus}-{(d * nodes // inst.chips + 1) * cpus - 1}",
-                           numa_node=d * nodes // inst.chips)
+                           memory_bytes=inst.chip.hbm_bytes, connected=links[d],
+                           bdf=f"0000:{d:02x}:00.0",
+                           cpu_affinity=f"{numa[d] * cpus}-{(numa[d] + 1) * cpus - 1}",
+                           numa_node=numa[d])
                     for d in range(inst.chips))
     version = f"v{inst.chip.neuroncore_version}" + ("d" if lnc == 2 else "")
     return Layout(instance=name, lnc=lnc, neuroncore_version=version, devices=devices)

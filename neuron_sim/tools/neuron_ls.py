@@ -112,7 +112,8 @@ def main(argv=None) -> int:
                                  "instance (NEURON_SIM_INSTANCE) and the processes using them.")
     ap.add_argument("-w", "--wide", action="store_true", help="do not shorten commands as much")
     ap.add_argument("-a", "--show-all-procs", action="store_true",
-                    help="also list processes that do not run the Neuron runtime (neuron-ls itself)")
+                    help="also list processes that do not run the Neuron runtime "
+                         "(neuron-ls itself)")
     ap.add_argument("-t", "--topology", action="store_true", help="draw the devices' NeuronLinks")
     ap.add_argument("-j", "--json-output", action="store_true", help="JSON instead of the table")
     args = ap.parse_args(argv)

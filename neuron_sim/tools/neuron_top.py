@@ -32,7 +32,8 @@ def _ms(ns) -> str:
 def frame(layout, records, now=None) -> str:
     now = time.time() if now is None else now
     lines = [f"neuron-top (neuron-sim)   instance-type: {layout.instance}   "
-             f"logical-neuroncore-config: {layout.lnc}   {time.strftime('%H:%M:%S', time.localtime(now))}"]
+             f"logical-neuroncore-config: {layout.lnc}   "
+             f"{time.strftime('%H:%M:%S', time.localtime(now))}"]
     cores = [c for d in layout.devices for c in d.core_ids]
     per_core = {c: {"device_ns": 0, "allocated": 0, "peak": 0, "pids": []} for c in cores}
     for r in records:
@@ -58,7 +59,8 @@ def frame(layout, records, now=None) -> str:
               f"  Device Used Memory   Total {_mib(dev_total)}   Tensors {_mib(dev_total)}   "
               f"of {_mib(sum(d.memory_bytes for d in layout.devices))} on "
               f"{len(layout.devices)} device(s)"]
-    lines += ["", "Memory Usage Details", f"  {'NeuronCore':<12} {'Device Memory':>16} {'Peak':>14}"]
+    lines += ["", "Memory Usage Details",
+              f"  {'NeuronCore':<12} {'Device Memory':>16} {'Peak':>14}"]
     for c in shown:
         v = per_core[c]
         lines.append(f"  NC{c:<10} {_mib(v['allocated']):>16} {_mib(v['peak']):>14}")
@@ -75,7 +77,8 @@ def main(argv=None) -> int:
                                  "of the processes using the simulated Neuron devices.")
     ap.add_argument("--once", action="store_true", help="print one frame and exit (the default "
                     "when stdout is not a terminal)")
-    ap.add_argument("-n", "--iterations", type=int, default=0, help="frames to draw, then exit (0: until Ctrl-C)")
+    ap.add_argument("-n", "--iterations", type=int, default=0,
+                    help="frames to draw, then exit (0: until Ctrl-C)")
     ap.add_argument("-d", "--delay", type=float, default=1.0, help="seconds between frames")
     args = ap.parse_args(argv)
     if args.delay <= 0:
@@ -92,7 +95,8 @@ def main(argv=None) -> int:
     n = 0
     try:
         while True:
-            sys.stdout.write("\x1b[H\x1b[2J" + frame(layout, layout.processes()) + "\n(Ctrl-C to quit)\n")
+            screen = frame(layout, layout.processes())
+            sys.stdout.write("\x1b[H\x1b[2J" + screen + "\n(Ctrl-C to quit)\n")
             sys.stdout.flush()
             n += 1
             if args.iterations and n >= args.iterations:

@@ -98,7 +98,8 @@ class Result:
         """One dict per instruction (name, stream, start, end, data start, busy): the trace."""
         c = self.program.cols
         n = len(self.program) if limit is None else min(limit, len(self.program))
-        return [{"index": i, "name": self.program.opname(i), "stream": stream_name(int(c["stream"][i])),
+        return [{"index": i, "name": self.program.opname(i),
+                 "stream": stream_name(int(c["stream"][i])),
                  "start_ns": float(self.start_ns[i]), "end_ns": float(self.end_ns[i]),
                  "data_start_ns": float(self.data_start_ns[i]), "busy_ns": float(self.busy_ns[i])}
                 for i in range(n)]
@@ -106,7 +107,8 @@ class Result:
     def to_chrome_trace(self, limit: int | None = None) -> dict:
         """Chrome/Perfetto JSON (one track per stream), from the records only."""
         ev = [{"name": r["name"], "ph": "X", "pid": 0, "tid": r["stream"],
-               "ts": r["data_start_ns"] / 1e3, "dur": max(r["end_ns"] - r["data_start_ns"], 0) / 1e3}
+               "ts": r["data_start_ns"] / 1e3,
+               "dur": max(r["end_ns"] - r["data_start_ns"], 0) / 1e3}
               for r in self.records(limit)]
         return {"traceEvents": ev, "displayTimeUnit": "ns"}
 

@@ -389,8 +389,9 @@ def layer_norm_backward(ctx, op):
     # temporaries double-buffered, the weight once; a longer row runs in pieces
     per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 3 * 2 * 4 \
         + (itemsize(params[0].dtype) if params else 0)
-    room = ctx.chip.sbuf_usable_bytes_per_partition - ctx.chip.row_op_small_tiles_bytes_per_partition
-    long_row = min(ctx.chip.row_whole_max_elems, room // per_elem)
+    chip = ctx.chip
+    room = chip.sbuf_usable_bytes_per_partition - chip.row_op_small_tiles_bytes_per_partition
+    long_row = min(chip.row_whole_max_elems, room // per_elem)
     if C > long_row:
         k = ceil(C / long_row)
         x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))

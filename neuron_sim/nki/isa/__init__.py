@@ -7,7 +7,8 @@ the module's NumPy reference and rounds it to the destination dtype, unless the 
 for time only, and (3) records the module's ``build`` arguments for the program build. Every
 registry instruction without a hand-written function here gets one from ``_generic.adapter``.
 
-    enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version, dma_engine
+    enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version,
+                      dma_engine
     _common.py        per-call context (the core's rules, raised at the kernel line), reading and
                       writing kernel tensors
     _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
@@ -22,8 +23,9 @@ from ..tracer import current
 from ...isa import instruction_names, module_for
 from ._common import _Ctx
 from ._generic import adapter
-from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode,
-                    reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
+from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version,
+                    oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
+                    vector_engine)
 
 
 # ---- instructions ----------------------------------------------------------------------------
