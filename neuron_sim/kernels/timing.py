@@ -195,45 +195,30 @@ _SCRATCH = Scratch()
 
 
 def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
-             params):
-    """Program order within each stream: (status, start, end, dstart, busy, stuck). The arrays
-    are made by NumPy, as in schedule.list_schedule: the four times fresh, the rest scratch
-    kept from the last call."""
+             params, order=None, sptr=None, after=None):
+    """reference.schedule's answer (status, start, end, dstart, busy, stuck): each stream in
+    program order, or in order[sptr[s]:sptr[s+1]] when given (the scheduling pass's order), an
+    instruction i with after[i] >= 0 starting no earlier than that one (its order edges). The
+    arrays are made by NumPy, as in schedule.list_schedule: the four times fresh, the rest
+    scratch kept from the last call."""
     n = stream.shape[0]
     times = (np.empty(n), np.empty(n), np.empty(n), np.empty(n))
-    order = _SCRATCH.get("order", n, np.int64)[0]
     done = _SCRATCH.get("done", n, np.bool_)[0]
     nblocked = _SCRATCH.get("nblocked", n, np.int32)[0]
     done.fill(False)
     nblocked.fill(0)
-    order, sptr = _stream_order(stream, int(params[6]), order)
+    if order is None:
+        order, sptr = _stream_order(stream, int(params[6]), _SCRATCH.get("order", n, np.int64)[0])
     status, stuck = _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns,
-                                 issue_ns, n_eng, eng0, params, order, sptr, None, times[0],
+                                 issue_ns, n_eng, eng0, params, order, sptr, after, times[0],
                                  times[1], times[2], times[3], done, nblocked)
     return status, times[0], times[1], times[2], times[3], stuck
 
 
 @njit(cache=True, error_model="numpy")
-def _schedule_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng,
-                      eng0, params, order, sptr, after):
-    """Each stream runs order[sptr[s]:sptr[s+1]] in that order (the scheduling pass's), and an
-    instruction i with after[i] >= 0 starts no earlier than that one (the pass's order edges;
-    None: none). Returns (status, start, end, dstart, busy, stuck)."""
-    n = stream.shape[0]
-    start = np.zeros(n)
-    end = np.zeros(n)
-    dstart = np.zeros(n)
-    busy = np.zeros(n)
-    status, stuck = _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns,
-                                 issue_ns, n_eng, eng0, params, order, sptr, after, start, end,
-                                 dstart, busy, np.zeros(n, np.bool_), np.zeros(n, np.int32))
-    return status, start, end, dstart, busy, stuck
-
-
-@njit(cache=True, error_model="numpy")
 def _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
                  params, order, sptr, after, start, end, dstart, busy, done, nblocked):
-    """_schedule_ordered's loop, writing the times of each instruction it issues into start, end,
+    """schedule()'s loop, writing the times of each instruction it issues into start, end,
     dstart, busy; done and nblocked all zero on entry. Returns (status, stuck)."""
     sem_lat = params[0]
     n_dma = int(params[5])

@@ -198,14 +198,14 @@ def test_numba_pass_equals_the_readable_reference_and_in_order_timing_replays_it
     """The kernel (kernels/schedule.py) against timing/reference.py's list_schedule: the same
     issue order per queue and the same start, end, data-start and busy times, bit for bit; the
     in-order timing kernel given that order gives those times too."""
-    from neuron_sim.kernels.timing import _schedule_ordered
+    from neuron_sim.kernels.timing import schedule as in_order
     p = _programs()[k]
     fast = S.scheduled(p, p.chip)
     slow = S.scheduled(p, p.chip, reference=True)
     for a, b in zip(fast, slow):
         np.testing.assert_array_equal(a, b)
     order, sptr, after, *times = fast
-    _, *replay, _ = _schedule_ordered(*S.kernel_args(p, p.chip), order, sptr, after)
+    _, *replay, _ = in_order(*S.kernel_args(p, p.chip, False), order, sptr, after)
     for a, b in zip(times, replay):
         np.testing.assert_array_equal(a, b)
     _, *replay, _ = _ref.schedule(*S.kernel_args(p, p.chip), order, sptr, after)
