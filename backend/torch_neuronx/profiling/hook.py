@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from neuron_sim.explorer import OpRecord, lane_spans
 from neuron_sim.lower import normalize_name
@@ -112,7 +112,7 @@ def on_drain(model, batch, charges) -> None:
             lane, label = "PCIe", f"{name.split('::')[1]} {charge.host_bytes / 1e6:.2f} MB"
         else:
             lane, label = "Graph", f"{name} (timed as a whole: no engine detail)"
-        _lanes(seq, [(lane, 0, ns, label)])
+        _lanes(seq, [_span(lane, 0, ns, label)])
         SESSION.entries.append((name, ns, OpRecord(name, 1, float(ns))))
 
 
@@ -138,14 +138,18 @@ def _graph(seq, name, ns, cost, partitions) -> None:
                               "spill_save": spill / 2, "spill_reload": spill / 2},
                    sbuf_peak_bytes_per_partition=cost.sbuf_peak_bytes // partitions)
     SESSION.entries.append((name, ns, rec))
-    rows = [("Runtime", 0, max(1, int(round(launch))), "launch")] if launch >= 1 else []
+    rows = [_span("Runtime", 0, launch, "launch")] if launch >= 1 else []
     for lane, busy in eng.items():
         if busy > 0:
-            rows.append((lane, int(round(launch)), max(1, int(round(body))),
-                         f"{name.split('.', 1)[-1]}: {lane} busy {100 * busy / body:.0f}% "
-                         f"(compiled graph, {cost.cost_source or 'graph'} cost: engine totals "
-                         "only)"))
+            rows.append(_span(lane, launch, body, f"{name.split('.', 1)[-1]}: {lane} busy "
+                              f"{100 * busy / body:.0f}% (compiled graph, "
+                              f"{cost.cost_source or 'graph'} cost: engine totals only)"))
     _lanes(seq, rows)
+
+
+def _span(lane, start_ns, duration_ns, label) -> tuple:
+    """A lane row as `_C._record_lanes` takes it: whole ns, at least 1 ns long."""
+    return (lane, int(round(start_ns)), max(1, int(round(duration_ns))), label)
 
 
 def _lanes(seq, spans) -> None:
@@ -173,19 +177,19 @@ def _program(model, key, name, t):
 def _choose(spans):
     """At most max_spans_per_op spans: compute lanes first, then DMA lanes by busy time."""
     cap = OPTIONS.max_spans_per_op
-    compute = [s for s in spans if not s.lane.startswith("DMA")]
-    dma = [s for s in spans if s.lane.startswith("DMA")]
-    if len(compute) + len(dma) <= cap:
+    if len(spans) <= cap:
         return spans
-    busy = {}
-    for s in dma:
-        busy[s.lane] = busy.get(s.lane, 0.0) + s.duration_ns
+    compute, dma = [], {}
+    for s in spans:
+        if s.lane.startswith("DMA"):
+            dma.setdefault(s.lane, []).append(s)
+        else:
+            compute.append(s)
     keep = []
-    for lane in sorted(busy, key=lambda x: -busy[x]):
-        lane_spans_ = [s for s in dma if s.lane == lane]
-        if len(compute) + len(keep) + len(lane_spans_) > cap:
+    for lane in sorted(dma.values(), key=lambda ss: -sum(s.duration_ns for s in ss)):
+        if len(compute) + len(keep) + len(lane) > cap:
             break
-        keep.extend(lane_spans_)
+        keep.extend(lane)
     return compute[:cap] + keep
 
 
@@ -208,10 +212,8 @@ def _emit(model, op, charge) -> None:
     seq, name, args, outputs = op.seq, op.name, op.args, op.outputs
     prog, spans, base = _program(model, key, name, t)
     launch = min(float(charge.launch_ns), float(ns))
-    rec = OpRecord(name, 1, float(ns), launch, dict(base.engine_ns), base.tensor_flops,
-                   base.model_flops, base.transpose_ns, dict(base.dma_bytes),
-                   base.sbuf_peak_bytes_per_partition, base.psum_peak_bytes_per_partition,
-                   base.estimated)
+    rec = replace(base, device_ns=float(ns), launch_ns=launch, engine_ns=dict(base.engine_ns),
+                  dma_bytes=dict(base.dma_bytes))
     _classify_reads(rec, prog.read_bytes_by_arg if prog is not None else {}, name, args)
     _remember(outputs)
     SESSION.entries.append((name, ns, rec))
@@ -229,12 +231,10 @@ def _emit(model, op, charge) -> None:
 
 def _lane_rows(name, prog, spans, ns, launch, how) -> list:
     # The launch gets its own span only for a standalone op: in an AEE group it is shared.
-    rows = [("Runtime", 0, max(1, int(round(launch))), "launch")] if launch >= 1 and not how \
-        else []
+    rows = [_span("Runtime", 0, launch, "launch")] if launch >= 1 and not how else []
     body = ns - launch
     if prog is None:
-        rows.append(("Estimated", int(round(launch)), max(1, int(round(body))),
-                     f"{name}: roofline estimate, no program"))
+        rows.append(_span("Estimated", launch, body, f"{name}: roofline estimate, no program"))
     elif spans:
         scale = body / prog.result.total_ns if prog.result.total_ns else 1.0
         note = []
@@ -243,8 +243,8 @@ def _lane_rows(name, prog, spans, ns, launch, how) -> list:
         elif how:                                                 # key_averages rows few
             note.append(how)
         suffix = f" [{'; '.join(note)}]" if note else ""
-        rows.extend((s.lane, int(round(launch + s.offset_ns * scale)),
-                     max(1, int(round(s.duration_ns * scale))), s.label + suffix) for s in spans)
+        rows.extend(_span(s.lane, launch + s.offset_ns * scale, s.duration_ns * scale,
+                          s.label + suffix) for s in spans)
     return rows
 
 
@@ -293,18 +293,13 @@ def session_records(device_rows=None) -> list:
         entries = picked[::-1]
     merged = {}
     for name, _ns, rec in entries:
-        m = merged.get(name)
-        if m is None:
-            merged[name] = m = OpRecord(name)
-        m.add(rec)
+        if name not in merged:
+            merged[name] = OpRecord(name)
+        merged[name].add(rec)
     return list(merged.values())
 
 
 def session_programs() -> dict:
     """{op name: OpProgram} of the ops profiled so far (the latest program per name): the
     representative program behind each op's lanes, for per-op views (notebooks/02)."""
-    out = {}
-    for prog, _spans, base in _programs.values():
-        if prog is not None:
-            out[base.name] = prog
-    return out
+    return {base.name: prog for prog, _spans, base in _programs.values() if prog is not None}
