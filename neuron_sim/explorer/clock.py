@@ -25,6 +25,7 @@ issuing ops (data loading, Python between steps) counts as at most one issue cos
 from __future__ import annotations
 
 import bisect
+from collections import deque
 
 import numpy as np
 
@@ -72,17 +73,14 @@ def to_simulated_clock(trace: dict, drains_ns=None, host_issue_ns: float = HOST_
         return mark_clock(trace, "simulated", host_issue_ns=host_issue_ns, syncs="none")
 
     # Which launch issued which device row: same correlation id, in order.
-    launches = {}
+    launches = {}          # External id -> wall ts of its launches not yet matched, in order
     for e in sorted((e for e in host if is_launch_row(e)), key=lambda e: e["ts"]):
-        launches.setdefault(e["args"]["External id"], []).append(e)
+        launches.setdefault(e["args"]["External id"], deque()).append(e["ts"])
     issue_at = {}          # id(op row) -> wall ts of its issue
-    by_corr = {}
     for e in sorted(ops, key=lambda e: e["ts"]):
-        by_corr.setdefault((e.get("args") or {}).get("External id"), []).append(e)
-    for corr, rows in by_corr.items():
-        ls = launches.get(corr, []) if corr is not None else []
-        for k, e in enumerate(rows):
-            issue_at[id(e)] = ls[k]["ts"] if k < len(ls) else e["ts"]
+        corr = (e.get("args") or {}).get("External id")
+        ls = launches.get(corr) if corr is not None else None
+        issue_at[id(e)] = ls.popleft() if ls else e["ts"]
 
     if drains_ns:
         syncs = [d / 1e3 - base_us for d in drains_ns]

@@ -129,10 +129,9 @@ def fused_optimizer(phased, total_ns: float):
     """The fused-optimizer recommendation for the profiled steps (in the process that profiled),
     with its re-timed saving; None when it does not apply or saves too little. `phased`:
     neuron_sim.explorer.phases.row_phases(trace) of the profile's trace."""
-    from .hook import SESSION
     phased, classes = phased
     opt_rows = [(e, p) for e, p in phased if p == "optimizer"]
-    if not opt_rows or not SESSION.batches:
+    if not opt_rows:
         return None
     fused_name = FUSED.get(classes[0]) if len(classes) == 1 else None
     if fused_name is None or any("_fused_" in e["name"] for e, _p in opt_rows):
