@@ -1,6 +1,5 @@
 """Shared pieces of the instruction functions: the per-call context (the engine asked for, the
-core's rules run with the kernel's line), reading and writing the kernel's tensors, and operand
-helpers."""
+core's rules run with the kernel's line), reading and writing the kernel's tensors."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from ...isa.common import check_engine
 from ...numerics.rounding import store
 from ...program.builder import engine_of
 from ..errors import NkiPartitionError, NkiValidationError
-from ..tensor import NkiTensor
 from ..tracer import current, user_loc
 
 from .enums import engine
@@ -31,10 +29,6 @@ class _Ctx:
     def chip(self):
         """The core's hardware data; generation differences are its capability flags."""
         return self.trace.target
-
-    @property
-    def numerics(self):
-        return self.trace.numerics
 
     def fail(self, msg):
         raise NkiValidationError(msg, self.loc, f"nisa.{self.op}")
@@ -58,32 +52,20 @@ class _Ctx:
         return eng
 
     # numerics
-    def read(self, t, operand):
-        """float32 (P, F) array of an operand; checks it was written."""
+    def read(self, t, operand, raw=False):
+        """(P, F) array of an operand, float32 (`raw`: in its storage dtype); checks it was
+        written."""
         self.trace.check_initialized(t, f"nisa.{self.op}", operand, self.loc)
-        if not self.numerics:
+        if not self.trace.numerics:
             return None
-        a = t.np()
-        p = t.num_partitions if t.on_chip else 1
-        return np.asarray(a, dtype=np.float32).reshape(p, -1)
-
-    def read_raw(self, t, operand):
-        self.trace.check_initialized(t, f"nisa.{self.op}", operand, self.loc)
-        if not self.numerics:
-            return None
-        return np.ascontiguousarray(t.np()).reshape(t.num_partitions, -1)
+        a = np.ascontiguousarray(t.np()) if raw else np.asarray(t.np(), dtype=np.float32)
+        return a.reshape(t.num_partitions, -1)
 
     def write(self, t, values):
         """Round ``values`` to dst dtype and store them; mark the region written."""
-        if self.numerics and values is not None:
+        if self.trace.numerics and values is not None:
             store(t.np(), values, t.storage.dtype_name)
         t.mark_written()
 
     def emit(self, engine_name, reads, writes, **attrs):
         return self.trace.emit(self.op, engine_name, reads, writes, attrs, self.loc)
-
-
-def _arg(v):
-    """How a nisa call records an operand for its ISA module's `build`: a tensor view as it is,
-    a number as a Python float (None stays None)."""
-    return v if v is None or isinstance(v, NkiTensor) else float(v)

@@ -34,7 +34,7 @@ from .. import broadcast
 from ..program import _Mapper
 from ..tensor import NkiTensor
 from ..tracer import current, user_loc
-from ._common import _arg, _Ctx
+from ._common import _Ctx
 from .enums import engine
 
 
@@ -67,11 +67,11 @@ class _Views:
 
     def read_raw(self, ap):
         name, v = self.views[id(ap)]
-        return self.ctx.read_raw(v, name).reshape(ap.shape)
+        return self.ctx.read(v, name, raw=True).reshape(ap.shape)
 
     def read_packed(self, ap):
         name, v = self.views[id(ap)]
-        return unpack_x4(self.ctx.read_raw(v, name), ap.dtype).reshape(ap.shape + (4,))
+        return unpack_x4(self.ctx.read(v, name, raw=True), ap.dtype).reshape(ap.shape + (4,))
 
     def write_packed(self, ap, values):
         self.ctx.write(self.views[id(ap)][1], pack_x4(values, ap.dtype))
@@ -240,7 +240,7 @@ def adapter(name: str):
                 if not dma:                 # DMA descriptors take views of any rank
                     ctx.core(check_pattern_dims, name, k, ap, chip)
             elif type(v) in (int, float) or isinstance(v, np.floating):
-                operands[k] = _arg(v)       # numbers as Python floats, as the modules compare
+                operands[k] = float(v)      # numbers as Python floats, as the modules compare
             else:
                 operands[k] = v
         same = [k for k in same_shape if isinstance(given[k], NkiTensor)]
