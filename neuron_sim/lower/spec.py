@@ -121,6 +121,22 @@ class OpSpec:
         return (self.op, k(self.args), k(self.outputs))
 
 
+def dense_order(shape, strides) -> tuple | None:
+    """`shape` in memory order, outermost dimension first, when the tensor holds its elements
+    without gaps or overlaps whatever the order of its dimensions (a weight's transpose, a clone
+    of a transposed view keeps its strides); None when it has gaps or overlaps. A size-1
+    dimension is never stepped over: its stride does not count, and it goes inside a dimension
+    of equal stride (a view that moved it lists its dimensions as its base does)."""
+    order = sorted(range(len(shape)), key=lambda d: (-strides[d], -shape[d]))
+    span = 1
+    for d in reversed(order):
+        if shape[d] > 1:
+            if strides[d] != span:
+                return None
+            span *= shape[d]
+    return tuple(shape[d] for d in order)
+
+
 def tensor_list(a) -> bool:
     """Whether argument `a` is a tensor list (a non-empty list or tuple of TensorSpecs).
     (Plain loops: this runs for every op of every fused group, where generator expressions

@@ -4,6 +4,7 @@ from neuron_sim import get_chip
 from neuron_sim.lower import TensorSpec
 from neuron_sim.lower.context import LowerCtx
 from neuron_sim.lower.rules.movement import strided_copy
+from neuron_sim.lower.spec import dense_order
 
 
 def test_transposed_copy_reads_each_chunk_from_its_own_rows_of_the_source():
@@ -19,3 +20,13 @@ def test_transposed_copy_reads_each_chunk_from_its_own_rows_of_the_source():
     assert [r.tensor.id for r in reads] == [ctx.hbm(src).id] * 2
     assert [r.box()[2:] for r in reads] == [(0, 501 * 128), (501 * 128, 1001 * 128)]
     assert reads[-1].box()[3] <= ctx.hbm(src).shape[0]
+
+
+def test_dense_order_lists_a_gapless_view_in_memory_order():
+    # a transpose is dense (its base's order), a slice has gaps, an expand overlaps; a size-1
+    # dimension's stride never counts (a permute that moved it, x.t() of a column)
+    assert dense_order((3, 4), (1, 3)) == (4, 3)
+    assert dense_order((3, 4), (8, 1)) is None
+    assert dense_order((3, 4), (0, 1)) is None
+    assert dense_order((1, 3, 4), (4, 4, 1)) == (3, 1, 4)
+    assert dense_order((1, 2), (1, 1)) == dense_order((2, 1), (1, 1)) == (2, 1)

@@ -34,6 +34,7 @@ import math
 
 import torch
 
+from neuron_sim.lower.spec import dense_order
 from neuron_sim.program.ap import row_major
 
 from .. import _C
@@ -82,15 +83,6 @@ def _retyped(t, dtype) -> TensorDesc:
     return _desc(t.sizes, t.strides, dtype, t.storage, t.offset, t.on_neuron)
 
 
-def _dense_order(t):
-    """A dense tensor whatever its dimension order (a weight's transpose): its elements in
-    memory order, as (sizes, strides); None when the view has gaps or overlaps."""
-    order = sorted(range(len(t.sizes)), key=lambda d: -t.strides[d])
-    sizes = tuple(t.sizes[d] for d in order)
-    return (sizes, row_major(sizes)) \
-        if tuple(t.strides[d] for d in order) == row_major(sizes) else None
-
-
 class Rewrite:
     """One profiled region rewritten op by op; `items(item, phase)` returns the ops autocast
     would issue in its place. `casts` counts the casts added."""
@@ -115,13 +107,13 @@ class Rewrite:
     def _key(t, dtype):
         """A dense tensor is cast whole, in memory order, so every view of it (a weight and its
         transpose) reads the one copy; a strided slice is cast on its own."""
-        dense = _dense_order(t)
-        return (t.storage, t.offset, dense[0], dtype) if dense is not None \
+        dense = dense_order(t.sizes, t.strides)
+        return (t.storage, t.offset, dense, dtype) if dense is not None \
             else ((t.storage, t.offset, t.sizes, t.strides), dtype)
 
     @staticmethod
     def _read(t, dtype, storage):
-        return _desc(t.sizes, t.strides if _dense_order(t) is not None
+        return _desc(t.sizes, t.strides if dense_order(t.sizes, t.strides) is not None
                      else row_major(t.sizes), dtype, storage)
 
     def _cached(self, t, dtype, phase=None):
@@ -135,11 +127,11 @@ class Rewrite:
         hit = self._cached(t, dtype) if reuse else None
         if hit is not None:
             return hit
-        dense = _dense_order(t)
+        dense = dense_order(t.sizes, t.strides)
         storage = next(_fake_storage)
         if dense is not None:        # cast the storage in memory order; read it back as t reads
-            src = _desc(dense[0], dense[1], t.dtype, t.storage, t.offset)
-            dst = _desc(dense[0], dense[1], dtype, storage)
+            src = _desc(dense, row_major(dense), t.dtype, t.storage, t.offset)
+            dst = _desc(dense, row_major(dense), dtype, storage)
         else:
             src, dst = t, _desc(t.sizes, row_major(t.sizes), dtype, storage)
         out.append(queued_op(CAST, device, stream, (src,), (dst,)))

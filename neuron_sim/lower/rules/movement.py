@@ -21,7 +21,7 @@ from math import ceil, prod
 from ...numerics.formats import itemsize
 from ...program.ap import AccessPattern
 from ..registry import lowers
-from ..spec import TensorSpec
+from ..spec import TensorSpec, dense_order
 
 # _unsafe_view is a view that autograd does not track as one (AOT graphs and reshape of a fresh
 # copy use it): no data moves.
@@ -105,25 +105,13 @@ def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
     ctx.stream(out, [src], lambda s, d, p, f, j: ctx.b.tensor_copy(d[0], s[0]))
 
 
-def _same_dense_layout(a: TensorSpec, b: TensorSpec) -> bool:
-    """a and b hold their elements in one order without gaps (a clone of a transposed view keeps
-    its strides): copying one into the other copies their storage as it lies."""
-    if a.shape != b.shape or a.strides != b.strides:
-        return False
-    span = 1
-    for s, n in sorted((s, n) for s, n in zip(a.strides, a.shape) if n > 1):
-        if s != span:
-            return False
-        span *= n
-    return True
-
-
 def device_copy(ctx, src: TensorSpec, out: TensorSpec):
     """src copied into out as the DMA engines do it: one HBM -> HBM copy when both are of one
     dtype and contiguous (or laid out alike, without gaps), else through SBUF (strided_copy:
     dma_transpose for a transposed src)."""
+    alike = (src.shape, src.strides) == (out.shape, out.strides)
     if src.dtype == out.dtype and (src.is_contiguous and out.is_contiguous
-                                   or _same_dense_layout(src, out)):
+                                   or alike and dense_order(src.shape, src.strides) is not None):
         dma_hbm_copy(ctx, src, out)
     else:
         strided_copy(ctx, src, out)
