@@ -15,9 +15,11 @@ import functools
 import gc
 import inspect
 import math
+import os
 import threading
 import time
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -103,10 +105,13 @@ def jit(func=None, mode="auto", platform_target=None, **kwargs):
 
 
 class Simulated:
-    """What ``nki.simulate(kernel)`` returns: call it like the kernel; ``.report`` after."""
+    """What ``nki.simulate(kernel)`` returns: call it like the kernel; ``.report`` after (and the
+    legacy ``.benchmark_result``). With `trace_file` (legacy ``nki.profile``), each call writes
+    the instruction timeline there as Chrome/Perfetto JSON."""
 
-    def __init__(self, kernel, **options):
+    def __init__(self, kernel, trace_file=None, **options):
         self.kernel = kernel if isinstance(kernel, Kernel) else jit(kernel)
+        self.trace_file = trace_file
         self.options = options
         self.report = None
 
@@ -117,8 +122,29 @@ class Simulated:
 
     def __call__(self, *args, **kwargs):
         out = run(self.kernel, args, kwargs, **self.options)
-        self.report = last_report()
+        rep = self.report = last_report()
+        if self.trace_file and rep is not None and rep.timing and rep.timing[0] is not None:
+            os.makedirs(os.path.dirname(self.trace_file), exist_ok=True)
+            rep.write_chrome_trace(self.trace_file)
         return out
+
+    @property
+    def benchmark_result(self):
+        """The latency of the last call (None before one), as legacy ``nki.benchmark`` gives it:
+        simulated time is deterministic, so every percentile is the simulated latency (µs)."""
+        rep = self.report
+        if rep is None:
+            return None
+        us = rep.total_ns / 1e3 if rep.total_ns is not None else float("nan")
+        return SimpleNamespace(nc_latency=_Latency(us), report=rep)
+
+
+class _Latency:
+    def __init__(self, us):
+        self._us = us
+
+    def get_latency_percentile(self, p):
+        return self._us
 
 
 def simulate(kernel, **options):
@@ -381,32 +407,6 @@ def execute(kernel, *args, **kwargs):
 
 
 # ---- legacy helpers ----------------------------------------------------------------------------
-class _Latency:
-    def __init__(self, us):
-        self._us = us
-
-    def get_latency_percentile(self, p):
-        """Simulated time is deterministic: every percentile is the simulated latency (µs)."""
-        return self._us
-
-
-class _BenchmarkResult:
-    def __init__(self, us, report):
-        self.nc_latency = _Latency(us)
-        self.report = report
-
-
-class _Benchmarked(Simulated):
-    @property
-    def benchmark_result(self) -> _BenchmarkResult | None:
-        """The latency of the last call (None before one)."""
-        rep = self.report
-        if rep is None:
-            return None
-        return _BenchmarkResult(rep.total_ns / 1e3 if rep.total_ns is not None else float("nan"),
-                                rep)
-
-
 # what the legacy helpers document only for hardware (the NEFF and NTFF files written, compiler
 # flags): taken, with nothing to do on the simulator
 _ARTIFACTS = ("save_neff_name", "save_trace_name", "additional_compile_opt")
@@ -426,7 +426,7 @@ def _run_options(helper: str, options: dict, ignored=()) -> dict:
 def benchmark(kernel=None, warmup=5, iters=10, **options):
     """Legacy ``nki.benchmark``: simulates once. Simulated time is deterministic: each of the
     `iters` runs after the `warmup` ones would take it, so it is every latency percentile."""
-    make = functools.partial(_Benchmarked, **_run_options("benchmark", options, _ARTIFACTS))
+    make = functools.partial(Simulated, **_run_options("benchmark", options, _ARTIFACTS))
     return make if kernel is None else make(kernel)
 
 
@@ -435,31 +435,14 @@ def simulate_kernel(kernel, *args, **kwargs):
     return Simulated(kernel)(*args, **kwargs)
 
 
-class _Profiled(_Benchmarked):
-    def __init__(self, kernel, working_directory, save_trace_name, options):
-        super().__init__(kernel, **options)
-        self.working_directory, self.save_trace_name = working_directory, save_trace_name
-
-    def __call__(self, *args, **kwargs):
-        import os
-        out = super().__call__(*args, **kwargs)
-        rep = self.report
-        if rep is not None and rep.timing and rep.timing[0] is not None:
-            d = self.working_directory or "."
-            os.makedirs(d, exist_ok=True)
-            name = os.path.splitext(self.save_trace_name or "profile")[0] + ".json"
-            rep.write_chrome_trace(os.path.join(d, name))
-        return out
-
-
 def profile(func=None, working_directory=None, save_neff_name=None, save_trace_name="profile.json",
             additional_compile_opt=None, overwrite=False, profile_nth=1, **options):
     """Legacy ``nki.profile``: simulates and writes the instruction timeline as Chrome/Perfetto
     JSON (``<working_directory>/<save_trace_name>.json``) instead of an NTFF."""
-    options = _run_options("profile", options)
-    if func is None:
-        return lambda k: _Profiled(k, working_directory, save_trace_name, options)
-    return _Profiled(func, working_directory, save_trace_name, options)
+    name = os.path.splitext(save_trace_name or "profile")[0] + ".json"
+    make = functools.partial(Simulated, trace_file=os.path.join(working_directory or ".", name),
+                             **_run_options("profile", options))
+    return make if func is None else make(func)
 
 
 def baremetal(kernel=None, **options):
