@@ -228,11 +228,10 @@ def summarize(records, *, chip: str, peak_flops: float, hbm_bytes_per_s: float,
     hbm = sum(dma.values())
     secs = total * 1e-9
     pct = {e: (100.0 * v / total if total else 0.0) for e, v in eng.items()}
-    top = sorted(records, key=lambda r: -r.device_ns)
     top_ops = [{"name": r.name, "count": r.count, "device_ns": r.device_ns,
                 "percent": 100.0 * _share(r.device_ns, total), "engine_ns": dict(r.engine_ns),
                 "hbm_bytes": sum(r.dma_bytes.values()), "estimated": r.estimated}
-               for r in top]
+               for r in sorted(records, key=lambda r: -r.device_ns)]
     s = Summary(chip=chip, total_ns=total, engine_active_ns=eng, engine_active_percent=pct,
                 hfu=tf / (secs * peak_flops) if secs else 0.0,
                 mfu=mf / (secs * peak_flops) if secs else 0.0,

@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from ..kernels.timing import _union_length
-from .summary import DMA_KINDS, ENGINES, OpRecord, Summary, summarize
+from .summary import ENGINES, OpRecord, Summary, summarize
 
 EXPLORER_KEY = "neuronExplorer"
 NO_VERDICT = ("none: this trace has no neuronExplorer section (write it with NeuronProfiler, or "
@@ -177,8 +177,6 @@ def summary_from_trace(trace: dict) -> Summary:
                          "MFU, MBU, DMA bytes and memory peaks are unknown; DMA activity is the "
                          "union of the busy parts of the DMA lanes"])
     s.top_ops = [o for o in s.top_ops if o["name"] != "(engine lanes)"]
-    s.hfu = s.mfu = s.mbu = 0.0
-    s.dma_bytes = {k: 0.0 for k in DMA_KINDS}
     # Lanes are merged and capped per op and per session, DMA bytes and FLOPs are not in the
     # rows: a verdict or advice from them could contradict the full summary of the same steps.
     s.verdict = NO_VERDICT
