@@ -74,11 +74,9 @@ def _ring(op, fabric, cores, nbytes, members=None):
     bw = _ring_bandwidth(fabric, cores)
     hop = _hop_s(fabric, cores)
     chunk = nbytes / p
-    if op == "all_reduce":
-        steps = 2 * (p - 1)
+    if op in _RS_AG:             # all-reduce: a reduce-scatter, then an all-gather
+        steps = (2 if op == "all_reduce" else 1) * (p - 1)
         return steps, steps * (hop + chunk / bw)
-    if op in ("all_gather", "reduce_scatter"):
-        return p - 1, (p - 1) * (hop + chunk / bw)
     if op in ("broadcast", "reduce"):
         # pipelined along the ring: p-1 hops, the buffer crosses each link once
         return p - 1, (p - 1) * hop + nbytes / bw
@@ -119,10 +117,9 @@ def _mesh(op, fabric, cores, nbytes):
     bw = _mesh_bandwidth(fabric, cores)
     hop = _hop_s(fabric, cores)
     out = nbytes * (p - 1) / p    # bytes each rank sends in one direct exchange
-    if op == "all_reduce":        # direct reduce-scatter, then direct all-gather
-        return 2, 2 * (hop + out / bw)
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return 1, hop + out / bw
+    if op in _RS_AG or op == "all_to_all":   # all-reduce: direct reduce-scatter, then all-gather
+        k = 2 if op == "all_reduce" else 1
+        return k, k * (hop + out / bw)
     if op in ("broadcast", "reduce"):
         return 1, hop + nbytes * (p - 1) / bw
     return None
