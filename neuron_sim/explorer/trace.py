@@ -65,10 +65,8 @@ def rebase_timestamps(trace: dict) -> float:
     Returns the shift in microseconds."""
     events = trace.get("traceEvents", [])
     stamps = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
-    if not stamps:
-        return 0.0
-    shift = float(int(min(stamps)))
-    if shift <= 0:
+    shift = float(int(min(stamps, default=0)))
+    if shift <= 0:          # no timestamps, or the trace starts at 0 already
         return 0.0
     for e in events:
         if isinstance(e.get("ts"), (int, float)):
