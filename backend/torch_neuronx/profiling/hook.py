@@ -13,9 +13,9 @@ the profiler is not logging (`charges` is None) this returns at once. Otherwise,
 - big ops are extrapolated by the lowering: their representative program's lanes are stretched to
   the op's time and the labels say so; ops fused by Adaptive Eager Execution show their own
   program, stretched to their share of the fused program, labelled "AEE-fused";
-- roofline-estimated ops get one "Estimated" span, host copies one "PCIe" span, compiled graphs
-  and collectives (timed by their own issues) one "Graph" span: no engine detail exists for them
-  here, and the lane says so."""
+- roofline-estimated ops get one "Estimated" span, host copies one "PCIe" span, other work timed
+  as a whole (collectives, NKI kernels) one "Graph" span, a compiled graph one span per engine
+  (`_graph`): no instruction timeline exists for them here, and the labels say so."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class LaneOptions:
 OPTIONS = LaneOptions.from_env()
 
 # Which argument of a matmul-family op is the weight (a positional heuristic; see
-# neuron_sim/explorer/summary.py).
+# neuron_sim/explorer/README.md, "DMA bytes by kind").
 WEIGHT_ARG = {"aten::mm": 1, "aten::addmm": 2, "aten::linear": 1, "aten::matmul": 1,
               "aten::convolution": 1, "aten::embedding": 0, "aten::addmv": 1, "aten::mv": 0}
 _MAX_ENTRIES = 2_000_000     # session bound: a forgotten profiler must not grow without limit

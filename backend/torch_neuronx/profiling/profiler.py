@@ -28,7 +28,7 @@ from neuron_sim.explorer.trace import LAUNCH_CATEGORY, is_launch_row
 
 from . import advice
 from .config import NeuronConfig, ProfileMode
-from .hook import session_records
+from .hook import OPTIONS, SESSION, session_records
 
 LANE_TID_BASE = 1000    # the Kineto plugin's lane rows use tid >= 1000 (op rows: the stream)
 
@@ -163,7 +163,6 @@ def explorer_summary(prof=None, *, notes=(), rows=None, trace=None) -> Summary:
     if rows is not None and len(rows) != sum(r.count for r in recs):
         notes.append(f"{len(rows)} device rows in the trace, {sum(r.count for r in recs)} "
                      "matched to simulated programs")
-    from .hook import OPTIONS, SESSION
     if any(r.name.startswith(COMPILED_GRAPH_PREFIX) for r in recs):
         notes.append("compiled graphs: engine busy, FLOPs, DMA/spill bytes and SBUF peak from "
                      "their graph cost (totals per launch, no instruction timeline)")
@@ -272,7 +271,6 @@ def set_clock(trace: dict, clock: str) -> dict:
     the profiling hook recorded in this process, or mark it as a wall-clock trace."""
     if check_clock(clock) == "wall":
         return mark_clock(trace, "wall")
-    from .hook import SESSION
     return to_simulated_clock(trace, drains_ns=list(SESSION.drains) or None)
 
 
@@ -288,7 +286,6 @@ def _attach_session_summary(trace: dict) -> None:
     each device row: give the trace the same `neuronExplorer` summary NeuronProfiler writes, so
     `neuron-sim explorer` reads one verdict from either trace. Skipped when the rows do not
     match this process's last session (a trace from elsewhere)."""
-    from .hook import SESSION
     rows = trace_rows(trace)
     if not rows or not SESSION.entries:
         return
