@@ -39,10 +39,6 @@ def _tiles(ctx):
     return ctx.P, ctx.chip.matmul_stationary_fmax, ctx.chip.psum_bank_fp32_elems
 
 
-def _mm_dtype(t):
-    return t.dtype if t.dtype in ("bfloat16", "float16") else "float32"
-
-
 def _buf(ctx, role, shape, dtype, slot, memory=Memory.SBUF, bufs=None):
     """A rotating [NP, F] tile (4 SBUF / 2 PSUM buffers) used as [shape]: F is the smallest of
     1, QT, KT or a multiple of NP that holds shape[1] (PSUM: QT or a whole bank), so
@@ -69,11 +65,17 @@ def _head_base(t, bh, heads):
     return b * t.strides[0] + hk * t.strides[1]
 
 
+def _head_rows(ctx, t, base, r0, rn, d):
+    """Rows [r0, r0+rn) (d elements each) of the [S, D] head at element `base` of t, in HBM,
+    one per partition."""
+    return AccessPattern(ctx.hbm(t), 0, rn, base + r0 * t.strides[-2], ((d, t.strides[-1]),),
+                         max(t.strides[-2], 1))
+
+
 def _rows(ctx, t, base, r0, rn, dtype, role, slot):
     """Rows [r0, r0+rn) of a [S, D] head as an SBUF tile [rn, D] (natural layout)."""
     tile = ctx.tile(role, (rn, t.shape[-1]), dtype, slot)
-    ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, rn, base + r0 * t.strides[-2],
-                                       ((t.shape[-1], t.strides[-1]),), max(t.strides[-2], 1)))
+    ctx.b.dma_copy(tile, _head_rows(ctx, t, base, r0, rn, t.shape[-1]))
     return tile
 
 
@@ -211,12 +213,14 @@ def _plan(ctx, op, first, causal_at):
             f"V need one head count dividing {H} (grouped-query attention); this op is timed by "
             f"the roofline estimate")
     scale = op.arg(causal_at + 2)
-    blocks = _blocks(B * H, ceil(S_q / QT), bool(op.arg(causal_at, False)))
+    causal = bool(op.arg(causal_at, False))
+    blocks = _blocks(B * H, ceil(S_q / QT), causal)
     # >= 4 blocks (the half-size build has 2): both pipeline lanes busy in both builds
     per_block = 2 * ceil(k.shape[-2] / KT) * 30
     n = ctx.repeat(len(blocks), cap=max(4, 1800 // per_block))
-    return (q, k, v, bool(op.arg(causal_at, False)), mask, float(scale) if scale else D ** -0.5,
-            _items(blocks, n), _mm_dtype(q))
+    mm_dtype = q.dtype if q.dtype in ("bfloat16", "float16") else "float32"
+    return (q, k, v, causal, mask, float(scale) if scale else D ** -0.5, _items(blocks, n),
+            mm_dtype)
 
 
 def _mask_add(ctx, s_sb, mask, bh, heads, q0, qn, k0, kn, slot):
@@ -340,9 +344,7 @@ def sdpa_forward(ctx, op):
         b.activation(rl, l, "reciprocal")
         o = _buf(ctx, "o", (qn, D), out.dtype, 2 * (j % 2) + idx)
         b.tensor_tensor(o, acc, rl, "multiply")
-        oh = ctx.hbm(out)
-        b.dma_copy(AccessPattern(oh, 0, qn, _head_base(out, bh, H) + q0 * out.strides[-2],
-                                 ((D, out.strides[-1]),), out.strides[-2]), o)
+        b.dma_copy(_head_rows(ctx, out, _head_base(out, bh, H), q0, qn, D), o)
         if lse is not None and lse.numel >= B * H * S_q:
             lt = _buf(ctx, "lse", (qn, 1), "float32", 2 * (j % 2) + idx)
             b.activation(lt, l, "log")
@@ -382,8 +384,7 @@ def sdpa_backward(ctx, op):
                     b.activation(ot, ctx.cols(acc, cn, c * D, D), "copy", scale=scale)
                 else:
                     b.tensor_copy(ot, ctx.cols(acc, cn, c * D, D), engine="gpsimd")
-                b.dma_copy(AccessPattern(ctx.hbm(t), 0, cn, base + c * NP * t.strides[-2],
-                                         ((D, t.strides[-1]),), t.strides[-2]), ot)
+                b.dma_copy(_head_rows(ctx, t, base, c * NP, cn, D), ot)
 
     heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "vT", "k"), slots)
     left = {}                                   # query tiles left per K/V head (GQA: its group)
@@ -461,9 +462,7 @@ def sdpa_backward(ctx, op):
         if dq is not None and dq.numel:
             dqt = _buf(ctx, "dq_o", (qn, D), dq.dtype, sl)
             b.activation(dqt, dq_ps, "copy", scale=scale)
-            b.dma_copy(AccessPattern(ctx.hbm(dq), 0, qn,
-                                     _head_base(dq, bh, H) + q0 * dq.strides[-2],
-                                     ((D, dq.strides[-1]),), dq.strides[-2]), dqt)
+            b.dma_copy(_head_rows(ctx, dq, _head_base(dq, bh, H), q0, qn, D), dqt)
         left[kv] -= 1
         if left[kv] == 0:
             flush(bh, dkv.pop(kv))
