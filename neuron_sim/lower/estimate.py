@@ -15,11 +15,6 @@ from ..roofline import model_flops, roofline_ns
 from .spec import OpSpec
 
 
-def _flops(op: OpSpec) -> float:
-    return model_flops(op.op.split("::")[-1], [t.shape for t in op.inputs],
-                       [t.shape for t in op.outputs])
-
-
 def _itemsize(dtype) -> float:
     try:
         return itemsize(dtype)
@@ -29,7 +24,8 @@ def _itemsize(dtype) -> float:
 
 def estimate(op: OpSpec, chip, lnc: int = 1):
     c = get_chip(chip)
-    flops = _flops(op)
+    flops = model_flops(op.op.split("::")[-1], [t.shape for t in op.inputs],
+                        [t.shape for t in op.outputs])
     nbytes = float(sum(t.numel * _itemsize(t.dtype) for t in list(op.inputs) + list(op.outputs)
                        if t.on_device))
     dtype = next((t.dtype for t in op.inputs), op.outputs[0].dtype if op.outputs else "float32")

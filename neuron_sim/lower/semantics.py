@@ -28,6 +28,7 @@ from ..interpreter import execute
 from ..numerics.formats import itemsize, np_dtype
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
+from .rules.elementwise import COPY_OPS
 from .rules.optimizer import list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
 
@@ -47,9 +48,7 @@ EXACT = {
     "binary": {f"aten::{n}" for n in (
         "add", "sub", "mul", "div", "true_divide", "maximum", "minimum", "eq", "ne", "lt", "le",
         "gt", "ge", "fmod", "remainder")},
-    "copy_like": {"aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous", "aten::copy",
-                  "aten::_copy_from", "aten::alias_copy", "aten::lift_fresh_copy",
-                  "aten::detach_copy", "aten::view_copy", "aten::_reshape_copy"},
+    "copy_like": set(COPY_OPS),
     "copy_d2d": {"neuron::copy_d2d"},
     "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
     "reduction": {"aten::sum", "aten::amax", "aten::amin"},
@@ -154,10 +153,10 @@ def _elementwise_reason(op: OpSpec, rule: str) -> str | None:
     if any(isinstance(s, (tuple, list)) for s in scalars) and rule != "fill":
         return "a list of scalars (one per member) is not applied"
     if rule == "foreach":
-        if name == "aten::_foreach_add" or name == "aten::_foreach_sub":
-            if len([a for a in op.args if tensor_list(a)]) > 1 and scalars not in ([], [1]):
-                return "alpha is not applied"
         lists = [a for a in op.args if tensor_list(a)]
+        if name in ("aten::_foreach_add", "aten::_foreach_sub") and len(lists) > 1 \
+                and scalars not in ([], [1]):
+            return "alpha is not applied"
         if any(len(lst) != len(lists[0]) or any(a.numel != b.numel for a, b in zip(lst, lists[0]))
                for lst in lists):
             return "the lists' members differ in size"

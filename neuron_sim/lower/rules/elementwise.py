@@ -22,16 +22,16 @@ COPY = "copy"    # VectorE tensor_copy (casts: arithmetic is FP32, casts free [A
 RNG = "rng"      # random bits (stand-in: a GpSimd instruction of 150 + N cycles, see below)
 
 
-def scalar_operand(op, default=1.0) -> float:
+def scalar_operand(op) -> float:
     """The op's first Python number after its first tensor (add.Scalar's other, clamp_min's
     min, _foreach_mul.Scalar's scalar): the immediate of its tensor_scalar steps, so the program
-    computes the op (semantics.py); the cost does not depend on it. `default` without one."""
+    computes the op (semantics.py); the cost does not depend on it. 1.0 without one."""
     seen = False
     for a in op.args:
         if type(a) in (int, float) and seen:
             return float(a)
         seen = seen or not isinstance(a, (int, float, str, type(None)))
-    return default
+    return 1.0
 
 
 def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0):
@@ -199,9 +199,12 @@ def activation_backward(ctx, op):
 
 
 # ---- copies that compute (casts), fills ------------------------------------------------------
-@lowers("aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous", "aten::copy",
-        "aten::_copy_from", "aten::alias_copy", "aten::lift_fresh_copy", "aten::detach_copy",
-        "aten::view_copy", "aten::_reshape_copy")
+COPY_OPS = ("aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous", "aten::copy",
+            "aten::_copy_from", "aten::alias_copy", "aten::lift_fresh_copy", "aten::detach_copy",
+            "aten::view_copy", "aten::_reshape_copy")
+
+
+@lowers(*COPY_OPS)
 def copy_like(ctx, op):
     """A copy between device tensors: what neuron::copy_d2d does (movement.device_copy: HBM ->
     HBM for one dtype and layout, else through SBUF: dma_transpose for a transposed source, a
