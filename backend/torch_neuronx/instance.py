@@ -25,25 +25,26 @@ class Visible:
         return self.instance.hbm_bytes_per_logical_core(self.lnc)
 
 
-def _parse_visible(spec: str, total: int) -> tuple:
+def parse_cores(spec, name: str, total: int | None = None) -> tuple:
+    """'0,1,2-5' -> (0, 1, 2, 3, 4, 5), in the order given, repeats dropped. `name` is the
+    setting the errors name; `total`, when known, is the number of cores the indices may reach."""
     def index(text):
         try:
             value = int(text)
         except ValueError:
-            raise ValueError(f"NEURON_RT_VISIBLE_CORES={spec!r} is not an index or a range such as "
-                             "0-3.") from None
-        if not 0 <= value < total:
-            raise ValueError(f"NEURON_RT_VISIBLE_CORES={spec!r}: core {value} does not exist; the "
-                             f"instance has logical cores 0-{total - 1}.")
+            raise ValueError(f"{name}={spec!r}: {text.strip()!r} is not a core index or a range "
+                             "such as 0-3.") from None
+        if value < 0 or total is not None and value >= total:
+            cores = "" if total is None else f"; the instance has logical cores 0-{total - 1}"
+            raise ValueError(f"{name}={spec!r}: core {value} does not exist{cores}.")
         return value
 
     cores = []
-    for part in spec.split(","):
-        part = part.strip()
-        if "-" in part:
+    for part in str(spec).split(","):
+        if "-" in part.strip(" -"):
             lo, hi = (index(p) for p in part.split("-", 1))
             if hi < lo:
-                raise ValueError(f"NEURON_RT_VISIBLE_CORES={spec!r}: range {part} is empty.")
+                raise ValueError(f"{name}={spec!r}: range {part.strip()} is empty.")
             cores.extend(range(lo, hi + 1))
         else:
             cores.append(index(part))
@@ -56,7 +57,7 @@ def resolve(instance_name: str | None = None, environ=None) -> Visible:
     inst, lnc = select(name, settings.get("NEURON_LOGICAL_NC_CONFIG", environ))
     total = inst.logical_cores(lnc)
     spec = settings.get("NEURON_RT_VISIBLE_CORES", environ)
-    cores = _parse_visible(spec, total) if spec else tuple(range(total))
+    cores = parse_cores(spec, "NEURON_RT_VISIBLE_CORES", total) if spec else tuple(range(total))
     count = settings.get("NEURON_RT_NUM_CORES", environ)   # >= 0: the setting's minimum
     if count:
         if count > len(cores):

@@ -138,8 +138,13 @@ def test_neuron_config_fields_and_errors():
     assert cfg.modes == [ProfileMode.DEVICE, ProfileMode.RUNTIME] and cfg.precache_node_info
     assert NeuronConfig(capture_enabled_for_nc="0,1,2-5").cores == {0, 1, 2, 3, 4, 5}
     assert NeuronConfig(modes=["cpu_util"]).modes == [ProfileMode.CPU_UTIL]
-    with pytest.raises(ValueError, match="capture_enabled_for_nc"):
-        NeuronConfig(capture_enabled_for_nc="a-b")
+    assert NeuronConfig(capture_enabled_for_nc=3).cores == {3}
+    # One core-list rule with NEURON_RT_VISIBLE_CORES (instance.parse_cores): empty parts,
+    # reversed ranges and negative cores are errors that name the option.
+    for spec, message in (("a-b", "'a' is not a core index"), ("0,,1", "'' is not a core index"),
+                          ("5-2", "range 5-2 is empty"), ("-1", "core -1 does not exist")):
+        with pytest.raises(ValueError, match=f"capture_enabled_for_nc='{spec}': {message}"):
+            NeuronConfig(capture_enabled_for_nc=spec)
     with pytest.raises(ValueError, match="max_events_per_nc"):
         NeuronConfig(max_events_per_nc=0)
 

@@ -15,6 +15,7 @@ import os
 from torch._C._profiler import _ExperimentalConfig
 
 from .. import settings
+from ..instance import parse_cores
 from ..private_files import user_cache_dir
 
 
@@ -23,29 +24,6 @@ class ProfileMode(enum.Enum):
     RUNTIME = "runtime"          # hardware: ntrace.pb + trace_info.pb (runtime API events)
     CPU_UTIL = "cpu_util"        # cpu_util.pb
     HOST_MEMORY = "host_memory"  # host_mem.pb
-
-
-def _parse_cores(spec) -> set | None:
-    """'0,1,2-5' -> {0, 1, 2, 3, 4, 5}; None -> all cores."""
-    if spec is None or spec == "":
-        return None
-    if isinstance(spec, int):
-        return {spec}
-    out = set()
-    for part in str(spec).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part:
-                a, b = part.split("-", 1)
-                out.update(range(int(a), int(b) + 1))
-            else:
-                out.add(int(part))
-        except ValueError:
-            raise ValueError(f"capture_enabled_for_nc={spec!r}: expected core indices and ranges "
-                             "such as '0,1,2-5'") from None
-    return out
 
 
 class NeuronConfig(_ExperimentalConfig):
@@ -63,7 +41,8 @@ class NeuronConfig(_ExperimentalConfig):
             raise ValueError(f"max_events_per_nc={max_events_per_nc}: expected a positive count")
         self.max_events_per_nc = max_events_per_nc
         self.capture_enabled_for_nc = capture_enabled_for_nc
-        self.cores = _parse_cores(capture_enabled_for_nc)
+        self.cores = (None if capture_enabled_for_nc in (None, "") else   # None: every core
+                      set(parse_cores(capture_enabled_for_nc, "capture_enabled_for_nc")))
         self.profile_output_dir = os.fspath(profile_output_dir)
         self.neff_cache_dir = (neff_cache_dir or settings.get("TORCH_NEURONX_NEFF_CACHE_DIR")
                                or user_cache_dir("torch_neuronx", "neff"))
