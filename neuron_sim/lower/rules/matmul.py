@@ -208,10 +208,18 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
                     mrow = m0 + t * MT
                     b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + mrow * N + (n0 + j * NT) * ms,
                                              ((ns, 1),), ns), o)
-        if store and coalesce:       # rows of mcount M tiles: mcount runs of bn per partition
-            p0 = min(MT, mcols)
-            b.dma_copy(AccessPattern(oh, 0, p0, bi * M * N + m0 * N + n0 * mcols,
-                                     ((mcount, bn + 1), (bn, 1)), mcount * (bn + 1)), oblk)
+        if store and coalesce:
+            # tile-major as the stores above: M tile t's [MT, bn] at row m0 + t * MT, column
+            # n0 * MT. The whole tiles (mcols > MT: at least one) by one DMA, a run of bn per
+            # tile and partition; a short last tile by a second one
+            whole = mcols // MT
+            b.dma_copy(AccessPattern(oh, 0, MT, bi * M * N + m0 * N + n0 * MT,
+                                     ((whole, MT * N), (bn, 1)), bn), oblk[0:MT, 0:whole * bn])
+            ms = mcols - whole * MT
+            if ms:
+                mrow = m0 + whole * MT
+                b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + mrow * N + n0 * ms,
+                                         ((bn, 1),), bn), oblk[0:ms, whole * bn:mcount * bn])
 
 
 def _bias_tile(ctx, bias: TensorSpec, parts, n0, n, slot=0):

@@ -50,7 +50,8 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
 
     Rows longer than chip.row_whole_max_elems do not fit SBUF tiles whole: they run in two
     passes over row pieces of <= chip.row_piece_elems (statistics, then the normalising pass),
-    reading x twice from HBM."""
+    reading x twice from HBM. A per-row statistic output is then stored per piece: k values a
+    row, in a tensor k times its size (the pieces' statistics are combined by no instruction)."""
     rows, C = _rows_cols(x)
     outs = outs if outs is not None else [out]
     if C > ctx.chip.row_whole_max_elems:
@@ -61,7 +62,8 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
         row_blocks(ctx, piece(x), piece(out), stats_pass, outs=[])
         row_blocks(ctx, piece(x), piece(out), body, per_row=per_row,
                    extra_in=tuple(piece(t) for t in extra_in),
-                   outs=[piece(o) if o.numel == out.numel else o for o in outs])
+                   outs=[piece(o) if o.numel == out.numel else
+                         TensorSpec((rows * k,), o.dtype, None, o.id) for o in outs])
         return
     p, r, total = ctx.row_plan(rows, C, x.dtype)
     per_part = ceil(rows / p)
@@ -117,8 +119,12 @@ def _ones(ctx, p, dtype):
 
 
 def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
-    """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied and stored."""
+    """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied and stored,
+    bank by bank at its own offset of out. At most out's elements are summed: a chunk of the
+    flat layout can be wider than the output."""
     b = ctx.b
+    if out is not None:
+        f = min(f, out.numel)
     ones = _ones(ctx, p, acc_ap.dtype)
     bank = ctx.chip.psum_bank_fp32_elems
     for f0 in range(0, f, bank):
@@ -128,7 +134,7 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
         o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
         b.tensor_copy(o, ps)
         if out is not None:
-            ctx.store(out, o, 1, 0, fn)
+            ctx.store(out, o, 1, 0, fn, off=f0)
 
 
 def _reduce_dims(op, x: TensorSpec):
