@@ -242,15 +242,14 @@ class LowerCtx:
         # a broadcast operand (fewer elements than the plan, not just a numel that is no multiple
         # of p): one small load, reused by every chunk
         if t.numel < p * cols and self.flat_shape(t) != (p, cols):
-            pb, cb = self.flat_shape(t)
-            fb = min(cb, f)
+            fb = min(self.flat_shape(t)[1], f)
             k = ("bcast",) + self.key(t)
             tile = self._pool.get(k)
             if tile is None:
                 tile = self._pool[k] = self.b.sbuf(f"b{len(self._pool)}", (p, fb), t.dtype)
                 src = AccessPattern(self.hbm(t), 0, p, 0, ((fb, 1),), 0)
                 self.b.dma_copy(tile, src)
-            return tile[0:p, 0:min(fb, f)] if fb >= f else tile.ap()
+            return tile[0:p, 0:f] if fb >= f else tile.ap()
         tile = self.tile(role, (p, f), t.dtype, j)
         self._chunk_dma(t, tile, p, off, f, store=False)
         return tile

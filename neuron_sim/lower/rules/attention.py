@@ -165,8 +165,8 @@ class _Heads:
     """K/V tiles of the (batch, K/V head)s in flight (two at most: lanes cross a head boundary);
     the query heads of a GQA group share them."""
 
-    def __init__(self, ctx, k, v, H, S_k, D, dt, need, slots=2):
-        self.ctx, self.k, self.v, self.H, self.S_k, self.D, self.dt = ctx, k, v, H, S_k, D, dt
+    def __init__(self, ctx, k, v, H, D, dt, need, slots):
+        self.ctx, self.k, self.v, self.H, self.D, self.dt = ctx, k, v, H, D, dt
         self.need, self.loaded, self.count, self.slots = need, {}, 0, slots
 
     def key(self, bh):
@@ -178,11 +178,24 @@ class _Heads:
             if len(self.loaded) >= self.slots:
                 self.loaded.pop(next(iter(self.loaded)))
             self.count += 1
-            self.loaded[key] = _head_tiles(self.ctx, self.k, self.v,
-                                          _head_base(self.k, bh, self.H),
-                                          _head_base(self.v, bh, self.H), self.S_k, self.D,
-                                          self.dt, self.count % self.slots, need=self.need)
+            self.loaded[key] = self._load(bh, self.count % self.slots)
         return tuple(self.loaded[key][x] for x in names)
+
+    def _load(self, bh, slot):
+        """The `need`ed tiles of bh's K/V head: K^T / V^T [D, S_k] chunks (D on partitions),
+        K / V [NP, D] rows."""
+        ctx, NP, S_k, dt = self.ctx, self.ctx.P, self.k.shape[-2], self.dt
+        out = {}
+        for name in self.need:
+            t = self.k if name[0] == "k" else self.v
+            base = _head_base(t, bh, self.H)
+            if name.endswith("T"):
+                out[name] = [_km(ctx, t, base, d0, 0, S_k, dt, f"{name}{d0 // NP}", slot)
+                             for d0 in range(0, self.D, NP)]
+            else:
+                out[name] = [_rows(ctx, t, base, r0, min(NP, S_k - r0), dt,
+                                   f"{name}r{r0 // NP}", slot) for r0 in range(0, S_k, NP)]
+        return out
 
 
 def _head_slots(chip, per_head, S_k, D, what):
@@ -264,21 +277,6 @@ def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale
     return src, pre_scaled
 
 
-def _head_tiles(ctx, k, v, base_k, base_v, S_k, D, dt, slot, need=("kT", "v")):
-    """Per (batch, head): K^T / V^T [D, S_k] chunks (D on partitions) and K / V [NP, D] rows."""
-    NP = ctx.P
-    out = {}
-    for name in need:
-        t, base = (k, base_k) if name[0] == "k" else (v, base_v)
-        if name.endswith("T"):
-            out[name] = [_km(ctx, t, base, d0, 0, S_k, dt, f"{name}{d0 // NP}", slot)
-                         for d0 in range(0, D, NP)]
-        else:
-            out[name] = [_rows(ctx, t, base, r0, min(NP, S_k - r0), dt, f"{name}r{r0 // NP}",
-                               slot) for r0 in range(0, S_k, NP)]
-    return out
-
-
 @lowers("aten::_scaled_dot_product_flash_attention_for_cpu",
         "aten::_scaled_dot_product_flash_attention",
         "aten::_scaled_dot_product_fused_attention_overrideable")
@@ -291,7 +289,7 @@ def sdpa_forward(ctx, op):
     S_k = k.shape[-2]
     b = ctx.b
     per_head = (ceil(D / NP) * S_k + ceil(S_k / NP) * D) * itemsize(dt)
-    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "v"),
+    heads = _Heads(ctx, k, v, H, D, dt, ("kT", "v"),
                    _head_slots(ctx.chip, per_head, S_k, D, "forward"))
 
     def tile_steps(item, idx):
@@ -386,7 +384,7 @@ def sdpa_backward(ctx, op):
                     b.tensor_copy(ot, ctx.cols(acc, cn, c * D, D), engine="gpsimd")
                 b.dma_copy(_head_rows(ctx, t, base, c * NP, cn, D), ot)
 
-    heads = _Heads(ctx, k, v, H, S_k, D, dt, ("kT", "vT", "k"), slots)
+    heads = _Heads(ctx, k, v, H, D, dt, ("kT", "vT", "k"), slots)
     left = {}                                   # query tiles left per K/V head (GQA: its group)
     for _, bh, _ in items:
         left[heads.key(bh)] = left.get(heads.key(bh), 0) + 1

@@ -189,10 +189,10 @@ def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, 
 def gather(ctx, op):
     out = op.outputs[0]
     table = op.inputs[0]
-    idx = op.inputs[1] if op.op == "aten::embedding" else (op.inputs[-1] if len(op.inputs) > 1
-                                                            else None)
-    d = table.shape[-1] if op.op in ("aten::embedding", "aten::index_select") and \
-        table.ndim >= 2 and (op.op == "aten::embedding" or op.arg(1) == 0) else 1
+    idx = op.inputs[-1] if len(op.inputs) > 1 else None
+    # whole rows of the table: an embedding, an index_select along dim 0
+    rows = op.op == "aten::embedding" or op.op == "aten::index_select" and op.arg(1) == 0
+    d = table.shape[-1] if rows and table.ndim >= 2 else 1
     n_idx = out.numel // max(d, 1)
     _indirect_rows(ctx, table, n_idx, d, out, idx=idx)
 

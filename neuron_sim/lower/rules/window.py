@@ -59,8 +59,8 @@ def _window(op):
         "aten::adaptive_max_pool2d", "aten::_adaptive_avg_pool3d")
 def pool(ctx, op):
     x, out = op.inputs[0], op.outputs[0]
-    k = _window(op) if "adaptive" not in op.op else max(1, x.numel // max(out.numel, 1))
-    k = max(1, min(k, x.numel // max(out.numel, 1)))
+    ratio = x.numel // max(out.numel, 1)          # input elements per output element
+    k = max(1, ratio if "adaptive" in op.op else min(_window(op), ratio))
     alu = "add" if "avg" in op.op else "maximum"
     idx = [o for o in op.outputs[1:] if o.numel == out.numel]
     b = ctx.b
