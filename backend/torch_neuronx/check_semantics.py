@@ -20,28 +20,12 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from neuron_sim.lower import OpSpec, TensorSpec
+from neuron_sim.lower import OpSpec
 from neuron_sim.lower.registry import rule_for
 from neuron_sim.lower.semantics import EXACT, check_lowered, why_unchecked
 
 from . import _C
-
-def _spec(t: torch.Tensor) -> TensorSpec:
-    return TensorSpec(tuple(t.shape), str(t.dtype), tuple(t.stride()),
-                      on_device=t.device.type == "neuron" or t.dim() > 0)
-
-
-def _arg(a):
-    """An argument as the eager queue describes it (tensor lists as lists, int lists as
-    tuples); None for what no rule reads."""
-    if isinstance(a, torch.Tensor):
-        return _spec(a)
-    if isinstance(a, (list, tuple)):
-        items = [_arg(x) for x in a]
-        return items if any(isinstance(x, TensorSpec) for x in items) else tuple(items)
-    if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
-        return str(a).replace("torch.", "")
-    return a
+from .cost import tensor_spec, torch_arg
 
 
 def _schema_args(func, args, kwargs) -> list:
@@ -90,7 +74,7 @@ class _Check(TorchDispatchMode):
         before = [_values(t) for t in ins]          # read before an in-place op writes them
         result = func(*args, **kwargs)
         outs = [t for t in _tensors(result if isinstance(result, (tuple, list)) else [result])]
-        op = OpSpec(name, tuple(_arg(a) for a in schema), tuple(_spec(t) for t in outs))
+        op = OpSpec(name, tuple(torch_arg(a) for a in schema), tuple(tensor_spec(t) for t in outs))
         if why_unchecked(op) is None:
             check_lowered(op, before, [_values(t) for t in outs])
         return result

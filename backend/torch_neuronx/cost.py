@@ -132,6 +132,31 @@ def op_spec(op, *, ids=None) -> OpSpec:
     return OpSpec(op.name, ins, outs)                       # reads the value before its write
 
 
+def on_device(t: torch.Tensor) -> bool:
+    """False for a 0-dim CPU tensor: a device op reads it as a scalar (TensorDesc.on_neuron)."""
+    return t.device.type != "cpu" or t.dim() > 0
+
+
+def tensor_spec(t: torch.Tensor) -> TensorSpec:
+    return TensorSpec(t.shape, t.dtype, t.stride(), on_device=on_device(t))
+
+
+def torch_arg(a, leaf=torch.Tensor, describe=tensor_spec):
+    """An op's argument given by torch (check_semantics, the compile backend's FX graphs) as
+    the eager queue describes it: `describe(a)` of a `leaf` (a tensor: its TensorSpec), tensor
+    lists as lists, int lists as tuples (a rule reading dims as a tuple took FX's list for
+    "every dim": sum over [0] of a bias gradient was timed as a sum of everything), a dtype,
+    device, layout or memory format by its name."""
+    if isinstance(a, leaf):
+        return describe(a)
+    if isinstance(a, (list, tuple)):
+        items = [torch_arg(x, leaf, describe) for x in a]
+        return items if any(isinstance(x, TensorSpec) for x in items) else tuple(items)
+    if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return str(a).replace("torch.", "")
+    return a
+
+
 def described(op):
     """(tensor, is_output) of an op's described tensors, in the order op_spec builds them."""
     for a in op.args:

@@ -24,6 +24,7 @@ from torch._ops import HigherOrderOperator
 import neuron_sim.lower as lower
 from neuron_sim.hardware import get_chip
 
+from ..cost import on_device, torch_arg
 from ..fallback import DATA_DEPENDENT_SHAPE, NO_NEURON_KERNEL
 from . import higher_order
 from .analytic import GraphFacts
@@ -127,28 +128,21 @@ class _Walk:
 
     def spec(self, node, val, pos=0, **kw):
         if _is_folded_fill(node):        # the fill's value, broadcast by its readers
-            return lower.TensorSpec((), str(val.dtype), (), id=self.ident(node, pos), **kw)
-        return lower.TensorSpec(tuple(int(x) for x in val.shape), str(val.dtype),
-                                tuple(int(x) for x in val.stride()), id=self.ident(node, pos),
+            return lower.TensorSpec((), val.dtype, (), id=self.ident(node, pos), **kw)
+        return lower.TensorSpec(val.shape, val.dtype, val.stride(), id=self.ident(node, pos),
                                 **kw)
 
+    def value(self, node):
+        """What the lowering reads of `node`'s value: a TensorSpec, a number or None."""
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return self.spec(node, val, on_device=on_device(val))
+        if isinstance(val, (torch.SymInt, int, float, bool)):
+            return int(val) if isinstance(val, torch.SymInt) else val
+        return None
+
     def convert(self, a):
-        if isinstance(a, torch.fx.Node):
-            val = a.meta.get("val")
-            if isinstance(val, torch.Tensor):
-                return self.spec(a, val, on_device=val.device.type != "cpu" or val.dim() > 0)
-            if isinstance(val, (torch.SymInt, int, float, bool)):
-                return int(val) if isinstance(val, torch.SymInt) else val
-            return None
-        if isinstance(a, (list, tuple)):
-            # tensor lists as lists, int lists as tuples, as the eager queue describes them: a
-            # rule reading dims as a tuple took FX's list for "every dim" (sum over [0] of a
-            # bias gradient was timed as a sum of everything)
-            items = [self.convert(x) for x in a]
-            return items if any(isinstance(x, lower.TensorSpec) for x in items) else tuple(items)
-        if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
-            return str(a).replace("torch.", "")
-        return a
+        return torch_arg(a, torch.fx.Node, self.value)
 
     def graph(self, gm: torch.fx.GraphModule) -> list:
         """Walks `gm` in the current scope; returns the identities of its outputs (None for
@@ -176,8 +170,7 @@ class _Walk:
         """The op `name` reading `args`, `kwargs`; its results are `node`'s tensors from
         position `first` (a higher-order op's results may follow a token)."""
         vals = _values(node)
-        self.facts.add(name, _tensors((args, kwargs)),
-                       [v for v in vals[first:] if isinstance(v, torch.Tensor)])
+        self.facts.add(name, _tensors((args, kwargs)), _results(node, first))
         outs = tuple(self.spec(node, v, i) for i, v in enumerate(vals)
                      if i >= first and isinstance(v, torch.Tensor))
         self.ops.append(lower.OpSpec(name, tuple(self.convert(a) for a in args), outs,
