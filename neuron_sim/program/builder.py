@@ -167,6 +167,13 @@ def paused_gc():
                 gc.enable()
 
 
+def _csr(rows) -> tuple:
+    """(ptr, idx): the lists of indices `rows` as a CSR."""
+    ptr = np.zeros(len(rows) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(r) for r in rows])
+    return ptr, np.fromiter(chain.from_iterable(rows), np.int64, count=int(ptr[-1]))
+
+
 def _reference_default() -> bool:
     from .. import config
     return config.get("NEURON_SIM_REFERENCE")
@@ -311,8 +318,6 @@ class ProgramBuilder:
     def _append(self, emit, deps, wait, signal) -> int:
         i = self._flushed + len(self._deps)
         m = emit.dma
-        engine = emit.engine
-        stream = engine if m is None else N_COMPUTE_STREAMS + m.queue
         d = set(map(int, deps)) if deps else None
         if d and (min(d) < 0 or max(d) >= i):
             for x in d:
@@ -320,30 +325,23 @@ class ProgramBuilder:
                     raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
         if self.auto_deps:
             versions = self._versions
+            for ap in emit.writes:
+                tid = ap.tensor.id
+                versions[tid] = versions.get(tid, 0) + 1
             if self.reference:
-                for ap in emit.writes:
-                    tid = ap.tensor.id
-                    versions[tid] = versions.get(tid, 0) + 1
                 if d is None:
                     d = set()
-                o = self._auto(i, stream, emit, d)
+                o = self._auto(i, emit, d)
                 if o:
                     self._ord[i] = sorted(o - d)
             else:       # bulk mode: keep the operands' boxes (reads, then writes) for build()
                 acc, tracks = self._acc, self._track_ids
-                for ap in emit.reads:
-                    tid = ap.tensor.id
-                    t = tracks.get(tid)
-                    if t is None:
-                        t = self._new_track(tid, ap.tensor)
-                    acc.append((t, 0) + (ap._rec or ap.record()))
-                for ap in emit.writes:
-                    tid = ap.tensor.id
-                    versions[tid] = versions.get(tid, 0) + 1
-                    t = tracks.get(tid)
-                    if t is None:
-                        t = self._new_track(tid, ap.tensor)
-                    acc.append((t, 1) + (ap._rec or ap.record()))
+                for w, aps in ((0, emit.reads), (1, emit.writes)):
+                    for ap in aps:
+                        t = tracks.get(ap.tensor.id)
+                        if t is None:
+                            t = self._new_track(ap.tensor.id, ap.tensor)
+                        acc.append((t, w) + (ap._rec or ap.record()))
                 self._acc_ptr.append(len(acc))
         if wait:
             for sem, count in wait:
@@ -355,17 +353,17 @@ class ProgramBuilder:
         if self._depth:
             # inside repeat(): the row is a function of the record's class, so one lookup gives
             # both (a DMA row is not recomputed either)
-            c, rid = self._class_row(emit, stream)
+            c, rid = self._class_row(emit)
             self._cls.append(c if self.keep_operands else 0)
         elif m is None:
             # a compute row is a function of these (a kernel repeats a few of them thousands
             # of times): looked up, not recomputed
-            key = (emit.name, engine, emit.kind, emit.ii_cycles, emit.lat_cycles, emit.flops)
+            key = (emit.name, emit.engine, emit.kind, emit.ii_cycles, emit.lat_cycles, emit.flops)
             rid = self._row_memo.get(key)
             if rid is None:
-                rid = self._row_memo[key] = self._new_row(self._row(emit, stream))
+                rid = self._row_memo[key] = self._new_row(emit)
         else:
-            rid = self._new_row(self._row(emit, stream))
+            rid = self._new_row(emit)
         self._rids.append(rid)
         self._deps.append(sorted(d) if d else [])
         self._emits.append(emit if self.keep_operands else None)
@@ -390,9 +388,7 @@ class ProgramBuilder:
         if x_idx.size and (x_idx.min() < 0 or (x_idx >= rows_of).any()):
             raise ProgramError("append_rows: a dependency is not an earlier instruction")
         self._flush()
-        table = np.array([self._row(e, e.engine if e.dma is None else
-                                    N_COMPUTE_STREAMS + e.dma.queue) for e in records],
-                         np.float64).reshape(-1, len(COLUMNS))
+        table = np.array([self._row(e) for e in records], np.float64).reshape(-1, len(COLUMNS))
         ids, at, inv = np.unique(tensor, return_index=True, return_inverse=True)
         tracks = self._track_ids
         for t in ids[np.argsort(at)].tolist():      # new tracks in order of first access
@@ -413,8 +409,8 @@ class ProgramBuilder:
         self._flushed += n
         return first
 
-    def _new_row(self, row) -> int:
-        self._table.append(row)
+    def _new_row(self, emit) -> int:
+        self._table.append(self._row(emit))
         return len(self._table) - 1
 
     def _new_rows(self, rows: np.ndarray) -> np.ndarray:
@@ -426,8 +422,9 @@ class ProgramBuilder:
     def _table_array(self) -> np.ndarray:
         return np.array(self._table, np.float64).reshape(-1, len(COLUMNS))
 
-    def _row(self, emit, stream) -> tuple:
-        """The instruction's values in the order of COLUMNS."""
+    def _row(self, emit) -> tuple:
+        """The instruction's values in the order of COLUMNS (its stream: the engine's, or
+        its DMA queue's)."""
         op = self._opindex.get(emit.name)
         if op is None:
             op = self._opindex[emit.name] = len(self._opnames)
@@ -438,23 +435,22 @@ class ProgramBuilder:
                                                  if emit.engine != Engine.DMA else 1e9)
         m = emit.dma
         if m is None:
-            return (op, emit.engine, stream, emit.kind, emit.ii_cycles * 1e9 / clock,
+            return (op, emit.engine, emit.engine, emit.kind, emit.ii_cycles * 1e9 / clock,
                     emit.lat_cycles * 1e9 / clock, emit.flops, 0.0, 0.0, 0.0, 0.0, 0, 0, -1)
-        return (op, emit.engine, stream, emit.kind, emit.ii_cycles * 1e9 / clock,
+        return (op, emit.engine, N_COMPUTE_STREAMS + m.queue, emit.kind, emit.ii_cycles * 1e9 / clock,
                 emit.lat_cycles * 1e9 / clock, emit.flops, m.bytes, m.engine_ns, m.hbm_ns,
                 m.issue_ns, m.engines, m.engine0, m.direction)
 
-    def _class_row(self, emit, stream) -> tuple:
+    def _class_row(self, emit) -> tuple:
         """(class, row id) of a record appended inside repeat(): its class numbers its
         repeat.emit_key, which holds everything the row is made of."""
         key = R.emit_key(emit)
         try:
             hit = self._classes.get(key)
         except TypeError:                        # a parameter is not hashable: never equal to
-            return -2, self._new_row(self._row(emit, stream))   # anything, not repeated in bulk
+            return -2, self._new_row(emit)       # anything, not repeated in bulk
         if hit is None:
-            hit = self._classes[key] = (len(self._classes),
-                                        self._new_row(self._row(emit, stream)))
+            hit = self._classes[key] = (len(self._classes), self._new_row(emit))
         return hit
 
     def _new_track(self, tid, tensor=None) -> int:
@@ -463,8 +459,9 @@ class ProgramBuilder:
         self._track_tensor.append(tensor)
         return t
 
-    def _auto(self, i, stream, emit, d):
+    def _auto(self, i, emit, d):
         o = set()   # same-stream WAR/WAW: implicit in program order, kept for the scheduler
+        stream = emit.engine if emit.dma is None else N_COMPUTE_STREAMS + emit.dma.queue
         for ap in emit.reads:
             tr = self._track_of(ap)
             box = ap.box()
@@ -530,47 +527,38 @@ class ProgramBuilder:
         self._rids, self._deps, self._emits, self._cls, self._cuts = [], [], [], [], []
         self._acc, self._acc_ptr = [], [0]
 
-    def _bulk_deps(self, seg):
+    def _bulk_deps(self, seg, stream):
         """(dep_ptr, dep_idx, ord_ptr, ord_idx) of the explicit and automatic dependencies."""
         n = seg.n
         if not self.auto_deps:
             return seg.x_ptr, seg.x_idx, np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
-        stream = self._table_array()[:, 2].astype(np.int64)[seg.rid]
-        return _auto_deps(n, stream, seg.acc_ptr, seg.track, seg.write,
+        return _auto_deps(n, stream.astype(np.int64), seg.acc_ptr, seg.track, seg.write,
                           np.ascontiguousarray(seg.box), len(self._track_ids), seg.x_ptr,
                           seg.x_idx)
 
     def build(self) -> Program:
         if self.reference:
-            n = len(self._deps)
-            rows = self._table_array()[np.array(self._rids, np.int64)]
+            rid, n = np.array(self._rids, np.int64), len(self._deps)
             emits = self._emits if self.keep_operands else None
-            deps = [list(x) for x in self._deps]
-            optr = np.zeros(n + 1, np.int64)
-            for i, o in self._ord.items():
-                optr[i + 1] = len(o)
-            np.cumsum(optr, out=optr)
-            oidx = np.fromiter((j for i in sorted(self._ord) for j in self._ord[i]), np.int64,
-                               count=int(optr[-1]))
         else:
             self._flush()
             seg = self._segs[:]
-            n, rows = seg.n, None
+            rid, n = seg.rid, seg.n
             emits = None
             if self.keep_operands:
                 emits = (R.LazyEmits(self._pool, seg.base, seg.acc_ptr, seg.pst, seg.off,
                                      seg.track, self._track_tensor)
                          if seg.synthetic else self._pool)
-            ptr, idx, optr, oidx = self._bulk_deps(seg)
+        table = self._table_array()         # each column of the distinct rows, gathered
+        cols = {k: table[:, j].astype(dt)[rid] for j, (k, dt) in enumerate(COLUMNS.items())}
+        if self.reference:
+            deps = [list(x) for x in self._deps]
+            optr, oidx = _csr([self._ord.get(i, ()) for i in range(n)])
+        else:
+            ptr, idx, optr, oidx = self._bulk_deps(seg, cols["stream"])
             deps = None
             if self._waits:
                 deps = [idx[ptr[i]:ptr[i + 1]].tolist() for i in range(n)]
-        if rows is None:        # bulk mode: each column of the distinct rows, gathered
-            table = self._table_array()
-            cols = {k: table[:, j].astype(dt)[seg.rid]
-                    for j, (k, dt) in enumerate(COLUMNS.items())}
-        else:
-            cols = {k: rows[:, j].astype(dt) for j, (k, dt) in enumerate(COLUMNS.items())}
         for i, sem, count in self._waits:
             sig = self._signals.get(sem, [])
             if count > len(sig):
@@ -584,10 +572,7 @@ class ProgramBuilder:
                     f"{len(sig)} time(s)" + (f" (from {', '.join(sig_eng)})" if sig_eng else ""))
             deps[i].extend(s for s in sig[:count] if s != i)
         if deps is not None:
-            ptr = np.zeros(n + 1, np.int64)
-            ptr[1:] = np.cumsum([len(set(x)) for x in deps])
-            idx = np.fromiter((j for x in deps for j in sorted(set(x))), np.int64,
-                              count=int(ptr[-1]))
+            ptr, idx = _csr([sorted(set(x)) for x in deps])
         p = Program(self.chip, cols, ptr, idx, list(self._opnames),
                     list(emits) if isinstance(emits, list) else emits, list(self._tensors),
                     self.name, optr, oidx)
