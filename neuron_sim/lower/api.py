@@ -17,7 +17,7 @@ from ..trace.op_program import OpProgram, classify_dma
 from .assumptions import REPEAT_CAP
 from .context import LowerCtx, cores_of_work
 from .registry import LoweringError, rule_for
-from .replay import flush as replay_flush, lower_into
+from .replay import flush as replay_flush, joined_csr, lower_into
 from .rules.optimizer import list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
 
@@ -349,12 +349,7 @@ def _concatenated_program(fused, alone, chip, live):
     def csr(pairs):      # per-op CSR (ptr, idx) over local rows -> one over the whole program
         ptrs, idxs = zip(*pairs)
         counts = [len(i) for i in idxs]
-        before = np.cumsum([0] + counts)                # entries of the ops before each
-        ptr = np.empty(len(cols["op"]) + 1, np.int64)
-        ptr[:-1] = np.concatenate([x[:-1] for x in ptrs])
-        ptr[:-1] += np.repeat(before[:-1], lens)
-        ptr[-1] = before[-1]
-        return ptr, np.concatenate(idxs).astype(np.int64) + np.repeat(starts, counts)
+        return joined_csr(ptrs), np.concatenate(idxs).astype(np.int64) + np.repeat(starts, counts)
     ptr, idx = csr([(p.dep_ptr, p.dep_idx) for p in progs])
     optr, oidx = csr([p.order_edges() for p in progs])
     return Program(chip, cols, ptr, idx, names, None, [], "fused", optr, oidx)

@@ -26,10 +26,10 @@ tile, or the k-th tile the op allocated), the op's allocations and frees in orde
 op left in the context (resident outputs, repeats, counters). Replaying allocates and frees the
 same tiles through the builder's allocator (so SBUF peaks and capacity errors are the rule's),
 then appends the rows in one `ProgramBuilder.append_rows`: the program is array for array the
-one the rule builds (tests/lower/test_replay.py builds with and without replay). An op whose
-rule does something a recording cannot carry (explicit deps or semaphores, a caught capacity
-error, a builder flush, a tensor outside the op) is simply run every time. The optimizer rules
-(foreach, fused Adam) are never recorded: they tag tiles with `ctx.ops_done` and extend `live`.
+one the rule builds. An op whose rule does something a recording cannot carry (explicit deps
+or semaphores, a caught capacity error, a builder flush, a tensor outside the op) is simply
+run every time. The optimizer rules (foreach, fused Adam) are never recorded: they tag tiles
+with `ctx.ops_done` and extend `live`.
 
 Recording reads the builder's pending rows and state (ProgramBuilder's `_rids`, `_acc`,
 `_last_stationary`, `_next_queue`, allocators...), so a change there must keep
@@ -115,13 +115,13 @@ def flush(ctx) -> None:
     for p in pending:
         recs.append(p[1] + len(records))
         records.extend(p[0])
-    ctx.b.append_rows(records, np.concatenate(recs), _csr([p[2] for p in pending]),
-                      np.concatenate([p[3] for p in pending]), _csr([p[4] for p in pending]),
+    ctx.b.append_rows(records, np.concatenate(recs), joined_csr([p[2] for p in pending]),
+                      np.concatenate([p[3] for p in pending]), joined_csr([p[4] for p in pending]),
                       *(np.concatenate([p[k] for p in pending]) for k in range(5, 10)))
 
 
-def _csr(ptrs):
-    """CSR pointers of consecutive runs, as one."""
+def joined_csr(ptrs):
+    """CSR pointers of consecutive runs of rows, as one."""
     out, base = [np.zeros(1, np.int64)], 0
     for p in ptrs:
         out.append(p[1:] + base)

@@ -144,7 +144,7 @@ def _elementwise_reason(op: OpSpec, rule: str) -> str | None:
         return "the rounding mode is not applied"
     if rule == "fill" and (len(op.inputs) > 1 or any(isinstance(s, (int, float)) and s != 0
                                                      for s in scalars)):
-        return "memset writes 0.0 whatever the fill value (the cost does not depend on it)"
+        return TIMING_ONLY["fill"]
     if rule == "unary_activation" and scalars:
         return f"its arguments {scalars} are not applied"
     if rule == "copy_like" and outs and outs[0].dtype.startswith(("int", "uint", "bool")) \
