@@ -56,16 +56,14 @@ def last_report() -> KernelReport | None:
 class Kernel:
     """An ``@nki.jit`` kernel. ``kernel[lnc](...)`` or ``kernel[grid...](...)`` sets the launch."""
 
-    def __init__(self, func, platform_target=None, mode="auto", grid=(1,), uid=None, **options):
+    def __init__(self, func, platform_target=None, mode="auto", grid=(1,), **options):
         self.func = func
         self.platform_target = platform_target
         self.mode = mode
         self.grid = tuple(grid)
         self.options = options
-        if uid is None:
-            uid = len(KERNELS)
-            KERNELS[uid] = self
-        self.uid = uid
+        self.uid = len(KERNELS)
+        KERNELS[self.uid] = self
         functools.update_wrapper(self, func)
         # `sbuf`, `psum`, `hbm` are keywords inside NKI kernels (the quickstart's `sbuf.view(...)`).
         from . import language
@@ -75,9 +73,9 @@ class Kernel:
                 g.setdefault(kw, getattr(language, kw))
 
     def __getitem__(self, grid):
-        grid = grid if isinstance(grid, tuple) else (grid,)
-        return Kernel(self.func, self.platform_target, self.mode, tuple(int(g) for g in grid),
-                      uid=self.uid, **self.options)
+        launch = copy.copy(self)        # the same kernel (uid) and options, the new grid
+        launch.grid = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
+        return launch
 
     def __call__(self, *args, **kwargs):
         for hook in CALL_HOOKS:
