@@ -14,20 +14,14 @@ import numpy as np
 
 from . import dtypes as _dt
 from . import isa as _isa
+from .dtypes import (bfloat16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn,  # noqa: F401
+                     float8_e4m3fn_x4, float8_e5m2, float8_e5m2_x4, float8_e8m0fnu, float16,
+                     float32, int8, int16, int32, tfloat32, uint8, uint16, uint32)
 from .errors import NkiValidationError
 from .ops import ACT, ALU, ActFn, AluOp
 from .target import DEFAULT_TARGET, get_target
 from .tensor import IndexRange, NkiTensor, make_view
 from .tracer import active, current, user_loc
-
-# ---- dtypes ---------------------------------------------------------------------------------
-bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
-uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
-float16, float32, bfloat16, tfloat32 = _dt.float16, _dt.float32, _dt.bfloat16, _dt.tfloat32
-float8_e4m3, float8_e5m2, float8_e4m3fn = _dt.float8_e4m3, _dt.float8_e5m2, _dt.float8_e4m3fn
-float8_e8m0fnu = _dt.float8_e8m0fnu
-float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4 = (_dt.float8_e4m3fn_x4, _dt.float8_e5m2_x4,
-                                                      _dt.float4_e2m1fn_x4)
 
 
 # ---- memories -------------------------------------------------------------------------------
@@ -196,9 +190,8 @@ def program_ndim():
 
 # ---- indexing helpers (legacy NKI index expressions) -------------------------------------------
 def arange(start, stop=None, step=1):
-    if stop is None:
-        start, stop = 0, start
-    return IndexRange(start, (stop - start + step - 1) // step, step)
+    r = _range(start, stop, step)
+    return IndexRange(r.start, len(r), r.step)
 
 
 def ds(start, size):
@@ -347,17 +340,22 @@ def where(condition, x, y, dtype=None):
     return out
 
 
+def _act_row_sum(fn, x, bias=None):
+    """ScalarE ``fn(x + bias)`` and its row sums ([P, 1]), both float32, in one activation."""
+    out = ndarray(x.shape, float32, buffer=sbuf)
+    sums = ndarray((x.num_partitions, 1), float32, buffer=sbuf)
+    _isa.activation(dst=out, op=ACT[fn], data=x, bias=bias, reduce_op=ALU["add"],
+                    reduce_res=sums, reduce_cmd=_isa.reduce_cmd.reset_reduce)
+    return out, sums
+
+
 def softmax(x, axis=-1, dtype=None, **kw):
     """exp(x - max) / sum(exp(x - max)) along the free axis: VectorE max, ScalarE exp+sum,
     VectorE scale."""
     x = _on_sbuf(x)
-    P = x.num_partitions
     mx = _reduce_call(ALU["maximum"], x, tuple(range(1, x.ndim)), float32, False, negate=True)
-    e = ndarray(x.shape, float32, buffer=sbuf)
-    s = ndarray((P, 1), float32, buffer=sbuf)
-    _isa.activation(dst=e, op=ACT["exp"], data=x, bias=mx, reduce_op=ALU["add"], reduce_res=s,
-                    reduce_cmd=_isa.reduce_cmd.reset_reduce)
-    r = ndarray((P, 1), float32, buffer=sbuf)
+    e, s = _act_row_sum("exp", x, bias=mx)
+    r = ndarray(s.shape, float32, buffer=sbuf)
     _isa.reciprocal(dst=r, data=s)
     out = ndarray(x.shape, _result_dtype(x, dtype=dtype), buffer=sbuf)
     _isa.tensor_scalar(dst=out, data=e, op0=ALU["multiply"], operand0=r)
@@ -366,13 +364,9 @@ def softmax(x, axis=-1, dtype=None, **kw):
 
 def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, **kw):
     x = _on_sbuf(x)
-    P, F = x.num_partitions, x.free_size
-    sq = ndarray(x.shape, float32, buffer=sbuf)
-    ss = ndarray((P, 1), float32, buffer=sbuf)
-    _isa.activation(dst=sq, op=ACT["square"], data=x, reduce_op=ALU["add"], reduce_res=ss,
-                    reduce_cmd=_isa.reduce_cmd.reset_reduce)
-    rinv = ndarray((P, 1), float32, buffer=sbuf)
-    _isa.tensor_scalar(dst=rinv, data=ss, op0=ALU["multiply"], operand0=1.0 / (n or F),
+    _, ss = _act_row_sum("square", x)
+    rinv = ndarray(ss.shape, float32, buffer=sbuf)
+    _isa.tensor_scalar(dst=rinv, data=ss, op0=ALU["multiply"], operand0=1.0 / (n or x.free_size),
                        op1=ALU["add"], operand1=float(epsilon))
     _isa.activation(dst=rinv, op=ACT["rsqrt"], data=rinv)
     out = ndarray(x.shape, _result_dtype(x, dtype=dtype), buffer=sbuf)
@@ -408,10 +402,7 @@ def load_transpose2d(src, dtype=None):
 
 def copy(x, dtype=None, **kw):
     out = ndarray(x.shape, dtype or x.dtype, buffer=sbuf)
-    if x.on_chip:
-        _isa.tensor_copy(dst=out, src=x)
-    else:
-        _isa.dma_copy(dst=out, src=x)
+    _assign(out, x)
     return out
 
 
