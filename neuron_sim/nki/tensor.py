@@ -270,7 +270,10 @@ class NkiTensor:
         return [[st, n] for st, n in zip(self.strides, self.shape)]
 
     # ---- NumPy access (numerics) ----------------------------------------------------------------
-    def _as_strided(self, arr):
+    def _over(self, arr):
+        """This view of `arr`, an array over the storage's elements (its data, its written mask)."""
+        if self.covers_storage():       # the common whole-tensor case: no as_strided
+            return arr.reshape(self.shape)
         flat = arr.reshape(-1)      # storages are contiguous: a view, never a copy
         item = flat.itemsize
         return np.lib.stride_tricks.as_strided(
@@ -278,19 +281,14 @@ class NkiTensor:
 
     def np(self):
         """The NumPy view of this tensor's data (storage dtype)."""
-        if self.covers_storage():
-            return self.storage.data.reshape(self.shape)
-        return self._as_strided(self.storage.data)
+        return self._over(self.storage.data)
 
     def covers_storage(self) -> bool:
         st = self.storage
         return self.offset == 0 and self.shape == st.shape and self.strides == st.row_major
 
     def written_mask(self):
-        st = self.storage
-        if self.covers_storage():       # the common whole-tensor case: no as_strided
-            return st.mask().reshape(self.shape)
-        return self._as_strided(st.mask())
+        return self._over(self.storage.mask())
 
     def mark_written(self) -> None:
         st = self.storage
