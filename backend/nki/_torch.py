@@ -22,10 +22,7 @@ def _is_tensor(x):
 
 
 def _is_fake(x):
-    try:
-        from torch._subclasses.fake_tensor import FakeTensor
-    except ImportError:     # pragma: no cover
-        FakeTensor = ()
+    from torch._subclasses.fake_tensor import FakeTensor    # in every torch the package takes
     return isinstance(x, FakeTensor) or x.device.type == "meta"
 
 
@@ -158,17 +155,15 @@ def _on_device(kernel, args, kwargs, opts, dev):
     on_device = lambda a: _is_tensor(a) and a.device.type == "neuron"          # noqa: E731
     previous = _C._set_charging(False)
     try:
-        cpu_args = [a.detach().cpu() if on_device(a) else a for a in args]
-        cpu_kwargs = {k: (v.detach().cpu() if on_device(v) else v) for k, v in kwargs.items()}
-        before = [c.clone() if on_device(a) else None for a, c in zip(args, cpu_args)]
-        before_kw = {k: cpu_kwargs[k].clone() for k, v in kwargs.items() if on_device(v)}
+        cpu = lambda a: a.detach().cpu() if on_device(a) else a                  # noqa: E731
+        cpu_args, cpu_kwargs = [cpu(a) for a in args], {k: cpu(v) for k, v in kwargs.items()}
+        pairs = zip([*args, *kwargs.values()], [*cpu_args, *cpu_kwargs.values()])
+        copies = [(a, c, c.clone()) for a, c in pairs if on_device(a)]
         out = _on_cpu(kernel, cpu_args, cpu_kwargs, opts)
-        written = [(a, c) for a, c, b in zip(args, cpu_args, before) if b is not None and not _same_bits(b, c)]
-        written += [(kwargs[k], cpu_kwargs[k]) for k, b in before_kw.items()
-                    if not _same_bits(b, cpu_kwargs[k])]
         with torch.no_grad():       # the kernel wrote device memory, as hardware does
-            for a, c in written:
-                a.copy_(c)
+            for a, c, before in copies:
+                if not _same_bits(before, c):
+                    a.copy_(c)
         out = _map(out, lambda t: t.to(dev) if _is_tensor(t) else t)
     finally:
         _C._set_charging(previous)
