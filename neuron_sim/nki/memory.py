@@ -59,9 +59,8 @@ class MemoryPlan:
 
 class _LruAllocator:
     """Free bytes as segments stamped with the instruction index that freed them. A new tensor
-    goes where the bytes were freed longest ago (never-used bytes first), so the write-after-read
-    wait on the previous occupant is as short as possible; this is the compiler's multi-buffering
-    when memory allows and degrades to reuse-in-place when it does not."""
+    goes where the bytes were freed longest ago, never-used bytes first (why: the module's
+    docstring)."""
 
     def __init__(self, capacity, align):
         self.capacity, self.align = capacity, align
@@ -135,10 +134,8 @@ BUFFERS_PER_SITE = None
 
 
 class _SitePools:
-    """Tensors created at the same source line with the same size share the buffers the site
-    owns (up to BUFFERS_PER_SITE when set), reused round-robin (oldest first), like modulo
-    allocation of a loop's tile. Memory a site holds but does not use goes back to everyone when
-    space runs out."""
+    """The buffers of each allocation site (tensors created at the same source line with the same
+    size), reused oldest first like modulo allocation of a loop's tile (BUFFERS_PER_SITE)."""
 
     def __init__(self, lru, depth=None):
         depth = float("inf") if depth is None else depth

@@ -67,8 +67,6 @@ def sendrecv(*args, **kwargs):
 
 
 __all__ = _generated + [
-           "activation_reduce", "core_barrier",
-           "dge_mode", "dma_engine", "engine", "get_nc_version",
-           "gpsimd_engine", "matmul_perf_mode",
-           "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_engine",
-           "unknown_engine", "vector_engine"]
+    "activation_reduce", "core_barrier", "dge_mode", "dma_engine", "engine", "get_nc_version",
+    "gpsimd_engine", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd", "scalar_engine",
+    "sendrecv", "tensor_engine", "unknown_engine", "vector_engine"]

@@ -81,8 +81,7 @@ class _Views:
             values = self.read_raw(exact_from)
         self.ctx.write(self.views[id(ap)][1], values)
 
-    def write_raw(self, ap, raw):
-        self.ctx.write(self.views[id(ap)][1], raw)
+    write_raw = write       # store() keeps raw storage words as they are
 
     def accumulator(self, engine):
         tr = self.ctx.trace
