@@ -20,8 +20,9 @@ from . import drop_stale_caches, without_refcounting
 
 @njit(cache=True)
 def _grown(buf, n, need):
-    """buf (holding n values) copied into a buffer of at least `need` (called only to grow)."""
-    new = np.empty(max(2 * need, 8), np.int64)
+    """buf (its first n values or rows used) copied into one of 2 * need (called only to grow,
+    for `need` more than it holds)."""
+    new = np.empty((2 * need,) + buf.shape[1:], np.int64)
     new[:n] = buf[:n]
     return new
 
@@ -43,14 +44,6 @@ def _sort_unique(buf, n):
             buf[k] = buf[j]
             k += 1
     return k
-
-
-@njit(cache=True)
-def _grown_rows(buf, n, need):
-    """The store (n rows used) copied into one of at least `need` rows (called only to grow)."""
-    new = np.empty((max(2 * need, 64), buf.shape[1]), np.int64)
-    new[:n] = buf[:n]
-    return new
 
 
 @njit(cache=True, inline="always")
@@ -174,7 +167,7 @@ def _auto_deps(n, stream, acc_ptr, acc_track, acc_write, box, n_tracks, x_ptr, x
                 last_write, lists, store, pos, d, o, dep_ptr, dep_idx, ord_ptr, ord_idx,
                 scratch):
         if pos[NEED_ROWS] > store.shape[0]:
-            store = _grown_rows(store, pos[USED], pos[NEED_ROWS])
+            store = _grown(store, pos[USED], pos[NEED_ROWS])
         if pos[NEED_D] > d.shape[0]:
             d = np.empty(2 * pos[NEED_D], np.int64)
             o = np.empty(2 * pos[NEED_D], np.int64)
