@@ -1,32 +1,12 @@
 """The scheduling pass as a flat numba kernel: which order each engine's queue runs its
 instructions in, decided before timing as the Neuron compiler does, and the times that order gives.
 
-List scheduling over the dependency graph with the timing model's costs: every stream (engine
-sequencer or DMA queue) looks at a window of its first `window[s]` not-yet-scheduled
-instructions in program order and issues the one that can start earliest (ties: program order),
-so an instruction waiting on a dependent-instruction latency, a semaphore or a DMA lets an
-independent one of a later loop iteration go first. A DMA may not pass an earlier DMA waiting in
-its queue's window, or in another queue's window on a DMA engine it uses, whose bottom level
-(longest path to the end of the program through the dependencies and each compute engine's
-program order, with the instructions' own costs) is higher: the DMA engines are FIFO, so the
-hoisted transfer would delay the more critical one (a weight prefetch ahead of the store
-everything waits for). When one of another queue issues, each DMA it held back gets an order
-edge to it (after[x] = y: x triggers no earlier than y), the semaphore a compiler inserts, so
-that the in-order engine keeps the FIFO order. Across streams, the one that can start
-earliest goes next (ties: lower stream number), as in the in-order timing engine.
-What an instruction may not move past:
-- data dependencies (dep_ptr/dep_idx: RAW across and within engines, WAR/WAW across engines,
-  buffer reuse and semaphore waits), and
-- same-stream write-after-read/write ordering (ord_ptr/ord_idx), which the in-order timing
-  engine gets for free from program order and a reordering pass must keep explicitly.
-A window of 1 keeps program order (TensorE: a LoadStationary is skipped when the same
-stationary is still loaded, which is decided in program order).
-
-Dependencies are scanned, start times found and resources (DMA engines, the HBM share, TensorE's
-stationary buffer and dI/dt throttle) claimed by the timing kernel's own helpers (timing.py), so
-the pass returns the times as well: the in-order timing run of the order and edges it returns
-gives the same times (tests/sim/test_schedule.py checks both against
-neuron_sim/timing/reference.py, the specification, which runs the same pass in plain Python).
+The rules are those of list_schedule in neuron_sim/timing/reference.py, the specification: the
+same pass in plain Python. Dependencies are scanned, start times found and resources (DMA
+engines, the HBM share, TensorE's stationary buffer and dI/dt throttle) claimed by the timing
+kernel's own helpers (timing.py), so the pass returns the times as well: the in-order timing run
+of the order and edges it returns gives the same times (tests/sim/test_schedule.py checks both
+against the reference).
 
 Book-keeping that cannot change results: a window slot keeps its place until its instruction
 issues (ties go by instruction index, which is program order within a stream); a slot whose
@@ -69,14 +49,10 @@ def _low_bit(bits):
 @njit(cache=True, error_model="numpy")
 def _bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, params, dma_stream, counts, bl):
-    """Each instruction's bottom level: the longest path from its start to the end of the program
-    through the dependencies, the same-stream order edges and each compute engine's program order
-    (an engine is an in-order machine: what comes after an instruction on it waits for its ii),
-    with the instructions' own costs (compute: ii + lat; DMA: issue + fixed latency + the longer
-    of its engine and HBM times) and the semaphore latency on edges across streams, in bl (zeros
-    on entry). One reverse pass: dependencies point back (one that does not is ignored). Also
-    flags the streams with DMAs (dma_stream[s] = 1) and counts each stream's instructions
-    (counts[s + 1], _stream_fill's input: one pass less over the program)."""
+    """reference.bottom_level, each instruction's, in bl (zeros on entry), in one reverse pass:
+    dependencies point back (one that does not is ignored). Also flags the streams with DMAs
+    (dma_stream[s] = 1) and counts each stream's instructions (counts[s + 1], _stream_fill's
+    input: one pass less over the program)."""
     sem_lat = params[0]
     dma_fixed = params[1]
     n = stream.shape[0]

@@ -56,15 +56,22 @@ def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, 
 
 def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                   issue_ns, n_eng, eng0, params, window):
-    """The scheduling pass (neuron_sim/kernels/schedule.py): each stream issues, from a window of
-    its next `window[s]` instructions in program order, the one that can start earliest (ties:
-    program order); an instruction waits for its dependencies and for the same-stream order
-    edges ord_ptr/ord_idx. A DMA issued ahead of its queue's program order does not pass an
-    earlier DMA with a higher bottom level waiting in its queue's window or in another queue's
-    window on a DMA engine it uses (the DMA engines are FIFO: it would delay that one); when
-    such a DMA y of another queue issues, each DMA x it held back gets the order edge
-    after[x] = y: x starts no earlier than y (the semaphore a compiler inserts; the last y
-    wins). Returns (status, order, sptr, after, start, end, data_start, busy):
+    """The scheduling pass (in numba: neuron_sim/kernels/schedule.py): the order each engine's
+    queue runs its instructions in, decided before timing as the Neuron compiler does, by list
+    scheduling with the timing model's costs. Each stream issues, from a window of its next
+    `window[s]` instructions in program order, the one that can start earliest (ties: program
+    order), so an instruction waiting on a latency, a semaphore or a DMA lets an independent one
+    of a later loop iteration go first; across streams the earliest goes next (ties: lower
+    stream number), as in schedule(). An instruction waits for its dependencies and for its
+    same-stream order edges ord_ptr/ord_idx (the write-after-read/write ordering program order
+    gives the in-order run for free). A window of 1 keeps program order (TensorE: whether a
+    LoadStationary is skipped is decided in it). A DMA issued ahead of its queue's program order
+    does not pass an earlier DMA with a higher bottom level waiting in its queue's window or in
+    another queue's window on a DMA engine it uses: the DMA engines are FIFO, so the hoisted
+    transfer would delay the more critical one (a weight prefetch ahead of the store everything
+    waits for). When such a DMA y of another queue issues, each DMA x it held back gets the
+    order edge after[x] = y: x starts no earlier than y (the semaphore a compiler inserts; the
+    last y wins). Returns (status, order, sptr, after, start, end, data_start, busy):
     order[sptr[s]:sptr[s+1]] is stream s's issue order."""
     prio = bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
                         issue_ns, params)
