@@ -45,8 +45,7 @@ class DmaDir(enum.IntEnum):
     HBM_TO_HBM = 3
 
 
-DMA_DIR_NAMES = {DmaDir.HBM_TO_SBUF: "hbm->sbuf", DmaDir.SBUF_TO_HBM: "sbuf->hbm",
-                 DmaDir.SBUF_TO_SBUF: "sbuf->sbuf", DmaDir.HBM_TO_HBM: "hbm->hbm"}
+DMA_DIR_NAMES = {d: d.name.lower().replace("_to_", "->") for d in DmaDir}     # "hbm->sbuf"
 
 
 def stream_name(stream: int) -> str:

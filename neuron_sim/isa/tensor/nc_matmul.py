@@ -180,10 +180,8 @@ def semantics(state, emit):
     rows = emit.params["rows"]
     s = state.read(stationary)
     mv = state.read(moving)
-    if rows == 2:
-        s = np.concatenate([s.reshape(s.shape[0], 2, -1)[:, 0], s.reshape(s.shape[0], 2, -1)[:, 1]])
-        mv = np.concatenate([mv.reshape(mv.shape[0], 2, -1)[:, 0],
-                             mv.reshape(mv.shape[0], 2, -1)[:, 1]])
+    if rows == 2:       # [K, 2, F]: the second contraction row after the first, [2K, F]
+        s, mv = (np.concatenate(x.reshape(x.shape[0], 2, -1).swapaxes(0, 1)) for x in (s, mv))
     out = reference(s.reshape(s.shape[0], -1), mv.reshape(mv.shape[0], -1))
     if emit.params["accumulate"]:
         out = state.read(dst).reshape(out.shape) + out
