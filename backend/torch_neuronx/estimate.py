@@ -224,7 +224,8 @@ class Measured:
 
     def plus(self, other: "Measured") -> "Measured":
         """Both programs, one after the other."""
-        return Measured(self.ns + other.ns, _summed(self.engine_ns, other.engine_ns),
+        from .neuron_dynamo_backend.explain import summed
+        return Measured(self.ns + other.ns, summed(self.engine_ns, other.engine_ns),
                         self.launches + other.launches,
                         self.launch_ns + other.launch_ns, max(self.peak_bytes, other.peak_bytes),
                         self.compiled and other.compiled)
@@ -233,14 +234,6 @@ class Measured:
     def body_ns(self) -> int:
         """Time without the launches: this part's share of a larger compiled program."""
         return self.ns - self.launch_ns
-
-
-def _summed(a: dict, b: dict) -> dict:
-    """Engine times of two parts, one after the other."""
-    out = dict(a)
-    for e, v in b.items():
-        out[e] = out.get(e, 0) + v
-    return out
 
 
 def _program_ns(layer: Measured, layers: int, head: Measured, programs: int):
@@ -255,25 +248,17 @@ def _program_ns(layer: Measured, layers: int, head: Measured, programs: int):
 def _measure(fn, device, before=None) -> Measured:
     """Time `fn` on the simulated core after a warm-up call; `before` runs untimed ahead of
     each call (e.g. dropping gradients so the backward writes them instead of accumulating)."""
-    import torch_neuronx
-    from .neuron_dynamo_backend import metrics
+    from .neuron_dynamo_backend.explain import run_timed, summed
     if before:
         before()
     fn()                                          # lowering, compilation, caches
     if before:
         before()
     torch.neuron.synchronize(device)
-    torch_neuronx.reset_timing_stats()
-    metrics.reset_launch_stats()
     torch.neuron.reset_peak_memory_stats(device)
     base = torch.neuron.memory_allocated(device)
-    a = torch_neuronx.device_time_ns(device)
-    fn()
-    torch.neuron.synchronize(device)
-    ns = torch_neuronx.device_time_ns(device) - a
-    b = torch_neuronx.timing_breakdown()       # eager ops
-    g = metrics.launch_stats()                 # compiled graphs
-    engines = _summed(b["engine_ns"], g["engine_ns"])
+    ns, b, g = run_timed(fn, device)           # eager ops, compiled graphs
+    engines = summed(b["engine_ns"], g["engine_ns"])
     peak = torch.neuron.max_memory_allocated(device) - base
     launch_ns = b["launch_ns"] + g["launches"] * _launch_ns()
     return Measured(ns, {e: v for e, v in engines.items() if v}, b["launches"] + g["launches"],
@@ -420,14 +405,9 @@ def _collectives_text(lines) -> list:
             for c in lines]
 
 
-def _precision_text(precision, moe) -> str:
-    p = f", {precision} matmuls" if precision != "bf16" else ""
-    return p + (f", {moe}" if moe else "")
-
-
 class _Memory:
-    """HBM per logical core of an estimate (hbm_bytes by use, hbm_capacity), and the estimate
-    as plain data."""
+    """HBM per logical core of an estimate (hbm_bytes by use, hbm_capacity), the estimate as
+    plain data, and the frame of its report."""
 
     SUMMARY = ()   # the derived figures to_dict adds
 
@@ -444,10 +424,17 @@ class _Memory:
     def fits(self) -> bool:
         return self.hbm_per_core <= self.hbm_capacity
 
-    def _hbm_line(self) -> str:
-        return (f"  HBM per core {self.hbm_per_core / 2**30:.2f} of "
-                f"{self.hbm_capacity / 2**30:.0f} GiB ({'fits' if self.fits else 'DOES NOT FIT'}): "
-                + ", ".join(f"{k} {v / 2**30:.2f}" for k, v in self.hbm_bytes.items()))
+    def _report(self, what: str, options: str, lines: list) -> str:
+        """`what` with the precision, the MoE layout, `options` and how it ran; `lines`; HBM per
+        core; what an FP8/MX figure must be read with."""
+        precision = f", {self.precision} matmuls" if self.precision != "bf16" else ""
+        moe = f", {self.moe}" if self.moe else ""
+        head = (f"{what}{precision}{moe}{options} ({'compiled' if self.compiled else 'eager'}, "
+                f"{'time-only' if self.time_only else 'normal'} execution)")
+        hbm = (f"  HBM per core {self.hbm_per_core / 2**30:.2f} of "
+               f"{self.hbm_capacity / 2**30:.0f} GiB ({'fits' if self.fits else 'DOES NOT FIT'}): "
+               + ", ".join(f"{k} {v / 2**30:.2f}" for k, v in self.hbm_bytes.items()))
+        return "\n".join([head, *lines, hbm, *_precision_caution(self.precision)])
 
 
 @dataclass
@@ -520,14 +507,10 @@ class TrainingEstimate(_Memory):
 
     def report(self) -> str:
         mesh = " x ".join(f"{k}{v}" for k, v in self.mesh.items())
-        lines = [f"{self.model} training on {self.nodes} x {self.instance} (LNC={self.lnc}), "
-                 f"{self.ranks} ranks {mesh}, {self.dtype}, seq {self.seq}, micro-batch "
-                 f"{self.micro_batch} x {self.grad_accum} accumulation"
-                 f"{_precision_text(self.precision, self.moe)}"
-                 f"{', activation checkpointing' if self.checkpoint else ''} "
-                 f"({'compiled' if self.compiled else 'eager'}, "
-                 f"{'time-only' if self.time_only else 'normal'} execution)",
-                 f"  step {self.step_s:.3f} s (no overlap: {self.step_serial_s:.3f} s), "
+        what = (f"{self.model} training on {self.nodes} x {self.instance} (LNC={self.lnc}), "
+                f"{self.ranks} ranks {mesh}, {self.dtype}, seq {self.seq}, micro-batch "
+                f"{self.micro_batch} x {self.grad_accum} accumulation")
+        lines = [f"  step {self.step_s:.3f} s (no overlap: {self.step_serial_s:.3f} s), "
                  f"{self.tokens_per_s:,.0f} tokens/s, MFU {100 * self.mfu:.1f}%",
                  f"  compute {self.compute_s * 1e3:.1f} ms: {self.layers} layers x "
                  f"{_part_ns(self.layer) / 1e6:.3f} ms + head {_part_ns(self.head) / 1e6:.3f} ms "
@@ -535,9 +518,8 @@ class TrainingEstimate(_Memory):
                  f"  engine busy per layer (ms): {_engines_text(self.layer.engine_ns)}",
                  f"  collectives: {self.exposed_comm_s * 1e3:.1f} ms exposed, "
                  f"{self.overlapped_comm_s * 1e3:.1f} ms overlapped with compute"]
-        lines += _collectives_text(self.collectives)
-        lines.append(self._hbm_line())
-        return "\n".join(lines + _precision_caution(self.precision))
+        return self._report(what, ", activation checkpointing" if self.checkpoint else "",
+                            lines + _collectives_text(self.collectives))
 
 
 @dataclass
@@ -590,13 +572,10 @@ class InferenceEstimate(_Memory):
     def report(self) -> str:
         pc = sum(c.seconds for c in self.prefill_collectives)
         dc = sum(c.seconds for c in self.decode_collectives)
-        lines = [f"{self.model} inference on {self.instance} (LNC={self.lnc}), TP{self.tp}, "
-                 f"{self.dtype}, batch {self.batch}, {self.input_len} in / {self.output_len} out, "
-                 f"static KV cache of {self.kv_len}{_precision_text(self.precision, self.moe)}"
-                 f"{', sequence parallel' if self.sequence_parallel else ''} "
-                 f"({'compiled' if self.compiled else 'eager'}, "
-                 f"{'time-only' if self.time_only else 'normal'} execution)",
-                 f"  TTFT {self.ttft_s * 1e3:.1f} ms, TPOT {self.tpot_s * 1e3:.2f} ms, "
+        what = (f"{self.model} inference on {self.instance} (LNC={self.lnc}), TP{self.tp}, "
+                f"{self.dtype}, batch {self.batch}, {self.input_len} in / {self.output_len} out, "
+                f"static KV cache of {self.kv_len}")
+        lines = [f"  TTFT {self.ttft_s * 1e3:.1f} ms, TPOT {self.tpot_s * 1e3:.2f} ms, "
                  f"{self.tokens_per_s:.1f} tokens/s decode, request {self.request_s:.2f} s",
                  f"  prefill: {self.layers} layers x {_part_ns(self.prefill_layer) / 1e6:.3f} ms "
                  f"+ head {_part_ns(self.prefill_head) / 1e6:.3f} ms + collectives "
@@ -608,8 +587,7 @@ class InferenceEstimate(_Memory):
                   f"{dc * 1e3:.2f} ms; engine busy per layer (us): "
                   f"{_engines_text(self.decode_layer.engine_ns, 1e-6)}"]
         lines += _collectives_text(self.decode_collectives)
-        lines.append(self._hbm_line())
-        return "\n".join(lines + _precision_caution(self.precision))
+        return self._report(what, ", sequence parallel" if self.sequence_parallel else "", lines)
 
 
 # ---- the estimates --------------------------------------------------------------------------

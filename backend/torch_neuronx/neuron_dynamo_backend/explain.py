@@ -24,20 +24,32 @@ class StepProfile:
     hbm_bytes: float = 0.0            # bytes to/from HBM
 
 
-def measure_step(fn) -> StepProfile:
-    """Runs `fn()` once and profiles the simulated time it adds to the current device."""
+def run_timed(fn, device=None) -> tuple:
+    """Runs `fn()` once: (the simulated ns it adds to `device`, the eager ops'
+    `timing_breakdown()` and the compiled graphs' `metrics.launch_stats()` of that run)."""
     import torch_neuronx
-    torch.neuron.synchronize()
+    torch.neuron.synchronize(device)
     torch_neuronx.reset_timing_stats()
     metrics.reset_launch_stats()
-    start = torch_neuronx.device_time_ns()
+    start = torch_neuronx.device_time_ns(device)
     fn()
-    torch.neuron.synchronize()
-    total = torch_neuronx.device_time_ns() - start
-    graphs, eager = metrics.launch_stats(), torch_neuronx.timing_breakdown()
-    engines = dict(graphs["engine_ns"])
-    for e, v in eager["engine_ns"].items():
-        engines[e] = engines.get(e, 0) + v
+    torch.neuron.synchronize(device)
+    return (torch_neuronx.device_time_ns(device) - start, torch_neuronx.timing_breakdown(),
+            metrics.launch_stats())
+
+
+def summed(a: dict, b: dict) -> dict:
+    """Engine times of two parts, one after the other."""
+    out = dict(a)
+    for e, v in b.items():
+        out[e] = out.get(e, 0) + v
+    return out
+
+
+def measure_step(fn) -> StepProfile:
+    """Runs `fn()` once and profiles the simulated time it adds to the current device."""
+    total, eager, graphs = run_timed(fn)
+    engines = summed(graphs["engine_ns"], eager["engine_ns"])
     return StepProfile(total, eager["launches"] + graphs["launches"], graphs["launches"],
                        {e: int(v) for e, v in engines.items()},
                        float(graphs["dma_bytes"]) + eager["hbm_bytes"])
