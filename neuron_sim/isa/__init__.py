@@ -7,25 +7,21 @@ import functools
 import importlib
 import inspect
 
-_MODULES = {
-    "nc_matmul": "tensor.nc_matmul", "load_stationary": "tensor.nc_matmul",
-    "nc_matmul_mx": "tensor.nc_matmul_mx", "nc_transpose": "tensor.nc_transpose",
-    "tensor_tensor": "vector.tensor_tensor", "tensor_scalar": "vector.tensor_scalar",
-    "tensor_reduce": "vector.tensor_reduce", "tensor_copy": "vector.tensor_copy",
-    "memset": "vector.memset", "bn_stats": "vector.bn_stats", "bn_aggr": "vector.bn_aggr",
-    "select": "vector.select", "tensor_tensor_scan": "vector.tensor_tensor_scan",
-    "reciprocal": "vector.reciprocal", "exponential": "vector.exponential",
-    "quantize_mx": "vector.quantize_mx", "max8": "vector.max8", "dropout": "vector.dropout",
-    "scalar_tensor_tensor": "vector.scalar_tensor_tensor",
-    "tensor_scalar_reduce": "vector.tensor_scalar_reduce",
-    "tensor_copy_predicated": "vector.tensor_copy_predicated",
-    "activation": "scalar.activation", "activation_reduce": "scalar.activation",
-    "iota": "gpsimd.iota", "affine_select": "gpsimd.affine_select",
-    "local_gather": "gpsimd.local_gather",
-    "tensor_partition_reduce": "gpsimd.tensor_partition_reduce",
-    "dma_copy": "dma.dma_copy", "dma_transpose": "dma.dma_transpose",
-    "core_barrier": "sync.core_barrier",
+# the instruction modules by engine folder, each named after its instruction
+_BY_ENGINE = {
+    "tensor": ("nc_matmul", "nc_matmul_mx", "nc_transpose"),
+    "vector": ("tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset",
+               "bn_stats", "bn_aggr", "select", "tensor_tensor_scan", "reciprocal", "exponential",
+               "quantize_mx", "max8", "dropout", "scalar_tensor_tensor", "tensor_scalar_reduce",
+               "tensor_copy_predicated"),
+    "scalar": ("activation",),
+    "gpsimd": ("iota", "affine_select", "local_gather", "tensor_partition_reduce"),
+    "dma": ("dma_copy", "dma_transpose"),
+    "sync": ("core_barrier",),
 }
+# instruction name -> module, the second instruction of a module included
+_MODULES = {name: f"{engine}.{name}" for engine, names in _BY_ENGINE.items() for name in names} | {
+    "load_stationary": "tensor.nc_matmul", "activation_reduce": "scalar.activation"}
 
 
 @functools.cache
