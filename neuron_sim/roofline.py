@@ -27,10 +27,8 @@ _CONV = {"convolution", "_convolution", "convolution_backward"}
 def _matmul_flops(base: str, ins: list, outs: list) -> float:
     if not outs:
         return 0.0
-    if base in ("addmm", "baddbmm", "addbmm", "addmv"):
-        a = ins[1] if len(ins) > 1 else None
-    else:
-        a = ins[0] if ins else None
+    first = 1 if base in ("addmm", "baddbmm", "addbmm", "addmv") else 0   # addmm(input, a, b)
+    a = ins[first] if len(ins) > first else None
     k = a[-1] if a else 1
     return 2.0 * math.prod(outs[0]) * k
 

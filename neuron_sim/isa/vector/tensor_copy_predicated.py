@@ -31,13 +31,9 @@ def build(chip, dst, src, predicate, reverse_pred=False):
                 {"src": src if not tile_src else None, "reverse_pred": bool(reverse_pred)})
 
 
-def keep(predicate, reverse_pred=False):
-    """Where src is copied."""
-    return (np.asarray(predicate) != 0) != bool(reverse_pred)
-
-
 def reference(old, src, predicate, reverse_pred=False):
-    return np.where(keep(predicate, reverse_pred), src, old)
+    copied = (np.asarray(predicate) != 0) != bool(reverse_pred)
+    return np.where(copied, src, old)
 
 
 def semantics(state, emit):
