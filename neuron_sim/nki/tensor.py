@@ -396,8 +396,7 @@ class NkiTensor:
         on_chip = self.storage.on_chip
         shape, strides, offset = [], [], self.offset
         dropped_last = None
-        d = 0
-        for k, n, st in zip(key, self.shape, self.strides):
+        for d, (k, n, st) in enumerate(zip(key, self.shape, self.strides)):
             c = k.__class__
             if c is IndexRange:
                 k, c = k.as_slice(), slice
@@ -414,7 +413,6 @@ class NkiTensor:
                     strides.append(st)
                 else:
                     dropped_last = st
-                d += 1
                 continue
             if c is not slice:
                 raise NkiValidationError(f"unsupported index {k!r} for dimension {d}: use ints, "
@@ -434,7 +432,6 @@ class NkiTensor:
             offset += start * st
             shape.append(size if size > 0 else 0)
             strides.append(st * step)
-            d += 1
         if on_chip and len(shape) < 2:
             shape.append(1)
             strides.append(dropped_last if dropped_last is not None else 1)
