@@ -52,18 +52,17 @@ def _common_device(kernel, args, kwargs):
     launch with tensors on two devices is."""
     import torch
     named = [(f"argument {i}", a) for i, a in enumerate(args)] + [(repr(k), v) for k, v in kwargs.items()]
-    named = [(n, t) for n, t in named if _is_tensor(t)]
-    devices = []
-    for _, t in named:
-        d = t.device
-        if d.type == "neuron" and d.index is None:
-            d = torch.device("neuron", torch.neuron.current_device())
-        devices.append(d)
-    neuron = [d for d in devices if d.type == "neuron"]
-    if not neuron:
+    devices = {}        # argument name -> device, a neuron device with its index
+    for name, t in named:
+        if _is_tensor(t):
+            d = t.device
+            if d.type == "neuron" and d.index is None:
+                d = torch.device("neuron", torch.neuron.current_device())
+            devices[name] = d
+    first = next((d for d in devices.values() if d.type == "neuron"), None)
+    if first is None:
         return None
-    first = neuron[0]
-    for (name, _), d in zip(named, devices):
+    for name, d in devices.items():
         if d != first:
             raise NkiLaunchError(
                 f"kernel {kernel.func.__name__!r}: {name} is on {d} but other tensor arguments are "
