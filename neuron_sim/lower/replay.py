@@ -121,12 +121,12 @@ def flush(ctx) -> None:
 
 
 def joined_csr(ptrs):
-    """CSR pointers of consecutive runs of rows, as one."""
-    out, base = [np.zeros(1, np.int64)], 0
-    for p in ptrs:
-        out.append(p[1:] + base)
-        base += int(p[-1])
-    return np.concatenate(out)
+    """CSR pointers of consecutive runs of rows, as one (few NumPy calls: an eager group joins
+    up to 32 runs)."""
+    before = np.cumsum([0] + [int(p[-1]) for p in ptrs[:-1]])     # entries of the runs before
+    out = np.concatenate([np.zeros(1, np.int64)] + [p[1:] for p in ptrs])
+    out[1:] += np.repeat(before, [len(p) - 1 for p in ptrs])
+    return out
 
 
 def _arg_key(a, index, specs):
