@@ -170,11 +170,9 @@ class _Mapper:
             lo = offset % st.free_elems
             ap = _AP(t, p0, shape[0], lo, dims, 1)
             box = (p0, p0 + shape[0], lo, lo + span + 1)
-        elif len(shape) >= 2:
-            ap = _AP(t, 0, shape[0], offset, dims, strides[0])
-            box = (0, 1, offset, offset + span + 1)
-        else:
-            ap = _AP(t, 0, 1, offset, dims, 1)
+        else:               # (in HBM a 1-D view is one row: its dims are all free)
+            rows, row_stride = (shape[0], strides[0]) if len(shape) >= 2 else (1, 1)
+            ap = _AP(t, 0, rows, offset, dims, row_stride)
             box = (0, 1, offset, offset + span + 1)
         ap._box = box
         ap.storage = st
@@ -298,7 +296,8 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
             source_index.extend([(k, i)] * n)
         if ev is not None:
             _buffers_end(ev[2], storages, graveyard, frontier)
-    # the program's records keep the mapper (_Dma makes patterns with it), not the kernel's views
+    # the program's records keep the mapper (_dma_record makes patterns with it), not the
+    # kernel's views
     m.ranges = None
 
 
@@ -445,10 +444,11 @@ class _Rows:
         self.b, self.records = b, records
 
     def compute(self, ins, m, deps) -> int:
-        b, op, args = self.b, ins.op, _args(ins.attrs, m, ins.index)
+        b, op = self.b, ins.op
         if self.records is None:
-            return b.instruction(op, deps=deps, **args)
-        return b.append_built(op, self.records.build(b, op, args), deps)
+            return b.instruction(op, deps=deps, **_args(ins.attrs, m, ins.index))
+        t, aps, out = self.records.template(b, op, ins.attrs, m, ins.index)
+        return b.append_built(op, out if t is None else _from_template(t, aps), deps)
 
     def dma(self, dst, src, dge, deps=()) -> int:
         """A dma_copy on the queue the compiler gives it (_queue). The cost module keeps its cost
@@ -510,13 +510,18 @@ class _BulkRows(_Rows):
                 ap.num = n
         return n
 
-    def _add(self, e, deps=()) -> int:
+    def _class(self, e) -> int:
+        """The number of record e's class: what the builder's columns take from a record."""
         key = (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops,
                None if e.dma is None else id(e.dma))
         c = self.class_of.get(key)
         if c is None:       # (the record is kept, so the id of its DmaCost is not reused)
             c = self.class_of[key] = len(self.classes)
             self.classes.append(e)
+        return c
+
+    def _add(self, e, deps=()) -> int:
+        c = self._class(e)
         if not self.rec:
             self.first = len(self.b)
         self.rec.append(c)
@@ -556,7 +561,7 @@ class _BulkRows(_Rows):
         nums = [a.num for a in aps]
         if None in nums:
             nums = [self._num(a) for a in aps]
-        made = _Copy(t, aps)        # its records, made when Program.emits is read
+        made = _Later(_from_template, t, aps)   # its records, made when Program.emits is read
         plan = self.plans.get(id(t))
         if plan is None:
             plan = self._plan(op, t)
@@ -611,15 +616,9 @@ class _BulkRows(_Rows):
         sequence, the template, _run of all records, _run of the last alone) of template t: what
         _pass and _add do for each copy, found once."""
         out = []
-        for te in t[1]:
-            e = te[0]
-            key = (e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, e.flops, None)
-            c = self.class_of.get(key)
-            if c is None:
-                c = self.class_of[key] = len(self.classes)
-                self.classes.append(e)
-            out.append((c, len(te[1]), len(te[2]), te[2], te[1][0] if te[1] else None, e.engine,
-                        te[1] + te[2]))
+        for e, rd, wr, _, _ in t[1]:
+            out.append((self._class(e), len(rd), len(wr), wr, rd[0] if rd else None, e.engine,
+                        rd + wr))
         last = len(out) - 1
         plan = self.plans[id(t)] = (_reuses_stationary(op), out, t[0] is not None, t,
                                     _run(out, range(last + 1)), _run(out, (last,)))
@@ -642,7 +641,7 @@ class _BulkRows(_Rows):
     def dma(self, dst, src, dge, deps=(), queue=None) -> int:
         """_Rows.dma without the record: its class is found by the operands' geometries, the
         queue and the DGE mode (what the cost reads of them), and the record is made when
-        Program.emits is read (_Dma). `queue`: the one _queue gave it already."""
+        Program.emits is read (_Later). `queue`: the one _queue gave it already."""
         q = _queue(self.b, dge) if queue is None else queue
         geo = self.records._geometry_id
         g, h = dst.geometry_id, src.geometry_id
@@ -657,7 +656,7 @@ class _BulkRows(_Rows):
 
     def _dma_row(self, c, src_num, dst_num, src, dst, deps) -> int:
         """Append a dma_copy row of class c whose operands are numbered src_num and dst_num
-        (`src` as _Dma takes it); its explicit dependencies are `deps`."""
+        (`src` as _dma_record takes it); its explicit dependencies are `deps`."""
         if not self.rec:
             self.first = len(self.b)
         self.rec.append(c)
@@ -667,14 +666,14 @@ class _BulkRows(_Rows):
         writes[t] = writes.get(t, 0) + 1
         self.nr.append(1)
         self.nw.append(1)
-        self.emits.append(_Dma(self.classes[c], src, dst))
+        self.emits.append(_Later(_dma_record, self.classes[c], src, dst))
         return self.first + len(self.rec) - 1
 
     def dma_pieces(self, ins, m, cols, note, reuse_deps) -> int:
         """_Rows.dma_pieces' rows, as `dma` appends them one by one: the pieces of a split DMA
         differ only in their columns, so a piece of an HBM source whose geometry and class
         (per queue) are known is numbered from its box, its pattern made when its record is
-        asked for (_Dma); a split load of a [128, 2048] tile is 16 pieces."""
+        asked for (_dma_record); a split load of a [128, 2048] tile is 16 pieces."""
         dst, src, i = ins.writes[0], ins.reads[0], ins.index
         dge, engine, ap_at = ins.attrs["dge_mode"], ins.engine, m.ap_at
         dst_st, dp, ds, do = dst.storage, dst.shape[0], dst.strides, dst.offset
@@ -772,22 +771,16 @@ class _Records:
         self.templates = {}
         self.geometries = {}
 
-    def build(self, b, op, args):
-        t, aps, out = self.template(b, op, args)
-        return out if t is None else _from_template(t, aps)
-
-    def template(self, b, op, args, m=None, index=None):
+    def template(self, b, op, args, m, index):
         """(template, the argument patterns, None) when the geometry has a template, else
-        (None, the argument patterns, the records built by the module). With `m`, `args` are
-        the traced call's, views mapped to patterns here by m (at instruction `index`)."""
+        (None, the argument patterns, the records built by the module). `args` are the traced
+        call's, views mapped to patterns here by m (at instruction `index`)."""
         parts, aps = [], []
         for v in args.values():
             c = v.__class__
             if c is NkiTensor:
                 hit = v._mapped         # m.ap(v, index), inline
                 v = hit[1] if hit is not None and hit[0] is m else m.ap(v, index)
-                c = _AP
-            if c is _AP:
                 g = v.geometry_id           # the argument's geometry
                 if g is None:
                     g = self._geometry_id(v)
@@ -807,9 +800,7 @@ class _Records:
             t = None
         if t:
             return t, aps, None
-        if m is not None:
-            args = _args(args, m, index)
-        out = b.build_instruction(op, **args)
+        out = b.build_instruction(op, **_args(args, m, index))
         if t is False:
             self.templates[key] = _template(out, aps)
         return None, aps, out
@@ -865,19 +856,19 @@ def _from_template(t, aps):
     return made[0] if kind is None else kind(made)
 
 
-class _Copy:
-    """The records of one instruction copied from template t with the patterns `aps`, made
-    (_from_template) the first time one of them is asked for. _BulkRows hands the builder this
-    (a single record) or (this, j) (record j of a sequence) per row instead of the records."""
+class _Later:
+    """Records made the first time one of them is asked for, by make(*args): a copy of a
+    template (_from_template) or a dma_copy's record (_dma_record). _BulkRows hands the builder
+    this (a single record) or (this, j) (record j of a sequence) per row instead of the records."""
 
-    __slots__ = ("t", "aps", "made")
+    __slots__ = ("make", "args", "made")
 
-    def __init__(self, t, aps):
-        self.t, self.aps, self.made = t, aps, None
+    def __init__(self, make, *args):
+        self.make, self.args, self.made = make, args, None
 
     def get(self):
         if self.made is None:
-            self.made = _from_template(self.t, self.aps)
+            self.made = self.make(*self.args)
         return self.made
 
     @property
@@ -885,27 +876,15 @@ class _Copy:
         return self.get().name
 
 
-class _Dma:
-    """A dma_copy's record, made when asked for from the first record of its class (same cost,
-    same queue) with its own operands. `src` may be (mapper, storage, shape, strides, offset):
-    the view whose pattern is made then (_BulkRows.dma_pieces)."""
-
-    __slots__ = ("e", "src", "dst")
-
-    def __init__(self, e, src, dst):
-        self.e, self.src, self.dst = e, src, dst
-
-    def get(self):
-        e, src = self.e, self.src
-        if src.__class__ is tuple:
-            m, st, shape, strides, off = src
-            src = m.ap_at(st, shape, strides, off, None)
-        return Emit(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, (src,), (self.dst,),
-                    dict(e.params), e.flops, e.dma)
-
-    @property
-    def name(self):
-        return self.e.name
+def _dma_record(e, src, dst):
+    """A dma_copy's record from the first record of its class (same cost, same queue), with its
+    own operands. `src` may be (mapper, storage, shape, strides, offset): the view whose pattern
+    is made now (_BulkRows.dma_pieces)."""
+    if src.__class__ is tuple:
+        m, st, shape, strides, off = src
+        src = m.ap_at(st, shape, strides, off, None)
+    return Emit(e.name, e.engine, e.kind, e.ii_cycles, e.lat_cycles, (src,), (dst,),
+                dict(e.params), e.flops, e.dma)
 
 
 class _LazyRecords:
@@ -923,7 +902,7 @@ class _LazyRecords:
             return [self[k] for k in range(*i.indices(len(self)))]
         e = self._rows[i]
         c = e.__class__
-        if c is _Copy or c is _Dma:
+        if c is _Later:
             e = self._rows[i] = e.get()
         elif c is tuple:
             e = self._rows[i] = e[0].get()[e[1]]
