@@ -245,10 +245,20 @@ def _program_ns(layer: Measured, layers: int, head: Measured, programs: int):
     return layers * layer.ns + head.ns
 
 
-def _measure(fn, device, before=None) -> Measured:
+def _measure(fn, device, before=None, compiled=False) -> Measured:
     """Time `fn` on the simulated core after a warm-up call; `before` runs untimed ahead of
-    each call (e.g. dropping gradients so the backward writes them instead of accumulating)."""
+    each call (e.g. dropping gradients so the backward writes them instead of accumulating).
+    `compiled`: compiled with torch.compile(backend="neuron"); a graph the compiler cannot take
+    is timed eagerly (said in Measured.compiled)."""
     from .neuron_dynamo_backend.explain import run_timed, summed
+    if compiled:
+        run = torch.compile(fn, backend="neuron", dynamic=False)
+        try:
+            m = _measure(run, device, before)
+            m.compiled = True
+            return m
+        except Exception:   # noqa: BLE001 - fall back to eager, reported by compiled=False
+            torch._dynamo.reset()
     if before:
         before()
     fn()                                          # lowering, compilation, caches
@@ -274,20 +284,6 @@ def _launch_ns() -> int:
     pays)."""
     import torch_neuronx
     return int(round(get_instance(torch_neuronx.get_instance()).chip.eager_launch_s * 1e9))
-
-
-def _measure_maybe_compiled(fn, device, compiled: bool, before=None) -> Measured:
-    """Compiled when asked; a graph the compiler cannot take is timed eagerly (said in
-    Measured.compiled)."""
-    if compiled:
-        run = torch.compile(fn, backend="neuron", dynamic=False)
-        try:
-            m = _measure(run, device, before)
-            m.compiled = True
-            return m
-        except Exception:   # noqa: BLE001 - fall back to eager, reported by compiled=False
-            torch._dynamo.reset()
-    return _measure(fn, device, before)
 
 
 def _drop_grads(*tensors_or_modules):
@@ -335,7 +331,7 @@ def _sequence_parallel(m: Measured, layer, b, s, h, tp, dev, dtype, compiled) ->
         def run():
             r = t + layer.input_layernorm(t)
             return r + layer.post_attention_layernorm(r)
-        return _measure_maybe_compiled(run, dev, compiled)
+        return _measure(run, dev, compiled=compiled)
 
     full, shard = parts(s), parts(-(-s // tp))
     engines = dict(m.engine_ns)
@@ -684,11 +680,11 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
         def layer_step():
             _layer_forward(layer, rope, x, pos).backward(gy)
 
-        m_layer = _measure_maybe_compiled(layer_step, dev, compiled, _drop_grads(layer, x))
+        m_layer = _measure(layer_step, dev, _drop_grads(layer, x), compiled)
         if checkpoint:   # the backward recomputes the forward first: one more forward's time
             with torch.no_grad():
-                m_layer = m_layer.plus(_measure_maybe_compiled(
-                    lambda: _layer_forward(layer, rope, x, pos), dev, compiled))
+                m_layer = m_layer.plus(_measure(lambda: _layer_forward(layer, rope, x, pos),
+                                                dev, compiled=compiled))
         saved = _saved_bytes(layer, rope, x, pos, dev, checkpoint)
         del layer
         embed = torch.nn.Embedding(vocab_tp, h, device=dev, dtype=tdt)
@@ -700,8 +696,7 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
             logits = lm_head(norm(embed(ids)))
             torch.nn.functional.cross_entropy(logits.view(b * s, -1).float(), labels).backward()
 
-        m_head = _measure_maybe_compiled(head_step, dev, compiled,
-                                         _drop_grads(embed, lm_head, norm))
+        m_head = _measure(head_step, dev, _drop_grads(embed, lm_head, norm), compiled)
         del embed, lm_head
         shard = counts["total"] / (mesh["tp"] * mesh["fsdp"])
         opt_s = _optimizer_seconds(shard, dev, tdt)
@@ -829,10 +824,10 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
         def head(last):
             return lm_head(norm(last)).argmax(-1)
 
-        m_pre = _measure_maybe_compiled(lambda: _layer_forward(layer, rope, x, pos), dev, compiled)
+        m_pre = _measure(lambda: _layer_forward(layer, rope, x, pos), dev, compiled=compiled)
         if sequence_parallel and mesh["tp"] > 1:
             m_pre = _sequence_parallel(m_pre, layer, b, s, h, mesh["tp"], dev, tdt, compiled)
-        m_pre_head = _measure_maybe_compiled(lambda: head(x[:, -1:]), dev, compiled)
+        m_pre_head = _measure(lambda: head(x[:, -1:]), dev, compiled=compiled)
         kv = _StaticKV(b, cfg_tp.num_key_value_heads, kv_len, cfg_tp.head_dim, kv_len - 1, dev,
                        tdt)
         x1 = torch.empty(b, 1, h, device=dev, dtype=tdt)
@@ -843,8 +838,8 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
             return layer(x1, attention_mask=mask, position_ids=pos1, cache=kv,
                          position_embeddings=rope(x1, pos1))
 
-        m_dec = _measure_maybe_compiled(decode, dev, compiled)
-        m_dec_head = _measure_maybe_compiled(lambda: head(x1), dev, compiled)
+        m_dec = _measure(decode, dev, compiled=compiled)
+        m_dec_head = _measure(lambda: head(x1), dev, compiled=compiled)
     line = functools.partial(_collective, fabric, mesh, m_pre.compiled)
     pre, dec = [], []
     for lines, tokens in ((pre, s), (dec, 1)) if mesh["tp"] > 1 else ():
