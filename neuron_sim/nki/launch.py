@@ -239,9 +239,8 @@ def _launch(kernel, target, lnc, precise, mode, args, kwargs, numerics, timing, 
                          kernel_name=kernel.func.__name__, barrier=barrier, shared=shared,
                          progress=bar)
         with tracing(tr):
-            a = [_wrap_input(tr, x, inputs, i, numerics, precise, lnc) for i, x in enumerate(args)]
-            kw = {k: _wrap_input(tr, v, inputs, k, numerics, precise, lnc)
-                  for k, v in kwargs.items()}
+            a = [_wrap_input(tr, x, inputs, i, lnc) for i, x in enumerate(args)]
+            kw = {k: _wrap_input(tr, v, inputs, k, lnc) for k, v in kwargs.items()}
         traces.append(tr)
         calls.append((a, kw))
     from . import language
@@ -306,15 +305,15 @@ def _run_programs(kernel, traces, calls):
 _NARROWED = {np.dtype(np.float64): dtypes.float32, np.dtype(np.int64): dtypes.int32}
 
 
-def _wrap_input(tr, x, inputs, key, numerics, precise, lnc):
+def _wrap_input(tr, x, inputs, key, lnc):
     if not isinstance(x, np.ndarray):
         return x
     if id(x) not in inputs:
         dt = dtypes.normalize(x.dtype)
         dt = _NARROWED.get(dt, dt)
         data = None
-        if numerics:
-            data = np.ascontiguousarray(x, dtype=dtypes.storage_dtype(dt, precise)).copy()
+        if tr.numerics:
+            data = np.ascontiguousarray(x, dtype=dtypes.storage_dtype(dt, tr.precise_fp)).copy()
         name = key if isinstance(key, str) else f"arg{key}"
         st = tr.new_storage("shared_hbm" if lnc > 1 else "hbm", x.shape, dt, name=name,
                             role="input", data=data)
@@ -324,21 +323,15 @@ def _wrap_input(tr, x, inputs, key, numerics, precise, lnc):
 
 def _copy_back_inputs(inputs):
     """Kernels may write their HBM inputs in place (legacy kernels take their outputs as
-    arguments); the caller's arrays see every element the kernel wrote [SimDoc]."""
+    arguments); the caller's arrays see every element the kernel wrote [SimDoc]. (An input
+    starts fully written, so its data is the caller's where the kernel did not write.)"""
     for st, user in inputs.values():
         if st.data is None or not user.flags.writeable or st.last_use is None:
             continue
-        w = st.written
-        if isinstance(w, str) and w == "none":
-            continue
         vals = st.data.astype(user.dtype, copy=False).reshape(user.shape)
         try:
-            if isinstance(w, str) and w == "all":      # inputs start fully written
-                if not np.array_equal(vals, user):
-                    np.copyto(user, vals, casting="unsafe")
-            else:
-                mask = st.mask().reshape(user.shape)
-                user[mask] = vals[mask]
+            if not np.array_equal(vals, user):
+                np.copyto(user, vals, casting="unsafe")
         except (TypeError, ValueError):
             pass
 
