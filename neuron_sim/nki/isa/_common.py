@@ -1,18 +1,14 @@
-"""Shared pieces of the instruction functions: the per-call context (the engine asked for, the
-core's rules run with the kernel's line), reading and writing the kernel's tensors."""
+"""Shared pieces of the instruction functions: the per-call context (the core's rules run with
+the kernel's line), reading and writing the kernel's tensors."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import NeuronSimError, PartitionError
-from ...isa.common import check_engine
 from ...numerics.rounding import store
-from ...program.builder import engine_of
 from ..errors import NkiPartitionError, NkiValidationError
 from ..tracer import current, user_loc
-
-from .enums import engine
 
 # ---- shared checks ---------------------------------------------------------------------------
 class _Ctx:
@@ -42,14 +38,6 @@ class _Ctx:
             raise NkiPartitionError(str(e), self.loc, f"nisa.{self.op}") from e
         except NeuronSimError as e:
             raise NkiValidationError(str(e), self.loc, f"nisa.{self.op}") from e
-
-    def engine(self, requested, default, allowed):
-        """The engine of the call: as asked, else `default`; one of `allowed` (the core's
-        check_engine; the module's check_operands then checks each operand's memory)."""
-        name = requested.value if isinstance(requested, engine) else (requested or "unknown")
-        eng = engine_of(default if name == "unknown" else name)
-        self.core(check_engine, self.op, eng, allowed, self.chip)
-        return eng
 
     # numerics
     def read(self, t, operand, raw=False):

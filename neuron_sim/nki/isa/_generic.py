@@ -28,8 +28,9 @@ import numpy as np
 
 from ...engines import Engine
 from ...isa import module_for
-from ...isa.common import check_pattern_dims, check_same_shape, engines_of
+from ...isa.common import check_engine, check_pattern_dims, check_same_shape, engines_of
 from ...numerics.formats import pack_x4, unpack_x4
+from ...program.builder import engine_of
 from .. import broadcast
 from ..program import _Mapper
 from ..tensor import NkiTensor
@@ -175,11 +176,17 @@ _NAMES = {e: e.name.lower() for e in Engine}
 def _engine(ctx, mod, default, engines, given, operands):
     """The engine of the call: nisa.vector_engine ... as asked, else (unknown) the module's
     `default_engine` for these operands or its `build` default; one of `engines` (the module's
-    `ENGINES`, else any compute engine: the core's check, raised at the kernel's line)."""
-    if getattr(given["engine"], "value", given["engine"]) in (None, "unknown") \
-            and hasattr(mod, "default_engine"):
-        default = mod.default_engine(ctx.chip, **operands)
-    return ctx.engine(given["engine"], _NAMES[Engine(default)], engines)
+    `ENGINES`, else any compute engine: the core's check, raised at the kernel's line; the
+    module's check_operands then checks each operand's memory)."""
+    requested = given["engine"]
+    name = requested.value if isinstance(requested, engine) else (requested or "unknown")
+    if name == "unknown":
+        if hasattr(mod, "default_engine"):
+            default = mod.default_engine(ctx.chip, **operands)
+        name = _NAMES[Engine(default)]
+    eng = engine_of(name)
+    ctx.core(check_engine, ctx.op, eng, engines, ctx.chip)
+    return eng
 
 
 def adapter(name: str):
