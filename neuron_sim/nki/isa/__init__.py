@@ -41,7 +41,8 @@ def core_barrier(data, cores=None, engine=engine.unknown, name=None):
     ctx = _Ctx("core_barrier")
     ctx.core(module_for("core_barrier").build, ctx.chip)     # its rule: a chip with LNC=2
     reads = [data] if isinstance(data, NkiTensor) else []
-    ctx.emit("sync", reads, [], data=reads[0] if reads else None)
+    ctx.trace.emit("core_barrier", "sync", reads, [], {"data": reads[0] if reads else None},
+                   ctx.loc)
     if ctx.trace.barrier is not None:
         ctx.trace.barrier.wait()
 

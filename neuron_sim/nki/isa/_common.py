@@ -54,6 +54,3 @@ class _Ctx:
         if self.trace.numerics and values is not None:
             store(t.np(), values, t.storage.dtype_name)
         t.mark_written()
-
-    def emit(self, engine_name, reads, writes, **attrs):
-        return self.trace.emit(self.op, engine_name, reads, writes, attrs, self.loc)
