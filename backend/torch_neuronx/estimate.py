@@ -294,15 +294,6 @@ def _drop_grads(*tensors_or_modules):
     return drop
 
 
-def _precision(precision, dtype, instance) -> str:
-    from .fp8_linear import check_precision
-    p = check_precision(precision, get_instance(instance).chip)
-    if p != "bf16" and dtype != torch.bfloat16:
-        raise ValueError(f"precision {p!r} runs the matmuls in FP8 around a BF16 model; give "
-                         f"dtype='bf16' (got {dtype}).")
-    return p
-
-
 def _layer_parts(cfg_tp, device, dtype, precision="bf16", trainable=False):
     """One decoder layer at this rank's shapes, its rotary embedding and the final norm. With
     precision 'fp8'/'mx' the layer's linears (attention projections, MLP; not the MoE router,
@@ -592,32 +583,29 @@ def _device():
     return torch.device("neuron", torch.neuron.current_device())
 
 
-def _setup(cfg, instance, lnc, dtype, precision, tp):
-    """What a training and an inference estimate both start from, after checking the instance:
-    (torch dtype, precision, bytes per element, dims, parameter counts, one TP shard's config)."""
-    _check_instance(instance)
-    tdt = _dtype(dtype)
-    prec = _precision(precision, tdt, instance)
-    return (tdt, prec, torch.finfo(tdt).bits // 8, _dims(cfg), parameter_counts(cfg),
-            _shard(cfg, tp, prec))
-
-
-def _check_instance(instance):
+def _setup(cfg, instance, dtype, precision, tp):
+    """What a training and an inference estimate both start from, after checking the instance,
+    dtype and precision: (torch dtype, precision, bytes per element, dims, parameter counts, one
+    TP shard's config)."""
     import torch_neuronx
-    inst = get_instance(instance)
-    here = get_instance(torch_neuronx.get_instance())
+
+    from .fp8_linear import check_precision
+    inst, here = get_instance(instance), get_instance(torch_neuronx.get_instance())
     if inst.chip.name != here.chip.name:
         raise ValueError(f"estimates for {instance} ({inst.chip.name}) need this process's device "
                          f"on a {inst.chip.name} instance, but it simulates {here.name} "
                          f"({here.chip.name}); call torch_neuronx.set_instance({instance!r}) "
                          "before the device is first used, or set NEURON_SIM_INSTANCE.")
-
-
-def _dtype(dtype):
     if str(dtype).lower() not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not supported by the estimator; use bf16 or fp32 "
                          "(FP8 and MX matmuls: precision='fp8' or 'mx').")
-    return DTYPES[str(dtype).lower()]
+    tdt = DTYPES[str(dtype).lower()]
+    prec = check_precision(precision, inst.chip)
+    if prec != "bf16" and tdt != torch.bfloat16:
+        raise ValueError(f"precision {prec!r} runs the matmuls in FP8 around a BF16 model; give "
+                         f"dtype='bf16' (got {tdt}).")
+    return (tdt, prec, torch.finfo(tdt).bits // 8, _dims(cfg), parameter_counts(cfg),
+            _shard(cfg, tp, prec))
 
 
 def _peak_dtype(tdt, precision) -> str:
@@ -667,7 +655,7 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
     mesh = {"dp": int(dp), "fsdp": int(fsdp), "tp": int(tp)}
     ranks = math.prod(mesh.values())
     inst, lnc, fabric, nodes = _job(instance, lnc, ranks)
-    tdt, prec, elt, d, counts, cfg_tp = _setup(cfg, instance, lnc, dtype, precision, mesh["tp"])
+    tdt, prec, elt, d, counts, cfg_tp = _setup(cfg, instance, dtype, precision, mesh["tp"])
     dev = _device()
     vocab_tp = -(-d["vocab"] // mesh["tp"])
     b, s, h = int(micro_batch), int(seq), d["hidden"]
@@ -810,7 +798,7 @@ def estimate_inference(model, instance="trn2.48xlarge", tp=1, lnc=None, dtype="b
         raise ValueError(f"TP{tp} needs {_nodes} instances of {instance}; tensor parallelism "
                          f"stays inside one instance ({inst.logical_cores(lnc)} logical cores at "
                          f"LNC={lnc}).")
-    tdt, prec, elt, d, counts, cfg_tp = _setup(cfg, instance, lnc, dtype, precision, mesh["tp"])
+    tdt, prec, elt, d, counts, cfg_tp = _setup(cfg, instance, dtype, precision, mesh["tp"])
     kv_len = int(kv_len or input_len + output_len)
     b, s, h = int(batch), int(input_len), d["hidden"]
     vocab_tp = -(-d["vocab"] // mesh["tp"])
