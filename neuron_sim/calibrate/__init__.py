@@ -56,30 +56,31 @@ def published() -> dict:
         return {t["id"]: t for t in json.load(f)["targets"]}
 
 
-def _mark(rows, target, key_of=None) -> list[Row]:
-    """Set each row's `sets` from the target's "fit" map (keyed by published result name)."""
-    fit = target.get("fit", {})
-    for r in rows:
-        r.sets = fit.get((key_of or {}).get(r.metric, r.metric), "")
-    return rows
+def _row(pub, target, metric, hw, simulated, note="", key=None, cid=None, k=None) -> Row:
+    """Row `metric` of target `target` (named `cid`, default the target's id): its published
+    result `key` (default: the metric's name; element k of a list), and the constant the
+    target's "fit" map names for it."""
+    key = key or metric
+    value = pub[target]["result"][key]
+    return Row(cid or target, metric, hw, value if k is None else value[k], simulated, note=note,
+               sets=pub[target].get("fit", {}).get(key, ""))
 
 
 def _matmul_rows(pub) -> list[Row]:
-    res = pub["C1-C4"]["result"]
     rows = []
     stages = [("C1", P.matmul_tiled), ("C2", P.matmul_hoist_load), ("C3", P.matmul_block_free),
               ("C4", P.matmul_fully_blocked)]
     for k, (cid, fn) in enumerate(stages):
         r = simulate(fn("trn1"))
-        rows.append(Row(cid, "latency_ms", "trn1", res["latency_ms"][k], r.total_ns / 1e6))
-        rows.append(Row(cid, "hfu_percent", "trn1", res["hfu_percent"][k], 100 * r.summary["hfu"]))
-    return _mark(rows, pub["C1-C4"])
+        rows.append(_row(pub, "C1-C4", "latency_ms", "trn1", r.total_ns / 1e6, cid=cid, k=k))
+        rows.append(_row(pub, "C1-C4", "hfu_percent", "trn1", 100 * r.summary["hfu"], cid=cid,
+                         k=k))
+    return rows
 
 
 def _c8_rows(pub) -> list[Row]:
     """Every C8 row from one program: the v5 kernel as it fits in Trn2's SBUF (one buffer per
     block, refilled operand by operand; the partial sums that do not fit spilled)."""
-    res = pub["C8"]["result"]
     prog = P.kernel_opt_v5("trn2")
     s = simulate(prog).summary
     act = s["engine_active_percent"]
@@ -89,8 +90,8 @@ def _c8_rows(pub) -> list[Row]:
     traffic = f"includes {spilled / 1e6:.0f} MB of spill stores and reloads"
 
     def row(metric, simulated, note=""):
-        return Row("C8", metric, "trn2", res[metric], simulated, note=note)
-    return _mark([
+        return _row(pub, "C8", metric, "trn2", simulated, note)
+    return [
         row("tensor_active_ms", s["engine_active_ns"]["TensorE"] / 1e6),
         row("tensor_active_percent", act["TensorE"]),
         row("hfu_percent", 100 * s["hfu"]),
@@ -101,21 +102,20 @@ def _c8_rows(pub) -> list[Row]:
         row("dma_active_ms", s["engine_active_ns"]["DMA"] / 1e6, traffic),
         row("dma_active_percent", act["DMA"], traffic),
         row("mbu_percent", 100 * s["mbu"], traffic),
-    ], pub["C8"])
+    ]
 
 
 def _dma_rows(pub) -> list[Row]:
     r15 = simulate(P.dma_one_engine("trn2"))
     prog16 = P.dma_sixteen_engines("trn2")
     r16 = simulate(prog16)
-    return _mark([Row("C15", "ns", "trn2", pub["C15"]["result"]["ns"], float(r15.busy_ns[0]),
-                      note="data phase of the one engine")], pub["C15"]) + _mark([
-        Row("C16", "per_engine_ns", "trn2", pub["C16"]["result"]["per_engine_ns"],
-            float(prog16.cols["dma_engine_ns"][0]), note="each of the 16 engines"),
-        Row("C16", "trigger_to_done_us", "trn2", pub["C16"]["result"]["trigger_to_done_us_approx"],
-            float(r16.start_ns[1] - r16.start_ns[0]) / 1e3,
-            note="trigger until the waiting VectorE instruction may start"),
-    ], pub["C16"], {"trigger_to_done_us": "trigger_to_done_us_approx"})
+    return [_row(pub, "C15", "ns", "trn2", float(r15.busy_ns[0]), "data phase of the one engine"),
+            _row(pub, "C16", "per_engine_ns", "trn2", float(prog16.cols["dma_engine_ns"][0]),
+                 "each of the 16 engines"),
+            _row(pub, "C16", "trigger_to_done_us", "trn2",
+                 float(r16.start_ns[1] - r16.start_ns[0]) / 1e3,
+                 "trigger until the waiting VectorE instruction may start",
+                 key="trigger_to_done_us_approx")]
 
 
 def _scalar_rows(pub) -> list[Row]:
@@ -123,17 +123,15 @@ def _scalar_rows(pub) -> list[Row]:
     r = simulate(prog)
     acts = np.nonzero(prog.cols["engine"] == Engine.SCALAR)[0]
     ii = float(np.diff(r.start_ns[acts]).mean())
-    return _mark([Row("C17", "ii_ns", "trn1", pub["C17"]["result"]["ii_ns"], ii,
-                      note="start-to-start of dependent 1-element activations")], pub["C17"])
+    return [_row(pub, "C17", "ii_ns", "trn1", ii,
+                 "start-to-start of dependent 1-element activations")]
 
 
 def _dge_rows(pub) -> list[Row]:
     r = simulate(P.hwdge_stream("trn2"))
-    return _mark([Row("C18", "ns", "trn2", pub["C18"]["result"]["ns"],
-                      float(np.diff(r.start_ns).mean()),
-                      note="interval between hardware-DGE DMA instructions on one queue (the "
-                           "600 ns input comes back: a consistency check, not an independent "
-                           "fit)")], pub["C18"])
+    return [_row(pub, "C18", "ns", "trn2", float(np.diff(r.start_ns).mean()),
+                 "interval between hardware-DGE DMA instructions on one queue (the 600 ns input "
+                 "comes back: a consistency check, not an independent fit)")]
 
 
 def _throttle_rows(pub) -> list[Row]:
@@ -144,10 +142,9 @@ def _throttle_rows(pub) -> list[Row]:
     busy = r.busy_ns[mm]
     full = np.nonzero(busy <= ii * (1 + 1e-9))[0]
     ramp_ns = r.start_ns[mm[full[0]]] - r.start_ns[mm[0]] if full.size else np.inf
-    res = pub["C19"]["result"]
-    return _mark([Row("C19", "initial_util", "trn2", res["initial_util"], float(ii[0] / busy[0])),
-                  Row("C19", "ramp_us", "trn2", res["ramp_us"], float(ramp_ns) / 1e3,
-                      note="burst start until a MultiplyMoving runs at full rate")], pub["C19"])
+    return [_row(pub, "C19", "initial_util", "trn2", float(ii[0] / busy[0])),
+            _row(pub, "C19", "ramp_us", "trn2", float(ramp_ns) / 1e3,
+                 "burst start until a MultiplyMoving runs at full rate")]
 
 
 # Mamba rows run a quarter of the 4096 channels and scale the time by 4: channel tiles are
