@@ -7,11 +7,8 @@ Every algorithm is a sequence of synchronised steps; a step costs its hop latenc
 bandwidth. A stand-alone collective (launched by the runtime: eager torch.distributed, nccom-test)
 lasts max(cc_launch_floor_s, cc_setup_s + steps); inside a compiled graph only the steps count.
 
-The algorithm is chosen as the runtime does (`choose`): inside an instance by message size
-(the runtime documents mesh below 1 MiB, RDH up to 56 MiB, KangaRing above; here the fastest
-applicable formula, which lands on those ranges), and hierarchically across instances
-(intra-instance reduce-scatter, inter-instance all-reduce over EFA, intra-instance all-gather),
-each stage choosing for its own size."""
+The algorithm is chosen as the runtime does, by message size inside an instance and
+hierarchically across instances (`choose`, `_hierarchical`)."""
 
 from __future__ import annotations
 
@@ -173,9 +170,7 @@ def _hierarchical(op, fabric, cores, nbytes):
     local = next(iter(groups.values()))
     total, steps = 0.0, 0
     if y > 1:
-        intra_op = {"all_reduce": ("reduce_scatter", "all_gather"),
-                    "all_gather": ("all_gather",), "reduce_scatter": ("reduce_scatter",)}[op]
-        for sub in intra_op:
+        for sub in ("reduce_scatter", "all_gather") if op == "all_reduce" else (op,):
             s, t = _FORMULAS[choose(sub, nbytes, local, fabric)](sub, fabric, local, nbytes)
             total, steps = total + t, steps + s
     # the inter-instance stage: one rank per instance, B / Y each, Y groups at once on the EFA;
