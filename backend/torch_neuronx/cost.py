@@ -327,6 +327,7 @@ class _OpStats:
         self.seen = set()        # the _Seen recorded here: their engines are in engine_ns
 
 
+_TABLE_ENGINES = ("TensorE", "VectorE", "ScalarE", "GpSimd", "DMA")   # report()'s columns
 _STATS = ("ops", "launches", "launch_total_ns", "fused_groups", "fused_ops", "total_ns", "cost_s")
 
 
@@ -608,14 +609,13 @@ class LoweredCostModel:
                  f"HBM traffic {b['hbm_bytes'] / 1e6:.1f} MB; program cache: "
                  f"{c['hit_rate'] * 100:.1f}% hits ({c['hits']}/{c['hits'] + c['misses']}), "
                  f"lowering {c['lower_s'] * 1e3:.0f} ms",
-                 f"{'op':42s} {'count':>6s} {'ms':>9s} {'%':>6s}  {'TensorE':>8s} {'VectorE':>8s} "
-                 f"{'ScalarE':>8s} {'GpSimd':>8s} {'DMA':>8s}"]
+                 f"{'op':42s} {'count':>6s} {'ms':>9s} {'%':>6s}  "
+                 + " ".join(f"{e:>8s}" for e in _TABLE_ENGINES)]
         for name, s in list(b["ops"].items())[:top]:
             e = s["engine_ns"]
             lines.append(f"{name[:42]:42s} {s['count']:6d} {s['ns'] / 1e6:9.3f} "
-                         f"{100 * s['ns'] / tot:6.1f}  " + " ".join(
-                             f"{e.get(k, 0.0) / 1e6:8.3f}"
-                             for k in ("TensorE", "VectorE", "ScalarE", "GpSimd", "DMA"))
+                         f"{100 * s['ns'] / tot:6.1f}  "
+                         + " ".join(f"{e.get(k, 0.0) / 1e6:8.3f}" for k in _TABLE_ENGINES)
                          + ("  (estimated)" if s["estimated"] else ""))
         # the same window as the table (since reset_stats), not the process-wide estimated_ops
         est = {name: s["estimated"] for name, s in b["ops"].items() if s["estimated"]}

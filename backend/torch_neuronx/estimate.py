@@ -653,8 +653,7 @@ def estimate_training(model, instance="trn2.48xlarge", tp=1, fsdp=1, dp=1, lnc=N
     See the module docstring for the method."""
     cfg = load_config(model)
     mesh = {"dp": int(dp), "fsdp": int(fsdp), "tp": int(tp)}
-    ranks = math.prod(mesh.values())
-    inst, lnc, fabric, nodes = _job(instance, lnc, ranks)
+    inst, lnc, fabric, nodes = _job(instance, lnc, math.prod(mesh.values()))
     tdt, prec, elt, d, counts, cfg_tp = _setup(cfg, instance, dtype, precision, mesh["tp"])
     dev = _device()
     vocab_tp = -(-d["vocab"] // mesh["tp"])
