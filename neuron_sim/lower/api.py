@@ -376,6 +376,8 @@ def is_elementwise(name: str) -> bool:
     return rule is not None and rule.__name__ in _ELEMENTWISE_RULES
 
 
+# _sliceable and _group_bytes run for every op of every fused group: plain loops, as generator
+# expressions cost more than the work
 def _sliceable(op: OpSpec) -> bool:
     if not is_elementwise(op.name) or op.op == "aten::addr":
         return False
