@@ -80,7 +80,6 @@ class _Mapper:
         self.plan = plan
         self.tensors = {}
         self.geometry = {}
-        self.ranges = {}      # id(view) -> (view, free_range): a traced view is asked many times
         self.patterns = {}    # (storage id, shape, strides, offset) -> AccessPattern
 
     def tensor(self, st, index):
@@ -111,13 +110,9 @@ class _Mapper:
     def free_range(self, v: NkiTensor) -> tuple[int, int]:
         """[lo, hi) elements of an on-chip view inside each partition of its storage (the free
         extent of its dependency footprint)."""
-        hit = self.ranges.get(id(v))
-        if hit is not None and hit[0] is v:      # holding v keeps its id from being reused
-            return hit[1]
         st = v.storage
         lo = v.offset % st.free_elems
-        r = self.ranges[id(v)] = (v, (lo, lo + self._geo(v.shape, v.strides, st.on_chip)[1] + 1))
-        return r[1]
+        return lo, lo + self._geo(v.shape, v.strides, st.on_chip)[1] + 1
 
     def byte_range(self, ap: _AP, index) -> tuple[float, float]:
         """[lo, hi) bytes of an on-chip pattern inside each partition, at its address at `index`."""
@@ -296,9 +291,6 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
             source_index.extend([(k, i)] * n)
         if ev is not None:
             _buffers_end(ev[2], storages, graveyard, frontier)
-    # the program's records keep the mapper (_dma_record makes patterns with it), not the
-    # kernel's views
-    m.ranges = None
 
 
 def _buffers_start(starts, storages, graveyard, first_row_deps) -> None:
@@ -346,7 +338,7 @@ def _dma_pieces(instrs, m):
     as each piece's last readers finish, not after the last reader of the whole tile."""
     # storage id -> (los, [[dma index, lo, hi, read ranges or None]]) of the windows still open,
     # sorted by lo, and the ids of the views read since they last changed (reading a view again
-    # changes nothing; free_range keeps the views, so their ids are not reused). A DMA's write
+    # changes nothing; the trace keeps the views, so their ids are not reused). A DMA's write
     # first closes the open windows it overlaps, so the open windows of a storage never overlap:
     # those a range meets are a run found by bisection.
     windows = {}
