@@ -123,3 +123,21 @@ def test_gqa_loads_each_kv_head_once_per_group(backward, kv_loads):
 def test_gqa_head_counts_must_divide():
     with pytest.raises(LoweringError, match="8 query heads and K/V of 3/3 heads"):
         lower_op(_fwd(1, 8, 128, 64, kv_heads=3))
+
+
+@pytest.mark.parametrize("D, Ev", [(128, 64), (64, 128), (64, 64)])
+def test_value_head_size_may_differ_from_the_query_and_key_head_size(D, Ev):
+    # F.scaled_dot_product_attention takes V of its own head size Ev (out, dO and dV have it):
+    # P V and dO V^T work over Ev columns. Every element moves exactly as often as the rule
+    # loads it: forward q, k, v, out and the FP32 logsumexp once; backward Q, dO, K twice
+    # (transposed for the scores, as rows for the products), O, V^T once, dQ, dK, dV stored.
+    B, H, S = 1, 2, 256
+    q, k = TensorSpec((B, H, S, D), "bfloat16"), TensorSpec((B, H, S, D), "bfloat16")
+    v = o = TensorSpec((B, H, S, Ev), "bfloat16")
+    lse = TensorSpec((B, H, S), "float32")
+    fwd = lower_op(OpSpec(FWD, (q, k, v, 0.0, False, None, None), (o, lse)))
+    bwd = lower_op(OpSpec(BWD, (o, q, k, v, o, lse, 0.0, False, None, None), (q, k, v)))
+    rows = B * H * S
+    assert not (fwd.estimated or fwd.extrapolated or bwd.estimated or bwd.extrapolated)
+    assert fwd.hbm_bytes == rows * (2 * D + 2 * Ev) * 2 + rows * 4
+    assert bwd.hbm_bytes == rows * ((4 * D + 4 * Ev) + (2 * D + Ev)) * 2 + rows * 4

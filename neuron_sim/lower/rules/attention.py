@@ -165,8 +165,8 @@ class _Heads:
     """K/V tiles of the (batch, K/V head)s in flight (two at most: lanes cross a head boundary);
     the query heads of a GQA group share them."""
 
-    def __init__(self, ctx, k, v, H, D, dt, need, slots):
-        self.ctx, self.k, self.v, self.H, self.D, self.dt = ctx, k, v, H, D, dt
+    def __init__(self, ctx, k, v, H, dt, need, slots):
+        self.ctx, self.k, self.v, self.H, self.dt = ctx, k, v, H, dt
         self.need, self.loaded, self.count, self.slots = need, {}, 0, slots
 
     def key(self, bh):
@@ -183,7 +183,7 @@ class _Heads:
 
     def _load(self, bh, slot):
         """The `need`ed tiles of bh's K/V head: K^T / V^T [D, S_k] chunks (D on partitions),
-        K / V [NP, D] rows."""
+        K / V [NP, D] rows, D the tensor's own head size (V's may differ from K's)."""
         ctx, NP, S_k, dt = self.ctx, self.ctx.P, self.k.shape[-2], self.dt
         out = {}
         for name in self.need:
@@ -191,7 +191,7 @@ class _Heads:
             base = _head_base(t, bh, self.H)
             if name.endswith("T"):
                 out[name] = [_km(ctx, t, base, d0, 0, S_k, dt, f"{name}{d0 // NP}", slot)
-                             for d0 in range(0, self.D, NP)]
+                             for d0 in range(0, t.shape[-1], NP)]
             else:
                 out[name] = [_rows(ctx, t, base, r0, min(NP, S_k - r0), dt,
                                    f"{name}r{r0 // NP}", slot) for r0 in range(0, S_k, NP)]
@@ -286,10 +286,10 @@ def sdpa_forward(ctx, op):
     out = op.outputs[0]
     lse = op.outputs[1] if len(op.outputs) > 1 else None
     B, H, S_q, D = q.shape
-    S_k = k.shape[-2]
+    S_k, Ev = k.shape[-2], v.shape[-1]      # Ev: V's head size, the output's
     b = ctx.b
-    per_head = (ceil(D / NP) * S_k + ceil(S_k / NP) * D) * itemsize(dt)
-    heads = _Heads(ctx, k, v, H, D, dt, ("kT", "v"),
+    per_head = (ceil(D / NP) * S_k + ceil(S_k / NP) * Ev) * itemsize(dt)
+    heads = _Heads(ctx, k, v, H, dt, ("kT", "v"),
                    _head_slots(ctx.chip, per_head, S_k, D, "forward"))
 
     def tile_steps(item, idx):
@@ -301,14 +301,14 @@ def sdpa_forward(ctx, op):
         qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, NP)]
         m = _buf(ctx, "m", (qn, 1), "float32", 2 * (j % 2) + idx)
         l = _buf(ctx, "l", (qn, 1), "float32", 2 * (j % 2) + idx)  # noqa: E741
-        acc = _buf(ctx, "acc", (qn, D), "float32", 2 * (j % 2) + idx)
+        acc = _buf(ctx, "acc", (qn, Ev), "float32", 2 * (j % 2) + idx)
         b.memset(m, -3.0e38)
         b.memset(l, 0.0)
         b.memset(acc, 0.0)
         kv_end = _kv_end(causal, q0, qn, S_k)
 
         def pv(t, k0, kn, p, corr):
-            o_ps = _buf(ctx, "o_ps", (qn, D), "float32", t, Memory.PSUM)
+            o_ps = _buf(ctx, "o_ps", (qn, Ev), "float32", t, Memory.PSUM)
             _times_transposed(ctx, o_ps, p, qn, kn, vr, k0 // NP, dt, "pT", idx, t,
                               b.activation if idx % 2 else b.tensor_copy, False)
             b.tensor_tensor(acc, acc, corr, "multiply", engine="gpsimd")
@@ -340,9 +340,9 @@ def sdpa_forward(ctx, op):
         yield from _kv_steps(kv_end, KT, idx, step)
         rl = _buf(ctx, "rl", (qn, 1), "float32", 2 * (j % 2) + idx)
         b.activation(rl, l, "reciprocal")
-        o = _buf(ctx, "o", (qn, D), out.dtype, 2 * (j % 2) + idx)
+        o = _buf(ctx, "o", (qn, Ev), out.dtype, 2 * (j % 2) + idx)
         b.tensor_tensor(o, acc, rl, "multiply")
-        b.dma_copy(_head_rows(ctx, out, _head_base(out, bh, H), q0, qn, D), o)
+        b.dma_copy(_head_rows(ctx, out, _head_base(out, bh, H), q0, qn, Ev), o)
         if lse is not None and lse.numel >= B * H * S_q:
             lt = _buf(ctx, "lse", (qn, 1), "float32", 2 * (j % 2) + idx)
             b.activation(lt, l, "log")
@@ -362,29 +362,29 @@ def sdpa_backward(ctx, op):
     g, o, lse = op.args[0], op.args[4], op.args[5]
     q, k, v, causal, mask, scale, items, dt = _plan(ctx, op, 1, 7)
     B, H, S_q, D = q.shape
-    S_k = k.shape[-2]
+    S_k, Ev = k.shape[-2], v.shape[-1]      # Ev: V's head size, dO's and dV's
     nk = ceil(S_k / NP)
     b = ctx.b
     dq, dk, dv = (op.outputs + (None,) * 3)[:3]
     # per partition: dK, dV FP32 accumulators and K^T, V^T, K of a head
-    per_head = 2 * nk * D * 4 + (2 * ceil(D / NP) * S_k + nk * D) * itemsize(dt)
+    per_head = nk * (D + Ev) * 4 + ((ceil(D / NP) + ceil(Ev / NP)) * S_k + nk * D) * itemsize(dt)
     slots = _head_slots(ctx.chip, per_head, S_k, D, "backward")
 
     def flush(bh, accs):                        # dK (scaled), dV of a finished K/V head
-        for name, acc, t in (("dk", accs[0], dk), ("dv", accs[1], dv)):
+        for name, acc, t, w in (("dk", accs[0], dk, D), ("dv", accs[1], dv, Ev)):
             if t is None or t.numel == 0:
                 continue
             base = _head_base(t, bh, H)
             for c in range(nk):
                 cn = min(NP, S_k - c * NP)
-                ot = _buf(ctx, f"{name}_o", (cn, D), t.dtype, c)
+                ot = _buf(ctx, f"{name}_o", (cn, w), t.dtype, c)
                 if name == "dk":
-                    b.activation(ot, ctx.cols(acc, cn, c * D, D), "copy", scale=scale)
+                    b.activation(ot, ctx.cols(acc, cn, c * w, w), "copy", scale=scale)
                 else:
-                    b.tensor_copy(ot, ctx.cols(acc, cn, c * D, D), engine="gpsimd")
-                b.dma_copy(_head_rows(ctx, t, base, c * NP, cn, D), ot)
+                    b.tensor_copy(ot, ctx.cols(acc, cn, c * w, w), engine="gpsimd")
+                b.dma_copy(_head_rows(ctx, t, base, c * NP, cn, w), ot)
 
-    heads = _Heads(ctx, k, v, H, D, dt, ("kT", "vT", "k"), slots)
+    heads = _Heads(ctx, k, v, H, dt, ("kT", "vT", "k"), slots)
     left = {}                                   # query tiles left per K/V head (GQA: its group)
     for _, bh, _ in items:
         left[heads.key(bh)] = left.get(heads.key(bh), 0) + 1
@@ -398,7 +398,7 @@ def sdpa_backward(ctx, op):
             # dK, dV of a head accumulate in SBUF FP32: [NP, nk * D], key chunk c at c * D
             sl = heads.count % slots
             dkv[kv] = (_buf(ctx, "dk_acc", (NP, nk * D), "float32", sl),
-                       _buf(ctx, "dv_acc", (NP, nk * D), "float32", sl))
+                       _buf(ctx, "dv_acc", (NP, nk * Ev), "float32", sl))
             for acc in dkv[kv]:
                 b.memset(acc, 0.0, engine="gpsimd")
         sl = 2 * (j % 2) + idx
@@ -406,7 +406,7 @@ def sdpa_backward(ctx, op):
         qn = min(QT, S_q - q0)
         bq, bg = _head_base(q, bh, H), _head_base(g, bh, H)
         qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, NP)]
-        gT = [_km(ctx, g, bg, d0, q0, qn, dt, f"gT{d0}", 2 * j + idx) for d0 in range(0, D, NP)]
+        gT = [_km(ctx, g, bg, d0, q0, qn, dt, f"gT{d0}", 2 * j + idx) for d0 in range(0, Ev, NP)]
         qr = _rows(ctx, q, bq, q0, qn, dt, "qr", 2 * j + idx)
         gr = _rows(ctx, g, bg, q0, qn, dt, "gr", 2 * j + idx)
         orr = _rows(ctx, o, _head_base(o, bh, H), q0, qn, o.dtype, "or", 2 * j + idx)
@@ -415,7 +415,7 @@ def sdpa_backward(ctx, op):
         nlse = _buf(ctx, "nlse", (qn, 1), "float32", sl)
         b.tensor_scalar(nlse, lt, "multiply", -1.0, engine="gpsimd")
         di = _buf(ctx, "di", (qn, 1), "float32", sl)
-        go = _buf(ctx, "go", (qn, D), "float32", sl)
+        go = _buf(ctx, "go", (qn, Ev), "float32", sl)
         b.tensor_tensor(go, gr, orr, "multiply", engine="gpsimd")
         b.tensor_reduce(di, go, "add")
         dq_ps = _buf(ctx, "dq_ps", (qn, D), "float32", idx, Memory.PSUM)
@@ -427,16 +427,16 @@ def sdpa_backward(ctx, op):
             c0 = k0 // NP
             # dV += P^T dO, dK += dS^T Q: P and dS are K-major already; the key chunks'
             # products side by side in one PSUM bank, one VectorE add into the accumulator
-            per_bank = max(1, KT // D)         # [NP, D] FP32 products per 2 KiB PSUM bank
-            for lhs, rhs, acc in ((p, gr, dkv[kv][1]), (ds, qr, dkv[kv][0])):
+            for lhs, rhs, acc, w in ((p, gr, dkv[kv][1], Ev), (ds, qr, dkv[kv][0], D)):
+                per_bank = max(1, KT // w)     # [NP, w] FP32 products per 2 KiB PSUM bank
                 for g0 in range(0, nch, per_bank):
                     gn = min(per_bank, nch - g0)
-                    ps = _buf(ctx, "kv_ps", (pr, gn * D), "float32", 0, Memory.PSUM)
+                    ps = _buf(ctx, "kv_ps", (pr, gn * w), "float32", 0, Memory.PSUM)
                     for c in range(g0, g0 + gn):
                         cn = min(NP, kn - NP * c)
-                        b.nc_matmul(ctx.cols(ps, cn, (c - g0) * D, D),
-                                    ctx.cols(lhs, qn, NP * c, cn), ctx.cols(rhs, qn, 0, D))
-                    dst = ctx.cols(acc, pr, (c0 + g0) * D, gn * D)
+                        b.nc_matmul(ctx.cols(ps, cn, (c - g0) * w, w),
+                                    ctx.cols(lhs, qn, NP * c, cn), ctx.cols(rhs, qn, 0, w))
+                    dst = ctx.cols(acc, pr, (c0 + g0) * w, gn * w)
                     b.tensor_tensor(dst, dst, ps, "add")
             # dQ += dS K
             _times_transposed(ctx, dq_ps, ds, qn, kn, kr, c0, dt, "dsT", 0, t, b.activation,
@@ -447,8 +447,8 @@ def sdpa_backward(ctx, op):
             p = _buf(ctx, "p", (qn, kn), dt, t)
             b.activation(p, s, "exp", bias=nlse, scale=1.0 if pre else scale)
             dp = _buf(ctx, "dp_ps", (qn, kn), "float32", t, Memory.PSUM)
-            for d0 in range(0, D, NP):
-                dn = min(NP, D - d0)
+            for d0 in range(0, Ev, NP):        # dP = dO V^T: a sum over V's head size
+                dn = min(NP, Ev - d0)
                 b.nc_matmul(dp, ctx.cols(gT[d0 // NP], dn, 0, qn),
                             ctx.cols(vT[d0 // NP], dn, k0, kn), accumulate=d0 > 0)
             ds = _buf(ctx, "ds", (qn, kn), dt, t)
