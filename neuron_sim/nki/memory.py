@@ -240,13 +240,45 @@ class _Liveness:
 
     @cached_property
     def clean(self):
-        return _clean_copies(self.trace)
+        """storage id -> the HBM view it copies, for on-chip tensors written only once, whole, by
+        a DMA from HBM data that no instruction writes: spilling one needs no store."""
+        writers, written = {}, set()
+        for ins in self.trace.instrs:
+            for w in ins.writes:
+                writers.setdefault(w.storage.id, []).append((ins, w))
+                written.add(w.storage.id)
+        out = {}
+        for sid, ws in writers.items():
+            if len(ws) != 1:
+                continue
+            ins, w = ws[0]
+            src = ins.attrs.get("src")
+            st = w.storage
+            if (ins.op == "dma_copy" and st.on_chip and getattr(src, "storage", None) is not None
+                    and not src.storage.on_chip and src.storage.id not in written
+                    and src.dtype == w.dtype
+                    and w.num_partitions * w.free_size == st.partitions * st.free_elems):
+                out[sid] = src
+        return out
 
     @cached_property
     def over(self):
-        t = self.trace.target
-        return _over_capacity(self.uses["sbuf"], t.sbuf_usable_bytes_per_partition,
-                              t.sbuf_alloc_align_bytes, len(self.trace.instrs))
+        """Sorted instruction indices where the SBUF tensors live there (first to last use, before
+        any spill) need more than a partition's usable bytes: the points a spilled tensor cannot
+        be back in memory across."""
+        t, n = self.trace.target, len(self.trace.instrs)
+        align = t.sbuf_alloc_align_bytes
+        diff = [0] * (n + 1)
+        for lst in self.uses["sbuf"].values():
+            size = -(-max(lst[0].bytes_per_partition, 1) // align) * align
+            diff[lst[1]] += size
+            diff[lst[-1] + 1] -= size
+        out, need = [], 0
+        for k in range(n):
+            need += diff[k]
+            if need > t.sbuf_usable_bytes_per_partition:
+                out.append(k)
+        return out
 
 
 def _fmt_live(live, uses, kind, cap):
@@ -379,52 +411,12 @@ def _pick_victim(live, uses, i, exclude):
     return best
 
 
-def _clean_copies(trace):
-    """storage id -> the HBM view it copies, for on-chip tensors written only once, whole, by a
-    DMA from HBM data that no instruction writes: spilling one needs no store."""
-    writers, written = {}, set()
-    for ins in trace.instrs:
-        for w in ins.writes:
-            writers.setdefault(w.storage.id, []).append((ins, w))
-            written.add(w.storage.id)
-    out = {}
-    for sid, ws in writers.items():
-        if len(ws) != 1:
-            continue
-        ins, w = ws[0]
-        src = ins.attrs.get("src")
-        st = w.storage
-        if (ins.op == "dma_copy" and st.on_chip and getattr(src, "storage", None) is not None
-                and not src.storage.on_chip and src.storage.id not in written
-                and src.dtype == w.dtype
-                and w.num_partitions * w.free_size == st.partitions * st.free_elems):
-            out[sid] = src
-    return out
-
-
 def _defer_reload(plan, sid, at):
     for n in range(len(plan.spills) - 1, -1, -1):
         ins = plan.spills[n][1]
         if ins.attrs["storage"].id == sid and ins.attrs["when"] == "reload":
             plan.spills[n] = (at, ins)
             return
-
-
-def _over_capacity(uses, cap, align, n):
-    """Sorted instruction indices where the tensors live there (first to last use, before any
-    spill) need more than `cap` bytes per partition: the points a spilled tensor cannot be back
-    in memory across."""
-    diff = [0] * (n + 1)
-    for lst in uses.values():
-        size = -(-max(lst[0].bytes_per_partition, 1) // align) * align
-        diff[lst[1]] += size
-        diff[lst[-1] + 1] -= size
-    out, need = [], 0
-    for k in range(n):
-        need += diff[k]
-        if need > cap:
-            out.append(k)
-    return out
 
 
 def _spill(trace, plan, uses, live, ring, sid, i, source=None, over=()):
