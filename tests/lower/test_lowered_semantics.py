@@ -299,6 +299,23 @@ def test_layer_norm_backward_sets_its_ones_vector(monkeypatch):
     np.testing.assert_allclose(got[2], g.sum(0), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("name, args, dims", [
+    ("aten::linalg_vector_norm", (2.0, (-1,), False), (-1,)),    # the dims follow the order p
+    ("aten::norm.ScalarOpt_dim", (2, (1,), False), (1,)),        # (p = 2 is no dim 2 % 2)
+    ("aten::sum.dim_IntList", ([-1], False), (-1,)),              # dims as a list
+    ("aten::std", (True,), None),                                 # `unbiased`, no dim 1
+])
+def test_reductions_reduce_the_dims_their_schema_names(name, args, dims):
+    # each moves the bytes of a sum over the same dims (rows read, one value per row stored)
+    from neuron_sim.lower import lower_op
+    x = T((4096, 2048))
+    out = T(() if dims is None else (4096,))
+    same_sum = OpSpec("aten::sum", (x,), (out,)) if dims is None else \
+        OpSpec("aten::sum.dim_IntList", (x, dims, False), (out,))
+    t = lower_op(OpSpec(name, (x,) + args, (out,)), "trn2")
+    assert t.hbm_bytes == lower_op(same_sum, "trn2").hbm_bytes
+
+
 def test_row_reduction_stores_one_value_per_row():
     # reduction() passed its [rows] output as row_blocks' full-size tensor: each block stored
     # [p, r * C] into it (C times too many bytes, past its end)

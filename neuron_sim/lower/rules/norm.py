@@ -138,10 +138,12 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
 
 
 def _reduce_dims(op, x: TensorSpec):
-    dims = op.arg(1)
-    if isinstance(dims, int):
+    """The dims `op` reduces: its dim argument (after the order p of the norms), every dim when
+    that is None, empty or absent. A bool there is var/std's `unbiased`, not a dim."""
+    dims = op.arg(2 if op.op in ("aten::norm", "aten::linalg_vector_norm") else 1)
+    if isinstance(dims, int) and not isinstance(dims, bool):
         dims = (dims,)
-    if not dims or not isinstance(dims, tuple):
+    if not dims or not isinstance(dims, (tuple, list)):
         return tuple(range(x.ndim))
     return tuple(d % max(x.ndim, 1) for d in dims)
 
