@@ -28,7 +28,7 @@ from ..engines import Engine
 from ..isa.common import Emit
 from ..isa.dma import dma_copy as core_dma
 from ..hardware import get_chip
-from ..program.ap import AccessPattern, Memory, Tensor
+from ..program.ap import AccessPattern, Memory, Tensor, check_inside
 from ..program.builder import ProgramBuilder, module_spec, paused_gc
 from . import dtypes
 from .errors import NkiValidationError
@@ -170,6 +170,9 @@ class _Mapper:
             ap = _AP(t, 0, rows, offset, dims, row_stride)
             box = (0, 1, offset, offset + span + 1)
         ap._box = box
+        # refused outside its tensor; a partition-broadcast view (partition stride 0) reads one
+        # partition as many
+        check_inside(ap, box, 1 if strides[0] == 0 else shape[0])
         ap.storage = st
         ap.bytes = None
         ap.geometry_id = None
