@@ -141,3 +141,31 @@ def test_value_head_size_may_differ_from_the_query_and_key_head_size(D, Ev):
     assert not (fwd.estimated or fwd.extrapolated or bwd.estimated or bwd.extrapolated)
     assert fwd.hbm_bytes == rows * (2 * D + 2 * Ev) * 2 + rows * 4
     assert bwd.hbm_bytes == rows * ((4 * D + 4 * Ev) + (2 * D + Ev)) * 2 + rows * 4
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_form_of_the_op_reads_its_own_schema(causal):
+    # torch.compile's graphs on the device hold the PrivateUse1 ("overrideable") forms, CUDA's
+    # flash form another order: each times what the CPU form (eager's) times for the same call.
+    # (The overrideable backward fell back to the roofline; its forward read dropout_p as
+    # is_causal.)
+    q = TensorSpec((1, 2, 1024, 64), "bfloat16")
+    lse = TensorSpec((1, 2, 1024), "float32")
+    forward = {
+        FWD: (q, q, q, 0.0, causal, None, None),
+        "aten::_scaled_dot_product_flash_attention": (q, q, q, 0.0, causal, False, None),
+        "aten::_scaled_dot_product_fused_attention_overrideable":
+            (q, q, q, None, 0.0, causal, False, None)}
+    backward = {
+        BWD: (q, q, q, q, q, lse, 0.0, causal, None, None),
+        "aten::_scaled_dot_product_flash_attention_backward":
+            (q, q, q, q, q, lse, None, None, 1024, 1024, 0.0, causal, None, None, None),
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward":
+            (q, q, q, q, None, (True, True, True, False), q, lse, None, None, 1024, 1024, 0.0,
+             causal, None, None, None)}
+    for forms, outs in ((forward, (q, lse)), (backward, (q, q, q))):
+        times = {name: lower_op(OpSpec(name, args, outs)) for name, args in forms.items()}
+        assert not any(t.estimated for t in times.values())
+        assert len({t.total_ns for t in times.values()}) == 1, times
+    assert (lower_op(OpSpec(FWD, forward[FWD], (q, lse))).total_ns
+            < lower_op(OpSpec(FWD, (q, q, q, 0.0, False, None, None), (q, lse))).total_ns) == causal

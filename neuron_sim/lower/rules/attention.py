@@ -33,6 +33,42 @@ from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import LoweringError, lowers
 from .matmul import _load_k_major, _Mat
 
+def _names(*names):
+    return {name: i for i, name in enumerate(names)}
+
+
+# Each op's argument positions, as its ATen schema orders them: the CPU, CUDA and PrivateUse1
+# (what torch.compile's graphs on the device hold) forms differ. attn_mask is the overrideable
+# forms' attn_bias.
+_FORWARD = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu": _names(
+        "query", "key", "value", "dropout_p", "is_causal", "attn_mask", "scale"),
+    "aten::_scaled_dot_product_flash_attention": _names(
+        "query", "key", "value", "dropout_p", "is_causal", "return_debug_mask", "scale"),
+    "aten::_scaled_dot_product_fused_attention_overrideable": _names(
+        "query", "key", "value", "attn_mask", "dropout_p", "is_causal", "return_debug_mask",
+        "scale"),
+}
+_BACKWARD = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": _names(
+        "grad_out", "query", "key", "value", "out", "logsumexp", "dropout_p", "is_causal",
+        "attn_mask", "scale"),
+    "aten::_scaled_dot_product_flash_attention_backward": _names(
+        "grad_out", "query", "key", "value", "out", "logsumexp", "cum_seq_q", "cum_seq_k",
+        "max_q", "max_k", "dropout_p", "is_causal", "philox_seed", "philox_offset", "scale"),
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward": _names(
+        "grad_out", "query", "key", "value", "attn_mask", "grad_input_mask", "out", "logsumexp",
+        "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p", "is_causal", "philox_seed",
+        "philox_offset", "scale"),
+}
+
+
+def _arg(op, name):
+    """Argument `name` of an attention op (None where its form has no such argument)."""
+    at = {**_FORWARD, **_BACKWARD}[op.op].get(name)
+    return None if at is None else op.arg(at)
+
+
 def _tiles(ctx):
     """(NP, QT, KT): partitions (the head-dim and key chunks TensorE contracts over), query rows
     per tile (the stationary columns of Q^T), key columns per score tile (one FP32 PSUM bank)."""
@@ -212,12 +248,12 @@ def _head_slots(chip, per_head, S_k, D, what):
     return 2 if 2 * per_head <= budget else 1
 
 
-def _plan(ctx, op, first, causal_at):
-    """Arguments and blocks of either direction: q, k, v at args[first:], then is_causal,
-    attn_mask, scale from args[causal_at:]; the blocks this core emits (ctx.repeat)."""
+def _plan(ctx, op):
+    """Arguments and blocks of either direction: q, k, v, is_causal, attn_mask, scale; the blocks
+    this core emits (ctx.repeat)."""
     _, QT, KT = _tiles(ctx)
-    q, k, v = op.args[first:first + 3]
-    mask = op.arg(causal_at + 1)
+    q, k, v = (_arg(op, name) for name in ("query", "key", "value"))
+    mask = _arg(op, "attn_mask")
     mask = mask if hasattr(mask, "shape") and mask.on_device else None
     B, H, S_q, D = q.shape
     if k.shape[1] != v.shape[1] or k.shape[1] < 1 or H % k.shape[1]:
@@ -225,8 +261,8 @@ def _plan(ctx, op, first, causal_at):
             f"attention with {H} query heads and K/V of {k.shape[1]}/{v.shape[1]} heads: K and "
             f"V need one head count dividing {H} (grouped-query attention); this op is timed by "
             f"the roofline estimate")
-    scale = op.arg(causal_at + 2)
-    causal = bool(op.arg(causal_at, False))
+    scale = _arg(op, "scale")
+    causal = bool(_arg(op, "is_causal"))
     blocks = _blocks(B * H, ceil(S_q / QT), causal)
     # >= 4 blocks (the half-size build has 2): both pipeline lanes busy in both builds
     per_block = 2 * ceil(k.shape[-2] / KT) * 30
@@ -277,12 +313,10 @@ def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale
     return src, pre_scaled
 
 
-@lowers("aten::_scaled_dot_product_flash_attention_for_cpu",
-        "aten::_scaled_dot_product_flash_attention",
-        "aten::_scaled_dot_product_fused_attention_overrideable")
+@lowers(*_FORWARD)
 def sdpa_forward(ctx, op):
     NP, QT, KT = _tiles(ctx)
-    q, k, v, causal, mask, scale, items, dt = _plan(ctx, op, 0, 4)
+    q, k, v, causal, mask, scale, items, dt = _plan(ctx, op)
     out = op.outputs[0]
     lse = op.outputs[1] if len(op.outputs) > 1 else None
     B, H, S_q, D = q.shape
@@ -353,14 +387,11 @@ def sdpa_forward(ctx, op):
     ctx.end_op()
 
 
-@lowers("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-        "aten::_scaled_dot_product_flash_attention_backward",
-        "aten::_scaled_dot_product_fused_attention_overrideable_backward")
+@lowers(*_BACKWARD)
 def sdpa_backward(ctx, op):
     NP, QT, KT = _tiles(ctx)
-    # (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask, scale)
-    g, o, lse = op.args[0], op.args[4], op.args[5]
-    q, k, v, causal, mask, scale, items, dt = _plan(ctx, op, 1, 7)
+    g, o, lse = (_arg(op, name) for name in ("grad_out", "out", "logsumexp"))
+    q, k, v, causal, mask, scale, items, dt = _plan(ctx, op)
     B, H, S_q, D = q.shape
     S_k, Ev = k.shape[-2], v.shape[-1]      # Ev: V's head size, dO's and dV's
     nk = ceil(S_k / NP)
