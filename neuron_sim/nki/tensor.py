@@ -425,7 +425,7 @@ class NkiTensor:
                 raise NkiValidationError(
                     f"strided partition access {k} on {self.name}: the hardware cannot stride "
                     "along the partition dimension; slice partitions contiguously")
-            if start >= n or stop > n and k.stop is not None and k.stop > n:
+            if start >= n or (k.stop or 0) > n:     # k.indices clamps: check the slice's own stop
                 raise NkiValidationError(f"slice {k} out of range for dimension {d} of size {n} "
                                          f"(tensor {self.name}{list(self.shape)})")
             size = (stop - start + step - 1) // step if step != 1 else stop - start

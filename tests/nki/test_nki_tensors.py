@@ -53,6 +53,19 @@ def test_strided_partition_slice_is_rejected():
         run(body)
 
 
+@pytest.mark.parametrize("index", [lambda t: t[0:200], lambda t: t[:, 4:12],
+                                   lambda t: t[nl.ds(120, 16)]])
+def test_slice_past_a_dimension_is_rejected_not_clamped(index):
+    # Python's slice.indices clamps t[0:200] of 128 partitions to t[0:128]: a kernel written
+    # for a larger tile would run on part of it, silently
+    def body():
+        index(nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf))
+        return {}
+
+    with pytest.raises(nki.NkiValidationError, match="out of range for dimension"):
+        run(body)
+
+
 def test_legacy_index_expressions_and_ds():
     def body():
         t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
