@@ -68,26 +68,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attention_backward(
   }
   if (grad_input_mask[3] && attn_bias.defined()) {
     // d(scores): P * (dP - rowsum(dO * O)), with P recomputed from the saved logsumexp.
-    const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+    const double s =
+        scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
     const int64_t heads = query.size(1);
-    at::Tensor scores = at::matmul(query.to(at::kFloat), float_heads(key, heads).transpose(-2, -1)) * s +
-                        attn_bias.to(at::kFloat);
+    const at::Tensor k_t = float_heads(key, heads).transpose(-2, -1);
+    at::Tensor scores = at::matmul(query.to(at::kFloat), k_t) * s + attn_bias.to(at::kFloat);
     if (is_causal) {
-      const auto keep = at::ones({query.size(2), key.size(2)}, query.options().dtype(at::kBool)).tril();
+      const auto keep =
+          at::ones({query.size(2), key.size(2)}, query.options().dtype(at::kBool)).tril();
       scores = scores.masked_fill(keep.logical_not(), -INFINITY);
     }
     const at::Tensor p = (scores - logsumexp.to(at::kFloat).unsqueeze(-1)).exp();
-    const at::Tensor dp = at::matmul(grad_out.to(at::kFloat), float_heads(value, heads).transpose(-2, -1));
+    const at::Tensor v_t = float_heads(value, heads).transpose(-2, -1);
+    const at::Tensor dp = at::matmul(grad_out.to(at::kFloat), v_t);
     const at::Tensor row = (grad_out.to(at::kFloat) * out.to(at::kFloat)).sum(-1, true);
     at::Tensor ds = p * (dp - row);
     // Sum over the dimensions the bias was broadcast along.
     for (int64_t d = 0; d < ds.dim(); ++d) {
       const int64_t bd = d - (ds.dim() - attn_bias.dim());
-      if (bd < 0) {
-        ds = ds.sum(d, true);
-      } else if (attn_bias.size(bd) == 1 && ds.size(d) != 1) {
-        ds = ds.sum(d, true);
-      }
+      if (bd < 0 || (attn_bias.size(bd) == 1 && ds.size(d) != 1)) ds = ds.sum(d, true);
     }
     grad_bias = ds.reshape(attn_bias.sizes()).to(attn_bias.scalar_type());
   }

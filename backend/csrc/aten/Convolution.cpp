@@ -13,31 +13,11 @@ namespace neuron {
 
 namespace {
 
-
-
-ArgDesc tensor_arg(const at::Tensor& t) {
-  ArgDesc a;
-  if (!t.defined()) return a;
-  a.kind = ArgDesc::kTensor;
-  a.tensors.push_back(describe_tensor(t));
-  return a;
-}
-
-ArgDesc ints_arg(c10::IntArrayRef values) {
-  ArgDesc a;
-  a.kind = ArgDesc::kInts;
-  a.ints.assign(values.begin(), values.end());
-  return a;
-}
-
 std::vector<ArgDesc> conv_args(const at::Tensor& input, const at::Tensor& weight,
                                c10::IntArrayRef stride, c10::IntArrayRef padding,
                                c10::IntArrayRef dilation, int64_t groups) {
-  ArgDesc g;
-  g.kind = ArgDesc::kInt;
-  g.number = static_cast<double>(groups);
-  return {tensor_arg(input), tensor_arg(weight), ints_arg(stride), ints_arg(padding),
-          ints_arg(dilation), g};
+  return {describe_ivalue(input), describe_ivalue(weight), describe_ivalue(stride),
+          describe_ivalue(padding), describe_ivalue(dilation), describe_ivalue(groups)};
 }
 
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
@@ -78,7 +58,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   };
   std::tuple<at::Tensor, at::Tensor, at::Tensor> result{adopt(gi), adopt(gw), adopt(gb)};
   std::vector<ArgDesc> args = conv_args(input, weight, stride, padding, dilation, groups);
-  args.insert(args.begin(), tensor_arg(grad_output));
+  args.insert(args.begin(), describe_ivalue(grad_output));
   std::vector<TensorDesc> outputs;
   for (const at::Tensor* t : {&std::get<0>(result), &std::get<1>(result), &std::get<2>(result)}) {
     if (t->defined()) outputs.push_back(describe_tensor(*t));

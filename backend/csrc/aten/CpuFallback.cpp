@@ -17,6 +17,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/accumulate.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <pybind11/pybind11.h>
@@ -29,10 +30,6 @@
 namespace neuron {
 
 namespace {
-
-bool on_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
 
 struct ArgumentMap {
   std::vector<at::Tensor> neuron_tensors;  // originals, to map results back
@@ -48,9 +45,7 @@ int32_t name_id_of(const c10::OperatorHandle& op) {
   const c10::FunctionSchema* schema = &op.schema();
   auto it = ids.find(schema);
   if (it != ids.end()) return it->second;
-  const auto& name = op.operator_name();
-  const int32_t id = intern_op_name(
-      name.overload_name.empty() ? name.name : name.name + "." + name.overload_name);
+  const int32_t id = intern_op_name(c10::toString(op.operator_name()));
   ids.emplace(schema, id);
   return id;
 }
@@ -89,19 +84,15 @@ at::Tensor to_cpu_operand(const at::Tensor& t, size_t arg_index, const std::stri
 // The neuron tensor whose memory a CPU result lives in, if any.
 const at::Tensor* aliased_input(const at::Tensor& cpu_result, const ArgumentMap& map) {
   if (!cpu_result.defined() || !cpu_result.has_storage()) return nullptr;
-  if (cpu_result.is_meta()) {
-    // Time-only: a view of an input shares its Meta storage.
-    for (size_t i = 0; i < map.cpu_aliases.size(); ++i) {
-      if (map.cpu_aliases[i].storage().is_alias_of(cpu_result.storage())) {
-        return &map.neuron_tensors[i];
-      }
-    }
-    return nullptr;
-  }
-  const void* data = cpu_result.storage().data();
-  if (data == nullptr) return nullptr;
+  // Time-only: a view of an input shares its Meta storage (which has no data).
+  const bool meta = cpu_result.is_meta();
+  const void* data = meta ? nullptr : cpu_result.storage().data();
+  if (!meta && data == nullptr) return nullptr;
   for (size_t i = 0; i < map.cpu_aliases.size(); ++i) {
-    if (map.cpu_aliases[i].storage().data() == data) return &map.neuron_tensors[i];
+    const c10::Storage& alias = map.cpu_aliases[i].storage();
+    if (meta ? alias.is_alias_of(cpu_result.storage()) : alias.data() == data) {
+      return &map.neuron_tensors[i];
+    }
   }
   return nullptr;
 }
@@ -157,9 +148,10 @@ void fail_or_warn_fallback(int32_t id, const std::string& name, const ArgumentMa
   if (map.has_complex) {
     // The NeuronCore engines have no complex arithmetic: the Neuron op fails.
     TORCH_CHECK(!fallback_only_for_unimplemented(),
-                "CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. "
-                "Operation ", name, " failed on Neuron: complex dtypes are not supported by the "
-                "NeuronCore engines. Unset the variable to run it on CPU, or use real tensors.");
+                "CPU fallback disabled because "
+                "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. Operation ", name,
+                " failed on Neuron: complex dtypes are not supported by the NeuronCore "
+                "engines. Unset the variable to run it on CPU, or use real tensors.");
     falls_back = true;
   }
   if (falls_back && record_fallback(id)) {
@@ -193,9 +185,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (value.isTensor()) {
       const at::Tensor& t = value.toTensor();
       const auto* alias_info = arguments[i].alias_info();
-      if (alias_info && alias_info->isWrite()) mutable_args[i] = t;
-      if (alias_info && alias_info->isWrite() && arguments[i].kwarg_only() && on_neuron(t) &&
-          t.numel() == 0) {
+      const bool written = alias_info && alias_info->isWrite();
+      if (written) mutable_args[i] = t;
+      if (written && arguments[i].kwarg_only() && on_neuron(t) && t.numel() == 0) {
         if (map.device < 0) map.device = t.device().index();
         resized_outs.emplace_back(i, t);
         value = at::empty({0}, t.options().device(kernel_device()));
@@ -275,7 +267,8 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       // Find the argument this return aliases.
       for (size_t i = 0; i < num_args; ++i) {
         const auto* arg_alias = arguments[i].alias_info();
-        if (arg_alias && arg_alias->isWrite() && arg_alias->beforeSets() == ret_alias->beforeSets()) {
+        if (arg_alias && arg_alias->isWrite() &&
+            arg_alias->beforeSets() == ret_alias->beforeSets()) {
           const at::Tensor cpu_out = value.toTensor();
           apply_dtype_policy(cpu_out, id);
           value = mutable_args[i];
@@ -315,9 +308,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (rng.has_value()) {
     uint64_t values = 0;
     for (const TensorDesc& out : outputs) {
-      uint64_t n = 1;
-      for (int64_t size : out.sizes) n *= static_cast<uint64_t>(size);
-      values += n;
+      values += static_cast<uint64_t>(c10::multiply_integers(out.sizes));
     }
     rng->consumed(values);
   }
@@ -330,10 +321,9 @@ int register_direct_kernels() {
   // Structured ops reach a backend without its own kernel through their .out variant
   // (functional add becomes add.out into a fresh device tensor), and a few ops with a CPU
   // kernel fall back to a math decomposition with other numerics (native_layer_norm,
-  // addr). Registering the fallback
-  // as the kernel of each such op runs the CPU kernel of the op itself: the simulator sees
-  // the real op name, mixed-device checks see the user's arguments, and no empty output
-  // is allocated first.
+  // addr). Registering the fallback as the kernel of each such op runs the CPU kernel of
+  // the op itself: the simulator sees the real op name, mixed-device checks see the user's
+  // arguments, and no empty output is allocated first.
   // Never destroyed: deregistering at exit would race the dispatcher's own teardown.
   static auto* library = new torch::Library(torch::Library::IMPL, "aten",
                                             c10::DispatchKey::PrivateUse1, "torch_neuronx", 0);
@@ -353,10 +343,9 @@ int register_direct_kernels() {
         !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
       continue;
     }
-    const std::string qualified = name.overload_name.empty()
-                                      ? name.name.substr(6)
-                                      : name.name.substr(6) + "." + name.overload_name;
-    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+    const std::string unqualified = c10::toString(name).substr(6);  // without "aten::"
+    library->impl(unqualified.c_str(),
+                  torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
     ++registered;
   }
   return registered;

@@ -65,10 +65,10 @@ void warn_once(int32_t op, c10::ScalarType dtype) {
             "where the exact 64-bit result matters.");
 }
 
-}  // namespace
-
+// True for ops that only move or select data (or generate random integers): their 64-bit
+// results are stored exactly. The decision per op is cached on each thread (names are
+// interned for the process).
 bool keeps_64_bits(int32_t op_name_id) {
-  // The decision per op is cached on each thread (names are interned for the process).
   thread_local std::unordered_map<int32_t, bool> cache;
   auto it = cache.find(op_name_id);
   if (it != cache.end()) return it->second;
@@ -81,6 +81,8 @@ bool keeps_64_bits(int32_t op_name_id) {
   cache.emplace(op_name_id, keeps);
   return keeps;
 }
+
+}  // namespace
 
 void apply_dtype_policy(const at::Tensor& cpu, int32_t op_name_id) {
   const c10::ScalarType dtype = cpu.scalar_type();

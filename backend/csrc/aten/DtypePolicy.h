@@ -11,10 +11,6 @@
 
 namespace neuron {
 
-// True for ops that only move or select data (or generate random integers): their 64-bit
-// results are stored exactly.
-bool keeps_64_bits(int32_t op_name_id);
-
 // Rounds `cpu`, a result of op `op_name_id`, in place to what 32-bit compute gives
 // (float64 -> float32 precision, int64 -> int32 wrap-around) and warns once per op and
 // dtype when that changed a value.

@@ -13,6 +13,7 @@
 #include <ATen/core/function_schema.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace neuron {
@@ -75,11 +76,8 @@ const std::unordered_map<std::string, Widening>& table() {
 }
 
 bool widens(const Widening& rule, const at::Tensor& t) {
-  if (!t.defined()) return false;
-  for (ScalarType d : rule.from) {
-    if (t.scalar_type() == d) return true;
-  }
-  return false;
+  return t.defined() &&
+         std::find(rule.from.begin(), rule.from.end(), t.scalar_type()) != rule.from.end();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "aten/TensorAlias.h"
 #include "aten/TimeOnly.h"
 #include "runtime/NeuronAllocator.h"
+#include "runtime/NeuronGuard.h"
 #include "runtime/NeuronQueue.h"
 #include "runtime/NeuronRuntime.h"
 
@@ -26,9 +27,7 @@ constexpr c10::DispatchKeySet kNeuronKeys{c10::DispatchKey::PrivateUse1};
 // The device an allocation asks for (the current one without an index), initialised and checked.
 c10::Device ready_device(std::optional<c10::Device> device) {
   const c10::DeviceIndex index =
-      device.has_value() && device->has_index()
-          ? device->index()
-          : c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+      device.has_value() && device->has_index() ? device->index() : current_device();
   lazy_init();
   check_device_index(index);
   return c10::Device(c10::DeviceType::PrivateUse1, index);
@@ -50,8 +49,6 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   return at::detail::empty_strided_generic(size, stride, allocator(), kNeuronKeys,
                                            c10::dtype_or_default(dtype));
 }
-
-bool on_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
 // Whether `t` covers every byte of its storage (a copy into it then defines all its values).
 bool covers_storage(const at::Tensor& t) {
@@ -174,10 +171,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("set_", set_empty);
 }
-
-}  // namespace neuron
-
-namespace neuron {
 
 // Copies resolve conjugate/negative views themselves (the CPU aliases keep those bits);
 // the math-bit fallbacks would otherwise materialise them with clone -> copy_ -> _copy_from

@@ -34,7 +34,8 @@ void native_dropout(torch::jit::Stack* stack, const at::Generator& gen) {
 }
 }  // namespace
 
-void run_random_op(const std::string& name, torch::jit::Stack* stack, const at::Generator& cpu_gen) {
+void run_random_op(const std::string& name, torch::jit::Stack* stack,
+                   const at::Generator& cpu_gen) {
   TORCH_CHECK(name == "aten::native_dropout", "no neuron random kernel for ", name);
   native_dropout(stack, cpu_gen);
 }

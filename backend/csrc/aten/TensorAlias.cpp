@@ -14,8 +14,8 @@ void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
 void release_nothing(void*) {}
 
 at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
-  auto tensor = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
-                                                         like.dtype());
+  auto tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(key), like.dtype());
   tensor.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
                                                       like.storage_offset());
   if (like.is_conj()) tensor._set_conj(true);

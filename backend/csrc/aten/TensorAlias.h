@@ -8,6 +8,10 @@
 
 namespace neuron {
 
+inline bool on_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
 // A CPU tensor viewing the same bytes; it keeps the device storage alive. In time-only mode
 // (TimeOnly.h) a Meta tensor of the same geometry instead, for kernels that compute shapes.
 at::Tensor cpu_alias(const at::Tensor& neuron_tensor);

@@ -21,23 +21,14 @@ namespace {
 using c10d::Work;
 using WorkPtr = c10::intrusive_ptr<Work>;
 
-bool on_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
 at::Tensor host(const at::Tensor& t) { return on_neuron(t) ? cpu_alias(t) : t; }
 
-std::vector<at::Tensor> host(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> out;
+// A list of tensors, or a list of lists of them.
+template <typename T>
+std::vector<T> host(const std::vector<T>& ts) {
+  std::vector<T> out;
   out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(host(t));
-  return out;
-}
-
-std::vector<std::vector<at::Tensor>> host(const std::vector<std::vector<at::Tensor>>& ls) {
-  std::vector<std::vector<at::Tensor>> out;
-  out.reserve(ls.size());
-  for (const auto& l : ls) out.push_back(host(l));
+  for (const T& t : ts) out.push_back(host(t));
   return out;
 }
 
@@ -95,7 +86,8 @@ class NeuronWork : public Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!future_) {
-      future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+      future_ = c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()));
       auto outputs = outputs_;
       auto future = future_;
       if (!inner_) {
@@ -247,7 +239,8 @@ class NeuronBackend : public c10d::Backend {
     check("all_to_all_single", {input}, {output}, -1, -1);
     auto ho = host(output);
     auto hi = host(input);
-    return run([&] { return host_->alltoall_base(ho, hi, output_splits, input_splits, opts); }, {output});
+    return run([&] { return host_->alltoall_base(ho, hi, output_splits, input_splits, opts); },
+               {output});
   }
 
   WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
