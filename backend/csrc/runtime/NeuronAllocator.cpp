@@ -45,30 +45,25 @@ struct Block {
   std::atomic<bool> has_values{true};
 };
 
-// Without a caching pool every block is its own segment, reserved exactly while allocated.
-void record_alloc(c10::DeviceIndex device, size_t nbytes) {
-  DeviceStats& s = g_stats[device];
-  aggregate(s.reserved_bytes).increase(nbytes);
-  aggregate(s.segment).increase(1);
-  aggregate(s.allocated_bytes).increase(nbytes);
-  aggregate(s.active_bytes).increase(nbytes);
-  aggregate(s.allocation).increase(1);
-  aggregate(s.active).increase(1);
-  aggregate(s.requested_bytes).increase(nbytes);
+// Applies `fn(stats, counts_bytes)` to every statistic the allocator keeps for one device.
+// Without a caching pool every block is its own segment, reserved exactly while allocated:
+// a block adds its size to each byte statistic and one to each count.
+template <typename Fn>
+void for_each_stat(DeviceStats& s, Fn fn) {
+  for (auto* bytes : {&s.allocated_bytes, &s.active_bytes, &s.requested_bytes,
+                      &s.reserved_bytes}) {
+    fn(*bytes, true);
+  }
+  for (auto* count : {&s.allocation, &s.active, &s.segment}) fn(*count, false);
 }
 
 void delete_block(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    DeviceStats& s = g_stats[block->device];
-    aggregate(s.reserved_bytes).decrease(block->nbytes);
-    aggregate(s.segment).decrease(1);
-    aggregate(s.allocated_bytes).decrease(block->nbytes);
-    aggregate(s.active_bytes).decrease(block->nbytes);
-    aggregate(s.allocation).decrease(1);
-    aggregate(s.active).decrease(1);
-    aggregate(s.requested_bytes).decrease(block->nbytes);
+    for_each_stat(g_stats[block->device], [block](auto& stats, bool counts_bytes) {
+      aggregate(stats).decrease(counts_bytes ? block->nbytes : 1);
+    });
   }
   if (block->mapped) {
     munmap(block->host_ptr, block->nbytes);
@@ -78,9 +73,8 @@ void delete_block(void* ctx) {
   delete block;
 }
 
-// Reserves nbytes on device or raises torch.OutOfMemoryError. The text keeps the
-// "(OOM)" marker TorchNeuron's allocator error carries.
 // Raises torch.OutOfMemoryError (and counts it) if nbytes do not fit; the caller holds g_mutex.
+// The text keeps the "(OOM)" marker TorchNeuron's allocator error carries.
 void raise_if_over(c10::DeviceIndex device, size_t nbytes) {
   const int64_t capacity = config().hbm_bytes_per_device;
   const int64_t used = aggregate(g_stats[device].allocated_bytes).current;
@@ -99,7 +93,9 @@ void raise_if_over(c10::DeviceIndex device, size_t nbytes) {
 void reserve(c10::DeviceIndex device, size_t nbytes) {
   std::lock_guard<std::mutex> lock(g_mutex);
   raise_if_over(device, nbytes);
-  record_alloc(device, nbytes);
+  for_each_stat(g_stats[device], [nbytes](auto& stats, bool counts_bytes) {
+    aggregate(stats).increase(counts_bytes ? nbytes : 1);
+  });
   note_memory_placed();
 }
 
@@ -109,6 +105,11 @@ c10::DeviceIndex current_device_checked() {
   check_device_index(device);
   check_device_owned(device);
   return device;
+}
+
+Block* block_of(const c10::Storage& storage) {
+  const c10::DataPtr& ptr = storage.data_ptr();
+  return ptr.get_deleter() == &delete_block ? static_cast<Block*>(ptr.get_context()) : nullptr;
 }
 
 }  // namespace
@@ -145,13 +146,6 @@ c10::DataPtr NeuronAllocator::allocate(size_t nbytes) {
   return c10::DataPtr(block->host_ptr, block, &delete_block, dev);
 }
 
-namespace {
-Block* block_of(const c10::Storage& storage) {
-  const c10::DataPtr& ptr = storage.data_ptr();
-  return ptr.get_deleter() == &delete_block ? static_cast<Block*>(ptr.get_context()) : nullptr;
-}
-}  // namespace
-
 bool holds_values(const c10::Storage& storage) {
   const Block* block = block_of(storage);
   return block == nullptr || block->has_values.load(std::memory_order_relaxed);
@@ -180,22 +174,13 @@ DeviceStats NeuronAllocator::getDeviceStats(c10::DeviceIndex device) {
   return g_stats[device];
 }
 
-namespace {
-// Applies `fn` to every Stat the allocator keeps for one device.
-template <typename Fn>
-void for_each_stat(DeviceStats& s, Fn fn) {
-  for (auto* stats : {&s.allocated_bytes, &s.active_bytes, &s.allocation, &s.active,
-                      &s.requested_bytes, &s.reserved_bytes, &s.segment}) {
-    for (Stat& stat : *stats) fn(stat);
-  }
-}
-}  // namespace
-
 void NeuronAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   check_device_index(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceStats& s = g_stats[device];
-  for_each_stat(s, [](Stat& stat) { stat.reset_accumulated(); });
+  for_each_stat(s, [](auto& stats, bool) {
+    for (Stat& stat : stats) stat.reset_accumulated();
+  });
   s.num_ooms = 0;
   s.num_alloc_retries = 0;
 }
@@ -203,7 +188,9 @@ void NeuronAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 void NeuronAllocator::resetPeakStats(c10::DeviceIndex device) {
   check_device_index(device);
   std::lock_guard<std::mutex> lock(g_mutex);
-  for_each_stat(g_stats[device], [](Stat& stat) { stat.reset_peak(); });
+  for_each_stat(g_stats[device], [](auto& stats, bool) {
+    for (Stat& stat : stats) stat.reset_peak();
+  });
 }
 
 std::pair<size_t, size_t> NeuronAllocator::getMemoryInfo(c10::DeviceIndex device) {

@@ -1,11 +1,11 @@
 #include "runtime/NeuronGenerator.h"
 
+#include "runtime/NeuronGuard.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/DistributionsHelper.h>
 #include <c10/core/TensorImpl.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <ATen/ops/empty.h>
@@ -80,7 +80,8 @@ c10::intrusive_ptr<c10::TensorImpl> NeuronGeneratorImpl::get_state() const {
   return state.getIntrusivePtr();
 }
 
-void NeuronGeneratorImpl::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
+void NeuronGeneratorImpl::graphsafe_set_state(
+    const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
   auto* other = dynamic_cast<NeuronGeneratorImpl*>(state.get());
   TORCH_CHECK(other != nullptr, "graphsafe_set_state: expected the state of a neuron generator "
               "(from graphsafe_get_state() or clone_state()), got a generator for ",
@@ -119,26 +120,20 @@ void OpRandomness::consumed(uint64_t values) {
   neuron_impl(gen_)->advance(values);
 }
 
+at::Generator new_generator(c10::DeviceIndex device) {
+  if (device < 0) device = current_device();
+  check_device_index(device);
+  return at::make_generator<NeuronGeneratorImpl>(device, c10::default_rng_seed_val);
+}
+
 const at::Generator& default_generator(c10::DeviceIndex device) {
   static std::array<at::Generator, kMaxDevices> generators;
   static std::mutex mutex;
-  if (device < 0) {
-    device = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
-  }
+  if (device < 0) device = current_device();
   check_device_index(device);
   std::lock_guard<std::mutex> lock(mutex);
-  if (!generators[device].defined()) {
-    generators[device] = at::make_generator<NeuronGeneratorImpl>(device, c10::default_rng_seed_val);
-  }
+  if (!generators[device].defined()) generators[device] = new_generator(device);
   return generators[device];
-}
-
-at::Generator new_generator(c10::DeviceIndex device) {
-  if (device < 0) {
-    device = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
-  }
-  check_device_index(device);
-  return at::make_generator<NeuronGeneratorImpl>(device, c10::default_rng_seed_val);
 }
 
 }  // namespace neuron

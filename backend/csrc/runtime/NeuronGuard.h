@@ -35,7 +35,8 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void* event) const override;
   void synchronizeDevice(const c10::DeviceIndex device_index) const override;
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
-  double elapsedTime(void* event1, void* event2, const c10::DeviceIndex device_index) const override;
+  double elapsedTime(void* event1, void* event2,
+                     const c10::DeviceIndex device_index) const override;
 };
 
 }  // namespace neuron

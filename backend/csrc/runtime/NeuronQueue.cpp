@@ -61,11 +61,11 @@ std::deque<std::string> g_names{"<unknown>"};
 std::unordered_map<std::string, int32_t> g_name_ids;
 
 std::atomic<bool> g_logging{false};
-std::mutex g_activity_mutex;
+std::mutex g_activity_mutex;  // leaf; guards g_activities, g_pending_lanes, g_lane_names
 std::vector<Activity> g_activities;
+std::unordered_map<uint64_t, std::vector<LaneSpan>> g_pending_lanes;
+std::vector<std::string> g_lane_names;
 thread_local std::vector<uint64_t> t_correlation_ids;
-std::unordered_map<uint64_t, std::vector<LaneSpan>> g_pending_lanes;  // guarded by g_activity_mutex
-std::vector<std::string> g_lane_names;                                 // guarded by g_activity_mutex
 
 // Holds g_drain_mutex. If it is taken, the GIL is let go for the wait (when this thread
 // holds it) and taken back after the mutex is unlocked again.

@@ -28,14 +28,9 @@ const RuntimeConfig& config() { return g_config; }
 void configure(const RuntimeConfig& cfg) {
   TORCH_CHECK(!g_memory_placed.load(),
               "The simulated Neuron runtime is already initialized with ", g_config.instance_name,
-              " (", static_cast<int>(g_config.device_count), " devices); choose the instance before "
-              "the first tensor is placed on 'neuron' (NEURON_SIM_INSTANCE or "
+              " (", static_cast<int>(g_config.device_count), " devices); choose the instance "
+              "before the first tensor is placed on 'neuron' (NEURON_SIM_INSTANCE or "
               "torch_neuronx.set_instance at the top of the script).");
-  TORCH_CHECK(cfg.device_count >= 0 && cfg.device_count <= kMaxDevices,
-              "Neuron runtime init failed: ", static_cast<int>(cfg.device_count),
-              " NeuronCores are visible but at most ", kMaxDevices,
-              " are supported. Reduce the visible cores with NEURON_RT_NUM_CORES or "
-              "NEURON_RT_VISIBLE_CORES.");
   g_config = cfg;
 }
 
