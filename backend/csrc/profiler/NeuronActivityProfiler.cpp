@@ -92,7 +92,8 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
   void emit_lanes(const Activity& a, int64_t op_start, libkineto::ActivityLogger& logger) {
     for (const LaneSpan& lane : a.lanes) {
       // Annotation rows: shown on the device timeline, not added to key_averages device time.
-      trace_.emplace_activity(trace_.span, libkineto::ActivityType::GPU_USER_ANNOTATION, lane.label);
+      trace_.emplace_activity(trace_.span, libkineto::ActivityType::GPU_USER_ANNOTATION,
+                              lane.label);
       libkineto::GenericTraceActivity& row = *trace_.activities.back();
       row.startTime = op_start + lane.offset_ns;
       row.endTime = row.startTime + lane.duration_ns;

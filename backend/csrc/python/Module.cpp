@@ -12,6 +12,7 @@
 #include "runtime/NeuronGuard.h"
 #include "runtime/NeuronQueue.h"
 #include "runtime/NeuronRuntime.h"
+#include "runtime/NeuronStream.h"
 
 #include <Python.h>
 #include <pybind11/functional.h>
@@ -117,9 +118,7 @@ PYBIND11_MODULE(_C, m) {
     OpDesc op;
     op.name_id = intern_op_name(name);
     op.device = static_cast<c10::DeviceIndex>(device);
-    op.stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
-                    ->getStream(c10::Device(c10::DeviceType::PrivateUse1, op.device))
-                    .id();
+    op.stream = current_stream(op.device).id();
     op.preset_ns = ns;
     enqueue_op(std::move(op));
   });
@@ -135,8 +134,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_take_captured_ns", &take_captured_ns);
   m.def("_activity_logging", &activity_logging);
   // lanes: [(lane_name, offset_ns, duration_ns, label), ...] for the op `seq` (profiling only).
-  m.def("_record_lanes", [](uint64_t seq,
-                            const std::vector<std::tuple<std::string, int64_t, int64_t, std::string>>& lanes) {
+  using Lanes = std::vector<std::tuple<std::string, int64_t, int64_t, std::string>>;
+  m.def("_record_lanes", [](uint64_t seq, const Lanes& lanes) {
     std::vector<LaneSpan> spans;
     spans.reserve(lanes.size());
     for (const auto& [lane, offset, duration, label] : lanes) {
@@ -171,8 +170,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init_distributed", [m]() { init_distributed_bindings(m); });
 
   m.def("_get_default_generator", [](int device) {
-    return py::reinterpret_steal<py::object>(
-        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(device))));
+    const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(device));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
   });
 }
 

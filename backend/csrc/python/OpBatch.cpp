@@ -61,7 +61,8 @@ c10::ScalarType scalar_type(const py::handle& dtype, const std::string& name) {
   return reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
 }
 
-py::tuple ints(const std::vector<int64_t>& values) {
+template <typename T>
+py::tuple ints(const std::vector<T>& values) {
   py::tuple out(values.size());
   for (size_t i = 0; i < values.size(); ++i) out[i] = py::int_(values[i]);
   return out;
@@ -218,8 +219,8 @@ void bind_op_batch(py::module& m) {
   g_tensor_type = PyStructSequence_NewType(&g_tensor_desc);
   g_op_type = PyStructSequence_NewType(&g_op_desc);
   if (g_tensor_type == nullptr || g_op_type == nullptr) throw py::error_already_set();
-  m.attr("TensorDesc") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(g_tensor_type));
-  m.attr("QueuedOp") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(g_op_type));
+  m.attr("TensorDesc") = py::handle(reinterpret_cast<PyObject*>(g_tensor_type));
+  m.attr("QueuedOp") = py::handle(reinterpret_cast<PyObject*>(g_op_type));
 
   py::class_<OpBatch>(m, "OpBatch",
       "Ops drained from the queue, in issue order: a sequence of QueuedOp (made when read), "
@@ -253,10 +254,7 @@ void bind_op_batch(py::module& m) {
         return intern_group_key(*b.ops, group);
       }, py::arg("group"), "Interned key of the ops at indices `group` fused into one program")
       .def("pattern", [](const OpBatch& b, const std::vector<int64_t>& group) {
-        const std::vector<int32_t> p = identity_pattern(*b.ops, group);
-        py::tuple out(p.size());
-        for (size_t i = 0; i < p.size(); ++i) out[i] = py::int_(p[i]);
-        return out;
+        return ints(identity_pattern(*b.ops, group));
       }, py::arg("group"), "The dataflow of the ops at indices `group` (runtime/OpKeys.h)");
 }
 
