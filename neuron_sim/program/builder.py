@@ -335,13 +335,18 @@ class ProgramBuilder:
                 if o:
                     self._ord[i] = sorted(o - d)
             else:       # bulk mode: keep the operands' boxes (reads, then writes) for build()
+                # (a loop per side, not one over both: this runs for every instruction)
                 acc, tracks = self._acc, self._track_ids
-                for w, aps in ((0, emit.reads), (1, emit.writes)):
-                    for ap in aps:
-                        t = tracks.get(ap.tensor.id)
-                        if t is None:
-                            t = self._new_track(ap.tensor.id, ap.tensor)
-                        acc.append((t, w) + (ap._rec or ap.record()))
+                for ap in emit.reads:
+                    t = tracks.get(ap.tensor.id)
+                    if t is None:
+                        t = self._new_track(ap.tensor.id, ap.tensor)
+                    acc.append((t, 0) + (ap._rec or ap.record()))
+                for ap in emit.writes:
+                    t = tracks.get(ap.tensor.id)
+                    if t is None:
+                        t = self._new_track(ap.tensor.id, ap.tensor)
+                    acc.append((t, 1) + (ap._rec or ap.record()))
                 self._acc_ptr.append(len(acc))
         if wait:
             for sem, count in wait:
@@ -388,7 +393,6 @@ class ProgramBuilder:
         if x_idx.size and (x_idx.min() < 0 or (x_idx >= rows_of).any()):
             raise ProgramError("append_rows: a dependency is not an earlier instruction")
         self._flush()
-        table = np.array([self._row(e) for e in records], np.float64).reshape(-1, len(COLUMNS))
         ids, at, inv = np.unique(tensor, return_index=True, return_inverse=True)
         tracks = self._track_ids
         for t in ids[np.argsort(at)].tolist():      # new tracks in order of first access
@@ -403,24 +407,16 @@ class ProgramBuilder:
             self._pool.extend(emits)
         else:
             base = np.full(n, -1, np.int64)
-        self._segs.append(R.Seg(self._new_rows(table)[rec], x_ptr, x_idx, acc_ptr, track, write,
-                                box, pst, off,
-                                base, np.full(n, -1, np.int64)))
+        rid = len(self._table) + np.asarray(rec, np.int64)
+        self._table.extend([self._row(e) for e in records])
+        self._segs.append(R.Seg(rid, x_ptr, x_idx, acc_ptr, track, write, box, pst, off, base,
+                                np.full(n, -1, np.int64)))
         self._flushed += n
         return first
 
     def _new_row(self, emit) -> int:
         self._table.append(self._row(emit))
         return len(self._table) - 1
-
-    def _new_rows(self, rows: np.ndarray) -> np.ndarray:
-        """The ids of rows [n, len(COLUMNS)] added to the table."""
-        first = len(self._table)
-        self._table.extend(map(tuple, rows.tolist()))
-        return np.arange(first, len(self._table), dtype=np.int64)
-
-    def _table_array(self) -> np.ndarray:
-        return np.array(self._table, np.float64).reshape(-1, len(COLUMNS))
 
     def _row(self, emit) -> tuple:
         """The instruction's values in the order of COLUMNS (its stream: the engine's, or
@@ -548,8 +544,9 @@ class ProgramBuilder:
             if self.keep_operands:
                 emits = (R.LazyEmits(self._pool, seg.base, seg.acc_ptr, seg.pst, seg.off,
                                      seg.track, self._track_tensor)
-                         if seg.synthetic else self._pool)
-        table = self._table_array()         # each column of the distinct rows, gathered
+                         if self._segs.synthetic else self._pool)
+        # each column of the distinct rows, gathered
+        table = np.array(self._table, np.float64).reshape(-1, len(COLUMNS))
         cols = {k: table[:, j].astype(dt)[rid] for j, (k, dt) in enumerate(COLUMNS.items())}
         if self.reference:
             deps = [list(x) for x in self._deps]
@@ -640,11 +637,10 @@ class ProgramBuilder:
         cuts = self._cuts
         # segments once flushed: those written, the pieces pending
         segs = len(self._segs) + len(cuts) + (len(self._rids) > (cuts[-1] if cuts else 0))
-        return R.Snapshot(len(self), segs, self._mut, self._next_queue,
-                          self._spill_bytes, st,
+        return R.Snapshot(segs, self._mut, self._next_queue, self._spill_bytes, st,
                           -1 if st is None else self._versions.get(st[0].tensor.id, 0))
 
-    def _sample_then_synthesize(self, count, body, start=0) -> int:
+    def _sample_then_synthesize(self, count, body, start) -> int:
         """Run iterations until they are seen to be affine, then write the rest in bulk
         (repeat.py). Returns the first iteration still to run (count when all are written).
         A loop whose body (same code) and count were written in bulk before, e.g. the inner
@@ -710,13 +706,10 @@ class ProgramBuilder:
         return int(queue)
 
     # ---- any instruction, by its name in the ISA registry -------------------------------------
-    def instruction(self, name: str, **args) -> int:
+    def instruction(self, name: str, *, deps=(), wait=(), signal=None, **args) -> int:
         """Append instruction `name` with its operands by keyword, as its module's `build`
         (neuron_sim/isa/<engine>/<name>.py) names them; `deps`, `wait`, `signal` as everywhere.
         Returns the index of its last row. The named methods below are the same, spelled out."""
-        deps = args.pop("deps", ())
-        wait = args.pop("wait", ())
-        signal = args.pop("signal", None)
         return self.append_built(name, self.build_instruction(name, **args), deps, wait, signal)
 
     def build_instruction(self, name: str, **args):

@@ -46,7 +46,6 @@ class Seg:
     off: np.ndarray         # per access: AccessPattern.offset
     base: np.ndarray        # per row: index of its operand record in the pool (-1: none kept)
     cls: np.ndarray         # per row: class id (-1: made outside any repeat)
-    synthetic: bool = False
 
     @property
     def n(self) -> int:
@@ -95,7 +94,7 @@ class Segments:
     def __init__(self):
         self.n = self.nx = self.na = 0          # rows, explicit deps, accesses written
         self.bounds = [0]                       # first row of each segment, then the end
-        self.synthetic = False
+        self.synthetic = False                  # rows written by synthesize() among them
         self._cap = [0, 0, 0]
         self._grow([1024, 1024, 2048])
 
@@ -170,7 +169,7 @@ class Segments:
         self.x_idx[x:x + nx] = seg.x_idx
         for f in _ACC_FIELDS:
             getattr(self, f)[a:a + na] = getattr(seg, f)
-        self.advance(k, nx, na, seg.synthetic)
+        self.advance(k, nx, na, False)
 
     def __len__(self) -> int:
         return len(self.bounds) - 1
@@ -183,7 +182,7 @@ class Segments:
         return Seg(self.rid[r0:r1], xp - x0 if x0 else xp, self.x_idx[x0:x1],
                    ap - a0 if a0 else ap, self.track[a0:a1], self.write[a0:a1],
                    self.box[a0:a1], self.pst[a0:a1], self.off[a0:a1], self.base[r0:r1],
-                   self.cls[r0:r1], self.synthetic)
+                   self.cls[r0:r1])
 
 
 def emit_key(e):
@@ -201,7 +200,6 @@ def emit_key(e):
 @dataclasses.dataclass
 class Snapshot:
     """The builder state an iteration leaves behind that the next ones depend on."""
-    n: int                  # instructions so far
     segs: int               # segments so far
     mut: int                # allocations, frees, semaphore uses so far
     queue: int              # DMA queue round-robin
