@@ -130,7 +130,6 @@ def _renumber(trace, instrs) -> None:
     from .tracer import track_use       # tracer imports this module
     for s in trace.on_chip_used:
         s.first_use = s.last_use = None
-        s.uses = 0
         s.used_at = []
     used = []
     for idx, ins in enumerate(instrs):

@@ -32,7 +32,7 @@ class Storage:
     """One allocation. ``data`` is None when the kernel is traced for timing only."""
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "data", "written", "loc", "role",
-                 "address", "first_use", "last_use", "uses", "used_at", "free_elems", "trace",
+                 "address", "first_use", "last_use", "used_at", "free_elems", "trace",
                  "on_chip", "itemsize", "row_major", "dtype_name", "n_written", "boxes",
                  "write_count")
 
@@ -49,7 +49,6 @@ class Storage:
         self.address = address      # explicit (start_partition, byte_offset) or None (auto)
         self.first_use = None       # instruction indices, filled while tracing
         self.last_use = None
-        self.uses = 0
         self.write_count = 0        # instructions that wrote it so far (reuse.py)
         self.on_chip = buffer in ON_CHIP
         self.used_at = [] if self.on_chip else None     # on-chip: the indices, for memory.py

@@ -89,9 +89,8 @@ class Finding:
 
 
 def track_use(s: Storage, idx: int, on_chip_used: list) -> None:
-    """Instruction `idx` touches storage `s`: its use count, first and last use, and for SBUF/PSUM
-    the indices memory.py plans from (used_at) and the order of first touch (on_chip_used)."""
-    s.uses += 1
+    """Instruction `idx` touches storage `s`: its first and last use, and for SBUF/PSUM the
+    indices memory.py plans from (used_at) and the order of first touch (on_chip_used)."""
     if s.last_use != idx:
         s.last_use = idx
         if s.first_use is None:
