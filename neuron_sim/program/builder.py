@@ -167,6 +167,11 @@ def paused_gc():
                 gc.enable()
 
 
+def _scalar(x):
+    """A scalar operand as the ISA modules take it: a number (or None), or a tile's pattern."""
+    return x if x is None or isinstance(x, (int, float)) else as_ap(x)
+
+
 def _csr(rows) -> tuple:
     """(ptr, idx): the lists of indices `rows` as a CSR."""
     ptr = np.zeros(len(rows) + 1, np.int64)
@@ -771,8 +776,9 @@ class ProgramBuilder:
     def tensor_scalar(self, dst, data, op0="multiply", operand0=1.0, op1=None, operand1=None, *,
                       engine="vector", **kw) -> int:
         from ..isa.vector import tensor_scalar
-        return self.append(tensor_scalar.build(self.chip, as_ap(dst), as_ap(data), op0, operand0,
-                                               op1=op1, operand1=operand1,
+        return self.append(tensor_scalar.build(self.chip, as_ap(dst), as_ap(data), op0,
+                                               _scalar(operand0), op1=op1,
+                                               operand1=_scalar(operand1),
                                                engine=engine_of(engine)), **kw)
 
     def tensor_reduce(self, dst, data, op="add", *, negate=False, engine="vector", **kw) -> int:
@@ -810,9 +816,7 @@ class ProgramBuilder:
         (activation_reduce)."""
         from ..isa.scalar import activation
         return self.append(activation.build(
-            self.chip, as_ap(dst), op, as_ap(data), None if bias is None else
-            (bias if isinstance(bias, (int, float)) else as_ap(bias)),
-            scale if isinstance(scale, (int, float)) else as_ap(scale), reduce_op,
+            self.chip, as_ap(dst), op, as_ap(data), _scalar(bias), _scalar(scale), reduce_op,
             None if reduce_res is None else as_ap(reduce_res),
             "idle" if reduce_res is None else "reset_reduce"), **kw)
 

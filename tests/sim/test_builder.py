@@ -555,3 +555,20 @@ def test_row_major_strides_are_torchs_contiguous_strides(shape):
     torch = pytest.importorskip("torch", reason="the reference is torch's own .stride()")
     from neuron_sim.program.ap import row_major
     assert row_major(shape) == torch.empty(shape).stride()
+
+
+def test_scalar_operands_may_be_tensors_or_patterns():
+    # tensor_scalar took a [P, 1] tile only as an access pattern (a Tensor raised AttributeError
+    # in the operand check); activation's bias and scale took both
+    from neuron_sim import execute
+    b = ProgramBuilder("trn2")
+    x, s, y = (b.hbm(n, (128, w), "float32") for n, w in (("x", 8), ("s", 1), ("y", 8)))
+    xs, ss = b.sbuf("xs", (128, 8), "float32"), b.sbuf("ss", (128, 1), "float32")
+    b.dma_copy(xs, x)
+    b.dma_copy(ss, s)
+    b.tensor_scalar(xs, xs, "multiply", ss, "add", ss[:, 0:1])
+    b.activation(xs, xs, "copy", bias=ss, scale=ss)
+    b.dma_copy(y, xs)
+    xv, sv = np.random.rand(128, 8).astype(np.float32), np.random.rand(128, 1).astype(np.float32)
+    got = execute(b.build(), {"x": xv, "s": sv})["y"]
+    np.testing.assert_allclose(got, (xv * sv + sv) * sv + sv, rtol=1e-6)
