@@ -94,14 +94,15 @@ def _on_cpu(kernel, args, kwargs, opts):
     """CPU torch tensors in, CPU torch tensors out; in-place writes reach the input tensors."""
     import numpy as np
     conv = lambda a: _to_numpy(a) if _is_tensor(a) else a          # noqa: E731
-    np_args = [conv(a) for a in args]
-    out = launch.run(kernel, np_args, {k: conv(v) for k, v in kwargs.items()}, **opts)
+    np_args, np_kwargs = [conv(a) for a in args], {k: conv(v) for k, v in kwargs.items()}
+    out = launch.run(kernel, np_args, np_kwargs, **opts)
     import torch
-    with torch.no_grad():
-        for a, n in zip(args, np_args):    # contiguous tensors shared memory with their arrays already
+    inputs = [*args, *kwargs.values()]
+    with torch.no_grad():   # contiguous tensors shared memory with their arrays already
+        for a, n in zip(inputs, [*np_args, *np_kwargs.values()]):
             if _is_tensor(a) and not a.is_contiguous() and not _same_bits(a, _from_numpy(n)):
                 a.copy_(_from_numpy(n))
-    widen = _widened_dtypes(list(args) + list(kwargs.values()))
+    widen = _widened_dtypes(inputs)
     return _map(out, lambda x: _widen(_from_numpy(x), widen) if isinstance(x, np.ndarray) else x)
 
 

@@ -99,3 +99,29 @@ def test_kernel_appears_in_the_profiler():
         add.add_kernel(a, a)
         torch.neuron.synchronize()
     assert "nki::add_kernel" in [e.name for e in prof.events()]
+
+
+@pytest.mark.parametrize("by_keyword", [False, True], ids=["positional", "keyword"])
+def test_kernel_writes_reach_non_contiguous_cpu_tensors(by_keyword):
+    """A kernel writing a strided view (a column slice) gets its result into the caller's
+    tensor whether the view was passed by position or by keyword."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    @nki.jit
+    def scale_into(x, out):
+        t = nl.load(x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=3.0)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = torch.randn(128, 8)
+    base = torch.zeros(128, 16)
+    out = base[:, ::2]
+    assert not out.is_contiguous()
+    if by_keyword:
+        nki.simulate(scale_into)(x, out=out)
+    else:
+        nki.simulate(scale_into)(x, out)
+    torch.testing.assert_close(base[:, ::2], x * 3)
+    assert torch.count_nonzero(base[:, 1::2]) == 0
