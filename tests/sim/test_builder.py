@@ -572,3 +572,34 @@ def test_scalar_operands_may_be_tensors_or_patterns():
     xv, sv = np.random.rand(128, 8).astype(np.float32), np.random.rand(128, 1).astype(np.float32)
     got = execute(b.build(), {"x": xv, "s": sv})["y"]
     np.testing.assert_allclose(got, (xv * sv + sv) * sv + sv, rtol=1e-6)
+
+
+@pytest.mark.parametrize("moving", [False, True], ids=["fixed tile", "tile per iteration"])
+def test_repeat_keeps_the_tile_operands_the_semantics_read_from_params(moving):
+    """tensor_scalar and activation read their [P, 1] tile operands from emit.params, which
+    LazyEmits copies unchanged: a loop is written in bulk only when its params are equal in every
+    iteration (repeat.emit_key holds them by value, a pattern with its tensor and position), so
+    a tile taken at a new column each iteration makes the loop run every iteration."""
+    from neuron_sim import execute
+    n = 16
+    b = ProgramBuilder("trn2")
+    x, s, y = (b.hbm(k, (128, w), "float32") for k, w in (("x", n * 8), ("s", n), ("y", n * 8)))
+    xs, ss, ys = (b.sbuf(k, (128, w), "float32") for k, w in (("xs", n * 8), ("ss", n),
+                                                               ("ys", n * 8)))
+    b.dma_copy(xs, x)
+    b.dma_copy(ss, s)
+    tile = (lambda i: ss[:, i:i + 1]) if moving else (lambda i: ss[:, 3:4])
+
+    def body(i):
+        cols = slice(i * 8, (i + 1) * 8)
+        b.tensor_scalar(ys[:, cols], xs[:, cols], "multiply", tile(i))
+        b.activation(ys[:, cols], ys[:, cols], "copy", bias=tile(i), scale=tile(i))
+    b.repeat(n, body)
+    b.dma_copy(y, ys)
+    prog = b.build()
+    rng = np.random.default_rng(0)
+    xv, sv = rng.random((128, n * 8), np.float32), rng.random((128, n), np.float32)
+    got = execute(prog, {"x": xv, "s": sv})["y"]
+    t = np.repeat(sv, 8, axis=1) if moving else sv[:, 3:4]
+    np.testing.assert_allclose(got, xv * t * t + t, rtol=1e-6)
+    assert _written_in_bulk(prog) != moving
