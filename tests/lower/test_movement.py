@@ -30,3 +30,20 @@ def test_dense_order_lists_a_gapless_view_in_memory_order():
     assert dense_order((3, 4), (0, 1)) is None
     assert dense_order((1, 3, 4), (4, 4, 1)) == (3, 1, 4)
     assert dense_order((1, 2), (1, 1)) == dense_order((2, 1), (1, 1)) == (2, 1)
+
+
+def _copy_instructions(shape, strides):
+    src = TensorSpec(shape, "bfloat16", strides, ("x", 0))
+    ctx = LowerCtx(get_chip("trn2"), keep_operands=True)
+    strided_copy(ctx, src, TensorSpec(shape, "bfloat16", None, ("o", 0)))
+    return {e.name for e in ctx.b.build().emits}
+
+
+def test_only_a_view_out_of_memory_order_copies_by_dma_transpose():
+    # a step slice (x[:, ::2], x[::2, ::3] of [64, 96]) keeps its dims in memory order: a strided
+    # read into SBUF, one descriptor per element, and a contiguous store; x.t() and a permute
+    # that moved the last dim are transposes
+    for shape, strides in [((64, 48), (96, 2)), ((32, 32), (192, 3))]:
+        assert _copy_instructions(shape, strides) == {"dma_copy", "tensor_copy"}
+    for shape, strides in [((96, 64), (1, 96)), ((4, 96, 16), (96 * 16, 1, 96))]:
+        assert "dma_transpose" in _copy_instructions(shape, strides)

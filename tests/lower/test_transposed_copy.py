@@ -56,10 +56,11 @@ def _transposed(shape):
 
 # (shape, strides of the source view): 2-D transposes with a short last chunk or row block,
 # tiny ones, a 3-D reversal, a 3-D swap of the last two dims and a head permute (innermost dim
-# contiguous: runs with gaps)
+# contiguous: runs with gaps) and step slices (x[:, ::2], x[::2, ::3]: single elements with gaps)
 VIEWS = [((1001, 128), (1, 1001)), ((128, 1001), (1, 128)), ((300, 77), (1, 300)),
          ((5, 3), (1, 5)), ((7, 130, 33), _transposed((7, 130, 33))),
-         ((7, 130, 33), (130 * 33, 1, 130)), ((7, 130, 33), (33, 7 * 33, 1))]
+         ((7, 130, 33), (130 * 33, 1, 130)), ((7, 130, 33), (33, 7 * 33, 1)),
+         ((300, 501), (1002, 2)), ((150, 33), (2 * 99, 3))]
 
 
 def _ops(shape, strides, dtype):

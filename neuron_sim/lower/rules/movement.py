@@ -6,9 +6,10 @@ scatter, index_put), arange, tril/triu.
   through the core's HBM share) [DMAov]. clone/_to_copy without a cast time as this copy does
   (`device_copy`, elementwise.copy_like).
 - A copy from a strided view whose innermost dimension is contiguous (a permute of attention heads)
-  streams through SBUF with one descriptor per contiguous run; a true transpose (innermost stride
-  != 1) uses `dma_transpose` (NC-v3+, ~90% DMA efficiency [ArchV3]) and otherwise element-wise
-  descriptors.
+  streams through SBUF with one descriptor per contiguous run, and one whose innermost dimension
+  steps over elements (x[:, ::2]) with one descriptor per element; a true transpose (innermost
+  dimension not the fastest in memory) uses `dma_transpose` (NC-v3+, ~90% DMA efficiency
+  [ArchV3]) and otherwise element-wise descriptors.
 - Gathers/scatters by an index tensor are indirect DMAs, which need software descriptor
   generation on GpSimd on NC-v3 (`dge="swdge"`, the only mode with gather/scatter) [DGE]: one
   descriptor per row, ~1 us issue per instruction (assumption swdge_instr_s).
@@ -83,13 +84,25 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
         ctx.b.dma_copy(dst, s)
 
 
+def _transposed(t: TensorSpec) -> bool:
+    """Whether t's innermost dimension steps over elements and is not its fastest-moving one in
+    memory (x.t(), a permute that moved the last dimension): a copy of it is a `dma_transpose`.
+    A step slice (x[:, ::2]) keeps its dimensions in memory order: a strided read, one
+    descriptor per element. (A broadcast innermost dimension, stride 0, keeps the transpose's
+    timing: no better model of it here.)"""
+    if not t.ndim or t.shape[-1] <= 1 or t.strides[-1] == 1:
+        return False
+    inner = t.strides[-1]
+    return inner == 0 or any(n > 1 and 0 < s < inner for n, s in zip(t.shape, t.strides))
+
+
 def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
     """Copy a non-contiguous src into out through SBUF. A transposed src is out's flat [p, cols]
     layout stored transposed, [cols, p]: chunk j of out (columns j*f.. j*f+fj) is its rows
     j*f.., fj rows of p contiguous elements. An out that a later op of the sequence reads stays
     in SBUF (ctx.out_tile), as the element-wise stream keeps it."""
-    if src.ndim and src.strides[-1] != 1 and src.shape[-1] > 1 \
-            and ctx.chip.has_tensor_transpose_mode and itemsize(src.dtype) in (2, 4):
+    if _transposed(src) and ctx.chip.has_tensor_transpose_mode \
+            and itemsize(src.dtype) in (2, 4):
         h = ctx.hbm(src)
         p, cols, f, chunks = ctx.chunked(out)
         for j, fj in chunks:
