@@ -438,9 +438,9 @@ class ProgramBuilder:
         if m is None:
             return (op, emit.engine, emit.engine, emit.kind, emit.ii_cycles * 1e9 / clock,
                     emit.lat_cycles * 1e9 / clock, emit.flops, 0.0, 0.0, 0.0, 0.0, 0, 0, -1)
-        return (op, emit.engine, N_COMPUTE_STREAMS + m.queue, emit.kind, emit.ii_cycles * 1e9 / clock,
-                emit.lat_cycles * 1e9 / clock, emit.flops, m.bytes, m.engine_ns, m.hbm_ns,
-                m.issue_ns, m.engines, m.engine0, m.direction)
+        return (op, emit.engine, N_COMPUTE_STREAMS + m.queue, emit.kind,
+                emit.ii_cycles * 1e9 / clock, emit.lat_cycles * 1e9 / clock, emit.flops, m.bytes,
+                m.engine_ns, m.hbm_ns, m.issue_ns, m.engines, m.engine0, m.direction)
 
     def _class_row(self, emit) -> tuple:
         """(class, row id) of a record appended inside repeat(): its class numbers its
