@@ -144,14 +144,17 @@ def tensor_spec(t: torch.Tensor) -> TensorSpec:
 def torch_arg(a, leaf=torch.Tensor, describe=tensor_spec):
     """An op's argument given by torch (check_semantics, the compile backend's FX graphs) as
     the eager queue describes it: `describe(a)` of a `leaf` (a tensor: its TensorSpec), tensor
-    lists as lists, int lists as tuples (a rule reading dims as a tuple took FX's list for
-    "every dim": sum over [0] of a bias gradient was timed as a sum of everything), a dtype,
-    device, layout or memory format by its name."""
+    lists as lists without their Nones, as _arg gives them (x[:, i]'s [None, i] with its None
+    was no tensor list: its index was no input of the op), int lists as tuples (a rule reading
+    dims as a tuple took FX's list for "every dim": sum over [0] of a bias gradient was timed
+    as a sum of everything), a dtype, device, layout or memory format by its name."""
     if isinstance(a, leaf):
         return describe(a)
     if isinstance(a, (list, tuple)):
         items = [torch_arg(x, leaf, describe) for x in a]
-        return items if any(isinstance(x, TensorSpec) for x in items) else tuple(items)
+        if any(isinstance(x, TensorSpec) for x in items):
+            return [x for x in items if x is not None]
+        return tuple(items)
     if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
         return str(a).replace("torch.", "")
     return a
