@@ -91,6 +91,15 @@ def test_key_depends_on_shapes_and_target(clean_compile_state):
     assert len(entries(clean_compile_state)) == 2
 
 
+def test_key_covers_every_source_the_times_come_from():
+    # the graph walk describes ops with torch_neuronx.cost.torch_arg: a change there moves
+    # compiled times, so it must change the key (only neuron_sim and neuron_dynamo_backend did)
+    from torch_neuronx.neuron_dynamo_backend.graph_cost import model_sources
+    files = {(root.name, str(path.relative_to(root))) for root, path in model_sources()}
+    assert {("torch_neuronx", "cost.py"), ("torch_neuronx", "neuron_dynamo_backend/graph_cost.py"),
+            ("neuron_sim", "lower/rules/movement.py")} <= files
+
+
 def test_cache_can_be_disabled(clean_compile_state, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")
     torch.compile(f, backend="neuron")(torch.randn(16, 16, device="neuron"))

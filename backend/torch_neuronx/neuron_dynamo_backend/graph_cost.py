@@ -35,17 +35,24 @@ LOWERED = "neuron_sim.lower"
 logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
 
 
-@functools.lru_cache(maxsize=1)
-def cost_model_version() -> str:
-    """A digest of the simulator's and this package's sources: the "compiler version" part of
-    the compile-cache key, so a changed lowering or timing model never serves stale times."""
+def model_sources():
+    """(root, path) of the files the compiled graphs' times come from: the simulator's and
+    torch_neuronx's sources (the graph walk describes ops through torch_neuronx.cost)."""
     import neuron_sim
-    h = hashlib.sha256(LOWERED.encode())
-    for root in (pathlib.Path(neuron_sim.__file__).parent, pathlib.Path(__file__).parent):
+    for root in (pathlib.Path(neuron_sim.__file__).parent, pathlib.Path(__file__).parents[1]):
         for path in sorted(root.rglob("*")):
             if path.suffix in (".py", ".json") and path.is_file():
-                h.update(str(path.relative_to(root)).encode())
-                h.update(path.read_bytes())
+                yield root, path
+
+
+@functools.lru_cache(maxsize=1)
+def cost_model_version() -> str:
+    """A digest of model_sources(): the "compiler version" part of the compile-cache key, so a
+    changed lowering, argument description or timing model never serves stale times."""
+    h = hashlib.sha256(LOWERED.encode())
+    for root, path in model_sources():
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
