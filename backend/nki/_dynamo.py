@@ -52,8 +52,8 @@ def _outputs(call_id, out):
     outs = list(out) if kind != "one" else [out]
     if not all(isinstance(o, torch.Tensor) for o in outs):
         raise TypeError(f"NKI kernel {launch.KERNELS[_CALLS[call_id][0]].func.__name__} returned "
-                        f"{[type(o).__name__ for o in outs]} inside torch.compile; a kernel in a graph "
-                        "must return a tensor or a tuple of tensors")
+                        f"{[type(o).__name__ for o in outs]} inside torch.compile; a kernel in a "
+                        "graph must return a tensor or a tuple of tensors")
     return outs
 
 
@@ -67,9 +67,10 @@ def kernel_op(tensors: list[torch.Tensor], call_id: int) -> list[torch.Tensor]:
     for i, (c, t) in enumerate(zip(copies, tensors)):
         if not torch.equal(c, t):
             raise RuntimeError(
-                f"NKI kernel {kernel.func.__name__} wrote its tensor argument {i} inside torch.compile, "
-                "where a kernel call is a pure graph node; return a new tensor instead, or wrap the call "
-                "in torch_neuronx.nki_op(..., mutates_args=...) to declare the write")
+                f"NKI kernel {kernel.func.__name__} wrote its tensor argument {i} inside "
+                "torch.compile, where a kernel call is a pure graph node; return a new tensor "
+                "instead, or wrap the call in torch_neuronx.nki_op(..., mutates_args=...) to "
+                "declare the write")
     return [o.clone() if any(o is c for c in copies) else o for o in outs]
 
 
@@ -96,7 +97,8 @@ _TRACED: list = [None]
 
 def register():
     if _TRACED[0] is None:
-        from torch._dynamo.decorators import nonstrict_trace    # complete even mid `import torch._dynamo`
+        # complete even mid `import torch._dynamo`
+        from torch._dynamo.decorators import nonstrict_trace
         _TRACED[0] = nonstrict_trace(_in_graph)
 
 
@@ -110,9 +112,10 @@ def call_hook(kernel, args, kwargs):
         return NotImplemented       # a kernel called from a kernel (NKI tensors): inlined
     traced = _TRACED[0]
     if traced is None:
-        raise RuntimeError("an NKI kernel was called inside torch.compile before the nki graph hook was "
-                           "registered (torch_neuronx registers it when Dynamo loads); import torch_neuronx "
-                           "before compiling, or call nki._dynamo.register()")
+        raise RuntimeError("an NKI kernel was called inside torch.compile before the nki graph "
+                           "hook was registered (torch_neuronx registers it when Dynamo loads); "
+                           "import torch_neuronx before compiling, or call "
+                           "nki._dynamo.register()")
     return traced(kernel.uid, kernel.grid, args, kwargs)
 
 

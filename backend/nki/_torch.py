@@ -51,7 +51,8 @@ def _common_device(kernel, args, kwargs):
     NeuronCore and reads its HBM: tensors on CPU or another core are an error, as a CUDA kernel
     launch with tensors on two devices is."""
     import torch
-    named = [(f"argument {i}", a) for i, a in enumerate(args)] + [(repr(k), v) for k, v in kwargs.items()]
+    named = ([(f"argument {i}", a) for i, a in enumerate(args)]
+             + [(repr(k), v) for k, v in kwargs.items()])
     devices = {}        # argument name -> device, a neuron device with its index
     for name, t in named:
         if _is_tensor(t):
@@ -113,8 +114,8 @@ def _widened_dtypes(inputs) -> dict:
     the caller passed no tensor of the 32-bit dtype itself: then the kernel's choice is kept."""
     import torch
     dtypes = {t.dtype for t in inputs if _is_tensor(t)}
-    return {narrow: wide for narrow, wide in ((torch.float32, torch.float64), (torch.int32, torch.int64))
-            if wide in dtypes and narrow not in dtypes}
+    pairs = ((torch.float32, torch.float64), (torch.int32, torch.int64))
+    return {narrow: wide for narrow, wide in pairs if wide in dtypes and narrow not in dtypes}
 
 
 def _widen(t, widen: dict):
@@ -136,7 +137,8 @@ def _fake(kernel, args, kwargs, opts, tensors):
         return a
 
     o = dict(opts, numerics=False, timing=False)
-    out = launch.run(kernel, [shape_only(a) for a in args], {k: shape_only(v) for k, v in kwargs.items()}, **o)
+    out = launch.run(kernel, [shape_only(a) for a in args],
+                     {k: shape_only(v) for k, v in kwargs.items()}, **o)
     widen = _widened_dtypes(tensors)
     return _map(out, lambda a: torch.empty(a.shape, dtype=_torch_dtype(a.dtype, widen),
                                            device=like.device)
@@ -179,7 +181,9 @@ def _same_bits(a, b) -> bool:
     import torch
     if a.numel() == 0:
         return True
-    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+    def raw(t):
+        return t.contiguous().reshape(-1).view(torch.uint8)
+    return torch.equal(raw(a), raw(b))
 
 
 def install():
