@@ -63,9 +63,12 @@ _BACKWARD = {
 }
 
 
+_POSITIONS = {**_FORWARD, **_BACKWARD}
+
+
 def _arg(op, name):
     """Argument `name` of an attention op (None where its form has no such argument)."""
-    at = {**_FORWARD, **_BACKWARD}[op.op].get(name)
+    at = _POSITIONS[op.op].get(name)
     return None if at is None else op.arg(at)
 
 
