@@ -33,6 +33,7 @@ from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import LoweringError, lowers
 from .matmul import _load_k_major, _Mat
 
+
 def _names(*names):
     return {name: i for i, name in enumerate(names)}
 
@@ -61,8 +62,6 @@ _BACKWARD = {
         "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p", "is_causal", "philox_seed",
         "philox_offset", "scale"),
 }
-
-
 _POSITIONS = {**_FORWARD, **_BACKWARD}
 
 
