@@ -62,7 +62,7 @@ def lower_into(ctx, rule, op) -> int:
     one go by `flush`, which building the program does first)."""
     b = ctx.b
     key = None
-    if REPLAY and not b.reference and b.auto_deps and b.check_capacity and not b._depth \
+    if REPLAY and not b.reference and b.check_capacity and not b._depth \
             and not rule.__module__.endswith(".optimizer"):
         key = _context(ctx, rule, op)
     rec = None if key is None else _recorded(key[0], ctx._resident_bytes)

@@ -188,7 +188,7 @@ def build_programs(traces, plans, lnc=1, records=True, bulk=True):
     recs = _Records() if records else None
     chip = get_chip(traces[0].target.name)
     n_cores = max(1, min(lnc, len(traces)))
-    builders = [ProgramBuilder(chip, name=f"{traces[0].kernel_name}[core {c}]", auto_deps=True,
+    builders = [ProgramBuilder(chip, name=f"{traces[0].kernel_name}[core {c}]",
                                check_capacity=False) for c in range(n_cores)]
     sinks = [_BulkRows(b, recs) if bulk and recs is not None and not b.reference else _Rows(b, recs)
              for b in builders]

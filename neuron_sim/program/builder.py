@@ -199,11 +199,10 @@ class ProgramBuilder:
     (neuron_sim/kernels/deps.py), with the same result."""
 
     def __init__(self, chip: Chip | str | None = None, *, name: str = "program",
-                 auto_deps: bool = True, check_capacity: bool = True, keep_operands: bool = True,
+                 check_capacity: bool = True, keep_operands: bool = True,
                  reference: bool | None = None):
         self.chip = get_chip(chip)
         self.name = name
-        self.auto_deps = auto_deps
         self.check_capacity = check_capacity
         self.keep_operands = keep_operands
         self.reference = bool(_reference_default() if reference is None else reference)
@@ -328,31 +327,30 @@ class ProgramBuilder:
             for x in d:
                 if not 0 <= x < i:
                     raise ProgramError(f"{emit.name}: dependency {x} is not an earlier instruction")
-        if self.auto_deps:
-            versions = self._versions
+        versions = self._versions
+        for ap in emit.writes:
+            tid = ap.tensor.id
+            versions[tid] = versions.get(tid, 0) + 1
+        if self.reference:
+            if d is None:
+                d = set()
+            o = self._auto(i, emit, d)
+            if o:
+                self._ord[i] = sorted(o - d)
+        else:       # bulk mode: keep the operands' boxes (reads, then writes) for build()
+            # (a loop per side, not one over both: this runs for every instruction)
+            acc, tracks = self._acc, self._track_ids
+            for ap in emit.reads:
+                t = tracks.get(ap.tensor.id)
+                if t is None:
+                    t = self._new_track(ap.tensor.id, ap.tensor)
+                acc.append((t, 0) + (ap._rec or ap.record()))
             for ap in emit.writes:
-                tid = ap.tensor.id
-                versions[tid] = versions.get(tid, 0) + 1
-            if self.reference:
-                if d is None:
-                    d = set()
-                o = self._auto(i, emit, d)
-                if o:
-                    self._ord[i] = sorted(o - d)
-            else:       # bulk mode: keep the operands' boxes (reads, then writes) for build()
-                # (a loop per side, not one over both: this runs for every instruction)
-                acc, tracks = self._acc, self._track_ids
-                for ap in emit.reads:
-                    t = tracks.get(ap.tensor.id)
-                    if t is None:
-                        t = self._new_track(ap.tensor.id, ap.tensor)
-                    acc.append((t, 0) + (ap._rec or ap.record()))
-                for ap in emit.writes:
-                    t = tracks.get(ap.tensor.id)
-                    if t is None:
-                        t = self._new_track(ap.tensor.id, ap.tensor)
-                    acc.append((t, 1) + (ap._rec or ap.record()))
-                self._acc_ptr.append(len(acc))
+                t = tracks.get(ap.tensor.id)
+                if t is None:
+                    t = self._new_track(ap.tensor.id, ap.tensor)
+                acc.append((t, 1) + (ap._rec or ap.record()))
+            self._acc_ptr.append(len(acc))
         if wait:
             for sem, count in wait:
                 self._waits.append((i, int(sem), int(count)))
@@ -390,9 +388,9 @@ class ProgramBuilder:
         records (kept when keep_operands). No semaphores and no stationary reuse (the caller
         decides which rows there are); the tensors' write counts advance. Bulk mode only.
         Returns the index of the first row."""
-        if self.reference or self._depth or not self.auto_deps:
+        if self.reference or self._depth:
             raise ProgramError("append_rows: only in bulk mode (not in reference mode, not inside "
-                               "repeat(), with auto_deps); append the rows one by one instead")
+                               "repeat()); append the rows one by one instead")
         n, first = len(rec), len(self)
         rows_of = np.repeat(np.arange(first, first + n), np.diff(x_ptr))
         if x_idx.size and (x_idx.min() < 0 or (x_idx >= rows_of).any()):
@@ -530,10 +528,7 @@ class ProgramBuilder:
 
     def _bulk_deps(self, seg, stream):
         """(dep_ptr, dep_idx, ord_ptr, ord_idx) of the explicit and automatic dependencies."""
-        n = seg.n
-        if not self.auto_deps:
-            return seg.x_ptr, seg.x_idx, np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
-        return _auto_deps(n, stream.astype(np.int64), seg.acc_ptr, seg.track, seg.write,
+        return _auto_deps(seg.n, stream.astype(np.int64), seg.acc_ptr, seg.track, seg.write,
                           np.ascontiguousarray(seg.box), len(self._track_ids), seg.x_ptr,
                           seg.x_idx)
 
@@ -609,7 +604,7 @@ class ProgramBuilder:
         if count < 0:
             raise ProgramError(f"repeat: count must be >= 0, got {count}")
         first_row, start = len(self), int(start)
-        if self.reference or not self.auto_deps or count < 4:
+        if self.reference or count < 4:
             for i in range(count):
                 body(start + i)
             return range(first_row, len(self))
