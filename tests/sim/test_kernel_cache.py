@@ -6,6 +6,7 @@ drop_stale_caches runs in a throw-away package laid out the same way (helper in 
 cached caller in another) and the caller must see the helper's edit, while an edit to a file the
 caller takes nothing from leaves its cache alone (recompiling the timing kernels costs ~1 min)."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,11 @@ def _run(root: Path) -> tuple:
     """(answer(), whether it came from the on-disk cache) in a fresh process."""
     code = ("import pkg.other; from pkg.caller import answer; "
             "print(answer(), sum(answer.stats.cache_hits.values()))")
+    # the package's own __pycache__, whatever the caller's NUMBA_CACHE_DIR: a shared cache folder
+    # could hold another run's entries for "pkg"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     value, hits = out.stdout.split()
     return int(value), int(hits) > 0
