@@ -324,9 +324,10 @@ def _wrap_input(tr, x, inputs, key, lnc):
 def _copy_back_inputs(inputs):
     """Kernels may write their HBM inputs in place (legacy kernels take their outputs as
     arguments); the caller's arrays see every element the kernel wrote [SimDoc]. (An input
-    starts fully written, so its data is the caller's where the kernel did not write.)"""
+    starts fully written, so its data is the caller's where the kernel did not write; an input
+    no instruction wrote is not compared at all.)"""
     for st, user in inputs.values():
-        if st.data is None or not user.flags.writeable or st.last_use is None:
+        if st.data is None or not user.flags.writeable or st.write_count == 0:
             continue
         vals = st.data.astype(user.dtype, copy=False).reshape(user.shape)
         try:
