@@ -47,8 +47,10 @@ def _schema_args(func, args, kwargs) -> list:
 
 
 def _values(t: torch.Tensor) -> np.ndarray:
-    host = _C._host_alias(t) if t.device.type == "neuron" else t
-    return host.detach().to(torch.float32).numpy().copy()
+    """FP32 values, or an integer tensor's own (indices: run_lowered holds them as int32)."""
+    host = (_C._host_alias(t) if t.device.type == "neuron" else t).detach()
+    exact = host.dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+    return (host if exact else host.to(torch.float32)).numpy().copy()
 
 
 def _tensors(xs):

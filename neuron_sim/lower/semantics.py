@@ -62,6 +62,10 @@ EXACT = {
     "linear": {"aten::linear"},
     "cat": {"aten::cat", "aten::concat", "aten::concatenate", "aten::stack"},
     "foreach": {f"aten::_foreach_{n}" for n in _FOREACH},
+    "gather": {"aten::embedding", "aten::index_select", "aten::gather"},
+    "scatter": {"aten::embedding_dense_backward", "aten::index_add", "aten::index_put"},
+    "nll_loss": {"aten::nll_loss_forward", "aten::nll_loss"},
+    "nll_loss_backward": {"aten::nll_loss_backward"},
 }
 # rule -> what its program leaves out (why the values are not the op's)
 TIMING_ONLY = {
@@ -86,11 +90,15 @@ TIMING_ONLY = {
                            "not by the mean and rstd inputs (never loaded)",
     "mm": "more than one output tile: tiles are stored tile-major ([ms, ns] contiguous, "
           "disjoint footprints for the dependency tracker), a timing-equivalent layout",
-    "gather": "the indirect DMA reads rows at a fixed stand-in stride (7 rows), not at the "
-              "index tensor's values",
-    "scatter": "the indirect DMA writes rows at a fixed stand-in stride, not at the indices",
-    "nll_loss": "the indirect DMA picks a stand-in element per row, not the target's",
-    "nll_loss_backward": "the indirect DMA writes a stand-in element per row",
+    "gather": "the indirect DMA reads whole rows of the table's last dim at the indices: "
+              "other index ops (take, index with several index tensors, embedding_bag) are "
+              "timed as that gather",
+    "scatter": "the indirect DMA adds whole rows of the last dim at the indices: scatter, "
+               "scatter_reduce, index_copy and the other ops are timed as that scatter-add",
+    "nll_loss": "rows of the last dim of a 2-D input are picked (nll_loss2d, reduction "
+                "'none' and class weights are timed as that)",
+    "nll_loss_backward": "rows of the last dim of a 2-D input are written (nll_loss2d, "
+                         "reduction 'none' and class weights are timed as that)",
     "pointwise_loss": "its recipe is the op's instruction count (subtract, multiply), not its "
                       "formula",
     "pointwise_loss_backward": "its recipe is the op's instruction count, not its formula",
@@ -187,6 +195,10 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
             return "an input of another dtype is copied through SBUF at a stand-in offset"
         return None
     x = op.inputs[0]
+    if name in ("gather", "scatter"):
+        return _indirect_reason(op, x)
+    if name in ("nll_loss", "nll_loss_backward"):
+        return _nll_reason(op)
     if name in ("reduction", "softmax"):
         backward = op.op.endswith("_backward_data")         # (grad, output, dim, input_dtype)
         last = op.arg(2 if backward else 1)
@@ -225,6 +237,52 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
     return None
 
 
+def _indirect_reason(op: OpSpec, x: TensorSpec) -> str | None:
+    """Why a gather or scatter-add (movement._indirect_rows: whole rows of a 2-D table, or
+    elements of a 1-D one, at one index tensor's values) is not exact with these arguments."""
+    ints = [t for t in op.inputs if t.dtype.startswith(("int", "uint"))]
+    if len(ints) != 1:
+        return "one index tensor is gathered by (an index per dim is timed as that gather)"
+    if op.op == "aten::embedding_dense_backward":
+        if op.arg(3, -1) not in (-1, None) or op.arg(4):
+            return "padding_idx and scale_grad_by_freq are not applied"
+        x = TensorSpec((op.arg(2), op.inputs[0].shape[-1]))          # the weight's gradient
+    elif op.op == "aten::index_put" and not op.arg(3):
+        return "an overwrite (accumulate=False) is timed as the scatter-add"
+    elif op.op in ("aten::index_select", "aten::gather", "aten::index_add") and op.arg(1) != 0:
+        return "not along dim 0 (the indirect DMA moves rows of dim 0)"
+    if op.op == "aten::index_add" and op.kwargs.get("alpha", op.arg(4, 1)) != 1:
+        return "alpha is not applied"
+    if op.op == "aten::gather":
+        return None if x.ndim == 1 else ("gather picks self[index[i, j], j]: the column is "
+                                         "not in the indirect pattern (whole rows of dim 0)")
+    if x.ndim != 2:
+        return "rows are the table's last dim: only a 2-D table is exact"
+    values = op.inputs[-1]
+    if op.op in ("aten::index_add", "aten::index_put") \
+            and values.numel != ints[0].numel * x.shape[-1]:
+        return "the values are broadcast (added as rows of their own)"
+    return None
+
+
+def _nll_reason(op: OpSpec) -> str | None:
+    """Why nll_loss (or its backward) is not exact with these arguments: rules/norm.py picks
+    one element per row of a 2-D input, skips targets outside [0, C) and applies no weight."""
+    k = 1 if op.op == "aten::nll_loss_backward" else 0      # (grad_output first)
+    x = op.args[k]
+    weight, reduction, ignore = op.arg(k + 2), op.arg(k + 3, 1), op.arg(k + 4, -100)
+    if x.ndim != 2:
+        return TIMING_ONLY[rule_for(op.name).__name__]
+    if weight is not None or reduction not in (1, 2):
+        return "a class weight or reduction 'none' is not applied (timed as the mean)"
+    if 0 <= ignore < x.shape[-1]:
+        return (f"ignore_index {ignore} is a class: only an ignore_index outside [0, C) is "
+                "skipped (out of bounds of the indirect DMA)")
+    if k and reduction == 1 and not isinstance(op.arg(6), TensorSpec):
+        return "the mean's total_weight is not a tensor"
+    return None
+
+
 def _strided(buf: np.ndarray, t: TensorSpec) -> np.ndarray:
     """t's elements inside its HBM buffer (flat), as a writeable array of t's shape."""
     flat = buf.reshape(-1)
@@ -239,6 +297,18 @@ def _lists_of(op: OpSpec):
     if op.outputs:
         lists.append(list(op.outputs))
     return [(lst, ("id", list_identity(lst))) for lst in lists]
+
+
+def _device_array(t: TensorSpec, a) -> np.ndarray:
+    """An input's values as the device holds them: FP32 (rounded to t's dtype when loaded), or
+    int32 for an integer tensor (torch's int64 indices are int32 on the device: spec.py)."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iub" or not t.dtype.startswith(("int", "uint")):
+        return a.astype(np.float32).reshape(t.shape)
+    if a.size and (a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max):
+        raise ValueError(f"an integer input of {t.shape} holds values outside int32, the "
+                         "device's integer type")
+    return a.astype(np.int32).reshape(t.shape)
 
 
 def run_lowered(op: OpSpec, inputs, chip=None) -> list:
@@ -257,13 +327,14 @@ def run_lowered(op: OpSpec, inputs, chip=None) -> list:
     ctx = LowerCtx(get_chip(chip), 1, keep_operands=True, full=True, name=op.name)
     rule_for(op.name)(ctx, op)
     ctx.end_op()
-    values = {ctx.key(t): np.asarray(a, np.float32).reshape(t.shape) for t, a in zip(ins, inputs)}
+    values = {ctx.key(t): _device_array(t, a) for t, a in zip(ins, inputs)}
     buffers = {}
 
     def place(key, t, a):
         h = ctx._hbm.get(key)
         if h is not None:           # (a fill never reads its input)
-            _strided(buffers.setdefault(h.name, np.zeros(h.shape, np.float32)), t)[...] = a
+            kind = np.int32 if a.dtype == np.int32 else np.float32
+            _strided(buffers.setdefault(h.name, np.zeros(h.shape, kind)), t)[...] = a
     for t in ins:
         place(ctx.key(t), t, values[ctx.key(t)])
     for lst, key in _lists_of(op):      # a foreach list: its members one after the other

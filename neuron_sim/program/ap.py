@@ -358,6 +358,38 @@ class AccessPattern:
                 f"off={self.offset}, dims={list(self.dims)}]")
 
 
+@dataclass(slots=True, unsafe_hash=True)
+class IndirectPattern(AccessPattern):
+    """An HBM access whose addresses an index tile moves at run time: the indirect DMA of
+    software DGE (`dma_copy(..., index=tile, dge="swdge")`), which gathers or scatters rows at
+    indices held in SBUF [DGE]. Element (q, i, ...) of the pattern is the plain pattern's
+    element plus index[q, i] * `scale` elements: `i` runs over the outermost free dimension, one
+    index (one descriptor) each. Indices outside [0, `bound`) are out of bounds (the DMA's
+    `oob_mode`). The addresses are unknown when the program is built, so the dependency
+    tracker sees the whole tensor (_footprint), not the plain pattern's elements."""
+    scale: int = 1
+    bound: int = 0
+
+    @property
+    def contiguous_runs_per_partition(self) -> int:
+        """Each index is its own descriptor: the runs of one indexed row times the indices."""
+        rest = AccessPattern(self.tensor, self.p_start, 1, 0, self.dims[1:] or ((1, 1),))
+        return self.dims[0][0] * rest.contiguous_runs_per_partition
+
+    def geometry(self) -> tuple:
+        return ("indirect", self.scale, self.bound) + AccessPattern.geometry(self)
+
+    def form(self) -> tuple:
+        return ("indirect", self.scale, self.bound) + AccessPattern.form(self)
+
+    def _footprint(self) -> tuple:
+        t = self.tensor
+        if t.memory is not _HBM:
+            raise ProgramError(f"{t.name}: an indirect access pattern addresses HBM (the "
+                               f"tensor is in {t.memory.name}): gather from and scatter to HBM")
+        return (0, 1, 0, t.shape[0] * t._free)
+
+
 def check_inside(ap: AccessPattern, box: tuple, rows: int) -> None:
     """Refuse a pattern that reaches outside its tensor: it would read other memory, or write
     over it (the interpreter refuses it too). `box` is its footprint (p0, p1, f0, f1); `rows` the

@@ -830,13 +830,18 @@ class ProgramBuilder:
                            **kw)
 
     # ---- DMA --------------------------------------------------------------------------------
-    def dma_copy(self, dst, src, *, queue=None, engines=None, dge="none", **kw) -> int:
+    def dma_copy(self, dst, src, *, queue=None, engines=None, dge="none", index=None,
+                 dst_rmw_op=None, oob_mode="error", **kw) -> int:
         """Copy between HBM and SBUF (either way), SBUF->SBUF or HBM->HBM, casting through FP32
         when dtypes differ. `engines`: how many of the 16 DMA engines share it (default: one per
-        partition up to 16); `dge`: 'none' (static descriptors), 'swdge', 'hwdge'."""
+        partition up to 16); `dge`: 'none' (static descriptors), 'swdge', 'hwdge'. `index`
+        (an SBUF index tile, with an IndirectPattern side), `dst_rmw_op` ('add') and
+        `oob_mode`: a gather, scatter or scatter-add (isa/dma/dma_copy.py)."""
         from ..isa.dma import dma_copy
         return self.append(dma_copy.build(self.chip, as_ap(dst), as_ap(src), self._queue(queue),
-                                          engines, dge), **kw)
+                                          engines, dge, oob_mode,
+                                          index=None if index is None else as_ap(index),
+                                          dst_rmw_op=dst_rmw_op), **kw)
 
     def dma_transpose(self, dst, src, *, queue=None, engines=None, dge="none", **kw) -> int:
         from ..isa.dma import dma_transpose

@@ -63,7 +63,64 @@ def _foreach(name, fn, n_lists=1, *extra, kind="normal"):
     return make
 
 
+def _indices(rows, n, seed=2):
+    """n indices into `rows` rows, each row at least once when n >= rows, most several times."""
+    i = np.random.default_rng(seed).integers(0, rows, n)
+    i[:min(rows, n)] = np.arange(min(rows, n))
+    return i.astype(np.int32)
+
+
+def _rows_op(name, fn, scatter=False, extra=()):
+    """A gather (or scatter-add) of n = 1.5 rows + 7 rows of a [rows, d] table by int32 indices,
+    most of them repeated: the table is the case's shape."""
+    def make(s):
+        n = s[0] * 3 // 2 + 7
+        table, idx, rows = T(s), T((n,), "int32"), T((n, s[1]))
+        arrays = [_data(s), _indices(s[0], n), _data((n, s[1]), seed=1)]
+        if name == "aten::embedding_dense_backward":
+            return ((rows, idx, s[0], -1, False), (table,), arrays[2:0:-1],
+                    lambda g, i: torch.ops.aten.embedding_dense_backward(g, i.long(), s[0], -1,
+                                                                         False))
+        if scatter:
+            return ((table, *extra(idx), rows, *(() if name == "aten::index_add" else (True,))),
+                    (table,), arrays, fn)
+        return ((table, *extra(idx)), (rows,), arrays[:2], fn)
+    return make
+
+
+def _nll(s, reduction, fn):
+    """nll_loss over log-probabilities [rows, C] with every 7th target ignore_index (-100):
+    reduction 1 (mean) or 2 (sum); fn None: the backward of the mean, grad_output 0.7."""
+    logp = torch.log_softmax(torch.from_numpy(_data(s)), -1).numpy()
+    target = np.random.default_rng(3).integers(0, s[1], s[0]).astype(np.int32)
+    target[::7] = -100
+    if fn is not None:
+        outs = (T(()), T(())) if reduction == 1 else (T(()),)
+        return (T(s), T((s[0],), "int32"), None, reduction, -100), outs, [logp, target], fn
+    tw = np.array((target != -100).sum(), np.float32)
+    return ((T(()), T(s), T((s[0],), "int32"), None, 1, -100, T(())), (T(s),),
+            [np.array(0.7, np.float32), logp, target, tw],
+            lambda g, x, t, w: torch.ops.aten.nll_loss_backward(g, x, t.long(), None, 1, -100, w))
+
+
 CASES = {
+    "aten::embedding": _rows_op("aten::embedding", lambda w, i: F.embedding(i.long(), w),
+                                extra=lambda i: (i,)),
+    "aten::index_select": _rows_op("aten::index_select", lambda w, i: w.index_select(0, i.long()),
+                                   extra=lambda i: (0, i)),
+    "aten::gather": lambda s: ((T((s[0] * s[1],)), 0, T((s[0] + 5,), "int32")), (T((s[0] + 5,)),),
+                               [_data(s).ravel(), _indices(s[0] * s[1], s[0] + 5)],
+                               lambda x, i: x.gather(0, i.long())),
+    "aten::embedding_dense_backward": _rows_op("aten::embedding_dense_backward", None),
+    "aten::index_add": _rows_op("aten::index_add", lambda w, i, v: w.index_add(0, i.long(), v),
+                                True, lambda i: (0, i)),
+    "aten::index_put": _rows_op("aten::index_put",
+                                lambda w, i, v: w.index_put((i.long(),), v, accumulate=True),
+                                True, lambda i: ([i],)),
+    "aten::nll_loss_forward": lambda s: _nll(s, 1, lambda x, t: torch.ops.aten.nll_loss_forward(
+        x, t.long(), None, 1, -100)),
+    "aten::nll_loss": lambda s: _nll(s, 2, lambda x, t: F.nll_loss(x, t.long(), reduction="sum")),
+    "aten::nll_loss_backward": lambda s: _nll(s, 1, None),
     **{f"aten::{n}": _unary(getattr(torch, n)) for n in (
         "exp", "tanh", "sigmoid", "relu", "erf", "sin", "atan", "sign", "abs", "square")},
     **{f"aten::{n}": _unary(getattr(torch, n), "positive") for n in (
@@ -250,8 +307,22 @@ REFUSED = [
     (OpSpec("aten::native_layer_norm_backward", (T(s), T(s), (1001,), T((128, 1)), T((128, 1)),
                                                  T((1001,)), T((1001,)), (True, True, True)),
             (T(s), T((1001,)), T((1001,)))), "never loaded"),
-    (OpSpec("aten::embedding", (T((50, 64)), T((300,), "int32")), (T((300, 64)),)),
-     "stand-in stride"),
+    (OpSpec("aten::index_select", (T((50, 64)), 1, T((30,), "int32")), (T((50, 30)),)),
+     "not along dim 0"),
+    (OpSpec("aten::gather", (T((50, 64)), 0, T((30, 64), "int32")), (T((30, 64)),)),
+     "column is not in the indirect pattern"),
+    (OpSpec("aten::index.Tensor", (T((50, 64)), [T((30,), "int32"), T((30,), "int32")]),
+            (T((30,)),)), "several index tensors"),
+    (OpSpec("aten::index_put", (T((50, 64)), [T((30,), "int32")], T((30, 64)), False),
+            (T((50, 64)),)), "accumulate=False"),
+    (OpSpec("aten::embedding_dense_backward", (T((30, 64)), T((30,), "int32"), 50, 0, False),
+            (T((50, 64)),)), "padding_idx"),
+    (OpSpec("aten::nll_loss_forward", (T((30, 64)), T((30,), "int32"), T((64,)), 1, -100),
+            (T(()), T(()))), "class weight"),
+    (OpSpec("aten::nll_loss_backward", (T(()), T((30, 64)), T((30,), "int32"), None, 1, 0,
+                                        T(())), (T((30, 64)),)), "ignore_index 0 is a class"),
+    (OpSpec("aten::scatter_add", (T((50, 64)), 0, T((30, 64), "int32"), T((30, 64))),
+            (T((50, 64)),)), "timed as that scatter-add"),
     (OpSpec("aten::cumsum", (T(s), -1), (T(s),)), "tensor_tensor_scan"),
     (OpSpec("aten::_softmax", (T((4, 8192)), -1, False), (T((4, 8192)),)), "run in pieces"),
 ]
@@ -323,3 +394,27 @@ def test_row_reduction_stores_one_value_per_row():
     x = T((4096, 2048))
     t = lower_op(OpSpec("aten::sum.dim_IntList", (x, (-1,), False), (T((4096,)),)), "trn2")
     assert t.hbm_bytes == pytest.approx(x.nbytes + 4096 * 4, rel=0.01)
+
+
+def test_gather_and_scatter_add_of_several_blocks_with_a_short_last_one():
+    # rows of 4 KiB: 2 per partition per block (gather_rows_bytes_per_partition), so 300
+    # indices are a block of 256 and one of 44 (one row per partition): the last block was
+    # stored at the first one's place (chunk offsets of a full block), and the scatter's
+    # gather + add + scatter lost repeated indices (row 0 is met 8 times here)
+    s, n = (40, 1024), 300
+    idx = _indices(40, n)
+    idx[::37] = 0
+    table, rows = _data(s), _data((n, 1024), seed=1)
+    _run("aten::embedding", (T(s), T((n,), "int32")), (T((n, 1024)),), [table, idx],
+         lambda w, i: F.embedding(i.long(), w))
+    _run("aten::index_add", (T(s), 0, T((n,), "int32"), T((n, 1024))), (T(s),),
+         [table, idx, rows], lambda w, i, v: w.index_add(0, i.long(), v), rtol=1e-5, atol=1e-5)
+
+
+def test_an_index_outside_the_table_is_a_clear_error():
+    from neuron_sim.errors import ProgramError
+    op = OpSpec("aten::embedding", (T((50, 64)), T((30,), "int32")), (T((30, 64)),))
+    idx = _indices(50, 30)
+    idx[17] = 50
+    with pytest.raises(ProgramError, match=r"index 50 .* is outside \[0, 50\)"):
+        run_lowered(op, [_data((50, 64)), idx], "trn2")

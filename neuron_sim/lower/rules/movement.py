@@ -12,15 +12,18 @@ scatter, index_put), arange, tril/triu.
   [ArchV3]) and otherwise element-wise descriptors.
 - Gathers/scatters by an index tensor are indirect DMAs, which need software descriptor
   generation on GpSimd on NC-v3 (`dge="swdge"`, the only mode with gather/scatter) [DGE]: one
-  descriptor per row, ~1 us issue per instruction (assumption swdge_instr_s).
+  descriptor per row, ~1 us issue per instruction (assumption swdge_instr_s), after the block's
+  indices are in SBUF (`dma_copy(..., index=tile)`: rows at the index values). A scatter-add is
+  one read-modify-write DMA (`dst_rmw_op="add"`): repeated indices add up.
 - Views (view, reshape, transpose, slice, expand, ...) move no data: an empty program."""
 
 from __future__ import annotations
 
+from functools import partial
 from math import ceil, prod
 
 from ...numerics.formats import itemsize
-from ...program.ap import AccessPattern
+from ...program.ap import AccessPattern, IndirectPattern
 from ..registry import lowers
 from ..spec import TensorSpec, dense_order
 
@@ -160,40 +163,59 @@ def cat(ctx, op):
         off += run
 
 
-def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, *,
-                   scatter_add=False, idx: TensorSpec = None, src: TensorSpec = None):
-    """Gather (or scatter-add) n_idx rows of d elements between `table` (HBM) and a dense
-    [n_idx, d] tensor, P indices (one per partition) x r rows per partition per block."""
-    b = ctx.b
+def index_blocks(ctx, n_idx: int, row_bytes: int):
+    """The blocks of a gather or scatter of n_idx rows of row_bytes each: (j, p, r, per_blk),
+    p partitions x r rows (one index each) per block, row j * per_blk + q * r + i at partition
+    q, slot i; per_blk = P * r of the full blocks. Blocks past ctx.repeat's are not built."""
     P = ctx.P
-    isz = itemsize(table.dtype)
     r = max(1, min(ceil(n_idx / P),
-                   int(ctx.chip.gather_rows_bytes_per_partition // max(d * isz, 1))))
+                   int(ctx.chip.gather_rows_bytes_per_partition // max(row_bytes, 1))))
     per_blk = P * r
     total = ceil(n_idx / per_blk)
     n = ctx.repeat(total)
+    for j in range(n):
+        left = n_idx - j * per_blk
+        # a short last block takes ceil(left / P) rows per partition: its last partition's
+        # unused slots then stay inside the dense tensors' padding (rounded up to P rows)
+        rj = r if n < total or left >= per_blk else ceil(left / P)
+        yield j, min(P, max(1, ceil(left / rj))) if n == total else P, rj, per_blk
+
+
+def index_tile(ctx, idx: TensorSpec, j: int, p: int, r: int, per_blk: int):
+    """Block j's indices (index_blocks) loaded into an int32 [p, r] SBUF tile."""
+    it = ctx.tile("idx", (p, r), "int32", j)
+    ctx.b.dma_copy(it, AccessPattern(ctx.hbm(idx), 0, p, j * per_blk, ((r, 1),), r))
+    return it
+
+
+def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, *,
+                   scatter_add=False, idx: TensorSpec = None, src: TensorSpec = None):
+    """Gather (or scatter-add) n_idx rows of d elements between `table` (HBM) and a dense
+    [n_idx, d] tensor, P indices (one per partition) x r rows per partition per block: row
+    j * P * r + q * r + i of the dense tensor is table row idx[that row]. A gather is one
+    indirect DMA into SBUF and a store; a scatter-add loads the rows and adds them into the
+    table with one read-modify-write indirect DMA (repeated indices add up, in order)."""
+    b = ctx.b
     ht = ctx.hbm(table)
-    # stand-in addresses: partition q's i-th row is row 3q + 7i of the table (one descriptor per
-    # row); all rows are row 0 for a table too small for that pattern (it stays inside)
-    step = (3, 7) if (P - 1) * 3 + (r - 1) * 7 < ht.shape[0] // max(d, 1) else (0, 0)
     dense = src if scatter_add else out
     hd = ctx.hbm(dense)
-    for j in range(n):
-        p = min(P, max(1, ceil((n_idx - j * per_blk) / r))) if n == total else P
+    for j, p, rj, per_blk in index_blocks(ctx, n_idx, d * itemsize(table.dtype)):
+        rows = ctx.tile("rows", (p, rj * d), table.dtype, j)
+        at = AccessPattern(hd, 0, p, j * per_blk * d, ((rj * d, 1),), rj * d)
+        kw = {"dge": "swdge"}
         if idx is not None:
-            it = ctx.tile("idx", (p, r), "int32", j)
-            b.dma_copy(it, AccessPattern(ctx.hbm(idx), 0, p, j * per_blk, ((r, 1),), r))
-        rows = ctx.tile("rows", (p, r * d), table.dtype, j)
-        indirect = AccessPattern(ht, 0, p, 0, ((r, d * step[1]), (d, 1)), d * step[0])
+            kw["index"] = index_tile(ctx, idx, j, p, rj, per_blk)
+        # each index moves one row; without an index tensor every row is row 0
+        cls = AccessPattern if idx is None else partial(IndirectPattern, scale=d,
+                                                        bound=table.numel // max(d, 1))
+        indirect = cls(ht, 0, p, 0, ((rj, 0), (d, 1)), 0)
         if scatter_add:
-            g = ctx.tile("grad", (p, r * d), dense.dtype, j)
-            b.dma_copy(g, AccessPattern(hd, 0, p, j * per_blk * d, ((r * d, 1),), r * d))
-            b.dma_copy(rows, indirect, dge="swdge")
-            b.tensor_tensor(rows, rows, g, "add")
-            b.dma_copy(indirect, rows, dge="swdge")
+            b.dma_copy(rows, at)
+            b.dma_copy(indirect, rows, dst_rmw_op="add", **kw)
         else:
-            b.dma_copy(rows, indirect, dge="swdge")
-            ctx.store(out, rows, p, j, r * d)
+            b.dma_copy(rows, indirect, **kw)
+            if ctx.needs_store(out):
+                b.dma_copy(at, rows)
     ctx.end_op()
 
 

@@ -24,11 +24,11 @@ from math import ceil
 import ml_dtypes
 
 from ...numerics.formats import itemsize, np_dtype
-from ...program.ap import AccessPattern, Memory, as_ap
+from ...program.ap import AccessPattern, IndirectPattern, Memory, as_ap
 from ..registry import lowers
 from ..spec import TensorSpec
 from .elementwise import TT, elementwise, run_recipe
-from .movement import _indirect_rows
+from .movement import index_blocks, index_tile
 
 MAX_ROWS_PER_BLOCK = 8     # rows per partition per block for per-row instructions (bn_stats)
 
@@ -459,29 +459,73 @@ def layer_norm_backward(ctx, op):
 
 
 # ---- losses -------------------------------------------------------------------------------------
+def _nll_picks(ctx, logp: TensorSpec, target: TensorSpec):
+    """The blocks of nll_loss's one element per row, logp[n, target[n]]: (j, p, r, slots, index
+    tile, indirect pattern of logp) with movement.index_blocks' rows; a target outside [0, C)
+    (ignore_index) is skipped (oob_mode='skip'): nothing is read or written for it."""
+    C = logp.shape[-1]
+    h = ctx.hbm(logp)
+    for j, p, r, per_blk in index_blocks(ctx, logp.numel // C, itemsize(logp.dtype)):
+        at = IndirectPattern(h, 0, p, j * per_blk * C, ((r, C), (1, 1)), r * C, scale=1, bound=C)
+        yield j, p, r, per_blk, index_tile(ctx, target, j, p, r, per_blk), at
+
+
 @lowers("aten::nll_loss_forward", "aten::nll_loss", "aten::nll_loss2d_forward", "aten::nll_loss_nd")
 def nll_loss(ctx, op):
-    """Pick logp[i, target[i]] for every row (an indirect DMA of one element per row on GpSimd
-    descriptors), then sum and scale (TensorE partition sum)."""
+    """Pick logp[n, target[n]] for every row (an indirect DMA of one element per row on GpSimd
+    descriptors, ignore_index skipped: its pick stays 0), count the ignored rows (VectorE
+    equal), sum both over partitions (TensorE) and store -sum (reduction sum) or -sum /
+    (rows - ignored) (mean), and that count as total_weight."""
+    b = ctx.b
     logp, target = op.inputs[0], op.inputs[1]
     rows = logp.numel // max(logp.shape[-1], 1)
-    picked = TensorSpec((rows,), logp.dtype, None, ("picked", logp.id))
-    _indirect_rows(ctx, logp, rows, 1, picked, idx=target)
-    p = max(1, min(ctx.P, rows))
-    acc = ctx.tile("acc", (p, 1), "float32", 0)
-    ctx.b.tensor_reduce(acc, ctx.tile("pk", (p, ceil(rows / p)), logp.dtype, 0), "add")
-    partition_sum(ctx, acc, p, 1, op.outputs[0])
+    blocks = list(_nll_picks(ctx, logp, target))
+    cols = sum(r for _, _, r, *_ in blocks)
+    picks, ignored = (ctx.tile(k, (ctx.P, cols), "float32", 0) for k in ("pk", "ign"))
+    b.memset(picks, 0.0)
+    b.memset(ignored, 0.0)
+    c0 = 0
+    for j, p, r, _, it, at in blocks:
+        b.dma_copy(picks[0:p, c0:c0 + r], at, index=it, dge="swdge", oob_mode="skip")
+        b.tensor_scalar(ignored[0:p, c0:c0 + r], it, "equal", float(op.arg(4, -100)))
+        c0 += r
+    acc = ctx.tile("acc", (ctx.P, 2), "float32", 0)
+    b.tensor_reduce(acc[:, 0:1], picks, "add")
+    b.tensor_reduce(acc[:, 1:2], ignored, "add")
+    ps = ctx.tile("psum_red", (1, 2), "float32", 0, Memory.PSUM)
+    b.nc_matmul(ps, _ones(ctx, ctx.P, "float32"), acc)
+    res = ctx.tile("red_out", (1, 2), "float32", 0)
+    b.tensor_copy(res, ps)
+    loss, count = res[0:1, 0:1], res[0:1, 1:2]
+    b.tensor_scalar(count, count, "multiply", -1.0, "add", float(rows))
+    if op.arg(3, 1) == 1:                                  # mean over the rows not ignored
+        b.tensor_scalar(loss, loss, "divide", count, "multiply", -1.0)
+    else:
+        b.tensor_scalar(loss, loss, "multiply", -1.0)
+    for out, value in zip(op.outputs, (loss, count)):
+        ctx.store(out, value, 1, 0, 1)
 
 
 @lowers("aten::nll_loss_backward", "aten::nll_loss2d_backward")
 def nll_loss_backward(ctx, op):
-    """Zero grad_input, then write -grad/N at each row's target (indirect DMA per row)."""
+    """Zero grad_input, then write -grad (reduction sum) or -grad / total_weight (mean) at each
+    row's target (an indirect DMA of one element per row; ignore_index skipped)."""
+    b = ctx.b
     out = op.outputs[0]
-    target = next(t for t in op.inputs if t.dtype == "int32")
-    rows = out.numel // max(out.shape[-1], 1)
-    ctx.stream(out, [], lambda s, d, p, f, j: ctx.b.memset(d[0], 0.0))
-    vals = TensorSpec((rows,), out.dtype, None, ("nllg", out.id))
-    _indirect_rows(ctx, out, rows, 1, out, scatter_add=True, idx=target, src=vals)
+    grad, target = op.inputs[0], next(t for t in op.inputs if t.dtype == "int32")
+    ctx.stream(out, [], lambda s, d, p, f, j: b.memset(d[0], 0.0))
+    g = ctx.tile("g", (ctx.P, 1), "float32", 0)        # the scalar on every partition
+    b.dma_copy(g, AccessPattern(ctx.hbm(grad), 0, ctx.P, 0, ((1, 1),), 0))
+    if op.arg(4, 1) == 1 and isinstance(op.arg(6), TensorSpec):
+        tw = ctx.tile("tw", (ctx.P, 1), "float32", 0)
+        b.dma_copy(tw, AccessPattern(ctx.hbm(op.arg(6)), 0, ctx.P, 0, ((1, 1),), 0))
+        b.tensor_tensor(g, g, tw, "divide")
+    b.tensor_scalar(g, g, "multiply", -1.0)
+    for j, p, r, _, it, at in _nll_picks(ctx, out, target):
+        vals = ctx.tile("vals", (p, r), out.dtype, j)
+        b.tensor_copy(vals, AccessPattern(g, 0, p, 0, ((r, 0),)))
+        b.dma_copy(at, vals, index=it, dge="swdge", oob_mode="skip")
+    ctx.end_op()
 
 
 @lowers("aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss",
