@@ -64,6 +64,8 @@ class LowerCtx:
         self.lnc = max(1, int(lnc))
         self.cap = cap
         self.full = full                      # every block emitted (semantics.py runs the op)
+        self.placed: dict = {}                # full: key -> [(HBM offset, rows, cols, first
+        #   element, row stride)] of output blocks stored away from their row-major place
         self.live = live                      # None: every output is stored to HBM
         self.consumed_later = consumed_later  # keys of outputs a later op of the sequence reads
         self.last_read = last_read or {}      # key -> index of the last op that reads it

@@ -7,8 +7,9 @@ builds the op's program IN FULL (every block, `LowerCtx(full=True)`: no represen
 LNC 1), places each input array in the HBM tensor the lowering made for it (at the element
 offsets its strides give; a foreach list as its members one after the other), runs
 `neuron_sim.interpreter.execute` and reads every output back from its HBM tensor, shaped like
-the op's outputs. `check_lowered` compares them with results computed elsewhere (an eager op's
-CPU result, for one).
+the op's outputs (blocks a rule stored elsewhere, a matmul's tile-major output tiles, from where
+it recorded them: `LowerCtx.placed`). `check_lowered` compares them with results computed
+elsewhere (an eager op's CPU result, for one).
 
 The lowering addresses HBM chunk-major ([chunk, p, f], `LowerCtx.hbm_pieces`): a permutation of
 the row-major elements that every tensor of the flat plan shares, so an element-wise op is exact
@@ -20,6 +21,8 @@ rule what its program leaves out."""
 
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -29,6 +32,7 @@ from ..numerics.formats import itemsize, np_dtype
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
 from .rules.elementwise import COPY_OPS
+from .rules.matmul import addmm_scales, bias_of_first_panel
 from .rules.optimizer import list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
 
@@ -57,8 +61,8 @@ EXACT = {
                 "aten::_log_softmax_backward_data"},
     "layer_norm": {"aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm",
                    "aten::_fused_rms_norm"},
-    "mm": {"aten::mm", "aten::bmm"},
-    "addmm": {"aten::addmm"},
+    "mm": {"aten::mm", "aten::bmm", "aten::mv", "aten::dot"},
+    "addmm": {"aten::addmm", "aten::baddbmm"},
     "linear": {"aten::linear"},
     "cat": {"aten::cat", "aten::concat", "aten::concatenate", "aten::stack"},
     "foreach": {f"aten::_foreach_{n}" for n in _FOREACH},
@@ -88,8 +92,10 @@ TIMING_ONLY = {
                   "statistics; group and instance norm: normalised as rows of the last dim",
     "layer_norm_backward": "a timing recipe: xhat is scaled by the row sums it computes later, "
                            "not by the mean and rstd inputs (never loaded)",
-    "mm": "more than one output tile: tiles are stored tile-major ([ms, ns] contiguous, "
-          "disjoint footprints for the dependency tracker), a timing-equivalent layout",
+    "mm": "matmul, inner, vdot: not established (no semantics case); _grouped_mm and "
+          "_scaled_mm: their group offsets and scales are not applied",
+    "addmm": "addmv: its [M] bias is added as a row (its first element to every row); "
+             "addbmm: the batches' products are stored apart, not summed",
     "gather": "the indirect DMA reads whole rows of the table's last dim at the indices: "
               "other index ops (take, index with several index tensors, embedding_bag) are "
               "timed as that gather",
@@ -224,16 +230,25 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         if "rms" not in op.op and weight is None and isinstance(bias, TensorSpec):
             return "a bias without a weight is applied as the weight"
         return None
-    # matmul family: one output tile per batch (see TIMING_ONLY["mm"])
+    # matmul family: tile-major outputs are read back where the rule placed their blocks
     a, b = (op.inputs[1], op.inputs[2]) if name == "addmm" else (x, op.inputs[1])
-    M = a.shape[-2] if a.ndim >= 2 else 1
-    N = (b.shape[-2] if name == "linear" else b.shape[-1]) if b.ndim >= 2 else 1
-    if M > c.matmul_stationary_fmax or N > c.psum_bank_fp32_elems:
-        return TIMING_ONLY["mm"]
-    if name == "addmm" and (x.ndim != 1 or any(s != 1 for s in _scalars(op))):
-        return "only a [N] bias with beta = alpha = 1 is applied (added while evacuating PSUM)"
-    if name == "linear" and len(op.inputs) > 2 and op.inputs[2].ndim != 1:
-        return "only a [N] bias is applied"
+    for t in (a, b):
+        strides = [s for s, n in zip(t.strides[-2:], t.shape[-2:]) if n > 1]
+        if strides and 1 not in strides:
+            return "an operand with no unit stride is read as if K or its other dim had one"
+    if name == "linear" and any(n > 1 and s != x.strides[-2] * prod(x.shape[d + 1:-1])
+                                for d, (n, s) in enumerate(zip(x.shape[:-2], x.strides[:-2]))):
+        return "x's rows are read one stride (x.strides[-2]) apart"
+    K, N = a.shape[-1], b.shape[-2 if name == "linear" else -1] if b.ndim >= 2 else 1
+    bias = x if name == "addmm" else op.inputs[2] if len(op.inputs) > 2 else None
+    if bias is not None and (bias.numel != N or bias.shape[-1] != N or not bias.is_contiguous):
+        return "only a [N] bias is applied (its first N elements, broadcast over the rows)"
+    if bias is not None and bias_of_first_panel(c, K, N, a.dtype, b.dtype):
+        return ("the first N panel's bias is added to every panel (its bias tile is loaded "
+                "once: timing-equivalent)")
+    alpha, beta = addmm_scales(op) if name == "addmm" else (1, 1)
+    if alpha != 1 and beta not in (0, 1):
+        return "alpha and beta both other than 1: only alpha is applied (matmul._evacuate)"
     return None
 
 
@@ -288,6 +303,19 @@ def _strided(buf: np.ndarray, t: TensorSpec) -> np.ndarray:
     flat = buf.reshape(-1)
     return as_strided(flat, t.shape, tuple(s * flat.itemsize for s in t.strides),
                       writeable=True)
+
+
+def _placed(buf: np.ndarray, t: TensorSpec, blocks) -> np.ndarray:
+    """Output t read from its HBM buffer: at its strides, or, when the rule stored it in
+    blocks away from their row-major place (`LowerCtx.placed`: a matmul's tile-major
+    layout), each block from where it went (an element no block holds stays NaN)."""
+    if blocks is None:
+        return _strided(buf, t)
+    flat, out = buf.reshape(-1), np.full(t.numel, np.nan, buf.dtype)
+    for at, rows, cols, first, stride in blocks:
+        out[first + np.arange(rows)[:, None] * stride + np.arange(cols)] = \
+            flat[at:at + rows * cols].reshape(rows, cols)
+    return out.reshape(t.shape)
 
 
 def _lists_of(op: OpSpec):
@@ -353,7 +381,7 @@ def run_lowered(op: OpSpec, inputs, chip=None) -> list:
     for t in op.outputs:
         h = ctx._hbm.get(ctx.key(t))
         if h is not None:
-            got[ctx.key(t)] = _strided(res[h.name], t)
+            got[ctx.key(t)] = _placed(res[h.name], t, ctx.placed.get(ctx.key(t)))
     missing = [i for i, t in enumerate(op.outputs) if ctx.key(t) not in got]
     if missing:
         raise Uncheckable(f"{op.name}: its lowering never writes output(s) {missing}")

@@ -210,6 +210,9 @@ MM = {
     "aten::mm": (((96, 300), (300, 80)), lambda a, b: a @ b),
     "aten::bmm": (((3, 64, 200), (3, 200, 512)), torch.bmm),
     "aten::addmm": (((80,), (128, 130), (130, 80)), torch.addmm),
+    "aten::baddbmm": (((80,), (3, 128, 130), (3, 130, 80)), torch.baddbmm),
+    "aten::mv": (((96, 300), (300,)), torch.mv),
+    "aten::dot": (((300,), (300,)), torch.dot),
     "aten::linear": (((100, 256), (48, 256), (48,)), F.linear),
 }
 
@@ -261,6 +264,52 @@ def test_a_transposed_matmul_operand_is_read_at_its_strides():
          [a.T, b], lambda x, y: x @ y, rtol=1e-4, atol=1e-3)
 
 
+# matmuls of several output tiles, stored tile-major (matmul._tile_major) and read back where
+# the rule placed each block (LowerCtx.placed): op, input shapes, scalars, torch function, the
+# strides of a transposed input, the dtypes run (on trn1 and trn2: contiguous A [M, K] and
+# W [N, K] are transposed on the way in, by dma_transpose on trn2; trn1 has none: natural
+# loads and TensorE transposes)
+BOTH = ("float32", "bfloat16")
+MM_TILES = {
+    # 3 M tiles (a short one) x 3 N tiles, each stored alone
+    "mm": ("aten::mm", [(300, 200), (200, 1100)], (), torch.mm, None, BOTH),
+    # A given K-major (a.T's strides): natural loads
+    "mm_k_major_a": ("aten::mm", [(300, 200), (200, 600)], (), torch.mm, [(1, 300), None],
+                     BOTH),
+    # blocks of M tiles gathered in SBUF, stored by one DMA (whole tiles, then a short one)
+    "mm_coalesced": ("aten::mm", [(400, 64), (64, 600)], (), torch.mm, None, ("float32",)),
+    # two N panels of B: FP32 K = 3000 fills the panel budget
+    "mm_panels": ("aten::mm", [(130, 3000), (3000, 1100)], (), torch.mm, None, ("float32",)),
+    # FP32 K too long for whole-K tiles: output-stationary K blocks, the bias per block
+    "addmm_long_k": ("aten::addmm", [(600,), (100, 8300), (8300, 600)], (), torch.addmm, None,
+                     ("float32",)),
+    # batches grouped per block (G > 1 on trn1 in BF16), each of 2 M tiles
+    "bmm": ("aten::bmm", [(4, 200, 64), (4, 64, 600)], (), torch.bmm, None, BOTH),
+    # x @ W.T + bias over 2 x 150 rows
+    "linear": ("aten::linear", [(2, 150, 300), (700, 300), (700,)], (), F.linear, None, BOTH),
+    # beta * bias + alpha * (a @ b) in the PSUM evacuation: one scale at a time, or no bias
+    **{f"addmm_beta{beta}_alpha{alpha}": (
+        "aten::addmm", [(1, 600), (300, 200), (200, 600)], (beta, alpha),
+        lambda c, a, b, beta=beta, alpha=alpha: torch.addmm(c, a, b, beta=beta, alpha=alpha),
+        None, ("float32",)) for beta, alpha in ((0.5, 1), (1, -2.0), (0, 3.0))},
+}
+
+
+@pytest.mark.parametrize("case, chip, dtype", [
+    (case, chip, dtype) for case in sorted(MM_TILES) for dtype in MM_TILES[case][-1]
+    for chip in ("trn1", "trn2")])
+def test_matmul_of_several_tiles_matches_torch(case, chip, dtype):
+    name, shapes, scalars, fn, strides, _ = MM_TILES[case]
+    ins = [torch.from_numpy(_data(s, seed=k)).to(getattr(torch, dtype))
+           for k, s in enumerate(shapes)]
+    want = fn(*ins)
+    op = OpSpec(name, (*(T(s, dtype, st) for s, st in zip(shapes, strides or [None] * 3)),
+                       *scalars), (T(tuple(want.shape), dtype),))
+    got = run_lowered(op, [t.float().numpy() for t in ins], chip)[0]
+    low = dtype == "bfloat16"       # one rounding of the FP32 sum (torch's may differ by 1 ulp)
+    _close(got, want, 1e-2 if low else 1e-4, 1e-2 * float(want.abs().max()) if low else 1e-3)
+
+
 def test_full_sum_and_bfloat16_add():
     # the full sum: every chunk summed on VectorE, the partitions on TensorE against a ones
     # vector (which the lowering never set before: the sum was 0)
@@ -298,7 +347,17 @@ REFUSED = [
      "another dtype"),
     (OpSpec("aten::sum.dim_IntList", (T(s), (0,), False), (T((1001,)),)), "leading-dim"),
     (OpSpec("aten::mean.dim", (T(s), (-1,), False), (T((128,)),)), "mean as sum"),
-    (OpSpec("aten::mm", (T((200, 64)), T((64, 80))), (T((200, 80)),)), "tile-major"),
+    (OpSpec("aten::matmul", (T((200, 64)), T((64, 80))), (T((200, 80)),)), "no semantics case"),
+    (OpSpec("aten::mm", (T((96, 200), strides=(400, 2)), T((200, 80))), (T((96, 80)),)),
+     "no unit stride"),
+    (OpSpec("aten::linear", (T((2, 150, 300), strides=(300, 600, 1)), T((100, 300))),
+            (T((2, 150, 100)),)), "one stride"),
+    (OpSpec("aten::addmm", (T((300, 600)), T((300, 200)), T((200, 600))), (T((300, 600)),)),
+     "only a [N] bias"),
+    (OpSpec("aten::linear", (T((130, 3000)), T((1100, 3000)), T((1100,))), (T((130, 1100)),)),
+     "first N panel's bias"),
+    (OpSpec("aten::addmm", (T((600,)), T((300, 200)), T((200, 600)), 0.5, 2),
+            (T((300, 600)),)), "alpha and beta both"),
     (OpSpec("aten::native_layer_norm", (T(s), s, T(s), T(s), 1e-5), (T(s), T((1, 1)), T((1, 1)))),
      "other than the last dim"),
     (OpSpec("aten::native_batch_norm", (T((8, 16, 32)), T((16,)), T((16,)), None, None, True, 0.1,

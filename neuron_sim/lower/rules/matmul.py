@@ -82,9 +82,67 @@ def _tile_sizes(chip, rows):
             chip.psum_bank_fp32_elems)
 
 
+def _operand_dtype(chip, a_dtype, b_dtype) -> tuple:
+    """(dtype, rows): the dtype TensorE reads both operands in, and the K rows per partition
+    (2: FP8 double_row)."""
+    dtype = a_dtype
+    if dtype in ("int32", "int8", "uint8", "bool", "int16", "uint32"):
+        dtype = "float32"     # matmul has no integer data path: converted to FP32 [DTypes]
+    if dtype != b_dtype and "float32" in (dtype, b_dtype):
+        dtype = "float32"
+    if dtype == "float8_e4m3fn" and not chip.has_mx_matmul:
+        # OCP e4m3fn is NC-v4 only; Trn2 runs its own FP8 e4m3 (checkpoints are rescaled)
+        dtype = "float8_e4m3"
+    return dtype, 2 if dtype in FP8 and chip.has_fp8_double_row else 1
+
+
+def _b_panel(chip, K, N, dtype, rows):
+    """The N columns of gemm's resident B panel (all of K, in
+    chip.gemm_panel_budget_bytes_per_partition); None when whole-K operand tiles do not fit
+    (K too long: _gemm_kblocked)."""
+    KT, MT, NT = _tile_sizes(chip, rows)
+    isz = itemsize(dtype)
+    kt_n = ceil(K / KT)
+    budget = chip.gemm_panel_budget_bytes_per_partition
+    if 2 * kt_n * MT * rows * isz > chip.gemm_whole_k_bytes_per_partition \
+            or kt_n * min(N, NT) * rows * isz > budget:
+        return None
+    # B panel: kt_n tiles of [KT, BN * rows] per partition
+    return min(N, max(1, min(ceil(N / NT), budget // max(kt_n * NT * rows * isz, 1))) * NT)
+
+
+def bias_of_first_panel(chip, K, N, a_dtype, b_dtype) -> bool:
+    """Whether gemm adds the bias of its first N panel to every panel: with several panels
+    its bias tile, loaded once, holds panel 0's columns (timing: one small load; a kernel
+    would load each panel's). The long-K path loads it per output block."""
+    BN = _b_panel(chip, K, N, *_operand_dtype(chip, a_dtype, b_dtype))
+    return BN is not None and BN < N
+
+
+def _evacuate(b, o, acc, bias, alpha, beta, odd):
+    """o = beta * bias + alpha * acc out of PSUM (bias None: acc, VectorE and ScalarE taking
+    turns by `odd`); the bias added by VectorE in the same pass, a scale through
+    scalar_tensor_tensor (tensor_tensor's cost: one operand in PSUM). alpha and beta both
+    other than 1 are charged alike but apply alpha only (semantics.why_unchecked)."""
+    if bias is None:
+        (b.activation if odd else b.tensor_copy)(o, acc)
+    elif alpha == beta == 1:
+        b.tensor_tensor(o, acc, bias, "add")
+    elif beta == 0:         # the bias is ignored, NaN too (torch.addmm)
+        b.instruction("scalar_tensor_tensor", dst=o, data=acc, op0="multiply",
+                      operand0=alpha, op1="bypass", operand1=bias)
+    elif alpha == 1:
+        b.instruction("scalar_tensor_tensor", dst=o, data=bias, op0="multiply",
+                      operand0=beta, op1="add", operand1=acc)
+    else:
+        b.instruction("scalar_tensor_tensor", dst=o, data=acc, op0="multiply",
+                      operand0=alpha, op1="add", operand1=bias)
+
+
 def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSpec = None,
-         a_batch_stride=0, b_batch_stride=0):
-    """Emit C[batch, M, N] = A[batch, M, K] @ B[batch, K, N] (+ bias[N]).
+         a_batch_stride=0, b_batch_stride=0, alpha=1, beta=1):
+    """Emit C[batch, M, N] = A[batch, M, K] @ B[batch, K, N] (+ bias[N]; alpha * AB + beta *
+    bias with `_evacuate`'s scales).
 
     Loop nest (per batch): for each N panel of BN columns, load B[:, panel] (all of K) once and
     keep it in SBUF; for each MT-row M tile, load A^T[:, tile] (double-buffered) and for each
@@ -96,25 +154,18 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     if K == 0 or M == 0 or N == 0:      # empty contraction: the output is zeros (or bias)
         ctx.stream(out, [], lambda s, d, p, f, j: b.memset(d[0], 0.0))
         return
-    dtype = a.spec.dtype
-    if dtype in ("int32", "int8", "uint8", "bool", "int16", "uint32"):
-        dtype = "float32"     # matmul has no integer data path: converted to FP32 [DTypes]
-    if dtype != bm.spec.dtype and "float32" in (dtype, bm.spec.dtype):
-        dtype = "float32"
-    if dtype == "float8_e4m3fn" and not chip.has_mx_matmul:
-        # OCP e4m3fn is NC-v4 only; Trn2 runs its own FP8 e4m3 (checkpoints are rescaled)
-        dtype = "float8_e4m3"
-    double = dtype in FP8 and chip.has_fp8_double_row
-    rows = 2 if double else 1
+    dtype, rows = _operand_dtype(chip, a.spec.dtype, bm.spec.dtype)
+    double = rows == 2
+    BN = _b_panel(chip, K, N, dtype, rows)
+    if BN is None:
+        # K too long for whole-K panels in SBUF (weight gradients over many tokens)
+        _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_batch_stride,
+                       b_batch_stride, alpha, beta)
+        return
     KT, MT, NT = _tile_sizes(chip, rows)
     isz = itemsize(dtype)
     kt_n = ceil(K / KT)
-    n_tiles = ceil(N / NT)
-    # B panel: kt_n tiles of [KT, BN * rows] per partition; A tile: kt_n x [KT, MT * rows]
-    per_nt = kt_n * NT * rows * isz
     budget = chip.gemm_panel_budget_bytes_per_partition     # SBUF for the resident B panel
-    tn = max(1, min(n_tiles, budget // max(per_nt, 1)))
-    BN = min(N, tn * NT)
     panels = ceil(N / BN)
     m_tiles = ceil(M / MT)
     # several M tiles per block when one tile's matmuls are short (small K or N): one DMA then
@@ -125,12 +176,6 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         / chip.tensor_clock_hz
     mtb = max(1, min(8, m_tiles, ceil(2e-6 / max(mtile_s, 1e-12)),
                      chip.gemm_a_block_bytes_per_partition // max(2 * kt_n * MT * rows * isz, 1)))
-    if 2 * kt_n * MT * rows * isz > chip.gemm_whole_k_bytes_per_partition \
-            or kt_n * min(N, NT) * rows * isz > budget:
-        # K too long for whole-K panels in SBUF (weight gradients over many tokens)
-        _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_batch_stride,
-                       b_batch_stride)
-        return
     m_blocks = ceil(m_tiles / mtb)
     # tiny batched products (attention heads): G batches per block, each with its own buffers,
     # so the DMA latencies of G batches overlap instead of forming a chain
@@ -197,29 +242,40 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
                                 perf_mode="double_row" if double else None)
                 o = oblk[0:ms, t * bn + j * NT:t * bn + j * NT + ns] if coalesce \
                     else ctx.tile(f"o{g}", (ms, ns), out_dt, ot)
-                if bias_tile is not None:
-                    b.tensor_tensor(o, acc, bias_tile[0:ms, j * NT:j * NT + ns], "add")
-                elif ot % 2:
-                    b.activation(o, acc, "copy")
-                else:
-                    b.tensor_copy(o, acc)
+                bias_ap = None if bias_tile is None else bias_tile[0:ms, j * NT:j * NT + ns]
+                _evacuate(b, o, acc, bias_ap, alpha, beta, ot % 2)
                 ot += 1
-                if store and not coalesce:   # tile-major addressing: disjoint footprints
-                    mrow = m0 + t * MT
-                    b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + mrow * N + (n0 + j * NT) * ms,
-                                             ((ns, 1),), ns), o)
+                if store and not coalesce:
+                    b.dma_copy(_tile_major(ctx, out, oh, bi, M, N, m0 + t * MT, ms,
+                                           n0 + j * NT, ns), o)
         if store and coalesce:
-            # tile-major as the stores above: M tile t's [MT, bn] at row m0 + t * MT, column
-            # n0 * MT. The whole tiles (mcols > MT: at least one) by one DMA, a run of bn per
-            # tile and partition; a short last tile by a second one
+            # M tile t's [MT, bn] block of the panel: the whole tiles (mcols > MT: at least
+            # one) by one DMA, a run of bn per tile and partition; a short last tile by a
+            # second one
             whole = mcols // MT
-            b.dma_copy(AccessPattern(oh, 0, MT, bi * M * N + m0 * N + n0 * MT,
-                                     ((whole, MT * N), (bn, 1)), bn), oblk[0:MT, 0:whole * bn])
+            b.dma_copy(_tile_major(ctx, out, oh, bi, M, N, m0, MT, n0, bn, whole),
+                       oblk[0:MT, 0:whole * bn])
             ms = mcols - whole * MT
             if ms:
-                mrow = m0 + whole * MT
-                b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + mrow * N + n0 * ms,
-                                         ((bn, 1),), bn), oblk[0:ms, whole * bn:mcount * bn])
+                b.dma_copy(_tile_major(ctx, out, oh, bi, M, N, m0 + whole * MT, ms, n0, bn),
+                           oblk[0:ms, whole * bn:mcount * bn])
+
+
+def _tile_major(ctx, out, oh, bi, M, N, r0, rows, c0, cols, tiles=1):
+    """Where output blocks [rows, cols] of batch bi go (`tiles` of them, `rows` apart, from
+    (r0, c0)): tile-major, each block row-major at r0 * N + c0 * rows of the [M, N] result,
+    so the blocks of a row stripe lie side by side in its rows' range. Each store's footprint
+    is then one range disjoint from the others' (the dependency tracker orders no two), with
+    the bytes and descriptors per partition of the row-major rows: a timing-equivalent
+    layout. The full build (semantics.py) records each block's place (`LowerCtx.placed`)
+    to read the result back in order."""
+    at = bi * M * N + r0 * N + c0 * rows
+    if ctx.full:
+        ctx.placed.setdefault(ctx.key(out), []).extend(
+            (at + t * rows * N, rows, cols, bi * M * N + (r0 + t * rows) * N + c0, N)
+            for t in range(tiles))
+    dims = ((cols, 1),) if tiles == 1 else ((tiles, rows * N), (cols, 1))
+    return AccessPattern(oh, 0, rows, at, dims, cols)
 
 
 def _bias_tile(ctx, bias: TensorSpec, parts, n0, n, slot=0):
@@ -229,7 +285,8 @@ def _bias_tile(ctx, bias: TensorSpec, parts, n0, n, slot=0):
     return tile
 
 
-def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_bs):
+def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_bs, alpha,
+                   beta):
     """Output-stationary blocking for long K: an output block of TM x TN tiles (<= 4 PSUM banks,
     double-buffered) accumulates over K chunks whose A [kc, TM*MT] and B [kc, TN*NT] tiles are
     streamed (two chunks in flight). HBM traffic: A once per N block, B once per M block.
@@ -291,15 +348,12 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
             for (t, j), acc in accs.items():
                 ms, ns = acc.shape
                 o = ctx.tile("ko", (ms, ns), out.dtype, t * 2 + j)
-                if bias_tile is not None:
-                    c0 = (n0 if bias_whole else 0) + j * NT
-                    b.tensor_tensor(o, acc, bias_tile[0:ms, c0:c0 + ns], "add")
-                else:
-                    (b.activation if (t + j) % 2 else b.tensor_copy)(o, acc)
+                c0 = (n0 if bias_whole else 0) + j * NT
+                bias_ap = None if bias_tile is None else bias_tile[0:ms, c0:c0 + ns]
+                _evacuate(b, o, acc, bias_ap, alpha, beta, (t + j) % 2)
                 if store:
-                    mrow = m0 + t * MT
-                    b.dma_copy(AccessPattern(oh, 0, ms, bi * M * N + mrow * N + (n0 + j * NT) * ms,
-                                             ((ns, 1),), ns), o)
+                    b.dma_copy(_tile_major(ctx, out, oh, bi, M, N, m0 + t * MT, ms,
+                                           n0 + j * NT, ns), o)
 
 
 def _mm_dims(a: TensorSpec, bt: TensorSpec):
@@ -335,8 +389,15 @@ def addmm(ctx, op):
     am, bmat, M, K, N = _mm_dims(a, bt)
     # a bias broadcast along rows is added while evacuating PSUM; a full [M, N] input costs as
     # much (one PSUM + SBUF pass) but must be loaded: charged through the bias tile's DMA
+    alpha, beta = addmm_scales(op)
     gemm(ctx, prod(a.shape[:-2]), M, K, N, am, bmat, op.outputs[0], bias=bias,
-         a_batch_stride=_batch_stride(a), b_batch_stride=_batch_stride(bt))
+         a_batch_stride=_batch_stride(a), b_batch_stride=_batch_stride(bt), alpha=alpha,
+         beta=beta)
+
+
+def addmm_scales(op) -> tuple:
+    """(alpha, beta) of an addmm-family op: out = beta * input + alpha * (A @ B)."""
+    return op.arg(4, op.kwargs.get("alpha", 1)), op.arg(3, op.kwargs.get("beta", 1))
 
 
 @lowers("aten::linear")
