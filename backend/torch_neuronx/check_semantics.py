@@ -10,11 +10,19 @@ for the ops whose lowering computes the op (`neuron_sim.lower.semantics.EXACT`, 
 conditions of `why_unchecked`) it runs the op's program, built in full, through the ISA
 semantics on the op's inputs and raises a RuntimeError naming the op, its shapes and the largest
 difference where the result differs. Other ops run unchecked. Slow: for debugging rules.
-`NEURON_SIM_CHECK_SEMANTICS=1` turns it on for the whole process (`install_if_set`)."""
+`NEURON_SIM_CHECK_SEMANTICS=1` turns it on for the whole process (`install_if_set`).
+
+Compiled graphs too: while checking, each launch of a torch.compile graph (the backend's
+launcher) runs the graph node by node, keeping every value, and checks the graph's ONE lowered
+program (the ops graph_cost times, intermediates resident in SBUF) against them
+(`run_graph`, `neuron_sim.lower.semantics.check_lowered_sequence`); a graph with an op that is
+not exact runs unchecked, its reason logged at INFO. The mode lets Dynamo compile under it
+(`ignore_compile_internals`); without it torch.compile ran every frame eagerly while checking."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import numpy as np
 import torch
@@ -22,10 +30,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from neuron_sim.lower import OpSpec
 from neuron_sim.lower.registry import rule_for
-from neuron_sim.lower.semantics import EXACT, check_lowered, why_unchecked
+from neuron_sim.lower.semantics import (EXACT, Uncheckable, check_lowered,
+                                        check_lowered_sequence, why_unchecked)
 
 from . import _C
 from .cost import tensor_spec, torch_arg
+
+logger = logging.getLogger("torch_neuronx.check_semantics")
 
 
 def _schema_args(func, args, kwargs) -> list:
@@ -62,6 +73,13 @@ def _tensors(xs):
 
 
 class _Check(TorchDispatchMode):
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Dynamo compiles under this mode (it runs a frame eagerly under any mode that does
+        not say this): the mode is off while compiling and on while the compiled graph runs,
+        whose launcher checks the graph as a whole (run_graph)."""
+        return True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.name()
@@ -84,9 +102,64 @@ class _Check(TorchDispatchMode):
 
 @contextlib.contextmanager
 def checking():
-    """Check every exact eager op on the device inside the block (see the module docstring)."""
-    with _Check():
-        yield
+    """Check every exact eager op on the device, and every compiled graph launched, inside the
+    block (see the module docstring)."""
+    _active.append(True)
+    try:
+        with _Check():
+            yield
+    finally:
+        _active.pop()
+
+
+_active: list = []        # one entry per checking() block open
+
+
+def active() -> bool:
+    """Whether compiled graphs are checked now (a checking() block, or the setting)."""
+    return bool(_active or _installed)
+
+
+class _Recorder(torch.fx.Interpreter):
+    """Runs a graph node by node and keeps each value as the node computes it (before a later
+    write-back changes an input): {(node name, position): array}."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.values = {}
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        for i, v in enumerate(result if isinstance(result, (tuple, list)) else [result]):
+            if isinstance(v, torch.Tensor) and (v.device.type != "neuron" or _C._holds_values(v)):
+                self.values[(n.name, i)] = _values(v)
+        return result
+
+
+def run_graph(gm, args, name: str):
+    """Runs compiled graph `gm` on `args` (as its launcher does) and checks its one lowered
+    program, as graph_cost times it, against the values the graph computed
+    (check_lowered_sequence: every graph output and write-back compared). A graph with an op
+    that is not exact (or a higher-order op, or values the device does not hold) runs
+    unchecked; the log says why (logger torch_neuronx.check_semantics, INFO)."""
+    from .neuron_dynamo_backend.graph_cost import Target, lowering_ops
+    from . import _visible
+    if any(isinstance(n.target, torch._ops.HigherOrderOperator) for n in gm.graph.nodes):
+        logger.info("compiled graph %s not checked: it has higher-order ops", name)
+        return gm(*args)
+    recorder = _Recorder(gm)
+    out = recorder.run(*args)
+    target = Target.of(_visible())
+    walk = lowering_ops(gm, target)
+    try:
+        check_lowered_sequence(walk.ops, recorder.values, recorder.values,
+                               live_outputs=walk.live, chip=target.chip)
+    except (Uncheckable, ValueError) as e:       # ValueError: a value the device does not hold
+        logger.info("compiled graph %s not checked: %s", name, e)
+    else:
+        logger.info("compiled graph %s checked: its %d ops' program agrees", name,
+                    len(walk.ops))
+    return out
 
 
 _installed: list = []     # the mode install_if_set entered (once per process)

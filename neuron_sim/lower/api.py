@@ -251,11 +251,11 @@ def _keys(tensors, lists):
     return out
 
 
-def _program(fused, chip, lnc, live):
-    """ONE program of `fused` (in order): (total, engines, hbm, flops, instructions, truncated,
-    SBUF peak bytes per partition, spilled), truncated when some op emitted fewer blocks than it
-    has (representative repeats); spilled: key -> TensorSpec of the intermediates stored to HBM
-    only because a later op reads them and they could not stay resident."""
+def sequence_ctx(fused, chip, lnc, live, cap=REPEAT_CAP, ctx_type=LowerCtx, **ctx_kw):
+    """The LowerCtx of `fused`'s one program (ops with ids, in order): which outputs a later op
+    reads (they may stay resident) and each tensor's last reader (its SBUF is free after it).
+    `live`: keys of the outputs to store (None: all). semantics.run_lowered_sequence builds
+    the same program in full."""
     later = set()
     last_read = {}          # key -> the last op reading it: its SBUF is free after that
     for i, o in enumerate(fused):
@@ -265,8 +265,17 @@ def _program(fused, chip, lnc, live):
         for k in _keys(o.outputs, [list(o.outputs)] if len(o.outputs) > 1 else []):
             if last_read.get(k, -1) > i:
                 later.add(k)
-    ctx = LowerCtx(chip, lnc, REPEAT_CAP, live=live, consumed_later=frozenset(later),
-                   last_read=last_read, name="fused")
+    return ctx_type(chip, lnc, cap, live=live, consumed_later=frozenset(later),
+                    last_read=last_read, name="fused", **ctx_kw)
+
+
+def _program(fused, chip, lnc, live):
+    """ONE program of `fused` (in order): (total, engines, hbm, flops, instructions, truncated,
+    SBUF peak bytes per partition, spilled), truncated when some op emitted fewer blocks than it
+    has (representative repeats); spilled: key -> TensorSpec of the intermediates stored to HBM
+    only because a later op reads them and they could not stay resident."""
+    ctx = sequence_ctx(fused, chip, lnc, live)
+    later = ctx.consumed_later
     stored = {}             # key -> TensorSpec: outputs of ops that emitted instructions
     try:
         for i, o in enumerate(fused):

@@ -11,6 +11,16 @@ the op's outputs (blocks a rule stored elsewhere, a matmul's tile-major output t
 it recorded them: `LowerCtx.placed`). `check_lowered` compares them with results computed
 elsewhere (an eager op's CPU result, for one).
 
+    outs = run_lowered_sequence(ops, {"x": x, "w": w}, live_outputs={"y"})   # {id: array}
+
+does the same for the ONE program `api.lower_sequence` builds for a sequence (a compiled graph,
+an AEE group): its intermediates stay resident in SBUF between ops and the dead ones are never
+stored, so the addresses of those hand-offs run too; `run_lowered` is its one-op case.
+`check_lowered_sequence` compares every output the program stores with the caller's values and
+names the op that went wrong (torch_neuronx.check_semantics checks compiled graphs with it). A
+sequence is refused (`Uncheckable`) when one of its ops is not exact, or reads a value the
+program never writes (a view of an intermediate, a foreach list written member by member).
+
 The lowering addresses HBM chunk-major ([chunk, p, f], `LowerCtx.hbm_pieces`): a permutation of
 the row-major elements that every tensor of the flat plan shares, so an element-wise op is exact
 element for element, and a row op keeps whole rows together. Programs that are timing-equivalent
@@ -318,13 +328,117 @@ def _placed(buf: np.ndarray, t: TensorSpec, blocks) -> np.ndarray:
     return out.reshape(t.shape)
 
 
-def _lists_of(op: OpSpec):
-    """Each tensor list of op (outputs as one) with the ("id", identity) a foreach rule gives
-    the flat tensor it streams it as."""
-    lists = [a for a in op.args if tensor_list(a)]
-    if op.outputs:
-        lists.append(list(op.outputs))
-    return [(lst, ("id", list_identity(lst))) for lst in lists]
+def _held(op: OpSpec, rule: str):
+    """(what op reads, what it writes) as its program holds them in HBM: [(key, members,
+    whole)], `whole` for a tensor list streamed as one flat tensor (a foreach rule's, keyed by
+    optimizer.list_identity: its members one after the other), else one tensor per key."""
+    def one(t):
+        return LowerCtx.key(t), (t,), False
+    if rule != "foreach":
+        return [one(t) for t in op.inputs], [one(t) for t in op.outputs]
+    lists = [(("id", list_identity(lst)), tuple(lst), True) for lst in op.args if tensor_list(lst)]
+    singles = [one(a) for a in op.args if isinstance(a, TensorSpec) and a.on_device]
+    return lists + singles, [(("id", list_identity(op.outputs)), tuple(op.outputs), True)]
+
+
+def _plan(ops, chip):
+    """(external inputs, written outputs) of a sequence (ops with ids), each {key: (members,
+    whole)}: what must be placed in HBM before its program runs and what its ops write (the
+    last writer of a key wins). Raises Uncheckable naming the first op whose program is not
+    the op's, or whose operand the program would read from an HBM tensor nothing writes."""
+    external, written, parts = {}, {}, set()
+    unwritten = set()           # views of intermediates: nothing in the program writes them
+    for i, op in enumerate(ops):
+        where = f"{op.name} (op {i} of a sequence of {len(ops)})"
+        rule = rule_for(op.name)
+        if rule is not None and rule.__name__ == "view":
+            if any(LowerCtx.key(t) in written or LowerCtx.key(t) in unwritten
+                   for t in op.inputs):
+                unwritten.update(LowerCtx.key(t) for t in op.outputs)
+            continue            # else its outputs are the caller's values, placed like inputs
+        if any(LowerCtx.key(t) in unwritten for t in op.inputs):
+            raise Uncheckable(f"{where}: reads a view of an intermediate from HBM, which "
+                              "nothing in the program writes (the timing of a reload)")
+        reason = why_unchecked(op, chip)
+        if reason is not None:
+            raise Uncheckable(f"{where}: its lowering cannot be checked: {reason}")
+        reads, writes = _held(op, rule.__name__)
+        for key, members, whole in reads:
+            if key in written:
+                continue
+            if any(LowerCtx.key(t) in parts for t in members):
+                raise Uncheckable(f"{where}: reads {'a list' if whole else 'a tensor'} an "
+                                  "earlier op wrote in another form (a foreach list as one "
+                                  "flat tensor, or its members one by one)")
+            external.setdefault(key, (members, whole))
+        for key, members, whole in writes:
+            written[key] = (members, whole)
+            parts.update(LowerCtx.key(t) for t in members)
+    return external, written
+
+
+class _Outputs(dict):
+    """run_lowered_sequence's answer: {tensor id: array}, and `read_in_other_layout`: {tensor
+    id: the op that read it} of the intermediates the timed program reads from SBUF in another
+    layout than their writer's (from HBM in the checked program: _CheckedCtx)."""
+    read_in_other_layout: dict = {}
+
+
+class _CheckedCtx(LowerCtx):
+    """LowerCtx that tells how each resident intermediate is read. The element-wise and row
+    plans write and read SBUF chunk by chunk in the chunk-major layout ([p, f] at free offset
+    `off` holds elements off*p + i*f + c): a read of exactly a block its writer wrote (`load`,
+    `load_rows`) is that block's values; any other read (another chunk width or partition
+    count, a matmul operand read K-major) takes the tile's bytes in a layout the writer did
+    not write: the timing of a compiler that writes the intermediate in its reader's layout,
+    not the values (`other_layout`). A read that the resident copy cannot serve goes to HBM,
+    where the intermediate was never stored when `needs_store` skipped it (`unstored`: a
+    store missing from the timed program). `via_hbm` keys are read from HBM instead (stored
+    whatever `live` says), so the checked program runs every op on its operands' values."""
+
+    def __init__(self, *args, via_hbm=frozenset(), **kw):
+        super().__init__(*args, **kw)
+        self.via_hbm = via_hbm
+        self.op_index = 0
+        self.blocks = {}            # key -> the (p, off, f) blocks written into its SBUF copy
+        self.other_layout = {}      # key -> (tensor, the first op reading it in another layout)
+        self.unstored = {}          # key -> (tensor, the first op reading it from HBM unstored)
+        self._mode = None           # "chunks" inside load / load_rows, "write" in out_tile
+
+    def _in(self, mode, method, *args, **kw):
+        self._mode = mode
+        try:
+            return method(*args, **kw)
+        finally:
+            self._mode = None
+
+    def load(self, *args, **kw):
+        return self._in("chunks", super().load, *args, **kw)
+
+    def load_rows(self, *args, **kw):
+        return self._in("chunks", super().load_rows, *args, **kw)
+
+    def out_tile(self, t, p, cols, j, f, role="out", off=None):
+        ap = self._in("write", super().out_tile, t, p, cols, j, f, role, off)
+        if self.key(t) in self._resident:
+            self.blocks.setdefault(self.key(t), set()).add((p, j * f if off is None else off, f))
+        return ap
+
+    def resident_ap(self, t, p, off, f):
+        k = self.key(t)
+        if self._mode == "write" or k not in self.blocks:
+            return super().resident_ap(t, p, off, f)
+        if k in self.via_hbm:
+            return None
+        ap = super().resident_ap(t, p, off, f)
+        if ap is None and not LowerCtx.needs_store(self, t):
+            self.unstored.setdefault(k, (t, self.op_index))
+        elif ap is not None and not (self._mode == "chunks" and (p, off, f) in self.blocks[k]):
+            self.other_layout.setdefault(k, (t, self.op_index))
+        return ap
+
+    def needs_store(self, t):
+        return super().needs_store(t) or self.key(t) in self.via_hbm
 
 
 def _device_array(t: TensorSpec, a) -> np.ndarray:
@@ -339,53 +453,112 @@ def _device_array(t: TensorSpec, a) -> np.ndarray:
     return a.astype(np.int32).reshape(t.shape)
 
 
+def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None) -> dict:
+    """The outputs of the ONE program `lower_sequence` builds for `ops` (in order), built in
+    full and run through the ISA semantics: {tensor id: array} of every output the program
+    stores where the caller sees it (`live_outputs`, ids; None: every output), in the output's
+    storage dtype. Intermediates stay in SBUF between ops as in the timed program
+    (`LowerCtx.resident_ap`; their stores skipped by `needs_store`), so their addresses and the
+    skipped stores are run too. `inputs`: {tensor id: array} of at least the sequence's
+    external inputs (read before any op of it writes them; a view's outputs count as such,
+    since a view moves no data); tensors without ids get them as lower_sequence gives them
+    (api.assign_ids). Raises Uncheckable naming the first op that is not exact (`_plan`).
+
+    The one program lower_sequence times only when every op fits a representative program;
+    big ops are timed in parts (fused loops, ops in series) that pass their intermediates
+    through HBM, while this program keeps every op in one (LNC 1)."""
+    from .api import assign_ids, sequence_ctx
+    ops = assign_ids(list(ops))
+    chip = get_chip(chip)
+    external, written = _plan(ops, chip)
+    live = None if live_outputs is None else {("id", x) for x in live_outputs}
+    missing = [t.id for members, _w in external.values() for t in members if t.id not in inputs]
+    if missing:
+        raise ValueError(f"no input arrays for tensor(s) {missing} of the sequence "
+                         f"{[o.name for o in ops]}")
+    def build(via_hbm):
+        ctx = sequence_ctx(ops, chip, 1, None if live is None else set(live),
+                           keep_operands=True, full=True, via_hbm=via_hbm, ctx_type=_CheckedCtx)
+        for i, op in enumerate(ops):
+            ctx.op_index = i
+            rule_for(op.name)(ctx, op)
+            ctx.end_op()
+            ctx.free_dead(i)
+        return ctx
+    ctx = build(frozenset())
+    if ctx.unstored:
+        (t, i), = list(ctx.unstored.values())[:1]
+        raise RuntimeError(
+            f"{ops[i].name} (op {i} of a sequence of {len(ops)}: "
+            f"{', '.join(o.name for o in ops)}) reads tensor {t.id} {t.shape} from HBM, where "
+            "the timed program never stores it: it stays resident in SBUF in a layout this op "
+            "cannot read (LowerCtx.resident_ap gives None) and needs_store skipped its store")
+    other = {t.id: ops[i].name for t, i in ctx.other_layout.values()}
+    if other:            # built again with those read from HBM (_CheckedCtx)
+        ctx = build(frozenset(ctx.other_layout))
+    buffers = {}
+    for key, (members, whole) in external.items():
+        h = ctx._hbm.get(key)
+        if h is None:               # (a fill never reads its input)
+            continue
+        values = [_device_array(t, inputs[t.id]) for t in members]
+        kind = np.int32 if values[0].dtype == np.int32 else np.float32
+        buf = buffers.setdefault(h.name, np.zeros(h.shape, kind))
+        if whole:                   # a foreach list: its members one after the other
+            flat = np.concatenate([v.reshape(-1) for v in values])
+            buf[:flat.size] = flat
+        else:
+            _strided(buf, members[0])[...] = values[0]
+    res = execute(ctx.b.build(), buffers)
+    got = _Outputs()
+    for key, (members, whole) in written.items():
+        if live is not None and key not in live and not any(LowerCtx.key(t) in live
+                                                            for t in members):
+            continue
+        h = ctx._hbm.get(key)
+        if h is None:
+            raise Uncheckable(f"{[o.name for o in ops]}: the program never writes output(s) "
+                              f"{[t.id for t in members]}")
+        at = 0
+        for t in members:
+            v = res[h.name][at:at + t.numel].reshape(t.shape) if whole \
+                else _placed(res[h.name], t, ctx.placed.get(key))
+            got[t.id] = np.array(v).astype(np_dtype(t.dtype))
+            at += t.numel
+    got.read_in_other_layout = other
+    return got
+
+
 def run_lowered(op: OpSpec, inputs, chip=None) -> list:
     """The outputs of op's lowered program run through the ISA semantics, one array per op
-    output (in the output's storage dtype). `inputs`: one array per device tensor input of
-    `op` (op.inputs order: tensor lists flattened). Raises Uncheckable for the ops
-    `why_unchecked` names."""
+    output (in the output's storage dtype): the one-op case of `run_lowered_sequence`.
+    `inputs`: one array per device tensor input of `op` (op.inputs order: tensor lists
+    flattened). Raises Uncheckable for the ops `why_unchecked` names."""
     from .api import _with_ids
     reason = why_unchecked(op, chip)
     if reason is not None:
         raise Uncheckable(f"{op.name}: its lowering cannot be checked: {reason}")
     op = _with_ids(op, lambda t, is_out, k: ("o" if is_out else "x", k))
-    ins = op.inputs
-    if len(inputs) != len(ins):
-        raise ValueError(f"{op.name}: {len(inputs)} input arrays for {len(ins)} device inputs")
-    ctx = LowerCtx(get_chip(chip), 1, keep_operands=True, full=True, name=op.name)
-    rule_for(op.name)(ctx, op)
-    ctx.end_op()
-    values = {ctx.key(t): _device_array(t, a) for t, a in zip(ins, inputs)}
-    buffers = {}
-
-    def place(key, t, a):
-        h = ctx._hbm.get(key)
-        if h is not None:           # (a fill never reads its input)
-            kind = np.int32 if a.dtype == np.int32 else np.float32
-            _strided(buffers.setdefault(h.name, np.zeros(h.shape, kind)), t)[...] = a
-    for t in ins:
-        place(ctx.key(t), t, values[ctx.key(t)])
-    for lst, key in _lists_of(op):      # a foreach list: its members one after the other
-        if all(ctx.key(t) in values for t in lst):
-            flat = np.concatenate([values[ctx.key(t)].reshape(-1) for t in lst])
-            place(key, TensorSpec(flat.shape), flat)
-    res = execute(ctx.b.build(), buffers)
-    got = {}
-    for lst, key in _lists_of(op):
-        h = ctx._hbm.get(key)
-        if h is not None:
-            at = 0
-            for t in lst:
-                got[ctx.key(t)] = res[h.name][at:at + t.numel].reshape(t.shape)
-                at += t.numel
-    for t in op.outputs:
-        h = ctx._hbm.get(ctx.key(t))
-        if h is not None:
-            got[ctx.key(t)] = _placed(res[h.name], t, ctx.placed.get(ctx.key(t)))
-    missing = [i for i, t in enumerate(op.outputs) if ctx.key(t) not in got]
+    if len(inputs) != len(op.inputs):
+        raise ValueError(f"{op.name}: {len(inputs)} input arrays for {len(op.inputs)} device "
+                         "inputs")
+    got = run_lowered_sequence([op], {t.id: a for t, a in zip(op.inputs, inputs)}, chip)
+    missing = [i for i, t in enumerate(op.outputs) if t.id not in got]
     if missing:
         raise Uncheckable(f"{op.name}: its lowering never writes output(s) {missing}")
-    return [np.array(got[ctx.key(t)]).astype(np_dtype(t.dtype)) for t in op.outputs]
+    return [got[t.id] for t in op.outputs]
+
+
+def _difference(spec: TensorSpec, got, want, rtol, atol):
+    """None when `got` (an output of a lowered program) matches `want` at the tolerance
+    check_lowered documents, else (largest difference, rtol, atol)."""
+    r = rtol if rtol is not None else (2e-2 if itemsize(spec.dtype) < 4 else 1e-3)
+    g, w = got.astype(np.float32), np.asarray(want, np.float32).reshape(got.shape)
+    finite = np.abs(w[np.isfinite(w)])
+    a = atol if atol is not None else r * max(float(finite.max()) if finite.size else 0.0, 1e-30)
+    if np.allclose(g, w, rtol=r, atol=a, equal_nan=True):
+        return None
+    return float(np.nanmax(np.abs(g - w))), r, a
 
 
 def check_lowered(op: OpSpec, inputs, outputs, rtol=None, atol=None, chip=None) -> None:
@@ -396,17 +569,59 @@ def check_lowered(op: OpSpec, inputs, outputs, rtol=None, atol=None, chip=None) 
     of it for FP32), so a result of tiny values is compared at its own scale."""
     got = run_lowered(op, inputs, chip)
     for i, (g, w) in enumerate(zip(got, outputs)):
-        low = itemsize(op.outputs[i].dtype) < 4
-        r = rtol if rtol is not None else (2e-2 if low else 1e-3)
-        g, w = g.astype(np.float32), np.asarray(w, np.float32).reshape(g.shape)
-        finite = np.abs(w[np.isfinite(w)])
-        a = atol if atol is not None else r * max(float(finite.max()) if finite.size else 0.0,
-                                                  1e-30)
-        if not np.allclose(g, w, rtol=r, atol=a, equal_nan=True):
-            err = float(np.nanmax(np.abs(g - w)))
+        diff = _difference(op.outputs[i], g, w, rtol, atol)
+        if diff is not None:
+            err, r, a = diff
             raise RuntimeError(
                 f"{op.name}: output {i} of its lowered program (ISA semantics) differs from the "
                 f"op's result by up to {err:.3g} (rtol {r:.3g}, atol {a:.3g}); input shapes "
                 f"{[t.shape for t in op.inputs]}, output shapes "
                 f"{[t.shape for t in op.outputs]}: the rule ({rule_for(op.name).__name__}) "
                 "computes something else; fix it or list it in semantics.TIMING_ONLY")
+
+
+def check_lowered_sequence(ops, inputs, outputs, live_outputs=None, rtol=None, atol=None,
+                           chip=None) -> None:
+    """Raise RuntimeError when an output of `ops`' one program (`run_lowered_sequence`)
+    differs from `outputs` ({tensor id: array}; outputs the program does not store, or without
+    an array, are not compared), at check_lowered's tolerances. The message names the op that
+    wrote the first differing output. With the values of that op's operands known (`inputs`
+    or `outputs` may hold every tensor of the sequence), each exact op up to it is first
+    checked alone (check_lowered), so a rule that is wrong by itself is named as such; when
+    they all agree alone, the message says the values went wrong between ops."""
+    from .api import assign_ids
+    ops = assign_ids(list(ops))
+    got = run_lowered_sequence(ops, inputs, chip, live_outputs)
+    known = {**inputs, **outputs}
+    last = {t.id: i for i, op in enumerate(ops) for t in op.outputs}     # (in-place writes)
+    for i, op in enumerate(ops):
+        for k, t in enumerate(op.outputs):
+            if t.id not in got or t.id not in outputs or last[t.id] != i:
+                continue
+            diff = _difference(t, got[t.id], outputs[t.id], rtol, atol)
+            if diff is not None:
+                _blame(ops, i, known, rtol, atol, chip)
+                err, r, a = diff
+                raise RuntimeError(
+                    f"{op.name} (op {i} of a sequence of {len(ops)}: "
+                    f"{', '.join(o.name for o in ops)}): output {k} of the sequence's lowered "
+                    f"program (ISA semantics) differs from its value by up to {err:.3g} (rtol "
+                    f"{r:.3g}, atol {a:.3g}), output shape {t.shape}; each op whose values are "
+                    "known agrees alone: the values go wrong between ops (SBUF residency, "
+                    "skipped stores, reloads: LowerCtx.resident_ap, needs_store)")
+
+
+def _blame(ops, last: int, known, rtol, atol, chip) -> None:
+    """check_lowered of each exact op of `ops` up to `last` whose operands' values are all in
+    `known` (an op that writes a tensor it reads is skipped: `known` holds one value per
+    tensor)."""
+    for j, op in enumerate(ops[:last + 1]):
+        ids = [t.id for t in op.inputs]
+        if why_unchecked(op, chip) is not None or set(ids) & {t.id for t in op.outputs} \
+                or not all(i in known for i in (*ids, *(t.id for t in op.outputs))):
+            continue
+        try:
+            check_lowered(op, [known[i] for i in ids], [known[t.id] for t in op.outputs],
+                          rtol, atol, chip)
+        except RuntimeError as e:
+            raise RuntimeError(f"op {j} of a sequence of {len(ops)}: {e}") from None

@@ -1,6 +1,8 @@
 """backend/torch_neuronx/check_semantics.py: eager ops on the device checked against their
 lowered programs run through the ISA semantics (neuron_sim/lower/semantics.py)."""
 
+import textwrap
+
 import pytest
 
 pytest.importorskip("torch")
@@ -69,3 +71,85 @@ def test_the_setting_turns_the_check_on_for_the_process(py):
     assert "AT IMPORT 1" in on and "ON True 1" in on and "RAISED aten::cos" in on
     off = py(code).stdout
     assert "AT IMPORT 0" in off and "ON False 0" in off and "RAISED" not in off
+
+
+# ---- compiled graphs: the graph's one program against the values the graph computes --------
+
+_MLP = """
+    import logging, torch, torch_neuronx
+    import torch.nn as nn, torch.nn.functional as F
+    from torch_neuronx import check_semantics as cs
+    logging.basicConfig(format="LOG %(message)s")
+    logging.getLogger("torch_neuronx.check_semantics").setLevel(logging.INFO)
+    graphs = []
+    check = cs.check_lowered_sequence
+    cs.check_lowered_sequence = lambda ops, *a, **k: graphs.append(len(ops)) or check(ops, *a, **k)
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(96, 128), nn.Linear(128, 96)
+            self.ln = nn.LayerNorm(96)
+
+        def forward(self, x):
+            h = self.fc2(F.gelu(self.fc1(x), approximate="tanh")) + x
+            return torch.softmax(self.ln(h), -1)
+    model = torch.compile(MLP().to("neuron"), backend="neuron")
+    x = torch.randn(128, 96, device="neuron")
+    """
+
+
+def _mlp(code: str) -> str:
+    """A compiled MLP (linear -> gelu -> linear, residual add, layer_norm, softmax), then
+    `code`; check_lowered_sequence counts the ops of each graph it checks in `graphs`."""
+    return textwrap.dedent(_MLP) + textwrap.dedent(code)
+
+
+def test_a_compiled_mlp_is_checked_as_one_program(py):
+    proc = py(_mlp("""
+        with cs.checking():
+            model(x).square().sum().backward()
+        model(x)                                        # outside the block: not checked
+        print("GRAPHS", graphs)
+        """))
+    out = proc.stdout + proc.stderr
+    assert "GRAPHS [9, 18]" in out, out
+    assert "_forward_1 checked: its 9 ops' program agrees" in out
+    # the backward graph's layer_norm_backward is a timing recipe: refused, with the reason
+    assert "not checked: aten::native_layer_norm_backward (op 2 of a sequence of 18): its " \
+           "lowering cannot be checked: a timing recipe" in out
+
+
+def test_a_broken_rule_in_a_compiled_graph_raises_naming_the_op(py):
+    proc = py(_mlp("""
+        from neuron_sim.lower.context import LowerCtx
+        from neuron_sim.lower.registry import RULES
+        store, rule = LowerCtx.store, RULES["aten::_softmax"]
+
+        def broken(ctx, op):        # its stores go to p - 1 partitions: every offset moved
+            LowerCtx.store = lambda self, t, tile, p, j, f, off=None: store(
+                self, t, LowerCtx.cols(tile, p - 1, 0, f), p - 1, j, f, off)
+            try:
+                rule(ctx, op)
+            finally:
+                LowerCtx.store = store
+        broken.__name__ = rule.__name__
+        RULES["aten::_softmax"] = broken
+        cs.check_lowered = lambda *a, **k: None     # each op alone would raise first
+        try:
+            with torch.no_grad(), cs.checking():
+                model(x)
+        except RuntimeError as e:
+            print("RAISED", e)
+        """))
+    assert "RAISED op 7 of a sequence of 8: aten::_softmax: output 0 of its lowered program" \
+        in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_setting_checks_compiled_graphs(py):
+    proc = py(_mlp("""
+        with torch.no_grad():
+            model(x)
+        print("GRAPHS", graphs)
+        """), env={"NEURON_SIM_CHECK_SEMANTICS": "1"})
+    assert "GRAPHS [8]" in proc.stdout, proc.stdout + proc.stderr

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import sys
 import time
 
 import torch
@@ -260,6 +261,13 @@ def _unused_name(directory: str, stem: str, suffix: str) -> str:
     return path      # create_private then fails on it: reported, never overwritten
 
 
+def _checking():
+    """torch_neuronx.check_semantics while it checks compiled graphs, else None. Whoever turns
+    checking on imported it; a launch does not import it (~0.4 s: the ISA semantics)."""
+    checks = sys.modules.get("torch_neuronx.check_semantics")
+    return checks if checks is not None and checks.active() else None
+
+
 def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int):
     """Runs the graph's ops uncharged, then charges the graph as one launch. Work of known
     duration the graph issues (NKI kernels of custom ops) is captured and becomes part of the
@@ -275,7 +283,8 @@ def _launcher(gm: torch.fx.GraphModule, name: str, cost: GraphCost, device: int)
         if previous:
             _C._take_captured_ns()           # start from zero on this thread
         try:
-            out = gm(*args)
+            checks = _checking()
+            out = checks.run_graph(gm, args, name) if checks is not None else gm(*args)
         finally:
             _C._set_charging(previous)
         kernels = _C._take_captured_ns() if previous else 0   # nested: the outer run takes them
