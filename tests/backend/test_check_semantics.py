@@ -153,3 +153,15 @@ def test_the_setting_checks_compiled_graphs(py):
         print("GRAPHS", graphs)
         """), env={"NEURON_SIM_CHECK_SEMANTICS": "1"})
     assert "GRAPHS [8]" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_unchecked_launches_do_not_load_the_check(py):
+    proc = py("""
+        import sys, torch, torch_neuronx
+        model = torch.compile(torch.nn.Linear(8, 8).to("neuron"), backend="neuron")
+        with torch.no_grad():
+            model(torch.randn(4, 8, device="neuron"))
+        print("LOADED", "torch_neuronx.check_semantics" in sys.modules,
+              "neuron_sim.lower.semantics" in sys.modules)
+        """)
+    assert "LOADED False False" in proc.stdout, proc.stdout + proc.stderr
