@@ -146,3 +146,23 @@ def test_in_place_and_foreach_sequences():
     check_lowered_sequence(foreach, ins, want)
     with pytest.raises(Uncheckable, match="_foreach_mul .* an earlier op wrote in another form"):
         run_lowered_sequence([OpSpec("aten::mul_.Tensor", (g, 0.5), (g,))] + foreach, ins)
+
+
+def test_a_wrong_resident_address_is_found_between_ops(monkeypatch):
+    """A producer that writes its resident copy at mirrored chunk offsets (its stores, from
+    that copy, still land right): each op agrees alone, the sequence does not."""
+    out_tile = LowerCtx.out_tile
+
+    def mirrored(self, t, p, cols, j, f, role="out", off=None):
+        off = j * f if off is None else off
+        return out_tile(self, t, p, cols, j, f, role, cols - f - off)
+    s = (128, 1001)                             # two chunks: 501 and 500 columns
+    x = np.random.default_rng(2).standard_normal(s).astype(np.float32)
+    ops = [OpSpec("aten::exp", (T(s, "x"),), (T(s, "e"),)),
+           OpSpec("aten::add.Tensor", (T(s, "e"), T(s, "x")), (T(s, "y"),))]
+    vals = {"x": x, "e": np.exp(x), "y": np.exp(x) + x}
+    check_lowered_sequence(ops, {"x": x}, vals, live_outputs={"y"})
+    monkeypatch.setattr(LowerCtx, "out_tile", mirrored)
+    with pytest.raises(RuntimeError, match=r"aten::add.Tensor \(op 1 of a sequence of 2: .*each "
+                                           r"op whose values are known agrees alone"):
+        check_lowered_sequence(ops, {"x": x}, vals, live_outputs={"y"})
