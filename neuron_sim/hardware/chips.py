@@ -100,6 +100,7 @@ class Chip:
     fp32_matmul_cost_multiplier: int
     gpsimd_start_cycles: int
     cross_engine_semaphore_latency_s: float
+    core_pair_semaphore_latency_s: float     # assumption: one core's signal to its LNC=2 pair
     eager_launch_s: float                    # assumption: start of one eager program (NEFF)
     host_link_bytes_per_s: float             # assumption: host <-> device copies over PCIe
     vector_exp_speedup_vs_scalar: int

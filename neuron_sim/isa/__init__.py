@@ -16,7 +16,7 @@ _BY_ENGINE = {
                "tensor_copy_predicated"),
     "scalar": ("activation",),
     "gpsimd": ("iota", "affine_select", "local_gather", "tensor_partition_reduce"),
-    "dma": ("dma_copy", "dma_transpose"),
+    "dma": ("dma_copy", "dma_transpose", "sendrecv"),
     "sync": ("core_barrier",),
 }
 # instruction name -> module, the second instruction of a module included
@@ -41,6 +41,14 @@ def pure_instructions() -> frozenset:
     """The instructions whose module declares `PURE = True`: no state besides their operands (no
     engine accumulator, no random draw, no DMA), so a compiler may hoist them out of a loop."""
     return frozenset(m.NAME for m in map(module_for, _MODULES) if getattr(m, "PURE", False))
+
+
+@functools.cache
+def meeting_instructions() -> frozenset:
+    """The instructions whose module declares `MEETS = True`: each runs as two rows, a signal to
+    the other core of an LNC=2 pair and then a row that waits for the other core's signal; the
+    k-th such instruction of one core meets the k-th of the other (timing.simulate_cores)."""
+    return frozenset(m.NAME for m in map(module_for, _MODULES) if getattr(m, "MEETS", False))
 
 
 @functools.cache

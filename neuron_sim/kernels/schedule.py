@@ -190,7 +190,7 @@ _SCRATCH = Scratch()
 
 
 def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                  issue_ns, n_eng, eng0, params, window, orders=True):
+                  issue_ns, n_eng, eng0, not_before, params, window, orders=True):
     """_list_schedule with its instruction-sized arrays made by NumPy: the times, which the
     result keeps, fresh (separate arrays under glibc's 32 MB mmap limit, so that the heap can
     hand back the memory of the last result's), the rest scratch kept from the last call
@@ -209,7 +209,7 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
               (ints[2], ints[3], ints[4], bl[1]))
     status, order, sptr, after, *res = _list_schedule(
         stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns, n_eng,
-        eng0, params, window, arrays)
+        eng0, not_before, params, window, arrays)
     if not orders:
         return (status, None, sptr, None, *res)
     return (status, order.copy(), sptr, after.copy(), *res)
@@ -217,7 +217,7 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
 
 @njit(cache=True, error_model="numpy")
 def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                   issue_ns, n_eng, eng0, params, window, arrays):
+                   issue_ns, n_eng, eng0, not_before, params, window, arrays):
     """Returns (status, order, sptr, after, start, end, dstart, busy): per stream s,
     order[sptr[s]:sptr[s+1]] is its issue order; after[x] >= 0 is the DMA that x, held back for
     it, may not trigger before (-1: none); the times are those of timing.py's kernels given
@@ -249,16 +249,16 @@ def _list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, en
                          hbm_ns, issue_ns, params, ints[8], sptr, bl)
     order0, sptr = _stream_fill(stream, sptr, order0)
     status = _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                  issue_ns, n_eng, eng0, params, window, W, order0, sptr, state, order0, times,
-                  prio, after, np.zeros(int(params[5])), ints,
+                  issue_ns, n_eng, eng0, not_before, params, window, W, order0, sptr, state,
+                  order0, times, prio, after, np.zeros(int(params[5])), ints,
                   np.zeros((4, n_streams)), log)
     return status, order0, sptr, after, times[0], times[1], times[2], times[3]
 
 
 @njit(cache=True, error_model="numpy", **without_refcounting())
 def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns, issue_ns,
-         n_eng, eng0, params, window, W, order0, sptr, state, order, times, prio, after, dma_free,
-         ints, floats, log):
+         n_eng, eng0, not_before, params, window, W, order0, sptr, state, order, times, prio,
+         after, dma_free, ints, floats, log):
     win, wr, wpos, wnext, whead, wprio, wmask, wafter, wseen, wstream = state
     logy, logs, logm, logp = log
     nlog = 0
@@ -287,6 +287,7 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
             i = order0[fillp[s]]
             win[s * W + k] = i
             wpos[s * W + k] = dep_ptr[i]
+            wr[s * W + k] = 0.0 if not_before is None else not_before[i]
             if kind[i] == KIND_DMA:
                 wprio[s * W + k] = prio[i]
                 wmask[s * W + k] = _engine_mask(i, n_eng, eng0, n_dma)
@@ -411,7 +412,7 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_
         if fillp[s] < sptr[s + 1]:      # the slot takes the stream's next instruction
             i2 = order0[fillp[s]]
             win[j] = i2
-            wr[j] = 0.0
+            wr[j] = 0.0 if not_before is None else not_before[i2]
             wpos[j] = dep_ptr[i2]
             if kind[i2] == KIND_DMA:
                 wprio[j] = prio[i2]

@@ -98,16 +98,16 @@ def _earliest(k, r, free_s, m):
 
 @njit(cache=True, inline="always", error_model="numpy")
 def _eval_head(s, i, hpos, hr, dep_ptr, dep_idx, done, end, stream, sem_lat, kind, free, m,
-               after, start):
+               after, start, not_before):
     """Stream s's head i: (earliest start, -1), or (inf, the instruction it waits for). The scan
     resumes where the last one stopped (hpos[s] < 0: from the start). after[i] >= 0: i may not
     start before that instruction has started (the scheduling pass's order edge; after None:
-    no edges, the check compiled out)."""
+    no edges, the check compiled out); nor before not_before[i] (None: compiled out)."""
     p = hpos[s]
     r = hr[s]
     if p < 0:
         p = dep_ptr[i]
-        r = 0.0
+        r = 0.0 if not_before is None else not_before[i]
     r, p, blocker = _scan_deps(i, p, r, s, dep_ptr, dep_idx, done, end, stream, sem_lat)
     hpos[s] = p
     hr[s] = r
@@ -195,7 +195,7 @@ _SCRATCH = Scratch()
 
 
 def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
-             params, order=None, sptr=None, after=None):
+             not_before, params, order=None, sptr=None, after=None):
     """reference.schedule's answer (status, start, end, dstart, busy, stuck): each stream in
     program order, or in order[sptr[s]:sptr[s+1]] when given (the scheduling pass's order), an
     instruction i with after[i] >= 0 starting no earlier than that one (its order edges). The
@@ -210,14 +210,15 @@ def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, 
     if order is None:
         order, sptr = _stream_order(stream, int(params[6]), _SCRATCH.get("order", n, np.int64)[0])
     status, stuck = _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns,
-                                 issue_ns, n_eng, eng0, params, order, sptr, after, times[0],
-                                 times[1], times[2], times[3], done, nblocked)
+                                 issue_ns, n_eng, eng0, not_before, params, order, sptr, after,
+                                 times[0], times[1], times[2], times[3], done, nblocked)
     return status, times[0], times[1], times[2], times[3], stuck
 
 
 @njit(cache=True, error_model="numpy")
 def _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
-                 params, order, sptr, after, start, end, dstart, busy, done, nblocked):
+                 not_before, params, order, sptr, after, start, end, dstart, busy, done,
+                 nblocked):
     """schedule()'s loop, writing the times of each instruction it issues into start, end,
     dstart, busy; done and nblocked all zero on entry. Returns (status, stuck)."""
     sem_lat = params[0]
@@ -258,7 +259,7 @@ def _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_
         for q in range(npend):
             s = pending[q]
             c, blocker = _eval_head(s, order[head[s]], hpos, hr, dep_ptr, dep_idx, done, end,
-                                    stream, sem_lat, kind, free, m, after, start)
+                                    stream, sem_lat, kind, free, m, after, start, not_before)
             cand[s] = c
             blk[s] = blocker
             if blocker >= 0:
@@ -312,7 +313,7 @@ def _run_ordered(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_
             # Only this stream changed: its next head goes next if it still beats every other
             # stream (ties to the lower stream number, as in the reference).
             c, blocker = _eval_head(s, order[head[s]], hpos, hr, dep_ptr, dep_idx, done, end,
-                                    stream, sem_lat, kind, free, m, after, start)
+                                    stream, sem_lat, kind, free, m, after, start, not_before)
             cand[s] = c
             npend = 0
             if blocker >= 0:

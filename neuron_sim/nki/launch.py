@@ -31,7 +31,7 @@ from .memory import plan_memory
 from .report import KernelReport
 from .target import get_target
 from .tensor import NkiTensor
-from .tracer import KernelTrace, SharedHbm, active, tracing
+from .tracer import KernelTrace, Meetings, SharedHbm, active, tracing
 
 _LAST_REPORT: list = [None]
 
@@ -229,7 +229,7 @@ def _launch(kernel, target, lnc, precise, mode, args, kwargs, numerics, timing, 
     grid = kernel.grid
     n_prog = math.prod(grid)
     inputs = {}          # id(user array) -> Storage, shared by all program instances (shared HBM)
-    barrier = threading.Barrier(n_prog) if n_prog > 1 else None
+    barrier = Meetings(n_prog) if n_prog > 1 else None
     shared = SharedHbm() if n_prog > 1 else None
     traces, calls = [], []
     for pid_flat in range(n_prog):

@@ -955,8 +955,20 @@ def simulate_programs(traces, plans, lnc=1, check=False):
         elif bad:
             raise NkiValidationError("check_semantics: the program differs from the traced "
                                      "kernel: " + "; ".join(bad), None, traces[0].kernel_name)
-    from ..timing.simulate import simulate as core_simulate
+    from ..timing.simulate import simulate as core_simulate, simulate_cores
+    meetings = [_meetings(bp.program) for bp in built] if len(built) > 1 else ()
+    if any(len(s) for s, _ in meetings):        # the cores meet: timed together
+        return TimingResult(built, simulate_cores([bp.program for bp in built], meetings))
     return TimingResult(built, [core_simulate(bp.program) for bp in built])
+
+
+def _meetings(program) -> tuple:
+    """(signal rows, wait rows) of a core's program: the rows of the instructions that meet the
+    other core (isa.meeting_instructions: two rows each, the signal first), in program order."""
+    from ..isa import meeting_instructions
+    ops = [k for k, n in enumerate(program.opnames) if n in meeting_instructions()]
+    rows = np.flatnonzero(np.isin(program.cols["op"], ops)) if ops else np.zeros(0, np.int64)
+    return rows[0::2], rows[1::2]
 
 
 @dataclass

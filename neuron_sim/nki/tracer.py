@@ -108,7 +108,8 @@ class KernelTrace:
     precise_fp: bool = True                # NKI_PRECISE_FP
     on_uninitialized: str = "error"        # "error" | "warn" | "ignore"
     program_id: tuple[int, ...] = (0,)
-    barrier: object = None                 # threading.Barrier shared by the programs of a launch
+    barrier: object = None                 # Meetings shared by the programs of a launch
+    meetings: int = 0                      # how many this program has been to
     shared: object = None                  # SharedHbm of the launch (LNC=2): one tensor per
                                            # allocation site
     n_shared: int = 0
@@ -208,6 +209,24 @@ class KernelTrace:
         self.findings.append(Finding("uninitialized-read", f"{op}: {msg}", loc))
         where = f"{loc[0]}:{loc[1]}: {op}: " if loc else ""
         warnings.warn(NkiUninitializedReadWarning(where + msg), stacklevel=4)
+
+
+class Meetings(threading.Barrier):
+    """The barrier the programs of a launch meet at (nisa.core_barrier, nisa.sendrecv). The k-th
+    meeting of each program waits for the k-th of the others, as the hardware pairs them by
+    program order [ISA], and `meet` returns what each program brought to it."""
+
+    def __init__(self, parties):
+        super().__init__(parties)
+        self.posts = {}
+
+    def meet(self, trace, what) -> dict:
+        """Wait at `trace`'s next meeting; {program id: what it brought} once all are there."""
+        k = trace.meetings
+        trace.meetings = k + 1
+        self.posts.setdefault(k, {})[trace.program_id] = what
+        self.wait()
+        return self.posts[k]
 
 
 class SharedHbm:

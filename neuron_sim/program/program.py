@@ -14,6 +14,7 @@ Columns (all NumPy arrays of length n):
   dma_dir    int8    DmaDir or -1
   dep_ptr    int64 (n+1), dep_idx int64: CSR list of instructions each row waits for
   ord_ptr, ord_idx (optional): same-stream WAR/WAW pairs, for the scheduling pass
+  not_before (optional): float64 per row, the earliest start (a wait for another core)
 `emits` keeps each instruction's operands for the semantics (None for bulk-made programs)."""
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class Program:
     # in-order queue; the scheduling pass must keep them when it reorders a queue.
     ord_ptr: np.ndarray | None = None
     ord_idx: np.ndarray | None = None
+    # Per row, the earliest start the timing model may give it (ns; None: 0): where a row waits
+    # for another core (timing.simulate.simulate_cores sets it).
+    not_before: np.ndarray | None = None
 
     def order_edges(self) -> tuple[np.ndarray, np.ndarray]:
         if self.ord_ptr is None:

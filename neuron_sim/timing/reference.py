@@ -16,6 +16,8 @@ Model (one NeuronCore):
 - DMA instruction: triggered at t0 on its queue (next trigger on that queue >= t0 + issue);
   data moves from t0 + `dma_fixed` on each of its engines (FIFO per engine) and through the
   core's HBM share (FIFO); it completes when the last of those finishes.
+- not_before[i] (None: all 0): i starts no earlier, as for a dependency on an instruction of
+  another core ending then (the other core's semaphore; simulate.simulate_cores sets it).
 
 Parameters (array `params`): see PARAM_NAMES."""
 
@@ -43,19 +45,19 @@ def stream_order(stream, n_streams, issued=None):
 
 
 def schedule(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
-             params, order=None, sptr=None, after=None):
+             not_before, params, order=None, sptr=None, after=None):
     """Returns (status, start, end, data_start, busy, stuck) with status 0 on success, -1 on a
     deadlock (then `stuck` lists, per stream, the head instruction that cannot start or -1).
     `order`/`sptr` (CSR by stream) give each stream's issue order; default program order.
     after[i] >= 0: i starts no earlier than that instruction (the scheduling pass's edges)."""
     status, _, start, end, dstart, busy, stuck = _run(
-        stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
-        order, sptr, after=after)
+        stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
+        not_before, params, order, sptr, after=after)
     return status, start, end, dstart, busy, stuck
 
 
 def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_ns, hbm_ns,
-                  issue_ns, n_eng, eng0, params, window):
+                  issue_ns, n_eng, eng0, not_before, params, window):
     """The scheduling pass (in numba: neuron_sim/kernels/schedule.py): the order each engine's
     queue runs its instructions in, decided before timing as the Neuron compiler does, by list
     scheduling with the timing model's costs. Each stream issues, from a window of its next
@@ -77,8 +79,8 @@ def list_schedule(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng
                         issue_ns, params)
     after = [-1] * len(stream)
     status, issued, start, end, dstart, busy, _ = _run(
-        stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
-        None, None, window, ord_ptr, ord_idx, prio, after)
+        stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
+        not_before, params, None, None, window, ord_ptr, ord_idx, prio, after)
     order, sptr = stream_order(stream, int(params[6]), issued)
     return status, order, sptr, after, start, end, dstart, busy
 
@@ -116,8 +118,9 @@ def bottom_level(stream, kind, ii, lat, dep_ptr, dep_idx, ord_ptr, ord_idx, eng_
     return bl
 
 
-def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0, params,
-         order, sptr, window=None, ord_ptr=None, ord_idx=None, prio=None, after=None):
+def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_eng, eng0,
+         not_before, params, order, sptr, window=None, ord_ptr=None, ord_idx=None, prio=None,
+         after=None):
     """schedule() and list_schedule(): each stream considers its next `window[s]` instructions
     (default 1, its head in `order`). Also returns the instructions in the order they issued."""
     sem_lat, dma_fixed, didt_init, didt_ramp, didt_reset = (float(p) for p in params[:5])
@@ -148,7 +151,7 @@ def _run(stream, kind, ii, lat, dep_ptr, dep_idx, eng_ns, hbm_ns, issue_ns, n_en
         best_s, best_t, best_i = -1, math.inf, -1
         for s in range(n_streams):
             for i in win[s]:                    # program order
-                r, ok = 0.0, True
+                r, ok = 0.0 if not_before is None else float(not_before[i]), True
                 for d in dep_idx[dep_ptr[i]:dep_ptr[i + 1]]:
                     if not done[d]:
                         ok = False

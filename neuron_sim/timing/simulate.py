@@ -33,7 +33,7 @@ def kernel_args(program, chip: Chip, wide: bool = True):
     i = (lambda x: x.astype(np.int64)) if wide else (lambda x: x)
     return (i(c["stream"]), i(c["kind"]), c["ii_ns"], c["lat_ns"], program.dep_ptr,
             program.dep_idx, c["dma_engine_ns"], c["dma_hbm_ns"], c["dma_issue_ns"],
-            i(c["dma_engines"]), i(c["dma_engine0"]), timing_params(chip))
+            i(c["dma_engines"]), i(c["dma_engine0"]), program.not_before, timing_params(chip))
 
 
 # The scheduling pass's window: how many not-yet-issued instructions of a queue it looks at.
@@ -120,3 +120,37 @@ def simulate(program, chip: Chip | str | None = None, *, reference: bool | None 
         reference = config.get("NEURON_SIM_REFERENCE")
     start, end, dstart, busy = run_kernel(program, pchip, reference, schedule)
     return Result(program, pchip, start, end, dstart, busy, model_flops)
+
+
+def simulate_cores(programs, meetings, *, reference: bool | None = None) -> list[Result]:
+    """Time the programs of the physical cores of one launch (an LNC=2 pair), each on its own
+    core's model, where they meet: meetings[c] = (signals, waits), row numbers of program c in
+    program order; the k-th meeting of every program is one rendezvous (nisa.core_barrier,
+    nisa.sendrecv). Wait row k of a core starts no earlier than the latest signal row k of the
+    other cores ends plus the latency of that remote semaphore write (chip
+    core_pair_semaphore_latency_s, an assumption), so the core that arrives first idles until
+    the other does. Found in rounds: each times every program with the waits the last round's
+    signal times give. Meeting k's signals depend only on the meetings before it, so round k
+    settles meeting k: one round per meeting at most, after the first (no waits)."""
+    counts = {len(s) for s, _ in meetings}
+    if len(counts) > 1:
+        raise ProgramError(f"the programs meet {sorted(len(s) for s, _ in meetings)} times: "
+                           "each core_barrier/sendrecv needs its counterpart on every core")
+    sem_lat = programs[0].chip.core_pair_semaphore_latency_s * 1e9
+    for p in programs:
+        p.not_before = None
+    results = [simulate(p, reference=reference) for p in programs]
+    for _ in range(counts.pop() if counts else 0):
+        arrive = np.array([r.end_ns[np.asarray(s, np.int64)] for r, (s, _) in
+                           zip(results, meetings)]).reshape(len(programs), -1)
+        changed = False
+        for c, (p, (_, waits)) in enumerate(zip(programs, meetings)):
+            release = np.delete(arrive, c, axis=0).max(axis=0) + sem_lat
+            nb = np.zeros(len(p)) if p.not_before is None else p.not_before.copy()
+            nb[np.asarray(waits, np.int64)] = release
+            if p.not_before is None or not np.array_equal(nb, p.not_before):
+                p.not_before, changed = nb, True
+        if not changed:
+            break
+        results = [simulate(p, reference=reference) for p in programs]
+    return results

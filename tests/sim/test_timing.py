@@ -129,3 +129,38 @@ def test_union_length_kernel_matches_python():
     covered += cur_e - cur_s
     assert _union_length(s, e) == pytest.approx(covered)
     assert _union_length(np.zeros(0), np.zeros(0)) == 0.0
+
+
+@pytest.mark.parametrize("schedule", [True, False])
+def test_kernel_matches_reference_with_rows_waiting_for_another_core(schedule):
+    """Program.not_before (a row's wait for another core, simulate_cores) in both kernels."""
+    prog = random_program("trn2", 2000, 3)
+    rng = np.random.default_rng(3)
+    prog.not_before = np.where(rng.random(len(prog)) < 0.05, rng.uniform(0, 2e5, len(prog)), 0.0)
+    fast = ns.simulate(prog, schedule=schedule)
+    slow = ns.simulate(prog, reference=True, schedule=schedule)
+    np.testing.assert_array_equal(fast.start_ns, slow.start_ns)
+    np.testing.assert_array_equal(fast.end_ns, slow.end_ns)
+    assert (fast.start_ns >= prog.not_before).all()
+    prog.not_before = None
+    assert ns.simulate(prog, schedule=schedule).total_ns < fast.total_ns
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_cores_that_meet_wait_for_the_later_one(reference):
+    """simulate_cores: core 0 works on VectorE before a core_barrier, core 1 meets it at once;
+    core 1's wait row (the barrier's second) starts when core 0's signal has landed."""
+    from neuron_sim.timing.simulate import simulate_cores
+    progs = []
+    for work in (20, 0):
+        b = ns.ProgramBuilder("trn2")
+        t = b.sbuf("t", (128, 512), "float32")
+        for _ in range(work):
+            b.memset(t, 1.0)
+        b.instruction("core_barrier", data=t)
+        progs.append(b.build())
+    meet = [(np.array([len(p) - 2]), np.array([len(p) - 1])) for p in progs]
+    r0, r1 = simulate_cores(progs, meet, reference=reference)
+    sem = progs[0].chip.core_pair_semaphore_latency_s * 1e9
+    assert r1.start_ns[-1] == r0.end_ns[-2] + sem > 20 * r0.busy_ns[0]
+    assert r0.start_ns[-1] == r0.end_ns[-2]     # core 0 arrived last: its wait is its own signal

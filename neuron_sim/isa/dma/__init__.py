@@ -1,1 +1,1 @@
-"""DMA instructions: dma_copy, dma_transpose."""
+"""DMA instructions: dma_copy, dma_transpose, sendrecv."""

@@ -1,6 +1,11 @@
 """core_barrier: both programs of an LNC=2 launch wait here until the other arrives (NC-v3+)
-[ISA]. Zero engine cycles on SyncE; it orders after this core's writes to the shared tensor.
-The wait for the other core is not timed (each core's program is timed on its own)."""
+[ISA]. Each core writes a semaphore of the other (the remote update) and then waits on its own
+(the local wait) [ISA]: two rows of zero SyncE cycles, both named core_barrier. The first
+(`MEETS`: the signal) is ordered after this core's writes to the shared tensor `data`; the
+second waits until the other core's signal has landed (timing.simulate.simulate_cores: the
+other core's signal time plus the chip's core_pair_semaphore_latency_s) and, as seen from this
+core, publishes the other core's writes to `data`: later reads and writes of `data` wait for
+it."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from ..common import READ, make
 
 NAME = "core_barrier"
 OPERANDS = {"data": READ}     # read by no engine port (only ordered after): no check_operands
+MEETS = True                  # rows: the signal to the other core, then the wait for its signal
 
 
 def build(chip, data=None):
@@ -18,7 +24,9 @@ def build(chip, data=None):
                               "NC-v3+)", f"{chip.name}, one NeuronCore per logical core",
                               chip.name, "there is no other core to wait for: remove the "
                               "barrier, or launch on a chip with LNC=2")
-    return make(NAME, Engine.SYNC, 0, 0, () if data is None else (data,), ())
+    shared = () if data is None else (data,)
+    return (make(NAME, Engine.SYNC, 0, 0, shared, ()),
+            make(NAME, Engine.SYNC, 0, 0, shared, shared))
 
 
 def semantics(state, emit):

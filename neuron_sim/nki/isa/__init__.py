@@ -13,11 +13,13 @@ registry instruction without a hand-written function here gets one from ``_gener
                       writing kernel tensors
     _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
                       below (nc_matmul, activation, tensor_tensor, tensor_reduce, dma_copy, ...)
-    (here)            core_barrier, activation_reduce (activation with its reduction reset)
+    (here)            core_barrier and sendrecv (they meet the other program of an LNC=2
+                      launch), activation_reduce (activation with its reduction reset)
 """
 
 from __future__ import annotations
 
+from .. import dtypes
 from ..tensor import NkiTensor
 from ..tracer import current
 from ...isa import instruction_names, module_for
@@ -35,16 +37,64 @@ def get_nc_version():
 
 def core_barrier(data, cores=None, engine=engine.unknown, name=None):
     """Both programs of an LNC=2 launch wait here until the other arrives (NC-v3+). ``data`` is
-    the shared HBM tensor they wrote; this core's barrier waits for its own writes to it. The
-    timing model runs each core's program separately, so the wait for the *other* core is not
-    timed (a known gap)."""
+    the shared HBM tensor they wrote: this core's barrier waits for its own writes to it, and its
+    later reads and writes of it wait for the barrier, which waits for the other core's
+    (timed: the core that arrives first idles, neuron_sim/isa/sync/core_barrier.py)."""
     ctx = _Ctx("core_barrier")
     ctx.core(module_for("core_barrier").build, ctx.chip)     # its rule: a chip with LNC=2
     reads = [data] if isinstance(data, NkiTensor) else []
     ctx.trace.emit("core_barrier", "sync", reads, [], {"data": reads[0] if reads else None},
                    ctx.loc)
     if ctx.trace.barrier is not None:
-        ctx.trace.barrier.wait()
+        _meet(ctx, None)
+
+
+def _meet(ctx, what):
+    """Wait for the other programs at this program's next meeting; what each brought. A program
+    meeting another's different instruction is an error (on the hardware, a hang)."""
+    posts = ctx.trace.barrier.meet(ctx.trace, (ctx.op, what))
+    ops = {pid[0]: op for pid, (op, _) in posts.items()}
+    if len(set(ops.values())) > 1:
+        ctx.fail(f"meeting #{ctx.trace.meetings} of the programs is "
+                 f"{', '.join(f'{op} on core {c}' for c, op in sorted(ops.items()))}: each "
+                 "core_barrier and sendrecv needs the same call, in the same order, on both cores")
+    return {pid[0]: w for pid, (_, w) in posts.items()}
+
+
+_sendrecv = adapter("sendrecv")     # the module's checks, cost and record
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=None, dma_engine=None, name=None):
+    """The two cores of an LNC=2 launch exchange SBUF tiles: this core's ``src`` goes to the
+    other's ``dst`` and the other's ``src`` comes into this core's ``dst`` (same shape and
+    dtype); the k-th sendrecv of each core meet. ``pipe_id`` and ``dma_engine`` are taken and
+    not modelled (neuron_sim/isa/dma/sendrecv.py)."""
+    ctx = _Ctx("sendrecv")
+    tr = ctx.trace
+    if tr.barrier is None or tr.grid != (2,):
+        ctx.fail(f"sendrecv exchanges tiles between the two cores of an LNC=2 launch; this "
+                 f"launch runs {'x'.join(map(str, tr.grid))} program(s) on a logical core of "
+                 "one NeuronCore: launch the kernel as kernel[2] on trn2/trn3, or copy the "
+                 "tile with nisa.dma_copy")
+    me = tr.program_id[0]
+    for arg, rank in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
+        if rank != 1 - me:
+            ctx.fail(f"{arg}={rank!r} on core {me}: the cores of an LNC=2 pair exchange with "
+                     f"each other, so core {me} sends to and receives from core {1 - me}")
+    sent = ctx.read(src, "src") if isinstance(src, NkiTensor) else None
+    _sendrecv(dst=dst, src=src)
+    posts = _meet(ctx, ((list(src.shape), src.dtype), (list(dst.shape), dst.dtype), sent))
+    bad = [f"core {c} sends src {_tile(posts[c][0])} to core {1 - c}'s dst "
+           f"{_tile(posts[1 - c][1])}" for c in (0, 1) if posts[c][0] != posts[1 - c][1]]
+    if bad:     # (the same words on both cores: either may be the one reported)
+        ctx.fail(f"sendrecv at meeting #{tr.meetings} of the cores: {'; '.join(bad)}: each dst "
+                 "must have the shape and dtype of the other core's src")
+    if sent is not None:
+        ctx.write(dst, module_for("sendrecv").reference(posts[1 - me][2]))
+
+
+def _tile(shape_dtype) -> str:
+    return f"{shape_dtype[0]} {dtypes.name_of(shape_dtype[1])}"
 
 
 _activation_reduce = adapter("activation_reduce")     # the activation module, under this name
@@ -60,11 +110,6 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 _generated = [n for n in instruction_names() if n not in globals() and module_for(n).NAME == n]
 for _name in _generated:
     globals()[_name] = adapter(_name)
-
-
-def sendrecv(*args, **kwargs):
-    ctx = _Ctx("sendrecv")
-    ctx.fail("sendrecv between the two cores of an LNC=2 launch is not simulated yet")
 
 
 __all__ = _generated + [
