@@ -283,6 +283,8 @@ def _run_programs(kernel, traces, calls):
         try:
             with tracing(traces[k]):
                 results[k] = kernel.func(*calls[k][0], **calls[k][1])
+            if traces[k].barrier is not None:
+                traces[k].barrier.end(traces[k])     # no meeting can happen without it now
         except BaseException as e:          # re-raised in the caller's thread below
             errors[k] = e
             if traces[k].barrier is not None:

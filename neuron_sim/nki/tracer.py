@@ -214,19 +214,40 @@ class KernelTrace:
 class Meetings(threading.Barrier):
     """The barrier the programs of a launch meet at (nisa.core_barrier, nisa.sendrecv). The k-th
     meeting of each program waits for the k-th of the others, as the hardware pairs them by
-    program order [ISA], and `meet` returns what each program brought to it."""
+    program order [ISA], and `meet` returns what each program brought to it. A program that
+    returns ends the meetings (`end`): one that waits for it then, or later, would wait forever
+    (on the hardware, a hang)."""
 
     def __init__(self, parties):
         super().__init__(parties)
-        self.posts = {}
+        self.posts, self.ended, self.lock = {}, {}, threading.Lock()
 
-    def meet(self, trace, what) -> dict:
-        """Wait at `trace`'s next meeting; {program id: what it brought} once all are there."""
+    def meet(self, trace, what) -> dict | None:
+        """Wait at `trace`'s next meeting; {program id: what it brought} once all are there, None
+        if a program returned before it (self.ended: program id -> its meetings)."""
         k = trace.meetings
         trace.meetings = k + 1
-        self.posts.setdefault(k, {})[trace.program_id] = what
-        self.wait()
+        with self.lock:
+            if self.ended:
+                return None
+            self.posts.setdefault(k, {})[trace.program_id] = what
+        try:
+            self.wait()
+        except threading.BrokenBarrierError:
+            if self.ended:
+                return None
+            raise                   # another program failed (launch._run_programs)
         return self.posts[k]
+
+    def end(self, trace) -> None:
+        """Program `trace` returned: release the programs waiting at a meeting it did not reach
+        (each left its earlier meetings before it came to this one: aborting breaks no wait
+        that could still succeed)."""
+        with self.lock:
+            self.ended[trace.program_id] = trace.meetings
+            waiting = any(k >= trace.meetings for k in self.posts)
+        if waiting:
+            self.abort()
 
 
 class SharedHbm:

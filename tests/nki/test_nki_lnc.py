@@ -96,3 +96,22 @@ def test_sendrecv_needs_an_lnc2_launch():
     with pytest.raises(nki.NkiValidationError, match=r"exchanges tiles between the two cores of "
                        r"an LNC=2 launch.*launch the kernel as kernel\[2\]"):
         _run(X, lnc=1)
+
+
+@pytest.mark.parametrize("op", ["core_barrier", "sendrecv"])
+def test_a_meeting_the_other_core_never_reaches_is_an_error_not_a_hang(op):
+    """Core 1 returns without the meeting core 0 waits at (on the hardware, a hang)."""
+    @nki.jit
+    def lonely(x):
+        t = nl.ndarray((128, 4), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        if nl.program_id(0) == 0:
+            if op == "core_barrier":
+                nisa.core_barrier(x, (0, 1))
+            else:
+                nisa.sendrecv(src=t, dst=t, send_to_rank=1, recv_from_rank=1, pipe_id=0)
+        return x
+
+    with pytest.raises(nki.NkiValidationError, match=rf"meeting #1 \({op}\) of program 0 is never "
+                       r"met: the other programs returned \(program 1 after 0 meetings\)"):
+        nki.simulate(lonely, platform_target="trn2")[2](X[:128, :4].copy())

@@ -51,14 +51,21 @@ def core_barrier(data, cores=None, engine=engine.unknown, name=None):
 
 def _meet(ctx, what):
     """Wait for the other programs at this program's next meeting; what each brought. A program
-    meeting another's different instruction is an error (on the hardware, a hang)."""
-    posts = ctx.trace.barrier.meet(ctx.trace, (ctx.op, what))
+    meeting another's different instruction, or none, is an error (on the hardware, a hang)."""
+    tr = ctx.trace
+    posts = tr.barrier.meet(tr, (ctx.op, what))
+    if posts is None:
+        ended = ", ".join(f"program {p[0]} after {n}" for p, n in sorted(tr.barrier.ended.items()))
+        ctx.fail(f"meeting #{tr.meetings} ({ctx.op}) of program {tr.program_id[0]} is never met: "
+                 f"the other programs returned ({ended} meetings); {_SAME_CALLS}")
     ops = {pid[0]: op for pid, (op, _) in posts.items()}
     if len(set(ops.values())) > 1:
-        ctx.fail(f"meeting #{ctx.trace.meetings} of the programs is "
-                 f"{', '.join(f'{op} on core {c}' for c, op in sorted(ops.items()))}: each "
-                 "core_barrier and sendrecv needs the same call, in the same order, on both cores")
+        calls = ", ".join(f"{op} on core {c}" for c, op in sorted(ops.items()))
+        ctx.fail(f"meeting #{tr.meetings} of the programs is {calls}: {_SAME_CALLS}")
     return {pid[0]: w for pid, (_, w) in posts.items()}
+
+
+_SAME_CALLS = "each core_barrier and sendrecv needs the same call, in the same order, on both cores"
 
 
 _sendrecv = adapter("sendrecv")     # the module's checks, cost and record
