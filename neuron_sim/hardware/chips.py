@@ -110,6 +110,7 @@ class Chip:
     bn_stats_free_elems_max: int             # nl.tile_size.bn_stats_fmax
     max8_free_elems_min: int
     max8_free_elems_max: int
+    sendrecv_gpsimd_dma_bytes_per_partition_max: int     # sendrecv on the GpSimd DMA path
     sbuf_stride_penalty_threshold_bytes: int  # innermost stride above it halves the bandwidth
     vector_transpose_block_max: int          # VectorE nc_transpose: P and F at most this
     partition_quadrant_size: int             # partitions per lane quadrant: start rules, MX scales
@@ -214,7 +215,8 @@ _COST_MODEL = ("min_ii_cycles", "fp32_matmul_cost_multiplier", "gpsimd_start_cyc
                "sbuf_free_elems_max", "psum_free_elems_max", "bn_stats_free_elems_max",
                "max8_free_elems_min", "max8_free_elems_max", "sbuf_stride_penalty_threshold_bytes",
                "vector_transpose_block_max", "act_read_accumulator_cycles",
-               "partition_quadrant_size", "ap_free_dims_max")
+               "partition_quadrant_size", "ap_free_dims_max",
+               "sendrecv_gpsimd_dma_bytes_per_partition_max")
 
 
 # Data entries that fill Chip fields of other names (their sources are kept under the fields)

@@ -115,3 +115,19 @@ def test_a_meeting_the_other_core_never_reaches_is_an_error_not_a_hang(op):
     with pytest.raises(nki.NkiValidationError, match=rf"meeting #1 \({op}\) of program 0 is never "
                        r"met: the other programs returned \(program 1 after 0 meetings\)"):
         nki.simulate(lonely, platform_target="trn2")[2](X[:128, :4].copy())
+
+
+def test_the_gpsimd_dma_path_takes_at_most_1024_bytes_per_partition():
+    @nki.jit
+    def wide(x):
+        pid = nl.program_id(0)
+        t = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.sendrecv(src=t, dst=t, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0,
+                      dma_engine=nisa.dma_engine.gpsimd_dma)
+        return x
+
+    nki.simulate(wide, platform_target="trn2")[2](X[:128, :].copy())    # 256 B: fine
+    with pytest.raises(nki.NkiValidationError, match=r"expected at most 1024 B per partition with "
+                       r"dma_engine=gpsimd_dma, found 2048 B"):
+        nki.simulate(wide, platform_target="trn2")[2](np.zeros((128, 512), np.float32))

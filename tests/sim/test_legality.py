@@ -92,12 +92,11 @@ def test_matmul_operand_errors(b, error, st, mv, out, operand, text):
 
 # build parameters that are never tensors: every other one is a tensor operand the module declares
 _ATTRIBUTES = {
-    "accumulate", "axes", "axis", "channel_multiplier", "cmp_op", "dge_mode", "dst_rmw_op",
-    "engine", "engines",
-    "is_moving_onezero", "is_stationary_onezero", "is_transpose", "keepdims", "negate", "offset",
-    "on_false_value", "oob_mode", "op", "op0", "op1", "pattern", "perf_mode", "priority",
-    "queue", "reduce_cmd", "reduce_init", "reduce_op", "reverse0", "reverse1", "reverse_pred",
-    "seed", "tile_position", "tile_size", "value"}
+    "accumulate", "axes", "axis", "channel_multiplier", "cmp_op", "dge_mode", "dma_engine",
+    "dst_rmw_op", "engine", "engines", "is_moving_onezero", "is_stationary_onezero",
+    "is_transpose", "keepdims", "negate", "offset", "on_false_value", "oob_mode", "op", "op0",
+    "op1", "pattern", "perf_mode", "priority", "queue", "reduce_cmd", "reduce_init", "reduce_op",
+    "reverse0", "reverse1", "reverse_pred", "seed", "tile_position", "tile_size", "value"}
 
 
 def test_every_module_declares_its_tensor_operands():

@@ -9,15 +9,16 @@ chip's core_pair_semaphore_latency_s) and writes `dst`. The transfer row stands 
 core's transfer into this core's `dst`: the same bytes, started at the same meeting. It is
 costed as an SBUF-to-SBUF dma_copy of `src` on this core's DMA engines, whose documented rate
 applies: they reach any SBUF of the instance [ArchV3], and no other figure is published for
-the path between the two cores of a pair. NKI's `pipe_id` and `dma_engine` are taken by
-nisa.sendrecv and not modelled (nor the 1024 B per partition limit of `gpsimd_dma` [ArchV3])."""
+the path between the two cores of a pair. `dma_engine=gpsimd_dma` (the low-latency path) is
+limited to 1024 B per partition [ISA] and otherwise costed alike; NKI's `pipe_id` is taken by
+nisa.sendrecv and not modelled."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...engines import Engine, Kind
-from ...errors import CapabilityError, DtypeError
+from ...errors import CapabilityError, DtypeError, FreeSizeError
 from ...program.ap import Memory
 from ..common import Emit, Operand, make
 from . import dma_copy
@@ -31,7 +32,7 @@ SAME_SHAPE = ("dst", "src")
 MEETS = True                  # rows: the signal to the other core, then the transfer
 
 
-def build(chip, dst, src, queue=None):
+def build(chip, dst, src, queue=None, dma_engine="dma"):
     if not chip.has_lnc2:
         raise CapabilityError(NAME, "src", "a chip with two NeuronCores per logical core (LNC=2, "
                               "NC-v3+)", f"{chip.name}, one NeuronCore per logical core",
@@ -39,6 +40,11 @@ def build(chip, dst, src, queue=None):
                               "tile with dma_copy")
     if dst.dtype != src.dtype:
         raise DtypeError(NAME, "dst", f"the dtype of src ({src.dtype})", dst.dtype, chip.name)
+    per_partition, most = src.nbytes // src.p_size, chip.sendrecv_gpsimd_dma_bytes_per_partition_max
+    if getattr(dma_engine, "value", dma_engine) == "gpsimd_dma" and per_partition > most:
+        raise FreeSizeError(NAME, "src", f"at most {most} B per partition with "
+                            "dma_engine=gpsimd_dma", f"{per_partition} B", chip.name,
+                            "exchange smaller tiles, or use dma_engine=dma")
     queue = queue or 0
     c = dma_copy.cost(chip, dst, src, queue, None, "none", NAME)
     return (make(NAME, Engine.SYNC, 0, 0, (src,), (dst,)),

@@ -71,11 +71,12 @@ _SAME_CALLS = "each core_barrier and sendrecv needs the same call, in the same o
 _sendrecv = adapter("sendrecv")     # the module's checks, cost and record
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=None, dma_engine=None, name=None):
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=None, dma_engine=dma_engine.dma,
+             name=None):
     """The two cores of an LNC=2 launch exchange SBUF tiles: this core's ``src`` goes to the
     other's ``dst`` and the other's ``src`` comes into this core's ``dst`` (same shape and
-    dtype); the k-th sendrecv of each core meet. ``pipe_id`` and ``dma_engine`` are taken and
-    not modelled (neuron_sim/isa/dma/sendrecv.py)."""
+    dtype); the k-th sendrecv of each core meet. ``pipe_id`` is taken and not modelled
+    (neuron_sim/isa/dma/sendrecv.py)."""
     ctx = _Ctx("sendrecv")
     tr = ctx.trace
     if tr.barrier is None or tr.grid != (2,):
@@ -89,7 +90,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=None, dma_engine=No
             ctx.fail(f"{arg}={rank!r} on core {me}: the cores of an LNC=2 pair exchange with "
                      f"each other, so core {me} sends to and receives from core {1 - me}")
     sent = ctx.read(src, "src") if isinstance(src, NkiTensor) else None
-    _sendrecv(dst=dst, src=src)
+    _sendrecv(dst=dst, src=src, dma_engine=dma_engine)
     posts = _meet(ctx, ((list(src.shape), src.dtype), (list(dst.shape), dst.dtype), sent))
     bad = [f"core {c} sends src {_tile(posts[c][0])} to core {1 - c}'s dst "
            f"{_tile(posts[1 - c][1])}" for c in (0, 1) if posts[c][0] != posts[1 - c][1]]
