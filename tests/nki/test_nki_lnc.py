@@ -10,10 +10,11 @@ import nki.isa as nisa
 import nki.language as nl
 
 
-def _swap_halves(x, busy_rounds=0, barrier=False, cols=None):
+def _swap_halves(x, busy_rounds=0, barrier=False, cols=None, in_place=False):
     """Each core loads its half of x (rows), core 0 first runs `busy_rounds` VectorE passes over
     its tile, and the cores exchange the tiles (sendrecv of their first `cols` columns, or
-    through shared HBM and a core_barrier): out gets the halves swapped."""
+    through shared HBM and a core_barrier; `in_place`: into the tile sent): out gets the halves
+    swapped."""
     R, C = x.shape
     pid, half = nl.program_id(0), R // 2
     t = nl.ndarray((half, C), dtype=x.dtype, buffer=nl.sbuf)
@@ -21,7 +22,7 @@ def _swap_halves(x, busy_rounds=0, barrier=False, cols=None):
     if pid == 0:
         for _ in range(busy_rounds):
             nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=1.0)
-    got = nl.ndarray((half, C), dtype=x.dtype, buffer=nl.sbuf)
+    got = t if in_place else nl.ndarray((half, C), dtype=x.dtype, buffer=nl.sbuf)
     if barrier:
         shared = nl.ndarray((R, C), dtype=x.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=shared[pid * half:(pid + 1) * half, :], src=t)
@@ -44,8 +45,9 @@ def _run(x, lnc=2, **kw):
 X = np.random.default_rng(0).standard_normal((256, 64)).astype(np.float32)
 
 
-def test_sendrecv_gives_each_core_the_other_cores_tile():
-    out, rep = _run(X)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_sendrecv_gives_each_core_the_other_cores_tile(in_place):
+    out, rep = _run(X, in_place=in_place)
     np.testing.assert_array_equal(out, np.concatenate([X[128:], X[:128]]))
     assert all("sendrecv" in p.opnames for p in rep.programs)
 

@@ -19,6 +19,8 @@ registry instruction without a hand-written function here gets one from ``_gener
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes
 from ..tensor import NkiTensor
 from ..tracer import current
@@ -89,7 +91,8 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=None, dma_engine=dm
         if rank != 1 - me:
             ctx.fail(f"{arg}={rank!r} on core {me}: the cores of an LNC=2 pair exchange with "
                      f"each other, so core {me} sends to and receives from core {1 - me}")
-    sent = ctx.read(src, "src") if isinstance(src, NkiTensor) else None
+    # a copy: the other program may read it after this one has written dst (src itself, in place)
+    sent = np.array(ctx.read(src, "src"), copy=True) if isinstance(src, NkiTensor) else None
     _sendrecv(dst=dst, src=src, dma_engine=dma_engine)
     posts = _meet(ctx, ((list(src.shape), src.dtype), (list(dst.shape), dst.dtype), sent))
     bad = [f"core {c} sends src {_tile(posts[c][0])} to core {1 - c}'s dst "
