@@ -71,6 +71,11 @@ EXACT = {
                 "aten::_log_softmax_backward_data"},
     "layer_norm": {"aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm",
                    "aten::_fused_rms_norm"},
+    "layer_norm_backward": {"aten::native_layer_norm_backward", "aten::_fused_rms_norm_backward"},
+    "batch_norm": {f"aten::{n}" for n in (
+        "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+        "batch_norm", "_batch_norm_with_update", "_native_batch_norm_legit_functional",
+        "_batch_norm_no_update")},
     "mm": {"aten::mm", "aten::bmm", "aten::mv", "aten::dot"},
     "addmm": {"aten::addmm", "aten::baddbmm"},
     "linear": {"aten::linear"},
@@ -97,11 +102,9 @@ TIMING_ONLY = {
     "reduction": "only sum, amax and amin over the last dim and the full sum are computed; the "
                  "others are timed as one of those (mean as sum, argmax as amax), and a "
                  "leading-dim sum adds the chunk-major layout's elements, not a column's",
-    "layer_norm": "batch norm: channels on partitions, each a row of N x spatial elements "
-                  "(not its NCHW layout), without the per-channel affine or running "
-                  "statistics; group and instance norm: normalised as rows of the last dim",
-    "layer_norm_backward": "a timing recipe: xhat is scaled by the row sums it computes later, "
-                           "not by the mean and rstd inputs (never loaded)",
+    "layer_norm": "group and instance norm: normalised as rows of the last dim",
+    "channel_norm_backward": "a timing recipe: xhat is scaled by the row sums it computes "
+                             "later, not by the saved mean and rstd (never loaded)",
     "mm": "matmul, inner, vdot: not established (no semantics case); _grouped_mm and "
           "_scaled_mm: their group offsets and scales are not applied",
     "addmm": "addmv: its [M] bias is added as a row (its first element to every row); "
@@ -196,7 +199,9 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
     if op.op not in EXACT.get(name, ()):
         return TIMING_ONLY.get(name, f"rule {name} is not in semantics.EXACT (never checked)")
     tensors = [*op.inputs, *(o for o in op.outputs if isinstance(o, TensorSpec))]
-    if any(t.numel == 0 for t in tensors):
+    # (a batch norm that evaluates returns empty saved statistics)
+    empty_ok = op.outputs[1:] if name == "batch_norm" else ()
+    if any(t.numel == 0 for t in tensors if not any(t is o for o in empty_ok)):
         return "an empty tensor"
     matmul = name in ("mm", "addmm", "linear")
     if not matmul and not all(t.is_contiguous for t in tensors):
@@ -215,6 +220,8 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         return _indirect_reason(op, x)
     if name in ("nll_loss", "nll_loss_backward"):
         return _nll_reason(op)
+    if name == "batch_norm":
+        return None if x.ndim >= 2 else "no channel dim (normalised as one channel)"
     if name in ("reduction", "softmax"):
         backward = op.op.endswith("_backward_data")         # (grad, output, dim, input_dtype)
         last = op.arg(2 if backward else 1)
@@ -229,6 +236,17 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         if name == "softmax" and (len({t.dtype for t in tensors}) > 1
                                   or not backward and op.arg(2)):
             return "an operand of another dtype (half_to_float, or the backward's input_dtype)"
+        return None
+    if name == "layer_norm_backward":       # (grad, input, normalized_shape, ...)
+        from .rules.norm import backward_row_max
+        shape, g, x = op.arg(2), x, op.inputs[1]
+        if not isinstance(shape, (tuple, list)) or len(shape) != 1 or x.shape[-1] < 2:
+            return "normalised over other than the last dim (rows of its last dim here)"
+        weight = op.arg(4 if "rms" in op.op else 5)
+        n = backward_row_max(c, g, x, op.outputs[0], weight if isinstance(weight, TensorSpec)
+                             else None)
+        if x.shape[-1] > n:
+            return f"rows longer than {n} run in pieces, each with a row's statistics (timing)"
         return None
     if name == "layer_norm":
         shape, weight, bias = op.arg(1), op.arg(2), op.arg(3)
@@ -516,6 +534,8 @@ def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None) -> dict:
                                                             for t in members):
             continue
         h = ctx._hbm.get(key)
+        if h is None and all(t.numel == 0 for t in members):
+            continue                # (an empty output: a batch norm's saved statistics in eval)
         if h is None:
             raise Uncheckable(f"{[o.name for o in ops]}: the program never writes output(s) "
                               f"{[t.id for t in members]}")
@@ -543,10 +563,11 @@ def run_lowered(op: OpSpec, inputs, chip=None) -> list:
         raise ValueError(f"{op.name}: {len(inputs)} input arrays for {len(op.inputs)} device "
                          "inputs")
     got = run_lowered_sequence([op], {t.id: a for t, a in zip(op.inputs, inputs)}, chip)
-    missing = [i for i, t in enumerate(op.outputs) if t.id not in got]
+    missing = [i for i, t in enumerate(op.outputs) if t.id not in got and t.numel]
     if missing:
         raise Uncheckable(f"{op.name}: its lowering never writes output(s) {missing}")
-    return [got[t.id] for t in op.outputs]
+    return [got[t.id] if t.id in got else np.zeros(t.shape, np_dtype(t.dtype))
+            for t in op.outputs]
 
 
 def _difference(spec: TensorSpec, got, want, rtol, atol):

@@ -115,9 +115,9 @@ def test_a_compiled_mlp_is_checked_as_one_program(py):
     out = proc.stdout + proc.stderr
     assert "GRAPHS [9, 18]" in out, out
     assert "_forward_1 checked: its 9 ops' program agrees" in out
-    # the backward graph's layer_norm_backward is a timing recipe: refused, with the reason
-    assert "not checked: aten::native_layer_norm_backward (op 2 of a sequence of 18): its " \
-           "lowering cannot be checked: a timing recipe" in out
+    # the backward graph reads a view of an intermediate: refused, with the reason
+    assert "not checked: aten::mm (op 6 of a sequence of 18): reads a view of an " \
+           "intermediate" in out, out
 
 
 def test_a_broken_rule_in_a_compiled_graph_raises_naming_the_op(py):
@@ -165,3 +165,32 @@ def test_unchecked_launches_do_not_load_the_check(py):
               "neuron_sim.lower.semantics" in sys.modules)
         """)
     assert "LOADED False False" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_training_step_with_batch_norm_and_layer_norm_is_checked(py):
+    # the norms' forward (batch norm training and evaluating: channels of an NCHW tensor on
+    # partitions) and layer_norm's backward (from the saved mean and rstd) compute the op
+    proc = py("""
+        import torch, torch_neuronx
+        from torch_neuronx import check_semantics as cs
+        checked = []
+        check = cs.check_lowered
+        cs.check_lowered = lambda op, *a: checked.append(op.name) or check(op, *a)
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.BatchNorm2d(8), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 64),
+            torch.nn.LayerNorm(64), torch.nn.Linear(64, 10)).to("neuron")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(16, 8, 6, 6, device="neuron")
+        with cs.checking():
+            model(x).square().mean().backward()
+            opt.step()
+            model.eval()
+            model(x)
+        torch.neuron.synchronize()
+        print(sorted(checked))
+        """)
+    out = proc.stdout
+    assert out.count("'aten::native_batch_norm'") == 2, out      # training, then evaluating
+    for name in ("aten::native_layer_norm", "aten::native_layer_norm_backward"):
+        assert repr(name) in out, (name, out)

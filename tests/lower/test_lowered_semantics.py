@@ -103,6 +103,77 @@ def _nll(s, reduction, fn):
             lambda g, x, t, w: torch.ops.aten.nll_loss_backward(g, x, t.long(), None, 1, -100, w))
 
 
+def _batch_norm(name, training=True, dtype="float32", affine=True):
+    """A batch norm over [N, C, *spatial] (a 2-D case: [N, C]): its schema's arguments, the
+    outputs torch returns (empty saved statistics when it evaluates) and torch's function on
+    copies of the running statistics (which it updates in place)."""
+    def make(s):
+        C = s[1]
+        tdt = getattr(torch, dtype)
+        x = torch.from_numpy(_data(s) * 2 + 0.5).to(tdt)
+        w, b, rm = (torch.from_numpy(_data((C,), seed=k)).to(tdt) for k in (1, 2, 3))
+        rv = torch.from_numpy(_data((C,), "positive", 4)).to(tdt)
+        params = [w, b] if affine else [None, None]
+        flag = () if name in ("aten::_native_batch_norm_legit_no_training",
+                              "aten::_batch_norm_with_update", "aten::_batch_norm_no_update") \
+            else (training,)
+        tail = (False,) if name == "aten::batch_norm" else ()
+        fn = getattr(torch.ops.aten, name.split("::")[1])
+
+        def ref(x, *rest):
+            rest = [t.float().clone() for t in rest]
+            ps = rest[:2] if affine else [None, None]
+            out = fn(x.float(), *ps, *rest[-2:], *flag, 0.1, 1e-5, *tail)
+            out = out if isinstance(out, tuple) else (out,)
+            return tuple(t.to(tdt) for t in out if t.dtype != torch.uint8)
+        arrays = [t.float().numpy() for t in (x, *params, rm, rv) if t is not None]
+        want = ref(*(torch.from_numpy(a) for a in arrays))
+        args = (T(s, dtype), *(T((C,), dtype) if affine else None for _ in range(2)),
+                T((C,), dtype), T((C,), dtype), *flag, 0.1, 1e-5, *tail)
+        return args, tuple(T(t.shape, dtype) for t in want), arrays, ref
+    return make
+
+
+def _rms_norm_backward(g, x, shape, rstd, w, mask):
+    """torch's CPU has no _fused_rms_norm_backward: F.rms_norm's autograd (the same rstd)."""
+    x = x.clone().requires_grad_()
+    w = None if w is None else w.clone().requires_grad_()
+    F.rms_norm(x, shape, w, 1e-6).backward(g)
+    return x.grad, None if w is None else w.grad
+
+
+def _norm_backward(s, rms=False, weight=True, bias=True, dtype="float32"):
+    """(grad, input, normalized_shape, [mean,] rstd, weight, [bias,] output_mask): the saved
+    statistics come from torch's forward on the same input; torch's result is computed in FP32
+    from the rounded inputs (its BF16 kernel sums grad_weight in BF16) and rounded."""
+    C = s[-1:]
+    tdt = getattr(torch, dtype)
+    x, g, w, b = (torch.from_numpy(_data(m, seed=k)).to(tdt)
+                  for k, m in enumerate((s, s, C, C)))
+    w, b = (w if weight else None), (b if bias and not rms else None)
+    if rms:
+        stats = torch.ops.aten._fused_rms_norm(x.float(), list(C), None, 1e-6)[1:]
+    else:
+        stats = torch.native_layer_norm(x.float(), C, None, None, 1e-5)[1:]
+    stats = [t.to(tdt) for t in stats]
+    mask = (True, weight) if rms else (True, weight, bias)
+    fn = _rms_norm_backward if rms else torch.ops.aten.native_layer_norm_backward
+    params = [w] if rms else [w, b]
+    arrays = [t for t in (g, x, *stats, *params) if t is not None]
+
+    def ref(g, x, *rest):
+        g, x, rest = g.float(), x.float(), iter(t.float() for t in rest)
+        st = [next(rest) for _ in stats]
+        ps = [next(rest) if t is not None else None for t in params]
+        outs = fn(g, x, list(C), *st, *ps, list(mask))
+        return tuple(o.to(tdt) for o in outs if o is not None)
+    want = ref(*arrays)
+    args = (T(s, dtype), T(s, dtype), C, *(T(t.shape, dtype) for t in stats),
+            *(T(C, dtype) if t is not None else None for t in params), mask)
+    return args, tuple(T(o.shape, dtype) for o in want), \
+        [t.float().numpy() for t in arrays], ref
+
+
 CASES = {
     "aten::embedding": _rows_op("aten::embedding", lambda w, i: F.embedding(i.long(), w),
                                 extra=lambda i: (i,)),
@@ -182,6 +253,16 @@ CASES = {
     "aten::_fused_rms_norm": lambda s: (
         (T(s), s[-1:], T(s[-1:]), 1e-6), (T(s), T((s[0], 1))), [_data(s), _data(s[-1:], seed=1)],
         lambda x, w: torch.ops.aten._fused_rms_norm(x, list(s[-1:]), w, 1e-6)),
+    # the backward ops read the forward's saved statistics ([rows, 1]); grad_weight and
+    # grad_bias are column sums over every row
+    "aten::native_layer_norm_backward": lambda s: _norm_backward(s),
+    "aten::_fused_rms_norm_backward": lambda s: _norm_backward(s, rms=True),
+    # channels (dim 1) on partitions; the functional one returns the new running statistics
+    **{f"aten::{n}": _batch_norm(f"aten::{n}") for n in (
+        "native_batch_norm", "_native_batch_norm_legit", "batch_norm", "_batch_norm_with_update",
+        "_native_batch_norm_legit_functional")},
+    **{f"aten::{n}": _batch_norm(f"aten::{n}", training=False) for n in (
+        "_native_batch_norm_legit_no_training", "_batch_norm_no_update")},
     "aten::cat": lambda s: (([T(s), T(s)], 1), (T((s[0], 2 * s[1])),), [_data(s), _data(s, seed=1)],
                             lambda a, b: torch.cat([a, b], 1)),
     **{n: lambda s: (([T(s), T(s)], 0), (T((2 * s[0], s[1])),), [_data(s), _data(s, seed=1)],
@@ -360,12 +441,6 @@ REFUSED = [
             (T((300, 600)),)), "alpha and beta both"),
     (OpSpec("aten::native_layer_norm", (T(s), s, T(s), T(s), 1e-5), (T(s), T((1, 1)), T((1, 1)))),
      "other than the last dim"),
-    (OpSpec("aten::native_batch_norm", (T((8, 16, 32)), T((16,)), T((16,)), None, None, True, 0.1,
-                                        1e-5), (T((8, 16, 32)), T((16,)), T((16,)))),
-     "channels on partitions"),
-    (OpSpec("aten::native_layer_norm_backward", (T(s), T(s), (1001,), T((128, 1)), T((128, 1)),
-                                                 T((1001,)), T((1001,)), (True, True, True)),
-            (T(s), T((1001,)), T((1001,)))), "never loaded"),
     (OpSpec("aten::index_select", (T((50, 64)), 1, T((30,), "int32")), (T((50, 30)),)),
      "not along dim 0"),
     (OpSpec("aten::gather", (T((50, 64)), 0, T((30, 64), "int32")), (T((30, 64)),)),
@@ -382,6 +457,16 @@ REFUSED = [
                                         T(())), (T((30, 64)),)), "ignore_index 0 is a class"),
     (OpSpec("aten::scatter_add", (T((50, 64)), 0, T((30, 64), "int32"), T((30, 64))),
             (T((50, 64)),)), "timed as that scatter-add"),
+    (OpSpec("aten::native_group_norm", (T((8, 16, 32)), T((16,)), T((16,)), 8, 16, 32, 4, 1e-5),
+            (T((8, 16, 32)), T((8, 4)), T((8, 4)))), "rows of the last dim"),
+    (OpSpec("aten::native_batch_norm_backward", (T((8, 16, 32)), T((8, 16, 32)), T((16,)), None,
+                                                 None, T((16,)), T((16,)), True, 1e-5,
+                                                 (True, True, True)),
+            (T((8, 16, 32)), T((16,)), T((16,)))), "never loaded"),
+    (OpSpec("aten::native_layer_norm_backward", (T((4, 5000)), T((4, 5000)), (5000,),
+                                                 T((4, 1)), T((4, 1)), None, None,
+                                                 (True, False, False)), (T((4, 5000)),)),
+     "run in pieces"),
     (OpSpec("aten::cumsum", (T(s), -1), (T(s),)), "tensor_tensor_scan"),
     (OpSpec("aten::_softmax", (T((4, 8192)), -1, False), (T((4, 8192)),)), "run in pieces"),
 ]
@@ -413,20 +498,47 @@ def test_check_lowered_names_the_op_shapes_and_difference():
 
 
 # ---- the lowering bugs the check found ----------------------------------------------------------
-def test_layer_norm_backward_sets_its_ones_vector(monkeypatch):
-    # grad_bias is the column sum of g on TensorE against a ones vector nothing set (the rest
-    # of the op's program is timing-only: its values are not checked); the weight row is read
-    # once per block of 3 rows (it was read as 3 rows, past the end of the [C] weight)
-    from neuron_sim.lower import semantics
-    monkeypatch.setattr(semantics, "why_unchecked", lambda op, chip=None: None)
-    s, C = (300, 64), (64,)
-    op = OpSpec("aten::native_layer_norm_backward", (T(s), T(s), C, T((300, 1)), T((300, 1)),
-                                                     T(C), T(C), (True, True, True)),
-                (T(s), T(C), T(C)))
-    g = _data(s)
-    got = run_lowered(op, [g, _data(s, seed=1), _data((300, 1)), _data((300, 1)), _data(C),
-                           _data(C)], "trn2")
-    np.testing.assert_allclose(got[2], g.sum(0), rtol=1e-5, atol=1e-4)
+@pytest.mark.parametrize("shape, kw, chip", [
+    ((300, 64), dict(weight=False, bias=False), "trn2"),     # grad_input only
+    ((5, 1003), dict(bias=False), "trn1"),                   # grad_input and grad_weight
+    ((2, 150, 96), dict(dtype="bfloat16"), "trn2"),
+    ((300, 64), dict(rms=True, dtype="bfloat16"), "trn1"),
+    ((128, 1001), dict(rms=True, weight=False), "trn2"),
+    ((64, 2500), dict(), "trn2"),       # 5 PSUM banks of columns a sum: summed in SBUF
+])
+def test_norm_backward_variants_match_torch(shape, kw, chip):
+    # the output mask leaves out the gradients of absent parameters (the outputs shift left);
+    # BF16 at its rounding; the layer_norm_backward's ones vectors were once never set (its
+    # weight and bias gradients were 0)
+    args, outs, arrays, fn = _norm_backward(shape, **kw)
+    name = "aten::_fused_rms_norm_backward" if kw.get("rms") else "aten::native_layer_norm_backward"
+    got = run_lowered(OpSpec(name, args, outs), arrays, chip)
+    want = fn(*(torch.from_numpy(a).to(getattr(torch, kw.get("dtype", "float32")))
+                for a in arrays))
+    assert len(got) == len(want) == len(outs)
+    for g, w in zip(got, want):
+        w = w.float().numpy()
+        low = kw.get("dtype") == "bfloat16"
+        np.testing.assert_allclose(g.astype(np.float32), w, rtol=2e-2 if low else 1e-4,
+                                   atol=(2e-2 if low else 1e-5) * np.abs(w).max())
+
+
+@pytest.mark.parametrize("name, shape, kw, chip", [
+    ("aten::native_batch_norm", (4, 200, 7, 9), dict(training=False), "trn2"),  # 128 + 72 chans
+    ("aten::native_batch_norm", (2, 8, 3000), dict(dtype="bfloat16"), "trn1"),  # runs in pieces
+    ("aten::_native_batch_norm_legit_functional", (4, 3, 5, 5), dict(affine=False), "trn1"),
+    ("aten::native_batch_norm", (32, 4, 1000), {}, "trn2"),    # too big to stay: read twice
+])
+def test_batch_norm_variants_match_torch(name, shape, kw, chip):
+    args, outs, arrays, fn = _batch_norm(name, **kw)(shape)
+    got = run_lowered(OpSpec(name, args, outs), arrays, chip)
+    want = fn(*(torch.from_numpy(a) for a in arrays))
+    assert len(got) == len(want) == len(outs)
+    low = kw.get("dtype") == "bfloat16"
+    for g, w in zip(got, want):
+        w = w.float().numpy()
+        np.testing.assert_allclose(g.astype(np.float32), w, rtol=2e-2 if low else 1e-4,
+                                   atol=(2e-2 if low else 1e-5) * np.abs(w).max(initial=0))
 
 
 @pytest.mark.parametrize("name, args, dims", [

@@ -1,3 +1,4 @@
 """Op families; importing this package registers every rule in registry.RULES."""
 
-from . import attention, elementwise, matmul, movement, norm, optimizer, window  # noqa: F401
+from . import (attention, batch_norm, elementwise, matmul, movement, norm,  # noqa: F401
+               optimizer, window)

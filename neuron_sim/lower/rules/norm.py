@@ -1,5 +1,5 @@
-"""Row-wise and reducing ops: reductions, softmax / log_softmax (+ backward), layer_norm,
-rms_norm and batch_norm (+ backward), losses.
+"""Row-wise and reducing ops: reductions, softmax / log_softmax (+ backward), layer_norm and
+rms_norm (+ backward), group and instance norm, losses (batch norm: batch_norm.py).
 
 Layout: rows (all dims but the reduced last one) spread over the P partitions, `r` rows per
 partition side by side on the free axis (context.LowerCtx.row_plan), so a block is [P, r*C].
@@ -45,8 +45,9 @@ def _pieces(chip, C: int) -> int:
 
 
 def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extra_in=(),
-               outs=None):
-    """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j).
+               outs=None, row_in=()):
+    """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j), srcs
+    ending with row_in's tiles: one value per row ([rows] statistics, [p, r] per block).
 
     Rows longer than chip.row_whole_max_elems do not fit SBUF tiles whole: they run in two
     passes over row pieces of <= chip.row_piece_elems (statistics, then the normalising pass),
@@ -60,10 +61,11 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
         stats_pass = lambda srcs, dsts, p, r, c, j: ctx.b.tensor_reduce(  # noqa: E731
             ctx.tmp("pass1", (p, r), "float32", j), srcs[0], "maximum")
         row_blocks(ctx, piece(x), piece(out), stats_pass, outs=[])
+        stat = lambda t: TensorSpec((rows * k,), t.dtype, None, t.id)  # noqa: E731
         row_blocks(ctx, piece(x), piece(out), body, per_row=per_row,
                    extra_in=tuple(piece(t) for t in extra_in),
-                   outs=[piece(o) if o.numel == out.numel else
-                         TensorSpec((rows * k,), o.dtype, None, o.id) for o in outs])
+                   outs=[piece(o) if o.numel == out.numel else stat(o) for o in outs],
+                   row_in=tuple(stat(t) for t in row_in))
         return
     p, r, total = ctx.row_plan(rows, C, x.dtype)
     per_part = ceil(rows / p)
@@ -78,6 +80,7 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
         rj = min(r, per_part - j * r) if n == total else r
         srcs = [ctx.load_rows(t, p, r, C, j, role=f"in{i}", rj=rj)
                 for i, t in enumerate((x,) + tuple(extra_in))]
+        srcs += [ctx.load_rows(t, p, r, 1, j, role=f"row{i}", rj=rj) for i, t in enumerate(row_in)]
         dsts = []
         for i, o in enumerate(outs):
             if o.numel == out.numel:
@@ -334,20 +337,11 @@ def _param_tile(ctx, t: TensorSpec, p, n):
 
 
 @lowers("aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
-        "aten::native_batch_norm", "aten::_native_batch_norm_legit",
-        "aten::_native_batch_norm_legit_no_training", "aten::batch_norm",
-        "aten::native_group_norm", "aten::group_norm", "aten::instance_norm",
-        "aten::_batch_norm_with_update", "aten::_native_batch_norm_legit_functional",
-        "aten::_batch_norm_no_update")
+        "aten::native_group_norm", "aten::group_norm", "aten::instance_norm")
 def layer_norm(ctx, op):
     x, out = op.inputs[0], op.outputs[0]
     rms = op.op in ("aten::rms_norm", "aten::_fused_rms_norm")
     params = [t for t in op.inputs[1:] if t.ndim == 1 and t.numel > 1][:2]
-    if "batch_norm" in op.op and x.ndim >= 2:
-        # channels on partitions: rows = channels, row length = N * spatial
-        c = x.shape[1]
-        x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
-        params = []      # per-channel affine folds into the scale/bias of the activation
     rows, C = _rows_cols(x)
     # the parameter tiles span the partitions of row_blocks' blocks (a long row is processed
     # in pieces, one piece per partition row) and hold one row of weight, read for each row of
@@ -368,94 +362,161 @@ def layer_norm(ctx, op):
                _norm_body(ctx, w, bb, rms, eps), per_row=True, outs=[out] + outs[1:3])
 
 
-@lowers("aten::native_layer_norm_backward", "aten::native_batch_norm_backward",
-        "aten::_fused_rms_norm_backward", "aten::native_group_norm_backward",
-        "aten::batch_norm_backward")
-def layer_norm_backward(ctx, op):
-    """grad_in = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row:
-    ScalarE (scale and bias per partition are free): xhat = x*rstd - mean*rstd, the row sum of
-    g*w (accumulated for free), xhat*(-s2/C) - s1/C, and the final scaling by rstd;
-    VectorE: g*xhat, g*w, (g*xhat)*w with its row sum, and one add.
-    grad_weight = sum_rows(g * xhat) and grad_bias = sum_rows(g) are column sums over the
-    partitions: TensorE matmuls against a ones vector, accumulated in PSUM across blocks."""
-    g, x = op.inputs[0], op.inputs[1]
-    outs = [o for o in op.outputs if o is not None and o.numel > 0]
-    gi = outs[0] if outs else x
-    params = [t for t in op.inputs[2:] if t.ndim == 1 and t.numel > 1]
-    b = ctx.b
-    if "batch_norm" in op.op and x.ndim >= 2:
-        # channels on partitions (rows); the per-channel weight/bias gradients are the row sums
-        # s1/s2 the body computes anyway: tiny [C] outputs, no column sums
-        c = x.shape[1]
-        x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
-        g = TensorSpec(x.shape, g.dtype, None, g.id)
-        gi = TensorSpec(x.shape, gi.dtype, None, gi.id)
-        params = []
-        outs = [gi]
-    rows, C = _rows_cols(x)
-    # row-wide SBUF bytes per element: g, x and grad_in triple-buffered, three FP32
-    # temporaries double-buffered, the weight once; a longer row runs in pieces
-    per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 3 * 2 * 4 \
-        + (itemsize(params[0].dtype) if params else 0)
-    chip = ctx.chip
+def backward_row_max(chip, g: TensorSpec, x: TensorSpec, gi: TensorSpec, w) -> int:
+    """The longest row layer_norm_backward keeps whole: g, x and grad_in triple-buffered, four
+    FP32 temporaries double-buffered, the weight once, two FP32 column sums (_column_sums); a
+    longer row runs in pieces."""
+    per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 4 * 2 * 4 \
+        + (itemsize(w.dtype) if w is not None else 0) + 2 * 4
     room = chip.sbuf_usable_bytes_per_partition - chip.row_op_small_tiles_bytes_per_partition
-    long_row = min(chip.row_whole_max_elems, room // per_elem)
-    if C > long_row:
+    return min(chip.row_whole_max_elems, room // per_elem)
+
+
+def _grad_outputs(op, names, mask_at):
+    """op's outputs by name (None: not asked for): the output mask says which are defined, in
+    order (an undefined output is no tensor: the defined ones shift left)."""
+    mask = op.arg(mask_at)
+    mask = mask if isinstance(mask, (tuple, list)) else (True,) * len(names)
+    outs = iter(o for o in op.outputs if o is not None and o.numel > 0)
+    return {n: next(outs, None) if m else None for n, m in zip(names, mask)}
+
+
+def _column_sums(ctx, p, C, dtypes):
+    """Per-column sums over the partitions of every block, on TensorE against ones vectors
+    (one per operand dtype: TensorE takes FP32 only against FP32), accumulated in PSUM, one
+    [1, <= bank] tile per bank of columns, held for the whole op (the streaming tiles are
+    released when the rows end); when the sums need more banks than PSUM has, each block's
+    sums are evacuated and added in SBUF instead (VectorE, one PSUM operand).
+    Returns add(name, src, r, j), for block j's r rows, and store(name, out)."""
+    b = ctx.b
+    bank = ctx.chip.psum_bank_fp32_elems
+    ones = {dt: _ones(ctx, p, dt) for dt in dict.fromkeys(dtypes.values())}
+    spans = [(c0, min(bank, C - c0)) for c0 in range(0, C, bank)]
+    in_psum = len(dtypes) * len(spans) <= ctx.chip.psum_banks
+    psum = {(k, c0): b.psum(f"colsum{k}{c0 // bank}", (1, cn), "float32")
+            for k in dtypes for c0, cn in spans} if in_psum else {}
+    acc = {k: b.sbuf(f"colacc{k}", (1, C), "float32") for k in dtypes} if not in_psum else {}
+
+    def add(k, src, r, j):
+        for i, (c0, cn) in enumerate(spans):
+            ps = psum[k, c0] if in_psum else ctx.tile("colsum", (1, bank), "float32",
+                                                      j * len(spans) + i, Memory.PSUM)[0:1, 0:cn]
+            for row in range(r):
+                b.nc_matmul(ps, ones[dtypes[k]], ctx.cols(src, p, row * C + c0, cn),
+                            accumulate=row > 0 or (in_psum and j > 0))
+            if not in_psum:
+                a = acc[k][0:1, c0:c0 + cn]
+                if j == 0:
+                    b.tensor_copy(a, ps)
+                else:
+                    b.tensor_tensor(a, a, ps, "add")
+
+    def store(k, o):
+        res = acc.get(k)
+        if res is None or o.dtype != "float32":
+            res = b.sbuf(f"colsum_sb{k}", (1, C), o.dtype)
+            for c0, cn in spans:
+                b.tensor_copy(res[0:1, c0:c0 + cn], psum[k, c0] if in_psum else
+                              acc[k][0:1, c0:c0 + cn])
+        n = min(o.numel, C)
+        ctx.store(o, res[0:1, 0:n], 1, 0, n)
+        b.free(*(t for (kk, _), t in psum.items() if kk == k), res,
+               *([acc[k]] if k in acc else []))
+    return add, store
+
+
+@lowers("aten::native_layer_norm_backward", "aten::_fused_rms_norm_backward")
+def layer_norm_backward(ctx, op):
+    """Per row, with xhat = (x - mean) * rstd from the forward's saved mean and rstd (rms_norm:
+    x * rstd, no mean) and gw = g * w:
+        grad_input = rstd * (gw - sum(gw) / C - xhat * sum(gw * xhat) / C)
+    ScalarE (a per-row scale and bias are free): xhat, the row sum of gw (accumulated for
+    free), xhat * (-s2 / C) + (-s1 / C) and the final scaling by rstd; VectorE: g * w, g * xhat,
+    (g * xhat) * w with its row sum, the add, and two [p, r] steps (-mean * rstd, the two
+    coefficients). grad_weight = sum over rows of g * xhat and grad_bias = sum of g: column
+    sums on TensorE (_column_sums). Outputs the mask leaves out are not computed."""
+    rms = op.op == "aten::_fused_rms_norm_backward"
+    g, x = op.inputs[0], op.inputs[1]
+    named = _grad_outputs(op, ("in", "w") if rms else ("in", "w", "b"), 5 if rms else 7)
+    mean, rstd = (None, op.arg(3)) if rms else (op.arg(3), op.arg(4))
+    weight = op.arg(4 if rms else 5)
+    weight = weight if isinstance(weight, TensorSpec) else None
+    gi = named["in"]
+    rows, C = _rows_cols(x)
+    long_row = backward_row_max(ctx.chip, g, x, x if gi is None else gi, weight)
+    stats = [t for t in (mean, rstd) if t is not None]
+    if C > long_row:        # pieces of a row as rows (timing: each piece's own statistics)
         k = ceil(C / long_row)
-        x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))
-        params = [TensorSpec((ceil(C / k),), t.dtype, None, t.id) for t in params]
+        x, g = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g))
+        gi = None if gi is None else TensorSpec(x.shape, gi.dtype, None, gi.id)
+        weight = None if weight is None else TensorSpec((ceil(C / k),), weight.dtype, None,
+                                                        weight.id)
+        stats = [TensorSpec((rows * k,), t.dtype, None, t.id) for t in stats]
         rows, C = _rows_cols(x)
     p = max(1, min(ctx.P, rows))
-    w = _param_tile(ctx, params[0], p, C) if params else None
-    col_sums = len(outs) > 1
-    # TensorE takes FP32 only against FP32: a ones vector in each column's dtype
-    ones = {dt: _ones(ctx, p, dt) for dt in dict.fromkeys(("float32", g.dtype))} if col_sums \
-        else {}
-    bank = ctx.chip.psum_bank_fp32_elems
-    sums = {k: ctx.tile(f"colsum{k}", (1, min(C, bank)), "float32", 0, Memory.PSUM)
-            for k in ("w", "b")} if col_sums else {}
+    w = _param_tile(ctx, weight, p, C) if weight is not None else None
+    sums = {k: dt for k, dt in (("w", "float32"), ("b", g.dtype)) if named.get(k) is not None}
+    add_sums, store_sums = _column_sums(ctx, p, C, sums)
+    b = ctx.b
+    inv_c = -1.0 / C
 
     def body(srcs, dsts, p, r, C, j):
         gg, xx = srcs[0], srcs[1]
+        rs = srcs[-1]
         xhat = ctx.tmp("xhat", (p, r * C), "float32", j)
-        gx = ctx.tmp("gx", (p, r * C), "float32", j)
-        gw = ctx.tmp("gw", (p, r * C), "float32", j)
-        s1 = ctx.tmp("s1", (p, r), "float32", j)
-        s2 = ctx.tmp("s2", (p, r), "float32", j)
+        nb = None
+        if not rms:     # nb = -mean * rstd: xhat = x * rstd + nb, one activation per row
+            nb = ctx.tmp("nb", (p, r), "float32", j)
+            b.instruction("scalar_tensor_tensor", dst=nb, data=srcs[2], op0="multiply",
+                          operand0=-1.0, op1="multiply", operand1=rs)
         for row in range(r):
             b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xx, p, row * C, C), "copy",
-                         bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
-        b.tensor_tensor(gx, gg, xhat, "multiply")
+                         bias=None if nb is None else nb[0:p, row:row + 1],
+                         scale=rs[0:p, row:row + 1])
         wj = None if w is None else _each_row(w, p, r, C)    # the block's rows of weight
-        b.tensor_tensor(gw, gg, gg if wj is None else wj, "multiply")
-        for row in range(r):   # s1 = sum(g*w) per row, free on ScalarE
-            b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
-                         reduce_res=s1[0:p, row:row + 1])
-        b.tensor_tensor(gx, gx, gx if wj is None else wj, "multiply")
-        b.tensor_reduce(s2, gx, "add")
+        gw = gg
+        if wj is not None:
+            gw = ctx.tmp("gw", (p, r * C), "float32", j)
+            b.tensor_tensor(gw, gg, wj, "multiply")
+        gx = None
+        if gi is not None or "w" in sums:
+            gx = ctx.tmp("gx", (p, r * C), "float32", j)
+            b.tensor_tensor(gx, gg, xhat, "multiply")
+        s = None
+        if gi is not None:
+            s = ctx.tmp("s12", (p, 2 * r), "float32", j)     # s1 | s2 per row
+            if not rms:     # s1 = sum(gw) per row, free on ScalarE (its copy is discarded)
+                for row in range(r):
+                    b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(gw, p, row * C, C),
+                                 "copy", reduce_res=s[0:p, row:row + 1])
+            gxw = gx
+            if wj is not None:
+                gxw = gx if "w" not in sums else ctx.tmp("gxw", (p, r * C), "float32", j)
+                b.tensor_tensor(gxw, gx, wj, "multiply")
+            b.tensor_reduce(s[0:p, r:2 * r], gxw, "add")
+            # the coefficients -s1 / C and -s2 / C of the row's bias and scale
+            lo = r if rms else 0
+            b.tensor_scalar(s[0:p, lo:2 * r], s[0:p, lo:2 * r], "multiply", inv_c)
 
         def tail():
-            for row in range(r):
-                b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xhat, p, row * C, C), "copy",
-                             bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
-            b.tensor_tensor(gw, gw, xhat, "add")
-            for row in range(r):
-                b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
-                             scale=s2[0:p, row:row + 1])
-            for k, src in (("w", gx), ("b", gg)) if col_sums else ():
-                one = ones[as_ap(src).dtype]
+            if gi is not None:
+                for row in range(r):    # xhat * (-s2 / C) + (-s1 / C), in place
+                    b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xhat, p, row * C, C),
+                                 "copy", bias=None if rms else s[0:p, row:row + 1],
+                                 scale=s[0:p, r + row:r + row + 1])
+                b.tensor_tensor(xhat, gw, xhat, "add")
                 for row in range(r):
-                    for c0 in range(0, C, bank):
-                        cn = min(bank, C - c0)
-                        b.nc_matmul(sums[k][0:1, 0:cn], one, ctx.cols(src, p, row * C + c0, cn),
-                                    accumulate=j > 0 or row > 0)
+                    b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(xhat, p, row * C, C),
+                                 "copy", scale=rs[0:p, row:row + 1])
+            for k, src in (("w", gx), ("b", gg)):
+                if k in sums:
+                    add_sums(k, src, r, j)
         return tail
-    row_blocks(ctx, g, gi, body, extra_in=(x,), per_row=True)
-    for k, o in zip(("w", "b"), outs[1:3]):
-        res = ctx.tile(f"colsum_sb{k}", (1, min(C, bank)), o.dtype, 0)
-        b.tensor_copy(res, sums[k])
-        n = min(o.numel, res.shape[1])
-        ctx.store(o, res[0:1, 0:n], 1, 0, n)
+    out = gi if gi is not None else TensorSpec(g.shape, g.dtype, None, ("lnb", g.layout_key))
+    row_blocks(ctx, g, out, body, extra_in=(x,), per_row=True, outs=[] if gi is None else [gi],
+               row_in=tuple(stats))
+    for k in sums:
+        store_sums(k, named[k])
 
 
 # ---- losses -------------------------------------------------------------------------------------

@@ -1,0 +1,232 @@
+"""Batch norm (+ backward): channels on partitions.
+
+Each channel is a row of its N x spatial elements, read from the NCHW tensor by DMA access
+patterns (partition stride HW, runs of HW at stride C x HW); statistics by `bn_stats` per
+chunk of <= chip.bn_stats_free_elems_max elements and `bn_aggr` per channel [ISAcost]; the
+per-channel affine folds into the scale and bias of one ScalarE activation per chunk (free)."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ...numerics.formats import itemsize
+from ...program.ap import AccessPattern, Memory, as_ap
+from ..context import BUFS
+from ..registry import lowers
+from ..spec import TensorSpec
+from .norm import _each_row, _ones, _param_tile, _rows_cols, row_blocks
+
+
+def _batch_norm_args(op):
+    """(running_mean, running_var, training, momentum, eps) from the batch norms' schemas:
+    `.no_stats` has no running statistics, the `_no_training` / `_no_update` ops no training
+    flag (they evaluate), `_batch_norm_with_update` none (it trains)."""
+    rest = list(op.args[3:])
+    stats = [None, None]
+    if not (rest and isinstance(rest[0], bool)):
+        stats, rest = [t if isinstance(t, TensorSpec) else None for t in rest[:2]], rest[2:]
+    if rest and isinstance(rest[0], bool):
+        training, rest = rest[0], rest[1:]
+    else:
+        training = op.op == "aten::_batch_norm_with_update"
+    num = [a if isinstance(a, (int, float)) and not isinstance(a, bool) else None
+           for a in rest[:2]] + [None, None]
+    return (*stats, training, 0.1 if num[0] is None else num[0],
+            1e-5 if num[1] is None else num[1])
+
+
+def _channel_chunks(N, HW, fmax):
+    """A channel's N x HW elements as chunks of <= fmax: (n0, images, h0, elements a run)."""
+    if HW <= fmax:
+        k = fmax // HW
+        return [(n0, min(k, N - n0), 0, HW) for n0 in range(0, N, k)]
+    return [(n, 1, h0, min(fmax, HW - h0)) for n in range(N) for h0 in range(0, HW, fmax)]
+
+
+@lowers("aten::native_batch_norm", "aten::_native_batch_norm_legit",
+        "aten::_native_batch_norm_legit_no_training", "aten::batch_norm",
+        "aten::_batch_norm_with_update", "aten::_native_batch_norm_legit_functional",
+        "aten::_batch_norm_no_update")
+def batch_norm(ctx, op):
+    """Channels on partitions, each a row of its N x spatial elements, read from the NCHW
+    tensor by DMA access patterns (partition stride HW, runs of HW at stride C x HW).
+    Training: bn_stats per chunk and bn_aggr per channel give the batch mean and (biased)
+    variance, saved as mean and invstd; the running statistics are updated in place,
+    (1 - momentum) * running + momentum * batch (the variance unbiased: x N HW / (N HW - 1)),
+    on VectorE over [C, 1]. Evaluation: the running statistics normalise. Either way the
+    per-channel affine folds into one ScalarE activation per chunk, scale = w * invstd and
+    bias = b - mean * scale. A channel block whose elements fit SBUF stays loaded between
+    the statistics and the normalisation; a bigger one is read twice from HBM."""
+    x, out = op.inputs[0], op.outputs[0]
+    weight, bias = (op.arg(i) if isinstance(op.arg(i), TensorSpec) else None for i in (1, 2))
+    rmean, rvar, training, momentum, eps = _batch_norm_args(op)
+    training = training or rmean is None or rvar is None
+    b = ctx.b
+    N, C = (x.shape[0], x.shape[1]) if x.ndim >= 2 else (1, max(x.numel, 1))
+    HW = x.numel // max(N * C, 1)
+    chunks = _channel_chunks(N, HW, ctx.chip.row_piece_elems)
+    L = N * HW
+    resident = L * itemsize(x.dtype) <= ctx.chip.sbuf_usable_bytes_per_partition // 2
+    outs = [o for o in op.outputs[1:] if o.numel > 0]
+    saved = outs[:2] if training else []
+    new_stats = outs[2:4]
+    if training and rmean is not None and not new_stats:   # updated in place
+        new_stats = [rmean, rvar]
+    fmax = ctx.chip.bn_stats_free_elems_max
+    nstats = sum(ceil(kn * hn / fmax) for _, kn, _, hn in chunks)
+
+    def hbm_ap(t, c0, pc, n0, kn, h0, hn):
+        return AccessPattern(ctx.hbm(t), 0, pc, n0 * C * HW + c0 * HW + h0,
+                             ((kn, C * HW), (hn, 1)), HW)
+
+    def column(t, c0, pc, role):     # a [C] parameter's channels, one per partition
+        tile = ctx.tile(role, (pc, 1), t.dtype, c0 // ctx.P)
+        b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, pc, c0, ((1, 1),), 1))
+        return tile
+
+    for blk in range(ctx.repeat(ceil(C / ctx.P))):
+        c0 = blk * ctx.P
+        pc = min(ctx.P, C - c0)
+        tiles = []
+        if training:
+            mv = ctx.tmp("mv", (pc, 2), "float32", blk)
+            st = ctx.tmp("st", (pc, 6 * nstats), "float32", blk)
+            i = 0
+            for k, (n0, kn, h0, hn) in enumerate(chunks):
+                t = ctx.tile("x", (pc, kn * hn), x.dtype, k if resident else blk * len(chunks) + k,
+                             bufs=len(chunks) if resident else BUFS)
+                b.dma_copy(t, hbm_ap(x, c0, pc, n0, kn, h0, hn))
+                tiles.append(t)
+                for f0 in range(0, kn * hn, fmax):
+                    b.bn_stats(st[0:pc, 6 * i:6 * i + 6],
+                               ctx.cols(t, pc, f0, min(fmax, kn * hn - f0)))
+                    i += 1
+            b.bn_aggr(mv, st)
+            mean, var = mv[0:pc, 0:1], mv[0:pc, 1:2]
+        else:
+            mean, var = column(rmean, c0, pc, "rmean"), column(rvar, c0, pc, "rvar")
+        # sc = (var + eps) ^ -0.5 [* w], nb = b - mean * sc: [C, 1] steps on VectorE
+        sc = ctx.tmp("sc", (pc, 2), "float32", blk)
+        rstd, scale, nb = sc[0:pc, 0:1], sc[0:pc, 1:2], ctx.tmp("nb", (pc, 1), "float32", blk)
+        b.tensor_scalar(rstd, var, "add", eps, "power", -0.5)
+        if weight is not None:
+            b.tensor_tensor(scale, rstd, column(weight, c0, pc, "w"), "multiply")
+        else:
+            scale = rstd
+        b.instruction("scalar_tensor_tensor", dst=nb, data=mean, op0="multiply", operand0=-1.0,
+                      op1="multiply", operand1=scale)
+        if bias is not None:
+            b.tensor_tensor(nb, nb, column(bias, c0, pc, "b"), "add")
+        for k, (n0, kn, h0, hn) in enumerate(chunks):
+            src = tiles[k] if tiles and resident else None
+            if src is None:
+                src = ctx.tile("x", (pc, kn * hn), x.dtype, blk * len(chunks) + k)
+                b.dma_copy(src, hbm_ap(x, c0, pc, n0, kn, h0, hn))
+            y = ctx.tile("y", (pc, kn * hn), out.dtype, blk * len(chunks) + k)
+            b.activation(y, src, "copy", bias=nb, scale=scale)
+            b.dma_copy(hbm_ap(out, c0, pc, n0, kn, h0, hn), y)
+        for i, (t, v) in enumerate(zip(saved, (mean, rstd))):
+            if t.dtype != "float32":        # (a DMA does not convert)
+                o, v = v, ctx.tmp(f"saved{i}", (pc, 1), t.dtype, blk)
+                b.tensor_copy(v, o)
+            b.dma_copy(AccessPattern(ctx.hbm(t), 0, pc, c0, ((1, 1),), 1), v)
+        if training and new_stats:
+            n = max(L, 2)
+            for i, (t, src, v, f) in enumerate(zip(new_stats, (rmean, rvar), (mean, var),
+                                                   (1.0, n / (n - 1)))):
+                old = column(src, c0, pc, f"run{i}")
+                upd = ctx.tmp(f"upd{i}", (pc, 1), t.dtype, blk)
+                b.tensor_scalar(upd, old, "multiply", 1.0 - momentum)
+                b.instruction("scalar_tensor_tensor", dst=upd, data=v, op0="multiply",
+                              operand0=momentum * f, op1="add", operand1=upd)
+                b.dma_copy(AccessPattern(ctx.hbm(t), 0, pc, c0, ((1, 1),), 1), upd)
+    ctx.end_op()
+
+
+@lowers("aten::native_batch_norm_backward", "aten::native_group_norm_backward",
+        "aten::batch_norm_backward")
+def channel_norm_backward(ctx, op):
+    """grad_in = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row:
+    ScalarE (scale and bias per partition are free): xhat = x*rstd - mean*rstd, the row sum of
+    g*w (accumulated for free), xhat*(-s2/C) - s1/C, and the final scaling by rstd;
+    VectorE: g*xhat, g*w, (g*xhat)*w with its row sum, and one add.
+    grad_weight = sum_rows(g * xhat) and grad_bias = sum_rows(g) are column sums over the
+    partitions: TensorE matmuls against a ones vector, accumulated in PSUM across blocks."""
+    g, x = op.inputs[0], op.inputs[1]
+    outs = [o for o in op.outputs if o is not None and o.numel > 0]
+    gi = outs[0] if outs else x
+    params = [t for t in op.inputs[2:] if t.ndim == 1 and t.numel > 1]
+    b = ctx.b
+    if "batch_norm" in op.op and x.ndim >= 2:
+        # channels on partitions (rows); the per-channel weight/bias gradients are the row sums
+        # s1/s2 the body computes anyway: tiny [C] outputs, no column sums
+        c = x.shape[1]
+        x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
+        g = TensorSpec(x.shape, g.dtype, None, g.id)
+        gi = TensorSpec(x.shape, gi.dtype, None, gi.id)
+        params = []
+        outs = [gi]
+    rows, C = _rows_cols(x)
+    # row-wide SBUF bytes per element: g, x and grad_in triple-buffered, three FP32
+    # temporaries double-buffered, the weight once; a longer row runs in pieces
+    per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 3 * 2 * 4 \
+        + (itemsize(params[0].dtype) if params else 0)
+    chip = ctx.chip
+    room = chip.sbuf_usable_bytes_per_partition - chip.row_op_small_tiles_bytes_per_partition
+    long_row = min(chip.row_whole_max_elems, room // per_elem)
+    if C > long_row:
+        k = ceil(C / long_row)
+        x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))
+        params = [TensorSpec((ceil(C / k),), t.dtype, None, t.id) for t in params]
+        rows, C = _rows_cols(x)
+    p = max(1, min(ctx.P, rows))
+    w = _param_tile(ctx, params[0], p, C) if params else None
+    col_sums = len(outs) > 1
+    # TensorE takes FP32 only against FP32: a ones vector in each column's dtype
+    ones = {dt: _ones(ctx, p, dt) for dt in dict.fromkeys(("float32", g.dtype))} if col_sums \
+        else {}
+    bank = ctx.chip.psum_bank_fp32_elems
+    sums = {k: ctx.tile(f"colsum{k}", (1, min(C, bank)), "float32", 0, Memory.PSUM)
+            for k in ("w", "b")} if col_sums else {}
+
+    def body(srcs, dsts, p, r, C, j):
+        gg, xx = srcs[0], srcs[1]
+        xhat = ctx.tmp("xhat", (p, r * C), "float32", j)
+        gx = ctx.tmp("gx", (p, r * C), "float32", j)
+        gw = ctx.tmp("gw", (p, r * C), "float32", j)
+        s1 = ctx.tmp("s1", (p, r), "float32", j)
+        s2 = ctx.tmp("s2", (p, r), "float32", j)
+        for row in range(r):
+            b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xx, p, row * C, C), "copy",
+                         bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
+        b.tensor_tensor(gx, gg, xhat, "multiply")
+        wj = None if w is None else _each_row(w, p, r, C)    # the block's rows of weight
+        b.tensor_tensor(gw, gg, gg if wj is None else wj, "multiply")
+        for row in range(r):   # s1 = sum(g*w) per row, free on ScalarE
+            b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
+                         reduce_res=s1[0:p, row:row + 1])
+        b.tensor_tensor(gx, gx, gx if wj is None else wj, "multiply")
+        b.tensor_reduce(s2, gx, "add")
+
+        def tail():
+            for row in range(r):
+                b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xhat, p, row * C, C), "copy",
+                             bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
+            b.tensor_tensor(gw, gw, xhat, "add")
+            for row in range(r):
+                b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
+                             scale=s2[0:p, row:row + 1])
+            for k, src in (("w", gx), ("b", gg)) if col_sums else ():
+                one = ones[as_ap(src).dtype]
+                for row in range(r):
+                    for c0 in range(0, C, bank):
+                        cn = min(bank, C - c0)
+                        b.nc_matmul(sums[k][0:1, 0:cn], one, ctx.cols(src, p, row * C + c0, cn),
+                                    accumulate=j > 0 or row > 0)
+        return tail
+    row_blocks(ctx, g, gi, body, extra_in=(x,), per_row=True)
+    for k, o in zip(("w", "b"), outs[1:3]):
+        res = ctx.tile(f"colsum_sb{k}", (1, min(C, bank)), o.dtype, 0)
+        b.tensor_copy(res, sums[k])
+        n = min(o.numel, res.shape[1])
+        ctx.store(o, res[0:1, 0:n], 1, 0, n)
