@@ -76,6 +76,7 @@ EXACT = {
         "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
         "batch_norm", "_batch_norm_with_update", "_native_batch_norm_legit_functional",
         "_batch_norm_no_update")},
+    "batch_norm_backward": {"aten::native_batch_norm_backward", "aten::batch_norm_backward"},
     "mm": {"aten::mm", "aten::bmm", "aten::mv", "aten::dot"},
     "addmm": {"aten::addmm", "aten::baddbmm"},
     "linear": {"aten::linear"},
@@ -103,8 +104,8 @@ TIMING_ONLY = {
                  "others are timed as one of those (mean as sum, argmax as amax), and a "
                  "leading-dim sum adds the chunk-major layout's elements, not a column's",
     "layer_norm": "group and instance norm: normalised as rows of the last dim",
-    "channel_norm_backward": "a timing recipe: xhat is scaled by the row sums it computes "
-                             "later, not by the saved mean and rstd (never loaded)",
+    "channel_norm_backward": "group norm: a timing recipe: xhat is scaled by the row sums it "
+                             "computes later, not by the saved mean and rstd (never loaded)",
     "mm": "matmul, inner, vdot: not established (no semantics case); _grouped_mm and "
           "_scaled_mm: their group offsets and scales are not applied",
     "addmm": "addmv: its [M] bias is added as a row (its first element to every row); "
@@ -199,8 +200,10 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
     if op.op not in EXACT.get(name, ()):
         return TIMING_ONLY.get(name, f"rule {name} is not in semantics.EXACT (never checked)")
     tensors = [*op.inputs, *(o for o in op.outputs if isinstance(o, TensorSpec))]
-    # (a batch norm that evaluates returns empty saved statistics)
-    empty_ok = op.outputs[1:] if name == "batch_norm" else ()
+    # (a batch norm that evaluates returns empty saved statistics; batch_norm_backward's
+    # reserve is empty)
+    empty_ok = op.outputs[1:] if name == "batch_norm" else \
+        op.args[10:11] if name == "batch_norm_backward" else ()
     if any(t.numel == 0 for t in tensors if not any(t is o for o in empty_ok)):
         return "an empty tensor"
     matmul = name in ("mm", "addmm", "linear")
@@ -220,7 +223,7 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         return _indirect_reason(op, x)
     if name in ("nll_loss", "nll_loss_backward"):
         return _nll_reason(op)
-    if name == "batch_norm":
+    if name in ("batch_norm", "batch_norm_backward"):
         return None if x.ndim >= 2 else "no channel dim (normalised as one channel)"
     if name in ("reduction", "softmax"):
         backward = op.op.endswith("_backward_data")         # (grad, output, dim, input_dtype)

@@ -168,8 +168,8 @@ def test_unchecked_launches_do_not_load_the_check(py):
 
 
 def test_a_training_step_with_batch_norm_and_layer_norm_is_checked(py):
-    # the norms' forward (batch norm training and evaluating: channels of an NCHW tensor on
-    # partitions) and layer_norm's backward (from the saved mean and rstd) compute the op
+    # the norms (batch norm training and evaluating: channels of an NCHW tensor on partitions)
+    # and their backward ops (from the saved mean and rstd) compute the op
     proc = py("""
         import torch, torch_neuronx
         from torch_neuronx import check_semantics as cs
@@ -192,5 +192,6 @@ def test_a_training_step_with_batch_norm_and_layer_norm_is_checked(py):
         """)
     out = proc.stdout
     assert out.count("'aten::native_batch_norm'") == 2, out      # training, then evaluating
-    for name in ("aten::native_layer_norm", "aten::native_layer_norm_backward"):
+    for name in ("aten::native_layer_norm", "aten::native_layer_norm_backward",
+                 "aten::native_batch_norm_backward"):
         assert repr(name) in out, (name, out)

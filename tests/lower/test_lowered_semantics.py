@@ -134,6 +134,38 @@ def _batch_norm(name, training=True, dtype="float32", affine=True):
     return make
 
 
+def _batch_norm_backward(name, train=True, dtype="float32", affine=True, mask=None):
+    """(grad, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+    output_mask[, reserve]): the saved statistics from torch's forward on the same input."""
+    def make(s):
+        C = s[1]
+        tdt = getattr(torch, dtype)
+        x = torch.from_numpy(_data(s) * 2 + 0.5).to(tdt)
+        g, w, rm = (torch.from_numpy(_data(m, seed=k)).to(tdt)
+                    for k, m in enumerate((s, (C,), (C,)), 1))
+        rv = torch.from_numpy(_data((C,), "positive", 4)).to(tdt)
+        saved = [t.to(tdt) for t in torch.native_batch_norm(
+            x.float(), None, None, rm.float().clone(), rv.float().clone(), True, 0.1, 1e-5)[1:]]
+        m = mask or (True, affine, affine)
+        reserve = (torch.empty(0, dtype=torch.uint8),) if name == "aten::batch_norm_backward" \
+            else ()
+        arrays = [t.float().numpy() for t in (g, x, w if affine else None, rm, rv, *saved,
+                                               *reserve) if t is not None]
+
+        def ref(g, x, *rest):
+            rest = [t.float() for t in rest]
+            ws = [rest.pop(0)] if affine else [None]
+            out = torch.ops.aten.native_batch_norm_backward(g.float(), x.float(), *ws, *rest[:4],
+                                                            train, 1e-5, list(m))
+            return tuple(t.to(tdt) for t in out if t is not None)
+        want = ref(*(torch.from_numpy(a) for a in arrays))
+        args = (T(s, dtype), T(s, dtype), T((C,), dtype) if affine else None,
+                *(T((C,), dtype) for _ in range(4)), train, 1e-5, m,
+                *(T((0,), "uint8") for _ in reserve))
+        return args, tuple(T(t.shape, dtype) for t in want), arrays, ref
+    return make
+
+
 def _rms_norm_backward(g, x, shape, rstd, w, mask):
     """torch's CPU has no _fused_rms_norm_backward: F.rms_norm's autograd (the same rstd)."""
     x = x.clone().requires_grad_()
@@ -263,6 +295,8 @@ CASES = {
         "_native_batch_norm_legit_functional")},
     **{f"aten::{n}": _batch_norm(f"aten::{n}", training=False) for n in (
         "_native_batch_norm_legit_no_training", "_batch_norm_no_update")},
+    **{n: _batch_norm_backward(n) for n in ("aten::native_batch_norm_backward",
+                                             "aten::batch_norm_backward")},
     "aten::cat": lambda s: (([T(s), T(s)], 1), (T((s[0], 2 * s[1])),), [_data(s), _data(s, seed=1)],
                             lambda a, b: torch.cat([a, b], 1)),
     **{n: lambda s: (([T(s), T(s)], 0), (T((2 * s[0], s[1])),), [_data(s), _data(s, seed=1)],
@@ -459,8 +493,8 @@ REFUSED = [
             (T((50, 64)),)), "timed as that scatter-add"),
     (OpSpec("aten::native_group_norm", (T((8, 16, 32)), T((16,)), T((16,)), 8, 16, 32, 4, 1e-5),
             (T((8, 16, 32)), T((8, 4)), T((8, 4)))), "rows of the last dim"),
-    (OpSpec("aten::native_batch_norm_backward", (T((8, 16, 32)), T((8, 16, 32)), T((16,)), None,
-                                                 None, T((16,)), T((16,)), True, 1e-5,
+    (OpSpec("aten::native_group_norm_backward", (T((8, 16, 32)), T((8, 16, 32)), T((8, 4)),
+                                                 T((8, 4)), T((16,)), 8, 16, 32, 4,
                                                  (True, True, True)),
             (T((8, 16, 32)), T((16,)), T((16,)))), "never loaded"),
     (OpSpec("aten::native_layer_norm_backward", (T((4, 5000)), T((4, 5000)), (5000,),
@@ -528,9 +562,15 @@ def test_norm_backward_variants_match_torch(shape, kw, chip):
     ("aten::native_batch_norm", (2, 8, 3000), dict(dtype="bfloat16"), "trn1"),  # runs in pieces
     ("aten::_native_batch_norm_legit_functional", (4, 3, 5, 5), dict(affine=False), "trn1"),
     ("aten::native_batch_norm", (32, 4, 1000), {}, "trn2"),    # too big to stay: read twice
+    ("aten::native_batch_norm_backward", (4, 200, 7, 9), dict(train=False), "trn2"),
+    ("aten::native_batch_norm_backward", (2, 8, 3000), dict(dtype="bfloat16"), "trn1"),
+    ("aten::native_batch_norm_backward", (4, 3, 5, 5), dict(affine=False), "trn1"),
+    ("aten::native_batch_norm_backward", (16, 4, 1000), {}, "trn2"),   # g and x read twice
+    ("aten::native_batch_norm_backward", (8, 16, 32), dict(mask=(False, True, True)), "trn2"),
 ])
 def test_batch_norm_variants_match_torch(name, shape, kw, chip):
-    args, outs, arrays, fn = _batch_norm(name, **kw)(shape)
+    make = _batch_norm_backward if "backward" in name else _batch_norm
+    args, outs, arrays, fn = make(name, **kw)(shape)
     got = run_lowered(OpSpec(name, args, outs), arrays, chip)
     want = fn(*(torch.from_numpy(a) for a in arrays))
     assert len(got) == len(want) == len(outs)

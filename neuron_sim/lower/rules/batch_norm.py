@@ -3,7 +3,8 @@
 Each channel is a row of its N x spatial elements, read from the NCHW tensor by DMA access
 patterns (partition stride HW, runs of HW at stride C x HW); statistics by `bn_stats` per
 chunk of <= chip.bn_stats_free_elems_max elements and `bn_aggr` per channel [ISAcost]; the
-per-channel affine folds into the scale and bias of one ScalarE activation per chunk (free)."""
+per-channel affine folds into the scale and bias of one ScalarE activation per chunk (free).
+Group norm's backward (channel_norm_backward) is a timing recipe (semantics.TIMING_ONLY)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ...program.ap import AccessPattern, Memory, as_ap
 from ..context import BUFS
 from ..registry import lowers
 from ..spec import TensorSpec
-from .norm import _each_row, _ones, _param_tile, _rows_cols, row_blocks
+from .norm import _each_row, _grad_outputs, _ones, _param_tile, _rows_cols, row_blocks
 
 
 def _batch_norm_args(op):
@@ -43,6 +44,49 @@ def _channel_chunks(N, HW, fmax):
     return [(n, 1, h0, min(fmax, HW - h0)) for n in range(N) for h0 in range(0, HW, fmax)]
 
 
+class _Channels:
+    """x's channels (dim 1) on partitions: blocks of ctx.P channels, each channel's N x HW
+    elements in chunks (_channel_chunks); the DMA access patterns of a chunk and of a [C]
+    vector's channels (one per partition)."""
+
+    def __init__(self, ctx, x: TensorSpec):
+        self.ctx = ctx
+        self.N, self.C = (x.shape[0], x.shape[1]) if x.ndim >= 2 else (1, max(x.numel, 1))
+        self.HW = x.numel // max(self.N * self.C, 1)
+        self.L = self.N * self.HW                 # elements a channel
+        self.chunks = _channel_chunks(self.N, self.HW, ctx.chip.row_piece_elems)
+
+    def blocks(self):
+        """(block, first channel, channels) of the blocks this core emits."""
+        P = self.ctx.P
+        for blk in range(self.ctx.repeat(ceil(self.C / P))):
+            yield blk, blk * P, min(P, self.C - blk * P)
+
+    def ap(self, t: TensorSpec, c0, pc, chunk) -> AccessPattern:
+        n0, kn, h0, hn = chunk
+        C, HW = self.C, self.HW
+        return AccessPattern(self.ctx.hbm(t), 0, pc, n0 * C * HW + c0 * HW + h0,
+                             ((kn, C * HW), (hn, 1)), HW)
+
+    def load(self, t: TensorSpec, c0, pc, k, role, slot, bufs=BUFS):
+        n0, kn, h0, hn = self.chunks[k]
+        tile = self.ctx.tile(role, (pc, kn * hn), t.dtype, slot, bufs=bufs)
+        self.ctx.b.dma_copy(tile, self.ap(t, c0, pc, self.chunks[k]))
+        return tile
+
+    def column(self, t: TensorSpec, c0, pc, role):
+        tile = self.ctx.tile(role, (pc, 1), t.dtype, c0 // self.ctx.P)
+        self.ctx.b.dma_copy(tile, AccessPattern(self.ctx.hbm(t), 0, pc, c0, ((1, 1),), 1))
+        return tile
+
+    def store_column(self, t: TensorSpec, v, c0, pc, role):
+        """[pc, 1] FP32 values into channels c0.. of t (cast first: a DMA does not convert)."""
+        if t.dtype != "float32":
+            o, v = v, self.ctx.tmp(role, (pc, 1), t.dtype, c0 // self.ctx.P)
+            self.ctx.b.tensor_copy(v, o)
+        self.ctx.b.dma_copy(AccessPattern(self.ctx.hbm(t), 0, pc, c0, ((1, 1),), 1), v)
+
+
 @lowers("aten::native_batch_norm", "aten::_native_batch_norm_legit",
         "aten::_native_batch_norm_legit_no_training", "aten::batch_norm",
         "aten::_batch_norm_with_update", "aten::_native_batch_norm_legit_functional",
@@ -62,11 +106,9 @@ def batch_norm(ctx, op):
     rmean, rvar, training, momentum, eps = _batch_norm_args(op)
     training = training or rmean is None or rvar is None
     b = ctx.b
-    N, C = (x.shape[0], x.shape[1]) if x.ndim >= 2 else (1, max(x.numel, 1))
-    HW = x.numel // max(N * C, 1)
-    chunks = _channel_chunks(N, HW, ctx.chip.row_piece_elems)
-    L = N * HW
-    resident = L * itemsize(x.dtype) <= ctx.chip.sbuf_usable_bytes_per_partition // 2
+    ch = _Channels(ctx, x)
+    chunks = ch.chunks
+    resident = ch.L * itemsize(x.dtype) <= ctx.chip.sbuf_usable_bytes_per_partition // 2
     outs = [o for o in op.outputs[1:] if o.numel > 0]
     saved = outs[:2] if training else []
     new_stats = outs[2:4]
@@ -74,77 +116,143 @@ def batch_norm(ctx, op):
         new_stats = [rmean, rvar]
     fmax = ctx.chip.bn_stats_free_elems_max
     nstats = sum(ceil(kn * hn / fmax) for _, kn, _, hn in chunks)
-
-    def hbm_ap(t, c0, pc, n0, kn, h0, hn):
-        return AccessPattern(ctx.hbm(t), 0, pc, n0 * C * HW + c0 * HW + h0,
-                             ((kn, C * HW), (hn, 1)), HW)
-
-    def column(t, c0, pc, role):     # a [C] parameter's channels, one per partition
-        tile = ctx.tile(role, (pc, 1), t.dtype, c0 // ctx.P)
-        b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, pc, c0, ((1, 1),), 1))
-        return tile
-
-    for blk in range(ctx.repeat(ceil(C / ctx.P))):
-        c0 = blk * ctx.P
-        pc = min(ctx.P, C - c0)
+    for blk, c0, pc in ch.blocks():
         tiles = []
         if training:
             mv = ctx.tmp("mv", (pc, 2), "float32", blk)
             st = ctx.tmp("st", (pc, 6 * nstats), "float32", blk)
             i = 0
-            for k, (n0, kn, h0, hn) in enumerate(chunks):
-                t = ctx.tile("x", (pc, kn * hn), x.dtype, k if resident else blk * len(chunks) + k,
-                             bufs=len(chunks) if resident else BUFS)
-                b.dma_copy(t, hbm_ap(x, c0, pc, n0, kn, h0, hn))
+            for k in range(len(chunks)):
+                t = ch.load(x, c0, pc, k, "x", k if resident else blk * len(chunks) + k,
+                            bufs=len(chunks) if resident else BUFS)
                 tiles.append(t)
-                for f0 in range(0, kn * hn, fmax):
-                    b.bn_stats(st[0:pc, 6 * i:6 * i + 6],
-                               ctx.cols(t, pc, f0, min(fmax, kn * hn - f0)))
+                n = t.shape[1]
+                for f0 in range(0, n, fmax):
+                    b.bn_stats(st[0:pc, 6 * i:6 * i + 6], ctx.cols(t, pc, f0, min(fmax, n - f0)))
                     i += 1
             b.bn_aggr(mv, st)
             mean, var = mv[0:pc, 0:1], mv[0:pc, 1:2]
         else:
-            mean, var = column(rmean, c0, pc, "rmean"), column(rvar, c0, pc, "rvar")
+            mean, var = ch.column(rmean, c0, pc, "rmean"), ch.column(rvar, c0, pc, "rvar")
         # sc = (var + eps) ^ -0.5 [* w], nb = b - mean * sc: [C, 1] steps on VectorE
         sc = ctx.tmp("sc", (pc, 2), "float32", blk)
         rstd, scale, nb = sc[0:pc, 0:1], sc[0:pc, 1:2], ctx.tmp("nb", (pc, 1), "float32", blk)
         b.tensor_scalar(rstd, var, "add", eps, "power", -0.5)
         if weight is not None:
-            b.tensor_tensor(scale, rstd, column(weight, c0, pc, "w"), "multiply")
+            b.tensor_tensor(scale, rstd, ch.column(weight, c0, pc, "w"), "multiply")
         else:
             scale = rstd
         b.instruction("scalar_tensor_tensor", dst=nb, data=mean, op0="multiply", operand0=-1.0,
                       op1="multiply", operand1=scale)
         if bias is not None:
-            b.tensor_tensor(nb, nb, column(bias, c0, pc, "b"), "add")
-        for k, (n0, kn, h0, hn) in enumerate(chunks):
-            src = tiles[k] if tiles and resident else None
-            if src is None:
-                src = ctx.tile("x", (pc, kn * hn), x.dtype, blk * len(chunks) + k)
-                b.dma_copy(src, hbm_ap(x, c0, pc, n0, kn, h0, hn))
-            y = ctx.tile("y", (pc, kn * hn), out.dtype, blk * len(chunks) + k)
+            b.tensor_tensor(nb, nb, ch.column(bias, c0, pc, "b"), "add")
+        for k, chunk in enumerate(chunks):
+            slot = blk * len(chunks) + k
+            src = tiles[k] if tiles and resident else ch.load(x, c0, pc, k, "x", slot)
+            y = ctx.tile("y", src.shape, out.dtype, slot)
             b.activation(y, src, "copy", bias=nb, scale=scale)
-            b.dma_copy(hbm_ap(out, c0, pc, n0, kn, h0, hn), y)
+            b.dma_copy(ch.ap(out, c0, pc, chunk), y)
         for i, (t, v) in enumerate(zip(saved, (mean, rstd))):
-            if t.dtype != "float32":        # (a DMA does not convert)
-                o, v = v, ctx.tmp(f"saved{i}", (pc, 1), t.dtype, blk)
-                b.tensor_copy(v, o)
-            b.dma_copy(AccessPattern(ctx.hbm(t), 0, pc, c0, ((1, 1),), 1), v)
+            ch.store_column(t, v, c0, pc, f"saved{i}")
         if training and new_stats:
-            n = max(L, 2)
+            n = max(ch.L, 2)
             for i, (t, src, v, f) in enumerate(zip(new_stats, (rmean, rvar), (mean, var),
                                                    (1.0, n / (n - 1)))):
-                old = column(src, c0, pc, f"run{i}")
-                upd = ctx.tmp(f"upd{i}", (pc, 1), t.dtype, blk)
-                b.tensor_scalar(upd, old, "multiply", 1.0 - momentum)
+                upd = ctx.tmp(f"upd{i}", (pc, 1), "float32", blk)
+                b.tensor_scalar(upd, ch.column(src, c0, pc, f"run{i}"), "multiply", 1.0 - momentum)
                 b.instruction("scalar_tensor_tensor", dst=upd, data=v, op0="multiply",
                               operand0=momentum * f, op1="add", operand1=upd)
-                b.dma_copy(AccessPattern(ctx.hbm(t), 0, pc, c0, ((1, 1),), 1), upd)
+                ch.store_column(t, upd, c0, pc, f"updc{i}")
     ctx.end_op()
 
 
-@lowers("aten::native_batch_norm_backward", "aten::native_group_norm_backward",
-        "aten::batch_norm_backward")
+@lowers("aten::native_batch_norm_backward", "aten::batch_norm_backward")
+def batch_norm_backward(ctx, op):
+    """(grad, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+    output_mask): per channel, with the saved mean and invstd (evaluating: the running mean and
+    (running_var + eps) ^ -0.5), xhat = x * invstd - mean * invstd:
+        grad_bias = s1 = sum(g), grad_weight = s2 = sum(g * xhat),
+        grad_input = w * invstd * (g - s1 / L - xhat * s2 / L)    (evaluating: w * invstd * g)
+    The statistics pass, per chunk: s1 free on ScalarE (its copy discarded), xhat on ScalarE,
+    g * xhat and its sum on VectorE; then grad_input = g * k + (x * a + c) per chunk (a, c, k
+    per channel from [C, 1] steps): one ScalarE activation and one VectorE pass. g and x stay
+    loaded between the passes when a channel's elements fit half of SBUF, else are read again."""
+    g, x = op.inputs[0], op.inputs[1]
+    weight, rmean, rvar, smean, sinv = (op.arg(i) if isinstance(op.arg(i), TensorSpec) else None
+                                        for i in range(2, 7))
+    train = bool(op.arg(7)) and smean is not None
+    eps = op.arg(8) if isinstance(op.arg(8), (int, float)) else 1e-5
+    named = _grad_outputs(op, ("in", "w", "b"), 9)
+    gi = named["in"]
+    b = ctx.b
+    ch = _Channels(ctx, x)
+    K = len(ch.chunks)
+    resident = ch.L * (itemsize(g.dtype) + itemsize(x.dtype)) <= \
+        ctx.chip.sbuf_usable_bytes_per_partition // 2
+    sums = named["w"] is not None or named["b"] is not None or (train and gi is not None)
+    for blk, c0, pc in ch.blocks():
+        if train:
+            mean, inv = ch.column(smean, c0, pc, "mean"), ch.column(sinv, c0, pc, "inv")
+        else:
+            mean, inv = ch.column(rmean, c0, pc, "mean"), ctx.tmp("inv", (pc, 1), "float32", blk)
+            b.tensor_scalar(inv, ch.column(rvar, c0, pc, "rvar"), "add", eps, "power", -0.5)
+        # per channel: nb = -mean * invstd | k = w * invstd | s1 | s2 | m2 | a | c
+        cf = ctx.tmp("coef", (pc, 7), "float32", blk)
+        nb, k, s1, s2, m2, a, c = (cf[0:pc, i:i + 1] for i in range(7))
+        b.instruction("scalar_tensor_tensor", dst=nb, data=mean, op0="multiply", operand0=-1.0,
+                      op1="multiply", operand1=inv)
+        if weight is not None:
+            b.tensor_tensor(k, inv, ch.column(weight, c0, pc, "w"), "multiply")
+        else:
+            k = inv
+        loaded = {}
+        if sums:
+            parts = ctx.tmp("parts", (pc, 2 * K), "float32", blk)    # s1 | s2 of each chunk
+            for j in range(K):
+                slot = j if resident else blk * K + j
+                bufs = K if resident else BUFS
+                gt = loaded["g", j] = ch.load(g, c0, pc, j, "g", slot, bufs)
+                xt = loaded["x", j] = ch.load(x, c0, pc, j, "x", slot, bufs)
+                xhat = ctx.tmp("xhat", gt.shape, "float32", j)
+                b.activation(xhat, gt, "copy", reduce_res=parts[0:pc, j:j + 1])
+                b.activation(xhat, xt, "copy", bias=nb, scale=inv)
+                gx = ctx.tmp("gx", gt.shape, "float32", j)
+                b.tensor_tensor(gx, gt, xhat, "multiply")
+                b.tensor_reduce(parts[0:pc, K + j:K + j + 1], gx, "add")
+            b.tensor_reduce(cf[0:pc, 2:4], parts, "add")
+            for name, v in (("b", s1), ("w", s2)):
+                if named[name] is not None:
+                    ch.store_column(named[name], v, c0, pc, f"grad{name}")
+        if gi is None:
+            continue
+        if train:   # m2 = -k * s2 / L, a = m2 * invstd, c = -k * s1 / L + nb * m2
+            inv_l = -1.0 / max(ch.L, 1)
+            b.instruction("scalar_tensor_tensor", dst=m2, data=s2, op0="multiply",
+                          operand0=inv_l, op1="multiply", operand1=k)
+            b.tensor_tensor(a, m2, inv, "multiply")
+            b.instruction("scalar_tensor_tensor", dst=c, data=s1, op0="multiply",
+                          operand0=inv_l, op1="multiply", operand1=k)
+            b.instruction("scalar_tensor_tensor", dst=c, data=nb, op0="multiply", operand0=m2,
+                          op1="add", operand1=c)
+        for j, chunk in enumerate(ch.chunks):
+            slot = blk * K + j
+            gt = loaded.get(("g", j)) if resident else None
+            gt = gt if gt is not None else ch.load(g, c0, pc, j, "g", slot)
+            y = ctx.tile("y", gt.shape, gi.dtype, slot)
+            if train:
+                xt = loaded.get(("x", j)) if resident else None
+                xt = xt if xt is not None else ch.load(x, c0, pc, j, "x", slot)
+                t = ctx.tmp("t", gt.shape, "float32", j)
+                b.activation(t, xt, "copy", bias=c, scale=a)
+                b.instruction("scalar_tensor_tensor", dst=y, data=gt, op0="multiply",
+                              operand0=k, op1="add", operand1=t)
+            else:
+                b.activation(y, gt, "copy", scale=k)
+            b.dma_copy(ch.ap(gi, c0, pc, chunk), y)
+    ctx.end_op()
+
+
+@lowers("aten::native_group_norm_backward")
 def channel_norm_backward(ctx, op):
     """grad_in = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row:
     ScalarE (scale and bias per partition are free): xhat = x*rstd - mean*rstd, the row sum of
