@@ -42,7 +42,7 @@ from ..numerics.formats import itemsize, np_dtype
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
 from .rules.elementwise import COPY_OPS
-from .rules.matmul import addmm_scales, bias_of_first_panel
+from .rules.matmul import addmm_scales
 from .rules.optimizer import list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
 
@@ -78,7 +78,7 @@ EXACT = {
         "_batch_norm_no_update")},
     "batch_norm_backward": {"aten::native_batch_norm_backward", "aten::batch_norm_backward"},
     "mm": {"aten::mm", "aten::bmm", "aten::mv", "aten::dot"},
-    "addmm": {"aten::addmm", "aten::baddbmm"},
+    "addmm": {"aten::addmm", "aten::baddbmm", "aten::addbmm"},
     "linear": {"aten::linear"},
     "cat": {"aten::cat", "aten::concat", "aten::concatenate", "aten::stack"},
     "foreach": {f"aten::_foreach_{n}" for n in _FOREACH},
@@ -108,8 +108,7 @@ TIMING_ONLY = {
                              "computes later, not by the saved mean and rstd (never loaded)",
     "mm": "matmul, inner, vdot: not established (no semantics case); _grouped_mm and "
           "_scaled_mm: their group offsets and scales are not applied",
-    "addmm": "addmv: its [M] bias is added as a row (its first element to every row); "
-             "addbmm: the batches' products are stored apart, not summed",
+    "addmm": "addmv: its [M] bias is added as a row (its first element to every row)",
     "gather": "the indirect DMA reads whole rows of the table's last dim at the indices: "
               "other index ops (take, index with several index tensors, embedding_bag) are "
               "timed as that gather",
@@ -274,9 +273,6 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
     bias = x if name == "addmm" else op.inputs[2] if len(op.inputs) > 2 else None
     if bias is not None and (bias.numel != N or bias.shape[-1] != N or not bias.is_contiguous):
         return "only a [N] bias is applied (its first N elements, broadcast over the rows)"
-    if bias is not None and bias_of_first_panel(c, K, N, a.dtype, b.dtype):
-        return ("the first N panel's bias is added to every panel (its bias tile is loaded "
-                "once: timing-equivalent)")
     alpha, beta = addmm_scales(op) if name == "addmm" else (1, 1)
     if alpha != 1 and beta not in (0, 1):
         return "alpha and beta both other than 1: only alpha is applied (matmul._evacuate)"

@@ -326,6 +326,7 @@ MM = {
     "aten::bmm": (((3, 64, 200), (3, 200, 512)), torch.bmm),
     "aten::addmm": (((80,), (128, 130), (130, 80)), torch.addmm),
     "aten::baddbmm": (((80,), (3, 128, 130), (3, 130, 80)), torch.baddbmm),
+    "aten::addbmm": (((80,), (3, 128, 130), (3, 130, 80)), torch.addbmm),
     "aten::mv": (((96, 300), (300,)), torch.mv),
     "aten::dot": (((300,), (300,)), torch.dot),
     "aten::linear": (((100, 256), (48, 256), (48,)), F.linear),
@@ -395,6 +396,16 @@ MM_TILES = {
     "mm_coalesced": ("aten::mm", [(400, 64), (64, 600)], (), torch.mm, None, ("float32",)),
     # two N panels of B: FP32 K = 3000 fills the panel budget
     "mm_panels": ("aten::mm", [(130, 3000), (3000, 1100)], (), torch.mm, None, ("float32",)),
+    # each panel adds its own bias columns (was: the first panel's, loaded once, to all)
+    "linear_panels": ("aten::linear", [(130, 3000), (1100, 3000), (1100,)], (), F.linear, None,
+                      ("float32",)),
+    # addbmm: the batches' K tiles accumulate in one PSUM bank (was: each batch's [M, N]
+    # stored past the output); 3 M tiles x 2 N tiles, and 2 x 33 FP32 K tiles, too many for
+    # whole-K panels: output-stationary K blocks over both batches
+    "addbmm": ("aten::addbmm", [(600,), (3, 300, 200), (3, 200, 600)], (), torch.addbmm, None,
+               BOTH),
+    "addbmm_long_k": ("aten::addbmm", [(600,), (2, 100, 4200), (2, 4200, 600)], (),
+                      torch.addbmm, None, ("float32",)),
     # FP32 K too long for whole-K tiles: output-stationary K blocks, the bias per block
     "addmm_long_k": ("aten::addmm", [(600,), (100, 8300), (8300, 600)], (), torch.addmm, None,
                      ("float32",)),
@@ -469,8 +480,6 @@ REFUSED = [
             (T((2, 150, 100)),)), "one stride"),
     (OpSpec("aten::addmm", (T((300, 600)), T((300, 200)), T((200, 600))), (T((300, 600)),)),
      "only a [N] bias"),
-    (OpSpec("aten::linear", (T((130, 3000)), T((1100, 3000)), T((1100,))), (T((130, 1100)),)),
-     "first N panel's bias"),
     (OpSpec("aten::addmm", (T((600,)), T((300, 200)), T((200, 600)), 0.5, 2),
             (T((300, 600)),)), "alpha and beta both"),
     (OpSpec("aten::native_layer_norm", (T(s), s, T(s), T(s), 1e-5), (T(s), T((1, 1)), T((1, 1)))),

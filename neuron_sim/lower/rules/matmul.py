@@ -111,14 +111,6 @@ def _b_panel(chip, K, N, dtype, rows):
     return min(N, max(1, min(ceil(N / NT), budget // max(kt_n * NT * rows * isz, 1))) * NT)
 
 
-def bias_of_first_panel(chip, K, N, a_dtype, b_dtype) -> bool:
-    """Whether gemm adds the bias of its first N panel to every panel: with several panels
-    its bias tile, loaded once, holds panel 0's columns (timing: one small load; a kernel
-    would load each panel's). The long-K path loads it per output block."""
-    BN = _b_panel(chip, K, N, *_operand_dtype(chip, a_dtype, b_dtype))
-    return BN is not None and BN < N
-
-
 def _evacuate(b, o, acc, bias, alpha, beta, odd):
     """o = beta * bias + alpha * acc out of PSUM (bias None: acc, VectorE and ScalarE taking
     turns by `odd`); the bias added by VectorE in the same pass, a scale through
@@ -140,15 +132,16 @@ def _evacuate(b, o, acc, bias, alpha, beta, odd):
 
 
 def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSpec = None,
-         a_batch_stride=0, b_batch_stride=0, alpha=1, beta=1):
+         a_batch_stride=0, b_batch_stride=0, alpha=1, beta=1, sum_batches=False):
     """Emit C[batch, M, N] = A[batch, M, K] @ B[batch, K, N] (+ bias[N]; alpha * AB + beta *
-    bias with `_evacuate`'s scales).
+    bias with `_evacuate`'s scales); sum_batches (addbmm): C[M, N] = sum over the batches,
+    whose K tiles follow one another in the same PSUM accumulation (`_k_tiles`).
 
     Loop nest (per batch): for each N panel of BN columns, load B[:, panel] (all of K) once and
-    keep it in SBUF; for each MT-row M tile, load A^T[:, tile] (double-buffered) and for each
-    NT-column moving tile (`_tile_sizes`) accumulate the K tiles in one PSUM bank, evacuate,
-    store. HBM traffic: B once, A once per N panel. The repeated block is one M tile of one
-    panel."""
+    keep it in SBUF, with the panel's bias row; for each MT-row M tile, load A^T[:, tile]
+    (double-buffered) and for each NT-column moving tile (`_tile_sizes`) accumulate the K tiles
+    in one PSUM bank, evacuate, store. HBM traffic: B once, A once per N panel. The repeated
+    block is one M tile of one panel."""
     b = ctx.b
     chip = ctx.chip
     if K == 0 or M == 0 or N == 0:      # empty contraction: the output is zeros (or bias)
@@ -156,15 +149,18 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         return
     dtype, rows = _operand_dtype(chip, a.spec.dtype, bm.spec.dtype)
     double = rows == 2
-    BN = _b_panel(chip, K, N, dtype, rows)
+    KT, MT, NT = _tile_sizes(chip, rows)
+    kt_n = ceil(K / KT)                 # K tiles of one batch's product
+    if sum_batches:
+        kt_n, batch = batch * kt_n, 1
+    BN = _b_panel(chip, kt_n * KT, N, dtype, rows)
     if BN is None:
         # K too long for whole-K panels in SBUF (weight gradients over many tokens)
         _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_batch_stride,
-                       b_batch_stride, alpha, beta)
+                       b_batch_stride, alpha, beta, kt_n)
         return
-    KT, MT, NT = _tile_sizes(chip, rows)
     isz = itemsize(dtype)
-    kt_n = ceil(K / KT)
+    ktiles = _k_tiles(K, KT, rows, kt_n)
     budget = chip.gemm_panel_budget_bytes_per_partition     # SBUF for the resident B panel
     panels = ceil(N / BN)
     m_tiles = ceil(M / MT)
@@ -190,7 +186,9 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
     n = ctx.repeat(total, cap=max(2, 900 // max(per_block, 1)))
     out_dt = out.dtype
     oh = ctx.hbm(out)
-    bias_tile = _bias_tile(ctx, bias, MT, 0, BN) if bias is not None else None
+    # the bias row of one panel, broadcast over an M tile's partitions: loaded once, or with
+    # each panel's B (one small DMA per panel) when there are several
+    bias_tile = _bias_tile(ctx, bias, MT, 0, BN) if bias is not None and panels == 1 else None
     b_tiles, cur_panel, ot, npanel = {}, None, 0, 0
     b_slots = 2 if 2 * kt_n * BN * rows * isz <= budget else 1   # double-buffer small panels
     store = ctx.needs_store(out)
@@ -203,19 +201,19 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
         n0, m0 = pi * BN, mi * mtb * MT
         bn = min(BN, N - n0)
         mcols = min(mtb * MT, M - m0)
-        a.base = bi * a_batch_stride
-        bm.base = bi * b_batch_stride
         if (bi, pi) != cur_panel:             # load the B panel (all K) for this N range
             cur_panel = (bi, pi)
             npanel += 1
-            for kk in range(kt_n):
-                kp = ceil(min(KT, K - kk * KT) / rows)
-                b_tiles[kk] = _load_k_major(ctx, bm, True, kk * KT, kp, n0, bn * rows, dtype,
+            for kk, (bb, k0, kp) in enumerate(ktiles):
+                bm.base = (bi + bb) * b_batch_stride
+                b_tiles[kk] = _load_k_major(ctx, bm, True, k0, kp, n0, bn * rows, dtype,
                                             f"B{kk}_{g}", npanel % b_slots if G == 1 else blk)
+            if bias is not None and panels > 1:
+                bias_tile = _bias_tile(ctx, bias, MT, n0, bn, npanel)
         a_tiles = {}
-        for kk in range(kt_n):
-            kp = ceil(min(KT, K - kk * KT) / rows)
-            a_tiles[kk] = _load_k_major(ctx, a, False, kk * KT, kp, m0, mcols * rows, dtype,
+        for kk, (bb, k0, kp) in enumerate(ktiles):
+            a.base = (bi + bb) * a_batch_stride
+            a_tiles[kk] = _load_k_major(ctx, a, False, k0, kp, m0, mcols * rows, dtype,
                                         f"A{kk}_{g}", blk % 2)
         mcount = ceil(mcols / MT)
         # small outputs of one block are gathered in one SBUF tile and stored by one DMA (one
@@ -261,6 +259,15 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
                            oblk[0:ms, whole * bn:mcount * bn])
 
 
+def _k_tiles(K, KT, rows, kt_n) -> list:
+    """(batch offset, k0, partitions) of the kt_n K tiles accumulated into one output tile,
+    ceil(K / KT) per batch: addbmm's summed batches follow one another along K (the operands'
+    bases move to batch bi + offset for each)."""
+    kt1 = ceil(K / KT)
+    return [(kk // kt1, kk % kt1 * KT, ceil(min(KT, K - kk % kt1 * KT) / rows))
+            for kk in range(kt_n)]
+
+
 def _tile_major(ctx, out, oh, bi, M, N, r0, rows, c0, cols, tiles=1):
     """Where output blocks [rows, cols] of batch bi go (`tiles` of them, `rows` apart, from
     (r0, c0)): tile-major, each block row-major at r0 * N + c0 * rows of the [M, N] result,
@@ -286,15 +293,16 @@ def _bias_tile(ctx, bias: TensorSpec, parts, n0, n, slot=0):
 
 
 def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_bs, alpha,
-                   beta):
+                   beta, kt_n):
     """Output-stationary blocking for long K: an output block of TM x TN tiles (<= 4 PSUM banks,
     double-buffered) accumulates over K chunks whose A [kc, TM*MT] and B [kc, TN*NT] tiles are
     streamed (two chunks in flight). HBM traffic: A once per N block, B once per M block.
-    The repeated unit is one K chunk of one output block."""
+    The repeated unit is one K chunk of one output block. kt_n: the K tiles accumulated (of
+    all the summed batches: gemm's sum_batches)."""
     b = ctx.b
     KT, MT, NT = _tile_sizes(ctx.chip, rows)
     isz = itemsize(dtype)
-    kt_n = ceil(K / KT)
+    ktiles = _k_tiles(K, KT, rows, kt_n)
     m_tiles, n_tiles = ceil(M / MT), ceil(N / NT)
     TN = min(n_tiles, 2)
     TM = max(1, min(m_tiles, ctx.chip.psum_banks // 2 // TN))
@@ -320,17 +328,17 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
         mi, ni = divmod(rest, nb)
         m0, n0 = mi * TM * MT, ni * TN * NT
         mcols, ncols = min(TM * MT, M - m0), min(TN * NT, N - n0)
-        a.base, bm.base = bi * a_bs, bi * b_bs
         if ci == 0:
             accs = {(t, j): ctx.tile(f"kacc{t}_{j}", (min(MT, mcols - t * MT),
                                                       min(NT, ncols - j * NT)),
                                      "float32", ob, Memory.PSUM, bufs=2)
                     for t in range(ceil(mcols / MT)) for j in range(ceil(ncols / NT))}
         for kk in range(ci * kc, min(kt_n, (ci + 1) * kc)):
-            kp = ceil(min(KT, K - kk * KT) / rows)
-            at = _load_k_major(ctx, a, False, kk * KT, kp, m0, mcols * rows, dtype,
+            bb, k0, kp = ktiles[kk]
+            a.base, bm.base = (bi + bb) * a_bs, (bi + bb) * b_bs
+            at = _load_k_major(ctx, a, False, k0, kp, m0, mcols * rows, dtype,
                                f"Ak{kk - ci * kc}", u)
-            bt = _load_k_major(ctx, bm, True, kk * KT, kp, n0, ncols * rows, dtype,
+            bt = _load_k_major(ctx, bm, True, k0, kp, n0, ncols * rows, dtype,
                                f"Bk{kk - ci * kc}", u)
             at = as_ap(at)
             bt = as_ap(bt)
@@ -392,7 +400,7 @@ def addmm(ctx, op):
     alpha, beta = addmm_scales(op)
     gemm(ctx, prod(a.shape[:-2]), M, K, N, am, bmat, op.outputs[0], bias=bias,
          a_batch_stride=_batch_stride(a), b_batch_stride=_batch_stride(bt), alpha=alpha,
-         beta=beta)
+         beta=beta, sum_batches=op.op == "aten::addbmm")
 
 
 def addmm_scales(op) -> tuple:
