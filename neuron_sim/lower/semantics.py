@@ -84,8 +84,8 @@ EXACT = {
     "foreach": {f"aten::_foreach_{n}" for n in _FOREACH},
     "gather": {"aten::embedding", "aten::index_select", "aten::gather"},
     "scatter": {"aten::embedding_dense_backward", "aten::index_add", "aten::index_put"},
-    "nll_loss": {"aten::nll_loss_forward", "aten::nll_loss"},
-    "nll_loss_backward": {"aten::nll_loss_backward"},
+    "nll_loss": {"aten::nll_loss_forward", "aten::nll_loss", "aten::nll_loss2d_forward"},
+    "nll_loss_backward": {"aten::nll_loss_backward", "aten::nll_loss2d_backward"},
 }
 # rule -> what its program leaves out (why the values are not the op's)
 TIMING_ONLY = {
@@ -114,10 +114,10 @@ TIMING_ONLY = {
               "timed as that gather",
     "scatter": "the indirect DMA adds whole rows of the last dim at the indices: scatter, "
                "scatter_reduce, index_copy and the other ops are timed as that scatter-add",
-    "nll_loss": "rows of the last dim of a 2-D input are picked (nll_loss2d, reduction "
+    "nll_loss": "one element per target is picked along dim 1 (nll_loss_nd, reduction "
                 "'none' and class weights are timed as that)",
-    "nll_loss_backward": "rows of the last dim of a 2-D input are written (nll_loss2d, "
-                         "reduction 'none' and class weights are timed as that)",
+    "nll_loss_backward": "one element per target is written along dim 1 (reduction 'none' "
+                         "and class weights are timed as that)",
     "pointwise_loss": "its recipe is the op's instruction count (subtract, multiply), not its "
                       "formula",
     "pointwise_loss_backward": "its recipe is the op's instruction count, not its formula",
@@ -309,15 +309,16 @@ def _indirect_reason(op: OpSpec, x: TensorSpec) -> str | None:
 
 def _nll_reason(op: OpSpec) -> str | None:
     """Why nll_loss (or its backward) is not exact with these arguments: rules/norm.py picks
-    one element per row of a 2-D input, skips targets outside [0, C) and applies no weight."""
-    k = 1 if op.op == "aten::nll_loss_backward" else 0      # (grad_output first)
+    one element per target along dim 1 ([N, C] or [N, C, H, W]), skips targets outside
+    [0, C) and applies no weight."""
+    k = 1 if op.op.endswith("_backward") else 0        # (grad_output first)
     x = op.args[k]
     weight, reduction, ignore = op.arg(k + 2), op.arg(k + 3, 1), op.arg(k + 4, -100)
-    if x.ndim != 2:
-        return TIMING_ONLY[rule_for(op.name).__name__]
+    if x.ndim < 2:
+        return "a 1-D input (one target): not established (no semantics case)"
     if weight is not None or reduction not in (1, 2):
         return "a class weight or reduction 'none' is not applied (timed as the mean)"
-    if 0 <= ignore < x.shape[-1]:
+    if 0 <= ignore < x.shape[1]:
         return (f"ignore_index {ignore} is a class: only an ignore_index outside [0, C) is "
                 "skipped (out of bounds of the indirect DMA)")
     if k and reduction == 1 and not isinstance(op.arg(6), TensorSpec):

@@ -88,19 +88,28 @@ def _rows_op(name, fn, scatter=False, extra=()):
     return make
 
 
-def _nll(s, reduction, fn):
-    """nll_loss over log-probabilities [rows, C] with every 7th target ignore_index (-100):
-    reduction 1 (mean) or 2 (sum); fn None: the backward of the mean, grad_output 0.7."""
-    logp = torch.log_softmax(torch.from_numpy(_data(s)), -1).numpy()
-    target = np.random.default_rng(3).integers(0, s[1], s[0]).astype(np.int32)
-    target[::7] = -100
+def _nll(s, reduction, fn, backward=torch.ops.aten.nll_loss_backward):
+    """nll_loss over log-probabilities [rows, C] (or nll_loss2d's [N, C, H, W]) with every 7th
+    target ignore_index (-100): reduction 1 (mean) or 2 (sum); fn None: the backward of the
+    mean, grad_output 0.7."""
+    logp = torch.log_softmax(torch.from_numpy(_data(s)), 1).numpy()
+    ts = (s[0], *s[2:])
+    target = np.random.default_rng(3).integers(0, s[1], ts).astype(np.int32)
+    target.reshape(-1)[::7] = -100
     if fn is not None:
         outs = (T(()), T(())) if reduction == 1 else (T(()),)
-        return (T(s), T((s[0],), "int32"), None, reduction, -100), outs, [logp, target], fn
+        return (T(s), T(ts, "int32"), None, reduction, -100), outs, [logp, target], fn
     tw = np.array((target != -100).sum(), np.float32)
-    return ((T(()), T(s), T((s[0],), "int32"), None, 1, -100, T(())), (T(s),),
+    return ((T(()), T(s), T(ts, "int32"), None, 1, -100, T(())), (T(s),),
             [np.array(0.7, np.float32), logp, target, tw],
-            lambda g, x, t, w: torch.ops.aten.nll_loss_backward(g, x, t.long(), None, 1, -100, w))
+            lambda g, x, t, w: backward(g, x, t.long(), None, 1, -100, w))
+
+
+def _nll2d(s, fn, backward=None):
+    """nll_loss2d over [2, 7, rows, 3]: the images' S = 3 * rows positions (384, 15, 900) in
+    blocks of [P, r] positions of one image and the rest as [P, rest // P] and [rest % P, 1]
+    (several blocks: each block's index tile its own buffer in the forward)."""
+    return _nll((2, 7, s[0], 3), 1, fn, backward)
 
 
 def _batch_norm(name, training=True, dtype="float32", affine=True):
@@ -224,6 +233,9 @@ CASES = {
         x, t.long(), None, 1, -100)),
     "aten::nll_loss": lambda s: _nll(s, 2, lambda x, t: F.nll_loss(x, t.long(), reduction="sum")),
     "aten::nll_loss_backward": lambda s: _nll(s, 1, None),
+    "aten::nll_loss2d_forward": lambda s: _nll2d(s, lambda x, t: torch.ops.aten.nll_loss2d_forward(
+        x, t.long(), None, 1, -100)),
+    "aten::nll_loss2d_backward": lambda s: _nll2d(s, None, torch.ops.aten.nll_loss2d_backward),
     **{f"aten::{n}": _unary(getattr(torch, n)) for n in (
         "exp", "tanh", "sigmoid", "relu", "erf", "sin", "atan", "sign", "abs", "square")},
     **{f"aten::{n}": _unary(getattr(torch, n), "positive") for n in (

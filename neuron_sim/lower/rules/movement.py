@@ -24,6 +24,7 @@ from math import ceil, prod
 
 from ...numerics.formats import itemsize
 from ...program.ap import AccessPattern, IndirectPattern
+from ..context import BUFS
 from ..registry import lowers
 from ..spec import TensorSpec, dense_order
 
@@ -181,9 +182,10 @@ def index_blocks(ctx, n_idx: int, row_bytes: int):
         yield j, min(P, max(1, ceil(left / rj))) if n == total else P, rj, per_blk
 
 
-def index_tile(ctx, idx: TensorSpec, j: int, p: int, r: int, per_blk: int):
-    """Block j's indices (index_blocks) loaded into an int32 [p, r] SBUF tile."""
-    it = ctx.tile("idx", (p, r), "int32", j)
+def index_tile(ctx, idx: TensorSpec, j: int, p: int, r: int, per_blk: int, bufs=BUFS):
+    """Block j's indices (index_blocks) loaded into an int32 [p, r] SBUF tile (one of `bufs`
+    rotating buffers)."""
+    it = ctx.tile("idx", (p, r), "int32", j, bufs=bufs)
     ctx.b.dma_copy(it, AccessPattern(ctx.hbm(idx), 0, p, j * per_blk, ((r, 1),), r))
     return it
 

@@ -19,12 +19,13 @@ partition side by side on the free axis (context.LowerCtx.row_plan), so a block 
 
 from __future__ import annotations
 
-from math import ceil
+from math import ceil, prod
 
 import ml_dtypes
 
 from ...numerics.formats import itemsize, np_dtype
 from ...program.ap import AccessPattern, IndirectPattern, Memory, as_ap
+from ..context import BUFS
 from ..registry import lowers
 from ..spec import TensorSpec
 from .elementwise import TT, elementwise, run_recipe
@@ -520,15 +521,47 @@ def layer_norm_backward(ctx, op):
 
 
 # ---- losses -------------------------------------------------------------------------------------
-def _nll_picks(ctx, logp: TensorSpec, target: TensorSpec):
-    """The blocks of nll_loss's one element per row, logp[n, target[n]]: (j, p, r, slots, index
-    tile, indirect pattern of logp) with movement.index_blocks' rows; a target outside [0, C)
-    (ignore_index) is skipped (oob_mode='skip'): nothing is read or written for it."""
-    C = logp.shape[-1]
+def _classes(logp: TensorSpec) -> tuple:
+    """(C, S): nll_loss's classes (dim 1 of [N, C, ...]; a 1-D input's only dim) and the
+    positions per image that each take a class (nll_loss2d: H x W; 1 for [N, C])."""
+    return logp.shape[min(1, logp.ndim - 1)], prod(logp.shape[2:])
+
+
+def _nll_picks(ctx, logp: TensorSpec, target: TensorSpec, bufs=BUFS):
+    """The blocks of nll_loss's one element per target, logp[n, target[n, s], s]: (j, p, r,
+    slots, index tile, indirect pattern of logp) with movement.index_blocks' rows for [N, C]; a
+    target outside [0, C) (ignore_index) is skipped (oob_mode='skip'): nothing is read or
+    written for it. The target adds target * S elements to its position's address. The index
+    tiles rotate through `bufs` buffers."""
+    C, S = _classes(logp)
     h = ctx.hbm(logp)
+    if S > 1:
+        yield from _image_picks(ctx, h, target, C, S, itemsize(logp.dtype), bufs)
+        return
     for j, p, r, per_blk in index_blocks(ctx, logp.numel // C, itemsize(logp.dtype)):
         at = IndirectPattern(h, 0, p, j * per_blk * C, ((r, C), (1, 1)), r * C, scale=1, bound=C)
-        yield j, p, r, per_blk, index_tile(ctx, target, j, p, r, per_blk), at
+        yield j, p, r, per_blk, index_tile(ctx, target, j, p, r, per_blk, bufs), at
+
+
+def _image_picks(ctx, h, target: TensorSpec, C, S, isz, bufs):
+    """nll_loss2d's blocks, image by image (an image's positions are affine in a block's
+    partition and slot; two images' are not: C * S apart): p partitions x r consecutive
+    positions of one image; the positions that fill no whole [P, r] block go as one [P,
+    left // P] and one [left % P, 1] block, so no slot reaches into the next image."""
+    P = ctx.P
+    r = max(1, min(ceil(S / P), ctx.chip.gather_rows_bytes_per_partition // isz))
+    whole = S // (P * r)
+    left = S - whole * P * r
+    pieces = [(k * P * r, P, r) for k in range(whole)] + \
+        [(s0, p, rr) for s0, p, rr in ((whole * P * r, P, left // P),
+                                        (S - left % P, left % P, 1)) if p * rr]
+    ht = ctx.hbm(target)
+    for j in range(ctx.repeat(target.numel // S * len(pieces))):
+        n, (s0, p, rr) = j // len(pieces), pieces[j % len(pieces)]
+        it = ctx.tile("idx", (p, rr), "int32", j, bufs=bufs)
+        ctx.b.dma_copy(it, AccessPattern(ht, 0, p, n * S + s0, ((rr, 1),), rr))
+        at = IndirectPattern(h, 0, p, n * C * S + s0, ((rr, 1), (1, 1)), rr, scale=S, bound=C)
+        yield j, p, rr, P * r, it, at
 
 
 @lowers("aten::nll_loss_forward", "aten::nll_loss", "aten::nll_loss2d_forward", "aten::nll_loss_nd")
@@ -539,8 +572,10 @@ def nll_loss(ctx, op):
     (rows - ignored) (mean), and that count as total_weight."""
     b = ctx.b
     logp, target = op.inputs[0], op.inputs[1]
-    rows = logp.numel // max(logp.shape[-1], 1)
-    blocks = list(_nll_picks(ctx, logp, target))
+    rows = logp.numel // max(_classes(logp)[0], 1)
+    # every block's indices are loaded before the first pick (the picks tile's width is
+    # theirs): each block's index tile its own buffer, none overwritten before it is read
+    blocks = list(_nll_picks(ctx, logp, target, bufs=1 << 30))
     cols = sum(r for _, _, r, *_ in blocks)
     picks, ignored = (ctx.tile(k, (ctx.P, cols), "float32", 0) for k in ("pk", "ign"))
     b.memset(picks, 0.0)
