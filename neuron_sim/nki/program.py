@@ -28,11 +28,11 @@ from ..engines import Engine
 from ..isa.common import Emit
 from ..isa.dma import dma_copy as core_dma
 from ..hardware import get_chip
-from ..program.ap import AccessPattern, Memory, Tensor, check_inside
+from ..program.ap import AccessPattern, IndirectPattern, Memory, Tensor, check_inside
 from ..program.builder import ProgramBuilder, module_spec, paused_gc
 from . import dtypes
 from .errors import NkiValidationError
-from .tensor import NkiTensor
+from .tensor import IndirectView, NkiTensor
 from .tracer import Finding
 
 _MEM = {"sbuf": Memory.SBUF, "psum": Memory.PSUM}
@@ -134,8 +134,21 @@ class _Mapper:
         hit = v._mapped
         if hit is not None and hit[0] is self:
             return hit[1]
-        ap = self.ap_at(v.storage, v.shape, v.strides, v.offset, index)
+        if v.__class__ is IndirectView:
+            ap = self._indirect(v, index)
+        else:
+            ap = self.ap_at(v.storage, v.shape, v.strides, v.offset, index)
         v._mapped = (self, ap)
+        return ap
+
+    def _indirect(self, v, index) -> _IndirectAP:
+        """table[idx_tile, ...]: one row of the indexed dimension per index, its other
+        dimensions as sliced; the row an index names sits index * the row stride further."""
+        base, (p, r) = v.base, v.index.shape
+        ap = _IndirectAP(self.tensor(base.storage, index), 0, p, base.offset,
+                         ((r, 0),) + _merge_dims(base.shape[1:], base.strides[1:]), 0,
+                         scale=base.strides[0], bound=base.shape[0])
+        ap.storage, ap.bytes, ap.geometry_id, ap.num = base.storage, None, None, None
         return ap
 
     def aps(self, views, index) -> list:
@@ -178,6 +191,12 @@ class _Mapper:
         ap.geometry_id = None
         ap.num = None
         return ap
+
+
+class _IndirectAP(IndirectPattern):
+    """An IndirectPattern with _AP's attributes (its footprint is the whole table)."""
+
+    __slots__ = ("storage", "bytes", "geometry_id", "num")
 
 
 def build_programs(traces, plans, lnc=1, records=True, bulk=True):
@@ -281,7 +300,9 @@ def _emit_trace(rows, out: BuiltProgram, k, tr, plan):
             else:
                 writes = m.aps(ins.writes, i)
                 deps = reuse_deps(writes, i)
-                if ins.op == "dma_copy":
+                if ins.op == "dma_copy" and _indirect_or_rmw(ins.attrs):
+                    row = rows.dma_indirect(ins, m, deps)
+                elif ins.op == "dma_copy":
                     a = ins.attrs
                     row = rows.dma(m.ap(a["dst"], i), m.ap(a["src"], i), a["dge_mode"], deps)
                 else:       # its ISA module's `build` on the arguments the nisa call recorded
@@ -387,7 +408,8 @@ def _dma_pieces(instrs, m):
                     del ws[0][k], ws[1][k]
                 if hit:
                     ws[2].clear()
-        if ins.op == "dma_copy" and _splittable(ins.writes[0], ins.reads[0]):
+        if ins.op == "dma_copy" and _splittable(ins.writes[0], ins.reads[0]) \
+                and not _indirect_or_rmw(ins.attrs):
             lo, hi = m.free_range(ins.writes[0])
             los, wl, seen = windows.setdefault(ins.writes[0].storage.id, ([], [], set()))
             seen.clear()
@@ -398,6 +420,11 @@ def _dma_pieces(instrs, m):
         for w in wl:
             close(w)
     return out
+
+
+def _indirect_or_rmw(attrs) -> bool:
+    """A dma_copy by an index tile or adding to dst: built whole with those arguments."""
+    return attrs.get("index") is not None or attrs.get("dst_rmw_op") is not None
 
 
 def _splittable(dst, src):
@@ -450,6 +477,18 @@ class _Rows:
         per geometry and queue: a kernel's DMAs repeat a few shapes."""
         b = self.b
         return b.append(core_dma.build(b.chip, dst, src, _queue(b, dge), None, dge), deps=deps)
+
+    def dma_indirect(self, ins, m, deps) -> int:
+        """A gather, scatter or read-modify-write dma_copy, on the queue the compiler gives it."""
+        a, i, b = ins.attrs, ins.index, self.b
+        index = a["index"]
+        e = core_dma.build(b.chip, m.ap(a["dst"], i), m.ap(a["src"], i), _queue(b, a["dge_mode"]),
+                           None, a["dge_mode"], a["oob_mode"], None,
+                           None if index is None else m.ap(index, i), a["dst_rmw_op"])
+        return self._one(e, deps)
+
+    def _one(self, e, deps) -> int:
+        return self.b.append(e, deps=deps)
 
     def dma_pieces(self, ins, m, cols, note, reuse_deps) -> int:
         """One dma_copy per column range, each ordered after the previous users of its own
@@ -632,6 +671,9 @@ class _BulkRows(_Rows):
         if not reuse and last.engine == Engine.TENSOR:
             self.stationary = None
         return self._add(last, deps)
+
+    def _one(self, e, deps) -> int:
+        return self._pass("dma_copy", e, deps)
 
     def dma(self, dst, src, dge, deps=(), queue=None) -> int:
         """_Rows.dma without the record: its class is found by the operands' geometries, the

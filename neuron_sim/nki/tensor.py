@@ -413,6 +413,8 @@ class NkiTensor:
                 else:
                     dropped_last = st
                 continue
+            if c is NkiTensor:          # table[idx_tile, ...]: a gather's or scatter's rows
+                return self._indirect(d, k, key)
             if c is not slice:
                 raise NkiValidationError(f"unsupported index {k!r} for dimension {d}: use ints, "
                                          "slices, nl.ds(...) or nl.arange(...)")
@@ -435,6 +437,15 @@ class NkiTensor:
             shape.append(1)
             strides.append(dropped_last if dropped_last is not None else 1)
         return make_view(self.storage, tuple(shape), tuple(strides), offset)
+
+    def _indirect(self, d, index, key):
+        """The IndirectView of `self[key]` whose dimension d is indexed by the tile `index`."""
+        why = _index_tile_fault(self, d, index)
+        if why:
+            from .tracer import user_loc    # (tracer imports this module)
+            raise NkiValidationError(f"{self.name}[{index.name}{list(index.shape)}, ...]: {why}",
+                                     user_loc())
+        return IndirectView(self._index((slice(None),) + tuple(key[1:])), index)
 
     def __setitem__(self, key, value):
         self._nl("_assign", self[key], value)
@@ -571,6 +582,51 @@ def _reinterpreted(st: Storage, dtype) -> Storage:
             st.buffer, (st.nbytes // dtypes.itemsize(dtype),), dtype, name=f"{st.name}.{name}",
             role="input", data=data, loc=st.loc)
     return alias
+
+
+def _index_tile_fault(table, d, index) -> str | None:
+    """Why `index` cannot index dimension d of `table` (an indirect DMA's rule), or None."""
+    if table.on_chip:
+        return "only an HBM tensor's rows are indexed by a tile (an indirect DMA)"
+    if d:
+        return "a tile indexes the first dimension only"
+    if index.buffer != "sbuf":
+        return "the index tile must be in SBUF: load the indices there first"
+    if not index.storage.dtype_name.startswith(("int", "uint")):
+        return "the index tile must hold integers (int32 or uint32)"
+    if index.ndim != 2:
+        return "the index tile must be 2-D: [partitions, indices]"
+    return None
+
+
+class IndirectView(NkiTensor):
+    """``table[idx_tile, ...]``: rows of an HBM tensor at the indices an SBUF integer tile
+    [P, R] holds, the source of a gather or the destination of a scatter (nisa.dma_copy makes
+    it an indirect DMA: neuron_sim/isa/dma/dma_copy.py). The indices are known only at run
+    time, so what it writes and must find initialised is `base`, every row it may reach; its
+    shape is the moved tile's: [P, R, ...] ([P, ...] for one index per partition)."""
+
+    __slots__ = ("base", "index")
+
+    def __init__(self, base: NkiTensor, index: NkiTensor):
+        r = index.shape[1]
+        rest = base.shape[1:] or (1,)
+        super().__init__(base.storage, (index.shape[0],) + ((r,) if r > 1 else ()) + rest,
+                         (0,) * (2 if r > 1 else 1) + (base.strides[1:] or (1,)), base.offset)
+        self.base, self.index = base, index
+
+    def written_mask(self):
+        return self.base.written_mask()
+
+    def mark_written(self) -> None:
+        self.base.mark_written()
+
+    def fully_written(self) -> bool:
+        return self.base.fully_written()
+
+    def _index(self, key):
+        raise NkiValidationError("index the table and its other dimensions in one step: "
+                                 "table[idx_tile, j0:j1]")
 
 
 def make_view(storage, shape: tuple, strides: tuple, offset: int) -> NkiTensor:

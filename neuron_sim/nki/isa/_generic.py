@@ -27,13 +27,14 @@ from operator import itemgetter
 import numpy as np
 
 from ...engines import Engine
+from ...errors import NeuronSimError
 from ...isa import module_for
 from ...isa.common import check_engine, check_pattern_dims, check_same_shape, engines_of
 from ...numerics.formats import pack_x4, unpack_x4
 from ...program.builder import engine_of
 from .. import broadcast
 from ..program import _Mapper
-from ..tensor import NkiTensor
+from ..tensor import IndirectView, NkiTensor
 from ..tracer import current, user_loc
 from ._common import _Ctx
 from .enums import engine
@@ -51,6 +52,8 @@ class _TracePlan:
 class _Views:
     """The interpreter's state interface (neuron_sim/interpreter.py) over the kernel's tensors,
     so that a module's ``semantics`` computes the nisa call's numerics."""
+
+    rounding, rng = "rne", None       # as _Ctx.write stores (a module's own store() reads them)
 
     def __init__(self, ctx, views, kept=(), opened=None):
         self.ctx, self.views = ctx, views          # id(access pattern) -> (operand, view)
@@ -83,6 +86,20 @@ class _Views:
         self.ctx.write(self.views[id(ap)][1], values)
 
     write_raw = write       # store() keeps raw storage words as they are
+
+    def buffer(self, tensor):
+        """The whole storage an operand's pattern addresses (an indirect DMA reaches its table's
+        rows by index, through this): a read operand's view must be initialised, dst's is
+        written."""
+        tensors = _PerTrace.of(self.ctx.trace).mapper.tensors
+        for name, v in self.views.values():
+            if tensors.get(v.storage.id) is tensor:
+                if name == "dst":
+                    v.mark_written()
+                else:
+                    self.ctx.trace.check_initialized(v, f"nisa.{self.ctx.op}", name, self.ctx.loc)
+                return v.storage.data
+        raise KeyError(tensor.name)
 
     def accumulator(self, engine):
         tr = self.ctx.trace
@@ -189,6 +206,20 @@ def _engine(ctx, mod, default, engines, given, operands):
     return eng
 
 
+def _with_index(given) -> bool:
+    """dma_copy of a table[idx_tile, ...] (tensor.IndirectView) side: its index tile is the
+    `index` operand, and a DGE mode left open is software DGE (NKI: a gather or scatter by
+    indices in SBUF takes swdge; another mode given is refused by the module)."""
+    side = given["src"] if given["src"].__class__ is IndirectView else given["dst"]
+    if side.__class__ is not IndirectView:
+        return False
+    given["index"] = side.index
+    dge = given["dge_mode"]
+    if dge in (None, "none", "unknown") or getattr(dge, "value", None) == "unknown":
+        given["dge_mode"] = "swdge"
+    return True
+
+
 def adapter(name: str):
     """The nisa function of instruction `name`."""
     mod = module_for(name)
@@ -210,6 +241,7 @@ def adapter(name: str):
     unmodelled = getattr(mod, "UNMODELLED", ())
     slots = {k: defaults.get(k) for k in names if k not in unmodelled}    # in order
     accumulates, seeded = "accumulate" in names and "dst" in names, "seed" in names
+    indexed = "index" in names and name == "dma_copy"      # src or dst may be table[idx_tile]
     decided = [k for k in ("accumulate", "seed") if k in names]     # set by the call itself
     pick_decided = itemgetter(*decided) if decided else None
     keyword_sets = set()        # the sets of keywords a call gave that bind as they are
@@ -294,7 +326,11 @@ def adapter(name: str):
         if seeded and given["seed"] is None:     # a random draw: one stream per instruction
             given["seed"] = len(tr.instrs)
         memo = (tr.__dict__.get("_generic") or _PerTrace.of(tr)).built  # once per geometry
-        if not args:
+        if indexed and _with_index(given):
+            # built per call: its semantics reads where its operands lie (the rows sit at
+            # index * row stride past the view's offset), which the key leaves out
+            key = None
+        elif not args:
             # the arguments left at their defaults are the same in every call: the ones given
             # by name, and what the call decided (accumulate, seed), say the rest
             key = _key([name, keywords, pick_decided(given)] if decided else [name, keywords],
@@ -313,8 +349,11 @@ def adapter(name: str):
         if tr.numerics:
             views = {id(a): (k, given[k]) for k, a in built.aps}
             state = _Views(_Ctx(name, tr, loc), views, built.kept, opened)
-            for e in built.emits:
-                mod.semantics(state, e)
+            try:
+                for e in built.emits:
+                    mod.semantics(state, e)
+            except NeuronSimError as err:   # e.g. an indirect DMA's index out of bounds
+                state.ctx.fail(str(err))
         else:
             for k, v in zip(built.reads, reads):
                 w = v.storage.written       # (a storage written whole passes every check)
