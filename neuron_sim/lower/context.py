@@ -39,8 +39,35 @@ def chunk_elems(chip, cols: int, dtype: str, streams: int = 3) -> int:
     isz = max(itemsize(dtype), 1)
     lo = int(chip.stream_chunk_min_bytes_per_partition // isz)
     hi = int(chip.stream_chunk_max_bytes_per_partition // isz)
-    fit = int(chip.stream_sbuf_bytes_per_partition // (BUFS * streams * isz + 2 * 2 * 4))
-    return max(1, min(cols, fit, max(lo, min(hi, ceil(cols / 4)))))
+    return max(1, min(cols, chunk_fit(chip, dtype, streams), max(lo, min(hi, ceil(cols / 4)))))
+
+
+def chunk_fit(chip, dtype: str, streams: int = 3) -> int:
+    """The most free elements per chunk for which `streams` triple-buffered tiles plus two FP32
+    temporaries fit chip.stream_sbuf_bytes_per_partition."""
+    isz = max(itemsize(dtype), 1)
+    return int(chip.stream_sbuf_bytes_per_partition // (BUFS * streams * isz + 2 * 2 * 4))
+
+
+def flat_shape(numel: int, P: int) -> tuple:
+    """The flat plan of `numel` elements over P partitions: [p = min(P, numel), ceil(numel / p)]."""
+    p = max(1, min(P, int(numel)))
+    return p, ceil(int(numel) / p)
+
+
+def hbm_elems(t: TensorSpec, P: int) -> int:
+    """The elements of t's HBM tensor: its span, padded to the flat plan [p, ceil(numel / p)]
+    and the row plan (ceil(rows / p) rows of its last dim per partition): a numel (rows) that
+    is no multiple of p is rounded up, and the last chunk's (block's) DMAs move the rounding
+    (timing-equivalent to the partial tail a kernel issues); padded, they stay inside the
+    tensor. A strided tensor's plans take twice the room (LowerCtx.hbm_pieces: runs with
+    one-element gaps)."""
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.strides) if n > 0)
+    p, cols = flat_shape(t.numel, P)
+    c = max(t.shape[-1], 1) if t.ndim else 1
+    pr, per_part = flat_shape(t.numel // c, P)
+    plan = max(p * cols, pr * per_part * c)
+    return max(span, plan if t.is_contiguous or t.numel <= 1 else 2 * plan, 1)
 
 
 def cores_of_work(blocks, lnc) -> float:
@@ -92,24 +119,13 @@ class LowerCtx:
         k = self.key(t)
         h = self._hbm.get(k)
         if h is None:
-            # padded to the flat plan [p, ceil(numel / p)] and the row plan (ceil(rows / p)
-            # rows per partition): a numel (rows) that is no multiple of p is rounded up, and
-            # the last chunk's (block's) DMAs move the rounding (timing-equivalent to the
-            # partial tail a kernel issues); padded, they stay inside the tensor. A strided
-            # tensor's plans take twice the room (hbm_pieces: runs with one-element gaps)
-            span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.strides) if n > 0)
-            p, cols = self.flat_shape(t)
-            c = max(t.shape[-1], 1) if t.ndim else 1
-            pr, per_part = self.flat_shape(t.numel // c)
-            plan = max(p * cols, pr * per_part * c)
-            size = max(span, plan if t.is_contiguous or t.numel <= 1 else 2 * plan, 1)
-            h = self._hbm[k] = self.b.hbm(f"hbm{len(self._hbm)}", (size,), t.dtype)
+            h = self._hbm[k] = self.b.hbm(f"hbm{len(self._hbm)}", (hbm_elems(t, self.P),),
+                                          t.dtype)
         return h
 
     def flat_shape(self, t_or_numel) -> tuple:
-        n = t_or_numel.numel if isinstance(t_or_numel, TensorSpec) else int(t_or_numel)
-        p = max(1, min(self.P, n))
-        return p, ceil(n / p)
+        return flat_shape(t_or_numel.numel if isinstance(t_or_numel, TensorSpec) else t_or_numel,
+                          self.P)
 
     # ---- representative repeats ---------------------------------------------------------------
     def repeat(self, total: int, cap: int | None = None) -> int:
@@ -245,13 +261,29 @@ class LowerCtx:
         # of p): one small load, reused by every chunk
         if t.numel < p * cols and self.flat_shape(t) != (p, cols):
             fb = min(self.flat_shape(t)[1], f)
-            k = ("bcast",) + self.key(t)
-            tile = self._pool.get(k)
-            if tile is None:
-                tile = self._pool[k] = self.b.sbuf(f"b{len(self._pool)}", (p, fb), t.dtype)
-                src = AccessPattern(self.hbm(t), 0, p, 0, ((fb, 1),), 0)
-                self.b.dma_copy(tile, src)
+            tile = self.load_once(t, p, fb)
             return tile[0:p, 0:f] if fb >= f else tile.ap()
+        tile = self.tile(role, (p, f), t.dtype, j)
+        self._chunk_dma(t, tile, p, off, f, store=False)
+        return tile
+
+    def load_once(self, t: TensorSpec, p: int, n: int):
+        """t's first n elements on each of p partitions (one DMA, partition stride 0), loaded
+        at the op's first request and reused by its later chunks."""
+        k = ("bcast",) + self.key(t)
+        tile = self._pool.get(k)
+        if tile is None:
+            tile = self._pool[k] = self.b.sbuf(f"b{len(self._pool)}", (p, n), t.dtype)
+            self.b.dma_copy(tile, AccessPattern(self.hbm(t), 0, p, 0, ((n, 1),), 0))
+        return tile
+
+    def load_chunk(self, t: TensorSpec, p: int, j: int, f: int, role="in", off=None):
+        """Chunk j ([p, f] at free offset `off`, default j*f) of t into SBUF, whatever t's size
+        (`load` takes fewer elements for a broadcast); a resident tensor is read in place."""
+        off = j * f if off is None else off
+        ap = self.resident_ap(t, p, off, f)
+        if ap is not None:
+            return ap
         tile = self.tile(role, (p, f), t.dtype, j)
         self._chunk_dma(t, tile, p, off, f, store=False)
         return tile
@@ -317,18 +349,24 @@ class LowerCtx:
         n = self.repeat(total)
         return p, cols, f, [(j, min(f, cols - j * f) if n == total else f) for j in range(n)]
 
-    def stream(self, out: TensorSpec, ins, body, outs=None, store=True):
+    def stream(self, out: TensorSpec, ins, body, outs=None, store=True, plan=None):
         """The element-wise skeleton: for each chunk, load every input, `body(ins_aps, out_aps,
         p, f, j)` emits the compute, store every output. `ins`: TensorSpecs streamed in the out
-        layout (broadcasts handled), `outs`: outputs (default [out])."""
+        layout (broadcasts handled), `outs`: outputs (default [out]). `plan`: a
+        broadcast.Plan, whose chunks keep rows whole and which reads each broadcast operand
+        at its elements' positions."""
         outs = outs or [out]
-        p, cols, f, chunks = self.chunked(out, max(1, len(ins) + len(outs)))
+        if plan is None:
+            p, cols, f, chunks = self.chunked(out, max(1, len(ins) + len(outs)))
+        else:
+            p, cols, f, chunks = plan.chunked(self)
         for j, fj in chunks:
             srcs, seen = [], {}
             for i, t in enumerate(ins):          # the same tensor twice (x * x) loads once
                 k = self.key(t)
                 if k not in seen:
-                    seen[k] = self.load(t, p, cols, j, fj, role=f"in{i}", off=j * f)
+                    seen[k] = self.load(t, p, cols, j, fj, role=f"in{i}", off=j * f) \
+                        if plan is None else plan.load(self, i, t, j, fj)
                 srcs.append(seen[k])
             dsts = [self.out_tile(o, p, cols, j, fj, role=f"out{i}", off=j * f)
                     for i, o in enumerate(outs)]

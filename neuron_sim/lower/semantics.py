@@ -39,6 +39,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..hardware import get_chip
 from ..interpreter import execute
 from ..numerics.formats import itemsize, np_dtype
+from .broadcast import STAND_IN, plan
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
 from .rules.elementwise import COPY_OPS
@@ -60,8 +61,8 @@ EXACT = {
         "sqrt", "rsqrt", "reciprocal", "sin", "atan", "sign", "abs", "square")},
     "unary_vector": {"aten::clamp_min", "aten::clamp_max", "aten::pow"},
     "binary": {f"aten::{n}" for n in (
-        "add", "sub", "mul", "div", "true_divide", "maximum", "minimum", "eq", "ne", "lt", "le",
-        "gt", "ge", "fmod", "remainder")},
+        "add", "sub", "rsub", "mul", "div", "true_divide", "maximum", "minimum", "eq", "ne",
+        "lt", "le", "gt", "ge", "fmod", "remainder")},
     "copy_like": set(COPY_OPS),
     "copy_d2d": {"neuron::copy_d2d"},
     "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
@@ -144,27 +145,35 @@ def _scalars(op: OpSpec) -> list:
     return [a for a in op.args if not isinstance(a, TensorSpec) and not tensor_list(a)]
 
 
-def _elementwise_reason(op: OpSpec, rule: str) -> str | None:
+def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
     """Why an element-wise op of an EXACT rule is not exact with these arguments."""
     name = op.op
     outs = [o for o in op.outputs if isinstance(o, TensorSpec)]
-    if rule != "fill" and op.args and not isinstance(op.args[0], TensorSpec) \
+    arith = rule == "binary" or name == "aten::pow"     # broadcasts, scalar first: elementwise()
+    if rule == "unary_vector" and len(op.inputs) > 1 and name != "aten::pow":
+        return "its second tensor (clamp_min.Tensor's bound) is charged as the immediate 1.0"
+    if rule != "fill" and not arith and op.args and not isinstance(op.args[0], TensorSpec) \
             and not tensor_list(op.args[0]):
         return "its first operand is a scalar (the recipe reads its first tensor first)"
     if any(isinstance(a, TensorSpec) and not a.on_device for a in op.args):
         return "a CPU scalar tensor's value is not in the program (charged as the immediate 1.0)"
     numel = {t.numel for t in (*op.inputs, *outs)}
     if rule != "fill" and len(numel) > 1 and rule != "foreach":
-        return ("a broadcast operand is loaded once, as its first elements on every partition "
-                "(timing: one small load), not at each element's position")
+        if not arith or len(outs) != 1:
+            return STAND_IN
+        why = plan(outs[0], op.inputs[:2], chip)[1]
+        if why:
+            return why
     scalars = [s for s in _scalars(op) if s is not None]
     if name == "aten::gelu":
         return None
     if name == "aten::softplus" and scalars not in ([], [1], [1, 20]):
         return "beta and threshold are not applied (ScalarE softplus)"
-    if name in ("aten::add", "aten::sub") and len(op.inputs) >= 2 and scalars not in ([], [1]):
+    if name in ("aten::add", "aten::sub", "aten::rsub") and len(op.inputs) >= 2 \
+            and scalars not in ([], [1]):
         return "alpha is not applied (charged as one tensor_tensor)"
-    if name in ("aten::add", "aten::sub") and len(op.inputs) == 1 and scalars[1:] not in ([], [1]):
+    if name in ("aten::add", "aten::sub", "aten::rsub") and len(op.inputs) == 1 \
+            and scalars[1:] not in ([], [1]):
         return "alpha is not applied (charged as one tensor_scalar)"
     if name == "aten::div" and (any(isinstance(s, str) for s in scalars)
                                 or op.kwargs.get("rounding_mode")):
@@ -212,7 +221,7 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
     c = get_chip(chip)
     if name in ("unary_activation", "unary_vector", "binary", "copy_like", "copy_d2d", "fill",
                 "foreach"):
-        return _elementwise_reason(op, name)
+        return _elementwise_reason(op, name, c)
     if name == "cat":
         if any(t.dtype != op.outputs[0].dtype for t in op.inputs):
             return "an input of another dtype is copied through SBUF at a stand-in offset"

@@ -769,10 +769,11 @@ class ProgramBuilder:
                                                op, engine_of(engine)), **kw)
 
     def tensor_scalar(self, dst, data, op0="multiply", operand0=1.0, op1=None, operand1=None, *,
-                      engine="vector", **kw) -> int:
+                      reverse0=False, engine="vector", **kw) -> int:
+        """dst = (data <op0> operand0) <op1> operand1; reverse0: operand0 <op0> data."""
         from ..isa.vector import tensor_scalar
         return self.append(tensor_scalar.build(self.chip, as_ap(dst), as_ap(data), op0,
-                                               _scalar(operand0), op1=op1,
+                                               _scalar(operand0), reverse0, op1=op1,
                                                operand1=_scalar(operand1),
                                                engine=engine_of(engine)), **kw)
 

@@ -195,3 +195,36 @@ def test_a_training_step_with_batch_norm_and_layer_norm_is_checked(py):
     for name in ("aten::native_layer_norm", "aten::native_layer_norm_backward",
                  "aten::native_batch_norm_backward"):
         assert repr(name) in out, (name, out)
+
+
+def test_a_model_step_with_biases_and_scalings_is_checked(py):
+    # broadcast operands (a bias row, per-row scales, a 0-d temperature, a mask) and a scalar
+    # first (1 - y: rsub) in a forward and backward step, each checked against the CPU result
+    proc = py("""
+        import torch, torch_neuronx
+        from torch_neuronx import check_semantics as cs
+        checked = []
+        check = cs.check_lowered
+        cs.check_lowered = lambda op, *a: checked.append(
+            (op.name, tuple(t.numel for t in op.inputs))) or check(op, *a)
+        torch.manual_seed(0)
+        dev = dict(device="neuron")
+        x = torch.randn(3, 100, 64, **dev)
+        bias = torch.randn(64, **dev, requires_grad=True)
+        gain = torch.randn(3, 100, 1, **dev).requires_grad_()
+        temp = torch.tensor(0.5, **dev, requires_grad=True)
+        mask = torch.randn(1, 100, 64, **dev)
+        with cs.checking():
+            rms = x.pow(2).mean(-1, keepdim=True).sqrt()        # x / rms: no gradient
+            h = (x + bias) * gain / rms
+            y = h / temp + mask
+            loss = (1 - y).pow(2).mean()
+            loss.backward()
+        torch.neuron.synchronize()
+        print(sorted({n for n, sizes in checked if len(set(sizes)) > 1}))
+        print("RSUB", any(n.startswith("aten::rsub") for n, _ in checked))
+        """)
+    out = proc.stdout
+    for name in ("aten::add.Tensor", "aten::mul.Tensor", "aten::div.Tensor"):
+        assert repr(name) in out, (name, out)
+    assert "RSUB True" in out, out

@@ -249,6 +249,7 @@ CASES = {
     "aten::pow": lambda s: ((T(s), 2.0), (T(s),), [_data(s, "positive")], lambda x: x ** 2),
     "aten::add": _binary(torch.add, 1),
     "aten::sub": _binary(torch.sub, 1),
+    "aten::rsub": _binary(torch.rsub, 1),
     "aten::mul": _scalar(lambda x: x * 0.375, 0.375),
     "aten::div": _binary(torch.div, kind="positive"),
     "aten::true_divide": _binary(torch.true_divide, kind="positive"),
@@ -459,6 +460,52 @@ def test_full_sum_and_bfloat16_add():
          [x, y], lambda a, b: a.bfloat16() + b.bfloat16(), rtol=0, atol=0)
 
 
+# broadcast operands: chunks of whole rows, each operand read at its elements' positions.
+# [600, 200] puts 5 rows on a partition (600 is no multiple of 128), 2 per chunk and 1 in the
+# last: a per-row operand is a [p, 2] tile read with stride 0 (tensor_tensor), then a [p, 1]
+# column (tensor_scalar)
+BROADCASTS = [
+    ("aten::add.Tensor", [(600, 200), (200,)], torch.add, (1,), "normal"),        # a bias
+    ("aten::add.Tensor", [(128, 1001), (1001,)], torch.add, (1,), "normal"),
+    ("aten::mul.Tensor", [(600, 200), (600, 1)], torch.mul, (), "normal"),        # per-row scale
+    ("aten::div.Tensor", [(5, 1003), (5, 1)], torch.div, (), "positive"),          # x / rms
+    ("aten::sub.Tensor", [(5, 1), (5, 1003)], torch.sub, (1,), "normal"),         # first broadcast
+    ("aten::add.Tensor", [(2, 3, 16, 16), (1, 1, 16, 16)], torch.add, (1,), "normal"),   # a mask
+    ("aten::mul.Tensor", [(300, 64), ()], torch.mul, (), "normal"),               # a 0-d tensor
+    ("aten::add.Tensor", [(300, 1), (1, 64)], torch.add, (1,), "normal"),         # both broadcast
+    ("aten::maximum", [(64,), (200, 3, 64)], torch.maximum, (), "normal"),
+    ("aten::rsub.Tensor", [(300, 64), (64,)], torch.rsub, (1,), "normal"),
+    ("aten::lt.Tensor", [(300, 64), (300, 1)], torch.lt, (), "normal"),
+]
+
+
+@pytest.mark.parametrize("chip", ["trn1", "trn2"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name, shapes, fn, extra, kind", BROADCASTS,
+                         ids=[f"{c[0]}-{c[1]}" for c in BROADCASTS])
+def test_broadcast_operands_are_read_at_their_positions(name, shapes, fn, extra, kind, dtype,
+                                                        chip):
+    arrays = [_data(sh, "positive" if kind == "positive" and k else "normal", k)
+              for k, sh in enumerate(shapes)]
+    ts = [torch.from_numpy(a).to(getattr(torch, dtype)) for a in arrays]
+    want = fn(*ts)
+    out = T(tuple(want.shape), "bool" if want.dtype == torch.bool else dtype)
+    op = OpSpec(name, (*(T(sh, dtype) for sh in shapes), *extra), (out,))
+    got = run_lowered(op, [t.float().numpy() for t in ts], chip)[0]
+    _close(got, want, 1e-5 if dtype == "float32" else 4e-3, 1e-6)
+
+
+@pytest.mark.parametrize("name, fn", [("aten::rsub.Scalar", lambda x: torch.rsub(x, 2.5)),
+                                      ("aten::pow.Scalar", lambda x: torch.pow(2.0, x)),
+                                      ("aten::remainder.Scalar_Tensor",
+                                       lambda x: torch.remainder(2.5, x))])
+def test_a_scalar_first_operand_is_applied_reversed(name, fn):
+    x = _data((300, 64), "positive")
+    args = (T((300, 64)), 2.5, 1) if "rsub" in name else (2.0 if "pow" in name else 2.5,
+                                                           T((300, 64)))
+    _run(name, args, (T((300, 64)),), [x], fn, rtol=1e-5, atol=1e-5)
+
+
 def test_every_exact_op_has_a_case():
     exact = set().union(*EXACT.values())
     assert exact == set(CASES) | set(MM)
@@ -471,7 +518,11 @@ s = (128, 1001)
 REFUSED = [
     (OpSpec("aten::cos", (T(s),), (T(s),)), "charged as another activation"),
     (OpSpec("aten::add.Tensor", (T(s), T(s), 2), (T(s),)), "alpha is not applied"),
-    (OpSpec("aten::add.Tensor", (T(s), T((1001,)), 1), (T(s),)), "broadcast operand"),
+    (OpSpec("aten::add.Tensor", (T((4, 1, 8)), T((4, 8, 8)), 1), (T((4, 8, 8)),)),
+     "broadcast over a middle dim"),
+    (OpSpec("aten::add.Tensor", (T((2, 4096)), T((4096,)), 1), (T((2, 4096)),)),
+     "longer than a chunk holds"),
+    (OpSpec("aten::clamp_min.Tensor", (T(s), T(s)), (T(s),)), "charged as the immediate"),
     (OpSpec("aten::clone", (T((1001, 128), strides=(1, 1001)),), (T((1001, 128)),)),
      "strided operand"),
     (OpSpec("aten::fill.Scalar", (T(s), 1.5), (T(s),)), "whatever the fill value"),

@@ -12,6 +12,7 @@ a Python/CPU scalar). Data streams HBM -> SBUF -> engines -> HBM in [P, F] chunk
 
 from __future__ import annotations
 
+from ..broadcast import column, plan
 from ..registry import lowers
 from .movement import device_copy
 
@@ -34,9 +35,10 @@ def scalar_operand(op) -> float:
     return 1.0
 
 
-def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0):
+def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0, reverse=False, bcast=False):
     """Emit the chunk's instructions; the last one writes `dst`; `scalar`: the immediate of
-    tensor_scalar steps."""
+    tensor_scalar steps (`reverse`: they compute scalar <op> x); `bcast`: srcs may hold
+    broadcast patterns (broadcast.Plan.load)."""
     b = ctx.b
     cur, rest = srcs[0] if srcs else None, list(srcs[1:])
     for i, (kind, arg) in enumerate(recipe):
@@ -44,13 +46,13 @@ def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0):
         out = dst if last else ctx.tmp(f"tmp{i}", (p, f), "float32", j)
         if kind == ACT:
             b.activation(out, cur, arg)
-        elif kind == TT:
-            if rest:
-                b.tensor_tensor(out, cur, rest.pop(0), arg)
+        elif kind == TT and rest:
+            if bcast:
+                tensor_tensor(b, out, cur, rest.pop(0), arg)
             else:
-                b.tensor_scalar(out, cur, arg, scalar)
-        elif kind == TS:
-            b.tensor_scalar(out, cur, arg, scalar)
+                b.tensor_tensor(out, cur, rest.pop(0), arg)
+        elif kind in (TT, TS):
+            b.tensor_scalar(out, cur, arg, scalar, reverse0=reverse)
         elif kind == COPY:
             b.tensor_copy(out, cur)
         elif kind == RNG:
@@ -61,17 +63,34 @@ def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0):
     return cur
 
 
-def elementwise(ctx, op, recipe, n_inputs):
-    """Stream the op's first `n_inputs` device inputs through `recipe` into its first output."""
+def tensor_tensor(b, out, x, y, op):
+    """out = x <op> y; a per-partition broadcast operand (broadcast.column) as tensor_scalar's
+    [p, 1] operand: one input stream, max(64, N) rather than max(64, 2N) [ISAcost]."""
+    cy = column(y)
+    if cy is not None:
+        return b.tensor_scalar(out, x, op, cy)
+    cx = column(x)
+    if cx is not None:
+        return b.tensor_scalar(out, y, op, cx, reverse0=True)
+    return b.tensor_tensor(out, x, y, op)
+
+
+def elementwise(ctx, op, recipe, n_inputs, reverse=False):
+    """Stream the op's first `n_inputs` device inputs through `recipe` into its first output;
+    `reverse` (rsub): the op is other <op> self. Broadcast operands: broadcast.plan."""
     out = op.outputs[0]
     ins = [t for t in op.inputs if t.numel > 0][:n_inputs]
-    scalar = scalar_operand(op)
+    first = bool(ins) and type(op.args[0]) in (int, float)     # 2 ** x: pow.Scalar
+    scalar = float(op.args[0]) if first else scalar_operand(op)
+    if reverse and len(ins) > 1:
+        ins, reverse = ins[::-1], False
+    how = plan(out, ins, ctx.chip)[0] if any(t.numel != out.numel for t in ins) else None
 
     def body(srcs, dsts, p, f, j):
         if not srcs:
             srcs = [dsts[0]]
-        run_recipe(ctx, recipe, srcs, dsts[0], p, f, j, scalar)
-    ctx.stream(out, ins, body)
+        run_recipe(ctx, recipe, srcs, dsts[0], p, f, j, scalar, reverse or first, how is not None)
+    ctx.stream(out, ins, body, plan=how)
 
 
 # ---- unary on ScalarE (activation functions) --------------------------------------------------
@@ -156,7 +175,7 @@ _BINARY = {
 def binary(ctx, op):
     # x.div(y, rounding_mode) and alpha-scaled add/sub are still one VectorE instruction: the
     # tensor_scalar/tensor_tensor ALU takes the scale as its second op for free [ISA].
-    elementwise(ctx, op, [(TT, _BINARY[op.op])], n_inputs=2)
+    elementwise(ctx, op, [(TT, _BINARY[op.op])], n_inputs=2, reverse=op.op == "aten::rsub")
 
 
 # ---- ternary ------------------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""Broadcast operands of element-wise ops, read at their elements' positions.
+
+An element-wise op whose operands differ in size (x + bias[D], x * scale[N, 1], scores +
+mask[1, 1, S, S], x * a 0-d tensor) streams its output as whole rows of L elements, L the
+longest period among its broadcast operands: rows over p partitions, k rows of each partition
+per chunk, in the chunk-major layout every operand of the op shares (LowerCtx.hbm_pieces:
+chunk j is [p, k * L] at element j * p * k * L, partition q at q * k * L past it). Whole rows
+put each broadcast operand at the same place in every partition and chunk, so a compiler's
+access patterns read it:
+
+- a trailing-dims operand (bias, mask, 0-d: `ROW`, n elements repeating) is one DMA per op of
+  its n elements onto every partition (partition stride 0), read by each chunk's instruction
+  as k * L / n repeats (a free-dim stride 0);
+- a leading-dims operand (a per-row scalar [N, 1]: `COL`, each element spread over n) is
+  loaded per chunk as [p, k * L / n], its own chunk-major slice, and read with each element
+  repeated n times (stride 0); a [p, 1] column goes to tensor_scalar as its per-partition
+  operand [ISA], the rest to tensor_tensor.
+
+Other broadcasts (over a middle dim, a strided operand, rows longer than a chunk holds) keep
+the stand-in of LowerCtx.load (one small load of the operand's first elements), timing-only:
+`plan` says why."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ..program.ap import AccessPattern, as_ap
+from .context import chunk_elems, chunk_fit, hbm_elems
+from .spec import TensorSpec
+
+ROW, COL = "row", "col"
+STAND_IN = ("a broadcast operand is loaded once, as its first elements on every partition "
+            "(timing: one small load), not at each element's position")
+
+
+def form(t: TensorSpec, out: TensorSpec):
+    """How out's elements (row-major) read t's: (ROW, n): element e reads t's e % n (t holds
+    out's trailing dims; n = 1 for one element); (COL, n): e reads e // n (t holds out's
+    leading dims, the last n elements of each row broadcast); None: another broadcast."""
+    if t.numel == 1:
+        return ROW, 1
+    if t.ndim > out.ndim or not t.is_contiguous:
+        return None
+    dims = [(a, b) for a, b in zip((1,) * (out.ndim - t.ndim) + t.shape, out.shape) if b != 1]
+    if any(a not in (1, b) for a, b in dims):
+        return None
+    has = [a == b for a, b in dims]
+    if has == sorted(has):
+        return ROW, t.numel
+    return (COL, out.numel // t.numel) if has == sorted(has, reverse=True) else None
+
+
+class Plan:
+    """Rows of L elements over p partitions, `rows` per partition, k per chunk (the last chunk
+    the rest); forms[i]: input i's form (None: as many elements as the output)."""
+
+    def __init__(self, forms, L, p, rows, k):
+        self.forms, self.L, self.p, self.k = forms, L, p, k
+        self.cols, self.f, self.n = rows * L, k * L, ceil(rows / k)
+
+    def chunked(self, ctx):
+        """LowerCtx.chunked's (p, cols, f, [(j, fj)]) of this plan."""
+        n = ctx.repeat(self.n)
+        return self.p, self.cols, self.f, [
+            (j, min(self.f, self.cols - j * self.f) if n == self.n else self.f) for j in range(n)]
+
+    def load(self, ctx, i: int, t: TensorSpec, j: int, fj: int):
+        """Input i's operand for chunk j ([p, fj]): a chunk like the output's, or a broadcast
+        operand's pattern over it."""
+        p, role = self.p, f"in{i}"
+        if self.forms[i] is None:
+            return ctx.load_chunk(t, p, j, fj, role, j * self.f)
+        kind, n = self.forms[i]
+        if kind == COL:
+            m = self.L // n                     # t's elements per row
+            rows = fj // self.L
+            ap = ctx.load_chunk(t, p, j, rows * m, role, j * self.k * m)
+            return _spread(ap, ((rows * m, 1), (n, 0)))
+        ap = ctx.resident_ap(t, p, 0, n)
+        return _spread(ctx.load_once(t, p, n) if ap is None else ap, ((fj // n, 0), (n, 1)))
+
+
+def _spread(ap, dims) -> AccessPattern:
+    """`ap`'s first partition row seen through `dims` (strides 0 repeat it), size-1 dims left
+    out."""
+    a = as_ap(ap)
+    return AccessPattern(a.tensor, a.p_start, a.p_size, a.offset,
+                         tuple(d for d in dims if d[0] != 1) or ((1, 1),))
+
+
+def column(ap):
+    """The [p, 1] column a pattern of one element per partition repeats (every free stride 0),
+    for tensor_scalar's per-partition operand; None for any other operand."""
+    if ap.__class__ is not AccessPattern or ap.dims[0][1] or ap.free_size == 1 \
+            or any(s for _, s in ap.dims):
+        return None
+    return AccessPattern(ap.tensor, ap.p_start, ap.p_size, ap.offset, ((1, 1),))
+
+
+def plan(out: TensorSpec, ins, chip):
+    """(Plan, None) streaming `out` from `ins` (some with fewer elements), or (None, why not)."""
+    forms = [None if t.numel == out.numel else form(t, out) for t in ins]
+    if any(t.numel != out.numel and f is None for t, f in zip(ins, forms)):
+        return None, STAND_IN + " (a broadcast over a middle dim, or a strided one)"
+    L = max(n for _, n in filter(None, forms))
+    full = [out] + [t for t, f in zip(ins, forms) if f is None]
+    fit = chunk_fit(chip, out.dtype, len(full))
+    if L > fit:
+        return None, (f"its rows of {L} elements are longer than a chunk holds ({fit}): "
+                      + STAND_IN)
+    P = chip.sbuf_partitions
+    R = out.numel // L
+    p = max(1, min(P, R))
+    rows = ceil(R / p)
+    k = max(1, chunk_elems(chip, rows * L, out.dtype, len(full)) // L)
+    k = ceil(rows / ceil(rows / k))             # balanced chunks, as LowerCtx.chunks
+    # a row count that is no multiple of p pads the last chunk: it must stay inside each tensor
+    reach = [(t, p * rows * L) for t in full] + [
+        (t, p * rows * L // f[1]) for t, f in zip(ins, forms) if f and f[0] == COL]
+    if any(need * (1 if t.is_contiguous else 2) > hbm_elems(t, P) for t, need in reach):
+        return None, (f"its {R} rows of {L} elements do not divide over {p} partitions and the "
+                      f"last chunk would pass a tensor's end: " + STAND_IN)
+    return Plan(forms, L, p, rows, k), None
