@@ -223,9 +223,11 @@ class LowerCtx:
         return [(runs, 0, whole * run), (AccessPattern(h, 0, p, base + whole * (run + 1),
                                                        ((part, 1),), pstride), whole * run, part)]
 
-    def _chunk_dma(self, t: TensorSpec, tile, p: int, off: int, f: int, store: bool):
-        """The DMA(s) between chunk [p, f] of t in HBM and an SBUF tile (or access pattern)."""
-        pieces = self.hbm_pieces(t, p, off, f)
+    def _chunk_dma(self, t: TensorSpec, tile, p: int, off: int, f: int, store: bool,
+                   pieces=None):
+        """The DMA(s) between chunk [p, f] of t in HBM and an SBUF tile (or access pattern);
+        `pieces`: its HBM access when not hbm_pieces' (broadcast.LongRows)."""
+        pieces = pieces or self.hbm_pieces(t, p, off, f)
         sb = as_ap(tile)
         last = None
         for hap, lo, n in pieces:
@@ -267,25 +269,27 @@ class LowerCtx:
         self._chunk_dma(t, tile, p, off, f, store=False)
         return tile
 
-    def load_once(self, t: TensorSpec, p: int, n: int):
-        """t's first n elements on each of p partitions (one DMA, partition stride 0), loaded
-        at the op's first request and reused by its later chunks."""
-        k = ("bcast",) + self.key(t)
+    def load_once(self, t: TensorSpec, p: int, n: int, at: int = 0):
+        """t's n elements from element `at` on each of p partitions (one DMA, partition stride
+        0), loaded at the op's first request and reused by its later chunks."""
+        k = ("bcast", at) + self.key(t)
         tile = self._pool.get(k)
         if tile is None:
             tile = self._pool[k] = self.b.sbuf(f"b{len(self._pool)}", (p, n), t.dtype)
-            self.b.dma_copy(tile, AccessPattern(self.hbm(t), 0, p, 0, ((n, 1),), 0))
+            self.b.dma_copy(tile, AccessPattern(self.hbm(t), 0, p, at, ((n, 1),), 0))
         return tile
 
-    def load_chunk(self, t: TensorSpec, p: int, j: int, f: int, role="in", off=None):
+    def load_chunk(self, t: TensorSpec, p: int, j: int, f: int, role="in", off=None,
+                   pieces=None):
         """Chunk j ([p, f] at free offset `off`, default j*f) of t into SBUF, whatever t's size
-        (`load` takes fewer elements for a broadcast); a resident tensor is read in place."""
+        (`load` takes fewer elements for a broadcast); a resident tensor is read in place.
+        `pieces`: as _chunk_dma's."""
         off = j * f if off is None else off
         ap = self.resident_ap(t, p, off, f)
         if ap is not None:
             return ap
         tile = self.tile(role, (p, f), t.dtype, j)
-        self._chunk_dma(t, tile, p, off, f, store=False)
+        self._chunk_dma(t, tile, p, off, f, store=False, pieces=pieces)
         return tile
 
     def out_tile(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="out", off=None):
@@ -327,11 +331,13 @@ class LowerCtx:
             return True
         return k in self.consumed_later and k not in self._resident
 
-    def store(self, t: TensorSpec, tile, p: int, j: int, f: int, off=None):
-        """Chunk j ([p, f] at free offset `off`, default j*f) of output t to HBM if needed."""
+    def store(self, t: TensorSpec, tile, p: int, j: int, f: int, off=None, pieces=None):
+        """Chunk j ([p, f] at free offset `off`, default j*f) of output t to HBM if needed;
+        `pieces`: as _chunk_dma's."""
         if not self.needs_store(t):
             return None
-        return self._chunk_dma(t, as_ap(tile), p, j * f if off is None else off, f, store=True)
+        return self._chunk_dma(t, as_ap(tile), p, j * f if off is None else off, f, store=True,
+                               pieces=pieces)
 
     def chunks(self, t: TensorSpec, streams: int = 3):
         """The flat chunk plan of t: (p, cols, f, n_chunks_total)."""
@@ -362,17 +368,19 @@ class LowerCtx:
             p, cols, f, chunks = plan.chunked(self)
         for j, fj in chunks:
             srcs, seen = [], {}
+            off = j * f if plan is None else plan.off(j)
             for i, t in enumerate(ins):          # the same tensor twice (x * x) loads once
                 k = self.key(t)
                 if k not in seen:
-                    seen[k] = self.load(t, p, cols, j, fj, role=f"in{i}", off=j * f) \
+                    seen[k] = self.load(t, p, cols, j, fj, role=f"in{i}", off=off) \
                         if plan is None else plan.load(self, i, t, j, fj)
                 srcs.append(seen[k])
-            dsts = [self.out_tile(o, p, cols, j, fj, role=f"out{i}", off=j * f)
+            dsts = [self.out_tile(o, p, cols, j, fj, role=f"out{i}", off=off)
                     for i, o in enumerate(outs)]
             body(srcs, dsts, p, fj, j)
             for o, d in zip(outs, dsts) if store else ():
-                self.store(o, d, p, j, fj, off=j * f)
+                self.store(o, d, p, j, fj, off=off,
+                           pieces=None if plan is None else plan.pieces(self, o, j, fj))
         self.end_op()
 
     # ---- row layout (softmax, norms, row reductions) ------------------------------------------

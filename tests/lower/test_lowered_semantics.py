@@ -460,7 +460,8 @@ def test_full_sum_and_bfloat16_add():
          [x, y], lambda a, b: a.bfloat16() + b.bfloat16(), rtol=0, atol=0)
 
 
-# broadcast operands: chunks of whole rows, each operand read at its elements' positions.
+# broadcast operands: chunks of whole rows, each operand read at its elements' positions
+# (neuron_sim/lower/broadcast.py).
 # [600, 200] puts 5 rows on a partition (600 is no multiple of 128), 2 per chunk and 1 in the
 # last: a per-row operand is a [p, 2] tile read with stride 0 (tensor_tensor), then a [p, 1]
 # column (tensor_scalar)
@@ -476,6 +477,11 @@ BROADCASTS = [
     ("aten::maximum", [(64,), (200, 3, 64)], torch.maximum, (), "normal"),
     ("aten::rsub.Tensor", [(300, 64), (64,)], torch.rsub, (1,), "normal"),
     ("aten::lt.Tensor", [(300, 64), (300, 1)], torch.lt, (), "normal"),
+    # rows longer than a chunk holds: a row per partition in pieces (the last one short), 3
+    # blocks of 128 rows (the last one padded)
+    ("aten::add.Tensor", [(300, 4099), (4099,)], torch.add, (1,), "normal"),
+    ("aten::mul.Tensor", [(300, 4099), (300, 1)], torch.mul, (), "normal"),
+    ("aten::sub.Tensor", [(300, 1), (1, 4099)], torch.sub, (1,), "normal"),
 ]
 
 
@@ -522,6 +528,8 @@ REFUSED = [
      "broadcast over a middle dim"),
     (OpSpec("aten::add.Tensor", (T((2, 4096)), T((4096,)), 1), (T((2, 4096)),)),
      "longer than a chunk holds"),
+    (OpSpec("aten::add.Tensor", (T((8, 32, 32, 32)), T((1, 1, 32, 32)), 1), (T((8, 32, 32, 32)),)),
+     "spanning several rows"),
     (OpSpec("aten::clamp_min.Tensor", (T(s), T(s)), (T(s),)), "charged as the immediate"),
     (OpSpec("aten::clone", (T((1001, 128), strides=(1, 1001)),), (T((1001, 128)),)),
      "strided operand"),
