@@ -42,7 +42,7 @@ from ..numerics.formats import itemsize, np_dtype
 from .broadcast import STAND_IN, plan
 from .context import LowerCtx
 from .registry import LoweringError, rule_for
-from .rules.elementwise import COPY_OPS
+from .rules.elementwise import COPY_OPS, number
 from .rules.matmul import addmm_scales
 from .rules.optimizer import list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
@@ -58,11 +58,21 @@ _FOREACH = ("add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clam
 EXACT = {
     "unary_activation": {f"aten::{n}" for n in (
         "exp", "log", "tanh", "sigmoid", "relu", "gelu", "silu", "mish", "softplus", "erf",
-        "sqrt", "rsqrt", "reciprocal", "sin", "atan", "sign", "abs", "square")},
-    "unary_vector": {"aten::clamp_min", "aten::clamp_max", "aten::pow"},
+        "sqrt", "rsqrt", "reciprocal", "sin", "atan", "sign", "abs", "square", "cos", "tan",
+        "exp2", "sgn")},
+    "unary_vector": {f"aten::{n}" for n in (
+        "clamp_min", "clamp_max", "pow", "clamp", "clip", "neg", "positive", "logical_not",
+        "frac", "isposinf", "isneginf", "isinf", "isfinite")},
     "binary": {f"aten::{n}" for n in (
         "add", "sub", "rsub", "mul", "div", "true_divide", "maximum", "minimum", "eq", "ne",
-        "lt", "le", "gt", "ge", "fmod", "remainder")},
+        "lt", "le", "gt", "ge", "fmod", "remainder", "logical_and", "logical_or", "logical_xor")},
+    "ternary": {"aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::where",
+                "aten::_masked_scale"},
+    "activation_backward": {f"aten::{n}_backward" for n in (
+        "gelu", "silu", "softplus", "sigmoid", "tanh", "threshold", "hardtanh", "hardsigmoid",
+        "leaky_relu")},
+    "pointwise_loss": {"aten::mse_loss", "aten::l1_loss"},
+    "pointwise_loss_backward": {"aten::mse_loss_backward"},
     "copy_like": set(COPY_OPS),
     "copy_d2d": {"neuron::copy_d2d"},
     "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
@@ -96,8 +106,10 @@ TIMING_ONLY = {
                     "or immediate (elementwise._VEC_UNARY)",
     "binary": "it is charged as one tensor_tensor of the same cost with a stand-in ALU op "
               "(elementwise._BINARY)",
-    "ternary": "its recipe is the op's instruction count (multiply, add), not its formula",
-    "activation_backward": "f' is charged as the activation f itself (same ScalarE cost)",
+    "ternary": "addr and masked_scatter: the recipe is their instruction count (multiply, "
+               "add), not their formula",
+    "activation_backward": "mish, hardswish and logit: f' is charged as one activation of the "
+                           "same cost (ScalarE has no derivative table for them)",
     "random": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
     "dropout": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
     "fill": "memset writes 0.0 whatever the fill value (the cost does not depend on it)",
@@ -119,9 +131,10 @@ TIMING_ONLY = {
                 "'none' and class weights are timed as that)",
     "nll_loss_backward": "one element per target is written along dim 1 (reduction 'none' "
                          "and class weights are timed as that)",
-    "pointwise_loss": "its recipe is the op's instruction count (subtract, multiply), not its "
-                      "formula",
-    "pointwise_loss_backward": "its recipe is the op's instruction count, not its formula",
+    "pointwise_loss": "smooth_l1, huber, BCE, soft margin and KL: the recipe is their "
+                      "instruction count (subtract, multiply), not their formula",
+    "pointwise_loss_backward": "all but mse_loss_backward: the recipe is their instruction "
+                               "count, not their formula",
     "scan": "tensor_tensor_scan(x, x, multiply, add) per chunk stands in for the scan (rows "
             "are cut at chunk boundaries)",
     "sort": "four GpSimd maximum passes stand in for topk (no topk instruction yet)",
@@ -167,6 +180,13 @@ def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
     scalars = [s for s in _scalars(op) if s is not None]
     if name == "aten::gelu":
         return None
+    if name == "aten::gelu_backward" and op.arg(2) == "tanh":
+        return "approximate='tanh': no derivative table for the tanh form (charged as gelu_dx)"
+    if name == "aten::softplus_backward" and number(op.arg(3)) < 17:
+        return ("a threshold below 17 (sigmoid(beta * x) is 1.0 in FP32 only above it: torch "
+                "passes grad through above the threshold)")
+    if name == "aten::where" and len(op.inputs) < 2:
+        return "both branches are scalars (charged as a multiply and an add)"
     if name == "aten::softplus" and scalars not in ([], [1], [1, 20]):
         return "beta and threshold are not applied (ScalarE softplus)"
     if name in ("aten::add", "aten::sub", "aten::rsub") and len(op.inputs) >= 2 \
@@ -181,6 +201,8 @@ def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
     if rule == "fill" and (len(op.inputs) > 1 or any(isinstance(s, (int, float)) and s != 0
                                                      for s in scalars)):
         return TIMING_ONLY["fill"]
+    if name in ("aten::clamp", "aten::clip") and len(op.inputs) > 1:
+        return "tensor bounds are not applied (charged as one tensor_scalar)"
     if rule == "unary_activation" and scalars:
         return f"its arguments {scalars} are not applied"
     if rule == "copy_like" and outs and outs[0].dtype.startswith(("int", "uint", "bool")) \
@@ -219,9 +241,16 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         return ("a strided operand is addressed as runs with one-element gaps (the same "
                 "descriptors, a timing-equivalent layout), not at its strides")
     c = get_chip(chip)
-    if name in ("unary_activation", "unary_vector", "binary", "copy_like", "copy_d2d", "fill",
-                "foreach"):
+    if name in ("unary_activation", "unary_vector", "binary", "ternary", "activation_backward",
+                "copy_like", "copy_d2d", "fill", "foreach"):
         return _elementwise_reason(op, name, c)
+    if name in ("pointwise_loss", "pointwise_loss_backward"):
+        n = 3 if name.endswith("backward") else 2       # (grad,) self, target
+        if len(op.inputs) != n or len({t.numel for t in op.inputs[-2:]}) > 1 \
+                or op.inputs[0].numel not in (1, op.inputs[-1].numel):
+            return ("a broadcast or CPU scalar operand (timing: loaded once as its first "
+                    "elements)")
+        return None
     if name == "cat":
         if any(t.dtype != op.outputs[0].dtype for t in op.inputs):
             return "an input of another dtype is copied through SBUF at a stand-in offset"

@@ -346,6 +346,104 @@ MM = {
 }
 
 
+# element-wise ops whose stand-in instructions became the op's own (ScalarE functions and
+# derivative tables, VectorE selects, masks and scalar_tensor_tensor): FP32 and BF16 on trn1 and
+# trn2, at two chunks with a short last one. "op name[ variant]" -> (shape, dtype) -> (args, out
+# dtype, input arrays, torch function); the arrays are cast to their operand's dtype for torch
+def _grad(name, *extra, kind="normal", out=None):
+    fn = getattr(torch.ops.aten, name)
+
+    def make(s, dt):
+        x = _data(s, kind, 1) * (3 if kind == "wide" else 1)
+        y = x if out is None else out(torch.from_numpy(x)).numpy()
+        return (T(s, dt), T(s, dt), *extra), dt, [_data(s), y], lambda g, x: fn(g, x, *extra)
+    return make
+
+
+def _masked(fn, *extra, n=3, nbool=1, out_dt=None):
+    def make(s, dt):
+        arrays = [(_data(s, seed=3 + k) > 0).astype(np.float32) for k in range(nbool)]
+        arrays += [_data(s, seed=k) for k in range(n - nbool)]
+        args = (*(T(s, "bool") for _ in range(nbool)), *(T(s, dt) for _ in arrays[nbool:]),
+                *extra)
+        return args, out_dt or dt, arrays, fn
+    return make
+
+
+def _ew_unary(fn, kind="normal", out_dt=None, *extra):
+    def make(s, dt):
+        x = _data(s, kind) * (3 if kind == "wide" else 1)
+        x[0, :4] = [np.inf, -np.inf, np.nan, 0.0] if out_dt == "bool" else x[0, :4]
+        return (T(s, dt), *extra), out_dt or dt, [x], fn
+    return make
+
+
+def _three(fn, *extra, weight=False):
+    def make(s, dt):
+        arrays = [_data(s), _data(s, seed=1), _data(s, "positive", 2) / (4 if weight else 1)]
+        return (*(T(s, dt) for _ in arrays), *extra), dt, arrays, fn
+    return make
+
+
+EW = {
+    "aten::gelu_backward": _grad("gelu_backward"),
+    "aten::silu_backward": _grad("silu_backward"),
+    "aten::softplus_backward": _grad("softplus_backward", 2.0, 20),
+    "aten::sigmoid_backward": _grad("sigmoid_backward", out=torch.sigmoid),
+    "aten::tanh_backward": _grad("tanh_backward", out=torch.tanh),
+    "aten::threshold_backward": _grad("threshold_backward", 0.1),
+    "aten::hardtanh_backward": _grad("hardtanh_backward", -0.5, 0.7),
+    "aten::hardsigmoid_backward": _grad("hardsigmoid_backward", kind="wide"),
+    "aten::leaky_relu_backward": _grad("leaky_relu_backward", 0.2, False),
+    "aten::addcmul": _three(lambda a, b, c: torch.addcmul(a, b, c, value=0.3), 0.3),
+    "aten::addcdiv": _three(lambda a, b, c: torch.addcdiv(a, b, c, value=-0.3), -0.3),
+    "aten::lerp.Tensor": _three(torch.lerp, weight=True),
+    **{f"aten::lerp.Scalar w={w}": lambda s, dt, w=w: (
+        (T(s, dt), T(s, dt), w), dt, [_data(s), _data(s, seed=1)], lambda a, b: torch.lerp(a, b, w))
+       for w in (0.1, 0.8)},
+    "aten::where.self": _masked(torch.where),
+    "aten::where.ScalarOther": _masked(lambda m, a: torch.where(m, a, -2.5), -2.5, n=2),
+    "aten::where.ScalarSelf": lambda s, dt: (
+        (T(s, "bool"), -2.5, T(s, dt)), dt, [(_data(s, seed=3) > 0).astype(np.float32), _data(s)],
+        lambda m, a: torch.where(m, -2.5, a)),
+    "aten::_masked_scale": lambda s, dt: (
+        (T(s, dt), T(s, "bool"), 2.0), dt, [_data(s), (_data(s, seed=3) > 0).astype(np.float32)],
+        lambda a, m: a * m * 2.0),
+    **{f"aten::{n}": _ew_unary(getattr(torch, n)) for n in ("cos", "tan", "exp2", "sgn")},
+    **{f"aten::{n}": _ew_unary(getattr(torch, n), "wide") for n in ("neg", "positive", "frac")},
+    **{f"aten::{n}": _ew_unary(getattr(torch, n), "normal", "bool") for n in (
+        "logical_not", "isinf", "isposinf", "isneginf", "isfinite")},
+    "aten::clamp": _ew_unary(lambda x: x.clamp(-0.5, 0.7), "normal", None, -0.5, 0.7),
+    "aten::clip": _ew_unary(lambda x: x.clip(None, 0.7), "normal", None, None, 0.7),
+    **{f"aten::{n}": _masked(getattr(torch, n), n=2, nbool=2, out_dt="bool") for n in (
+        "logical_and", "logical_or", "logical_xor")},
+    # reduction 0 none, 1 mean, 2 sum: the mean or sum of every element is one value
+    **{f"aten::{n} reduction={r}": lambda s, dt, n=n, r=r: (
+        (T(s, dt), T(s, dt), r), T(s if r == 0 else (), dt), [_data(s), _data(s, seed=1)],
+        lambda x, y: getattr(torch.ops.aten, n)(x, y, r))
+       for n in ("mse_loss", "l1_loss") for r in (0, 1, 2)},
+    **{f"aten::mse_loss_backward reduction={r}": lambda s, dt, r=r: (
+        (T(s if r == 0 else (), dt), T(s, dt), T(s, dt), r), dt,
+        [_data(s if r == 0 else (), seed=2), _data(s), _data(s, seed=1)],
+        lambda g, x, y: torch.ops.aten.mse_loss_backward(g, x, y, r)) for r in (0, 1)},
+}
+
+
+@pytest.mark.parametrize("chip", ["trn1", "trn2"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", sorted(EW))
+def test_elementwise_op_matches_torch(name, dtype, chip):
+    args, out, arrays, fn = EW[name]((128, 1001), dtype)
+    out = out if isinstance(out, TensorSpec) else T((128, 1001), out)
+    op = OpSpec(name.split()[0], args, (out,))
+    specs = [a for a in args if isinstance(a, TensorSpec)]
+    ts = [torch.from_numpy(a).to(getattr(torch, "bool" if t.dtype == "bool" else dtype))
+          for a, t in zip(arrays, specs)]
+    got = run_lowered(op, [t.float().numpy() for t in ts], chip)[0]
+    low = dtype == "bfloat16" and out.dtype != "bool"
+    _close(got, fn(*ts), 2e-2 if low else 1e-5, 2e-2 if low else 1e-5)
+
+
 def _close(got, want, rtol, atol):
     want = want.float().numpy()
     got = got.astype(np.float32)
@@ -514,7 +612,7 @@ def test_a_scalar_first_operand_is_applied_reversed(name, fn):
 
 def test_every_exact_op_has_a_case():
     exact = set().union(*EXACT.values())
-    assert exact == set(CASES) | set(MM)
+    assert exact == set(CASES) | set(MM) | {OpSpec(n.split()[0]).op for n in EW}
     for rule, ops in EXACT.items():
         assert all(rule_for(o).__name__ == rule for o in ops), rule
 
@@ -522,7 +620,14 @@ def test_every_exact_op_has_a_case():
 # ---- what is refused, and why -------------------------------------------------------------------
 s = (128, 1001)
 REFUSED = [
-    (OpSpec("aten::cos", (T(s),), (T(s),)), "charged as another activation"),
+    (OpSpec("aten::asin", (T(s),), (T(s),)), "charged as another activation"),
+    (OpSpec("aten::mish_backward", (T(s), T(s)), (T(s),)), "no derivative table"),
+    (OpSpec("aten::gelu_backward", (T(s), T(s), "tanh"), (T(s),)), "the tanh form"),
+    (OpSpec("aten::softplus_backward", (T(s), T(s), 1, 5), (T(s),)), "threshold below 17"),
+    (OpSpec("aten::addr", (T(s), T((128,)), T((1001,))), (T(s),)), "addr and masked_scatter"),
+    (OpSpec("aten::clamp.Tensor", (T(s), T(s), T(s)), (T(s),)), "tensor bounds"),
+    (OpSpec("aten::smooth_l1_loss", (T(s), T(s), 1, 1.0), (T(()),)), "smooth_l1, huber"),
+    (OpSpec("aten::mse_loss", (T(s), T((1001,)), 0), (T(s),)), "broadcast or CPU scalar"),
     (OpSpec("aten::add.Tensor", (T(s), T(s), 2), (T(s),)), "alpha is not applied"),
     (OpSpec("aten::add.Tensor", (T((4, 1, 8)), T((4, 8, 8)), 1), (T((4, 8, 8)),)),
      "broadcast over a middle dim"),

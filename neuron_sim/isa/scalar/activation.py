@@ -28,6 +28,17 @@ def _gelu(x):
     return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))
 
 
+def _gelu_dx(x):
+    # d/dx x * Phi(x) = Phi(x) + x * phi(x): nki.language.gelu_dx [Shared]
+    return 0.5 * (1.0 + _erf(x / np.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
+
+
+def _silu_dx(x):
+    # d/dx x * s(x) = s(x) * (1 + x * (1 - s(x))): nki.language.silu_dx [Shared]
+    s = 1.0 / (1.0 + np.exp(-x))
+    return s * (1.0 + x * (1.0 - s))
+
+
 def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
 
@@ -43,7 +54,8 @@ FUNCTIONS = {
     "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "reciprocal": lambda x: 1.0 / x,
     "sign": np.sign, "abs": np.abs, "cos": np.cos, "tan": np.tan, "negative": np.negative,
     "ceil": np.ceil, "floor": np.floor, "trunc": np.trunc,
-    "erf_dx": lambda x: 2.0 / np.sqrt(np.pi) * np.exp(-x * x),
+    "erf_dx": lambda x: 2.0 / np.sqrt(np.pi) * np.exp(-x * x), "gelu_dx": _gelu_dx,
+    "silu_dx": _silu_dx,
 }
 
 

@@ -12,6 +12,8 @@ a Python/CPU scalar). Data streams HBM -> SBUF -> engines -> HBM in [P, F] chunk
 
 from __future__ import annotations
 
+import math
+
 from ..broadcast import column, plan
 from ..registry import lowers
 from .movement import device_copy
@@ -100,7 +102,7 @@ _ACT_FUNCS = {
     "aten::sigmoid": "sigmoid", "aten::relu": "relu", "aten::gelu": "gelu", "aten::silu": "silu",
     "aten::mish": "mish", "aten::softplus": "softplus", "aten::erf": "erf", "aten::sqrt": "sqrt",
     "aten::rsqrt": "rsqrt", "aten::reciprocal": "reciprocal", "aten::sin": "sin",
-    "aten::cos": "sin", "aten::atan": "arctan", "aten::sign": "sign", "aten::abs": "abs",
+    "aten::cos": "cos", "aten::atan": "arctan", "aten::sign": "sign", "aten::abs": "abs",
     "aten::square": "square", "aten::elu": "relu", "aten::leaky_relu": "relu",
     "aten::hardtanh": "relu", "aten::hardswish": "silu", "aten::hardsigmoid": "sigmoid",
     "aten::logit": "log", "aten::erfinv": "erf", "aten::relu6": "relu", "aten::celu": "relu",
@@ -108,7 +110,7 @@ _ACT_FUNCS = {
     # functions without their own ScalarE table are charged as one activation (the cost of an
     # activation does not depend on the function [ISAcost]); e.g. asin via arctan/sqrt forms
     "aten::acos": "arctan", "aten::asin": "arctan", "aten::asinh": "log", "aten::acosh": "log",
-    "aten::atanh": "log", "aten::sinh": "exp", "aten::cosh": "exp", "aten::tan": "sin",
+    "aten::atanh": "log", "aten::sinh": "exp", "aten::cosh": "exp", "aten::tan": "tan",
     "aten::erfc": "erf", "aten::digamma": "log", "aten::lgamma": "log", "aten::sgn": "sign",
     "aten::sinc": "sin", "aten::hardshrink": "relu", "aten::softshrink": "relu",
     "aten::log_sigmoid_forward": "softplus", "aten::i0": "exp", "aten::special_i0e": "exp",
@@ -124,7 +126,10 @@ def unary_activation(ctx, op):
     func = _ACT_FUNCS[op.op]
     if op.op == "aten::gelu" and op.arg(1) == "tanh":
         func = "gelu_apprx_tanh"
-    elementwise(ctx, op, [(ACT, func)], n_inputs=1)
+    # exp2(x) = exp(x ln 2): the scale is free [ISA]
+    scale = math.log(2.0) if op.op == "aten::exp2" else 1.0
+    ctx.stream(op.outputs[0], op.inputs[:1],
+               lambda s, d, p, f, j: ctx.b.activation(d[0], s[0], func, scale=scale))
 
 
 # ---- unary on VectorE (arithmetic) ------------------------------------------------------------
@@ -140,10 +145,28 @@ _VEC_UNARY = {
 }
 
 
+# the ops one tensor_scalar computes: (op0, operand0[, op1, operand1]) (clamp: its bounds)
+_VEC_EXACT = {
+    "aten::neg": ("multiply", -1.0), "aten::positive": ("multiply", 1.0),
+    "aten::logical_not": ("equal", 0.0), "aten::frac": ("fmod", 1.0),
+    "aten::isposinf": ("equal", math.inf), "aten::isneginf": ("equal", -math.inf),
+    "aten::isinf": ("abs_max", 0.0, "equal", math.inf),
+    "aten::isfinite": ("abs_max", 0.0, "less", math.inf),
+}
+
+
 @lowers(*_VEC_UNARY)
 def unary_vector(ctx, op):
     if op.op in ("aten::pow", "aten::float_power") and len(op.inputs) >= 2:
         elementwise(ctx, op, [(TT, "power")], n_inputs=2)
+        return
+    steps = _VEC_EXACT.get(op.op)
+    if op.op in ("aten::clamp", "aten::clip"):
+        steps = sum(((f, float(v)) for f, v in (("maximum", op.arg(1)), ("minimum", op.arg(2)))
+                     if type(v) in (int, float)), ())
+    if steps:
+        ctx.stream(op.outputs[0], op.inputs[:1],
+                   lambda s, d, p, f, j: ctx.b.tensor_scalar(d[0], s[0], *steps))
         return
     # a two-sided clamp too: one tensor_scalar with op0 and op1
     elementwise(ctx, op, [(TS, _VEC_UNARY[op.op])], n_inputs=1)
@@ -163,9 +186,8 @@ _BINARY = {
     "aten::__or__": "bitwise_or", "aten::__xor__": "bitwise_xor", "aten::xlogy": "multiply",
     "aten::atan2": "divide", "aten::hypot": "add", "aten::copysign": "multiply",
     "aten::heaviside": "greater", "aten::masked_fill": "multiply",
-    "aten::threshold_backward": "multiply", "aten::hardtanh_backward": "multiply",
-    "aten::leaky_relu_backward": "multiply", "aten::elu_backward": "multiply",
-    "aten::relu_backward": "multiply", "aten::isclose": "less_equal",
+    "aten::elu_backward": "multiply", "aten::relu_backward": "multiply",
+    "aten::isclose": "less_equal",
     "aten::logaddexp": "maximum", "aten::logaddexp2": "maximum", "aten::nextafter": "add",
     "aten::igamma": "multiply", "aten::igammac": "multiply", "aten::special_zeta": "multiply",
 }
@@ -179,41 +201,148 @@ def binary(ctx, op):
 
 
 # ---- ternary ------------------------------------------------------------------------------------
+def stt(ctx, dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False):
+    """dst = (data <op0> operand0) <op1> operand1: one VectorE scalar_tensor_tensor (a * s + c,
+    a mask times a tensor; reverse0/1 swap an op's operands) [ISA]."""
+    ctx.b.instruction("scalar_tensor_tensor", dst=dst, data=data, op0=op0, operand0=operand0,
+                      op1=op1, operand1=operand1, reverse0=reverse0, reverse1=reverse1)
+
+
+def broadcasts(op) -> bool:
+    """An input smaller than the output: loaded whole, not shaped like the chunk, which
+    scalar_tensor_tensor and select need (semantics.why_unchecked refuses these)."""
+    return any(t.numel != op.outputs[0].numel for t in op.inputs)
+
+
+def number(a, default=1.0) -> float:
+    """A scalar argument's value (`default` when it is None or a tensor)."""
+    return float(a) if type(a) in (int, float) else default
+
+
+def _addc(ctx, op, s, dst, tmp):
+    # ATen: self + value * (t1 <op> t2), value folded in with the add by one instruction
+    b, (x, t1, t2) = ctx.b, s
+    b.tensor_tensor(tmp(0), t1, t2, "multiply" if op.op == "aten::addcmul" else "divide")
+    stt(ctx, dst, tmp(0), "multiply", number(op.arg(3)), "add", x)
+
+
+def _lerp(ctx, op, s, dst, tmp):
+    # ATen: w < 0.5 ? self + w * (end - self) : end - (end - self) * (1 - w); a tensor weight
+    # takes the first form everywhere (the same value up to FP32 rounding)
+    b, (x, end), w = ctx.b, s[:2], op.arg(2)
+    b.tensor_tensor(tmp(0), end, x, "subtract")
+    if len(s) > 2:
+        b.tensor_tensor(tmp(1), tmp(0), s[2], "multiply")
+        b.tensor_tensor(dst, tmp(1), x, "add")
+    elif number(w) < 0.5:
+        stt(ctx, dst, tmp(0), "multiply", number(w), "add", x)
+    else:
+        stt(ctx, dst, tmp(0), "multiply", 1.0 - number(w), "subtract", end, reverse1=True)
+
+
+def _where(ctx, op, s, dst, tmp):
+    # select on VectorE; a scalar branch: copy the tensor one, then the scalar where it is picked
+    if len(s) == 3:
+        ctx.b.instruction("select", dst=dst, predicate=s[0], on_true=s[1], on_false=s[2])
+        return
+    value = next(number(a, 0.0) for a in op.args[1:] if type(a) in (int, float))
+    ctx.b.tensor_copy(dst, s[1])
+    ctx.b.instruction("tensor_copy_predicated", dst=dst, src=value, predicate=s[0],
+                      reverse_pred=type(op.arg(2)) in (int, float))
+
+
+def _masked_scale(ctx, op, s, dst, tmp):
+    stt(ctx, dst, s[0], "multiply", number(op.arg(2)), "multiply", s[1])
+
+
+_TERNARY = {"aten::addcmul": _addc, "aten::addcdiv": _addc, "aten::lerp": _lerp,
+            "aten::where": _where, "aten::_masked_scale": _masked_scale}
+
+
 @lowers("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::where", "aten::addr",
         "aten::_masked_scale", "aten::masked_scatter")
 def ternary(ctx, op):
-    name = op.op
-    if name == "aten::addcdiv":
-        elementwise(ctx, op, [(TT, "add"), (TT, "divide"), (TS, "multiply")], n_inputs=3)
-    elif name == "aten::lerp":
-        # self + w * (end - self): subtract, then multiply-add (w scalar or tensor)
-        elementwise(ctx, op, [(TT, "subtract"), (TT, "multiply"), (TS, "add")], n_inputs=3)
-    else:       # where, addcmul, addr, masked scale/scatter: multiply, then add
+    emit = _TERNARY.get(op.op)
+    ins = [t for t in op.inputs if t.numel > 0][:3]
+    if emit is None or len(ins) < 2 or broadcasts(op):
+        # addr, masked_scatter, broadcast operands: the instruction count (multiply, add)
         elementwise(ctx, op, [(TT, "multiply"), (TT, "add")], n_inputs=3)
+        return
+
+    def body(srcs, dsts, p, f, j):
+        emit(ctx, op, srcs, dsts[0], lambda i: ctx.tmp(f"tmp{i}", (p, f), "float32", j))
+    ctx.stream(op.outputs[0], ins, body)
 
 
-# ---- backward of activations: f'(x) on ScalarE, times grad on VectorE ----------------------------
+# ---- backward of activations: grad times f'(x) ------------------------------------------------
+# f' as one ScalarE activation: a derivative table [Shared] (gelu_dx, silu_dx), softplus' is the
+# sigmoid of beta * x; mish, hardswish and logit have none: their f' is charged as one
+# activation of the same cost (semantics.TIMING_ONLY)
 _ACT_BACKWARD = {
-    "aten::gelu_backward": "gelu", "aten::silu_backward": "silu",
-    "aten::sigmoid_backward": None, "aten::tanh_backward": None, "aten::mish_backward": "mish",
-    "aten::softplus_backward": "sigmoid", "aten::hardswish_backward": "silu",
-    "aten::hardsigmoid_backward": "sigmoid", "aten::logit_backward": "reciprocal",
+    "aten::gelu_backward": "gelu_dx", "aten::silu_backward": "silu_dx",
+    "aten::softplus_backward": "sigmoid", "aten::mish_backward": "mish",
+    "aten::hardswish_backward": "silu", "aten::logit_backward": "reciprocal",
 }
 
 
-@lowers(*_ACT_BACKWARD)
-def activation_backward(ctx, op):
-    func = _ACT_BACKWARD[op.op]
-    if func is None:
-        # sigmoid/tanh backward use the saved output: grad * y * (1 - y): two VectorE passes
-        elementwise(ctx, op, [(TT, "multiply"), (TS, "subtract"), (TT, "multiply")], n_inputs=2)
+def _from_output(ctx, op, g, y, dst, tmp):
+    # from the forward's output y, in ATen's order: sigmoid (1 - y) * g * y, tanh (1 - y * y) * g
+    if op.op == "aten::tanh_backward":
+        ctx.b.tensor_tensor(tmp(0), y, y, "multiply")
+        stt(ctx, dst, tmp(0), "subtract", 1.0, "multiply", g, reverse0=True)
         return
-    # the derivative is one activation on x (gelu/silu have derivative functions [Shared]);
-    # inputs are (grad, x): apply f' to x, multiply by grad
+    stt(ctx, tmp(0), y, "subtract", 1.0, "multiply", g, reverse0=True)
+    ctx.b.tensor_tensor(dst, tmp(0), y, "multiply")
+
+
+def _threshold(ctx, op, g, x, dst, tmp):
+    # x <= threshold ? 0 : g (relu's backward): the mask times g in one instruction
+    stt(ctx, dst, x, "greater", number(op.arg(2), 0.0), "multiply", g)
+
+
+def _hardtanh(ctx, op, g, x, dst, tmp):
+    # x <= min or x >= max ? 0 : g
+    stt(ctx, tmp(0), x, "greater", number(op.arg(2), -1.0), "multiply", g)
+    stt(ctx, dst, x, "less", number(op.arg(3)), "multiply", tmp(0))
+
+
+def _hardsigmoid(ctx, op, g, x, dst, tmp):
+    # -3 < x < 3 ? g / 6 : 0
+    ctx.b.tensor_scalar(tmp(0), x, "abs_max", 0.0, "less", 3.0)
+    stt(ctx, dst, g, "multiply", 1.0 / 6.0, "multiply", tmp(0))
+
+
+def _leaky_relu(ctx, op, g, x, dst, tmp):
+    # x > 0 ? g : g * slope
+    ctx.b.tensor_scalar(tmp(0), x, "greater", 0.0)
+    ctx.b.tensor_scalar(tmp(1), g, "multiply", number(op.arg(2), 0.01))
+    ctx.b.instruction("select", dst=dst, predicate=tmp(0), on_true=g, on_false=tmp(1))
+
+
+_VEC_BACKWARD = {"aten::sigmoid_backward": _from_output, "aten::tanh_backward": _from_output,
+                 "aten::threshold_backward": _threshold, "aten::hardtanh_backward": _hardtanh,
+                 "aten::hardsigmoid_backward": _hardsigmoid,
+                 "aten::leaky_relu_backward": _leaky_relu}
+
+
+@lowers(*_ACT_BACKWARD, *_VEC_BACKWARD)
+def activation_backward(ctx, op):
+    """Inputs (grad, x) (sigmoid and tanh: (grad, y), the forward's output): f'(x) on ScalarE
+    times grad, or the derivative in VectorE masks and selects."""
+    func = _ACT_BACKWARD.get(op.op)
+    beta = number(op.arg(2)) if op.op == "aten::softplus_backward" else 1.0
+    if func is None and broadcasts(op):
+        elementwise(ctx, op, [(TT, "multiply")], n_inputs=2)
+        return
+
     def body(srcs, dsts, p, f, j):
-        d = ctx.tmp("dact", (p, f), "float32", j)
-        ctx.b.activation(d, srcs[1], func)
-        ctx.b.tensor_tensor(dsts[0], d, srcs[0], "multiply")
+        def tmp(i):
+            return ctx.tmp(f"dact{i}", (p, f), "float32", j)
+        if func is None:
+            _VEC_BACKWARD[op.op](ctx, op, srcs[0], srcs[1], dsts[0], tmp)
+            return
+        ctx.b.activation(tmp(0), srcs[1], func, scale=beta)
+        ctx.b.tensor_tensor(dsts[0], tmp(0), srcs[0], "multiply")
     ctx.stream(op.outputs[0], op.inputs[:2], body)
 
 

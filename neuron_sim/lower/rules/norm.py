@@ -28,7 +28,7 @@ from ...program.ap import AccessPattern, IndirectPattern, Memory, as_ap
 from ..context import BUFS
 from ..registry import lowers
 from ..spec import TensorSpec
-from .elementwise import TT, elementwise, run_recipe
+from .elementwise import TT, elementwise, run_recipe, stt
 from .movement import index_blocks, index_tile
 
 MAX_ROWS_PER_BLOCK = 8     # rows per partition per block for per-row instructions (bn_stats)
@@ -122,10 +122,10 @@ def _ones(ctx, p, dtype):
     return ones
 
 
-def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
-    """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied and stored,
-    bank by bank at its own offset of out. At most out's elements are summed: a chunk of the
-    flat layout can be wider than the output."""
+def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None, divisor=1):
+    """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied (divided by
+    `divisor`: a mean) and stored, bank by bank at its own offset of out. At most out's elements
+    are summed: a chunk of the flat layout can be wider than the output."""
     b = ctx.b
     if out is not None:
         f = min(f, out.numel)
@@ -136,7 +136,10 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None):
         ps = ctx.tile("psum_red", (1, fn), "float32", f0 // bank, Memory.PSUM)
         b.nc_matmul(ps, ones, ctx.cols(acc_ap, p, f0, fn))
         o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
-        b.tensor_copy(o, ps)
+        if divisor == 1:
+            b.tensor_copy(o, ps)
+        else:
+            b.tensor_scalar(o, ps, "divide", float(divisor))
         if out is not None:
             ctx.store(out, o, 1, 0, fn, off=f0)
 
@@ -633,6 +636,9 @@ def pointwise_loss(ctx, op):
     x = op.inputs[0]
     out = op.outputs[0]
     reduce = out.numel == 1 and x.numel > 1
+    if op.op in _LOSS_FUNC:
+        _loss_of_difference(ctx, op, reduce)
+        return
     steps = [(TT, "subtract"), (TT, "multiply")]
     if "cross_entropy" in op.op:
         steps = [("act", "sigmoid"), ("act", "log"), (TT, "multiply"), (TT, "add")]
@@ -653,9 +659,52 @@ def pointwise_loss(ctx, op):
     partition_sum(ctx, acc, p, 1, out)
 
 
+# the losses of d = x - y that are one ScalarE function of it: its reduction is free in ScalarE's
+# accumulator (activation_reduce, reduce_cmd reset_reduce on the first chunk, reduce after) [ISA]
+_LOSS_FUNC = {"aten::mse_loss": "square", "aten::l1_loss": "abs"}
+
+
+def _loss_of_difference(ctx, op, reduce):
+    x, out = op.inputs[0], op.outputs[0]
+    func = _LOSS_FUNC[op.op]
+    p = ctx.flat_shape(x)[0]
+    acc = ctx.tile("acc", (p, 1), "float32", 0) if reduce else None
+
+    def body(srcs, dsts, pp, f, j):
+        d = ctx.tmp("lossd", (pp, f), "float32", j)
+        ctx.b.tensor_tensor(d, srcs[0], srcs[1], "subtract")
+        if not reduce:
+            ctx.b.activation(dsts[0], d, func)
+            return
+        ctx.b.instruction("activation", dst=dsts[0], op=func, data=d, reduce_op="add",
+                          reduce_res=acc[0:pp, 0:1], reduce_cmd="reduce" if j else "reset_reduce")
+    if not reduce:
+        ctx.stream(out, op.inputs[:2], body)
+        return
+    ctx.stream(TensorSpec(x.shape, "float32", None, ("lossel", x.id)), op.inputs[:2], body,
+               store=False)
+    partition_sum(ctx, acc, p, 1, out, x.numel if op.arg(2) in (None, 1) else 1)
+
+
 @lowers("aten::mse_loss_backward", "aten::l1_loss_backward", "aten::smooth_l1_loss_backward",
         "aten::huber_loss_backward", "aten::binary_cross_entropy_backward",
         "aten::binary_cross_entropy_with_logits_backward")
 def pointwise_loss_backward(ctx, op):
+    if op.op == "aten::mse_loss_backward" and len(op.inputs) == 3 \
+            and op.inputs[1].numel == op.inputs[2].numel == op.outputs[0].numel \
+            and op.inputs[0].numel in (1, op.outputs[0].numel):
+        # ATen: (norm * (x - y)) * grad, norm = 2 / numel for the mean, else 2; a mean's or sum's
+        # grad is one value ([p, 1] on every partition: a tensor_scalar operand)
+        norm = 2.0 / op.outputs[0].numel if op.arg(3) in (None, 1) else 2.0
+
+        def body(srcs, dsts, p, f, j):
+            d = ctx.tmp("lossd", (p, f), "float32", j)
+            ctx.b.tensor_tensor(d, srcs[1], srcs[2], "subtract")
+            if as_ap(srcs[0]).free_size == 1 < f:
+                ctx.b.tensor_scalar(dsts[0], d, "multiply", norm, "multiply", srcs[0])
+            else:
+                stt(ctx, dsts[0], d, "multiply", norm, "multiply", srcs[0])
+        ctx.stream(op.outputs[0], op.inputs[:3], body)
+        return
     ins = [t for t in op.inputs if t.numel > 1]
     elementwise(ctx, op, [(TT, "subtract"), (TT, "multiply")], n_inputs=max(1, min(2, len(ins))))
