@@ -59,13 +59,14 @@ EXACT = {
     "unary_activation": {f"aten::{n}" for n in (
         "exp", "log", "tanh", "sigmoid", "relu", "gelu", "silu", "mish", "softplus", "erf",
         "sqrt", "rsqrt", "reciprocal", "sin", "atan", "sign", "abs", "square", "cos", "tan",
-        "exp2", "sgn")},
+        "exp2", "sgn", "hardtanh", "relu6", "leaky_relu")},
     "unary_vector": {f"aten::{n}" for n in (
         "clamp_min", "clamp_max", "pow", "clamp", "clip", "neg", "positive", "logical_not",
         "frac", "isposinf", "isneginf", "isinf", "isfinite")},
     "binary": {f"aten::{n}" for n in (
-        "add", "sub", "rsub", "mul", "div", "true_divide", "maximum", "minimum", "eq", "ne",
-        "lt", "le", "gt", "ge", "fmod", "remainder", "logical_and", "logical_or", "logical_xor")},
+        "add", "sub", "mul", "div", "true_divide", "maximum", "minimum", "eq", "ne", "lt", "le",
+        "gt", "ge", "fmod", "remainder", "logical_and", "logical_or", "logical_xor", "rsub",
+        "masked_fill")},
     "ternary": {"aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::where",
                 "aten::_masked_scale"},
     "activation_backward": {f"aten::{n}_backward" for n in (
@@ -203,7 +204,10 @@ def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
         return TIMING_ONLY["fill"]
     if name in ("aten::clamp", "aten::clip") and len(op.inputs) > 1:
         return "tensor bounds are not applied (charged as one tensor_scalar)"
-    if rule == "unary_activation" and scalars:
+    if name == "aten::masked_fill" and len(op.inputs) > 2:
+        return "a tensor fill value is not applied (charged as a copy)"
+    if rule == "unary_activation" and scalars and name not in ("aten::hardtanh",
+                                                               "aten::leaky_relu"):
         return f"its arguments {scalars} are not applied"
     if rule == "copy_like" and outs and outs[0].dtype.startswith(("int", "uint", "bool")) \
             and not op.inputs[-1].dtype.startswith(("int", "uint", "bool")):

@@ -414,6 +414,17 @@ EW = {
     **{f"aten::{n}": _ew_unary(getattr(torch, n), "normal", "bool") for n in (
         "logical_not", "isinf", "isposinf", "isneginf", "isfinite")},
     "aten::clamp": _ew_unary(lambda x: x.clamp(-0.5, 0.7), "normal", None, -0.5, 0.7),
+    "aten::hardtanh": _ew_unary(lambda x: F.hardtanh(x, -0.5, 2.0), "wide", None, -0.5, 2.0),
+    "aten::relu6": _ew_unary(F.relu6, "wide"),
+    **{f"aten::leaky_relu slope={a}": _ew_unary(lambda x, a=a: F.leaky_relu(x, a), "normal",
+                                                None, a) for a in (0.2, 1.5)},
+    "aten::rsub.Tensor": lambda s, dt: ((T(s, dt), T(s, dt), 0.5), dt, [_data(s), _data(s, seed=1)],
+                                        lambda a, b: torch.rsub(a, b, alpha=0.5)),
+    "aten::rsub.Scalar": _ew_unary(lambda x: torch.rsub(x, 2.5, alpha=0.5), "normal", None, 2.5,
+                                   0.5),
+    "aten::masked_fill.Scalar": lambda s, dt: (
+        (T(s, dt), T(s, "bool"), -1.5), dt, [_data(s), (_data(s, seed=3) > 0).astype(np.float32)],
+        lambda a, m: a.masked_fill(m, -1.5)),
     "aten::clip": _ew_unary(lambda x: x.clip(None, 0.7), "normal", None, None, 0.7),
     **{f"aten::{n}": _masked(getattr(torch, n), n=2, nbool=2, out_dt="bool") for n in (
         "logical_and", "logical_or", "logical_xor")},

@@ -121,8 +121,28 @@ _ACT_FUNCS = {
 }
 
 
+def _clamp_or_leaky(ctx, op):
+    """hardtanh, relu6 (a clamp: one tensor_scalar) and leaky_relu (max(x, slope * x), min for a
+    slope above 1: one scalar_tensor_tensor) are VectorE ALU ops, not ScalarE tables."""
+    if op.op == "aten::leaky_relu":
+        slope = number(op.arg(1), 0.01)
+
+        def body(s, d, p, f, j):
+            stt(ctx, d[0], s[0], "multiply", slope, "maximum" if slope <= 1 else "minimum", s[0])
+    else:
+        lo, hi = (0.0, 6.0) if op.op == "aten::relu6" else (number(op.arg(1), -1.0),
+                                                           number(op.arg(2)))
+
+        def body(s, d, p, f, j):
+            ctx.b.tensor_scalar(d[0], s[0], "maximum", lo, "minimum", hi)
+    ctx.stream(op.outputs[0], op.inputs[:1], body)
+
+
 @lowers(*_ACT_FUNCS)
 def unary_activation(ctx, op):
+    if op.op in ("aten::hardtanh", "aten::relu6", "aten::leaky_relu"):
+        _clamp_or_leaky(ctx, op)
+        return
     func = _ACT_FUNCS[op.op]
     if op.op == "aten::gelu" and op.arg(1) == "tanh":
         func = "gelu_apprx_tanh"
@@ -193,10 +213,34 @@ _BINARY = {
 }
 
 
+def _rsub(ctx, op, s, dst):
+    # other - alpha * self: a tensor other (alpha 1: one tensor_tensor) or a scalar one
+    alpha = number(op.arg(2))
+    if len(s) == 1:
+        ctx.b.tensor_scalar(dst, s[0], "multiply", -alpha, "add", number(op.arg(1)))
+    elif alpha == 1:
+        ctx.b.tensor_tensor(dst, s[1], s[0], "subtract")
+    else:
+        stt(ctx, dst, s[0], "multiply", alpha, "subtract", s[1], reverse1=True)
+
+
+def _masked_fill(ctx, op, s, dst):
+    # self, then the value where the mask is set
+    ctx.b.tensor_copy(dst, s[0])
+    ctx.b.instruction("tensor_copy_predicated", dst=dst, src=number(op.arg(2), 0.0),
+                      predicate=s[1])
+
+
 @lowers(*_BINARY)
 def binary(ctx, op):
     # x.div(y, rounding_mode) and alpha-scaled add/sub are still one VectorE instruction: the
     # tensor_scalar/tensor_tensor ALU takes the scale as its second op for free [ISA].
+    emit = {"aten::rsub": _rsub, "aten::masked_fill": _masked_fill}.get(op.op)
+    if emit is not None and not broadcasts(op) and (op.op == "aten::rsub"
+                                                    or type(op.arg(2)) in (int, float)):
+        ctx.stream(op.outputs[0], op.inputs[:2],
+                   lambda s, d, p, f, j: emit(ctx, op, s, d[0]))
+        return
     elementwise(ctx, op, [(TT, _BINARY[op.op])], n_inputs=2, reverse=op.op == "aten::rsub")
 
 
