@@ -230,9 +230,10 @@ def test_a_model_step_with_biases_and_scalings_is_checked(py):
     assert "RSUB True" in out, out
 
 
-def test_a_model_step_checks_its_activation_backward_ops(py):
-    # an MLP with GELU and SiLU, an MSE loss and its backward: every exact op agrees with its
-    # program, the activations' backward ops among them (their derivative tables)
+def test_a_model_step_checks_its_activation_and_loss_backward_ops(py):
+    # an MLP with GELU and SiLU, an MSE loss, its backward and an AdamW step: every exact op
+    # agrees with its program, the activations' backward ops (their derivative tables) and
+    # AdamW's lerp, addcmul and addcdiv among them
     proc = py("""
         import torch, torch_neuronx
         import torch.nn.functional as F
@@ -244,13 +245,17 @@ def test_a_model_step_checks_its_activation_backward_ops(py):
         w1 = torch.randn(256, 128, device="neuron", requires_grad=True)
         w2 = torch.randn(128, 256, device="neuron", requires_grad=True)
         x = torch.randn(64, 128, device="neuron")
+        opt = torch.optim.AdamW([w1, w2], lr=1e-3, foreach=False)
         with cs.checking():
             h = F.silu(F.gelu(x @ w1.T) @ w2.T)
             loss = F.mse_loss(h, torch.zeros_like(h))
             loss.backward()
+            opt.step()
         torch.neuron.synchronize()
         print(sorted(set(checked)))
         """)
     out = proc.stdout
-    for name in ("aten::gelu", "aten::gelu_backward", "aten::silu", "aten::silu_backward"):
+    for name in ("aten::gelu", "aten::gelu_backward", "aten::silu", "aten::silu_backward",
+                 "aten::mse_loss", "aten::mse_loss_backward", "aten::lerp_.Scalar",
+                 "aten::addcmul_", "aten::addcdiv_"):
         assert repr(name) in out, (name, out, proc.stderr[-2000:])
