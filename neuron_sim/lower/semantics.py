@@ -72,7 +72,8 @@ EXACT = {
     "activation_backward": {f"aten::{n}_backward" for n in (
         "gelu", "silu", "softplus", "sigmoid", "tanh", "threshold", "hardtanh", "hardsigmoid",
         "leaky_relu")},
-    "pointwise_loss": {"aten::mse_loss", "aten::l1_loss"},
+    "pointwise_loss": {"aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss",
+                       "aten::huber_loss"},
     "pointwise_loss_backward": {"aten::mse_loss_backward"},
     "copy_like": set(COPY_OPS),
     "copy_d2d": {"neuron::copy_d2d"},
@@ -132,8 +133,8 @@ TIMING_ONLY = {
                 "'none' and class weights are timed as that)",
     "nll_loss_backward": "one element per target is written along dim 1 (reduction 'none' "
                          "and class weights are timed as that)",
-    "pointwise_loss": "smooth_l1, huber, BCE, soft margin and KL: the recipe is their "
-                      "instruction count (subtract, multiply), not their formula",
+    "pointwise_loss": "BCE, soft margin and KL: the recipe is their instruction count "
+                      "(subtract, multiply), not their formula",
     "pointwise_loss_backward": "all but mse_loss_backward: the recipe is their instruction "
                                "count, not their formula",
     "scan": "tensor_tensor_scan(x, x, multiply, add) per chunk stands in for the scan (rows "

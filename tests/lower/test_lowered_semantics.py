@@ -433,6 +433,10 @@ EW = {
         (T(s, dt), T(s, dt), r), T(s if r == 0 else (), dt), [_data(s), _data(s, seed=1)],
         lambda x, y: getattr(torch.ops.aten, n)(x, y, r))
        for n in ("mse_loss", "l1_loss") for r in (0, 1, 2)},
+    **{f"aten::{n} reduction={r}": lambda s, dt, n=n, r=r, c=c: (
+        (T(s, dt), T(s, dt), r, c), T(s if r == 0 else (), dt), [_data(s), _data(s, seed=1)],
+        lambda x, y: getattr(torch.ops.aten, n)(x, y, r, c))
+       for n, c in (("smooth_l1_loss", 0.5), ("huber_loss", 0.7)) for r in (0, 1)},
     **{f"aten::mse_loss_backward reduction={r}": lambda s, dt, r=r: (
         (T(s if r == 0 else (), dt), T(s, dt), T(s, dt), r), dt,
         [_data(s if r == 0 else (), seed=2), _data(s), _data(s, seed=1)],
@@ -637,7 +641,7 @@ REFUSED = [
     (OpSpec("aten::softplus_backward", (T(s), T(s), 1, 5), (T(s),)), "threshold below 17"),
     (OpSpec("aten::addr", (T(s), T((128,)), T((1001,))), (T(s),)), "addr and masked_scatter"),
     (OpSpec("aten::clamp.Tensor", (T(s), T(s), T(s)), (T(s),)), "tensor bounds"),
-    (OpSpec("aten::smooth_l1_loss", (T(s), T(s), 1, 1.0), (T(()),)), "smooth_l1, huber"),
+    (OpSpec("aten::binary_cross_entropy", (T(s), T(s), None, 1), (T(()),)), "BCE, soft margin"),
     (OpSpec("aten::mse_loss", (T(s), T((1001,)), 0), (T(s),)), "broadcast or CPU scalar"),
     (OpSpec("aten::add.Tensor", (T(s), T(s), 2), (T(s),)), "alpha is not applied"),
     (OpSpec("aten::add.Tensor", (T((4, 1, 8)), T((4, 8, 8)), 1), (T((4, 8, 8)),)),

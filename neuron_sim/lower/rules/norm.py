@@ -28,7 +28,7 @@ from ...program.ap import AccessPattern, IndirectPattern, Memory, as_ap
 from ..context import BUFS
 from ..registry import lowers
 from ..spec import TensorSpec
-from .elementwise import TT, elementwise, run_recipe, stt
+from .elementwise import TT, elementwise, number, run_recipe, stt
 from .movement import index_blocks, index_tile
 
 MAX_ROWS_PER_BLOCK = 8     # rows per partition per block for per-row instructions (bn_stats)
@@ -636,7 +636,7 @@ def pointwise_loss(ctx, op):
     x = op.inputs[0]
     out = op.outputs[0]
     reduce = out.numel == 1 and x.numel > 1
-    if op.op in _LOSS_FUNC:
+    if op.op in (*_LOSS_FUNC, "aten::smooth_l1_loss", "aten::huber_loss"):
         _loss_of_difference(ctx, op, reduce)
         return
     steps = [(TT, "subtract"), (TT, "multiply")]
@@ -659,20 +659,41 @@ def pointwise_loss(ctx, op):
     partition_sum(ctx, acc, p, 1, out)
 
 
-# the losses of d = x - y that are one ScalarE function of it: its reduction is free in ScalarE's
-# accumulator (activation_reduce, reduce_cmd reset_reduce on the first chunk, reduce after) [ISA]
+# the losses of d = x - y that are one ScalarE function of it, or (smooth_l1, huber) VectorE
+# steps then a ScalarE copy: the reduction is free in ScalarE's accumulator (activation_reduce,
+# reduce_cmd reset_reduce on the first chunk, reduce after) [ISA]
 _LOSS_FUNC = {"aten::mse_loss": "square", "aten::l1_loss": "abs"}
+
+
+def _smooth(ctx, op, d, dst, tmp):
+    """smooth_l1 (c = beta): |d| < c ? d^2 / 2c : |d| - c/2; huber (c = delta) c times that with
+    beta 1. Both are m' (|d| - m/2) with m = min(|d|, c), m' = m / c (smooth_l1) or m (huber)."""
+    c = number(op.arg(3), 1.0)
+    ctx.b.tensor_scalar(tmp(1), d, "abs_max", 0.0)
+    ctx.b.tensor_scalar(tmp(2), tmp(1), "minimum", c)
+    stt(ctx, tmp(3), tmp(2), "multiply", -0.5, "add", tmp(1))
+    if op.op == "aten::huber_loss":
+        ctx.b.tensor_tensor(dst, tmp(2), tmp(3), "multiply")
+    else:
+        stt(ctx, dst, tmp(2), "divide", c, "multiply", tmp(3))
 
 
 def _loss_of_difference(ctx, op, reduce):
     x, out = op.inputs[0], op.outputs[0]
-    func = _LOSS_FUNC[op.op]
+    smooth = op.op not in _LOSS_FUNC and number(op.arg(3), 1.0) != 0    # beta 0: l1
+    func = "copy" if smooth else _LOSS_FUNC.get(op.op, "abs")
     p = ctx.flat_shape(x)[0]
     acc = ctx.tile("acc", (p, 1), "float32", 0) if reduce else None
 
     def body(srcs, dsts, pp, f, j):
-        d = ctx.tmp("lossd", (pp, f), "float32", j)
+        def tmp(i):
+            return ctx.tmp(f"lossd{i}", (pp, f), "float32", j)
+        d = tmp(0)
         ctx.b.tensor_tensor(d, srcs[0], srcs[1], "subtract")
+        if smooth:
+            _smooth(ctx, op, d, d if reduce else dsts[0], tmp)
+            if not reduce:
+                return
         if not reduce:
             ctx.b.activation(dsts[0], d, func)
             return
