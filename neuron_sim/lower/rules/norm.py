@@ -669,8 +669,8 @@ def _smooth(ctx, op, d, dst, tmp):
     """smooth_l1 (c = beta): |d| < c ? d^2 / 2c : |d| - c/2; huber (c = delta) c times that with
     beta 1. Both are m' (|d| - m/2) with m = min(|d|, c), m' = m / c (smooth_l1) or m (huber)."""
     c = number(op.arg(3), 1.0)
-    ctx.b.tensor_scalar(tmp(1), d, "abs_max", 0.0)
-    ctx.b.tensor_scalar(tmp(2), tmp(1), "minimum", c)
+    ctx.b.activation(tmp(1), d, "abs")             # |d| on ScalarE, beside VectorE's m
+    ctx.b.tensor_scalar(tmp(2), d, "abs_max", 0.0, "minimum", c)
     stt(ctx, tmp(3), tmp(2), "multiply", -0.5, "add", tmp(1))
     if op.op == "aten::huber_loss":
         ctx.b.tensor_tensor(dst, tmp(2), tmp(3), "multiply")
