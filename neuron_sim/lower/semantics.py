@@ -165,7 +165,8 @@ def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
     name = op.op
     outs = [o for o in op.outputs if isinstance(o, TensorSpec)]
     arith = rule == "binary" or name == "aten::pow"     # broadcasts, scalar first: elementwise()
-    if rule == "unary_vector" and len(op.inputs) > 1 and name != "aten::pow":
+    if rule == "unary_vector" and len(op.inputs) > 1 \
+            and name not in ("aten::pow", "aten::clamp", "aten::clip"):
         return "its second tensor (clamp_min.Tensor's bound) is charged as the immediate 1.0"
     if rule != "fill" and not arith and op.args and not isinstance(op.args[0], TensorSpec) \
             and not tensor_list(op.args[0]):
@@ -191,11 +192,11 @@ def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
         return "both branches are scalars (charged as a multiply and an add)"
     if name == "aten::softplus" and scalars not in ([], [1], [1, 20]):
         return "beta and threshold are not applied (ScalarE softplus)"
-    if name in ("aten::add", "aten::sub", "aten::rsub") and len(op.inputs) >= 2 \
-            and scalars not in ([], [1]):
+    # (rsub applies alpha unless it broadcasts: elementwise._rsub)
+    alpha_free = ("aten::add", "aten::sub") + (("aten::rsub",) if len(numel) > 1 else ())
+    if name in alpha_free and len(op.inputs) >= 2 and scalars not in ([], [1]):
         return "alpha is not applied (charged as one tensor_tensor)"
-    if name in ("aten::add", "aten::sub", "aten::rsub") and len(op.inputs) == 1 \
-            and scalars[1:] not in ([], [1]):
+    if name in alpha_free and len(op.inputs) == 1 and scalars[1:] not in ([], [1]):
         return "alpha is not applied (charged as one tensor_scalar)"
     if name == "aten::div" and (any(isinstance(s, str) for s in scalars)
                                 or op.kwargs.get("rounding_mode")):
