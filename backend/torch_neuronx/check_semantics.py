@@ -9,7 +9,9 @@ CPU kernel reads and writes (device memory is host memory: `_C._host_alias`, no 
 for the ops whose lowering computes the op (`neuron_sim.lower.semantics.EXACT`, under the
 conditions of `why_unchecked`) it runs the op's program, built in full, through the ISA
 semantics on the op's inputs and raises a RuntimeError naming the op, its shapes and the largest
-difference where the result differs. Other ops run unchecked. Slow: for debugging rules.
+difference where the result differs (an op that returns nothing, such as `_foreach_add_` or
+`_fused_adamw_`, by the values it wrote into its arguments). Other ops run unchecked. Slow: for
+debugging rules.
 `NEURON_SIM_CHECK_SEMANTICS=1` turns it on for the whole process (`install_if_set`).
 
 Compiled graphs too: while checking, each launch of a torch.compile graph (the backend's
@@ -57,6 +59,15 @@ def _schema_args(func, args, kwargs) -> list:
     return out
 
 
+def _written(func, schema) -> set:
+    """ids of the tensors an op writes through its arguments (`Tensor(a!)`, `Tensor(a!)[]`;
+    out= tensors are not in `schema`): an in-place foreach or fused optimizer returns none."""
+    formal = [a for a in func._schema.arguments
+              if not (a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)]
+    return {id(t) for a, v in zip(formal, schema) if a.alias_info is not None
+            and a.alias_info.is_write for t in _tensors([v])}
+
+
 def _values(t: torch.Tensor) -> np.ndarray:
     """FP32 values, or an integer tensor's own (indices: run_lowered holds them as int32)."""
     host = (_C._host_alias(t) if t.device.type == "neuron" else t).detach()
@@ -95,8 +106,13 @@ class _Check(TorchDispatchMode):
         result = func(*args, **kwargs)
         outs = [t for t in _tensors(result if isinstance(result, (tuple, list)) else [result])]
         op = OpSpec(name, tuple(torch_arg(a) for a in schema), tuple(tensor_spec(t) for t in outs))
+        # an op returning nothing is compared by the arguments it wrote (their values after it)
+        wrote = set() if outs else _written(func, schema)
+        written = [i for i, t in enumerate(ins) if id(t) in wrote]
         if why_unchecked(op) is None:
-            check_lowered(op, before, [_values(t) for t in outs])
+            check_lowered(op, before, [_values(t) for t in outs] + [_values(ins[i])
+                                                                    for i in written],
+                          written=written)
         return result
 
 

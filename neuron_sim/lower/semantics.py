@@ -44,7 +44,7 @@ from .context import LowerCtx
 from .registry import LoweringError, rule_for
 from .rules.elementwise import COPY_OPS, number
 from .rules.matmul import addmm_scales
-from .rules.optimizer import list_identity
+from .rules.optimizer import STEPS_ARG, list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
 
 
@@ -99,6 +99,9 @@ EXACT = {
     "scatter": {"aten::embedding_dense_backward", "aten::index_add", "aten::index_put"},
     "nll_loss": {"aten::nll_loss_forward", "aten::nll_loss", "aten::nll_loss2d_forward"},
     "nll_loss_backward": {"aten::nll_loss_backward", "aten::nll_loss2d_backward"},
+    "foreach_norm": {"aten::_foreach_norm"},
+    "fused_optimizer": {"aten::_fused_adam", "aten::_fused_adamw", "aten::_fused_sgd",
+                        "aten::_fused_adagrad"},
 }
 # rule -> what its program leaves out (why the values are not the op's)
 TIMING_ONLY = {
@@ -151,8 +154,8 @@ TIMING_ONLY = {
     "sdpa_forward": "operand shapes simplified: a [p, 1] row statistic meets [p, D] tiles in "
                     "one instruction (the interpreter cannot run it)",
     "sdpa_backward": "not established: no semantics case (the forward's program is not exact)",
-    "foreach_norm": "squares summed per chunk: the result is not stored as the op's",
-    "fused_optimizer": "~9 instructions per chunk in Adam's order, not its formula",
+    "foreach_norm": "an ord other than 1 and 2 is summed as squares (with their square root)",
+    "fused_optimizer": "the functional variant: its output lists are read back as one list",
 }
 
 
@@ -227,6 +230,25 @@ def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
     return None
 
 
+def _optimizer_reason(op: OpSpec) -> str | None:
+    """Why a fused optimizer step is not exact with these arguments."""
+    if op.outputs:
+        return TIMING_ONLY["fused_optimizer"]
+    lists = [a for a in op.args if tensor_list(a)]
+    tensors = [t for a in op.args for t in (a if tensor_list(a) else [a])
+               if isinstance(t, TensorSpec)]
+    if any(not t.on_device for t in tensors):
+        return "a CPU tensor's value (step or lr) is not in the program"
+    if any(isinstance(a, TensorSpec) for a in op.args[-2:]):
+        return "grad_scale and found_inf are not applied"
+    if any(len({t.dtype for t in lst}) > 1 for lst in lists):
+        return "a list's members differ in dtype (streamed as the first's)"
+    sized = [a for i, a in enumerate(op.args) if tensor_list(a) and i != STEPS_ARG.get(op.op)]
+    if any([t.numel for t in lst] != [t.numel for t in sized[0]] for lst in sized):
+        return "the lists' members differ in size"
+    return None
+
+
 def why_unchecked(op: OpSpec, chip=None) -> str | None:
     """Why op's lowered program cannot be checked against the op's values; None: it can."""
     rule = rule_for(op.name)
@@ -257,6 +279,10 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
             return ("a broadcast or CPU scalar operand (timing: loaded once as its first "
                     "elements)")
         return None
+    if name == "fused_optimizer":
+        return _optimizer_reason(op)
+    if name == "foreach_norm":
+        return None if op.arg(1, 2) in (1, 2) else TIMING_ONLY[name]
     if name == "cat":
         if any(t.dtype != op.outputs[0].dtype for t in op.inputs):
             return "an input of another dtype is copied through SBUF at a stand-in offset"
@@ -392,15 +418,19 @@ def _placed(buf: np.ndarray, t: TensorSpec, blocks) -> np.ndarray:
 
 def _held(op: OpSpec, rule: str):
     """(what op reads, what it writes) as its program holds them in HBM: [(key, members,
-    whole)], `whole` for a tensor list streamed as one flat tensor (a foreach rule's, keyed by
-    optimizer.list_identity: its members one after the other), else one tensor per key."""
+    whole)], `whole` for a tensor list streamed as one flat tensor (a foreach or fused
+    optimizer rule's, and _foreach_norm's norms, keyed by optimizer.list_identity: its members
+    one after the other), else one tensor per key."""
     def one(t):
         return LowerCtx.key(t), (t,), False
-    if rule != "foreach":
-        return [one(t) for t in op.inputs], [one(t) for t in op.outputs]
-    lists = [(("id", list_identity(lst)), tuple(lst), True) for lst in op.args if tensor_list(lst)]
-    singles = [one(a) for a in op.args if isinstance(a, TensorSpec) and a.on_device]
-    return lists + singles, [(("id", list_identity(op.outputs)), tuple(op.outputs), True)]
+    reads, writes = [one(t) for t in op.inputs], [one(t) for t in op.outputs]
+    if rule in ("foreach", "fused_optimizer"):
+        reads = [(("id", list_identity(lst)), tuple(lst), True) for lst in op.args
+                 if tensor_list(lst)]
+        reads += [one(a) for a in op.args if isinstance(a, TensorSpec) and a.on_device]
+    if rule in ("foreach", "fused_optimizer", "foreach_norm"):   # (the norms: one list)
+        writes = [(("id", list_identity(op.outputs)), tuple(op.outputs), True)]
+    return reads, writes
 
 
 def _plan(ops, chip):
@@ -515,11 +545,12 @@ def _device_array(t: TensorSpec, a) -> np.ndarray:
     return a.astype(np.int32).reshape(t.shape)
 
 
-def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None) -> dict:
+def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None, read_inputs=()) -> dict:
     """The outputs of the ONE program `lower_sequence` builds for `ops` (in order), built in
     full and run through the ISA semantics: {tensor id: array} of every output the program
-    stores where the caller sees it (`live_outputs`, ids; None: every output), in the output's
-    storage dtype. Intermediates stay in SBUF between ops as in the timed program
+    stores where the caller sees it (`live_outputs`, ids; None: every output), and of the
+    external inputs `read_inputs` names (ids: an in-place op's arguments, after it), in the
+    tensor's storage dtype. Intermediates stay in SBUF between ops as in the timed program
     (`LowerCtx.resident_ap`; their stores skipped by `needs_store`), so their addresses and the
     skipped stores are run too. `inputs`: {tensor id: array} of at least the sequence's
     external inputs (read before any op of it writes them; a view's outputs count as such,
@@ -573,10 +604,11 @@ def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None) -> dict:
             _strided(buf, members[0])[...] = values[0]
     res = execute(ctx.b.build(), buffers)
     got = _Outputs()
-    for key, (members, whole) in written.items():
-        if live is not None and key not in live and not any(LowerCtx.key(t) in live
-                                                            for t in members):
-            continue
+    # the outputs the caller sees, then the inputs read_inputs names (written in place)
+    reads = [(k, m, w) for k, (m, w) in written.items()
+             if live is None or k in live or any(LowerCtx.key(t) in live for t in m)]
+    reads += [(k, m, w) for k, (m, w) in external.items() if any(t.id in read_inputs for t in m)]
+    for key, members, whole in reads:
         h = ctx._hbm.get(key)
         if h is None and all(t.numel == 0 for t in members):
             continue                # (an empty output: a batch norm's saved statistics in eval)
@@ -593,11 +625,12 @@ def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None) -> dict:
     return got
 
 
-def run_lowered(op: OpSpec, inputs, chip=None) -> list:
+def run_lowered(op: OpSpec, inputs, chip=None, written=()) -> list:
     """The outputs of op's lowered program run through the ISA semantics, one array per op
-    output (in the output's storage dtype): the one-op case of `run_lowered_sequence`.
-    `inputs`: one array per device tensor input of `op` (op.inputs order: tensor lists
-    flattened). Raises Uncheckable for the ops `why_unchecked` names."""
+    output (in the output's storage dtype), then the values after it of the inputs whose
+    indices `written` gives (an in-place op's arguments). `inputs`: one array per device
+    tensor input of `op` (op.inputs order: tensor lists flattened). Raises Uncheckable for the
+    ops `why_unchecked` names."""
     from .api import _with_ids
     reason = why_unchecked(op, chip)
     if reason is not None:
@@ -606,12 +639,19 @@ def run_lowered(op: OpSpec, inputs, chip=None) -> list:
     if len(inputs) != len(op.inputs):
         raise ValueError(f"{op.name}: {len(inputs)} input arrays for {len(op.inputs)} device "
                          "inputs")
-    got = run_lowered_sequence([op], {t.id: a for t, a in zip(op.inputs, inputs)}, chip)
-    missing = [i for i, t in enumerate(op.outputs) if t.id not in got and t.numel]
+    values = {t.id: a for t, a in zip(op.inputs, inputs)}
+    steps = op.arg(STEPS_ARG.get(op.op, len(op.args)))
+    if steps and len({float(np.asarray(values[t.id]).reshape(-1)[0]) for t in steps}) > 1:
+        raise Uncheckable(f"{op.name}: its lowering cannot be checked: its members' steps "
+                          "differ (the program's bias corrections are the first member's)")
+    results = [*op.outputs, *(op.inputs[i] for i in written)]
+    got = run_lowered_sequence([op], values, chip,
+                               read_inputs={op.inputs[i].id for i in written})
+    missing = [i for i, t in enumerate(results) if t.id not in got and t.numel]
     if missing:
         raise Uncheckable(f"{op.name}: its lowering never writes output(s) {missing}")
     return [got[t.id] if t.id in got else np.zeros(t.shape, np_dtype(t.dtype))
-            for t in op.outputs]
+            for t in results]
 
 
 def _difference(spec: TensorSpec, got, want, rtol, atol):
@@ -626,15 +666,18 @@ def _difference(spec: TensorSpec, got, want, rtol, atol):
     return float(np.nanmax(np.abs(g - w))), r, a
 
 
-def check_lowered(op: OpSpec, inputs, outputs, rtol=None, atol=None, chip=None) -> None:
+def check_lowered(op: OpSpec, inputs, outputs, rtol=None, atol=None, chip=None,
+                  written=()) -> None:
     """Raise RuntimeError when op's lowered program, run through the ISA semantics on `inputs`,
-    differs from `outputs` (one array per op output). Default tolerance by output dtype:
+    differs from `outputs` (one array per op output, then one per input `written` names, as
+    run_lowered returns them). Default tolerance by output dtype:
     FP32 rtol 1e-3 (sums and matmuls accumulate in another order), bfloat16/FP16/FP8 rtol 2e-2
     (rounded at other points); atol is rtol times the output's largest magnitude (at least 1e-3
     of it for FP32), so a result of tiny values is compared at its own scale."""
-    got = run_lowered(op, inputs, chip)
+    got = run_lowered(op, inputs, chip, written)
+    results = [*op.outputs, *(op.inputs[i] for i in written)]
     for i, (g, w) in enumerate(zip(got, outputs)):
-        diff = _difference(op.outputs[i], g, w, rtol, atol)
+        diff = _difference(results[i], g, w, rtol, atol)
         if diff is not None:
             err, r, a = diff
             raise RuntimeError(

@@ -15,7 +15,7 @@ def test_exact_eager_ops_are_checked_and_agree(py):
         from torch_neuronx import check_semantics as cs
         checked = []
         check = cs.check_lowered
-        cs.check_lowered = lambda op, *a: checked.append(op.name) or check(op, *a)
+        cs.check_lowered = lambda op, *a, **k: checked.append(op.name) or check(op, *a, **k)
         x = torch.randn(128, 1001, device="neuron")
         y = torch.randn(128, 1001, device="neuron")
         with cs.checking():
@@ -175,7 +175,7 @@ def test_a_training_step_with_batch_norm_and_layer_norm_is_checked(py):
         from torch_neuronx import check_semantics as cs
         checked = []
         check = cs.check_lowered
-        cs.check_lowered = lambda op, *a: checked.append(op.name) or check(op, *a)
+        cs.check_lowered = lambda op, *a, **k: checked.append(op.name) or check(op, *a, **k)
         torch.manual_seed(0)
         model = torch.nn.Sequential(
             torch.nn.BatchNorm2d(8), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 64),
@@ -205,8 +205,8 @@ def test_a_model_step_with_biases_and_scalings_is_checked(py):
         from torch_neuronx import check_semantics as cs
         checked = []
         check = cs.check_lowered
-        cs.check_lowered = lambda op, *a: checked.append(
-            (op.name, tuple(t.numel for t in op.inputs))) or check(op, *a)
+        cs.check_lowered = lambda op, *a, **k: checked.append(
+            (op.name, tuple(t.numel for t in op.inputs))) or check(op, *a, **k)
         torch.manual_seed(0)
         dev = dict(device="neuron")
         x = torch.randn(3, 100, 64, **dev)
@@ -240,7 +240,7 @@ def test_a_model_step_checks_its_activation_and_loss_backward_ops(py):
         from torch_neuronx import check_semantics as cs
         checked = []
         check = cs.check_lowered
-        cs.check_lowered = lambda op, *a: checked.append(op.name) or check(op, *a)
+        cs.check_lowered = lambda op, *a, **k: checked.append(op.name) or check(op, *a, **k)
         torch.manual_seed(0)
         w1 = torch.randn(256, 128, device="neuron", requires_grad=True)
         w2 = torch.randn(128, 256, device="neuron", requires_grad=True)
@@ -259,3 +259,30 @@ def test_a_model_step_checks_its_activation_and_loss_backward_ops(py):
                  "aten::mse_loss", "aten::mse_loss_backward", "aten::lerp_.Scalar",
                  "aten::addcmul_", "aten::addcdiv_"):
         assert repr(name) in out, (name, out, proc.stderr[-2000:])
+
+
+def test_an_adamw_training_step_is_checked_fused_and_foreach(py):
+    # in-place ops return nothing: their written arguments (params, moments, steps) are compared
+    proc = py("""
+        import torch, torch_neuronx
+        from torch_neuronx import check_semantics as cs
+        checked = []
+        check = cs.check_lowered
+        cs.check_lowered = lambda op, *a, **k: checked.append(op.name) or check(op, *a, **k)
+        torch.manual_seed(0)
+        for kw in (dict(fused=True), dict(foreach=True)):
+            model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(),
+                                        torch.nn.Linear(96, 8)).to("neuron")
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-2, **kw)
+            x = torch.randn(32, 64, device="neuron")
+            with cs.checking():
+                for _ in range(2):
+                    opt.zero_grad()
+                    model(x).square().mean().backward()
+                    opt.step()
+        torch.neuron.synchronize()
+        print(sorted(set(checked)))
+        """)
+    for name in ("aten::_fused_adamw_", "aten::_foreach_add_.Scalar", "aten::_foreach_sqrt",
+                 "aten::_foreach_mul_.Scalar"):
+        assert repr(name) in proc.stdout, (name, proc.stdout)

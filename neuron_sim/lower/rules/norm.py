@@ -122,10 +122,11 @@ def _ones(ctx, p, dtype):
     return ones
 
 
-def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None, divisor=1):
+def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None, func="copy", divisor=1):
     """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied (divided by
-    `divisor`: a mean) and stored, bank by bank at its own offset of out. At most out's elements
-    are summed: a chunk of the flat layout can be wider than the output."""
+    `divisor`: a mean; through ScalarE's `func` when it is another: sqrt for a norm) and
+    stored, bank by bank at its own offset of out. At most out's elements are summed: a chunk
+    of the flat layout can be wider than the output."""
     b = ctx.b
     if out is not None:
         f = min(f, out.numel)
@@ -136,7 +137,9 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None, divisor=1):
         ps = ctx.tile("psum_red", (1, fn), "float32", f0 // bank, Memory.PSUM)
         b.nc_matmul(ps, ones, ctx.cols(acc_ap, p, f0, fn))
         o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
-        if divisor == 1:
+        if func != "copy":
+            b.activation(o, ps, func)
+        elif divisor == 1:
             b.tensor_copy(o, ps)
         else:
             b.tensor_scalar(o, ps, "divide", float(divisor))
@@ -704,7 +707,7 @@ def _loss_of_difference(ctx, op, reduce):
         return
     ctx.stream(TensorSpec(x.shape, "float32", None, ("lossel", x.id)), op.inputs[:2], body,
                store=False)
-    partition_sum(ctx, acc, p, 1, out, x.numel if op.arg(2) in (None, 1) else 1)
+    partition_sum(ctx, acc, p, 1, out, divisor=x.numel if op.arg(2) in (None, 1) else 1)
 
 
 @lowers("aten::mse_loss_backward", "aten::l1_loss_backward", "aten::smooth_l1_loss_backward",
