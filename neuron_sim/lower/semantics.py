@@ -44,6 +44,7 @@ from .context import LowerCtx
 from .registry import LoweringError, rule_for
 from .rules.elementwise import COPY_OPS, number
 from .rules.matmul import addmm_scales
+from .rules.norm import _reduce_dims, leading_prefix
 from .rules.optimizer import STEPS_ARG, list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
 
@@ -78,7 +79,9 @@ EXACT = {
     "copy_like": set(COPY_OPS),
     "copy_d2d": {"neuron::copy_d2d"},
     "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
-    "reduction": {"aten::sum", "aten::amax", "aten::amin"},
+    "reduction": {f"aten::{n}" for n in (
+        "sum", "mean", "amax", "amin", "argmax", "argmin", "var", "std", "var_mean", "std_mean",
+        "norm", "linalg_vector_norm")},
     "softmax": {"aten::_softmax", "aten::softmax", "aten::_safe_softmax", "aten::_log_softmax",
                 "aten::log_softmax", "aten::_softmax_backward_data",
                 "aten::_log_softmax_backward_data"},
@@ -118,9 +121,10 @@ TIMING_ONLY = {
     "random": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
     "dropout": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
     "fill": "memset writes 0.0 whatever the fill value (the cost does not depend on it)",
-    "reduction": "only sum, amax and amin over the last dim and the full sum are computed; the "
-                 "others are timed as one of those (mean as sum, argmax as amax), and a "
-                 "leading-dim sum adds the chunk-major layout's elements, not a column's",
+    "reduction": "prod, logsumexp, all/any, count_nonzero, nansum, max/min with indices, "
+                 "norms of another order and reductions over dims that are neither the last "
+                 "one, a leading prefix (sum, mean) nor all (sum, mean) are timed as a sum or "
+                 "max of the chunk-major layout's elements, not the op's",
     "layer_norm": "group and instance norm: normalised as rows of the last dim",
     "channel_norm_backward": "group norm: a timing recipe: xhat is scaled by the row sums it "
                              "computes later, not by the saved mean and rstd (never loaded)",
@@ -249,6 +253,26 @@ def _optimizer_reason(op: OpSpec) -> str | None:
     return None
 
 
+def _reduction_reason(op: OpSpec, chip) -> str | None:
+    """Why a reduction is not exact: over the last dim every op of EXACT's (a norm of order 2;
+    rows up to chip.row_whole_max_elems); sum and mean over a leading prefix of dims (the
+    columns, as many as a row holds) or over every element."""
+    x = op.inputs[0]
+    dims = _reduce_dims(op, x) if x.ndim else ()
+    if x.ndim and dims == (x.ndim - 1,) and x.shape[-1] > 1 and not (
+            x.ndim == 1 and x.numel > chip.row_whole_max_elems):
+        if x.shape[-1] > chip.row_whole_max_elems:
+            return (f"rows longer than {chip.row_whole_max_elems} run in pieces, each piece "
+                    "reduced alone (timing of the two passes)")
+        if op.op in ("aten::norm", "aten::linalg_vector_norm") and op.arg(1, 2) != 2:
+            return TIMING_ONLY["reduction"]
+        return None
+    if op.op in ("aten::sum", "aten::mean") and (len(dims) == x.ndim or leading_prefix(
+            dims, x.ndim) and op.outputs[0].numel <= chip.row_whole_max_elems):
+        return None
+    return TIMING_ONLY["reduction"]
+
+
 def why_unchecked(op: OpSpec, chip=None) -> str | None:
     """Why op's lowered program cannot be checked against the op's values; None: it can."""
     rule = rule_for(op.name)
@@ -294,14 +318,14 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         return _nll_reason(op)
     if name in ("batch_norm", "batch_norm_backward"):
         return None if x.ndim >= 2 else "no channel dim (normalised as one channel)"
-    if name in ("reduction", "softmax"):
+    if name == "reduction":
+        return _reduction_reason(op, c)
+    if name == "softmax":
         backward = op.op.endswith("_backward_data")         # (grad, output, dim, input_dtype)
         last = op.arg(2 if backward else 1)
         last = last[0] if isinstance(last, tuple) and len(last) == 1 else last
-        if name == "reduction" and op.op == "aten::sum" and last in (None, ()):
-            return None                                 # every element: any order sums alike
         if x.ndim == 0 or last not in (-1, x.ndim - 1) or x.shape[-1] < 2:
-            return TIMING_ONLY[name] if name == "reduction" else "softmax over a leading dim"
+            return "softmax over a leading dim"
         if x.shape[-1] > c.row_whole_max_elems:
             return (f"rows longer than {c.row_whole_max_elems} run in pieces, each piece "
                     "normalised or reduced alone (timing of the two passes)")

@@ -284,6 +284,22 @@ CASES = {
     "aten::sum": _reduce(lambda x: x.sum(-1), (-1,)),
     "aten::amax": _reduce(lambda x: x.amax(-1), (-1,)),
     "aten::amin": _reduce(lambda x: x.amin(-1), (1,)),
+    "aten::mean": _reduce(lambda x: x.mean(-1), (-1,)),
+    "aten::argmax": lambda s: ((T(s), -1, False), (T(s[:-1], "int64"),), [_data(s)],
+                               lambda x: x.argmax(-1)),
+    "aten::argmin": lambda s: ((T(s), 1, True), (T((s[0], 1), "int64"),), [_data(s)],
+                               lambda x: x.argmin(-1, True)),
+    "aten::var": lambda s: ((T(s), (-1,), 1, False), (T(s[:-1]),), [_data(s)],
+                            lambda x: x.var(-1)),
+    "aten::std": lambda s: ((T(s), (-1,), False, False), (T(s[:-1]),), [_data(s)],
+                            lambda x: x.std(-1, unbiased=False)),
+    **{f"aten::{n}_mean": lambda s, n=n: ((T(s), (-1,), None, False), (T(s[:-1]),) * 2,
+                                          [_data(s)], lambda x: getattr(torch, f"{n}_mean")(x, -1))
+       for n in ("var", "std")},
+    "aten::norm": lambda s: ((T(s), 2, (-1,), False), (T(s[:-1]),), [_data(s)],
+                             lambda x: x.norm(dim=-1)),
+    "aten::linalg_vector_norm": lambda s: ((T(s), 2.0, (-1,), False), (T(s[:-1]),), [_data(s)],
+                                           lambda x: torch.linalg.vector_norm(x, dim=-1)),
     **{n: lambda s: ((T(s), -1, False), (T(s),), [_data(s)], lambda x: torch.softmax(x, -1))
        for n in ("aten::_softmax", "aten::softmax", "aten::_safe_softmax")},
     **{n: lambda s: ((T(s), -1, False), (T(s),), [_data(s)], lambda x: torch.log_softmax(x, -1))
@@ -490,8 +506,7 @@ def _run(name, args, outs, arrays, fn, rtol=1e-5, atol=1e-6):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_exact_op_matches_torch(name, shape):
     args, outs, arrays, fn = CASES[name](shape)
-    rowwise = name in ("aten::sum", "aten::amax", "aten::amin") or "softmax" in name \
-        or "norm" in name
+    rowwise = name in EXACT["reduction"] or "softmax" in name or "norm" in name
     _run(name, args, outs, arrays, fn, rtol=1e-4 if rowwise else 1e-5, atol=1e-5)
 
 
@@ -719,6 +734,29 @@ def test_fused_adam_members_of_other_steps_are_refused():
         run_lowered(op, [np.ones(t.shape, np.float32) for t in specs] * 4 + [1.0, 2.0], "trn2")
 
 
+@pytest.mark.parametrize("shape, dims", [((128, 1001), (0,)), ((300, 64), (0,)),
+                                         ((5, 7, 96), (0, 1)), ((5, 1003), (0, 1))])
+@pytest.mark.parametrize("name", ["aten::sum.dim_IntList", "aten::mean.dim"])
+def test_sum_and_mean_over_leading_dims_read_columns(name, shape, dims):
+    # the rows of the [rows, C] view on partitions, folded into [p, C], then TensorE; and a
+    # vector longer than a row, summed whole (it was summed in row pieces, one per piece)
+    fn = getattr(torch, name.split("::")[1].split(".")[0])
+    x = _data(shape)
+    out = T(fn(torch.from_numpy(x), dims).shape)
+    _run(name, (T(shape), dims, False), (out,), [x], lambda t: fn(t, dims), rtol=1e-4,
+         atol=1e-5)
+    v = _data((10001,))
+    _run(name.split(".")[0], (T((10001,)),), (T(()),), [v], fn, rtol=1e-4, atol=1e-5)
+
+
+def test_argmax_takes_the_first_of_equal_values():
+    x = np.round(_data((300, 64)) * 2)          # many ties
+    for name in ("aten::argmax", "aten::argmin"):
+        fn = getattr(torch, name[6:])
+        _run(name, (T((300, 64)), -1, False), (T((300,), "int64"),), [x], lambda t: fn(t, -1),
+             rtol=0, atol=0)
+
+
 def test_every_exact_op_has_a_case():
     exact = set().union(*EXACT.values())
     assert exact == set(CASES) | set(MM) | {OpSpec(n.split()[0]).op for n in EW} \
@@ -757,8 +795,11 @@ REFUSED = [
      "list of scalars"),
     (OpSpec("aten::_softmax_backward_data", (T(s), T(s), -1, 15), (T(s, "bfloat16"),)),
      "another dtype"),
-    (OpSpec("aten::sum.dim_IntList", (T(s), (0,), False), (T((1001,)),)), "leading-dim"),
-    (OpSpec("aten::mean.dim", (T(s), (-1,), False), (T((128,)),)), "mean as sum"),
+    (OpSpec("aten::sum.dim_IntList", (T((8, 16, 32)), (1,), False), (T((8, 32)),)),
+     "a leading prefix"),
+    (OpSpec("aten::amax", (T(s), (0,), False), (T((1001,)),)), "timed as a sum or max"),
+    (OpSpec("aten::argmax", (T(s), None, False), (T((), "int64"),)), "timed as a sum or max"),
+    (OpSpec("aten::prod.dim_int", (T(s), -1, False), (T((128,)),)), "prod"),
     (OpSpec("aten::matmul", (T((200, 64)), T((64, 80))), (T((200, 80)),)), "no semantics case"),
     (OpSpec("aten::mm", (T((96, 200), strides=(400, 2)), T((200, 80))), (T((96, 80)),)),
      "no unit stride"),

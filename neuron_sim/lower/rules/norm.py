@@ -46,14 +46,15 @@ def _pieces(chip, C: int) -> int:
 
 
 def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extra_in=(),
-               outs=None, row_in=()):
+               outs=None, row_in=(), blocks_min=1):
     """Stream x (and extra_in, same layout) in row blocks; body(srcs, dsts, p, r, C, j), srcs
     ending with row_in's tiles: one value per row ([rows] statistics, [p, r] per block).
 
     Rows longer than chip.row_whole_max_elems do not fit SBUF tiles whole: they run in two
     passes over row pieces of <= chip.row_piece_elems (statistics, then the normalising pass),
     reading x twice from HBM. A per-row statistic output is then stored per piece: k values a
-    row, in a tensor k times its size (the pieces' statistics are combined by no instruction)."""
+    row, in a tensor k times its size (the pieces' statistics are combined by no instruction).
+    `blocks_min`: at least that many blocks (fewer rows each), so loads overlap compute."""
     rows, C = _rows_cols(x)
     outs = outs if outs is not None else [out]
     if C > ctx.chip.row_whole_max_elems:
@@ -70,8 +71,8 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
         return
     p, r, total = ctx.row_plan(rows, C, x.dtype)
     per_part = ceil(rows / p)
-    if per_row:
-        r = min(r, MAX_ROWS_PER_BLOCK)
+    if per_row or blocks_min > 1:       # (at least blocks_min blocks: loads overlap compute)
+        r = min(r, MAX_ROWS_PER_BLOCK if per_row else r, max(1, per_part // blocks_min))
         total = ceil(per_part / r)
     n = ctx.repeat(total)
     pending = None
@@ -122,11 +123,13 @@ def _ones(ctx, p, dtype):
     return ones
 
 
-def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None, func="copy", divisor=1):
-    """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied (divided by
-    `divisor`: a mean; through ScalarE's `func` when it is another: sqrt for a norm) and
-    stored, bank by bank at its own offset of out. At most out's elements are summed: a chunk
-    of the flat layout can be wider than the output."""
+def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None, func="copy", scale=1.0,
+                  divisor=1):
+    """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied (through
+    ScalarE's func(sum * scale) when that is not the plain copy: a norm's sqrt, a mean's 1/n;
+    divided by `divisor` on VectorE: nll_loss's mean) and stored, bank by bank at its own
+    offset of out. At most out's elements are summed: a chunk of the flat layout can be wider
+    than the output."""
     b = ctx.b
     if out is not None:
         f = min(f, out.numel)
@@ -137,8 +140,8 @@ def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None, func="copy", diviso
         ps = ctx.tile("psum_red", (1, fn), "float32", f0 // bank, Memory.PSUM)
         b.nc_matmul(ps, ones, ctx.cols(acc_ap, p, f0, fn))
         o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
-        if func != "copy":
-            b.activation(o, ps, func)
+        if func != "copy" or scale != 1.0:
+            b.activation(o, ps, func, scale=scale)
         elif divisor == 1:
             b.tensor_copy(o, ps)
         else:
@@ -158,21 +161,123 @@ def _reduce_dims(op, x: TensorSpec):
     return tuple(d % max(x.ndim, 1) for d in dims)
 
 
+_MOMENTS = ("aten::var", "aten::std", "aten::var_mean", "aten::std_mean")
+_NORMS = ("aten::norm", "aten::linalg_vector_norm")
+
+
+def correction(op) -> float:
+    """var/std's correction: `unbiased` (a bool after self or after dim: 1 or 0) or the
+    `correction` after dim (None: 1), whatever the overload."""
+    a = op.arg(1)
+    c = a if isinstance(a, bool) else op.arg(2)
+    return 1.0 if c is None else float(c)
+
+
+def leading_prefix(dims, ndim) -> bool:
+    """Whether `dims` are the first dims of an ndim tensor (not all of them): the reduced
+    rows of a [rows, C] view."""
+    return 0 < len(dims) < ndim and dims == tuple(range(len(dims)))
+
+
+def _moments(ctx, op, src, dsts, p, r, C, j):
+    """var/std (and their mean) of each row: the mean, then the squares of x - mean summed per
+    row (ScalarE: the bias -mean and the row sum are free; rows shorter than an instruction's
+    minimum cost: a whole-block VectorE subtract and multiply), divided by C - correction."""
+    b = ctx.b
+    s1, nm, ss = (ctx.tmp(k, (p, r), "float32", j) for k in ("s1", "nm", "ss"))
+    sq = ctx.tmp("sq", (p, r * C), "float32", j)
+    b.tensor_reduce(s1, src, "add")
+    b.tensor_scalar(nm, s1, "multiply", -1.0 / C)                  # -mean
+    if r == 1 or C >= ctx.chip.min_ii_cycles:
+        for row in range(r):
+            b.activation(ctx.cols(sq, p, row * C, C), ctx.cols(src, p, row * C, C), "square",
+                         bias=nm[0:p, row:row + 1], reduce_res=ss[0:p, row:row + 1])
+    else:
+        b.tensor_tensor(sq, src, _each_col(nm, p, r, C), "add")
+        b.tensor_tensor(sq, sq, sq, "multiply")
+        b.tensor_reduce(ss, sq, "add")
+    std = op.op in ("aten::std", "aten::std_mean")
+    b.tensor_scalar(dsts[0], ss, "divide", C - correction(op), *(("power", 0.5) if std else ()))
+    if len(dsts) > 1:
+        b.tensor_scalar(dsts[1], nm, "multiply", -1.0)
+
+
+def _arg_extreme(ctx, op, src, dsts, idx, p, r, C, j):
+    """argmax/argmin of each row: the row's max (min), 1.0 where x equals it times the column
+    index - C (idx, a GpSimd iota), the row's min of that (the first such column, - C) plus C:
+    VectorE 3N, ScalarE N (per row one scalar_tensor_tensor (x == max) * idx and a ScalarE
+    min; short rows whole-block VectorE passes). (No max-index instruction in the ISA modules:
+    VectorE's max8 + nc_find_index8 would take 2N.) A NaN is no row's max here (torch: it is)."""
+    b = ctx.b
+    ext = ctx.tmp("ext", (p, r), "float32", j)
+    b.tensor_reduce(ext, src, "maximum" if op.op == "aten::argmax" else "minimum")
+    hit = ctx.tmp("hit", (p, r * C), "float32", j)
+    if r == 1 or C >= ctx.chip.min_ii_cycles:
+        for row in range(r):    # (x == ext) * idx on VectorE, its row min on ScalarE
+            h = ctx.cols(hit, p, row * C, C)
+            b.instruction("scalar_tensor_tensor", dst=h, data=ctx.cols(src, p, row * C, C),
+                          op0="equal", operand0=ext[0:p, row:row + 1], op1="multiply",
+                          operand1=ctx.cols(idx, p, row * C, C))
+            b.activation(h, h, "copy", reduce_op="minimum", reduce_res=ext[0:p, row:row + 1])
+    else:
+        b.tensor_tensor(hit, src, _each_col(ext, p, r, C), "equal")
+        b.tensor_tensor(hit, hit, ctx.cols(idx, p, 0, r * C), "multiply")
+        b.tensor_reduce(ext, hit, "minimum")
+    b.tensor_scalar(dsts[0], ext, "add", float(C))
+
+
+def _fold_rows(ctx, src, acc, p, r, C, j):
+    """acc[p, C] += the sum of src's r rows of C: a tree of contiguous VectorE adds (2rC
+    cycles, as r adds, in log2(r) + 1 instructions)."""
+    b, cur, n = ctx.b, src, r
+    if n > 1:
+        h = n // 2
+        cur = ctx.tmp("fold", (p, h * C), "float32", j)
+        b.tensor_tensor(cur, ctx.cols(src, p, 0, h * C), ctx.cols(src, p, (n - h) * C, h * C),
+                        "add")
+        if n % 2:
+            b.tensor_tensor(cur[0:p, 0:C], cur[0:p, 0:C], ctx.cols(src, p, h * C, C), "add")
+        n = h
+        while n > 1:
+            h = n // 2
+            b.tensor_tensor(ctx.cols(cur, p, 0, h * C), ctx.cols(cur, p, 0, h * C),
+                            ctx.cols(cur, p, (n - h) * C, h * C), "add")
+            n -= h
+    b.tensor_tensor(acc, acc, ctx.cols(cur, p, 0, C), "add")
+
+
 @lowers("aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
         "aten::prod", "aten::norm", "aten::linalg_vector_norm", "aten::var", "aten::std",
         "aten::var_mean", "aten::std_mean", "aten::argmax", "aten::argmin", "aten::logsumexp",
         "aten::all", "aten::any", "aten::count_nonzero", "aten::nansum", "aten::_foreach_norm_one")
 def reduction(ctx, op):
+    """Over the last dim: row blocks, each row reduced on VectorE (mean scaled by 1/C, a norm's
+    square root, var/std by _moments, argmax/argmin by _arg_extreme). Sum or mean over leading
+    dims: the rows of the [rows, C] view on partitions, folded into a [p, C] accumulator
+    (_fold_rows), its partitions summed on TensorE. Other dims and the full reduction: the flat
+    chunks accumulated on VectorE, the partitions summed on TensorE."""
     x, out = op.inputs[0], op.outputs[0]
     alu = "maximum" if op.op in ("aten::amax", "aten::max", "aten::argmax", "aten::all") else \
         "minimum" if op.op in ("aten::amin", "aten::min", "aten::argmin", "aten::any") else "add"
-    squares = op.op in ("aten::norm", "aten::linalg_vector_norm", "aten::var", "aten::std",
-                        "aten::var_mean", "aten::std_mean")
+    squares = op.op in _NORMS or op.op in _MOMENTS
     dims = _reduce_dims(op, x) if x.ndim else ()
     b = ctx.b
-    if x.ndim and dims == (x.ndim - 1,) and x.shape[-1] > 1:
+    rows, C = (x.numel // max(x.shape[-1], 1), x.shape[-1]) if x.ndim else (1, 1)
+    if x.ndim and dims == (x.ndim - 1,) and C > 1 and not (
+            x.ndim == 1 and C > ctx.chip.row_whole_max_elems):     # (a long vector: flat)
+        arg = op.op in ("aten::argmax", "aten::argmin")
+        idx = None
+        if arg:     # column index - C, once for the widest block
+            p, r, _ = ctx.row_plan(rows, C, x.dtype)
+            idx = ctx.tile("idx", (p, r * C), "float32", 0)
+            b.iota(idx, base=-C, pattern=((0, r), (1, C)))
+
         def body(srcs, dsts, p, r, C, j):
             src = srcs[0]
+            if op.op in _MOMENTS:
+                return _moments(ctx, op, src, dsts, p, r, C, j)
+            if arg:
+                return _arg_extreme(ctx, op, src, dsts, idx, p, r, C, j)
             if squares:
                 sq = ctx.tmp("sq", (p, r * C), "float32", j)
                 b.tensor_tensor(sq, src, src, "multiply")
@@ -181,13 +286,32 @@ def reduction(ctx, op):
                 e = ctx.tmp("e", (p, r * C), "float32", j)
                 b.activation(e, src, "exp")
                 src = e
-            b.tensor_reduce(dsts[0], src, alu)
+            if op.op != "aten::mean" and not squares:
+                return b.tensor_reduce(dsts[0], src, alu)
+            total = ctx.tmp("total", (p, r), "float32", j)
+            b.tensor_reduce(total, src, alu)        # then the mean, or a norm's square root
+            b.tensor_scalar(dsts[0], total, *(("power", 0.5) if squares
+                                              else ("multiply", 1.0 / C)))
         # x as row_blocks' full-size tensor: the outputs ([rows]) are per-row statistics, a
         # [p, r] tile stored per block (with `out` they were taken for [rows, C] outputs and
         # stored C times too large, past their tensor)
         row_blocks(ctx, x, x, body, outs=list(op.outputs))
         return
-    # leading or full reduction: accumulate chunks on VectorE, then sum partitions on TensorE
+    scale = 1.0 / max(x.numel // max(out.numel, 1), 1) if op.op == "aten::mean" else 1.0
+    C = out.numel
+    if alu == "add" and leading_prefix(dims, x.ndim) and C <= ctx.chip.row_whole_max_elems \
+            and not squares:
+        # the columns of the [rows, C] view: rows on partitions, folded, then TensorE
+        view = TensorSpec((x.numel // C, C), x.dtype, None, x.id)
+        p = ctx.row_plan(x.numel // C, C, x.dtype)[0]
+        acc = ctx.tile("colacc", (p, C), "float32", 0)
+        b.memset(acc, 0.0)
+        row_blocks(ctx, view, view, lambda srcs, dsts, p, r, C, j: _fold_rows(
+            ctx, srcs[0], acc, p, r, C, j), outs=[], blocks_min=4)
+        partition_sum(ctx, acc, p, C, out, scale=scale)
+        return
+    # other dims or the full reduction: accumulate chunks on VectorE, then sum partitions on
+    # TensorE
     p, cols, f, chunks = ctx.chunked(x)
     full = len(dims) == x.ndim
     acc = ctx.tile("acc", (p, 1 if full else f), "float32", 0)
@@ -203,7 +327,7 @@ def reduction(ctx, op):
             b.tensor_tensor(acc, acc, part, alu)
         else:
             b.tensor_tensor(acc[0:p, 0:fj], acc[0:p, 0:fj], src, alu)
-    partition_sum(ctx, acc, p, acc.shape[1], out)
+    partition_sum(ctx, acc, p, acc.shape[1], out, scale=scale)
 
 
 def _each_col(stat, p, r, C) -> AccessPattern:
