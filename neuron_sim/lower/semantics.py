@@ -80,8 +80,8 @@ EXACT = {
     "copy_d2d": {"neuron::copy_d2d"},
     "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
     "reduction": {f"aten::{n}" for n in (
-        "sum", "mean", "amax", "amin", "argmax", "argmin", "var", "std", "var_mean", "std_mean",
-        "norm", "linalg_vector_norm")},
+        "sum", "mean", "amax", "amin", "argmax", "argmin", "max", "min", "var", "std",
+        "var_mean", "std_mean", "norm", "linalg_vector_norm", "logsumexp")},
     "softmax": {"aten::_softmax", "aten::softmax", "aten::_safe_softmax", "aten::_log_softmax",
                 "aten::log_softmax", "aten::_softmax_backward_data",
                 "aten::_log_softmax_backward_data"},
@@ -121,7 +121,7 @@ TIMING_ONLY = {
     "random": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
     "dropout": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
     "fill": "memset writes 0.0 whatever the fill value (the cost does not depend on it)",
-    "reduction": "prod, logsumexp, all/any, count_nonzero, nansum, max/min with indices, "
+    "reduction": "prod, all/any, count_nonzero, nansum, max/min of two tensors, "
                  "norms of another order and reductions over dims that are neither the last "
                  "one, a leading prefix (sum, mean) nor all (sum, mean) are timed as a sum or "
                  "max of the chunk-major layout's elements, not the op's",
@@ -259,6 +259,8 @@ def _reduction_reason(op: OpSpec, chip) -> str | None:
     columns, as many as a row holds) or over every element."""
     x = op.inputs[0]
     dims = _reduce_dims(op, x) if x.ndim else ()
+    if len(op.inputs) > 1:          # max.other / min.other
+        return TIMING_ONLY["reduction"]
     if x.ndim and dims == (x.ndim - 1,) and x.shape[-1] > 1 and not (
             x.ndim == 1 and x.numel > chip.row_whole_max_elems):
         if x.shape[-1] > chip.row_whole_max_elems:

@@ -289,6 +289,9 @@ CASES = {
                                lambda x: x.argmax(-1)),
     "aten::argmin": lambda s: ((T(s), 1, True), (T((s[0], 1), "int64"),), [_data(s)],
                                lambda x: x.argmin(-1, True)),
+    **{f"aten::{n}": lambda s, n=n: ((T(s), -1, False), (T(s[:-1]), T(s[:-1], "int64")),
+                                     [_data(s)], lambda x: tuple(getattr(torch, n)(x, -1)))
+       for n in ("max", "min")},
     "aten::var": lambda s: ((T(s), (-1,), 1, False), (T(s[:-1]),), [_data(s)],
                             lambda x: x.var(-1)),
     "aten::std": lambda s: ((T(s), (-1,), False, False), (T(s[:-1]),), [_data(s)],
@@ -296,6 +299,8 @@ CASES = {
     **{f"aten::{n}_mean": lambda s, n=n: ((T(s), (-1,), None, False), (T(s[:-1]),) * 2,
                                           [_data(s)], lambda x: getattr(torch, f"{n}_mean")(x, -1))
        for n in ("var", "std")},
+    "aten::logsumexp": lambda s: ((T(s), (-1,), False), (T(s[:-1]),), [_data(s) * 30],
+                                  lambda x: torch.logsumexp(x, -1)),
     "aten::norm": lambda s: ((T(s), 2, (-1,), False), (T(s[:-1]),), [_data(s)],
                              lambda x: x.norm(dim=-1)),
     "aten::linalg_vector_norm": lambda s: ((T(s), 2.0, (-1,), False), (T(s[:-1]),), [_data(s)],
@@ -755,6 +760,8 @@ def test_argmax_takes_the_first_of_equal_values():
         fn = getattr(torch, name[6:])
         _run(name, (T((300, 64)), -1, False), (T((300,), "int64"),), [x], lambda t: fn(t, -1),
              rtol=0, atol=0)
+    _run("aten::max.dim", (T((300, 64)), -1, False), (T((300,)), T((300,), "int64")), [x],
+         lambda t: tuple(torch.max(t, -1)), rtol=0, atol=0)
 
 
 def test_every_exact_op_has_a_case():
@@ -800,6 +807,7 @@ REFUSED = [
     (OpSpec("aten::amax", (T(s), (0,), False), (T((1001,)),)), "timed as a sum or max"),
     (OpSpec("aten::argmax", (T(s), None, False), (T((), "int64"),)), "timed as a sum or max"),
     (OpSpec("aten::prod.dim_int", (T(s), -1, False), (T((128,)),)), "prod"),
+    (OpSpec("aten::max.other", (T((1001,)), T((1001,))), (T((1001,)),)), "two tensors"),
     (OpSpec("aten::matmul", (T((200, 64)), T((64, 80))), (T((200, 80)),)), "no semantics case"),
     (OpSpec("aten::mm", (T((96, 200), strides=(400, 2)), T((200, 80))), (T((96, 80)),)),
      "no unit stride"),

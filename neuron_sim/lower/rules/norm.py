@@ -203,14 +203,16 @@ def _moments(ctx, op, src, dsts, p, r, C, j):
 
 
 def _arg_extreme(ctx, op, src, dsts, idx, p, r, C, j):
-    """argmax/argmin of each row: the row's max (min), 1.0 where x equals it times the column
+    """argmax/argmin (max/min.dim: values and indices) of each row: the row's max (min), 1.0
+    where x equals it times the column
     index - C (idx, a GpSimd iota), the row's min of that (the first such column, - C) plus C:
     VectorE 3N, ScalarE N (per row one scalar_tensor_tensor (x == max) * idx and a ScalarE
     min; short rows whole-block VectorE passes). (No max-index instruction in the ISA modules:
     VectorE's max8 + nc_find_index8 would take 2N.) A NaN is no row's max here (torch: it is)."""
     b = ctx.b
-    ext = ctx.tmp("ext", (p, r), "float32", j)
-    b.tensor_reduce(ext, src, "maximum" if op.op == "aten::argmax" else "minimum")
+    ext = dsts[0] if len(dsts) > 1 else ctx.tmp("ext", (p, r), "float32", j)   # max.dim's values
+    first = ctx.tmp("first", (p, r), "float32", j)
+    b.tensor_reduce(ext, src, "maximum" if op.op in ("aten::argmax", "aten::max") else "minimum")
     hit = ctx.tmp("hit", (p, r * C), "float32", j)
     if r == 1 or C >= ctx.chip.min_ii_cycles:
         for row in range(r):    # (x == ext) * idx on VectorE, its row min on ScalarE
@@ -218,12 +220,33 @@ def _arg_extreme(ctx, op, src, dsts, idx, p, r, C, j):
             b.instruction("scalar_tensor_tensor", dst=h, data=ctx.cols(src, p, row * C, C),
                           op0="equal", operand0=ext[0:p, row:row + 1], op1="multiply",
                           operand1=ctx.cols(idx, p, row * C, C))
-            b.activation(h, h, "copy", reduce_op="minimum", reduce_res=ext[0:p, row:row + 1])
+            b.activation(h, h, "copy", reduce_op="minimum", reduce_res=first[0:p, row:row + 1])
     else:
         b.tensor_tensor(hit, src, _each_col(ext, p, r, C), "equal")
         b.tensor_tensor(hit, hit, ctx.cols(idx, p, 0, r * C), "multiply")
-        b.tensor_reduce(ext, hit, "minimum")
-    b.tensor_scalar(dsts[0], ext, "add", float(C))
+        b.tensor_reduce(first, hit, "minimum")
+    b.tensor_scalar(dsts[-1], first, "add", float(C))
+
+
+def _logsumexp(ctx, src, dsts, p, r, C, j):
+    """max + log(sum(exp(x - max))) per row: the max on VectorE, exp(x - max) with its free
+    row sum on ScalarE (per row, the bias -max; short rows: a whole-block subtract), the log
+    on ScalarE and + max on VectorE."""
+    b = ctx.b
+    mx, neg, ssum = (ctx.tmp(k, (p, r), "float32", j) for k in ("lmx", "lneg", "lsum"))
+    e = ctx.tmp("e", (p, r * C), "float32", j)
+    b.tensor_reduce(mx, src, "maximum")
+    if r == 1 or C >= ctx.chip.min_ii_cycles:
+        b.tensor_scalar(neg, mx, "multiply", -1.0)
+        for row in range(r):
+            b.activation(ctx.cols(e, p, row * C, C), ctx.cols(src, p, row * C, C), "exp",
+                         bias=neg[0:p, row:row + 1], reduce_res=ssum[0:p, row:row + 1])
+    else:
+        b.tensor_tensor(e, src, _each_col(mx, p, r, C), "subtract")
+        b.activation(e, e, "exp")
+        b.tensor_reduce(ssum, e, "add")
+    b.activation(ssum, ssum, "log")
+    b.tensor_tensor(dsts[0], ssum, mx, "add")
 
 
 def _fold_rows(ctx, src, acc, p, r, C, j):
@@ -265,7 +288,7 @@ def reduction(ctx, op):
     rows, C = (x.numel // max(x.shape[-1], 1), x.shape[-1]) if x.ndim else (1, 1)
     if x.ndim and dims == (x.ndim - 1,) and C > 1 and not (
             x.ndim == 1 and C > ctx.chip.row_whole_max_elems):     # (a long vector: flat)
-        arg = op.op in ("aten::argmax", "aten::argmin")
+        arg = op.op in ("aten::argmax", "aten::argmin") or len(op.outputs) == 2 and alu != "add"
         idx = None
         if arg:     # column index - C, once for the widest block
             p, r, _ = ctx.row_plan(rows, C, x.dtype)
@@ -283,9 +306,7 @@ def reduction(ctx, op):
                 b.tensor_tensor(sq, src, src, "multiply")
                 src = sq
             if op.op == "aten::logsumexp":
-                e = ctx.tmp("e", (p, r * C), "float32", j)
-                b.activation(e, src, "exp")
-                src = e
+                return _logsumexp(ctx, src, dsts, p, r, C, j)
             if op.op != "aten::mean" and not squares:
                 return b.tensor_reduce(dsts[0], src, alu)
             total = ctx.tmp("total", (p, r), "float32", j)
