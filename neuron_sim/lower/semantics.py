@@ -81,7 +81,8 @@ EXACT = {
     "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
     "reduction": {f"aten::{n}" for n in (
         "sum", "mean", "amax", "amin", "argmax", "argmin", "max", "min", "var", "std",
-        "var_mean", "std_mean", "norm", "linalg_vector_norm", "logsumexp")},
+        "var_mean", "std_mean", "norm", "linalg_vector_norm", "logsumexp", "prod", "all", "any",
+        "count_nonzero")},
     "softmax": {"aten::_softmax", "aten::softmax", "aten::_safe_softmax", "aten::_log_softmax",
                 "aten::log_softmax", "aten::_softmax_backward_data",
                 "aten::_log_softmax_backward_data"},
@@ -121,10 +122,9 @@ TIMING_ONLY = {
     "random": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
     "dropout": "random bits are charged as a GpSimd iota (no rng instruction in the builder)",
     "fill": "memset writes 0.0 whatever the fill value (the cost does not depend on it)",
-    "reduction": "prod, all/any, count_nonzero, nansum, max/min of two tensors, "
-                 "norms of another order and reductions over dims that are neither the last "
-                 "one, a leading prefix (sum, mean) nor all (sum, mean) are timed as a sum or "
-                 "max of the chunk-major layout's elements, not the op's",
+    "reduction": "nansum, max/min of two tensors and reductions over dims that are neither "
+                 "the last one, a leading prefix (sum, mean) nor all (sum, mean) are timed as "
+                 "a sum or max of the chunk-major layout's elements, not the op's",
     "layer_norm": "group and instance norm: normalised as rows of the last dim",
     "channel_norm_backward": "group norm: a timing recipe: xhat is scaled by the row sums it "
                              "computes later, not by the saved mean and rstd (never loaded)",
@@ -266,9 +266,7 @@ def _reduction_reason(op: OpSpec, chip) -> str | None:
         if x.shape[-1] > chip.row_whole_max_elems:
             return (f"rows longer than {chip.row_whole_max_elems} run in pieces, each piece "
                     "reduced alone (timing of the two passes)")
-        if op.op in ("aten::norm", "aten::linalg_vector_norm") and op.arg(1, 2) != 2:
-            return TIMING_ONLY["reduction"]
-        return None
+        return TIMING_ONLY["reduction"] if op.op == "aten::nansum" else None
     if op.op in ("aten::sum", "aten::mean") and (len(dims) == x.ndim or leading_prefix(
             dims, x.ndim) and op.outputs[0].numel <= chip.row_whole_max_elems):
         return None

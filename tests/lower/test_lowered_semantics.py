@@ -301,6 +301,14 @@ CASES = {
        for n in ("var", "std")},
     "aten::logsumexp": lambda s: ((T(s), (-1,), False), (T(s[:-1]),), [_data(s) * 30],
                                   lambda x: torch.logsumexp(x, -1)),
+    "aten::prod": lambda s: ((T(s), -1, False), (T(s[:-1]),), [1 + 0.01 * _data(s)],
+                             lambda x: x.prod(-1)),
+    **{f"aten::{n}": lambda s, n=n: ((T(s), -1, False), (T(s[:-1], "bool"),),
+                                     [np.round(_data(s) * 0.2)],
+                                     lambda x: getattr(torch, n)(x, -1).float())
+       for n in ("all", "any")},
+    "aten::count_nonzero": lambda s: ((T(s), (-1,)), (T(s[:-1], "int64"),),
+                                      [np.round(_data(s))], lambda x: x.count_nonzero(-1)),
     "aten::norm": lambda s: ((T(s), 2, (-1,), False), (T(s[:-1]),), [_data(s)],
                              lambda x: x.norm(dim=-1)),
     "aten::linalg_vector_norm": lambda s: ((T(s), 2.0, (-1,), False), (T(s[:-1]),), [_data(s)],
@@ -754,6 +762,14 @@ def test_sum_and_mean_over_leading_dims_read_columns(name, shape, dims):
     _run(name.split(".")[0], (T((10001,)),), (T(()),), [v], fn, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("order", [1, 3, 0.5, 0, float("inf"), -float("inf"), None])
+def test_vector_norms_of_every_order_match_torch(order):
+    x = np.round(_data((300, 64)) * 4) / 4              # zeros for order 0
+    _run("aten::linalg_vector_norm", (T((300, 64)), order, (-1,), False), (T((300,)),), [x],
+         lambda t: torch.linalg.vector_norm(t, 2 if order is None else order, dim=-1),
+         rtol=1e-4, atol=1e-5)
+
+
 def test_argmax_takes_the_first_of_equal_values():
     x = np.round(_data((300, 64)) * 2)          # many ties
     for name in ("aten::argmax", "aten::argmin"):
@@ -806,7 +822,8 @@ REFUSED = [
      "a leading prefix"),
     (OpSpec("aten::amax", (T(s), (0,), False), (T((1001,)),)), "timed as a sum or max"),
     (OpSpec("aten::argmax", (T(s), None, False), (T((), "int64"),)), "timed as a sum or max"),
-    (OpSpec("aten::prod.dim_int", (T(s), -1, False), (T((128,)),)), "prod"),
+    (OpSpec("aten::prod.dim_int", (T(s), 0, False), (T((1001,)),)), "timed as a sum"),
+    (OpSpec("aten::nansum", (T(s), (-1,), False), (T((128,)),)), "nansum"),
     (OpSpec("aten::max.other", (T((1001,)), T((1001,))), (T((1001,)),)), "two tensors"),
     (OpSpec("aten::matmul", (T((200, 64)), T((64, 80))), (T((200, 80)),)), "no semantics case"),
     (OpSpec("aten::mm", (T((96, 200), strides=(400, 2)), T((200, 80))), (T((96, 80)),)),

@@ -228,6 +228,28 @@ def _arg_extreme(ctx, op, src, dsts, idx, p, r, C, j):
     b.tensor_scalar(dsts[-1], first, "add", float(C))
 
 
+def _vector_norm(ctx, order, src, dst, p, r, C, j):
+    """The order-`order` norm of each row (None: 2): sum(|x|^order)^(1/order) (2: x*x on
+    VectorE, others |x| as abs_max(x, 0) then the power, one tensor_scalar), inf / -inf the
+    max / min of |x|, 0 the count of nonzeros."""
+    b, inf = ctx.b, float("inf")
+    order = 2.0 if order is None else float(order)
+    t = ctx.tmp("sq", (p, r * C), "float32", j)
+    if order == 2:
+        b.tensor_tensor(t, src, src, "multiply")
+    elif order == 0:
+        b.tensor_scalar(t, src, "not_equal", 0.0)
+    else:
+        b.tensor_scalar(t, src, "abs_max", 0.0, *(() if abs(order) in (1, inf)
+                                                  else ("power", order)))
+    root = order not in (0, 1, inf, -inf)
+    total = ctx.tmp("total", (p, r), "float32", j) if root else dst
+    b.tensor_reduce(total, t, "maximum" if order == inf else "minimum" if order == -inf
+                    else "add")
+    if root:
+        b.tensor_scalar(dst, total, "power", 1.0 / order)
+
+
 def _logsumexp(ctx, src, dsts, p, r, C, j):
     """max + log(sum(exp(x - max))) per row: the max on VectorE, exp(x - max) with its free
     row sum on ScalarE (per row, the bias -max; short rows: a whole-block subtract), the log
@@ -280,8 +302,9 @@ def reduction(ctx, op):
     (_fold_rows), its partitions summed on TensorE. Other dims and the full reduction: the flat
     chunks accumulated on VectorE, the partitions summed on TensorE."""
     x, out = op.inputs[0], op.outputs[0]
-    alu = "maximum" if op.op in ("aten::amax", "aten::max", "aten::argmax", "aten::all") else \
-        "minimum" if op.op in ("aten::amin", "aten::min", "aten::argmin", "aten::any") else "add"
+    alu = "maximum" if op.op in ("aten::amax", "aten::max", "aten::argmax", "aten::any") else \
+        "minimum" if op.op in ("aten::amin", "aten::min", "aten::argmin", "aten::all") else \
+        "multiply" if op.op == "aten::prod" else "add"
     squares = op.op in _NORMS or op.op in _MOMENTS
     dims = _reduce_dims(op, x) if x.ndim else ()
     b = ctx.b
@@ -301,18 +324,19 @@ def reduction(ctx, op):
                 return _moments(ctx, op, src, dsts, p, r, C, j)
             if arg:
                 return _arg_extreme(ctx, op, src, dsts, idx, p, r, C, j)
-            if squares:
-                sq = ctx.tmp("sq", (p, r * C), "float32", j)
-                b.tensor_tensor(sq, src, src, "multiply")
-                src = sq
             if op.op == "aten::logsumexp":
                 return _logsumexp(ctx, src, dsts, p, r, C, j)
-            if op.op != "aten::mean" and not squares:
+            if op.op in _NORMS:
+                return _vector_norm(ctx, op.arg(1), src, dsts[0], p, r, C, j)
+            if op.op in ("aten::all", "aten::any", "aten::count_nonzero"):
+                nz = ctx.tmp("nz", (p, r * C), "float32", j)
+                b.tensor_scalar(nz, src, "not_equal", 0.0)
+                src = nz
+            if op.op != "aten::mean":
                 return b.tensor_reduce(dsts[0], src, alu)
             total = ctx.tmp("total", (p, r), "float32", j)
-            b.tensor_reduce(total, src, alu)        # then the mean, or a norm's square root
-            b.tensor_scalar(dsts[0], total, *(("power", 0.5) if squares
-                                              else ("multiply", 1.0 / C)))
+            b.tensor_reduce(total, src, alu)        # then the mean
+            b.tensor_scalar(dsts[0], total, "multiply", 1.0 / C)
         # x as row_blocks' full-size tensor: the outputs ([rows]) are per-row statistics, a
         # [p, r] tile stored per block (with `out` they were taken for [rows, C] outputs and
         # stored C times too large, past their tensor)
