@@ -230,18 +230,25 @@ def test_a_model_step_with_biases_and_scalings_is_checked(py):
     assert "RSUB True" in out, out
 
 
-def test_a_model_step_checks_its_activation_and_loss_backward_ops(py):
-    # an MLP with GELU and SiLU, an MSE loss, its backward and an AdamW step: every exact op
-    # agrees with its program, the activations' backward ops (their derivative tables) and
-    # AdamW's lerp, addcmul and addcdiv among them
-    proc = py("""
+def _recording(code: str) -> str:
+    """`code` after a preamble that records in `checked` the name of every op check_lowered
+    compares (torch seeded)."""
+    return textwrap.dedent("""
         import torch, torch_neuronx
-        import torch.nn.functional as F
         from torch_neuronx import check_semantics as cs
         checked = []
         check = cs.check_lowered
         cs.check_lowered = lambda op, *a, **k: checked.append(op.name) or check(op, *a, **k)
         torch.manual_seed(0)
+        """) + textwrap.dedent(code)
+
+
+def test_a_model_step_checks_its_activation_and_loss_backward_ops(py):
+    # an MLP with GELU and SiLU, an MSE loss, its backward and an AdamW step: every exact op
+    # agrees with its program, the activations' backward ops (their derivative tables) and
+    # AdamW's lerp, addcmul and addcdiv among them
+    proc = py(_recording("""
+        import torch.nn.functional as F
         w1 = torch.randn(256, 128, device="neuron", requires_grad=True)
         w2 = torch.randn(128, 256, device="neuron", requires_grad=True)
         x = torch.randn(64, 128, device="neuron")
@@ -253,7 +260,7 @@ def test_a_model_step_checks_its_activation_and_loss_backward_ops(py):
             opt.step()
         torch.neuron.synchronize()
         print(sorted(set(checked)))
-        """)
+        """))
     out = proc.stdout
     for name in ("aten::gelu", "aten::gelu_backward", "aten::silu", "aten::silu_backward",
                  "aten::mse_loss", "aten::mse_loss_backward", "aten::lerp_.Scalar",
@@ -263,13 +270,7 @@ def test_a_model_step_checks_its_activation_and_loss_backward_ops(py):
 
 def test_an_adamw_training_step_is_checked_fused_and_foreach(py):
     # in-place ops return nothing: their written arguments (params, moments, steps) are compared
-    proc = py("""
-        import torch, torch_neuronx
-        from torch_neuronx import check_semantics as cs
-        checked = []
-        check = cs.check_lowered
-        cs.check_lowered = lambda op, *a, **k: checked.append(op.name) or check(op, *a, **k)
-        torch.manual_seed(0)
+    proc = py(_recording("""
         for kw in (dict(fused=True), dict(foreach=True)):
             model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(),
                                         torch.nn.Linear(96, 8)).to("neuron")
@@ -282,7 +283,7 @@ def test_an_adamw_training_step_is_checked_fused_and_foreach(py):
                     opt.step()
         torch.neuron.synchronize()
         print(sorted(set(checked)))
-        """)
+        """))
     for name in ("aten::_fused_adamw_", "aten::_foreach_add_.Scalar", "aten::_foreach_sqrt",
                  "aten::_foreach_mul_.Scalar"):
         assert repr(name) in proc.stdout, (name, proc.stdout)
