@@ -101,8 +101,6 @@ class LowerCtx:
         self._hbm: dict = {}
         self._resident: dict = {}             # key -> SBUF Tensor [P, cols]
         self._resident_bytes = 0
-        self._unstored: dict = {}             # key -> ((p, SBUF offset, off, f), ...): blocks
-        #   of a resident copy whose stores needs_store skipped (`store_skipped`)
         self._pool: dict = {}
         self._outgrown: list = []             # pool tiles replaced by a larger one this op
         self._seq = 0
@@ -190,7 +188,6 @@ class LowerCtx:
         reuses it; the builder orders the reuse after their last readers."""
         for k in [k for k in self._resident if self.last_read.get(k, -1) <= index]:
             r = self._resident.pop(k)
-            self._unstored.pop(k, None)
             self._resident_bytes -= r.shape[1] * itemsize(r.dtype)
             self.b.free(r)
 
@@ -246,12 +243,10 @@ class LowerCtx:
 
     def resident_ap(self, t: TensorSpec, p: int, off: int, f: int):
         """[p, f] of t's resident SBUF copy at free offset off; None when t is not resident or
-        its resident layout cannot serve that shape: the caller then reads HBM, so the stores
-        needs_store skipped are made first (`store_skipped`)."""
+        its resident layout cannot serve that shape (the caller then reads HBM, which still
+        holds every tensor)."""
         r = self._resident.get(self.key(t))
         if r is None or p > r.shape[0] or f > r.shape[1]:
-            if r is not None:
-                self.store_skipped(t)
             return None
         off = min(off, r.shape[1] - f)
         return r[0:p, off:off + f]
@@ -339,27 +334,10 @@ class LowerCtx:
     def store(self, t: TensorSpec, tile, p: int, j: int, f: int, off=None, pieces=None):
         """Chunk j ([p, f] at free offset `off`, default j*f) of output t to HBM if needed;
         `pieces`: as _chunk_dma's."""
-        off = j * f if off is None else off
         if not self.needs_store(t):
-            k = self.key(t)
-            r = self._resident.get(k)
-            if r is None or as_ap(tile).tensor is not r:
-                return None
-            if pieces is None:      # made by store_skipped if a reader must read HBM
-                self._unstored[k] = self._unstored.get(k, ()) + (
-                    (p, min(off, r.shape[1] - f), off, f),)
-                return None
-            # a block of a plan's own pieces in the resident copy: stored now (store_skipped
-            # makes the flat plan's blocks only)
-        return self._chunk_dma(t, as_ap(tile), p, off, f, store=True, pieces=pieces)
-
-    def store_skipped(self, t: TensorSpec):
-        """The stores of t's resident copy that needs_store skipped, as `store` would have made
-        them, once: a reader whose plan the resident layout cannot serve reads t from HBM (the
-        row plan [64, 96] of a sum whose flat plan was [128, 48]), after them."""
-        r = self._resident.get(self.key(t))
-        for p, roff, off, f in self._unstored.pop(self.key(t), ()):
-            self._chunk_dma(t, r[0:p, roff:roff + f], p, off, f, store=True)
+            return None
+        return self._chunk_dma(t, as_ap(tile), p, j * f if off is None else off, f, store=True,
+                               pieces=pieces)
 
     def chunks(self, t: TensorSpec, streams: int = 3):
         """The flat chunk plan of t: (p, cols, f, n_chunks_total)."""

@@ -170,7 +170,7 @@ def _context(ctx, rule, op):
         c = k in later
         grow = grow or (c and r is None)
         state.append((k[0], None if r is None else (r.shape, r.dtype), c,
-                      None if live is None else k in live, ctx._unstored.get(k)))
+                      None if live is None else k in live))
     st = b._last_stationary
     if st is not None and st[0].tensor.id in own:
         return None
@@ -198,7 +198,7 @@ class _Recording:
     __slots__ = ("records", "rec", "x_ptr", "x_idx", "acc_ptr", "acc_label", "write", "box",
                  "pst", "off", "labels", "events", "hbm_made", "made", "resident",
                  "resident_bytes", "q0", "ndma", "seq", "ops_done", "repeats", "blocks",
-                 "stationary", "mut", "psum_peak", "_shifted", "_sbuf_after", "unstored")
+                 "stationary", "mut", "psum_peak", "_shifted", "_sbuf_after")
 
     def replay(self, ctx, op_tensors) -> bool:
         """Append the recorded op to ctx. False (nothing changed) when one of its SBUF
@@ -252,10 +252,6 @@ class _Recording:
             ctx._resident[keys[j]] = tiles[i]
             b._tensors.append(tiles[i])
         ctx._resident_bytes += self.resident_bytes
-        for j, blocks in self.unstored:
-            ctx._unstored.pop(keys[j], None)
-            if blocks:
-                ctx._unstored[keys[j]] = blocks
         ctx._seq += self.seq
         ctx.ops_done += self.ops_done
         ctx.repeats.extend(self.repeats)
@@ -331,7 +327,7 @@ def _record(ctx, rule, op, op_tensors, headroom):
     n0, a0, i0, flushed0, mut0 = len(b._rids), len(b._acc), len(b), b._flushed, b._mut
     q0, seq0, ops0 = b._next_queue, ctx._seq, ctx.ops_done
     rep0, blk0, hbm0 = len(ctx.repeats), len(ctx._blocks), dict(ctx._hbm)
-    res0, rb0, uns0 = dict(ctx._resident), ctx._resident_bytes, dict(ctx._unstored)
+    res0, rb0 = dict(ctx._resident), ctx._resident_bytes
     waits0, signals0, spill0 = len(b._waits), sum(map(len, b._signals.values())), b._spill_bytes
     st0 = b._last_stationary
     emits, events, made, tensors, failed, psum_peak = [], [], {}, [], [], [0]
@@ -408,11 +404,6 @@ def _record(ctx, rule, op, op_tensors, headroom):
             if k not in keys or t.id not in made:
                 return None
             resident.append((made[t.id], keys.index(k)))
-    # skipped stores the op added (a resident output) or made (store_skipped): (tensor, after)
-    changed = {k for k in (*uns0, *ctx._unstored) if uns0.get(k) is not ctx._unstored.get(k)}
-    if not changed <= set(keys):
-        return None
-    unstored = [(keys.index(k), ctx._unstored.get(k)) for k in changed]
     deps = b._deps[n0:]
     if any(d < i0 for x in deps for d in x):
         return None
@@ -476,7 +467,6 @@ def _record(ctx, rule, op, op_tensors, headroom):
     r.events = [ev for ev in events if ev[0] != "h"]        # SBUF allocations and frees
     r.hbm_made = [ev[1:] for ev in events if ev[0] == "h"]
     r.resident, r.resident_bytes = resident, ctx._resident_bytes - rb0
-    r.unstored = unstored
     r.q0, r.ndma = q0, ndma
     r.seq, r.ops_done = ctx._seq - seq0, ctx.ops_done - ops0
     r.repeats, r.blocks = ctx.repeats[rep0:], ctx._blocks[blk0:]

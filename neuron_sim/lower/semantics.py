@@ -508,9 +508,9 @@ class _CheckedCtx(LowerCtx):
     count, a matmul operand read K-major) takes the tile's bytes in a layout the writer did
     not write: the timing of a compiler that writes the intermediate in its reader's layout,
     not the values (`other_layout`). A read that the resident copy cannot serve goes to HBM,
-    after the stores needs_store skipped (`LowerCtx.store_skipped`). `via_hbm` keys are read
-    from HBM instead (stored whatever `live` says), so the checked program runs every op on
-    its operands' values."""
+    where the intermediate was never stored when `needs_store` skipped it (`unstored`: a
+    store missing from the timed program). `via_hbm` keys are read from HBM instead (stored
+    whatever `live` says), so the checked program runs every op on its operands' values."""
 
     def __init__(self, *args, via_hbm=frozenset(), **kw):
         super().__init__(*args, **kw)
@@ -518,6 +518,7 @@ class _CheckedCtx(LowerCtx):
         self.op_index = 0
         self.blocks = {}            # key -> the (p, off, f) blocks written into its SBUF copy
         self.other_layout = {}      # key -> (tensor, the first op reading it in another layout)
+        self.unstored = {}          # key -> (tensor, the first op reading it from HBM unstored)
         self._mode = None           # "chunks" inside load / load_rows, "write" in out_tile
 
     def _in(self, mode, method, *args, **kw):
@@ -546,7 +547,9 @@ class _CheckedCtx(LowerCtx):
         if k in self.via_hbm:
             return None
         ap = super().resident_ap(t, p, off, f)
-        if ap is not None and not (self._mode == "chunks" and (p, off, f) in self.blocks[k]):
+        if ap is None and not LowerCtx.needs_store(self, t):
+            self.unstored.setdefault(k, (t, self.op_index))
+        elif ap is not None and not (self._mode == "chunks" and (p, off, f) in self.blocks[k]):
             self.other_layout.setdefault(k, (t, self.op_index))
         return ap
 
@@ -600,6 +603,13 @@ def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None, read_inputs=
             ctx.free_dead(i)
         return ctx
     ctx = build(frozenset())
+    if ctx.unstored:
+        (t, i), = list(ctx.unstored.values())[:1]
+        raise RuntimeError(
+            f"{ops[i].name} (op {i} of a sequence of {len(ops)}: "
+            f"{', '.join(o.name for o in ops)}) reads tensor {t.id} {t.shape} from HBM, where "
+            "the timed program never stores it: it stays resident in SBUF in a layout this op "
+            "cannot read (LowerCtx.resident_ap gives None) and needs_store skipped its store")
     other = {t.id: ops[i].name for t, i in ctx.other_layout.values()}
     if other:            # built again with those read from HBM (_CheckedCtx)
         ctx = build(frozenset(ctx.other_layout))

@@ -150,33 +150,3 @@ def test_a_recording_serves_every_context_whose_headroom_answers_match(monkeypat
     assert runs[0][2] and runs[1][2] and not runs[2][2]
     monkeypatch.setattr(replay, "REPLAY", False)
     assert runs == [lower(held) for held in (0, 4096, budget)]
-
-
-def test_replayed_ops_leave_and_make_the_skipped_stores_their_rules_do(monkeypatch):
-    """(add -> layer_norm twice) twice over 64 rows: layer_norm's row plan cannot use the sum's
-    resident layout ([64, 256] vs [128, 128]), so it reads HBM after the stores the add skipped
-    (LowerCtx.store_skipped), made by the first reader only. Built again from the recordings,
-    the program is the rules' array for array."""
-    monkeypatch.setattr(replay, "_RECORDINGS", {})
-    chip, rows = get_chip("trn2"), 64
-    ops = []
-    for i in range(2):
-        r = T((rows, C), ("r", i))
-        ops += [OpSpec("aten::add.Tensor", (T((rows, C), ("x", i)), T((rows, C), ("y", i))),
-                       (r,))]
-        ops += [OpSpec("aten::native_layer_norm", (r, [C], T((C,), "g"), None, 1e-5),
-                       (T((rows, C), ("n", i, k)), T((rows, 1), ("m", i, k)),
-                        T((rows, 1), ("s", i, k)))) for k in range(2)]
-
-    def build():
-        ctx = api.sequence_ctx(ops, chip, 1, {LowerCtx.key(o.outputs[0]) for o in ops[1:]})
-        for i, op in enumerate(ops):
-            replay.lower_into(ctx, rule_for(op.name), op)
-            ctx.free_dead(i)
-        replay.flush(ctx)                   # (the replayed rows, appended)
-        p = ctx.b.build()
-        return [p.cols[c].tolist() for c in COLUMNS] + [p.dep_ptr.tolist(), p.dep_idx.tolist()]
-    recorded = build()
-    assert build() == recorded
-    monkeypatch.setattr(replay, "REPLAY", False)
-    assert build() == recorded
