@@ -243,8 +243,9 @@ class LowerCtx:
 
     def resident_ap(self, t: TensorSpec, p: int, off: int, f: int):
         """[p, f] of t's resident SBUF copy at free offset off; None when t is not resident or
-        its resident layout cannot serve that shape (the caller then reads HBM, which still
-        holds every tensor)."""
+        its resident layout cannot serve that shape. The caller then reads HBM, where a store
+        needs_store skipped was never made (a known gap: the timed program lacks that store,
+        and semantics.run_lowered_sequence raises for it)."""
         r = self._resident.get(self.key(t))
         if r is None or p > r.shape[0] or f > r.shape[1]:
             return None
