@@ -15,6 +15,7 @@ from ...program.ap import AccessPattern, Memory, as_ap
 from ..context import BUFS
 from ..registry import lowers
 from ..spec import TensorSpec
+from .elementwise import stt
 from .norm import _each_row, _grad_outputs, _ones, _param_tile, _rows_cols, row_blocks
 
 
@@ -142,8 +143,7 @@ def batch_norm(ctx, op):
             b.tensor_tensor(scale, rstd, ch.column(weight, c0, pc, "w"), "multiply")
         else:
             scale = rstd
-        b.instruction("scalar_tensor_tensor", dst=nb, data=mean, op0="multiply", operand0=-1.0,
-                      op1="multiply", operand1=scale)
+        stt(ctx, nb, mean, "multiply", -1.0, "multiply", scale)
         if bias is not None:
             b.tensor_tensor(nb, nb, ch.column(bias, c0, pc, "b"), "add")
         for k, chunk in enumerate(chunks):
@@ -160,8 +160,7 @@ def batch_norm(ctx, op):
                                                    (1.0, n / (n - 1)))):
                 upd = ctx.tmp(f"upd{i}", (pc, 1), "float32", blk)
                 b.tensor_scalar(upd, ch.column(src, c0, pc, f"run{i}"), "multiply", 1.0 - momentum)
-                b.instruction("scalar_tensor_tensor", dst=upd, data=v, op0="multiply",
-                              operand0=momentum * f, op1="add", operand1=upd)
+                stt(ctx, upd, v, "multiply", momentum * f, "add", upd)
                 ch.store_column(t, upd, c0, pc, f"updc{i}")
     ctx.end_op()
 
@@ -199,8 +198,7 @@ def batch_norm_backward(ctx, op):
         # per channel: nb = -mean * invstd | k = w * invstd | s1 | s2 | m2 | a | c
         cf = ctx.tmp("coef", (pc, 7), "float32", blk)
         nb, k, s1, s2, m2, a, c = (cf[0:pc, i:i + 1] for i in range(7))
-        b.instruction("scalar_tensor_tensor", dst=nb, data=mean, op0="multiply", operand0=-1.0,
-                      op1="multiply", operand1=inv)
+        stt(ctx, nb, mean, "multiply", -1.0, "multiply", inv)
         if weight is not None:
             b.tensor_tensor(k, inv, ch.column(weight, c0, pc, "w"), "multiply")
         else:
@@ -227,13 +225,10 @@ def batch_norm_backward(ctx, op):
             continue
         if train:   # m2 = -k * s2 / L, a = m2 * invstd, c = -k * s1 / L + nb * m2
             inv_l = -1.0 / max(ch.L, 1)
-            b.instruction("scalar_tensor_tensor", dst=m2, data=s2, op0="multiply",
-                          operand0=inv_l, op1="multiply", operand1=k)
+            stt(ctx, m2, s2, "multiply", inv_l, "multiply", k)
             b.tensor_tensor(a, m2, inv, "multiply")
-            b.instruction("scalar_tensor_tensor", dst=c, data=s1, op0="multiply",
-                          operand0=inv_l, op1="multiply", operand1=k)
-            b.instruction("scalar_tensor_tensor", dst=c, data=nb, op0="multiply", operand0=m2,
-                          op1="add", operand1=c)
+            stt(ctx, c, s1, "multiply", inv_l, "multiply", k)
+            stt(ctx, c, nb, "multiply", m2, "add", c)
         for j, chunk in enumerate(ch.chunks):
             slot = blk * K + j
             gt = loaded.get(("g", j)) if resident else None
@@ -244,8 +239,7 @@ def batch_norm_backward(ctx, op):
                 xt = xt if xt is not None else ch.load(x, c0, pc, j, "x", slot)
                 t = ctx.tmp("t", gt.shape, "float32", j)
                 b.activation(t, xt, "copy", bias=c, scale=a)
-                b.instruction("scalar_tensor_tensor", dst=y, data=gt, op0="multiply",
-                              operand0=k, op1="add", operand1=t)
+                stt(ctx, y, gt, "multiply", k, "add", t)
             else:
                 b.activation(y, gt, "copy", scale=k)
             b.dma_copy(ch.ap(gi, c0, pc, chunk), y)

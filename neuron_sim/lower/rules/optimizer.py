@@ -15,7 +15,7 @@ import numpy as np
 from ...program.ap import AccessPattern
 from ..registry import lowers
 from ..spec import TensorSpec, tensor_list
-from .elementwise import ACT, COPY, TS, TT, run_recipe, scalar_operand
+from .elementwise import ACT, COPY, TS, TT, run_recipe, scalar_operand, stt
 from .norm import _param_tile, partition_sum
 
 
@@ -112,12 +112,6 @@ def foreach_norm(ctx, op):
     partition_sum(ctx, acc, P, n, out, "copy" if func == "abs" else "sqrt")
 
 
-def _stt(ctx, dst, data, op0, operand0, op1, operand1):
-    """dst = (data <op0> operand0) <op1> operand1 on VectorE (operand0 a number or [p, 1])."""
-    ctx.b.instruction("scalar_tensor_tensor", dst=dst, data=data, op0=op0, operand0=operand0,
-                      op1=op1, operand1=operand1)
-
-
 def _step_scalars(ctx, p, steps, lr, beta1, beta2):
     """The [p, 1] scalars of an Adam step from the first member's step tensor (one DMA, read
     on every partition) and lr (a number, or a tensor read the same way): -lr / (1 - beta1^t)
@@ -173,7 +167,7 @@ def _adam_body(ctx, op, p, steps):
         prm, g, m, v = srcs[:4]
         tmp = [ctx.tmp(f"adam{i}", (pp, f), "float32", j) for i in range(3)]
         if decay is None:           # Adam: g = sign * g + wd * p
-            _stt(ctx, tmp[0], prm, "multiply", float(wd), "subtract" if maximize else "add", g)
+            stt(ctx, tmp[0], prm, "multiply", float(wd), "subtract" if maximize else "add", g)
             g, sign_g = tmp[0], 1.0
             pd = prm
         else:
@@ -181,9 +175,9 @@ def _adam_body(ctx, op, p, steps):
             b.activation(pd, prm, "copy", scale=decay[0:pp, 0:1])
             sign_g = sign
         b.activation(tmp[1], g, "copy", scale=sign_g * (1.0 - beta1))
-        _stt(ctx, dsts[1], m, "multiply", float(beta1), "add", tmp[1])
+        stt(ctx, dsts[1], m, "multiply", float(beta1), "add", tmp[1])
         b.activation(tmp[2], g, "square", scale=float(np.sqrt(1.0 - beta2)))  # (1-b2) g g
-        _stt(ctx, dsts[2], v, "multiply", float(beta2), "add", tmp[2])
+        stt(ctx, dsts[2], v, "multiply", float(beta2), "add", tmp[2])
         vv = dsts[2]
         if amsgrad:
             b.tensor_tensor(dsts[3], srcs[4], dsts[2], "maximum")
@@ -191,7 +185,7 @@ def _adam_body(ctx, op, p, steps):
         b.activation(tmp[1], vv, "sqrt", scale=ibc2[0:pp, 0:1])
         b.tensor_scalar(tmp[1], tmp[1], "add", float(eps))
         b.tensor_tensor(tmp[2], dsts[1], tmp[1], "divide")
-        _stt(ctx, dsts[0], tmp[2], "multiply", nss[0:pp, 0:1], "add", pd)
+        stt(ctx, dsts[0], tmp[2], "multiply", nss[0:pp, 0:1], "add", pd)
     return body
 
 
@@ -206,7 +200,7 @@ def _sgd_body(ctx, op, p, momentum_buffers: bool):
     def body(srcs, dsts, pp, f, j):
         prm, g = srcs[:2]
         ge = ctx.tmp("sgd0", (pp, f), "float32", j)
-        _stt(ctx, ge, prm, "multiply", float(wd), "subtract" if maximize else "add", g)
+        stt(ctx, ge, prm, "multiply", float(wd), "subtract" if maximize else "add", g)
         d = ge
         if momentum_buffers:
             buf = dsts[1]
@@ -215,15 +209,15 @@ def _sgd_body(ctx, op, p, momentum_buffers: bool):
             else:
                 gs = ctx.tmp("sgd1", (pp, f), "float32", j)
                 b.activation(gs, ge, "copy", scale=1.0 - float(dampening))
-                _stt(ctx, buf, srcs[2], "multiply", float(momentum), "add", gs)
+                stt(ctx, buf, srcs[2], "multiply", float(momentum), "add", gs)
             d = buf
             if nesterov:
                 d = ctx.tmp("sgd1", (pp, f), "float32", j)
-                _stt(ctx, d, buf, "multiply", float(momentum), "add", ge)
+                stt(ctx, d, buf, "multiply", float(momentum), "add", ge)
         if isinstance(nlr, (int, float)):
-            _stt(ctx, dsts[0], d, "multiply", nlr, "add", prm)
+            stt(ctx, dsts[0], d, "multiply", nlr, "add", prm)
         else:
-            _stt(ctx, dsts[0], d, "multiply", nlr[0:pp, 0:1], "add", prm)
+            stt(ctx, dsts[0], d, "multiply", nlr[0:pp, 0:1], "add", prm)
     return body
 
 
@@ -244,13 +238,13 @@ def _adagrad_body(ctx, op, p, steps):
     def body(srcs, dsts, pp, f, j):
         prm, g, s = srcs[:3]
         ge, tmp = (ctx.tmp(f"adagrad{i}", (pp, f), "float32", j) for i in range(2))
-        _stt(ctx, ge, prm, "multiply", float(wd), "subtract" if maximize else "add", g)
+        stt(ctx, ge, prm, "multiply", float(wd), "subtract" if maximize else "add", g)
         b.activation(tmp, ge, "square")
         b.tensor_tensor(dsts[1], s, tmp, "add")
         b.activation(tmp, dsts[1], "sqrt")
         b.tensor_scalar(tmp, tmp, "add", float(eps))
         b.tensor_tensor(tmp, ge, tmp, "divide")
-        _stt(ctx, dsts[0], tmp, "multiply", nclr[0:pp, 0:1], "add", prm)
+        stt(ctx, dsts[0], tmp, "multiply", nclr[0:pp, 0:1], "add", prm)
     return body
 
 
