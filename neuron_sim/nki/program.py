@@ -60,17 +60,13 @@ def _merge_dims(shape, strides):
 
 
 class _AP(AccessPattern):
-    """An AccessPattern whose dependency footprint is computed once, from the view, when it is
-    made (the core's ``box()`` recomputes it at every use; it was ~20% of program building).
-    The footprint is the same as ``AccessPattern.box()``: see test_fast_box_matches_core_box.
-    ``storage``: the traced storage it addresses; ``bytes``: [lo, hi) bytes of an on-chip view
-    inside each partition, kept by ``_Mapper.byte_range`` when the storage stays at one address;
-    ``geometry_id``: its geometry's number in _Records; ``num``: its row in _BulkRows' table."""
+    """An AccessPattern made with its dependency footprint, from the view (the same as
+    ``AccessPattern.box()``: see test_fast_box_matches_core_box). ``storage``: the traced
+    storage it addresses; ``bytes``: [lo, hi) bytes of an on-chip view inside each partition,
+    kept by ``_Mapper.byte_range`` when the storage stays at one address; ``geometry_id``: its
+    geometry's number in _Records; ``num``: its row in _BulkRows' table."""
 
-    __slots__ = ("_box", "storage", "bytes", "geometry_id", "num")
-
-    def box(self) -> tuple:
-        return self._box
+    __slots__ = ("storage", "bytes", "geometry_id", "num")
 
 
 class _Mapper:
@@ -166,30 +162,22 @@ class _Mapper:
         (kernels slice the same tile views in every loop iteration)."""
         key = (st.id, shape, strides, offset)
         ap = self.patterns.get(key)
-        if ap is None:
-            ap = self.patterns[key] = self._ap(st, shape, strides, offset, index)
-        return ap
-
-    def _ap(self, st, shape, strides, offset, index):
+        if ap is not None:
+            return ap
         t = self.tensor(st, index)
         dims, span = self._geo(shape, strides, st.on_chip)
         if st.on_chip:      # (the view's partition_start and free offset in its storage)
             p0 = t.partition_start + offset // st.free_elems
             lo = offset % st.free_elems
-            ap = _AP(t, p0, shape[0], lo, dims, 1)
-            box = (p0, p0 + shape[0], lo, lo + span + 1)
+            ap = _AP(t, p0, shape[0], lo, dims, 1, (p0, p0 + shape[0], lo, lo + span + 1))
         else:               # (in HBM a 1-D view is one row: its dims are all free)
             rows, row_stride = (shape[0], strides[0]) if len(shape) >= 2 else (1, 1)
-            ap = _AP(t, 0, rows, offset, dims, row_stride)
-            box = (0, 1, offset, offset + span + 1)
-        ap._box = box
+            ap = _AP(t, 0, rows, offset, dims, row_stride, (0, 1, offset, offset + span + 1))
         # refused outside its tensor; a partition-broadcast view (partition stride 0) reads one
         # partition as many
-        check_inside(ap, box, 1 if strides[0] == 0 else shape[0])
-        ap.storage = st
-        ap.bytes = None
-        ap.geometry_id = None
-        ap.num = None
+        check_inside(ap, ap._box, 1 if strides[0] == 0 else shape[0])
+        ap.storage, ap.bytes, ap.geometry_id, ap.num = st, None, None, None
+        self.patterns[key] = ap
         return ap
 
 
@@ -470,7 +458,10 @@ class _Rows:
         if self.records is None:
             return b.instruction(op, deps=deps, **_args(ins.attrs, m, ins.index))
         t, aps, out = self.records.template(b, op, ins.attrs, m, ins.index)
-        return b.append_built(op, out if t is None else _from_template(t, aps), deps)
+        return self._pass(op, out if t is None else _from_template(t, aps), deps)
+
+    def _pass(self, op, out, deps) -> int:
+        return self.b.append_built(op, out, deps)
 
     def dma(self, dst, src, dge, deps=()) -> int:
         """A dma_copy on the queue the compiler gives it (_queue). The cost module keeps its cost
@@ -485,10 +476,7 @@ class _Rows:
         e = core_dma.build(b.chip, m.ap(a["dst"], i), m.ap(a["src"], i), _queue(b, a["dge_mode"]),
                            None, a["dge_mode"], a["oob_mode"], None,
                            None if index is None else m.ap(index, i), a["dst_rmw_op"])
-        return self._one(e, deps)
-
-    def _one(self, e, deps) -> int:
-        return self.b.append(e, deps=deps)
+        return self._pass("dma_copy", e, deps)
 
     def dma_pieces(self, ins, m, cols, note, reuse_deps) -> int:
         """One dma_copy per column range, each ordered after the previous users of its own
@@ -654,7 +642,7 @@ class _BulkRows(_Rows):
             out.append((self._class(e), len(rd), len(wr), wr, rd[0] if rd else None, e.engine,
                         rd + wr))
         last = len(out) - 1
-        plan = self.plans[id(t)] = (_reuses_stationary(op), out, t[0] is not None, t,
+        plan = self.plans[id(t)] = (module_spec(op)[2], out, t[0] is not None, t,
                                     _run(out, range(last + 1)), _run(out, (last,)))
         return plan
 
@@ -663,7 +651,7 @@ class _BulkRows(_Rows):
         TensorE pass's LoadStationary is left out when nc_matmul's stationary is still loaded."""
         if not isinstance(out, (tuple, list)):
             return self._add(out, deps)
-        reuse = _reuses_stationary(op)
+        reuse = module_spec(op)[2]     # skips a LoadStationary of the pattern still loaded
         for em in out[:-1]:
             if not (reuse and self._loaded(em.reads[0])):
                 self._add(em)
@@ -671,9 +659,6 @@ class _BulkRows(_Rows):
         if not reuse and last.engine == Engine.TENSOR:
             self.stationary = None
         return self._add(last, deps)
-
-    def _one(self, e, deps) -> int:
-        return self._pass("dma_copy", e, deps)
 
     def dma(self, dst, src, dge, deps=(), queue=None) -> int:
         """_Rows.dma without the record: its class is found by the operands' geometries, the
@@ -786,11 +771,6 @@ def _same(a, b) -> bool:
     """a == b for access patterns, the offsets compared first (most unequal patterns a kernel
     compares differ there, and the dataclass's == builds a tuple of each)."""
     return a is b or (a.offset == b.offset and a == b)
-
-
-def _reuses_stationary(op) -> bool:
-    """Whether instruction `op` skips a LoadStationary of the pattern still loaded."""
-    return module_spec(op)[2]
 
 
 class _Records:
@@ -944,10 +924,6 @@ class _LazyRecords:
         elif c is tuple:
             e = self._rows[i] = e[0].get()[e[1]]
         return e
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
 
 
 def _queue(b, dge) -> int:

@@ -335,9 +335,6 @@ class NkiTensor:
         return isinstance(w, str) and w == "none"
 
     # ---- views ------------------------------------------------------------------------------
-    def _view(self, shape, strides, offset):
-        return NkiTensor(self.storage, shape, strides, offset)
-
     def __getitem__(self, key):
         if key.__class__ is not tuple and not isinstance(key, tuple):
             key = (key,)
@@ -480,15 +477,15 @@ class NkiTensor:
             if not self.is_contiguous():
                 raise NkiValidationError(f"reshape needs {self.name} to be contiguous")
             strides = _row_major(new_shape)
-        return self._view(new_shape, strides, self.offset)
+        return NkiTensor(self.storage, new_shape, strides, self.offset)
 
     def permute(self, dims):
         dims = tuple(dims)
         if self.on_chip and dims[0] != 0:
             raise NkiValidationError(
                 "the partition dimension (0) must stay first in a permute of an on-chip tensor")
-        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims],
-                          self.offset)
+        return NkiTensor(self.storage, [self.shape[d] for d in dims],
+                         [self.strides[d] for d in dims], self.offset)
 
     def broadcast(self, dim, size):
         if self.shape[dim] != 1:
@@ -496,7 +493,7 @@ class NkiTensor:
                 f"broadcast needs dimension {dim} of size 1, found {self.shape[dim]}")
         shape, strides = list(self.shape), list(self.strides)
         shape[dim], strides[dim] = int(size), 0
-        return self._view(shape, strides, self.offset)
+        return NkiTensor(self.storage, shape, strides, self.offset)
 
     def broadcast_to(self, shape):
         t = self
@@ -509,7 +506,7 @@ class NkiTensor:
         shape, strides = list(self.shape), list(self.strides)
         shape.insert(dim, 1)
         strides.insert(dim, 1)
-        return self._view(shape, strides, self.offset)
+        return NkiTensor(self.storage, shape, strides, self.offset)
 
     def squeeze_dim(self, dim):
         if self.shape[dim] != 1:
@@ -517,7 +514,7 @@ class NkiTensor:
                 f"squeeze_dim needs dimension {dim} of size 1, found {self.shape[dim]}")
         shape, strides = list(self.shape), list(self.strides)
         del shape[dim], strides[dim]
-        return self._view(shape, strides, self.offset)
+        return NkiTensor(self.storage, shape, strides, self.offset)
 
     def ap(self, pattern, offset=None, dtype=None):
         """Raw access pattern ``[[stride, count], ...]`` over the storage (not composable); with
@@ -531,7 +528,8 @@ class NkiTensor:
             raise NkiValidationError(
                 "the partition stride of an on-chip access pattern must be the storage's free "
                 f"size ({self.storage.free_elems}), got {strides[0]}")
-        return self._view(shape, strides, self.offset if offset is None else int(offset))
+        offset = self.offset if offset is None else int(offset)
+        return NkiTensor(self.storage, shape, strides, offset)
 
     # ---- arithmetic sugar: each operator is an nl call ------------------------------------------
     def _nl(self, name, *args):
