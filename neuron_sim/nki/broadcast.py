@@ -30,21 +30,13 @@ def is_partition_broadcast(v) -> bool:
 def lower(trace, reads, attrs):
     """(reads, attrs) of an instruction on one of the CONSUMERS with every partition-broadcast
     operand replaced by the tile a broadcast instruction wrote (recorded on `trace` first)."""
-    for v in reads:         # the usual case first: no operand is one (a loop, not any(): per call)
-        if is_partition_broadcast(v):
-            break
-    else:
+    # (the instructions _broadcast records read no partition broadcast: no recursion)
+    repl = {}
+    for v in reads:
+        if is_partition_broadcast(v) and id(v) not in repl:
+            repl[id(v)] = _broadcast(trace, v)
+    if not repl:
         return reads, attrs
-    if getattr(trace, "_in_broadcast", False):
-        return reads, attrs
-    trace._in_broadcast = True
-    try:
-        repl = {}
-        for v in reads:
-            if is_partition_broadcast(v) and id(v) not in repl:
-                repl[id(v)] = _broadcast(trace, v)
-    finally:
-        trace._in_broadcast = False
     reads = [repl.get(id(v), v) for v in reads]
     attrs = {k: repl.get(id(x), x) if isinstance(x, NkiTensor) else x
              for k, x in (attrs or {}).items()}

@@ -134,15 +134,8 @@ class Simulated:
         if rep is None:
             return None
         us = rep.total_ns / 1e3 if rep.total_ns is not None else float("nan")
-        return SimpleNamespace(nc_latency=_Latency(us), report=rep)
-
-
-class _Latency:
-    def __init__(self, us):
-        self._us = us
-
-    def get_latency_percentile(self, p):
-        return self._us
+        return SimpleNamespace(nc_latency=SimpleNamespace(get_latency_percentile=lambda p: us),
+                               report=rep)
 
 
 def simulate(kernel, **options):
@@ -417,11 +410,16 @@ def _run_options(helper: str, options: dict, ignored=()) -> dict:
     return {k: v for k, v in options.items() if k not in ignored}
 
 
+def _legacy(helper, kernel, options, ignored=(), **simulated):
+    """`Simulated(kernel, ...)` with the `options` run() takes, or the decorator that makes it."""
+    make = functools.partial(Simulated, **simulated, **_run_options(helper, options, ignored))
+    return make if kernel is None else make(kernel)
+
+
 def benchmark(kernel=None, warmup=5, iters=10, **options):
     """Legacy ``nki.benchmark``: simulates once. Simulated time is deterministic: each of the
     `iters` runs after the `warmup` ones would take it, so it is every latency percentile."""
-    make = functools.partial(Simulated, **_run_options("benchmark", options, _ARTIFACTS))
-    return make if kernel is None else make(kernel)
+    return _legacy("benchmark", kernel, options, _ARTIFACTS)
 
 
 def simulate_kernel(kernel, *args, **kwargs):
@@ -434,13 +432,11 @@ def profile(func=None, working_directory=None, save_neff_name=None, save_trace_n
     """Legacy ``nki.profile``: simulates and writes the instruction timeline as Chrome/Perfetto
     JSON (``<working_directory>/<save_trace_name>.json``) instead of an NTFF."""
     name = os.path.splitext(save_trace_name or "profile")[0] + ".json"
-    make = functools.partial(Simulated, trace_file=os.path.join(working_directory or ".", name),
-                             **_run_options("profile", options))
-    return make if func is None else make(func)
+    return _legacy("profile", func, options,
+                   trace_file=os.path.join(working_directory or ".", name))
 
 
 def baremetal(kernel=None, **options):
     """Legacy ``nki.baremetal``: NumPy in and out, run on the simulator (options: `simulate`'s,
     and the NEFF/NTFF file names and compiler flags it documents for hardware, unused here)."""
-    make = functools.partial(Simulated, **_run_options("baremetal", options, _ARTIFACTS))
-    return make if kernel is None else make(kernel)
+    return _legacy("baremetal", kernel, options, _ARTIFACTS)
