@@ -5,16 +5,9 @@ function here adapts a call to it: (1) runs the core's checks (neuron_sim/isa/co
 module's `build`), re-raising their errors with the kernel line, (2) computes the result with
 the module's NumPy reference and rounds it to the destination dtype, unless the kernel is traced
 for time only, and (3) records the module's ``build`` arguments for the program build. Every
-registry instruction without a hand-written function here gets one from ``_generic.adapter``.
-
-    enums.py          engine, reduce_cmd, dge_mode, oob_mode, matmul_perf_mode, nc_version,
-                      dma_engine
-    _common.py        per-call context (the core's rules, raised at the kernel line), reading and
-                      writing kernel tensors
-    _generic.py       nisa.<instr> made from an ISA module alone: every instruction not listed
-                      below (nc_matmul, activation, tensor_tensor, tensor_reduce, dma_copy, ...)
-    (here)            core_barrier and sendrecv (they meet the other program of an LNC=2
-                      launch), activation_reduce (activation with its reduction reset)
+registry instruction without a hand-written function here (core_barrier and sendrecv meet the
+other program of an LNC=2 launch; activation_reduce) gets one from ``_generic.adapter``. The
+files of this folder: neuron_sim/nki/README.md.
 """
 
 from __future__ import annotations
