@@ -39,7 +39,7 @@ def lower(trace, reads, attrs):
         return reads, attrs
     reads = [repl.get(id(v), v) for v in reads]
     attrs = {k: repl.get(id(x), x) if isinstance(x, NkiTensor) else x
-             for k, x in (attrs or {}).items()}
+             for k, x in attrs.items()}
     return reads, attrs
 
 

@@ -277,8 +277,8 @@ def _alu_call(op: AluOp, x, y=None, dtype=None, axis=None, keepdims=False, **kwa
     if not isinstance(y, NkiTensor) or _is_vec(y, x):
         _isa.tensor_scalar(dst=out, data=x, op0=op, operand0=y)
     else:
-        if y.shape != x.shape:
-            y = y.broadcast_to(x.shape) if len(y.shape) == len(x.shape) else y
+        if y.shape != x.shape and len(y.shape) == len(x.shape):
+            y = y.broadcast_to(x.shape)
         _isa.tensor_tensor(dst=out, data1=x, data2=y, op=op)
     return out
 

@@ -242,11 +242,10 @@ class _Liveness:
     def clean(self):
         """storage id -> the HBM view it copies, for on-chip tensors written only once, whole, by
         a DMA from HBM data that no instruction writes: spilling one needs no store."""
-        writers, written = {}, set()
+        writers = {}        # storage id -> [(instruction, view)] of every write
         for ins in self.trace.instrs:
             for w in ins.writes:
                 writers.setdefault(w.storage.id, []).append((ins, w))
-                written.add(w.storage.id)
         out = {}
         for sid, ws in writers.items():
             if len(ws) != 1:
@@ -255,7 +254,7 @@ class _Liveness:
             src = ins.attrs.get("src")
             st = w.storage
             if (ins.op == "dma_copy" and st.on_chip and getattr(src, "storage", None) is not None
-                    and not src.storage.on_chip and src.storage.id not in written
+                    and not src.storage.on_chip and src.storage.id not in writers
                     and src.dtype == w.dtype
                     and w.num_partitions * w.free_size == st.partitions * st.free_elems):
                 out[sid] = src

@@ -165,14 +165,12 @@ class KernelTrace:
         return s
 
     # ---- instructions ------------------------------------------------------------------------
-    def emit(self, op: str, engine: str, reads, writes, attrs=None, loc=None) -> Instr:
+    def emit(self, op: str, engine: str, reads, writes, attrs: dict, loc) -> Instr:
         """Record an instruction. ``reads``/``writes`` are tensors (views)."""
-        loc = loc or user_loc()
         # a partition-broadcast operand needs its own instruction first (broadcast.py)
         if engine in broadcast.CONSUMERS:
             reads, attrs = broadcast.lower(self, reads, attrs)
-        return self.record(op, engine, tuple([t for t in reads if isinstance(t, NkiTensor)]),
-                           tuple([t for t in writes if isinstance(t, NkiTensor)]), attrs or {}, loc)
+        return self.record(op, engine, tuple(reads), tuple(writes), attrs, loc)
 
     def record(self, op: str, engine: str, r: tuple, w: tuple, attrs: dict, loc) -> Instr:
         """`emit` for operands that are all tensors, none a partition broadcast on VectorE or
