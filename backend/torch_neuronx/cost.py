@@ -19,6 +19,8 @@ timed as PCIe transfers (the chip's host_link_bytes_per_s).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 import os
 import threading
@@ -100,9 +102,9 @@ class Writes:
 _SPECS: dict = {}       # (sizes, strides, dtype, on_neuron) -> TensorSpec without an id
 
 
-def _spec(t, ident=None):
+def _spec(t, ids=None):
     """The TensorSpec of a described tensor: made once per layout (a cold step's drains describe
-    a few hundred layouts ~10k times), then given its id."""
+    a few hundred layouts ~10k times), then given the next id of `ids`."""
     if t.dtype is None:
         return None
     k = (t.sizes, t.strides, t.dtype, t.on_neuron)
@@ -111,25 +113,25 @@ def _spec(t, ident=None):
         if len(_SPECS) > 4096:
             _SPECS.clear()
         s = _SPECS[k] = TensorSpec(t.sizes, t.dtype, t.strides, on_device=t.on_neuron)
-    return s if ident is None else s.with_id(ident(t))
+    return s if ids is None else s.with_id(next(ids))
 
 
-def _arg(a, ident=None):
+def _arg(a, ids=None):
     if type(a) is TensorDesc:
-        return _spec(a, ident)
+        return _spec(a, ids)
     if type(a) is list:
-        return [_spec(t, ident) for t in a if t.dtype is not None]
+        return [_spec(t, ids) for t in a if t.dtype is not None]
     return a
 
 
 def op_spec(op, *, ids=None) -> OpSpec:
-    """The torch-free description of one queued op. `ids(tensor, is_output)` gives each
-    TensorSpec its identity inside a fused sequence (default: none; layouts are matched)."""
-    def ident(out):
-        return None if ids is None else (lambda t: ids(t, out))
-    ins = tuple(_arg(a, ident(False)) for a in op.args)     # inputs first: an in-place op
-    outs = tuple(o for o in (_spec(t, ident(True)) for t in op.outputs) if o is not None)
-    return OpSpec(op.name, ins, outs)                       # reads the value before its write
+    """The torch-free description of one queued op. `ids`: an iterator giving its TensorSpecs,
+    in `described` order, their identities inside a fused sequence (default: none; layouts are
+    matched)."""
+    # inputs first: an in-place op reads the value before its write
+    ins = tuple(_arg(a, ids) for a in op.args)
+    outs = tuple(o for o in (_spec(t, ids) for t in op.outputs) if o is not None)
+    return OpSpec(op.name, ins, outs)
 
 
 def on_device(t: torch.Tensor) -> bool:
@@ -144,10 +146,9 @@ def tensor_spec(t: torch.Tensor) -> TensorSpec:
 def torch_arg(a, leaf=torch.Tensor, describe=tensor_spec):
     """An op's argument given by torch (check_semantics, the compile backend's FX graphs) as
     the eager queue describes it: `describe(a)` of a `leaf` (a tensor: its TensorSpec), tensor
-    lists as lists without their Nones, as _arg gives them (x[:, i]'s [None, i] with its None
-    was no tensor list: its index was no input of the op), int lists as tuples (a rule reading
-    dims as a tuple took FX's list for "every dim": sum over [0] of a bias gradient was timed
-    as a sum of everything), a dtype, device, layout or memory format by its name."""
+    lists as lists without their Nones, as _arg gives them (x[:, i]'s index [None, i]), int
+    lists as tuples (rules read dims as a tuple: a list would mean every dim), a dtype, device,
+    layout or memory format by its name."""
     if isinstance(a, leaf):
         return describe(a)
     if isinstance(a, (list, tuple)):
@@ -208,7 +209,7 @@ def pattern_ids(group, positions) -> tuple:
 def fused_specs(group, pattern=None):
     """OpSpecs of a fused group whose TensorSpecs carry the ids of `identity_pattern`."""
     ids = iter(pattern if pattern is not None else identity_pattern(group))
-    return [op_spec(op, ids=lambda _t, _out: next(ids)) for op in group]
+    return [op_spec(op, ids=ids) for op in group]
 
 
 def _tagged(spec: OpSpec, ids) -> OpSpec:
@@ -272,30 +273,19 @@ class Charge(NamedTuple):
     host_bytes: int = 0
 
 
-class _GcPause:
+class _GcPause(contextlib.ExitStack):
     """The garbage collector paused from a drain's first program-cache miss (`hold`) to the end
     of the drain, not only during each miss (lower/cache.py): the collection that the misses'
     allocations set off then runs once, after the drain, instead of as each miss ends, where a
     full collection (~100-200 ms in a process holding a model, one every few steps) fell inside
     the cold lowering of the step it came in. A drain without a miss (steady state) never
     touches the collector."""
-    __slots__ = ("_held",)
-
-    def __init__(self):
-        self._held = None
-
-    def __enter__(self):
-        return self
+    held = False
 
     def hold(self):
-        if self._held is None:
-            self._held = paused_gc()
-            self._held.__enter__()
-
-    def __exit__(self, *exc):
-        if self._held is not None:
-            self._held.__exit__(None, None, None)
-            self._held = None
+        if not self.held:
+            self.held = True
+            self.enter_context(paused_gc())
 
 
 _PROGRAM, _ESTIMATED, _VIEW, _HOST = range(4)     # how a drain charges an op (_Seen.kind)
@@ -331,7 +321,6 @@ class _OpStats:
 
 
 _TABLE_ENGINES = ("TensorE", "VectorE", "ScalarE", "GpSimd", "DMA")   # report()'s columns
-_STATS = ("ops", "launches", "launch_total_ns", "fused_groups", "fused_ops", "total_ns", "cost_s")
 
 
 class LoweredCostModel:
@@ -375,7 +364,7 @@ class LoweredCostModel:
         os.register_at_fork(before=self._warm_up.join)
 
     # ---- statistics ---------------------------------------------------------------------------
-    def reset_stats(self):  # the attributes are _STATS
+    def reset_stats(self):
         self.ops = defaultdict(_OpStats)
         self.launches = 0
         self.launch_total_ns = 0
@@ -392,18 +381,9 @@ class LoweredCostModel:
         return bool(settings.get("TORCH_NEURONX_ENABLE_CONCATENATION"))
 
     # ---- timing of one op ---------------------------------------------------------------------
-    def timing(self, op):
-        """The Timing of a QueuedOp, from the program cache (lowered on a miss)."""
-        def make():                 # only on a cache miss
-            self._lowering.tick(note=op.name)
-            return op_spec(op)
-
-        def bytes_only(_error):     # the descriptors could not be described as an OpSpec
-            return estimate_bytes(op.name, float(_moved_bytes(op)), self.chip, self.lnc)
-        return self.cache.lower_op(make, self.chip, self.lnc, key=op.key, fallback=bytes_only)
-
     def _first_seen(self, op) -> "_Seen":
-        """What every later op of this key needs: read from the op's fields this once."""
+        """What every later op of this key needs: read from the op's fields this once (its
+        Timing from the program cache, lowered on a miss)."""
         if op.name in HOST_COPIES:     # a PCIe transfer, no program
             moved = _moved_bytes(op, outputs=False)
             seen = _Seen(op.name, None, _HOST,
@@ -411,7 +391,14 @@ class LoweredCostModel:
                                    + 1e9 * self.chip.dma_fixed_latency_s)))
             seen.host_bytes = moved
             return seen
-        t = self.timing(op)
+
+        def make():                 # only on a cache miss
+            self._lowering.tick(note=op.name)
+            return op_spec(op)
+
+        def bytes_only(_error):     # the descriptors could not be described as an OpSpec
+            return estimate_bytes(op.name, float(_moved_bytes(op)), self.chip, self.lnc)
+        t = self.cache.lower_op(make, self.chip, self.lnc, key=op.key, fallback=bytes_only)
         kind = _ESTIMATED if t.estimated else _VIEW if t.total_ns <= 0 else _PROGRAM
         return _Seen(op.name, t, kind, int(round(self.launch_ns + t.total_ns)))
 
@@ -448,15 +435,13 @@ class LoweredCostModel:
         """Simulated ns of each op of `batch` (an OpBatch or a list of QueuedOps) exactly as a
         drain would charge them (same AEE groups, same cached programs), without counting them
         in the statistics: how the profiling advice re-times a changed step."""
-        keep = {k: getattr(self, k) for k in _STATS}
-        keep["estimated"], keep["executed"] = Counter(self.estimated), set(self.executed)
+        model = copy.copy(self)         # the same caches, statistics of its own
+        model.reset_stats()
+        model.estimated, model.executed = Counter(), set()
         hits = self.cache.hits
-        self.reset_stats()
         try:
-            return self._charge(batch)[0]
+            return model._charge(batch)[0]
         finally:
-            for k, v in keep.items():
-                setattr(self, k, v)
             self.cache.hits = hits
 
     def _charge(self, batch, profiling=False) -> tuple:

@@ -111,8 +111,7 @@ def graph_ops(items, lo: int, hi: int, later: _Later) -> tuple:
                     ids.append(own)
                 else:
                     ids.append(outside.setdefault(place, own))
-        it = iter(ids)
-        specs.append(op_spec(items[i], ids=lambda _t, _out: next(it)))
+        specs.append(op_spec(items[i], ids=iter(ids)))
     for own in latest.values():
         if later.read_after(out_tensor[own], hi):
             live.add(own)
