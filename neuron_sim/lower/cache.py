@@ -21,6 +21,17 @@ from .registry import has_rule
 from .spec import OpSpec
 
 
+def in_series(timings, **fields) -> Timing:
+    """`timings` run one after the other: their times, engines' busy times, HBM bytes, FLOPs
+    and instructions added; `fields`: the other fields of the Timing."""
+    engine_ns = {}
+    for t in timings:
+        for engine, v in t.engine_ns.items():
+            engine_ns[engine] = engine_ns.get(engine, 0.0) + v
+    return Timing(sum(t.total_ns for t in timings), engine_ns, sum(t.hbm_bytes for t in timings),
+                  sum(t.flops for t in timings), sum(t.instructions for t in timings), **fields)
+
+
 def _seq_key(op: OpSpec) -> tuple:
     """An op's key inside a sequence: its layout key and its tensors' identities (dataflow)."""
     return op.key() + (tuple(t.id for t in op.inputs), tuple(t.id for t in op.outputs))
@@ -118,15 +129,9 @@ class ProgramCache:
         """The fallback of a sequence that cannot be fused: its ops' Timings added."""
         self.estimate_reasons.setdefault("<fusion>", f"{type(e).__name__}: {e}")
         alone = standalone if standalone is not None else [self.lower_op(o, c, lnc) for o in ops]
-        eng = {}
-        for a in alone:
-            for engine, v in a.engine_ns.items():
-                eng[engine] = eng.get(engine, 0.0) + v
-        return Timing(sum(a.total_ns for a in alone), eng, sum(a.hbm_bytes for a in alone),
-                      sum(a.flops for a in alone), sum(a.instructions for a in alone),
-                      ops=tuple(a.ops[0] if a.ops else "" for a in alone),
-                      per_op_ns=tuple(a.total_ns for a in alone),
-                      note=f"fusion failed ({type(e).__name__}: {e}); ops timed one by one")
+        return in_series(alone, ops=tuple(a.ops[0] if a.ops else "" for a in alone),
+                         per_op_ns=tuple(a.total_ns for a in alone),
+                         note=f"fusion failed ({type(e).__name__}: {e}); ops timed one by one")
 
     def stats(self) -> dict:
         n = self.hits + self.misses

@@ -23,6 +23,7 @@ from torch._ops import HigherOrderOperator
 
 import neuron_sim.lower as lower
 from neuron_sim.hardware import get_chip
+from neuron_sim.lower.cache import in_series
 
 from ..cost import on_device, torch_arg
 from ..fallback import DATA_DEPENDENT_SHAPE, NO_NEURON_KERNEL
@@ -328,23 +329,17 @@ def cost_graph(gm: torch.fx.GraphModule, target: Target) -> GraphCost:
     serial += walk.serial
     notes = ([program.note] if program is not None and program.note else []) + walk.notes
     note = f" ({'; '.join(notes)})" if notes else ""
-    engines = dict.fromkeys(lower.ENGINES, 0.0)
-    total, hbm, flops = 0.0, 0.0, 0.0
-    for t in _timings(program, serial):
-        total += t.total_ns
-        hbm += t.hbm_bytes
-        flops += t.flops
-        for e, v in t.engine_ns.items():
-            engines[e] = engines.get(e, 0.0) + v
+    graph = in_series(_timings(program, serial))
+    engines = dict.fromkeys(lower.ENGINES, 0.0) | graph.engine_ns
     extra = program.extra if program is not None else {}
-    return GraphCost(total_ns=int(round(total + target.launch_ns)),
+    return GraphCost(total_ns=int(round(graph.total_ns + target.launch_ns)),
                      launch_ns=int(round(target.launch_ns)),
                      engine_busy_ns={e: int(round(v)) for e, v in engines.items()},
-                     dma_bytes=int(hbm), spill_bytes=int(extra.get("spill_bytes", 0)),
+                     dma_bytes=int(graph.hbm_bytes), spill_bytes=int(extra.get("spill_bytes", 0)),
                      spills=int(extra.get("spills", 0)),
                      sbuf_peak_bytes=int(extra.get("sbuf_peak_bytes_per_partition", 0))
                      * get_chip(target.chip).sbuf_partitions,
-                     custom_ops_ns=int(round(custom_ns)), tensor_flops=float(flops),
+                     custom_ops_ns=int(round(custom_ns)), tensor_flops=float(graph.flops),
                      cost_source=LOWERED + note,
                      estimated_ops=sorted({n for n, t in serial if t.estimated}
                                           | walk.estimated),
