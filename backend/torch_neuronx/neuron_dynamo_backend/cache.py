@@ -1,21 +1,17 @@
 """The persistent compile cache in TORCH_NEURONX_NEFF_CACHE_DIR (default: per user,
-$XDG_CACHE_HOME/torch_neuronx/neff or ~/.cache/torch_neuronx/neff, created 0700).
+$XDG_CACHE_HOME/torch_neuronx/neff or ~/.cache/torch_neuronx/neff, created 0700). An entry is a
+graph's simulated cost (the stand-in for a NEFF); its key and what is trusted: README.md, "cache".
 
-An entry is what compiling a graph produced: its simulated cost (the stand-in for a NEFF) and
-its simulated compile time. Keyed by the graph's code, input shapes/strides/dtypes, the
-simulated target (instance, LNC), NEURON_CC_FLAGS and the cost model, so a second process
-with the same graph hits. Writes go to a temporary file in the same directory and are
-renamed into place (atomic on POSIX): two processes compiling the same graph at once both
-write a complete entry and the last rename wins; a reader never sees half an entry. An
-entry that cannot be read or does not validate is reported, ignored and rebuilt.
-
-Entries decide simulated times, so the cache trusts only a directory no other user controls
-(`private_files.private_dir`: refused with one warning, and compiles run uncached, otherwise)
-and reads entries without following links, regular files of this user only, size-capped.
+Writes go to a temporary file in the same directory and are renamed into place (atomic on
+POSIX): two processes compiling the same graph at once both write a complete entry and the last
+rename wins; a reader never sees half an entry. An entry that cannot be read or does not
+validate is reported, ignored and rebuilt. Entries decide simulated times, so only a directory
+no other user controls is trusted (`private_files.private_dir`), and entries are read without
+following links, regular files of this user only, size-capped.
 """
-
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -100,10 +96,8 @@ def store(key: str, payload: dict) -> str | None:
             os.replace(tmp, path)
             return path
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise
     except OSError as e:
         logger.warning("[NEFF_CACHE] cannot write to %s (%s); continuing without caching.",

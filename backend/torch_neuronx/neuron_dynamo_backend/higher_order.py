@@ -1,22 +1,14 @@
 """How each higher-order op (torch.ops.higher_order.*) in an ATen graph is costed: a plain dict
-from the op's name to one function, as the lowering's rules are (`@costs`).
+from the op's name to one function, as the lowering's rules are (`@costs`). What each op costs
+and why: README.md, "How a graph is timed". The ops of a subgraph are costed by the lowering
+like the graph's own, walked where the op runs (`graph_cost._Walk`); an op with no entry is
+never free: the lowering's roofline of its operands and results, listed in `estimated_ops`.
 
-A higher-order op runs subgraphs (GraphModules in its arguments). The ops inside them are
-costed by the one cost model, the lowering's: the walk of the graph (`graph_cost._Walk`) walks
-a subgraph where the op runs, its ops joining the graph's one program (a loop's subgraph is a
-program of its own, run once per iteration). An op with no entry here is never free: it is
-timed by the lowering's roofline of its operands and results, listed in `estimated_ops`, and
-the reason is in the graph's `cost_source` note.
-
-Graphs from AOT Autograd keep few of them: the autograd wrappers (activation checkpointing's
-tag_activation_checkpoint, wrap_with_set_grad_enabled, wrap_with_autocast) are inlined before
-the backend sees the graph; what remains is invoke_subgraph (torch.compiler
-.nested_compile_region), cond, while_loop, scan, map_impl, with_effects (ordered side effects)
-and auto_functionalized(_v2) (custom ops that mutate their inputs, NKI kernels among them).
+AOT Autograd inlines the autograd wrappers (tag_activation_checkpoint,
+wrap_with_set_grad_enabled, wrap_with_autocast) before the backend sees the graph;
 flex_attention refuses neuron tensors before compiling (torch: "only supported on CUDA, CPU,
 HPU, or MPS devices").
 """
-
 from __future__ import annotations
 
 import functools
