@@ -16,7 +16,8 @@ from ..context import BUFS
 from ..registry import lowers
 from ..spec import TensorSpec
 from .elementwise import stt
-from .norm import _each_row, _grad_outputs, _ones, _param_tile, _rows_cols, row_blocks
+from .norm import (_each_row, _grad_outputs, _ones, _param_tile, _per_row, _rows_cols,
+                   backward_row_max, row_blocks)
 
 
 def _batch_norm_args(op):
@@ -259,23 +260,9 @@ def channel_norm_backward(ctx, op):
     gi = outs[0] if outs else x
     params = [t for t in op.inputs[2:] if t.ndim == 1 and t.numel > 1]
     b = ctx.b
-    if "batch_norm" in op.op and x.ndim >= 2:
-        # channels on partitions (rows); the per-channel weight/bias gradients are the row sums
-        # s1/s2 the body computes anyway: tiny [C] outputs, no column sums
-        c = x.shape[1]
-        x = TensorSpec((c, x.numel // max(c, 1)), x.dtype, None, x.id)
-        g = TensorSpec(x.shape, g.dtype, None, g.id)
-        gi = TensorSpec(x.shape, gi.dtype, None, gi.id)
-        params = []
-        outs = [gi]
     rows, C = _rows_cols(x)
-    # row-wide SBUF bytes per element: g, x and grad_in triple-buffered, three FP32
-    # temporaries double-buffered, the weight once; a longer row runs in pieces
-    per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 3 * 2 * 4 \
-        + (itemsize(params[0].dtype) if params else 0)
-    chip = ctx.chip
-    room = chip.sbuf_usable_bytes_per_partition - chip.row_op_small_tiles_bytes_per_partition
-    long_row = min(chip.row_whole_max_elems, room // per_elem)
+    # three FP32 temporaries, the column sums in PSUM
+    long_row = backward_row_max(ctx.chip, g, x, gi, params[0] if params else None, 3, 0)
     if C > long_row:
         k = ceil(C / long_row)
         x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))
@@ -298,26 +285,18 @@ def channel_norm_backward(ctx, op):
         gw = ctx.tmp("gw", (p, r * C), "float32", j)
         s1 = ctx.tmp("s1", (p, r), "float32", j)
         s2 = ctx.tmp("s2", (p, r), "float32", j)
-        for row in range(r):
-            b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xx, p, row * C, C), "copy",
-                         bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
+        _per_row(ctx, xhat, xx, p, r, C, bias=s1, scale=s2)
         b.tensor_tensor(gx, gg, xhat, "multiply")
         wj = None if w is None else _each_row(w, p, r, C)    # the block's rows of weight
         b.tensor_tensor(gw, gg, gg if wj is None else wj, "multiply")
-        for row in range(r):   # s1 = sum(g*w) per row, free on ScalarE
-            b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
-                         reduce_res=s1[0:p, row:row + 1])
+        _per_row(ctx, xhat, gw, p, r, C, reduce_res=s1)   # s1 = sum(g*w) per row, free
         b.tensor_tensor(gx, gx, gx if wj is None else wj, "multiply")
         b.tensor_reduce(s2, gx, "add")
 
         def tail():
-            for row in range(r):
-                b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xhat, p, row * C, C), "copy",
-                             bias=s1[0:p, row:row + 1], scale=s2[0:p, row:row + 1])
+            _per_row(ctx, xhat, xhat, p, r, C, bias=s1, scale=s2)
             b.tensor_tensor(gw, gw, xhat, "add")
-            for row in range(r):
-                b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(gw, p, row * C, C), "copy",
-                             scale=s2[0:p, row:row + 1])
+            _per_row(ctx, dsts[0], gw, p, r, C, scale=s2)
             for k, src in (("w", gx), ("b", gg)) if col_sums else ():
                 one = ones[as_ap(src).dtype]
                 for row in range(r):

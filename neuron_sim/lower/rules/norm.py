@@ -123,31 +123,39 @@ def _ones(ctx, p, dtype):
     return ones
 
 
-def partition_sum(ctx, acc_ap, p, f, out: TensorSpec = None, func="copy", scale=1.0,
-                  divisor=1):
+def _per_row(ctx, dst, src, p, r, C, func="copy", bias=None, scale=1.0, reduce_res=None):
+    """One ScalarE activation per row of a [p, r * C] block: a [p, r] bias, scale or reduce_res
+    gives each row its own column (a per-partition bias, scale and row sum are free [ISAcost])."""
+    def col(v, row):
+        return v if v is None or isinstance(v, float) else ctx.cols(v, p, row, 1)
+    for row in range(r):
+        ctx.b.activation(ctx.cols(dst, p, row * C, C), ctx.cols(src, p, row * C, C), func,
+                         bias=col(bias, row), scale=col(scale, row),
+                         reduce_res=col(reduce_res, row))
+
+
+def partition_sum(ctx, acc_ap, p, f, out: TensorSpec, func="copy", scale=1.0, divisor=1):
     """Sum [p, f] over partitions on TensorE against ones: [1, f] in PSUM, copied (through
     ScalarE's func(sum * scale) when that is not the plain copy: a norm's sqrt, a mean's 1/n;
     divided by `divisor` on VectorE: nll_loss's mean) and stored, bank by bank at its own
     offset of out. At most out's elements are summed: a chunk of the flat layout can be wider
     than the output."""
     b = ctx.b
-    if out is not None:
-        f = min(f, out.numel)
+    f = min(f, out.numel)
     ones = _ones(ctx, p, acc_ap.dtype)
     bank = ctx.chip.psum_bank_fp32_elems
     for f0 in range(0, f, bank):
         fn = min(bank, f - f0)
         ps = ctx.tile("psum_red", (1, fn), "float32", f0 // bank, Memory.PSUM)
         b.nc_matmul(ps, ones, ctx.cols(acc_ap, p, f0, fn))
-        o = ctx.tile("red_out", (1, fn), out.dtype if out is not None else "float32", f0 // bank)
+        o = ctx.tile("red_out", (1, fn), out.dtype, f0 // bank)
         if func != "copy" or scale != 1.0:
             b.activation(o, ps, func, scale=scale)
         elif divisor == 1:
             b.tensor_copy(o, ps)
         else:
             b.tensor_scalar(o, ps, "divide", float(divisor))
-        if out is not None:
-            ctx.store(out, o, 1, 0, fn, off=f0)
+        ctx.store(out, o, 1, 0, fn, off=f0)
 
 
 def _reduce_dims(op, x: TensorSpec):
@@ -189,9 +197,7 @@ def _moments(ctx, op, src, dsts, p, r, C, j):
     b.tensor_reduce(s1, src, "add")
     b.tensor_scalar(nm, s1, "multiply", -1.0 / C)                  # -mean
     if r == 1 or C >= ctx.chip.min_ii_cycles:
-        for row in range(r):
-            b.activation(ctx.cols(sq, p, row * C, C), ctx.cols(src, p, row * C, C), "square",
-                         bias=nm[0:p, row:row + 1], reduce_res=ss[0:p, row:row + 1])
+        _per_row(ctx, sq, src, p, r, C, "square", bias=nm, reduce_res=ss)
     else:
         b.tensor_tensor(sq, src, _each_col(nm, p, r, C), "add")
         b.tensor_tensor(sq, sq, sq, "multiply")
@@ -217,9 +223,8 @@ def _arg_extreme(ctx, op, src, dsts, idx, p, r, C, j):
     if r == 1 or C >= ctx.chip.min_ii_cycles:
         for row in range(r):    # (x == ext) * idx on VectorE, its row min on ScalarE
             h = ctx.cols(hit, p, row * C, C)
-            b.instruction("scalar_tensor_tensor", dst=h, data=ctx.cols(src, p, row * C, C),
-                          op0="equal", operand0=ext[0:p, row:row + 1], op1="multiply",
-                          operand1=ctx.cols(idx, p, row * C, C))
+            stt(ctx, h, ctx.cols(src, p, row * C, C), "equal", ext[0:p, row:row + 1], "multiply",
+                ctx.cols(idx, p, row * C, C))
             b.activation(h, h, "copy", reduce_op="minimum", reduce_res=first[0:p, row:row + 1])
     else:
         b.tensor_tensor(hit, src, _each_col(ext, p, r, C), "equal")
@@ -260,9 +265,7 @@ def _logsumexp(ctx, src, dsts, p, r, C, j):
     b.tensor_reduce(mx, src, "maximum")
     if r == 1 or C >= ctx.chip.min_ii_cycles:
         b.tensor_scalar(neg, mx, "multiply", -1.0)
-        for row in range(r):
-            b.activation(ctx.cols(e, p, row * C, C), ctx.cols(src, p, row * C, C), "exp",
-                         bias=neg[0:p, row:row + 1], reduce_res=ssum[0:p, row:row + 1])
+        _per_row(ctx, e, src, p, r, C, "exp", bias=neg, reduce_res=ssum)
     else:
         b.tensor_tensor(e, src, _each_col(mx, p, r, C), "subtract")
         b.activation(e, e, "exp")
@@ -411,9 +414,7 @@ def _softmax_body(ctx, log, backward):
             neg = ctx.tmp("negmx", (p, r), "float32", j)
             b.tensor_scalar(neg, stat, "multiply", -1.0)
             # per row on ScalarE: exp(x - max) with the row sum accumulated for free [ISAcost]
-            for row in range(r):
-                b.activation(ctx.cols(e, p, row * C, C), ctx.cols(x, p, row * C, C), "exp",
-                             bias=neg[0:p, row:row + 1], reduce_res=ssum[0:p, row:row + 1])
+            _per_row(ctx, e, x, p, r, C, "exp", bias=neg, reduce_res=ssum)
             src = x if log else e
         else:           # short rows: whole-block passes (an instruction costs >= min_ii_cycles)
             src = ctx.tmp("xm", (p, r * C), "float32", j) if log else e     # x - max
@@ -424,19 +425,16 @@ def _softmax_body(ctx, log, backward):
         if log and per_row:
             # the bias -max - log(sum) = log(sum) * -1 + (-max) per row, on ScalarE after the
             # log (a VectorE step between them costs a round trip: +5% on [4096, 2048] BF16)
-            for row in range(r):
-                s = ssum[0:p, row:row + 1]
-                b.activation(s, s, "copy", scale=-1.0, bias=neg[0:p, row:row + 1])
+            _per_row(ctx, ssum, ssum, p, r, 1, scale=-1.0, bias=neg)
 
         def tail():
             if not per_row:     # (x - max) - log(sum) / e * (1/sum)
                 b.tensor_tensor(out, src, _each_col(ssum, p, r, C),
                                 "subtract" if log else "multiply")
                 return
-            for row in range(r):    # x - max - log(sum) / e * (1/sum): bias or scale, free
-                s = ssum[0:p, row:row + 1]
-                b.activation(ctx.cols(out, p, row * C, C), ctx.cols(src, p, row * C, C), "copy",
-                             bias=s if log else None, scale=1.0 if log else s)
+            # x - max - log(sum) / e * (1/sum): bias or scale, free
+            _per_row(ctx, out, src, p, r, C, bias=ssum if log else None,
+                     scale=1.0 if log else ssum)
         return tail
     return body
 
@@ -459,8 +457,7 @@ def _norm_body(ctx, affine_w, affine_b, rms=False, eps=1e-5):
         mv = ctx.tmp("mv", (p, 2 * r), "float32", j)
         if rms:     # the mean square: sum((x / C) * x) per row
             sq = ctx.tmp("sq", (p, r * C), "float32", j)
-            b.instruction("scalar_tensor_tensor", dst=sq, data=x, op0="multiply",
-                          operand0=1.0 / C, op1="multiply", operand1=x)
+            stt(ctx, sq, x, "multiply", 1.0 / C, "multiply", x)
             b.tensor_reduce(mv[0:p, 0:r], sq, "add")
             mean, var = None, mv[0:p, 0:r]
         else:
@@ -478,14 +475,12 @@ def _norm_body(ctx, affine_w, affine_b, rms=False, eps=1e-5):
         # rstd = (var + eps) ^ -0.5 as one VectorE tensor_scalar (add, power): no round trip
         # to ScalarE between the statistics and nb below
         b.tensor_scalar(rstd, var, "add", eps, "power", -0.5)
+        nb = None
         if not rms:     # nb = -mean * rstd
             nb = ctx.tmp("nb", (p, r), "float32", j)
-            b.instruction("scalar_tensor_tensor", dst=nb, data=mean, op0="multiply",
-                          operand0=-1.0, op1="multiply", operand1=rstd)
-        for row in range(r):     # (x - mean) * rstd = x * rstd + (-mean * rstd): one activation
-            b.activation(ctx.cols(out, p, row * C, C), ctx.cols(x, p, row * C, C), "copy",
-                         bias=None if rms else nb[0:p, row:row + 1],
-                         scale=rstd[0:p, row:row + 1])
+            stt(ctx, nb, mean, "multiply", -1.0, "multiply", rstd)
+        # (x - mean) * rstd = x * rstd + (-mean * rstd): one activation
+        _per_row(ctx, out, x, p, r, C, bias=nb, scale=rstd)
 
         def tail():
             if affine_w is not None:
@@ -538,12 +533,13 @@ def layer_norm(ctx, op):
                _norm_body(ctx, w, bb, rms, eps), per_row=True, outs=[out] + outs[1:3])
 
 
-def backward_row_max(chip, g: TensorSpec, x: TensorSpec, gi: TensorSpec, w) -> int:
-    """The longest row layer_norm_backward keeps whole: g, x and grad_in triple-buffered, four
-    FP32 temporaries double-buffered, the weight once, two FP32 column sums (_column_sums); a
-    longer row runs in pieces."""
-    per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) + 4 * 2 * 4 \
-        + (itemsize(w.dtype) if w is not None else 0) + 2 * 4
+def backward_row_max(chip, g: TensorSpec, x: TensorSpec, gi: TensorSpec, w, temporaries=4,
+                     column_sums=2) -> int:
+    """The longest row a norm's backward keeps whole: g, x and grad_in triple-buffered, its FP32
+    temporaries double-buffered, the weight once, its FP32 column sums (layer_norm_backward:
+    four and two, _column_sums); a longer row runs in pieces."""
+    per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) \
+        + temporaries * 2 * 4 + (itemsize(w.dtype) if w is not None else 0) + column_sums * 4
     room = chip.sbuf_usable_bytes_per_partition - chip.row_op_small_tiles_bytes_per_partition
     return min(chip.row_whole_max_elems, room // per_elem)
 
@@ -643,12 +639,8 @@ def layer_norm_backward(ctx, op):
         nb = None
         if not rms:     # nb = -mean * rstd: xhat = x * rstd + nb, one activation per row
             nb = ctx.tmp("nb", (p, r), "float32", j)
-            b.instruction("scalar_tensor_tensor", dst=nb, data=srcs[2], op0="multiply",
-                          operand0=-1.0, op1="multiply", operand1=rs)
-        for row in range(r):
-            b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xx, p, row * C, C), "copy",
-                         bias=None if nb is None else nb[0:p, row:row + 1],
-                         scale=rs[0:p, row:row + 1])
+            stt(ctx, nb, srcs[2], "multiply", -1.0, "multiply", rs)
+        _per_row(ctx, xhat, xx, p, r, C, bias=nb, scale=rs)
         wj = None if w is None else _each_row(w, p, r, C)    # the block's rows of weight
         gw = gg
         if wj is not None:
@@ -662,9 +654,7 @@ def layer_norm_backward(ctx, op):
         if gi is not None:
             s = ctx.tmp("s12", (p, 2 * r), "float32", j)     # s1 | s2 per row
             if not rms:     # s1 = sum(gw) per row, free on ScalarE (its copy is discarded)
-                for row in range(r):
-                    b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(gw, p, row * C, C),
-                                 "copy", reduce_res=s[0:p, row:row + 1])
+                _per_row(ctx, dsts[0], gw, p, r, C, reduce_res=s[0:p, 0:r])
             gxw = gx
             if wj is not None:
                 gxw = gx if "w" not in sums else ctx.tmp("gxw", (p, r * C), "float32", j)
@@ -676,14 +666,11 @@ def layer_norm_backward(ctx, op):
 
         def tail():
             if gi is not None:
-                for row in range(r):    # xhat * (-s2 / C) + (-s1 / C), in place
-                    b.activation(ctx.cols(xhat, p, row * C, C), ctx.cols(xhat, p, row * C, C),
-                                 "copy", bias=None if rms else s[0:p, row:row + 1],
-                                 scale=s[0:p, r + row:r + row + 1])
+                # xhat * (-s2 / C) + (-s1 / C), in place
+                _per_row(ctx, xhat, xhat, p, r, C, bias=None if rms else s[0:p, 0:r],
+                         scale=s[0:p, r:2 * r])
                 b.tensor_tensor(xhat, gw, xhat, "add")
-                for row in range(r):
-                    b.activation(ctx.cols(dsts[0], p, row * C, C), ctx.cols(xhat, p, row * C, C),
-                                 "copy", scale=rs[0:p, row:row + 1])
+                _per_row(ctx, dsts[0], xhat, p, r, C, scale=rs)
             for k, src in (("w", gx), ("b", gg)):
                 if k in sums:
                     add_sums(k, src, r, j)
