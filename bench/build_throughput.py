@@ -34,24 +34,6 @@ PROGRAMS = {
 }
 
 
-class _LinearAccesses:
-    """The reference: a plain list, every query checks every entry."""
-
-    def __init__(self):
-        self.entries = []
-
-    def add(self, box, i):
-        self.entries.append((box, i))
-
-    def overlapping(self, box):
-        return [i for b, i in self.entries if B._overlap(box, b)]
-
-    def overlapping_then_prune(self, box):
-        found = self.overlapping(box)
-        self.entries = [(b, i) for b, i in self.entries if not B._covers(box, b)]
-        return found
-
-
 def _timed_deps():
     """Wrap ProgramBuilder._bulk_deps to add up its wall time; returns (accumulator, undo)."""
     spent, orig = [0.0], B.ProgramBuilder._bulk_deps
@@ -66,12 +48,12 @@ def _timed_deps():
 
 
 def _reference_build(make):
-    indexed, default = B._Accesses, B._reference_default
-    B._Accesses, B._reference_default = _LinearAccesses, lambda: True
+    default = B._reference_default
+    B._reference_default = lambda: True
     try:
         return make()
     finally:
-        B._Accesses, B._reference_default = indexed, default
+        B._reference_default = default
 
 
 def main(argv=None):
@@ -103,7 +85,7 @@ def main(argv=None):
             same = all(np.array_equal(x, y) for x, y in
                        [(prog.dep_ptr, ref.dep_ptr), (prog.dep_idx, ref.dep_idx),
                         *zip(prog.order_edges(), ref.order_edges())])
-            print(f"  linear reference: build {time.perf_counter() - t:6.2f} s, "
+            print(f"  reference: build {time.perf_counter() - t:6.2f} s, "
                   f"same dependencies: {same}")
             assert same, name
     print(f"RESULT instr_per_s={n_total / t_total:.0f} auto_share={auto_total / t_total:.2f} "

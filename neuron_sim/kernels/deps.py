@@ -6,9 +6,10 @@ and, inside one instruction, its reads before its writes (as `_auto` visits them
 on the live writes its box overlaps; a write on the live reads and writes it overlaps (on another
 stream a dependency, on its own stream an order edge for the scheduler) and hides the live
 accesses its box covers. Every track keeps its live accesses indexed by the start of their free
-range, as the builder's `_Accesses` does (a sorted run, plus a short unsorted tail of the newest
-entries merged into it when full), and keeps no access that no later access of its track will
-look at: the same answers as the reference, without its Python overhead."""
+range (a sorted run, plus a short unsorted tail of the newest entries merged into it when full):
+a query looks only at the entries that start within the longest live free range before it. No
+access is kept that no later access of its track will look at: the same answers as the
+reference, which checks every live entry, without its cost."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import threading
-from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 from itertools import chain
 
@@ -54,75 +53,26 @@ def _covers(a, b) -> bool:
 
 
 class _Accesses:
-    """The (box, instr) accesses of one tensor still able to order later ones, indexed by the start
-    of their free range. A query box can only overlap entries that start within the longest stored
-    free range before it, so it looks at that window of the sorted list instead of at every entry
-    (big programs keep hundreds of live accesses per tile; checking all of them was quadratic).
-    Boxes with an empty free range (f1 <= f0) fall outside that argument and are kept in a plain
-    list. The answers are exactly those of checking `_overlap` / `_covers` against every entry."""
-    __slots__ = ("starts", "items", "lengths", "longest", "odd")
+    """The (box, instr) accesses of one tensor still able to order later ones: a plain list, every
+    query checks every entry (the specification; neuron_sim/kernels/deps.py gives the same
+    answers from an index by free range)."""
+    __slots__ = ("entries",)
 
     def __init__(self):
-        self.starts, self.items = [], []        # f0 of each entry, ascending; (box, instr)
-        self.lengths: dict[int, int] = {}       # f1 - f0 -> how many entries have it
-        self.longest = 0
-        self.odd = []
+        self.entries = []
 
     def add(self, box, i) -> None:
-        f0, n = box[2], box[3] - box[2]
-        if n <= 0:
-            self.odd.append((box, i))
-            return
-        k = bisect_right(self.starts, f0)
-        self.starts.insert(k, f0)
-        self.items.insert(k, (box, i))
-        self.lengths[n] = self.lengths.get(n, 0) + 1
-        if n > self.longest:
-            self.longest = n
-
-    def _window(self, box):
-        return (bisect_right(self.starts, box[2] - self.longest),
-                bisect_left(self.starts, box[3]))
+        self.entries.append((box, i))
 
     def overlapping(self, box):
         """The instructions of the entries whose boxes overlap `box`."""
-        if not self.starts and not self.odd:     # e.g. an input tensor that is only ever read
-            return []
-        lo, hi = self._window(box)
-        found = [i for b, i in self.items[lo:hi] if _overlap(box, b)]
-        if self.odd:
-            found += [i for b, i in self.odd if _overlap(box, b)]
-        return found
+        return [i for b, i in self.entries if _overlap(box, b)]
 
     def overlapping_then_prune(self, box):
         """`overlapping(box)`, then drop the entries `box` covers (a later write hides them)."""
-        lo, hi = self._window(box)
-        found, keep = [], []
-        p0, p1, f0, f1 = box
-        for e in self.items[lo:hi]:
-            b = e[0]
-            if p0 < b[1] and b[0] < p1 and f0 < b[3] and b[2] < f1:        # _overlap(box, b)
-                found.append(e[1])
-            if p0 <= b[0] and b[1] <= p1 and f0 <= b[2] and b[3] <= f1:    # _covers(box, b)
-                self._forget(b[3] - b[2])
-            else:
-                keep.append(e)
-        if len(keep) != hi - lo:
-            self.items[lo:hi] = keep
-            self.starts[lo:hi] = [b[2] for b, _ in keep]
-        if self.odd:
-            found += [i for b, i in self.odd if _overlap(box, b)]
-            self.odd = [e for e in self.odd if not _covers(box, e[0])]
+        found = self.overlapping(box)
+        self.entries = [e for e in self.entries if not _covers(box, e[0])]
         return found
-
-    def _forget(self, n) -> None:
-        left = self.lengths[n] - 1
-        if left:
-            self.lengths[n] = left
-        else:
-            del self.lengths[n]
-            if n == self.longest:
-                self.longest = max(self.lengths, default=0)
 
 
 _MODULES: dict = {}     # instruction name -> (ISA module, takes a queue, reuses the stationary)
