@@ -298,6 +298,14 @@ def check_scalar_operand(instr, name, operand, data: AccessPattern, chip) -> boo
     return True
 
 
+def per_partition(state, value, ap, like):
+    """A scalar operand's value in `semantics`, beside the values `like` (check_scalar_operand):
+    the number, or the [P, 1] tile `ap` read and shaped to broadcast over like's free dims."""
+    if isinstance(value, (int, float)):
+        return value
+    return state.read(ap).reshape((like.shape[0],) + (1,) * (like.ndim - 1))
+
+
 def semantics_of(reference):
     """The `semantics` of an instruction whose one output is `reference` of its inputs' values
     (FP32, in the order of its reads)."""

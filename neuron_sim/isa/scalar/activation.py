@@ -15,7 +15,8 @@ import numpy as np
 from ...engines import Engine
 from ...errors import CapabilityError, ProgramError
 from .. import alu
-from ..common import READ, WRITE, access_latency, check_operands, check_scalar_operand, make
+from ..common import (READ, WRITE, access_latency, check_operands, check_scalar_operand, make,
+                      per_partition)
 
 NAME = "activation"
 PURE = True
@@ -110,16 +111,9 @@ def semantics(state, emit):
     data = emit.reads[0]
     x = state.read(data)
     p = emit.params
-    bshape = (x.shape[0],) + (1,) * (x.ndim - 1)
-
-    def val(o, default):
-        if o is None:
-            return default
-        if isinstance(o, (int, float)):
-            return o
-        return state.read(o).reshape(bshape)
-
-    y = reference(x, p["op"], val(p["scale"], 1.0), val(p["bias"], 0.0))
+    scale, bias = (default if o is None else per_partition(state, o, o, x)
+                   for o, default in ((p["scale"], 1.0), (p["bias"], 0.0)))
+    y = reference(x, p["op"], scale, bias)
     state.write(emit.writes[0], y.reshape(emit.writes[0].shape))
     rop = p["reduce_op"]
     part = None if rop is None else alu.reduce(rop)(y.reshape(y.shape[0], -1), axis=1)

@@ -9,7 +9,8 @@ import numpy as np
 
 from ...engines import Engine
 from ..common import (READ, WRITE, access_latency, check_operands, check_same_shape,
-                      check_scalar_operand, make, one_input_cycles, stride_factor)
+                      check_scalar_operand, make, one_input_cycles, per_partition,
+                      stride_factor)
 
 NAME = "dropout"
 OPERANDS = {"dst": WRITE, "data": READ, "prob": READ}
@@ -33,8 +34,6 @@ def reference(x, prob, seed=0):
 
 def semantics(state, emit):
     x = state.read(emit.reads[0])
-    p = emit.params["prob"]
-    if not isinstance(p, (int, float)):
-        p = state.read(emit.reads[1]).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
+    p = per_partition(state, emit.params["prob"], emit.reads[-1], x)
     (dst,) = emit.writes
     state.write(dst, reference(x, p, emit.params["seed"]).reshape(dst.shape))

@@ -12,7 +12,8 @@ import numpy as np
 from ...engines import Engine
 from ...errors import CapabilityError
 from .. import alu
-from ..common import READ, WRITE, access_latency, check_operands, check_scalar_operand, make
+from ..common import (READ, WRITE, access_latency, check_operands, check_scalar_operand, make,
+                      per_partition)
 
 NAME = "exponential"
 PURE = True
@@ -52,10 +53,7 @@ def semantics(state, emit):
     untouched), read out to reduce_res."""
     x = state.read(emit.reads[0])
     p = emit.params
-    m = p["max_value"]
-    if not isinstance(m, (int, float)):
-        m = state.read(emit.reads[1]).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
-    y = reference(x, m)
+    y = reference(x, per_partition(state, p["max_value"], emit.reads[-1], x))
     regs = alu.accumulate(state.accumulator(Engine.VECTOR), x.shape[0],
                           y.reshape(y.shape[0], -1).sum(axis=1), p["reduce_cmd"], "add",
                           p["reduce_init"])

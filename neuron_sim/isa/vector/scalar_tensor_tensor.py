@@ -13,7 +13,8 @@ from ...engines import Engine
 from ...program.ap import Memory
 from .. import alu
 from ..common import (READ, WRITE, access_latency, check_not_both_psum, check_operands,
-                      check_same_shape, check_scalar_operand, make, stride_factor)
+                      check_same_shape, check_scalar_operand, make, per_partition,
+                      stride_factor)
 
 NAME = "scalar_tensor_tensor"
 PURE = True
@@ -57,9 +58,7 @@ def semantics(state, emit):
     data, operand1 = emit.reads[:2]
     x = state.read(data)
     p = emit.params
-    s0 = p["operand0"]
-    if not isinstance(s0, (int, float)):
-        s0 = state.read(emit.reads[2]).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
+    s0 = per_partition(state, p["operand0"], emit.reads[-1], x)
     (dst,) = emit.writes
     y = state.read(operand1).reshape(x.shape)
     state.write(dst, reference(x, p["op0"], s0, p["op1"], y, p["reverse0"],

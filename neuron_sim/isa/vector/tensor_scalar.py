@@ -10,7 +10,7 @@ from ...engines import Engine
 from ...errors import CapabilityError, LegalityError
 from .. import alu
 from ..common import (READ, WRITE, access_latency, check_operands, check_scalar_operand, make,
-                      one_input_engine_cycles)
+                      one_input_engine_cycles, per_partition)
 
 NAME = "tensor_scalar"
 PURE = True
@@ -62,13 +62,7 @@ def semantics(state, emit):
     (dst,) = emit.writes
     p = emit.params
     x = state.read_raw(data) if p["op0"] in alu.BITVEC else state.read(data)
-
-    def operand(o):
-        if isinstance(o, (int, float)):
-            return o
-        return state.read(o).reshape((o.p_size,) + (1,) * (x.ndim - 1))
-
-    s0 = operand(p["operand0"])
-    s1 = None if p["op1"] is None else operand(p["operand1"])
+    s0 = per_partition(state, p["operand0"], p["operand0"], x)
+    s1 = None if p["op1"] is None else per_partition(state, p["operand1"], p["operand1"], x)
     state.write(dst, reference(x, p["op0"], s0, p["op1"], s1, p["reverse0"],
                                p["reverse1"]).reshape(dst.shape))

@@ -13,7 +13,7 @@ import numpy as np
 from ...engines import Engine
 from .. import alu
 from ..common import (READ, WRITE, access_latency, check_operands, check_same_partitions,
-                      make, one_input_cycles, stride_factor)
+                      make, one_input_cycles, per_partition, stride_factor)
 
 NAME = "tensor_scalar_reduce"
 OPERANDS = {"dst": WRITE, "data": READ, "operand0": READ, "reduce_res": WRITE}
@@ -46,9 +46,7 @@ def reference(x, op0, s0, reduce_op, reverse0=False):
 def semantics(state, emit):
     x = state.read(emit.reads[0])
     p = emit.params
-    s0 = p["operand0"]
-    if not isinstance(s0, (int, float)):
-        s0 = state.read(emit.reads[1]).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
+    s0 = per_partition(state, p["operand0"], emit.reads[-1], x)
     dst, res = emit.writes
     y, r = reference(x, p["op0"], s0, p["reduce_op"], p["reverse0"])
     regs = alu.accumulate(state.accumulator(Engine.VECTOR), x.shape[0], r, p["reduce_cmd"],
