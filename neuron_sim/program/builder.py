@@ -23,6 +23,7 @@ import numpy as np
 from ..engines import N_COMPUTE_STREAMS, Engine, stream_name
 from ..errors import DeadlockError, PartitionError, ProgramError
 from ..hardware import Chip, get_chip
+from ..isa import build_params, instruction_names, module_for
 from ..kernels.deps import _auto_deps
 from ..memory.allocator import PartitionAllocator
 from . import repeat as R
@@ -85,12 +86,11 @@ def module_spec(name) -> tuple:
     spec = _MODULES.get(name)
     if spec is not None:
         return spec
-    from .. import isa
-    mod = isa.module_for(name)
+    mod = module_for(name)
     if mod is None:
         raise ProgramError(f"unknown instruction {name!r}; known: "
-                           f"{', '.join(isa.instruction_names())}")
-    spec = _MODULES[name] = (mod, "queue" in isa.build_params(mod),
+                           f"{', '.join(instruction_names())}")
+    spec = _MODULES[name] = (mod, "queue" in build_params(mod),
                              getattr(mod, "REUSES_STATIONARY", False))
     return spec
 
@@ -714,54 +714,45 @@ class ProgramBuilder:
 
     # ---- VectorE ----------------------------------------------------------------------------
     def tensor_tensor(self, dst, data1, data2, op="add", *, engine="vector", **kw) -> int:
-        from ..isa.vector import tensor_tensor
-        return self.append(tensor_tensor.build(self.chip, as_ap(dst), as_ap(data1), as_ap(data2),
-                                               op, engine_of(engine)), **kw)
+        return self.append(module_for("tensor_tensor").build(
+            self.chip, as_ap(dst), as_ap(data1), as_ap(data2), op, engine_of(engine)), **kw)
 
     def tensor_scalar(self, dst, data, op0="multiply", operand0=1.0, op1=None, operand1=None, *,
                       reverse0=False, engine="vector", **kw) -> int:
         """dst = (data <op0> operand0) <op1> operand1; reverse0: operand0 <op0> data."""
-        from ..isa.vector import tensor_scalar
-        return self.append(tensor_scalar.build(self.chip, as_ap(dst), as_ap(data), op0,
-                                               _scalar(operand0), reverse0, op1=op1,
-                                               operand1=_scalar(operand1),
-                                               engine=engine_of(engine)), **kw)
+        return self.append(module_for("tensor_scalar").build(
+            self.chip, as_ap(dst), as_ap(data), op0, _scalar(operand0), reverse0, op1=op1,
+            operand1=_scalar(operand1), engine=engine_of(engine)), **kw)
 
     def tensor_reduce(self, dst, data, op="add", *, negate=False, engine="vector", **kw) -> int:
-        from ..isa.vector import tensor_reduce
-        return self.append(tensor_reduce.build(self.chip, as_ap(dst), op, as_ap(data),
-                                               negate=negate, engine=engine_of(engine)), **kw)
+        return self.append(module_for("tensor_reduce").build(
+            self.chip, as_ap(dst), op, as_ap(data), negate=negate, engine=engine_of(engine)), **kw)
 
     def tensor_copy(self, dst, src, *, engine="vector", **kw) -> int:
-        from ..isa.vector import tensor_copy
-        return self.append(tensor_copy.build(self.chip, as_ap(dst), as_ap(src),
-                                             engine_of(engine)), **kw)
+        return self.append(module_for("tensor_copy").build(self.chip, as_ap(dst), as_ap(src),
+                                                           engine_of(engine)), **kw)
 
     def memset(self, dst, value=0.0, *, engine="vector", **kw) -> int:
-        from ..isa.vector import memset
-        return self.append(memset.build(self.chip, as_ap(dst), value, engine_of(engine)), **kw)
+        return self.append(module_for("memset").build(self.chip, as_ap(dst), value,
+                                                      engine_of(engine)), **kw)
 
     def bn_stats(self, dst, data, **kw) -> int:
-        from ..isa.vector import bn_stats
-        return self.append(bn_stats.build(self.chip, as_ap(dst), as_ap(data)), **kw)
+        return self.append(module_for("bn_stats").build(self.chip, as_ap(dst), as_ap(data)), **kw)
 
     def bn_aggr(self, dst, data, **kw) -> int:
-        from ..isa.vector import bn_aggr
-        return self.append(bn_aggr.build(self.chip, as_ap(dst), as_ap(data)), **kw)
+        return self.append(module_for("bn_aggr").build(self.chip, as_ap(dst), as_ap(data)), **kw)
 
     def tensor_tensor_scan(self, dst, data0, data1, initial=0.0, op0="multiply", op1="add",
                            **kw) -> int:
-        from ..isa.vector import tensor_tensor_scan
-        return self.append(tensor_tensor_scan.build(self.chip, as_ap(dst), as_ap(data0),
-                                                    as_ap(data1), initial, op0, op1), **kw)
+        return self.append(module_for("tensor_tensor_scan").build(
+            self.chip, as_ap(dst), as_ap(data0), as_ap(data1), initial, op0, op1), **kw)
 
     # ---- ScalarE ----------------------------------------------------------------------------
     def activation(self, dst, data, op="copy", *, bias=None, scale=1.0, reduce_res=None,
                    reduce_op="add", **kw) -> int:
         """dst = op(data * scale + bias); with reduce_res, also reduce along the free axis
         (activation_reduce)."""
-        from ..isa.scalar import activation
-        return self.append(activation.build(
+        return self.append(module_for("activation").build(
             self.chip, as_ap(dst), op, as_ap(data), _scalar(bias), _scalar(scale), reduce_op,
             None if reduce_res is None else as_ap(reduce_res),
             "idle" if reduce_res is None else "reset_reduce"), **kw)
@@ -769,16 +760,14 @@ class ProgramBuilder:
     # ---- GpSimd -----------------------------------------------------------------------------
     def iota(self, dst, *, base=0, channel_multiplier=0, pattern=((1, None),), **kw) -> int:
         """dst[p, f...] = base + channel_multiplier * p + sum(step_d * i_d)."""
-        from ..isa.gpsimd import iota
-        return self.append(iota.build(self.chip, as_ap(dst), pattern, offset=base,
-                                      channel_multiplier=channel_multiplier), **kw)
+        return self.append(module_for("iota").build(self.chip, as_ap(dst), pattern, offset=base,
+                                                    channel_multiplier=channel_multiplier), **kw)
 
     def affine_select(self, dst, on_true, on_false_value, *, channel_multiplier=1,
                       pattern=((-1, None),), offset=0, cmp_op="greater_equal", **kw) -> int:
-        from ..isa.gpsimd import affine_select
-        return self.append(affine_select.build(self.chip, as_ap(dst), pattern, channel_multiplier,
-                                               as_ap(on_true), on_false_value, cmp_op, offset),
-                           **kw)
+        return self.append(module_for("affine_select").build(
+            self.chip, as_ap(dst), pattern, channel_multiplier, as_ap(on_true), on_false_value,
+            cmp_op, offset), **kw)
 
     # ---- DMA --------------------------------------------------------------------------------
     def dma_copy(self, dst, src, *, queue=None, engines=None, dge="none", index=None,
@@ -788,16 +777,13 @@ class ProgramBuilder:
         partition up to 16); `dge`: 'none' (static descriptors), 'swdge', 'hwdge'. `index`
         (an SBUF index tile, with an IndirectPattern side), `dst_rmw_op` ('add') and
         `oob_mode`: a gather, scatter or scatter-add (isa/dma/dma_copy.py)."""
-        from ..isa.dma import dma_copy
-        return self.append(dma_copy.build(self.chip, as_ap(dst), as_ap(src), self._queue(queue),
-                                          engines, dge, oob_mode,
-                                          index=None if index is None else as_ap(index),
-                                          dst_rmw_op=dst_rmw_op), **kw)
+        return self.append(module_for("dma_copy").build(
+            self.chip, as_ap(dst), as_ap(src), self._queue(queue), engines, dge, oob_mode,
+            index=None if index is None else as_ap(index), dst_rmw_op=dst_rmw_op), **kw)
 
     def dma_transpose(self, dst, src, *, queue=None, engines=None, dge="none", **kw) -> int:
-        from ..isa.dma import dma_transpose
-        return self.append(dma_transpose.build(self.chip, as_ap(dst), as_ap(src),
-                                               self._queue(queue), engines, dge), **kw)
+        return self.append(module_for("dma_transpose").build(
+            self.chip, as_ap(dst), as_ap(src), self._queue(queue), engines, dge), **kw)
 
     # ---- spills: SBUF data the program keeps in HBM because it does not fit ----------------
     def spill_slot(self, name: str, shape, dtype) -> Tensor:
@@ -823,7 +809,6 @@ class ProgramBuilder:
         return self._spill("reload", as_ap(dst), as_ap(src), queue, engines, kw, slot=False)
 
     def _spill(self, when, dst, src, queue, engines, kw, slot=True) -> int:
-        from ..isa.dma import dma_copy
         hbm_side, sbuf_side = (dst, src) if when == "store" else (src, dst)
         wrong_hbm_side = (hbm_side.tensor.id not in self._spill_slots if slot
                           else hbm_side.memory != Memory.HBM)
@@ -833,7 +818,8 @@ class ProgramBuilder:
                 f"spill_{when}: expected an SBUF tile and {what}, found "
                 f"{sbuf_side.memory.name} {sbuf_side.tensor.name!r} and {hbm_side.memory.name} "
                 f"{hbm_side.tensor.name!r}; use dma_copy for ordinary transfers")
-        emit = dma_copy.build(self.chip, dst, src, self._queue(queue), engines, "none")
+        emit = module_for("dma_copy").build(self.chip, dst, src, self._queue(queue), engines,
+                                            "none")
         emit.params["spill"] = when
         self._spill_bytes += emit.dma.bytes
         return self.append(emit, **kw)
