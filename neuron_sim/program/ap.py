@@ -83,12 +83,8 @@ class Tensor:
         return self.shape[0]
 
     @property
-    def free_shape(self) -> tuple:
-        return self.shape[1:]
-
-    @property
     def bytes_per_partition(self) -> int:
-        return int(prod(self.free_shape) * itemsize(self.dtype))
+        return int(prod(self.shape[1:]) * itemsize(self.dtype))
 
     @property
     def nbytes(self) -> int:
@@ -252,12 +248,8 @@ class AccessPattern:
         return self.tensor.dtype
 
     @property
-    def free_shape(self) -> tuple:
-        return tuple(s for s, _ in self.dims)
-
-    @property
     def shape(self) -> tuple:
-        return (self.p_size,) + self.free_shape
+        return (self.p_size,) + tuple(s for s, _ in self.dims)
 
     @property
     def free_size(self) -> int:
@@ -270,10 +262,6 @@ class AccessPattern:
     @property
     def nbytes(self) -> int:
         return int(self.p_size * self.free_size * itemsize(self.dtype))
-
-    @property
-    def bytes_per_partition(self) -> int:
-        return int(self.free_size * itemsize(self.dtype))
 
     @property
     def inner_stride_bytes(self) -> float:

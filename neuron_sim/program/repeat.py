@@ -600,7 +600,3 @@ class LazyEmits:
         r = len(e.reads)
         return dataclasses.replace(e, reads=tuple(moved[:r]), writes=tuple(moved[r:]),
                                    params=dict(e.params))
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]

@@ -43,12 +43,6 @@ def kernel_args(program, chip: Chip, wide: bool = True):
 SCHEDULE_WINDOW = 8
 
 
-def schedule_window(n_streams: int) -> np.ndarray:
-    w = np.full(n_streams, SCHEDULE_WINDOW, np.int64)
-    w[int(Engine.TENSOR)] = 1
-    return w
-
-
 def scheduled(program, chip: Chip, reference: bool = False, orders: bool = True):
     """The scheduling pass: (order, sptr, after, start, end, dstart, busy), each stream's issue
     order as CSR by stream, the order edges it added (after[x] >= 0: x starts no earlier than
@@ -57,8 +51,9 @@ def scheduled(program, chip: Chip, reference: bool = False, orders: bool = True)
     orders=False: the kernel may give order and after as None (copies saved)."""
     from ..kernels.schedule import list_schedule
     a = kernel_args(program, chip, wide=False)     # the in-order columns plus the order edges
-    params = a[-1]                                  # [6]: the stream count (PARAM_NAMES)
-    args = a[:6] + program.order_edges() + a[6:] + (schedule_window(int(params[6])),)
+    window = np.full(int(a[-1][6]), SCHEDULE_WINDOW, np.int64)   # params[6]: the stream count
+    window[int(Engine.TENSOR)] = 1
+    args = a[:6] + program.order_edges() + a[6:] + (window,)
     if reference:
         status, *res = _ref.list_schedule(*args)
     else:
