@@ -10,7 +10,7 @@ hardware would have:
 
 - host time is one monotone map of the wall clock, shared by all host threads (so nesting and
   the order between threads stay): between two consecutive launches the host spends at most
-  `host_issue_ns` (the modelled cost of issuing one eager op: dispatch plus runtime enqueue),
+  `HOST_ISSUE_NS` (the modelled cost of issuing one eager op: dispatch plus runtime enqueue),
   never the simulator's own CPU time;
 - each device row starts when its launch was issued on that clock or when the previous row of
   its stream ended, whichever is later, and keeps its simulated duration exactly; engine lanes
@@ -56,7 +56,7 @@ def mark_clock(trace: dict, clock: str, **info) -> dict:
     return trace
 
 
-def to_simulated_clock(trace: dict, drains_ns=None, host_issue_ns: float = HOST_ISSUE_NS) -> dict:
+def to_simulated_clock(trace: dict, drains_ns=None) -> dict:
     """Rewrite `trace` (a Chrome trace dict from torch.profiler with neuron device rows) in place
     onto the simulated clock; `drains_ns` are the wall times (ns since the epoch) of the
     simulator's queue drains during the profile. Returns the trace."""
@@ -64,13 +64,13 @@ def to_simulated_clock(trace: dict, drains_ns=None, host_issue_ns: float = HOST_
         return trace
     events = trace.get("traceEvents", [])
     base_us = float(trace.get("baseTimeNanoseconds") or 0) / 1e3
-    issue = float(host_issue_ns) / 1e3
+    issue = HOST_ISSUE_NS / 1e3
     ops = [e for e in events if is_op_row(e)]
     device_pids = {e.get("pid") for e in ops} | {e.get("pid") for e in events if is_lane_row(e)}
     host = [e for e in events if e.get("pid") not in device_pids
             and isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M"]
     if not host:
-        return mark_clock(trace, "simulated", host_issue_ns=host_issue_ns, syncs="none")
+        return mark_clock(trace, "simulated", host_issue_ns=HOST_ISSUE_NS, syncs="none")
 
     # Which launch issued which device row: same correlation id, in order.
     launches = {}          # External id -> wall ts of its launches not yet matched, in order
@@ -166,4 +166,4 @@ def to_simulated_clock(trace: dict, drains_ns=None, host_issue_ns: float = HOST_
                 e["ts"] = t
     if isinstance(trace.get("baseTimeNanoseconds"), int):
         trace["baseTimeNanoseconds"] += int(round(w0 * 1e3))
-    return mark_clock(trace, "simulated", host_issue_ns=host_issue_ns, syncs=how)
+    return mark_clock(trace, "simulated", host_issue_ns=HOST_ISSUE_NS, syncs=how)

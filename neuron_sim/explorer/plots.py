@@ -51,18 +51,15 @@ def plot_summary(summary, top: int = 8):
 
 
 def plot_lanes(spans, title: str = "engine lanes", ax=None):
-    """Engine timeline of one op or program: `spans` from `lane_spans` (LaneSpan) or
-    (lane, offset_ns, duration_ns, label) tuples."""
+    """Engine timeline of one op or program: `spans` from `lane_spans`."""
     plt = _plt()
-    rows = [(s.lane, s.offset_ns, s.duration_ns) if hasattr(s, "lane") else tuple(s[:3])
-            for s in spans]
-    lanes = sorted({r[0] for r in rows}, key=lane_order)
+    lanes = sorted({s.lane for s in spans}, key=lane_order)
     if ax is None:
         fig, ax = plt.subplots(figsize=(12, 0.35 * len(lanes) + 1.2), constrained_layout=True)
     else:
         fig = ax.figure
     for y, lane in enumerate(lanes):
-        bars = [(o / 1e3, d / 1e3) for ln, o, d in rows if ln == lane]
+        bars = [(s.offset_ns / 1e3, s.duration_ns / 1e3) for s in spans if s.lane == lane]
         color = _COLORS.get(lane.split(" ")[0], "#ff7f0e")
         ax.broken_barh(bars, (y - 0.4, 0.8), color=color)
     ax.set_yticks(range(len(lanes)), lanes)

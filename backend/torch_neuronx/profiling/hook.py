@@ -1,21 +1,15 @@
 """While torch.profiler records the neuron device, give every drained op its engine lanes and an
 Explorer record.
 
-`cost.LoweredCostModel.__call__` calls `on_drain(model, batch, charges)` after timing a batch:
-`charges` is the drain's own record of each op (`cost.Charge`: ns charged, how, cache key,
-Timing, launch share, fused group), so nothing here re-derives the cost model's decisions. When
-the profiler is not logging (`charges` is None) this returns at once. Otherwise, for each op:
-
-- its representative program is the one the lowering timed (`Timing.program`, an OpProgram with
-  its Result and DMA bytes by argument: nothing is lowered again), and its lanes are attached with
-  `_C._record_lanes(seq, ...)`: a "Runtime" span for the eager launch, then each engine's busy
-  spans (at most `max_spans_per_lane` per lane and `max_spans_per_op` per op);
-- big ops are extrapolated by the lowering: their representative program's lanes are stretched to
-  the op's time and the labels say so; ops fused by Adaptive Eager Execution show their own
-  program, stretched to their share of the fused program, labelled "AEE-fused";
-- roofline-estimated ops get one "Estimated" span, host copies one "PCIe" span, other work timed
-  as a whole (collectives, NKI kernels) one "Graph" span, a compiled graph one span per engine
-  (`_graph`): no instruction timeline exists for them here, and the labels say so."""
+`cost.LoweredCostModel.__call__` calls `on_drain(model, batch, charges)` after timing a batch;
+`charges` (None when the profiler is not logging) is the drain's own record of each op
+(`cost.Charge`), so nothing here re-derives the cost model's decisions or lowers again. An op's
+lanes come from the program its lowering timed (`Timing.program`): a "Runtime" span for the eager
+launch, then each engine's busy spans (capped per lane and per op), stretched to the op's time
+when the lowering extrapolated it or Adaptive Eager Execution fused it (the labels say so).
+Roofline-estimated ops get one "Estimated" span, host copies one "PCIe" span, other work timed as
+a whole (collectives, NKI kernels) one "Graph" span, a compiled graph one span per engine
+(`_graph`): no instruction timeline exists for them here."""
 
 from __future__ import annotations
 
@@ -32,21 +26,15 @@ from ..settings import PROFILING_SETTINGS as LANE_SETTINGS
 
 @dataclass
 class LaneOptions:
-    enabled: bool = True
-    max_spans_per_lane: int = 4
-    max_spans_per_op: int = 24
-    dma: str = "queues"
-    max_rows: int = 50_000
-
-    @classmethod
-    def from_env(cls) -> "LaneOptions":
-        g = {s.name: s.read() for s in LANE_SETTINGS}
-        return cls(g["NEURON_SIM_PROFILE_LANES"], g["NEURON_SIM_PROFILE_MAX_SPANS_PER_LANE"],
-                   g["NEURON_SIM_PROFILE_MAX_SPANS_PER_OP"], g["NEURON_SIM_PROFILE_DMA_LANES"],
-                   g["NEURON_SIM_PROFILE_MAX_LANE_ROWS"])
+    """The lane settings (defaults and help: settings.PROFILING_SETTINGS), in their order."""
+    enabled: bool
+    max_spans_per_lane: int
+    max_spans_per_op: int
+    dma: str
+    max_rows: int
 
 
-OPTIONS = LaneOptions.from_env()
+OPTIONS = LaneOptions(*(s.read() for s in LANE_SETTINGS))
 
 # Which argument of a matmul-family op is the weight (a positional heuristic; see
 # neuron_sim/explorer/README.md, "DMA bytes by kind").
