@@ -18,7 +18,7 @@ import time
 import torch
 
 from neuron_sim.explorer import (EXPLORER_KEY, Summary, compact_trace, is_lane_row, is_op_row,
-                                 summarize)
+                                 load_trace, summarize)
 from neuron_sim.explorer.clock import CLOCK_KEY, check_clock, mark_clock, to_simulated_clock
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
@@ -303,8 +303,7 @@ def prepare_trace(path, clock: str = "wall") -> str:
     place, compact, with the analysis fields above; returns the path. `clock="simulated"`
     places it on the simulated clock (run it in the process that profiled, so the
     synchronisation points are known; otherwise each ProfilerStep end counts as one)."""
-    with open(path) as f:
-        trace = json.load(f)
+    trace = load_trace(path)
     check_clock(clock)
     if EXPLORER_KEY not in trace:
         _attach_session_summary(trace)
@@ -350,8 +349,7 @@ class NeuronProfiler:
         fd, tmp = tempfile.mkstemp(suffix=".json", dir=out)
         os.close(fd)
         prof.export_chrome_trace(tmp)
-        with open(tmp) as f:
-            trace = json.load(f)
+        trace = load_trace(tmp)
         os.remove(tmp)
         rows = trace_rows(trace)
         dropped = self._filter(trace)
