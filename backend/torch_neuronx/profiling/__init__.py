@@ -1,15 +1,8 @@
-"""torch_neuronx.profiling: TorchNeuron's profiling surface on the simulator.
-
-    from torch.profiler import profile, ProfilerActivity
-    from torch_neuronx.profiling import NeuronConfig, ProfileMode, NeuronProfiler
-
-    cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir="out")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                 experimental_config=cfg, on_trace_ready=NeuronProfiler(cfg).export_trace) as p:
-        step(); torch.neuron.synchronize()
-
-Device rows come from the Kineto plugin (backend/csrc/profiler); per-engine lanes from hook.py;
-`explorer_summary(prof)` is the Explorer-style summary (neuron_sim.explorer)."""
+"""torch_neuronx.profiling: TorchNeuron's profiling surface on the simulator (usage and what it
+writes: README.md). `NeuronConfig(...)` goes to `torch.profiler.profile(experimental_config=)`,
+`NeuronProfiler(cfg).export_trace` to its `on_trace_ready`. Device rows come from the Kineto
+plugin (backend/csrc/profiler); per-engine lanes from hook.py; `explorer_summary(prof)` is the
+Explorer-style summary (neuron_sim.explorer)."""
 
 import os
 
