@@ -249,13 +249,13 @@ def summarize(records, *, chip: str, peak_flops: float, hbm_bytes_per_s: float,
 
 def summarize_result(result, *, name: str = "program", model_flops=None, sbuf_peak: int = 0,
                      psum_peak: int = 0) -> Summary:
-    """Summary of one simulated program (`neuron_sim.simulate(...)`): a single call."""
+    """Summary of one simulated program (`neuron_sim.simulate(...)`): a single call. Its tensor
+    FLOPs are the Result's HFU FLOPs (an MX FLOP weighs 0.25), so both report one HFU."""
     from ..trace.op_program import program_of_result
     op, chip = program_of_result(result, name), result.chip
     dma = {"inputs": sum(op.read_bytes_by_arg.values()), "outputs": op.write_bytes,
            "spill_save": op.spill_save_bytes, "spill_reload": op.spill_reload_bytes}
-    rec = OpRecord(name, 1, result.total_ns, 0.0, dict(result.engine_busy_ns),
-                   float(result.program.cols["flops"].sum()),
+    rec = OpRecord(name, 1, result.total_ns, 0.0, dict(result.engine_busy_ns), result.hfu_flops,
                    result.matmul_flops if model_flops is None else model_flops,
                    op.transpose_ns, dma, sbuf_peak, psum_peak)
     return summarize([rec], chip=chip.name, peak_flops=chip.tensor_peak_flops("bfloat16"),

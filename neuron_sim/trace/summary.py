@@ -53,16 +53,24 @@ class Result:
         return float(self.program.cols["flops"][np.isin(self.program.cols["op"], mm)].sum())
 
     @cached_property
+    def hfu_flops(self) -> float:
+        """HFU's FLOPs, in BF16 equivalents: the profiler weighs an MX FLOP 0.25 [Explorer], so a
+        PE array busy with MX matmuls reads 100%, not 400%."""
+        c, chip = self.program.cols, self.chip
+        flops = float(c["flops"].sum())
+        mx = [i for i, n in enumerate(self.program.opnames) if n == "nc_matmul_mx"]
+        if not mx:
+            return flops
+        mx_flops = float(c["flops"][np.isin(c["op"], mx)].sum())
+        peak = chip.tensor_peak_flops("bfloat16")
+        return flops - mx_flops * (1 - peak / chip.tensor_peak_flops("float8_e4m3fn_x4"))
+
+    @cached_property
     def summary(self) -> dict:
         c, chip = self.program.cols, self.chip
         total = self.total_ns
         peak = chip.tensor_peak_flops("bfloat16")
         flops = float(c["flops"].sum())
-        # HFU counts BF16-equivalent FLOPs: the profiler weighs an MX FLOP 0.25 [Explorer], so a
-        # PE array busy with MX matmuls reads 100%, not 400%
-        mx = [i for i, n in enumerate(self.program.opnames) if n == "nc_matmul_mx"]
-        mx_flops = float(c["flops"][np.isin(c["op"], mx)].sum()) if mx else 0.0
-        hw_flops = flops - mx_flops * (1 - peak / chip.tensor_peak_flops("float8_e4m3fn_x4"))
         model_flops = self.matmul_flops if self._model_flops is None else self._model_flops
         dma = c["engine"] == Engine.DMA
         by_dir = {name: float(c["dma_bytes"][dma & (c["dma_dir"] == d)].sum())
@@ -79,7 +87,7 @@ class Result:
                                       for k, v in busy.items()},
             "tensor_flops": flops,
             "model_flops": model_flops,
-            "hfu": hw_flops / (secs * peak) if secs else 0.0,
+            "hfu": self.hfu_flops / (secs * peak) if secs else 0.0,
             "mfu": model_flops / (secs * peak) if secs else 0.0,
             "mbu": hbm_bytes / (secs * chip.hbm_stack_bytes_per_s) if secs else 0.0,
             "dma_bytes": by_dir,

@@ -11,6 +11,7 @@ import pytest
 import nki
 import nki.isa as nisa
 import nki.language as nl
+from neuron_sim.explorer import summarize_result
 from neuron_sim.errors import CapabilityError, DtypeError, FreeSizeError, PartitionError
 from neuron_sim.nki.errors import NkiValidationError
 
@@ -223,6 +224,9 @@ def test_mx_matmul_is_4x_the_bf16_rate_on_trn3():
         rows[mx] = [r for r in rep.instruction_times() if r.kind == "multiply_moving"]
         # HFU weighs an MX FLOP 0.25 as the profiler does: never above the PE array's busy share
         assert 0 < rep.hfu_percent <= rep.engine_active_percent["TensorE"], (mx, rep.hfu_percent)
+        # the explorer's summary of the same program reads the same HFU
+        res = rep.timing[0]
+        assert summarize_result(res).hfu == pytest.approx(res.summary["hfu"], rel=1e-12)
     assert (len(rows[True]), len(rows[False])) == (TILES, 4 * TILES)
     assert rows[True][0].ii_ns == rows[False][0].ii_ns == pytest.approx(512 / 2.4)
     flops = {True: 2 * 512 * 128 * 512, False: 2 * 128 * 128 * 512}
