@@ -53,29 +53,6 @@ def _covers(a, b) -> bool:
     return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
 
 
-class _Accesses:
-    """The (box, instr) accesses of one tensor still able to order later ones: a plain list, every
-    query checks every entry (the specification; neuron_sim/kernels/deps.py gives the same
-    answers from an index by free range)."""
-    __slots__ = ("entries",)
-
-    def __init__(self):
-        self.entries = []
-
-    def add(self, box, i) -> None:
-        self.entries.append((box, i))
-
-    def overlapping(self, box):
-        """The instructions of the entries whose boxes overlap `box`."""
-        return [i for b, i in self.entries if _overlap(box, b)]
-
-    def overlapping_then_prune(self, box):
-        """`overlapping(box)`, then drop the entries `box` covers (a later write hides them)."""
-        found = self.overlapping(box)
-        self.entries = [e for e in self.entries if not _covers(box, e[0])]
-        return found
-
-
 _MODULES: dict = {}     # instruction name -> (ISA module, takes a queue, reuses the stationary)
 _GC_LOCK = threading.Lock()
 _GC_PAUSE = [0, False]          # holders of the pause, whether the collector ran before the first
@@ -134,14 +111,6 @@ def _reference_default() -> bool:
     return config.get("NEURON_SIM_REFERENCE")
 
 
-class _Track:
-    """Accesses of one tensor still able to order later ones."""
-    __slots__ = ("writes", "reads")
-
-    def __init__(self):
-        self.writes, self.reads = _Accesses(), _Accesses()
-
-
 class ProgramBuilder:
     """`reference=True` (default: setting NEURON_SIM_REFERENCE) finds each instruction's automatic
     dependencies as it is appended (`_auto`, the readable specification); otherwise append only
@@ -180,7 +149,7 @@ class ProgramBuilder:
         self._opnames: list[str] = []
         self._opindex: dict[str, int] = {}
         self._tensors: list[Tensor] = []
-        self._track: dict[int, _Track] = {}
+        self._live: dict[int, tuple] = {}      # reference mode: tensor id -> (writes, reads)
         self._signals: dict[int, list[int]] = {}
         self._waits: list[tuple[int, int, int]] = []   # (instr, sem, count)
         self._last_stationary = None
@@ -409,28 +378,27 @@ class ProgramBuilder:
         return t
 
     def _auto(self, i, emit, d):
-        o = set()   # same-stream WAR/WAW: implicit in program order, kept for the scheduler
+        """The specification of kernels/deps.py: each operand's box against every live (box,
+        instr) access of its tensor (`_live`): a read depends on the writes it overlaps; a write
+        on the reads and writes it overlaps, and hides those it covers. Returns the same-stream
+        WAR/WAW pairs: implicit in program order, kept for the scheduler."""
+        o = set()
         stream = emit.engine if emit.dma is None else N_COMPUTE_STREAMS + emit.dma.queue
         for ap in emit.reads:
-            tr = self._track_of(ap)
+            writes, reads = self._live.setdefault(ap.tensor.id, ([], []))
             box = ap.box()
-            d.update(tr.writes.overlapping(box))
-            tr.reads.add(box, i)
+            d.update(j for b, j in writes if _overlap(box, b))
+            reads.append((box, i))
         for ap in emit.writes:
-            tr = self._track_of(ap)
+            writes, reads = self._live.setdefault(ap.tensor.id, ([], []))
             box = ap.box()
-            for j in chain(tr.writes.overlapping_then_prune(box),
-                           tr.reads.overlapping_then_prune(box)):
-                if j != i:
-                    (d if self._table[self._rids[j]][2] != stream else o).add(j)
-            tr.writes.add(box, i)
+            for live in (writes, reads):
+                for b, j in live:
+                    if j != i and _overlap(box, b):
+                        (d if self._table[self._rids[j]][2] != stream else o).add(j)
+                live[:] = [e for e in live if not _covers(box, e[0])]
+            writes.append((box, i))
         return o
-
-    def _track_of(self, ap) -> _Track:
-        tr = self._track.get(ap.tensor.id)
-        if tr is None:
-            tr = self._track[ap.tensor.id] = _Track()
-        return tr
 
     def _flush(self) -> None:
         """Bulk mode: move the rows appended since the last flush into a NumPy segment (one per
