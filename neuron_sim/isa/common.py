@@ -67,14 +67,23 @@ READ, WRITE = Operand("read"), Operand("write")
 
 
 # Which memories each engine's ports reach [ArchV2][ISA]: TensorE reads SBUF and writes PSUM
-# (_TENSOR_PORTS, by role); GpSimd has no PSUM port; DMA moves between HBM and SBUF (no DMA path
+# (_PORTS, by role); GpSimd has no PSUM port; DMA moves between HBM and SBUF (no DMA path
 # into PSUM).
 REACH = {Engine.TENSOR: (Memory.SBUF, Memory.PSUM), Engine.VECTOR: (Memory.SBUF, Memory.PSUM),
          Engine.SCALAR: (Memory.SBUF, Memory.PSUM), Engine.GPSIMD: (Memory.SBUF,),
          Engine.DMA: (Memory.HBM, Memory.SBUF)}
-_TENSOR_PORTS = {"read": Operand("read", (Memory.SBUF,), "TensorE reads its operands from SBUF"),
-                 "write": Operand("write", (Memory.PSUM,), "TensorE writes only PSUM; copy the "
-                                  "result to SBUF with tensor_copy")}
+# what to do when an engine reaches for a memory it has no port to (GpSimd: [ISA]'s words)
+_REACH_HINTS = {Engine.GPSIMD: "GpSimd cannot access PSUM: run it on VectorE or ScalarE, or copy "
+                               "through them first",
+                Engine.DMA: "DMA cannot access PSUM: copy PSUM to SBUF with tensor_copy first"}
+# An operand that declares no memories of its own: what its engine's port for its role reaches
+_PORTS = {e: {role: Operand(role, m, _REACH_HINTS.get(e, "compute engines reach only SBUF and "
+                                                        "PSUM: load from HBM with dma_copy"))
+              for role in ("read", "write")} for e, m in REACH.items()}
+_PORTS[Engine.TENSOR] = {
+    "read": Operand("read", (Memory.SBUF,), "TensorE reads its operands from SBUF"),
+    "write": Operand("write", (Memory.PSUM,), "TensorE writes only PSUM; copy the result to SBUF "
+                     "with tensor_copy")}
 
 
 def partition_starts(n: int, chip) -> tuple:
@@ -113,21 +122,6 @@ def check_partitions(instr: str, name: str, ap: AccessPattern, chip) -> None:
                              f"partition")
 
 
-# what to do when an engine reaches for a memory it has no port to (GpSimd: [ISA]'s words)
-_REACH_HINTS = {Engine.GPSIMD: "GpSimd cannot access PSUM: run it on VectorE or ScalarE, or copy "
-                               "through them first",
-                Engine.DMA: "DMA cannot access PSUM: copy PSUM to SBUF with tensor_copy first"}
-
-
-def check_memory(instr: str, name: str, ap: AccessPattern, allowed: tuple, engine: int, chip,
-                 hint: str = "") -> None:
-    if ap.memory not in allowed:
-        raise MemoryAccessError(instr, name,
-                                f"{ENGINE_NAMES[Engine(engine)]} to access "
-                                f"{'/'.join(m.name for m in allowed)}",
-                                f"a {ap.memory.name} tensor {ap.tensor.name!r}", chip.name, hint)
-
-
 COMPUTE_ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
@@ -144,13 +138,6 @@ def check_engine(instr: str, engine: int, allowed: tuple, chip) -> None:
         raise CapabilityError(instr, "engine", f"one of {names}", ENGINE_NAMES[Engine(engine)],
                               chip.name,
                               "pick one of those engines, or leave the choice to the compiler")
-
-
-def check_reach(instr: str, name: str, ap: AccessPattern, engine: int, chip) -> None:
-    """The engine's memory ports (REACH) reach the operand's memory."""
-    check_memory(instr, name, ap, REACH[Engine(engine)], engine, chip,
-                 _REACH_HINTS.get(engine, "compute engines reach only SBUF and PSUM: load from "
-                                          "HBM with dma_copy"))
 
 
 def check_pattern_dims(instr: str, name: str, ap: AccessPattern, chip) -> None:
@@ -218,12 +205,13 @@ def check_operands(instr, chip, engine, **operands):
         declared = module.OPERANDS[name]
         if not declared.own_start:
             check_partitions(instr, name, ap, chip)
-        if not declared.memories and engine == Engine.TENSOR:
-            declared = _TENSOR_PORTS[declared.role]
-        if declared.memories:
-            check_memory(instr, name, ap, declared.memories, engine, chip, declared.hint)
-        else:
-            check_reach(instr, name, ap, engine, chip)
+        if not declared.memories:
+            declared = _PORTS[engine][declared.role]
+        if ap.memory not in declared.memories:
+            raise MemoryAccessError(instr, name, f"{ENGINE_NAMES[Engine(engine)]} to access "
+                                    f"{'/'.join(m.name for m in declared.memories)}",
+                                    f"a {ap.memory.name} tensor {ap.tensor.name!r}", chip.name,
+                                    declared.hint)
         if engine in COMPUTE_ENGINES:
             psum = ap.memory == Memory.PSUM
             check_free(instr, name, ap.free_size,
