@@ -5,21 +5,19 @@
                                 # ISA modules' NumPy semantics and compared with y's values
 
 Inside `checking()` a TorchDispatchMode sees each ATen op on neuron tensors, with the values the
-CPU kernel reads and writes (device memory is host memory: `_C._host_alias`, no copy charged):
-for the ops whose lowering computes the op (`neuron_sim.lower.semantics.EXACT`, under the
-conditions of `why_unchecked`) it runs the op's program, built in full, through the ISA
-semantics on the op's inputs and raises a RuntimeError naming the op, its shapes and the largest
-difference where the result differs (an op that returns nothing, such as `_foreach_add_` or
-`_fused_adamw_`, by the values it wrote into its arguments). Other ops run unchecked. Slow: for
-debugging rules.
-`NEURON_SIM_CHECK_SEMANTICS=1` turns it on for the whole process (`install_if_set`).
+CPU kernel reads and writes (device memory is host memory: `_C._host_alias`, no copy charged).
+Each op whose lowering computes it (`neuron_sim.lower.semantics.EXACT`, under the conditions of
+`why_unchecked`) is checked by `check_lowered`, which raises a RuntimeError naming the op, its
+shapes and the largest difference; an op that returns nothing (`_foreach_add_`,
+`_fused_adamw_`) is compared by the values it wrote into its arguments. Other ops run
+unchecked. Slow: for debugging rules. `NEURON_SIM_CHECK_SEMANTICS=1` turns it on for the whole
+process (`install_if_set`).
 
-Compiled graphs too: while checking, each launch of a torch.compile graph (the backend's
-launcher) runs the graph node by node, keeping every value, and checks the graph's ONE lowered
-program (the ops graph_cost times, intermediates resident in SBUF) against them
-(`run_graph`, `neuron_sim.lower.semantics.check_lowered_sequence`); a graph with an op that is
-not exact runs unchecked, its reason logged at INFO. The mode lets Dynamo compile under it
-(`ignore_compile_internals`); without it torch.compile ran every frame eagerly while checking."""
+Compiled graphs too: while checking, each launch of a torch.compile graph runs the graph node
+by node, keeping every value, and checks the graph's ONE lowered program (what graph_cost
+times) against them (`run_graph`, `check_lowered_sequence`); a graph with an op that is not
+exact runs unchecked, its reason logged at INFO. The mode lets Dynamo compile under it
+(`ignore_compile_internals`), else torch.compile would run every frame eagerly."""
 
 from __future__ import annotations
 
@@ -41,31 +39,24 @@ from .cost import tensor_spec, torch_arg
 logger = logging.getLogger("torch_neuronx.check_semantics")
 
 
-def _schema_args(func, args, kwargs) -> list:
+def _schema_args(func, args, kwargs) -> tuple:
     """The op's arguments in schema order (kwarg-only ones too, as the C++ queue boxes them),
-    without out= tensors."""
-    out = []
-    for i, a in enumerate(func._schema.arguments):
-        if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write:
+    without out= tensors, and the ids of the tensors it writes through them (`Tensor(a!)`,
+    `Tensor(a!)[]`: an in-place foreach or fused optimizer returns none)."""
+    values, written = [], set()
+    for a in func._schema.arguments:
+        writes = a.alias_info is not None and a.alias_info.is_write
+        if a.kwarg_only and writes:
             continue
-        if i < len(args):
-            out.append(args[i])
+        if len(values) < len(args):     # (out= arguments are kwarg-only: after the positional)
+            values.append(args[len(values)])
         elif a.name in kwargs:
-            out.append(kwargs[a.name])
-        elif a.has_default_value():
-            out.append(a.default_value)
+            values.append(kwargs[a.name])
         else:
-            out.append(None)
-    return out
-
-
-def _written(func, schema) -> set:
-    """ids of the tensors an op writes through its arguments (`Tensor(a!)`, `Tensor(a!)[]`;
-    out= tensors are not in `schema`): an in-place foreach or fused optimizer returns none."""
-    formal = [a for a in func._schema.arguments
-              if not (a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)]
-    return {id(t) for a, v in zip(formal, schema) if a.alias_info is not None
-            and a.alias_info.is_write for t in _tensors([v])}
+            values.append(a.default_value if a.has_default_value() else None)
+        if writes:
+            written.update(id(t) for t in _tensors(values[-1:]))
+    return values, written
 
 
 def _values(t: torch.Tensor) -> np.ndarray:
@@ -98,17 +89,16 @@ class _Check(TorchDispatchMode):
         on_device = any(t.device.type == "neuron" for t in _tensors((*args, *kwargs.values())))
         if not on_device or rule is None or OpSpec(name).op not in EXACT.get(rule.__name__, ()):
             return func(*args, **kwargs)
-        schema = _schema_args(func, args, kwargs)
+        schema, wrote = _schema_args(func, args, kwargs)
         ins = [t for t in _tensors(schema) if t.device.type == "neuron" or t.dim() > 0]
         if not all(_C._holds_values(t) for t in ins if t.device.type == "neuron"):
             return func(*args, **kwargs)            # time-only tensors: no values to compare
         before = [_values(t) for t in ins]          # read before an in-place op writes them
         result = func(*args, **kwargs)
-        outs = [t for t in _tensors(result if isinstance(result, (tuple, list)) else [result])]
+        outs = list(_tensors(result if isinstance(result, (tuple, list)) else [result]))
         op = OpSpec(name, tuple(torch_arg(a) for a in schema), tuple(tensor_spec(t) for t in outs))
         # an op returning nothing is compared by the arguments it wrote (their values after it)
-        wrote = set() if outs else _written(func, schema)
-        written = [i for i, t in enumerate(ins) if id(t) in wrote]
+        written = [] if outs else [i for i, t in enumerate(ins) if id(t) in wrote]
         if why_unchecked(op) is None:
             check_lowered(op, before, [_values(t) for t in outs] + [_values(ins[i])
                                                                     for i in written],

@@ -1,25 +1,17 @@
-"""Run one op's lowering through the ISA modules' NumPy semantics (issue 12's debug mode: the
+"""Run lowered programs through the ISA modules' NumPy semantics (issue 12's debug mode: the
 slow version is the specification).
 
     outs = run_lowered(op, [x, y])        # one array per device input, in op.inputs order
-
-builds the op's program IN FULL (every block, `LowerCtx(full=True)`: no representative repeats;
-LNC 1), places each input array in the HBM tensor the lowering made for it (at the element
-offsets its strides give; a foreach list as its members one after the other), runs
-`neuron_sim.interpreter.execute` and reads every output back from its HBM tensor, shaped like
-the op's outputs (blocks a rule stored elsewhere, a matmul's tile-major output tiles, from where
-it recorded them: `LowerCtx.placed`). `check_lowered` compares them with results computed
-elsewhere (an eager op's CPU result, for one).
-
     outs = run_lowered_sequence(ops, {"x": x, "w": w}, live_outputs={"y"})   # {id: array}
 
-does the same for the ONE program `api.lower_sequence` builds for a sequence (a compiled graph,
-an AEE group): its intermediates stay resident in SBUF between ops and the dead ones are never
-stored, so the addresses of those hand-offs run too; `run_lowered` is its one-op case.
-`check_lowered_sequence` compares every output the program stores with the caller's values and
-names the op that went wrong (torch_neuronx.check_semantics checks compiled graphs with it). A
-sequence is refused (`Uncheckable`) when one of its ops is not exact, or reads a value the
-program never writes (a view of an intermediate, a foreach list written member by member).
+build the program IN FULL (every block, `LowerCtx(full=True)`; LNC 1), place the inputs in the
+HBM tensors the lowering made for them, run `neuron_sim.interpreter.execute` and read the
+outputs back. A sequence is the ONE program `api.lower_sequence` builds (a compiled graph, an
+AEE group): its intermediates stay resident in SBUF and the dead ones are never stored, so
+those hand-offs run too; `run_lowered` is its one-op case. `check_lowered` and
+`check_lowered_sequence` compare the outputs with values computed elsewhere (an eager op's CPU
+result, a compiled graph's node values: torch_neuronx.check_semantics) and name the op that
+went wrong.
 
 The lowering addresses HBM chunk-major ([chunk, p, f], `LowerCtx.hbm_pieces`): a permutation of
 the row-major elements that every tensor of the flat plan shares, so an element-wise op is exact
@@ -27,7 +19,8 @@ element for element, and a row op keeps whole rows together. Programs that are t
 only are refused with `Uncheckable`, naming the op and why (`why_unchecked`): `EXACT` lists, by
 rule, the ops whose programs compute the op (tests/lower/test_lowered_semantics.py runs each
 against torch), under the conditions `why_unchecked` checks; `TIMING_ONLY` says for each other
-rule what its program leaves out."""
+rule what its program leaves out. A sequence is also refused when an op reads a value the
+program never writes (a view of an intermediate, a foreach list written member by member)."""
 
 from __future__ import annotations
 
@@ -44,7 +37,7 @@ from .context import LowerCtx
 from .registry import LoweringError, rule_for
 from .rules.elementwise import COPY_OPS, number
 from .rules.matmul import addmm_scales
-from .rules.norm import _reduce_dims, leading_prefix
+from .rules.norm import _reduce_dims, backward_row_max, leading_prefix
 from .rules.optimizer import STEPS_ARG, list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
 
@@ -53,59 +46,49 @@ class Uncheckable(LoweringError):
     """The op's lowering is timing-equivalent only: its program's values are not the op's."""
 
 
-_FOREACH = ("add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max", "sqrt",
-            "exp", "log", "reciprocal", "sigmoid", "abs", "sign", "copy", "zero")
+def _aten(names: str, suffix: str = "", prefix: str = "") -> set:
+    return {f"aten::{prefix}{n}{suffix}" for n in names.split()}
+
+
 # rule (function name) -> the ops of it whose lowered programs compute the op
 EXACT = {
-    "unary_activation": {f"aten::{n}" for n in (
-        "exp", "log", "tanh", "sigmoid", "relu", "gelu", "silu", "mish", "softplus", "erf",
-        "sqrt", "rsqrt", "reciprocal", "sin", "atan", "sign", "abs", "square", "cos", "tan",
-        "exp2", "sgn", "hardtanh", "relu6", "leaky_relu")},
-    "unary_vector": {f"aten::{n}" for n in (
-        "clamp_min", "clamp_max", "pow", "clamp", "clip", "neg", "positive", "logical_not",
-        "frac", "isposinf", "isneginf", "isinf", "isfinite")},
-    "binary": {f"aten::{n}" for n in (
-        "add", "sub", "mul", "div", "true_divide", "maximum", "minimum", "eq", "ne", "lt", "le",
-        "gt", "ge", "fmod", "remainder", "logical_and", "logical_or", "logical_xor", "rsub",
-        "masked_fill")},
-    "ternary": {"aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::where",
-                "aten::_masked_scale"},
-    "activation_backward": {f"aten::{n}_backward" for n in (
-        "gelu", "silu", "softplus", "sigmoid", "tanh", "threshold", "hardtanh", "hardsigmoid",
-        "leaky_relu")},
-    "pointwise_loss": {"aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss",
-                       "aten::huber_loss"},
-    "pointwise_loss_backward": {"aten::mse_loss_backward"},
+    "unary_activation": _aten("exp log tanh sigmoid relu gelu silu mish softplus erf sqrt rsqrt "
+                              "reciprocal sin atan sign abs square cos tan exp2 sgn hardtanh "
+                              "relu6 leaky_relu"),
+    "unary_vector": _aten("clamp_min clamp_max pow clamp clip neg positive logical_not frac "
+                          "isposinf isneginf isinf isfinite"),
+    "binary": _aten("add sub mul div true_divide maximum minimum eq ne lt le gt ge fmod "
+                    "remainder logical_and logical_or logical_xor rsub masked_fill"),
+    "ternary": _aten("addcmul addcdiv lerp where _masked_scale"),
+    "activation_backward": _aten("gelu silu softplus sigmoid tanh threshold hardtanh "
+                                 "hardsigmoid leaky_relu", suffix="_backward"),
+    "pointwise_loss": _aten("mse_loss l1_loss smooth_l1_loss huber_loss"),
+    "pointwise_loss_backward": _aten("mse_loss_backward"),
     "copy_like": set(COPY_OPS),
     "copy_d2d": {"neuron::copy_d2d"},
-    "fill": {"aten::fill", "aten::zero", "aten::zeros_like", "aten::zeros", "aten::new_zeros"},
-    "reduction": {f"aten::{n}" for n in (
-        "sum", "mean", "amax", "amin", "argmax", "argmin", "max", "min", "var", "std",
-        "var_mean", "std_mean", "norm", "linalg_vector_norm", "logsumexp", "prod", "all", "any",
-        "count_nonzero")},
-    "softmax": {"aten::_softmax", "aten::softmax", "aten::_safe_softmax", "aten::_log_softmax",
-                "aten::log_softmax", "aten::_softmax_backward_data",
-                "aten::_log_softmax_backward_data"},
-    "layer_norm": {"aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm",
-                   "aten::_fused_rms_norm"},
-    "layer_norm_backward": {"aten::native_layer_norm_backward", "aten::_fused_rms_norm_backward"},
-    "batch_norm": {f"aten::{n}" for n in (
-        "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-        "batch_norm", "_batch_norm_with_update", "_native_batch_norm_legit_functional",
-        "_batch_norm_no_update")},
-    "batch_norm_backward": {"aten::native_batch_norm_backward", "aten::batch_norm_backward"},
-    "mm": {"aten::mm", "aten::bmm", "aten::mv", "aten::dot"},
-    "addmm": {"aten::addmm", "aten::baddbmm", "aten::addbmm"},
-    "linear": {"aten::linear"},
-    "cat": {"aten::cat", "aten::concat", "aten::concatenate", "aten::stack"},
-    "foreach": {f"aten::_foreach_{n}" for n in _FOREACH},
-    "gather": {"aten::embedding", "aten::index_select", "aten::gather"},
-    "scatter": {"aten::embedding_dense_backward", "aten::index_add", "aten::index_put"},
-    "nll_loss": {"aten::nll_loss_forward", "aten::nll_loss", "aten::nll_loss2d_forward"},
-    "nll_loss_backward": {"aten::nll_loss_backward", "aten::nll_loss2d_backward"},
-    "foreach_norm": {"aten::_foreach_norm"},
-    "fused_optimizer": {"aten::_fused_adam", "aten::_fused_adamw", "aten::_fused_sgd",
-                        "aten::_fused_adagrad"},
+    "fill": _aten("fill zero zeros_like zeros new_zeros"),
+    "reduction": _aten("sum mean amax amin argmax argmin max min var std var_mean std_mean norm "
+                       "linalg_vector_norm logsumexp prod all any count_nonzero"),
+    "softmax": _aten("_softmax softmax _safe_softmax _log_softmax log_softmax "
+                     "_softmax_backward_data _log_softmax_backward_data"),
+    "layer_norm": _aten("native_layer_norm layer_norm rms_norm _fused_rms_norm"),
+    "layer_norm_backward": _aten("native_layer_norm_backward _fused_rms_norm_backward"),
+    "batch_norm": _aten("native_batch_norm _native_batch_norm_legit batch_norm "
+                        "_native_batch_norm_legit_no_training _batch_norm_with_update "
+                        "_native_batch_norm_legit_functional _batch_norm_no_update"),
+    "batch_norm_backward": _aten("native_batch_norm_backward batch_norm_backward"),
+    "mm": _aten("mm bmm mv dot"),
+    "addmm": _aten("addmm baddbmm addbmm"),
+    "linear": _aten("linear"),
+    "cat": _aten("cat concat concatenate stack"),
+    "foreach": _aten("add sub mul div maximum minimum clamp_min clamp_max sqrt exp log "
+                     "reciprocal sigmoid abs sign copy zero", prefix="_foreach_"),
+    "gather": _aten("embedding index_select gather"),
+    "scatter": _aten("embedding_dense_backward index_add index_put"),
+    "nll_loss": _aten("nll_loss_forward nll_loss nll_loss2d_forward"),
+    "nll_loss_backward": _aten("nll_loss_backward nll_loss2d_backward"),
+    "foreach_norm": _aten("_foreach_norm"),
+    "fused_optimizer": _aten("_fused_adam _fused_adamw _fused_sgd _fused_adagrad"),
 }
 # rule -> what its program leaves out (why the values are not the op's)
 TIMING_ONLY = {
@@ -163,10 +146,6 @@ TIMING_ONLY = {
 }
 
 
-def _scalars(op: OpSpec) -> list:
-    return [a for a in op.args if not isinstance(a, TensorSpec) and not tensor_list(a)]
-
-
 def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
     """Why an element-wise op of an EXACT rule is not exact with these arguments."""
     name = op.op
@@ -187,7 +166,8 @@ def _elementwise_reason(op: OpSpec, rule: str, chip) -> str | None:
         why = plan(outs[0], op.inputs[:2], chip)[1]
         if why:
             return why
-    scalars = [s for s in _scalars(op) if s is not None]
+    scalars = [a for a in op.args
+               if a is not None and not isinstance(a, TensorSpec) and not tensor_list(a)]
     if name == "aten::gelu":
         return None
     if name == "aten::gelu_backward" and op.arg(2) == "tanh":
@@ -266,7 +246,7 @@ def _reduction_reason(op: OpSpec, chip) -> str | None:
         if x.shape[-1] > chip.row_whole_max_elems:
             return (f"rows longer than {chip.row_whole_max_elems} run in pieces, each piece "
                     "reduced alone (timing of the two passes)")
-        return TIMING_ONLY["reduction"] if op.op == "aten::nansum" else None
+        return None                 # (nansum is not in EXACT: never asked)
     if op.op in ("aten::sum", "aten::mean") and (len(dims) == x.ndim or leading_prefix(
             dims, x.ndim) and op.outputs[0].numel <= chip.row_whole_max_elems):
         return None
@@ -288,8 +268,7 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         op.args[10:11] if name == "batch_norm_backward" else ()
     if any(t.numel == 0 for t in tensors if not any(t is o for o in empty_ok)):
         return "an empty tensor"
-    matmul = name in ("mm", "addmm", "linear")
-    if not matmul and not all(t.is_contiguous for t in tensors):
+    if name not in ("mm", "addmm", "linear") and not all(t.is_contiguous for t in tensors):
         return ("a strided operand is addressed as runs with one-element gaps (the same "
                 "descriptors, a timing-equivalent layout), not at its strides")
     c = get_chip(chip)
@@ -308,9 +287,8 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
     if name == "foreach_norm":
         return None if op.arg(1, 2) in (1, 2) else TIMING_ONLY[name]
     if name == "cat":
-        if any(t.dtype != op.outputs[0].dtype for t in op.inputs):
-            return "an input of another dtype is copied through SBUF at a stand-in offset"
-        return None
+        return "an input of another dtype is copied through SBUF at a stand-in offset" if any(
+            t.dtype != op.outputs[0].dtype for t in op.inputs) else None
     x = op.inputs[0]
     if name in ("gather", "scatter"):
         return _indirect_reason(op, x)
@@ -329,29 +307,25 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         if x.shape[-1] > c.row_whole_max_elems:
             return (f"rows longer than {c.row_whole_max_elems} run in pieces, each piece "
                     "normalised or reduced alone (timing of the two passes)")
-        if name == "softmax" and (len({t.dtype for t in tensors}) > 1
-                                  or not backward and op.arg(2)):
+        if len({t.dtype for t in tensors}) > 1 or not backward and op.arg(2):
             return "an operand of another dtype (half_to_float, or the backward's input_dtype)"
         return None
-    if name == "layer_norm_backward":       # (grad, input, normalized_shape, ...)
-        from .rules.norm import backward_row_max
-        shape, g, x = op.arg(2), x, op.inputs[1]
+    if name in ("layer_norm", "layer_norm_backward"):
+        backward = name == "layer_norm_backward"    # (grad, input, normalized_shape, ...)
+        g, x = x, op.inputs[1] if backward else x
+        shape = op.arg(2 if backward else 1)
         if not isinstance(shape, (tuple, list)) or len(shape) != 1 or x.shape[-1] < 2:
             return "normalised over other than the last dim (rows of its last dim here)"
-        weight = op.arg(4 if "rms" in op.op else 5)
-        n = backward_row_max(c, g, x, op.outputs[0], weight if isinstance(weight, TensorSpec)
-                             else None)
-        if x.shape[-1] > n:
-            return f"rows longer than {n} run in pieces, each with a row's statistics (timing)"
-        return None
-    if name == "layer_norm":
-        shape, weight, bias = op.arg(1), op.arg(2), op.arg(3)
-        if not isinstance(shape, (tuple, list)) or len(shape) != 1 or x.shape[-1] < 2:
-            return "normalised over other than the last dim (rows of its last dim here)"
+        if backward:
+            weight = op.arg(4 if "rms" in op.op else 5)
+            n = backward_row_max(c, g, x, op.outputs[0],
+                                 weight if isinstance(weight, TensorSpec) else None)
+            return (f"rows longer than {n} run in pieces, each with a row's statistics "
+                    "(timing)") if x.shape[-1] > n else None
         if x.shape[-1] > c.row_whole_max_elems:
             return (f"rows longer than {c.row_whole_max_elems} run in pieces, each piece "
                     "normalised alone (timing of the two passes)")
-        if "rms" not in op.op and weight is None and isinstance(bias, TensorSpec):
+        if "rms" not in op.op and op.arg(2) is None and isinstance(op.arg(3), TensorSpec):
             return "a bias without a weight is applied as the weight"
         return None
     # matmul family: tile-major outputs are read back where the rule placed their blocks
@@ -363,7 +337,7 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
     if name == "linear" and any(n > 1 and s != x.strides[-2] * prod(x.shape[d + 1:-1])
                                 for d, (n, s) in enumerate(zip(x.shape[:-2], x.strides[:-2]))):
         return "x's rows are read one stride (x.strides[-2]) apart"
-    K, N = a.shape[-1], b.shape[-2 if name == "linear" else -1] if b.ndim >= 2 else 1
+    N = b.shape[-2 if name == "linear" else -1] if b.ndim >= 2 else 1
     bias = x if name == "addmm" else op.inputs[2] if len(op.inputs) > 2 else None
     if bias is not None and (bias.numel != N or bias.shape[-1] != N or not bias.is_contiguous):
         return "only a [N] bias is applied (its first N elements, broadcast over the rows)"
@@ -501,16 +475,14 @@ class _Outputs(dict):
 
 
 class _CheckedCtx(LowerCtx):
-    """LowerCtx that tells how each resident intermediate is read. The element-wise and row
-    plans write and read SBUF chunk by chunk in the chunk-major layout ([p, f] at free offset
-    `off` holds elements off*p + i*f + c): a read of exactly a block its writer wrote (`load`,
-    `load_rows`) is that block's values; any other read (another chunk width or partition
-    count, a matmul operand read K-major) takes the tile's bytes in a layout the writer did
-    not write: the timing of a compiler that writes the intermediate in its reader's layout,
-    not the values (`other_layout`). A read that the resident copy cannot serve goes to HBM,
-    where the intermediate was never stored when `needs_store` skipped it (`unstored`: a
-    store missing from the timed program). `via_hbm` keys are read from HBM instead (stored
-    whatever `live` says), so the checked program runs every op on its operands' values."""
+    """LowerCtx that tells how each resident intermediate is read. A read of exactly a block
+    its writer wrote (`load`, `load_rows`: chunk by chunk in the chunk-major layout) is that
+    block's values; any other read (another chunk width or partition count, a matmul operand
+    read K-major) takes the tile's bytes in a layout the writer did not write: the timing of
+    a compiler that writes the intermediate in its reader's layout, not the values
+    (`other_layout`). A read the resident copy cannot serve goes to HBM, where `needs_store`
+    may have skipped the store (`unstored`: missing from the timed program). `via_hbm` keys
+    are stored and read from HBM instead, so every op runs on its operands' values."""
 
     def __init__(self, *args, via_hbm=frozenset(), **kw):
         super().__init__(*args, **kw)
@@ -571,19 +543,17 @@ def _device_array(t: TensorSpec, a) -> np.ndarray:
 
 def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None, read_inputs=()) -> dict:
     """The outputs of the ONE program `lower_sequence` builds for `ops` (in order), built in
-    full and run through the ISA semantics: {tensor id: array} of every output the program
-    stores where the caller sees it (`live_outputs`, ids; None: every output), and of the
-    external inputs `read_inputs` names (ids: an in-place op's arguments, after it), in the
-    tensor's storage dtype. Intermediates stay in SBUF between ops as in the timed program
-    (`LowerCtx.resident_ap`; their stores skipped by `needs_store`), so their addresses and the
-    skipped stores are run too. `inputs`: {tensor id: array} of at least the sequence's
-    external inputs (read before any op of it writes them; a view's outputs count as such,
-    since a view moves no data); tensors without ids get them as lower_sequence gives them
-    (api.assign_ids). Raises Uncheckable naming the first op that is not exact (`_plan`).
+    full and run through the ISA semantics: {tensor id: array}, in the tensors' storage
+    dtypes, of every output the program stores where the caller sees it (`live_outputs`, ids;
+    None: every output) and of the external inputs `read_inputs` names (an in-place op's
+    arguments, after it). `inputs`: {tensor id: array} of at least the sequence's external
+    inputs (a view's outputs count as such: a view moves no data); tensors without ids get
+    them as lower_sequence gives them (api.assign_ids). Raises Uncheckable naming the first op
+    that is not exact (`_plan`).
 
-    The one program lower_sequence times only when every op fits a representative program;
-    big ops are timed in parts (fused loops, ops in series) that pass their intermediates
-    through HBM, while this program keeps every op in one (LNC 1)."""
+    lower_sequence times this one program only when every op fits a representative one; big
+    ops are timed in parts that pass their intermediates through HBM, while this program
+    keeps every op in one (LNC 1)."""
     from .api import assign_ids, sequence_ctx
     ops = assign_ids(list(ops))
     chip = get_chip(chip)
@@ -604,7 +574,7 @@ def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None, read_inputs=
         return ctx
     ctx = build(frozenset())
     if ctx.unstored:
-        (t, i), = list(ctx.unstored.values())[:1]
+        t, i = next(iter(ctx.unstored.values()))
         raise RuntimeError(
             f"{ops[i].name} (op {i} of a sequence of {len(ops)}: "
             f"{', '.join(o.name for o in ops)}) reads tensor {t.id} {t.shape} from HBM, where "
@@ -669,25 +639,23 @@ def run_lowered(op: OpSpec, inputs, chip=None, written=()) -> list:
         raise Uncheckable(f"{op.name}: its lowering cannot be checked: its members' steps "
                           "differ (the program's bias corrections are the first member's)")
     results = [*op.outputs, *(op.inputs[i] for i in written)]
+    # (run_lowered_sequence raises for every result it lacks but an empty one)
     got = run_lowered_sequence([op], values, chip,
                                read_inputs={op.inputs[i].id for i in written})
-    missing = [i for i, t in enumerate(results) if t.id not in got and t.numel]
-    if missing:
-        raise Uncheckable(f"{op.name}: its lowering never writes output(s) {missing}")
     return [got[t.id] if t.id in got else np.zeros(t.shape, np_dtype(t.dtype))
             for t in results]
 
 
 def _difference(spec: TensorSpec, got, want, rtol, atol):
     """None when `got` (an output of a lowered program) matches `want` at the tolerance
-    check_lowered documents, else (largest difference, rtol, atol)."""
+    check_lowered documents, else "up to <largest difference> (rtol .., atol ..)"."""
     r = rtol if rtol is not None else (2e-2 if itemsize(spec.dtype) < 4 else 1e-3)
     g, w = got.astype(np.float32), np.asarray(want, np.float32).reshape(got.shape)
     finite = np.abs(w[np.isfinite(w)])
     a = atol if atol is not None else r * max(float(finite.max()) if finite.size else 0.0, 1e-30)
     if np.allclose(g, w, rtol=r, atol=a, equal_nan=True):
         return None
-    return float(np.nanmax(np.abs(g - w))), r, a
+    return f"up to {float(np.nanmax(np.abs(g - w))):.3g} (rtol {r:.3g}, atol {a:.3g})"
 
 
 def check_lowered(op: OpSpec, inputs, outputs, rtol=None, atol=None, chip=None,
@@ -700,16 +668,15 @@ def check_lowered(op: OpSpec, inputs, outputs, rtol=None, atol=None, chip=None,
     of it for FP32), so a result of tiny values is compared at its own scale."""
     got = run_lowered(op, inputs, chip, written)
     results = [*op.outputs, *(op.inputs[i] for i in written)]
-    for i, (g, w) in enumerate(zip(got, outputs)):
-        diff = _difference(results[i], g, w, rtol, atol)
+    for i, (t, g, w) in enumerate(zip(results, got, outputs)):
+        diff = _difference(t, g, w, rtol, atol)
         if diff is not None:
-            err, r, a = diff
             raise RuntimeError(
                 f"{op.name}: output {i} of its lowered program (ISA semantics) differs from the "
-                f"op's result by up to {err:.3g} (rtol {r:.3g}, atol {a:.3g}); input shapes "
-                f"{[t.shape for t in op.inputs]}, output shapes "
-                f"{[t.shape for t in op.outputs]}: the rule ({rule_for(op.name).__name__}) "
-                "computes something else; fix it or list it in semantics.TIMING_ONLY")
+                f"op's result by {diff}; input shapes {[x.shape for x in op.inputs]}, output "
+                f"shapes {[o.shape for o in op.outputs]}: the rule "
+                f"({rule_for(op.name).__name__}) computes something else; fix it or list it in "
+                "semantics.TIMING_ONLY")
 
 
 def check_lowered_sequence(ops, inputs, outputs, live_outputs=None, rtol=None, atol=None,
@@ -733,14 +700,13 @@ def check_lowered_sequence(ops, inputs, outputs, live_outputs=None, rtol=None, a
             diff = _difference(t, got[t.id], outputs[t.id], rtol, atol)
             if diff is not None:
                 _blame(ops, i, known, rtol, atol, chip)
-                err, r, a = diff
                 raise RuntimeError(
                     f"{op.name} (op {i} of a sequence of {len(ops)}: "
                     f"{', '.join(o.name for o in ops)}): output {k} of the sequence's lowered "
-                    f"program (ISA semantics) differs from its value by up to {err:.3g} (rtol "
-                    f"{r:.3g}, atol {a:.3g}), output shape {t.shape}; each op whose values are "
-                    "known agrees alone: the values go wrong between ops (SBUF residency, "
-                    "skipped stores, reloads: LowerCtx.resident_ap, needs_store)")
+                    f"program (ISA semantics) differs from its value by {diff}, output shape "
+                    f"{t.shape}; each op whose values are known agrees alone: the values go "
+                    "wrong between ops (SBUF residency, skipped stores, reloads: "
+                    "LowerCtx.resident_ap, needs_store)")
 
 
 def _blame(ops, last: int, known, rtol, atol, chip) -> None:
