@@ -3,18 +3,16 @@
 An element-wise op whose operands differ in size (x + bias[D], x * scale[N, 1], scores +
 mask[1, 1, S, S], x * a 0-d tensor) streams its output as whole rows of L elements, L the
 longest period among its broadcast operands: rows over p partitions, k rows of each partition
-per chunk, in the chunk-major layout every operand of the op shares (LowerCtx.hbm_pieces:
-chunk j is [p, k * L] at element j * p * k * L, partition q at q * k * L past it). Whole rows
-put each broadcast operand at the same place in every partition and chunk, so a compiler's
-access patterns read it:
+per chunk, in the chunk-major layout every operand of the op shares (LowerCtx.hbm_pieces).
+Whole rows put each broadcast operand at the same place in every partition and chunk, so a
+compiler's access patterns read it:
 
 - a trailing-dims operand (bias, mask, 0-d: `ROW`, n elements repeating) is one DMA per op of
   its n elements onto every partition (partition stride 0), read by each chunk's instruction
-  as k * L / n repeats (a free-dim stride 0);
+  with a free-dim stride 0;
 - a leading-dims operand (a per-row scalar [N, 1]: `COL`, each element spread over n) is
-  loaded per chunk as [p, k * L / n], its own chunk-major slice, and read with each element
-  repeated n times (stride 0); a [p, 1] column goes to tensor_scalar as its per-partition
-  operand [ISA], the rest to tensor_tensor.
+  loaded per chunk as its own chunk-major slice and read with each element repeated n times
+  (stride 0); a [p, 1] column goes to tensor_scalar as its per-partition operand [ISA].
 
 Rows longer than a chunk holds (x[N, 4096] + bias: `LongRows`) go one per partition, in
 pieces, as a compiler tiles [rows, columns]. Other broadcasts (over a middle dim, a strided

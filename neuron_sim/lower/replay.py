@@ -3,46 +3,41 @@
 The eager backend lowers each op alone, then each fused group of up to 32 ops; the groups of a
 training step are windows over the same per-layer sequence, so most ops of a group meet the
 same situation they met alone or in an earlier group. What a rule emits is a function of that
-situation (`_context`):
-- the op: its name and arguments (floats by value, tensors by layout), which of its tensors
-  are the same tensor;
-- per tensor: whether it is resident in SBUF (and the resident tile's shape), whether a later
-  op reads it (`consumed_later`), whether it must be stored (`live`);
-- the context's repeat cap, LNC, chip, the matmul transpose counter's phase, and no TensorE
-  stationary loaded from one of the op's tensors (a stationary from any other tensor can never
-  match one the op loads).
-The resident bytes in use are not part of it either: an op reads them only to ask whether an
-output can still become resident (`LowerCtx._make_resident`), so a recording is kept with those
-questions and their answers (`_RECORDINGS[key]`: (headroom, recording) pairs) and serves every
-context that answers them alike (a fused window shifted by a few ops holds other
-intermediates, often with the same outcome). The DMA queue round-robin is not part of it: the
-k-th DMA of the op goes to queue (q0 + k) mod the queues, so the rows are replayed with their
-queues shifted (`stream` and `dma_engine0` move, nothing else: isa/dma/dma_copy.py's cost reads
-no other queue-dependent value).
+situation (`_context`): the op's name and arguments (floats by value, tensors by layout, and
+which of its tensors are the same tensor); per tensor, whether it is resident in SBUF (the
+tile's shape), read by a later op (`consumed_later`) or `live`; the context's repeat cap, LNC,
+chip and matmul transpose phase; no TensorE stationary loaded from one of the op's tensors.
+Two things are left out of the key:
+- the resident bytes in use: an op reads them only to ask whether an output can still become
+  resident (`LowerCtx._make_resident`), so a recording is kept with those questions and their
+  answers (`_RECORDINGS[key]`: (headroom, recording) pairs) and serves every context that
+  answers them alike (a fused window shifted by a few ops often has the same outcome);
+- the DMA queue round-robin: the k-th DMA of the op goes to queue (q0 + k) mod the queues, so
+  the rows are replayed with their queues shifted (isa/dma/dma_copy.py's cost reads no other
+  queue-dependent value).
 
-A recording keeps the rows (as the instruction records the builder made them of), their
-operand accesses with each tensor named by its role (the op's n-th tensor in HBM, its resident
-tile, or the k-th tile the op allocated), the op's allocations and frees in order, and what the
-op left in the context (resident outputs, repeats, counters). Replaying allocates and frees the
-same tiles through the builder's allocator (so SBUF peaks and capacity errors are the rule's),
-then appends the rows in one `ProgramBuilder.append_rows`: the program is array for array the
-one the rule builds. An op whose rule does something a recording cannot carry (explicit deps
-or semaphores, a caught capacity error, a builder flush, a tensor outside the op) is simply
-run every time. The optimizer rules (foreach, fused Adam) are never recorded: they tag tiles
-with `ctx.ops_done` and extend `live`.
+A recording keeps the rows, their operand accesses with each tensor named by its role (the
+op's n-th tensor in HBM, its resident tile, or the k-th tile the op allocated), the op's
+allocations and frees in order, and what the op left in the context. Replaying allocates and
+frees the same tiles through the builder's allocator (so SBUF peaks and capacity errors are the
+rule's), then appends the rows in one `ProgramBuilder.append_rows`: the program is array for
+array the one the rule builds. An op whose rule does something a recording cannot carry
+(explicit deps or semaphores, a caught capacity error, a builder flush, a tensor outside the
+op) runs its rule every time, as do the optimizer rules (they tag tiles with `ctx.ops_done`
+and extend `live`).
 
-Recording reads the builder's pending rows and state (ProgramBuilder's `_rids`, `_acc`,
-`_last_stationary`, `_next_queue`, allocators...), so a change there must keep
-tests/lower/test_replay.py passing: it compares whole programs built with and without replay."""
+Recording reads the builder's internals (`_rids`, `_acc`, `_last_stationary`, `_next_queue`,
+allocators...): tests/lower/test_replay.py compares whole programs built with and without
+replay."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import accumulate, chain
 
 import numpy as np
 
 from ..errors import CapacityError
-from ..isa.common import DmaCost
 from ..program.ap import AccessPattern, Memory, Tensor, _tensor_ids
 from . import context as _ctx
 from .spec import TensorSpec
@@ -303,9 +298,7 @@ class _Recording:
                 d = e.dma
                 if d is not None:
                     q = (d.queue + shift) % nq
-                    e = _Shifted(e, DmaCost(d.bytes, d.hbm_bytes, d.descriptors, d.engines,
-                                            q % epc, q, d.dge, d.direction, d.engine_ns,
-                                            d.hbm_ns, d.issue_ns))
+                    e = _Shifted(e, replace(d, engine0=q % epc, queue=q))
                 out.append(e)
             self._shifted[shift] = out
         return out

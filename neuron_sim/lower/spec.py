@@ -20,7 +20,7 @@ from ..program.ap import row_major
 DTYPE_ALIASES = {
     "float64": "float32", "double": "float32", "float": "float32", "int64": "int32",
     "long": "int32", "uint64": "uint32", "half": "float16", "complex64": "float32",
-    "complex128": "float32", "complex32": "float16", "uint16": "uint16",
+    "complex128": "float32", "complex32": "float16",
     "float8_e4m3fnuz": "float8_e4m3", "float8_e5m2fnuz": "float8_e5m2",
 }
 
@@ -151,10 +151,8 @@ def tensor_list(a) -> bool:
 
 @lru_cache(maxsize=None)      # a few hundred names; asked at every op of every program
 def normalize_name(name: str) -> str:
-    """'aten::add_.Tensor' / 'aten::add.out' / 'add.Tensor' -> 'aten::add.Tensor' style.
-
-    The rule table is keyed by base name (namespace::op without overload) in `registry`, so
-    this returns '<ns>::<op>' with any in-place underscore removed; the overload is dropped."""
+    """'aten::add_.Tensor' / 'aten::add.out' / 'add.Tensor' -> 'aten::add', the base name the
+    rule table (`registry`) is keyed by: the overload dropped, an in-place underscore removed."""
     if "::" not in name:
         name = "aten::" + name
     ns, rest = name.split("::", 1)
