@@ -87,7 +87,7 @@ def read_private(path: str, max_bytes: int) -> bytes | None:
         return None
     except OSError as e:
         raise UnsafeFile(f"{path}: cannot open without following links ({e.strerror})") from e
-    try:
+    with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeFile(f"{path} is not a regular file")
@@ -95,19 +95,10 @@ def read_private(path: str, max_bytes: int) -> bytes | None:
             raise UnsafeFile(f"{path} is owned by uid {st.st_uid}, not by this user")
         if st.st_size > max_bytes:
             raise UnsafeFile(f"{path} has {st.st_size} bytes; entries are at most {max_bytes}")
-        chunks, left = [], max_bytes + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > max_bytes:
-            raise UnsafeFile(f"{path} grew past {max_bytes} bytes while being read")
-        return data
-    finally:
-        os.close(fd)
+        data = f.read(max_bytes + 1)      # reads until EOF or one byte past the cap
+    if len(data) > max_bytes:
+        raise UnsafeFile(f"{path} grew past {max_bytes} bytes while being read")
+    return data
 
 
 def create_private(path: str, text: str) -> None:
