@@ -101,19 +101,16 @@ def _record_stream(self, stream):
 
 # ---- matmuls with an out_dtype (fp32 results of 16-bit inputs, as CUDA allows) --------------
 
-def _check_out_dtype(op, a, out_dtype):
-    if out_dtype != a.dtype and not (out_dtype == torch.float32
-                                     and a.dtype in (torch.float16, torch.bfloat16)):
-        raise RuntimeError(f"{op}: out_dtype must be the input dtype ({a.dtype}) or float32 for "
-                           f"float16/bfloat16 inputs, got {out_dtype}.")
-
-
 def _out_dtype(op, n):
     """The `.dtype` kernel of matmul `op` whose first `n` arguments are tensors: cast them to
     out_dtype (checked against the first matrix operand) and multiply."""
     def kernel(*args, **kwargs):
         tensors, out_dtype = args[:n], args[n]
-        _check_out_dtype(op, tensors[-2], out_dtype)
+        a = tensors[-2]
+        if out_dtype != a.dtype and not (out_dtype == torch.float32
+                                         and a.dtype in (torch.float16, torch.bfloat16)):
+            raise RuntimeError(f"{op}: out_dtype must be the input dtype ({a.dtype}) or float32 "
+                               f"for float16/bfloat16 inputs, got {out_dtype}.")
         return getattr(torch, op)(*(t.to(out_dtype) for t in tensors), **kwargs)
     return kernel
 
