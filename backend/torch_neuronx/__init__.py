@@ -20,6 +20,8 @@ import logging  # noqa: E402
 
 import torch
 
+from neuron_sim.hardware import list_instances  # noqa: F401  torch_neuronx.list_instances()
+
 from . import _C
 from . import settings
 from .instance import resolve as _resolve
@@ -62,11 +64,6 @@ def set_instance(name: str) -> None:
 
 def get_instance() -> str:
     return _visible().instance.name
-
-
-def list_instances() -> list[str]:
-    from neuron_sim.hardware import list_instances as names
-    return names()
 
 
 def _register() -> None:

@@ -41,8 +41,7 @@ def _lazy_init() -> None:
         model.warm_up_in_background()
 
 
-def init() -> None:
-    _lazy_init()
+init = _lazy_init
 
 
 def current_device() -> int:
