@@ -80,14 +80,6 @@ def _describe(t) -> str:
     return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)} on {t.device}"
 
 
-def _charging() -> bool:
-    """Whether this thread's device work is charged op by op (False while a compiled graph's
-    ops run: the graph is charged as one program)."""
-    previous = _C._set_charging(False)
-    _C._set_charging(previous)
-    return bool(previous)
-
-
 def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -161,7 +153,8 @@ class Collectives:
         return row + [clock] + dims + [-1] * (_MAX_DIMS - len(dims))
 
     def _check_group(self, op, inputs, outputs, reduce_op, peer):
-        clock = self._clock()
+        stream = torch.neuron.current_stream(self.device)
+        clock = int(_C._stream_clock_ns(self.device, stream.stream_id))
         mine = torch.tensor(self._fingerprint(op, inputs, outputs, reduce_op, peer, clock),
                             dtype=torch.int64)
         everyone = torch.empty(self.size * _FINGERPRINT, dtype=torch.int64)
@@ -211,10 +204,6 @@ class Collectives:
             text += f", root {peer}"
         return text
 
-    def _clock(self) -> int:
-        stream = torch.neuron.current_stream(self.device)
-        return int(_C._stream_clock_ns(self.device, stream.stream_id))
-
     def _charge(self, op, inputs, outputs, peer, clocks):
         model_op, side, _compared = _OPS[op]
         nbytes = _nbytes(inputs if side.startswith("in") else outputs) if side else 0
@@ -224,9 +213,12 @@ class Collectives:
         if model_op == "send_recv":     # no peer: the next rank's core
             cores = [cores[self.rank], cores[peer if peer >= 0 else (self.rank + 1) % self.size]]
         algorithm = None if self.algorithm == "auto" else self.algorithm
-        # Inside a compiled graph (its ops run uncharged) the collective is one of the graph's
-        # instructions: no stand-alone runtime launch (neuron_sim.collectives.estimate).
-        in_graph = not _charging()
+        # Inside a compiled graph (its ops run uncharged: the graph is charged as one program)
+        # the collective is one of the graph's instructions: no stand-alone runtime launch
+        # (neuron_sim.collectives.estimate).
+        charging = _C._set_charging(False)
+        _C._set_charging(charging)
+        in_graph = not charging
         try:
             est = estimate(model_op, nbytes, cores, self.fabric, algorithm, in_graph=in_graph)
         except ValueError:   # e.g. rdh on a group that is not a power of two
