@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .hardware.chips import CHIP_NAMES
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -122,11 +124,6 @@ def check_all(environ=None) -> list[str]:
     return errors
 
 
-def _chips() -> tuple:
-    from .hardware import list_chips
-    return tuple(list_chips())
-
-
 # Read by the device and by the torch-free Neuron tools (neuron-ls, neuron-top).
 declare(
     "device",
@@ -143,14 +140,10 @@ declare(
             "checking the kernels)."),
     Setting("NEURON_SIM_DEFAULT_CHIP", str, "trn2",
             "Chip used when a caller does not name one (roofline_ns, ProgramBuilder(), the "
-            "lowering API).", choices=_chips(), case_insensitive=True),
+            "lowering API).", choices=CHIP_NAMES, case_insensitive=True),
     Setting("NEURON_SIM_PROGRESS", str, "auto",
             "Progress bars on stderr (tqdm) for long host work: lowering a cold model, NKI "
             "simulations, calibration, benchmarks; auto shows them when stderr is a terminal, "
             "after 1 s.",
             choices=("auto", "on", "off"), case_insensitive=True),
 )
-
-
-def default_chip() -> str:
-    return get("NEURON_SIM_DEFAULT_CHIP")

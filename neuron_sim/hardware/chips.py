@@ -309,8 +309,8 @@ def get_chip(name: "str | Chip | None" = None) -> Chip:
     if isinstance(name, Chip):
         return name
     if not name:
-        from ..config import default_chip
-        name = default_chip()
+        from ..config import get
+        name = get("NEURON_SIM_DEFAULT_CHIP")
     key = str(name).lower()
     if key not in CHIP_NAMES:
         raise UnknownHardwareError("chip", name, list(CHIP_NAMES))
