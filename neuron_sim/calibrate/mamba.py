@@ -18,20 +18,12 @@ what is live at once, and so what spills, follows from it.
 
 v2 computes deltaU = delta * u inside the state loop although neither changes there; on Trn1 it
 runs once per channel tile (nki/reuse.py, the assumption `reuse_loop_invariant`), which keeps one
-[128, seq] tile fewer live per state: v2 at seq 7168 and 8192 went from +34% and +42% (spilling
-3 tile transfers per tile and state) to -6% and +16%, VectorE from 10N to 8.1N cycles per element
-and state (published 8.4N). v3's deltaU depends on the sequence tile and stays in the loop
-except at seq 512, a single tile (v3 at 512: 1.75 -> 1.32 ms, published 1.6).
-Variants measured before and not kept, v2 at 4K channels in ms without the reuse (published
-7168: 41.3, 8192: 52.2; "x16": 2 channel tiles scaled):
-  - VectorE charged at the PSUM rate for the broadcast operands, SBUF copies kept (x16):
-    6144 27.7, 7168 49.1, 8192 70.6 (spill-bound: DMA 90% active).
-  - spill DMAs free on the HBM share, a bound (x16): 7168 45.4, 8192 62.0.
-  - step 6 on GpSimd: 512 1.46 (-9%), 1024 3.84 (-13%), 2048 7.71 (-13%), 6144 27.4, 7168
-    51.6, 8192 73.9.
-  - spill victims by fewest DMA bytes, reloads placed where a first plan leaves room, the
-    broadcasts read from PSUM bank by bank, delta and u spilled first, partial-tile spills: none
-    below 42 ms at 7168 and 62 ms at 8192 without losing the shorter sequences."""
+[128, seq] tile fewer live per state: without it v2 spilled 3 tile transfers per tile and state
+(+34% and +42% at seq 7168 and 8192), with it VectorE takes 8.1N cycles per element and state
+(published 8.4N). v3's deltaU depends on the sequence tile and stays in the loop except at seq
+512, a single tile. Other choices were measured against the published v2 times and fit worse:
+VectorE at the PSUM rate for the broadcast operands, step 6 on GpSimd, spill victims by fewest
+DMA bytes, reloads placed where a first plan leaves room, delta and u spilled first."""
 
 from __future__ import annotations
 
