@@ -134,25 +134,11 @@ def _blocks(n_bh, nq, causal):
     """(bh, [query tiles]) blocks of two query tiles whose kv loops are interleaved (so the
     engines overlap one tile's softmax with the other's matmuls, as a compiler schedules them);
     causal tiles paired i with nq-1-i, so every block has the same work."""
-    out = []
-    for bh in range(n_bh):
-        if causal and nq > 1:
-            for i in range(nq // 2):
-                out.append((bh, (i, nq - 1 - i)))
-            if nq % 2:
-                out.append((bh, (nq // 2,)))
-        else:
-            out.extend((bh, tuple(range(i, min(i + 2, nq)))) for i in range(0, nq, 2))
-    return out
-
-
-def _items(blocks, n):
-    """The query tiles of the first n blocks as (tile number, bh, tile index)."""
-    out = []
-    for j in range(n):
-        bh, tiles = blocks[j]
-        out.extend((len(out), bh, i) for i in tiles)
-    return out
+    if causal and nq > 1:
+        pairs = [(i, nq - 1 - i) for i in range(nq // 2)] + [(nq // 2,)] * (nq % 2)
+    else:
+        pairs = [tuple(range(i, min(i + 2, nq))) for i in range(0, nq, 2)]
+    return [(bh, tiles) for bh in range(n_bh) for tiles in pairs]
 
 
 def _lanes(items, steps, lanes=2):
@@ -270,8 +256,10 @@ def _plan(ctx, op):
     per_block = 2 * ceil(k.shape[-2] / KT) * 30
     n = ctx.repeat(len(blocks), cap=max(4, 1800 // per_block))
     mm_dtype = q.dtype if q.dtype in ("bfloat16", "float16") else "float32"
-    return (q, k, v, causal, mask, float(scale) if scale else D ** -0.5, _items(blocks, n),
-            mm_dtype)
+    # the query tiles of the first n blocks as (tile number, bh, tile index)
+    items = [(t, bh, i) for t, (bh, i) in enumerate(
+        (bh, i) for bh, tiles in blocks[:n] for i in tiles)]
+    return q, k, v, causal, mask, float(scale) if scale else D ** -0.5, items, mm_dtype
 
 
 def _mask_add(ctx, s_sb, mask, bh, heads, q0, qn, k0, kn, slot):
@@ -335,9 +323,10 @@ def sdpa_forward(ctx, op):
         q0 = i * QT
         qn = min(QT, S_q - q0)
         qT = [_km(ctx, q, bq, d0, q0, qn, dt, f"qT{d0}", 2 * j + idx) for d0 in range(0, D, NP)]
-        m = _buf(ctx, "m", (qn, 1), "float32", 2 * (j % 2) + idx)
-        l = _buf(ctx, "l", (qn, 1), "float32", 2 * (j % 2) + idx)  # noqa: E741
-        acc = _buf(ctx, "acc", (qn, Ev), "float32", 2 * (j % 2) + idx)
+        sl = 2 * (j % 2) + idx
+        m = _buf(ctx, "m", (qn, 1), "float32", sl)
+        l = _buf(ctx, "l", (qn, 1), "float32", sl)  # noqa: E741
+        acc = _buf(ctx, "acc", (qn, Ev), "float32", sl)
         b.memset(m, -3.0e38)
         b.memset(l, 0.0)
         b.memset(acc, 0.0)
@@ -374,13 +363,13 @@ def sdpa_forward(ctx, op):
             return partial(pv, t, k0, kn, p, corr)
 
         yield from _kv_steps(kv_end, KT, idx, step)
-        rl = _buf(ctx, "rl", (qn, 1), "float32", 2 * (j % 2) + idx)
+        rl = _buf(ctx, "rl", (qn, 1), "float32", sl)
         b.activation(rl, l, "reciprocal")
-        o = _buf(ctx, "o", (qn, Ev), out.dtype, 2 * (j % 2) + idx)
+        o = _buf(ctx, "o", (qn, Ev), out.dtype, sl)
         b.tensor_tensor(o, acc, rl, "multiply")
         b.dma_copy(_head_rows(ctx, out, _head_base(out, bh, H), q0, qn, Ev), o)
         if lse is not None and lse.numel >= B * H * S_q:
-            lt = _buf(ctx, "lse", (qn, 1), "float32", 2 * (j % 2) + idx)
+            lt = _buf(ctx, "lse", (qn, 1), "float32", sl)
             b.activation(lt, l, "log")
             b.tensor_scalar(m, m, "multiply", scale if mask is None else 1.0, engine="gpsimd")
             b.tensor_tensor(lt, lt, m, "add")

@@ -94,9 +94,7 @@ class _Channels:
         "aten::_batch_norm_with_update", "aten::_native_batch_norm_legit_functional",
         "aten::_batch_norm_no_update")
 def batch_norm(ctx, op):
-    """Channels on partitions, each a row of its N x spatial elements, read from the NCHW
-    tensor by DMA access patterns (partition stride HW, runs of HW at stride C x HW).
-    Training: bn_stats per chunk and bn_aggr per channel give the batch mean and (biased)
+    """Training: bn_stats per chunk and bn_aggr per channel give the batch mean and (biased)
     variance, saved as mean and invstd; the running statistics are updated in place,
     (1 - momentum) * running + momentum * batch (the variance unbiased: x N HW / (N HW - 1)),
     on VectorE over [C, 1]. Evaluation: the running statistics normalise. Either way the
@@ -249,12 +247,9 @@ def batch_norm_backward(ctx, op):
 
 @lowers("aten::native_group_norm_backward")
 def channel_norm_backward(ctx, op):
-    """grad_in = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row:
-    ScalarE (scale and bias per partition are free): xhat = x*rstd - mean*rstd, the row sum of
-    g*w (accumulated for free), xhat*(-s2/C) - s1/C, and the final scaling by rstd;
-    VectorE: g*xhat, g*w, (g*xhat)*w with its row sum, and one add.
-    grad_weight = sum_rows(g * xhat) and grad_bias = sum_rows(g) are column sums over the
-    partitions: TensorE matmuls against a ones vector, accumulated in PSUM across blocks."""
+    """layer_norm_backward's formula per row of a group: ScalarE xhat, the row sum of g*w (free),
+    xhat*(-s2/C) - s1/C and the scaling by rstd; VectorE g*xhat, g*w, (g*xhat)*w with its row
+    sum and one add; grad_weight and grad_bias as column sums on TensorE, in PSUM."""
     g, x = op.inputs[0], op.inputs[1]
     outs = [o for o in op.outputs if o is not None and o.numel > 0]
     gi = outs[0] if outs else x

@@ -37,10 +37,9 @@ def scalar_operand(op) -> float:
     return 1.0
 
 
-def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0, reverse=False, bcast=False):
+def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0, reverse=False):
     """Emit the chunk's instructions; the last one writes `dst`; `scalar`: the immediate of
-    tensor_scalar steps (`reverse`: they compute scalar <op> x); `bcast`: srcs may hold
-    broadcast patterns (broadcast.Plan.load)."""
+    tensor_scalar steps (`reverse`: they compute scalar <op> x)."""
     b = ctx.b
     cur, rest = srcs[0] if srcs else None, list(srcs[1:])
     for i, (kind, arg) in enumerate(recipe):
@@ -48,11 +47,8 @@ def run_recipe(ctx, recipe, srcs, dst, p, f, j, scalar=1.0, reverse=False, bcast
         out = dst if last else ctx.tmp(f"tmp{i}", (p, f), "float32", j)
         if kind == ACT:
             b.activation(out, cur, arg)
-        elif kind == TT and rest:
-            if bcast:
-                tensor_tensor(b, out, cur, rest.pop(0), arg)
-            else:
-                b.tensor_tensor(out, cur, rest.pop(0), arg)
+        elif kind == TT and rest:       # srcs may hold broadcast patterns (Plan.load)
+            tensor_tensor(b, out, cur, rest.pop(0), arg)
         elif kind in (TT, TS):
             b.tensor_scalar(out, cur, arg, scalar, reverse0=reverse)
         elif kind == COPY:
@@ -91,7 +87,7 @@ def elementwise(ctx, op, recipe, n_inputs, reverse=False):
     def body(srcs, dsts, p, f, j):
         if not srcs:
             srcs = [dsts[0]]
-        run_recipe(ctx, recipe, srcs, dsts[0], p, f, j, scalar, reverse or first, how is not None)
+        run_recipe(ctx, recipe, srcs, dsts[0], p, f, j, scalar, reverse or first)
     ctx.stream(out, ins, body, plan=how)
 
 

@@ -22,6 +22,7 @@ from ...numerics.formats import FP8, itemsize
 from ...program.ap import AccessPattern, Memory, as_ap
 from ..registry import LoweringError, lowers
 from ..spec import TensorSpec
+from .elementwise import stt
 
 
 class _Mat:
@@ -111,24 +112,21 @@ def _b_panel(chip, K, N, dtype, rows):
     return min(N, max(1, min(ceil(N / NT), budget // max(kt_n * NT * rows * isz, 1))) * NT)
 
 
-def _evacuate(b, o, acc, bias, alpha, beta, odd):
+def _evacuate(ctx, o, acc, bias, alpha, beta, odd):
     """o = beta * bias + alpha * acc out of PSUM (bias None: acc, VectorE and ScalarE taking
     turns by `odd`); the bias added by VectorE in the same pass, a scale through
     scalar_tensor_tensor (tensor_tensor's cost: one operand in PSUM). alpha and beta both
     other than 1 are charged alike but apply alpha only (semantics.why_unchecked)."""
     if bias is None:
-        (b.activation if odd else b.tensor_copy)(o, acc)
+        (ctx.b.activation if odd else ctx.b.tensor_copy)(o, acc)
     elif alpha == beta == 1:
-        b.tensor_tensor(o, acc, bias, "add")
+        ctx.b.tensor_tensor(o, acc, bias, "add")
     elif beta == 0:         # the bias is ignored, NaN too (torch.addmm)
-        b.instruction("scalar_tensor_tensor", dst=o, data=acc, op0="multiply",
-                      operand0=alpha, op1="bypass", operand1=bias)
+        stt(ctx, o, acc, "multiply", alpha, "bypass", bias)
     elif alpha == 1:
-        b.instruction("scalar_tensor_tensor", dst=o, data=bias, op0="multiply",
-                      operand0=beta, op1="add", operand1=acc)
+        stt(ctx, o, bias, "multiply", beta, "add", acc)
     else:
-        b.instruction("scalar_tensor_tensor", dst=o, data=acc, op0="multiply",
-                      operand0=alpha, op1="add", operand1=bias)
+        stt(ctx, o, acc, "multiply", alpha, "add", bias)
 
 
 def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSpec = None,
@@ -224,14 +222,12 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
             if coalesce else None
         # the moving operands of each N tile, made once per block (every M tile reads them)
         bts = [as_ap(b_tiles[kk]) for kk in range(kt_n)]
-        mvs = [[AccessPattern(bt.tensor, bt.p_start, bt.p_size, bt.offset + j * NT * rows,
-                              ((min(NT, bn - j * NT) * rows, 1),)) for bt in bts]
+        ats = [as_ap(a_tiles[kk]) for kk in range(kt_n)]
+        mvs = [[ctx.cols(bt, bt.p_size, j * NT * rows, min(NT, bn - j * NT) * rows) for bt in bts]
                for j in range(ceil(bn / NT))]
         for t in range(mcount):
             ms = min(MT, mcols - t * MT)
-            sts = [AccessPattern(at.tensor, at.p_start, at.p_size, at.offset + t * MT * rows,
-                                 ((ms * rows, 1),))
-                   for at in (as_ap(a_tiles[kk]) for kk in range(kt_n))]
+            sts = [ctx.cols(at, at.p_size, t * MT * rows, ms * rows) for at in ats]
             for j in range(ceil(bn / NT)):
                 ns = min(NT, bn - j * NT)
                 acc = ctx.tile("acc", (ms, ns), "float32", ot, Memory.PSUM)
@@ -241,7 +237,7 @@ def gemm(ctx, batch, M, K, N, a: _Mat, bm: _Mat, out: TensorSpec, bias: TensorSp
                 o = oblk[0:ms, t * bn + j * NT:t * bn + j * NT + ns] if coalesce \
                     else ctx.tile(f"o{g}", (ms, ns), out_dt, ot)
                 bias_ap = None if bias_tile is None else bias_tile[0:ms, j * NT:j * NT + ns]
-                _evacuate(b, o, acc, bias_ap, alpha, beta, ot % 2)
+                _evacuate(ctx, o, acc, bias_ap, alpha, beta, ot % 2)
                 ot += 1
                 if store and not coalesce:
                     b.dma_copy(_tile_major(ctx, out, oh, bi, M, N, m0 + t * MT, ms,
@@ -336,18 +332,14 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
         for kk in range(ci * kc, min(kt_n, (ci + 1) * kc)):
             bb, k0, kp = ktiles[kk]
             a.base, bm.base = (bi + bb) * a_bs, (bi + bb) * b_bs
-            at = _load_k_major(ctx, a, False, k0, kp, m0, mcols * rows, dtype,
-                               f"Ak{kk - ci * kc}", u)
-            bt = _load_k_major(ctx, bm, True, k0, kp, n0, ncols * rows, dtype,
-                               f"Bk{kk - ci * kc}", u)
-            at = as_ap(at)
-            bt = as_ap(bt)
+            at = as_ap(_load_k_major(ctx, a, False, k0, kp, m0, mcols * rows, dtype,
+                                     f"Ak{kk - ci * kc}", u))
+            bt = as_ap(_load_k_major(ctx, bm, True, k0, kp, n0, ncols * rows, dtype,
+                                     f"Bk{kk - ci * kc}", u))
             for (t, j), acc in accs.items():
                 ms, ns = acc.shape
-                st = AccessPattern(at.tensor, at.p_start, at.p_size, at.offset + t * MT * rows,
-                                   ((ms * rows, 1),))
-                mv = AccessPattern(bt.tensor, bt.p_start, bt.p_size, bt.offset + j * NT * rows,
-                                   ((ns * rows, 1),))
+                st = ctx.cols(at, at.p_size, t * MT * rows, ms * rows)
+                mv = ctx.cols(bt, bt.p_size, j * NT * rows, ns * rows)
                 b.nc_matmul(acc, st, mv, accumulate=kk > 0,
                             perf_mode="double_row" if double else None)
         if ci == chunks - 1:
@@ -358,7 +350,7 @@ def _gemm_kblocked(ctx, batch, M, K, N, a, bm, out, bias, dtype, rows, a_bs, b_b
                 o = ctx.tile("ko", (ms, ns), out.dtype, t * 2 + j)
                 c0 = (n0 if bias_whole else 0) + j * NT
                 bias_ap = None if bias_tile is None else bias_tile[0:ms, c0:c0 + ns]
-                _evacuate(b, o, acc, bias_ap, alpha, beta, (t + j) % 2)
+                _evacuate(ctx, o, acc, bias_ap, alpha, beta, (t + j) % 2)
                 if store:
                     b.dma_copy(_tile_major(ctx, out, oh, bi, M, N, m0 + t * MT, ms,
                                            n0 + j * NT, ns), o)

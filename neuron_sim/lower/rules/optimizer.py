@@ -214,10 +214,8 @@ def _sgd_body(ctx, op, p, momentum_buffers: bool):
             if nesterov:
                 d = ctx.tmp("sgd1", (pp, f), "float32", j)
                 stt(ctx, d, buf, "multiply", float(momentum), "add", ge)
-        if isinstance(nlr, (int, float)):
-            stt(ctx, dsts[0], d, "multiply", nlr, "add", prm)
-        else:
-            stt(ctx, dsts[0], d, "multiply", nlr[0:pp, 0:1], "add", prm)
+        stt(ctx, dsts[0], d, "multiply", nlr if isinstance(nlr, float) else nlr[0:pp, 0:1], "add",
+            prm)
     return body
 
 
