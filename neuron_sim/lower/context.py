@@ -103,6 +103,7 @@ class LowerCtx:
         self._resident_bytes = 0
         self._pool: dict = {}
         self._outgrown: list = []             # pool tiles replaced by a larger one this op
+        self._stored_now: set = set()         # resident copies in_hbm stored this op
         self._seq = 0
         self.ops_done = 0                     # ops lowered so far: a stable per-op tag
         self.result = None                    # the simulated program, once api._measure ran
@@ -122,6 +123,19 @@ class LowerCtx:
             h = self._hbm[k] = self.b.hbm(f"hbm{len(self._hbm)}", (hbm_elems(t, self.P),),
                                           t.dtype)
         return h
+
+    def in_hbm(self, t: TensorSpec) -> Tensor:
+        """t's HBM tensor for a read: a resident t whose copy cannot serve the reader's plan in
+        place and whose store needs_store skipped is stored first, its flat plan's part (once
+        per op; the dependency tracker orders the read after it), so the program never reads
+        an HBM tensor nothing wrote."""
+        r = self._resident.get(self.key(t)) if self._resident else None
+        if r is not None and self.key(t) not in self._stored_now and not self.needs_store(t):
+            self._stored_now.add(self.key(t))
+            p, cols = self.flat_shape(t)
+            self.b.dma_copy(AccessPattern(self.hbm(t), 0, p, 0, ((cols, 1),), cols),
+                            r[0:p, 0:cols])
+        return self.hbm(t)
 
     def flat_shape(self, t_or_numel) -> tuple:
         return flat_shape(t_or_numel.numel if isinstance(t_or_numel, TensorSpec) else t_or_numel,
@@ -180,6 +194,7 @@ class LowerCtx:
             self.b.free(t)
         self._pool.clear()
         self._outgrown.clear()
+        self._stored_now.clear()
         self.ops_done += 1
 
     def free_dead(self, index: int):
@@ -243,11 +258,13 @@ class LowerCtx:
 
     def resident_ap(self, t: TensorSpec, p: int, off: int, f: int):
         """[p, f] of t's resident SBUF copy at free offset off; None when t is not resident or
-        its resident layout cannot serve that shape. The caller then reads HBM, where a store
-        needs_store skipped was never made (a known gap: the timed program lacks that store,
-        and semantics.run_lowered_sequence raises for it)."""
+        its resident layout cannot serve that shape: the caller then reads HBM, where `in_hbm`
+        stores it first."""
         r = self._resident.get(self.key(t))
-        if r is None or p > r.shape[0] or f > r.shape[1]:
+        if r is None:
+            return None
+        if p > r.shape[0] or f > r.shape[1]:
+            self.in_hbm(t)
             return None
         off = min(off, r.shape[1] - f)
         return r[0:p, off:off + f]
@@ -277,7 +294,7 @@ class LowerCtx:
         tile = self._pool.get(k)
         if tile is None:
             tile = self._pool[k] = self.b.sbuf(f"b{len(self._pool)}", (p, n), t.dtype)
-            self.b.dma_copy(tile, AccessPattern(self.hbm(t), 0, p, at, ((n, 1),), 0))
+            self.b.dma_copy(tile, AccessPattern(self.in_hbm(t), 0, p, at, ((n, 1),), 0))
         return tile
 
     def load_chunk(self, t: TensorSpec, p: int, j: int, f: int, role="in", off=None,
@@ -305,6 +322,16 @@ class LowerCtx:
         return self.tile(role, (p, f), t.dtype, j)
 
     def _make_resident(self, t, p, cols):
+        """t's resident copy, [p, cols] from its writer's plan, made large enough for the other
+        plan too (flat or row: [128, 48] and [64, 96] for 64 rows of 96; a vector has no rows):
+        element-wise ops are indifferent to the layout, so a compiler writes the intermediate
+        in its reader's, and the reader reads it in place (add -> layer_norm over 64 rows, or
+        back)."""
+        p, cols = (max(a, b) for a, b in zip((p, cols), self.flat_shape(t)))
+        if t.ndim > 1:
+            c = max(t.shape[-1], 1)
+            rows_p, per_part = flat_shape(t.numel // c, self.P)
+            p, cols = max(p, rows_p), max(cols, per_part * c)
         nbytes = cols * itemsize(t.dtype)
         budget = min(self.chip.resident_sbuf_bytes_per_partition,
                      self.chip.sbuf_usable_bytes_per_partition

@@ -475,14 +475,17 @@ class _Outputs(dict):
 
 
 class _CheckedCtx(LowerCtx):
-    """LowerCtx that tells how each resident intermediate is read. A read of exactly a block
-    its writer wrote (`load`, `load_rows`: chunk by chunk in the chunk-major layout) is that
-    block's values; any other read (another chunk width or partition count, a matmul operand
-    read K-major) takes the tile's bytes in a layout the writer did not write: the timing of
-    a compiler that writes the intermediate in its reader's layout, not the values
-    (`other_layout`). A read the resident copy cannot serve goes to HBM, where `needs_store`
-    may have skipped the store (`unstored`: missing from the timed program). `via_hbm` keys
-    are stored and read from HBM instead, so every op runs on its operands' values."""
+    """LowerCtx that tells how each resident intermediate is read. The element-wise and row
+    plans write and read SBUF chunk by chunk in the chunk-major layout ([p, f] at free offset
+    `off` holds elements off*p + i*f + c): a read of exactly a block its writer wrote (`load`,
+    `load_rows`) is that block's values; any other read (another chunk width or partition
+    count, a matmul operand read K-major) takes the tile's bytes in a layout the writer did
+    not write: the timing of a compiler that writes the intermediate in its reader's layout,
+    not the values (`other_layout`). A read that the resident copy cannot serve in place goes
+    to HBM after `LowerCtx.in_hbm` stores the copy's flat-plan part: its values when the writer
+    wrote that as one block, else `other_layout` too. `via_hbm` keys are read from HBM
+    instead (stored whatever `live` says), so the checked program runs every op on its
+    operands' values."""
 
     def __init__(self, *args, via_hbm=frozenset(), **kw):
         super().__init__(*args, **kw)
@@ -490,7 +493,6 @@ class _CheckedCtx(LowerCtx):
         self.op_index = 0
         self.blocks = {}            # key -> the (p, off, f) blocks written into its SBUF copy
         self.other_layout = {}      # key -> (tensor, the first op reading it in another layout)
-        self.unstored = {}          # key -> (tensor, the first op reading it from HBM unstored)
         self._mode = None           # "chunks" inside load / load_rows, "write" in out_tile
 
     def _in(self, mode, method, *args, **kw):
@@ -519,11 +521,17 @@ class _CheckedCtx(LowerCtx):
         if k in self.via_hbm:
             return None
         ap = super().resident_ap(t, p, off, f)
-        if ap is None and not LowerCtx.needs_store(self, t):
-            self.unstored.setdefault(k, (t, self.op_index))
-        elif ap is not None and not (self._mode == "chunks" and (p, off, f) in self.blocks[k]):
+        if ap is not None and not (self._mode == "chunks" and (p, off, f) in self.blocks[k]):
             self.other_layout.setdefault(k, (t, self.op_index))
         return ap
+
+    def in_hbm(self, t):
+        k = self.key(t)
+        p, cols = self.flat_shape(t)
+        if k in self._resident and not self.needs_store(t) \
+                and self.blocks.get(k) != {(p, 0, cols)}:
+            self.other_layout.setdefault(k, (t, self.op_index))
+        return super().in_hbm(t)
 
     def needs_store(self, t):
         return super().needs_store(t) or self.key(t) in self.via_hbm
@@ -573,13 +581,6 @@ def run_lowered_sequence(ops, inputs, chip=None, live_outputs=None, read_inputs=
             ctx.free_dead(i)
         return ctx
     ctx = build(frozenset())
-    if ctx.unstored:
-        t, i = next(iter(ctx.unstored.values()))
-        raise RuntimeError(
-            f"{ops[i].name} (op {i} of a sequence of {len(ops)}: "
-            f"{', '.join(o.name for o in ops)}) reads tensor {t.id} {t.shape} from HBM, where "
-            "the timed program never stores it: it stays resident in SBUF in a layout this op "
-            "cannot read (LowerCtx.resident_ap gives None) and needs_store skipped its store")
     other = {t.id: ops[i].name for t, i in ctx.other_layout.values()}
     if other:            # built again with those read from HBM (_CheckedCtx)
         ctx = build(frozenset(ctx.other_layout))

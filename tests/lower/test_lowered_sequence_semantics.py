@@ -8,9 +8,12 @@ import functools
 import numpy as np
 import pytest
 
+from neuron_sim.hardware import get_chip
 from neuron_sim.lower import OpSpec, TensorSpec
+from neuron_sim.lower.api import sequence_ctx
 from neuron_sim.lower.context import LowerCtx
-from neuron_sim.lower.registry import RULES
+from neuron_sim.lower.registry import RULES, rule_for
+from neuron_sim.lower.replay import lower_into
 from neuron_sim.lower.semantics import (Uncheckable, check_lowered_sequence,
                                         run_lowered_sequence)
 
@@ -109,18 +112,48 @@ def test_a_view_of_an_intermediate_is_refused():
         run_lowered_sequence(ops, ins)
 
 
-def test_an_unstored_intermediate_read_from_hbm_raises():
-    """Rows whose row plan ([64 partitions, 96]) is not the producer's flat plan ([128, 48]):
-    layer_norm cannot read the resident sum and reads HBM, where it was never stored."""
-    x, y = T((64, D), "x"), T((64, D), "y")
-    ops = [OpSpec("aten::add.Tensor", (x, y), (T((64, D), "r"),)),
-           OpSpec("aten::native_layer_norm", (T((64, D), "r"), [D], T((D,), "g"), None, 1e-5),
-                  (T((64, D), "n"), T((64, 1), "mean"), T((64, 1), "rstd")))]
-    ins = {k: np.ones(s, np.float32) for k, s in (("x", (64, D)), ("y", (64, D)), ("g", D))}
-    with pytest.raises(RuntimeError, match=r"aten::native_layer_norm \(op 1 .* reads tensor r "
-                                           r"\(64, 96\) from HBM, where the timed program never"):
-        run_lowered_sequence(ops, ins, live_outputs={"n"})
-    run_lowered_sequence(ops, ins)          # every output stored: no such read
+def _add_layer_norm(rows, C=D):
+    """add -> layer_norm over `rows` rows of C: the sum's flat plan ([128, rows * C / 128]) is
+    not layer_norm's row plan ([rows, C] for fewer than 128 rows)."""
+    x, y = T((rows, C), "x"), T((rows, C), "y")
+    return [OpSpec("aten::add.Tensor", (x, y), (T((rows, C), "r"),)),
+            OpSpec("aten::native_layer_norm", (T((rows, C), "r"), [C], T((C,), "g"), None,
+                                               1e-5),
+                   (T((rows, C), "n"), T((rows, 1), "mean"), T((rows, 1), "rstd")))]
+
+
+@pytest.mark.parametrize("rows, C", [(64, D), (100, D), (200, D), (3, 7), (50, 300)])
+@pytest.mark.parametrize("live", [None, {"n"}])
+def test_an_intermediate_read_in_another_plan_computes_the_sequence(rows, C, live):
+    """The sum stays resident in a copy large enough for both plans and layer_norm reads it in
+    place (LowerCtx._make_resident: a compiler writes it in its reader's layout): no HBM read of
+    a tensor nothing stored. The program computes what torch does."""
+    rng = np.random.default_rng(2)
+    ins = {k: rng.standard_normal(s).astype(np.float32)
+           for k, s in (("x", (rows, C)), ("y", (rows, C)), ("g", C))}
+    t = {k: torch.tensor(v) for k, v in ins.items()}
+    r = t["x"] + t["y"]
+    n, mean, rstd = torch.native_layer_norm(r, [C], t["g"], None, 1e-5)
+    want = {"r": r, "n": n, "mean": mean, "rstd": rstd}
+    check_lowered_sequence(_add_layer_norm(rows, C), ins,
+                           {k: v.numpy() for k, v in want.items()}, live_outputs=live)
+
+
+def test_a_resident_intermediate_read_from_hbm_is_stored_first():
+    """A reader whose plan the resident copy cannot serve reads HBM after LowerCtx.in_hbm
+    stored the copy (once), so its load depends on that store."""
+    ops = _add_layer_norm(64)
+    ctx = sequence_ctx(ops, get_chip(None), 1, {("id", "n")}, keep_operands=True)
+    lower_into(ctx, rule_for(ops[0].name), ops[0])
+    r = ctx._resident[("id", "r")]
+    ctx._resident[("id", "r")] = r.view((r.shape[0], r.shape[1] // 2))   # too small for [64, 96]
+    lower_into(ctx, rule_for(ops[1].name), ops[1])
+    prog = ctx.b.build()
+    h = ctx._hbm[("id", "r")]
+    stores = [i for i, e in enumerate(prog.emits) if any(a.tensor is h for a in e.writes)]
+    loads = [i for i, e in enumerate(prog.emits) if any(a.tensor is h for a in e.reads)]
+    assert len(stores) == 1 and loads
+    assert all(stores[0] in prog.deps_of(i) for i in loads)
 
 
 def test_in_place_and_foreach_sequences():

@@ -47,9 +47,13 @@ def _load_k_major(ctx, m: _Mat, k_is_rows: bool, k0, kt, o0, on, dtype, role, sl
     b = ctx.b
     h = ctx.hbm(m.spec)
     k_stride, o_stride = (m.rs, m.cs) if k_is_rows else (m.cs, m.rs)
-    ap = ctx.resident_ap(m.spec, kt, o0, on)
+    # a resident operand is read as written K-major ([P, K / P * other] per batch): the K
+    # tile's and the batch's own columns
+    other = m.cols if k_is_rows else m.rows
+    ap = ctx.resident_ap(m.spec, kt, o0 + (m.base + k0 * other) // ctx.P, on)
     if ap is not None and ap.dtype == dtype:
         return ap
+    ctx.in_hbm(m.spec)              # (a resident copy it cannot read in place: stored first)
     tile = ctx.tile(role, (kt, on), dtype, slot)
     if o_stride == 1 or on == 1:      # natural: each K row is contiguous along the other dim
         # implicit GEMM (reuse > 1): the patch matrix is built from shifted views of input rows

@@ -1,0 +1,29 @@
+"""lower_sequence's resident intermediates as the timed program uses them: a matmul reads each K
+tile of a resident operand from its own columns."""
+
+from neuron_sim.hardware import get_chip
+from neuron_sim.lower import OpSpec, TensorSpec
+from neuron_sim.lower.api import sequence_ctx
+from neuron_sim.lower.registry import rule_for
+from neuron_sim.lower.replay import lower_into
+
+
+def T(shape, id):
+    return TensorSpec(shape, "float32", id=id)
+
+
+def test_each_k_tile_of_a_resident_operand_is_read_from_its_own_columns():
+    """gelu's [256, 64] output, resident, is mm's B operand: K = 256 is two K tiles, which read
+    two column ranges of the resident copy (not both the first)."""
+    ops = [OpSpec("aten::gelu", (T((256, 64), "b"),), (T((256, 64), "a"),)),
+           OpSpec("aten::mm", (T((64, 256), "x"), T((256, 64), "a")), (T((64, 64), "y"),))]
+    ctx = sequence_ctx(ops, get_chip(None), 1, {("id", "y")}, keep_operands=True)
+    for i, op in enumerate(ops):
+        lower_into(ctx, rule_for(op.name), op)
+        if i == 0:
+            res = ctx._resident[("id", "a")]
+    prog = ctx.b.build()
+    reads = {a.offset for e in prog.emits if e.name == "nc_matmul" for a in e.reads
+             if a.tensor is res}
+    assert len(reads) == 2, reads
+
