@@ -277,9 +277,11 @@ def _program(fused, chip, lnc, live):
     ctx = sequence_ctx(fused, chip, lnc, live)
     later = ctx.consumed_later
     stored = {}             # key -> TensorSpec: outputs of ops that emitted instructions
+    kept = set()            # keys that stayed resident (free_dead releases them all by the end)
     try:
         for i, o in enumerate(fused):
             rows = lower_into(ctx, rule_for(o.name), o)
+            kept.update(ctx._resident)
             ctx.free_dead(i)
             if rows:                # a view emits nothing: its consumers read its base
                 stored.update((LowerCtx.key(t), t) for t in o.outputs)
@@ -289,7 +291,7 @@ def _program(fused, chip, lnc, live):
     tot, eng, hbm, flops, n = _measure(ctx)
     cores = cores_of_work(ctx._blocks, ctx.lnc)
     truncated = any(r > e for r, e in ctx.repeats)
-    spilled = {k: t for k, t in stored.items() if k in later and k not in ctx._resident
+    spilled = {k: t for k, t in stored.items() if k in later and k not in kept
                and (live is None or k not in live)}
     return (tot, eng, hbm * cores, flops * cores, n, truncated,
             ctx.b.sbuf_peak_bytes_per_partition, spilled)

@@ -1,8 +1,8 @@
 """lower_sequence's resident intermediates as the timed program uses them: a matmul reads each K
-tile of a resident operand from its own columns."""
+tile of a resident operand from its own columns, and a resident intermediate is no spill."""
 
 from neuron_sim.hardware import get_chip
-from neuron_sim.lower import OpSpec, TensorSpec
+from neuron_sim.lower import OpSpec, TensorSpec, lower_sequence
 from neuron_sim.lower.api import sequence_ctx
 from neuron_sim.lower.registry import rule_for
 from neuron_sim.lower.replay import lower_into
@@ -27,3 +27,10 @@ def test_each_k_tile_of_a_resident_operand_is_read_from_its_own_columns():
              if a.tensor is res}
     assert len(reads) == 2, reads
 
+
+def test_a_resident_intermediate_is_not_counted_as_spilled():
+    s = (128, 1024)
+    ops = [OpSpec("aten::exp", (T(s, "x"),), (T(s, "e"),)),
+           OpSpec("aten::add.Tensor", (T(s, "e"), T(s, "x")), (T(s, "y"),))]
+    t = lower_sequence(ops, live_outputs={"y"})
+    assert t.extra["spills"] == 0 and t.extra["spill_bytes"] == 0
