@@ -102,6 +102,21 @@ def test_a_cond_costs_its_slower_branch(pred):
     assert "the slower branch, true" in m.cost_source and m.estimated_ops == []
 
 
+def test_a_cond_counts_the_loops_of_its_branches():
+    """A branch's loops run in series after its program: a branch that is one map over 64
+    slices is slower than one cos + add of the whole tensor (it was timed 0 us: its ops are
+    all in the loop), so the graph costs it."""
+    def f(p, x, w):
+        return torch.cond(p, lambda x, w: hop_map(lambda r: r.sin() * 2, x),
+                          lambda x, w: x.cos() + w, (x, w))
+
+    x, w = operands((64, 1024), (64, 1024))
+    p = torch.tensor(False)
+    out, graphs = compiled(f, p, x, w)
+    torch.testing.assert_close(out.cpu(), f(p, x.cpu(), w.cpu()))
+    assert "the slower branch, true" in graphs["inference"].cost_source
+
+
 def layer(x, w):
     return torch.nn.functional.gelu(x @ w)
 

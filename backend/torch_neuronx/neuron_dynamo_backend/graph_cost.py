@@ -231,10 +231,11 @@ class _Walk:
         self.estimated |= walk.estimated
 
     def time_ns(self, live) -> float:
-        """Simulated ns of this walk's ops as a program of their own, `live` stored."""
+        """Simulated ns of this walk's ops as a program of their own, `live` stored, and of
+        its loops (run in series after it)."""
         program, serial, _custom = lower_graph(self.ops, set(live), self.target.chip,
                                                self.target.lnc)
-        return sum(t.total_ns for t in _timings(program, serial))
+        return sum(t.total_ns for t in _timings(program, serial + self.serial))
 
     def results(self, node, outs: list) -> None:
         """`node`'s results are the values `outs` (identities): its readers read those."""
