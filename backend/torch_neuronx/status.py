@@ -19,6 +19,7 @@ from neuron_sim.tools import procs
 
 INTERVAL_S = 1.0
 _started: list = []
+_stopping = threading.Event()
 
 
 def snapshot() -> dict:
@@ -41,8 +42,7 @@ def snapshot() -> dict:
 
 def _loop(pid, where):
     from . import _C
-    while True:
-        time.sleep(INTERVAL_S)
+    while not _stopping.wait(INTERVAL_S):
         if os.getpid() != pid:       # a forked child: the parent publishes for itself
             return
         try:
@@ -69,4 +69,18 @@ def start() -> None:
     t = threading.Thread(target=_loop, args=(pid, where), name="neuron-sim-status", daemon=True)
     t.start()
     _started.append(t)
-    atexit.register(lambda: procs.remove(pid, where) if os.getpid() == pid else None)
+    atexit.register(_stop, t, pid, where)
+
+
+def _stop(thread, pid, where) -> None:
+    """At exit, before the interpreter finalizes: end the thread, then remove the record.
+
+    _C._device_clock_ns lets the GIL go while it waits for the drain lock. Were the interpreter
+    finalizing when it takes the GIL back, Python would end the thread from inside pybind11's
+    gil_scoped_release destructor, which is noexcept: std::terminate, and the process aborts
+    ("terminate called without an active exception") after the script's work succeeded."""
+    if os.getpid() != pid:       # a forked child: the parent's thread and record are not its own
+        return
+    _stopping.set()
+    thread.join()
+    procs.remove(pid, where)

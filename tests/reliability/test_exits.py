@@ -50,6 +50,24 @@ def test_a_script_ending_right_after_backward_exits_cleanly():
         assert proc.returncode == 0, exited_cleanly(proc) or proc.stderr[-3000:]
 
 
+def test_the_status_publisher_has_ended_when_the_interpreter_finalizes():
+    """neuron-top's publisher thread reads the device clock with the GIL released; ended by a
+    finalizing interpreter inside that read, it ran std::terminate ("terminate called without
+    an active exception", SIGABRT) after the script's work had succeeded, in runs under heavy
+    load. The race itself needs that load; what prevents it is checked here: the publisher is
+    gone before finalization (an atexit hook registered first runs last)."""
+    code = """
+        import atexit, threading
+        atexit.register(lambda: print("publisher alive:", any(
+            t.name == "neuron-sim-status" and t.is_alive() for t in threading.enumerate())))
+        import torch
+        print(float((torch.ones(3, device="neuron") + 1).sum()))
+    """
+    proc = run_script(code)
+    assert proc.returncode == 0, exited_cleanly(proc) or proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[:2] == ["6.0", "publisher alive: False"], proc.stdout
+
+
 RANK = """
     import os, sys, time
     from datetime import timedelta
