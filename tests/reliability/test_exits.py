@@ -68,6 +68,28 @@ def test_the_status_publisher_has_ended_when_the_interpreter_finalizes():
     assert proc.stdout.split("\n")[:2] == ["6.0", "publisher alive: False"], proc.stdout
 
 
+def test_a_thread_inside_a_clock_read_at_exit_does_not_abort_the_process():
+    """The clock bindings let the GIL go while they wait for the drain lock. A daemon thread
+    taking it back while the interpreter finalizes is ended by a forced unwind; met in a
+    noexcept destructor (py::gil_scoped_release's) that was std::terminate, SIGABRT after the
+    script's work had succeeded (every run of this script). The bindings retake the GIL in
+    their body (Module.cpp without_gil)."""
+    code = """
+        import threading
+        import torch
+        from torch_neuronx import _C
+        print(float((torch.ones(3, device="neuron") + 1).sum()))
+        def read_clocks():
+            while True:
+                _C._device_clock_ns(0, drain=False)
+        threading.Thread(target=read_clocks, daemon=True).start()
+    """
+    for _ in range(2):
+        proc = run_script(code)
+        assert proc.returncode == 0, exited_cleanly(proc) or proc.stderr[-3000:]
+        assert proc.stdout.split("\n")[0] == "6.0", proc.stdout
+
+
 RANK = """
     import os, sys, time
     from datetime import timedelta

@@ -46,9 +46,30 @@ std::shared_ptr<void> release_interpreter() {
   return std::shared_ptr<void>(&token, [state](void*) { PyEval_RestoreThread(state); });
 }
 
+// Runs f with the GIL released. The GIL is taken back in this body, never in a destructor: when
+// the interpreter is finalizing, taking it ends a daemon thread by a forced unwind (pthread_exit),
+// and an unwind that meets a noexcept frame (py::gil_scoped_release's destructor) calls
+// std::terminate: "terminate called without an active exception", SIGABRT at exit.
+template <class F>
+auto without_gil(F&& f) {
+  PyThreadState* state = PyEval_SaveThread();
+  auto result = [&] {
+    try {
+      return f();
+    } catch (...) {
+      PyEval_RestoreThread(state);
+      throw;
+    }
+  }();
+  PyEval_RestoreThread(state);
+  return result;
+}
+
 void release_gil_and_drain() {
-  py::gil_scoped_release release;
-  drain();
+  without_gil([] {
+    drain();
+    return 0;
+  });
 }
 
 }  // namespace
@@ -100,15 +121,16 @@ PYBIND11_MODULE(_C, m) {
     set_event_record_ns(ns);
   });
   m.def("_stream_clock_ns", [](int device, int64_t stream_id) {
-    py::gil_scoped_release release;
-    return stream_clock_ns(c10::Stream(c10::Stream::UNSAFE,
-                                       c10::Device(c10::DeviceType::PrivateUse1,
-                                                   static_cast<c10::DeviceIndex>(device)),
-                                       stream_id));
+    return without_gil([&] {
+      return stream_clock_ns(c10::Stream(c10::Stream::UNSAFE,
+                                         c10::Device(c10::DeviceType::PrivateUse1,
+                                                     static_cast<c10::DeviceIndex>(device)),
+                                         stream_id));
+    });
   });
   m.def("_device_clock_ns", [](int device, bool drain) {
-    py::gil_scoped_release release;
-    return device_clock_ns(static_cast<c10::DeviceIndex>(device), drain);
+    const auto index = static_cast<c10::DeviceIndex>(device);
+    return without_gil([&] { return device_clock_ns(index, drain); });
   }, py::arg("device"), py::arg("drain") = true);
   // Charges work whose simulated duration is already known (a compiled graph, a collective,
   // an NKI kernel) to the current stream of `device`, in issue order with everything else.
