@@ -147,7 +147,7 @@ class LongRows(Plan):
         if tile is None:
             shape, src = ((p, self.blocks), ((self.blocks, p),)) if col else ((p, fj), ((fj, 1),))
             tile = self._loaded[key] = ctx.tile(role, shape, t.dtype, c)
-            ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, p, 0 if col else c * self.f, src,
+            ctx.b.dma_copy(tile, AccessPattern(ctx.in_hbm(t), 0, p, 0 if col else c * self.f, src,
                                                1 if col else 0))
         return self._spread(tile, ((fj, 0),), b) if col else tile      # block b's column
 

@@ -34,3 +34,22 @@ def test_a_resident_intermediate_is_not_counted_as_spilled():
            OpSpec("aten::add.Tensor", (T(s, "e"), T(s, "x")), (T(s, "y"),))]
     t = lower_sequence(ops, live_outputs={"y"})
     assert t.extra["spills"] == 0 and t.extra["spill_bytes"] == 0
+
+
+def test_a_rule_reading_hbm_directly_stores_a_resident_input_first():
+    """addmm reads its bias row straight from HBM (a partition-broadcast DMA): a bias made by
+    the op before it, resident and not live, is stored first (LowerCtx.in_hbm), so the program
+    computes the sequence; it read an HBM tensor nothing wrote."""
+    import numpy as np
+    import torch
+    from neuron_sim.lower.semantics import check_lowered_sequence
+    ops = [OpSpec("aten::add.Tensor", (T((256,), "b0"), T((256,), "c")), (T((256,), "b"),)),
+           OpSpec("aten::addmm", (T((256,), "b"), T((128, 64), "x"), T((64, 256), "w")),
+                  (T((128, 256), "y"),))]
+    rng = np.random.default_rng(0)
+    ins = {k: rng.standard_normal(s).astype(np.float32)
+           for k, s in (("b0", 256), ("c", 256), ("x", (128, 64)), ("w", (64, 256)))}
+    t = {k: torch.tensor(v) for k, v in ins.items()}
+    b = t["b0"] + t["c"]
+    want = {"b": b.numpy(), "y": torch.addmm(b, t["x"], t["w"]).numpy()}
+    check_lowered_sequence(ops, ins, want, live_outputs={"y"})

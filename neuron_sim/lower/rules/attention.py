@@ -113,6 +113,7 @@ def _head_rows(ctx, t, base, r0, rn, d):
 def _rows(ctx, t, base, r0, rn, dtype, role, slot):
     """Rows [r0, r0+rn) of a [S, D] head as an SBUF tile [rn, D] (natural layout)."""
     tile = ctx.tile(role, (rn, t.shape[-1]), dtype, slot)
+    ctx.in_hbm(t)
     ctx.b.dma_copy(tile, _head_rows(ctx, t, base, r0, rn, t.shape[-1]))
     return tile
 
@@ -272,7 +273,7 @@ def _mask_add(ctx, s_sb, mask, bh, heads, q0, qn, k0, kn, slot):
     off = (b if sh[0] > 1 else 0) * st[0] + (h if sh[1] > 1 else 0) * st[1] \
         + (q0 if sh[2] > 1 else 0) * st[2] + (k0 if sh[3] > 1 else 0) * st[3]
     mt = ctx.tile("mask", (qn, kn), mask.dtype if mask.dtype != "bool" else "uint8", slot)
-    ctx.b.dma_copy(mt, AccessPattern(ctx.hbm(mask), 0, qn, off,
+    ctx.b.dma_copy(mt, AccessPattern(ctx.in_hbm(mask), 0, qn, off,
                                      ((kn, st[3] if sh[3] > 1 else 0),),
                                      st[2] if sh[2] > 1 else 0))
     ctx.b.tensor_tensor(s_sb, s_sb, mt, "add")
@@ -433,7 +434,7 @@ def sdpa_backward(ctx, op):
         gr = _rows(ctx, g, bg, q0, qn, dt, "gr", 2 * j + idx)
         orr = _rows(ctx, o, _head_base(o, bh, H), q0, qn, o.dtype, "or", 2 * j + idx)
         lt = _buf(ctx, "lse", (qn, 1), "float32", sl)
-        b.dma_copy(lt, AccessPattern(ctx.hbm(lse), 0, qn, bh * S_q + q0, ((1, 1),), 1))
+        b.dma_copy(lt, AccessPattern(ctx.in_hbm(lse), 0, qn, bh * S_q + q0, ((1, 1),), 1))
         nlse = _buf(ctx, "nlse", (qn, 1), "float32", sl)
         b.tensor_scalar(nlse, lt, "multiply", -1.0, engine="gpsimd")
         di = _buf(ctx, "di", (qn, 1), "float32", sl)

@@ -73,12 +73,13 @@ class _Channels:
     def load(self, t: TensorSpec, c0, pc, k, role, slot, bufs=BUFS):
         n0, kn, h0, hn = self.chunks[k]
         tile = self.ctx.tile(role, (pc, kn * hn), t.dtype, slot, bufs=bufs)
+        self.ctx.in_hbm(t)
         self.ctx.b.dma_copy(tile, self.ap(t, c0, pc, self.chunks[k]))
         return tile
 
     def column(self, t: TensorSpec, c0, pc, role):
         tile = self.ctx.tile(role, (pc, 1), t.dtype, c0 // self.ctx.P)
-        self.ctx.b.dma_copy(tile, AccessPattern(self.ctx.hbm(t), 0, pc, c0, ((1, 1),), 1))
+        self.ctx.b.dma_copy(tile, AccessPattern(self.ctx.in_hbm(t), 0, pc, c0, ((1, 1),), 1))
         return tile
 
     def store_column(self, t: TensorSpec, v, c0, pc, role):

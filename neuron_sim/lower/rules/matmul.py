@@ -288,7 +288,7 @@ def _tile_major(ctx, out, oh, bi, M, N, r0, rows, c0, cols, tiles=1):
 def _bias_tile(ctx, bias: TensorSpec, parts, n0, n, slot=0):
     """bias[n0:n0+n] broadcast to `parts` partitions (a stride-0 partition read)."""
     tile = ctx.tile("bias", (parts, n), bias.dtype, slot)
-    ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(bias), 0, parts, n0, ((n, 1),), 0))
+    ctx.b.dma_copy(tile, AccessPattern(ctx.in_hbm(bias), 0, parts, n0, ((n, 1),), 0))
     return tile
 
 

@@ -62,9 +62,9 @@ def dma_hbm_copy(ctx, src: TensorSpec, out: TensorSpec, out_offset=0, rows=None,
         rows, run = 1, n
     out_row = run if out_row is None else out_row
     isz = itemsize(src.dtype)
-    hs, hd = ctx.hbm(src), ctx.hbm(out)
     if not ctx.needs_store(out):
         return
+    hs, hd = ctx.in_hbm(src), ctx.hbm(out)
     total_bytes = rows * run * isz
     chip = ctx.chip
     piece = min(chip.copy_piece_bytes, max(chip.copy_split_min_bytes, ceil(total_bytes / ctx.lnc)))
@@ -107,7 +107,7 @@ def strided_copy(ctx, src: TensorSpec, out: TensorSpec):
     in SBUF (ctx.out_tile), as the element-wise stream keeps it."""
     if _transposed(src) and ctx.chip.has_tensor_transpose_mode \
             and itemsize(src.dtype) in (2, 4):
-        h = ctx.hbm(src)
+        h = ctx.in_hbm(src)
         p, cols, f, chunks = ctx.chunked(out)
         for j, fj in chunks:
             dst = ctx.out_tile(out, p, cols, j, fj, off=j * f)
@@ -186,7 +186,7 @@ def index_tile(ctx, idx: TensorSpec, j: int, p: int, r: int, per_blk: int, bufs=
     """Block j's indices (index_blocks) loaded into an int32 [p, r] SBUF tile (one of `bufs`
     rotating buffers)."""
     it = ctx.tile("idx", (p, r), "int32", j, bufs=bufs)
-    ctx.b.dma_copy(it, AccessPattern(ctx.hbm(idx), 0, p, j * per_blk, ((r, 1),), r))
+    ctx.b.dma_copy(it, AccessPattern(ctx.in_hbm(idx), 0, p, j * per_blk, ((r, 1),), r))
     return it
 
 
@@ -198,9 +198,10 @@ def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, 
     indirect DMA into SBUF and a store; a scatter-add loads the rows and adds them into the
     table with one read-modify-write indirect DMA (repeated indices add up, in order)."""
     b = ctx.b
-    ht = ctx.hbm(table)
-    dense = src if scatter_add else out
-    hd = ctx.hbm(dense)
+    # what the op reads is stored first if it stayed resident (in_hbm); a scatter-add's table
+    # is its output
+    ht = ctx.hbm(table) if scatter_add else ctx.in_hbm(table)
+    hd = ctx.in_hbm(src) if scatter_add else ctx.hbm(out)
     for j, p, rj, per_blk in index_blocks(ctx, n_idx, d * itemsize(table.dtype)):
         rows = ctx.tile("rows", (p, rj * d), table.dtype, j)
         at = AccessPattern(hd, 0, p, j * per_blk * d, ((rj * d, 1),), rj * d)

@@ -503,7 +503,7 @@ def _each_row(param, p, r, C) -> AccessPattern:
 def _param_tile(ctx, t: TensorSpec, p, n):
     """A per-feature parameter (weight/bias [C]) broadcast to all partitions, loaded once."""
     tile = ctx.tile(f"param{ctx.tiles_named('param')}", (p, n), t.dtype)
-    ctx.b.dma_copy(tile, AccessPattern(ctx.hbm(t), 0, p, 0, ((n, 1),), 0))
+    ctx.b.dma_copy(tile, AccessPattern(ctx.in_hbm(t), 0, p, 0, ((n, 1),), 0))
     return tile
 
 
@@ -696,7 +696,7 @@ def _nll_picks(ctx, logp: TensorSpec, target: TensorSpec, bufs=BUFS):
     written for it. The target adds target * S elements to its position's address. The index
     tiles rotate through `bufs` buffers."""
     C, S = _classes(logp)
-    h = ctx.hbm(logp)
+    h = ctx.in_hbm(logp)
     if S > 1:
         yield from _image_picks(ctx, h, target, C, S, itemsize(logp.dtype), bufs)
         return
@@ -717,7 +717,7 @@ def _image_picks(ctx, h, target: TensorSpec, C, S, isz, bufs):
     pieces = [(k * P * r, P, r) for k in range(whole)] + \
         [(s0, p, rr) for s0, p, rr in ((whole * P * r, P, left // P),
                                         (S - left % P, left % P, 1)) if p * rr]
-    ht = ctx.hbm(target)
+    ht = ctx.in_hbm(target)
     for j in range(ctx.repeat(target.numel // S * len(pieces))):
         n, (s0, p, rr) = j // len(pieces), pieces[j % len(pieces)]
         it = ctx.tile("idx", (p, rr), "int32", j, bufs=bufs)
@@ -773,10 +773,10 @@ def nll_loss_backward(ctx, op):
     grad, target = op.inputs[0], next(t for t in op.inputs if t.dtype == "int32")
     ctx.stream(out, [], lambda s, d, p, f, j: b.memset(d[0], 0.0))
     g = ctx.tile("g", (ctx.P, 1), "float32", 0)        # the scalar on every partition
-    b.dma_copy(g, AccessPattern(ctx.hbm(grad), 0, ctx.P, 0, ((1, 1),), 0))
+    b.dma_copy(g, AccessPattern(ctx.in_hbm(grad), 0, ctx.P, 0, ((1, 1),), 0))
     if op.arg(4, 1) == 1 and isinstance(op.arg(6), TensorSpec):
         tw = ctx.tile("tw", (ctx.P, 1), "float32", 0)
-        b.dma_copy(tw, AccessPattern(ctx.hbm(op.arg(6)), 0, ctx.P, 0, ((1, 1),), 0))
+        b.dma_copy(tw, AccessPattern(ctx.in_hbm(op.arg(6)), 0, ctx.P, 0, ((1, 1),), 0))
         b.tensor_tensor(g, g, tw, "divide")
     b.tensor_scalar(g, g, "multiply", -1.0)
     for j, p, r, _, it, at in _nll_picks(ctx, out, target):

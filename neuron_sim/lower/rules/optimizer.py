@@ -102,7 +102,7 @@ def foreach_norm(ctx, op):
         # a member's tail is mostly small: 8 in flight hide the DMA's fixed latency
         src = ctx.tile("in", (p, fi), t.dtype, slot) if slot < n_full else \
             ctx.tile("tail", (p, fi), t.dtype, slot, bufs=8)
-        b.dma_copy(src, AccessPattern(ctx.hbm(t), 0, p, i * P * f, ((fi, 1),), fi))
+        b.dma_copy(src, AccessPattern(ctx.in_hbm(t), 0, p, i * P * f, ((fi, 1),), fi))
         col = acc[0:p, k:k + 1]
         part = col if i == 0 else ctx.tmp("part", (p, 1), "float32", slot)
         b.activation(ctx.tmp("sq", (p, fi), "float32", slot), src, func, reduce_res=part)
