@@ -125,10 +125,10 @@ class LowerCtx:
         return h
 
     def in_hbm(self, t: TensorSpec) -> Tensor:
-        """t's HBM tensor for a read: a resident t whose copy cannot serve the reader's plan in
-        place and whose store needs_store skipped is stored first, its flat plan's part (once
-        per op; the dependency tracker orders the read after it), so the program never reads
-        an HBM tensor nothing wrote."""
+        """t's HBM tensor for a read that does not use t's resident copy in place (another plan,
+        or a rule reading HBM directly): a resident t whose store needs_store skipped is stored
+        first, its flat plan's part (once per op; the dependency tracker orders the read after
+        it), so the program never reads an HBM tensor nothing wrote."""
         r = self._resident.get(self.key(t)) if self._resident else None
         if r is not None and self.key(t) not in self._stored_now and not self.needs_store(t):
             self._stored_now.add(self.key(t))
