@@ -202,9 +202,21 @@ class LowerCtx:
         (`last_read`), so their SBUF goes to the next ones, as a compiler's memory planner
         reuses it; the builder orders the reuse after their last readers."""
         for k in [k for k in self._resident if self.last_read.get(k, -1) <= index]:
-            r = self._resident.pop(k)
-            self._resident_bytes -= r.shape[1] * itemsize(r.dtype)
-            self.b.free(r)
+            self._release(k)
+
+    def _release(self, k):
+        r = self._resident.pop(k)
+        self._resident_bytes -= r.shape[1] * itemsize(r.dtype)
+        self.b.free(r)
+
+    def to_hbm(self, t: TensorSpec) -> Tensor:
+        """t's HBM tensor for DMA writes after compute wrote t (a scatter into a zeroed output):
+        a resident copy is stored first and released, so later readers read HBM after those
+        writes, not a copy they never reach."""
+        h = self.in_hbm(t)
+        if self.key(t) in self._resident:
+            self._release(self.key(t))
+        return h
 
     def tiles_named(self, prefix: str) -> int:
         """How many pool tiles of this op have a role starting with `prefix` (for distinct,

@@ -53,3 +53,35 @@ def test_a_rule_reading_hbm_directly_stores_a_resident_input_first():
     b = t["b0"] + t["c"]
     want = {"b": b.numpy(), "y": torch.addmm(b, t["x"], t["w"]).numpy()}
     check_lowered_sequence(ops, ins, want, live_outputs={"y"})
+
+
+def test_a_scatter_into_a_zeroed_output_is_read_after_it_by_the_next_op():
+    """nll_loss_backward and embedding_dense_backward zero their output on chip, then scatter
+    into it with indirect DMA in HBM: the zeros are stored first and the resident copy
+    released (LowerCtx.to_hbm), so the next op reads the scattered values; it read the
+    resident zeros, and the scatter went to an HBM tensor nothing had zeroed."""
+    import numpy as np
+    import torch
+    from neuron_sim.lower.semantics import check_lowered_sequence
+    rng = np.random.default_rng(1)
+    logp = torch.log_softmax(torch.tensor(rng.standard_normal((30, 64), np.float32)), 1)
+    target = torch.tensor(rng.integers(0, 64, 30).astype(np.int32))
+    g, tw = torch.tensor(0.7), torch.tensor(30.0)
+    gin = torch.ops.aten.nll_loss_backward(g, logp, target.long(), None, 1, -100, tw)
+    I = lambda s, id: TensorSpec(s, "int32", id=id)             # noqa: E731
+    ops = [OpSpec("aten::nll_loss_backward", (T((), "g"), T((30, 64), "x"), I((30,), "t"),
+                                              None, 1, -100, T((), "w")), (T((30, 64), "d"),)),
+           OpSpec("aten::mul.Tensor", (T((30, 64), "d"), T((30, 64), "x")), (T((30, 64), "y"),))]
+    ins = {"g": g.numpy(), "x": logp.numpy(), "t": target.numpy(), "w": tw.numpy()}
+    check_lowered_sequence(ops, ins, {"d": gin.numpy(), "y": (gin * logp).numpy()},
+                           live_outputs={"y"})
+    grad = torch.tensor(rng.standard_normal((30, 64), np.float32))
+    idx = torch.tensor(rng.integers(0, 50, 30).astype(np.int32))
+    table = torch.ops.aten.embedding_dense_backward(grad, idx.long(), 50, -1, False)
+    ops = [OpSpec("aten::embedding_dense_backward", (T((30, 64), "gr"), I((30,), "i"), 50, -1,
+                                                     False), (T((50, 64), "tb"),)),
+           OpSpec("aten::mul.Tensor", (T((50, 64), "tb"), T((50, 64), "tb")),
+                  (T((50, 64), "sq"),))]
+    check_lowered_sequence(ops, {"gr": grad.numpy(), "i": idx.numpy()},
+                           {"tb": table.numpy(), "sq": (table * table).numpy()},
+                           live_outputs={"sq"})

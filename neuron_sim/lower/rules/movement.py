@@ -200,7 +200,7 @@ def _indirect_rows(ctx, table: TensorSpec, n_idx: int, d: int, out: TensorSpec, 
     b = ctx.b
     # what the op reads is stored first if it stayed resident (in_hbm); a scatter-add's table
     # is its output
-    ht = ctx.hbm(table) if scatter_add else ctx.in_hbm(table)
+    ht = ctx.to_hbm(table) if scatter_add else ctx.in_hbm(table)
     hd = ctx.in_hbm(src) if scatter_add else ctx.hbm(out)
     for j, p, rj, per_blk in index_blocks(ctx, n_idx, d * itemsize(table.dtype)):
         rows = ctx.tile("rows", (p, rj * d), table.dtype, j)

@@ -772,6 +772,7 @@ def nll_loss_backward(ctx, op):
     out = op.outputs[0]
     grad, target = op.inputs[0], next(t for t in op.inputs if t.dtype == "int32")
     ctx.stream(out, [], lambda s, d, p, f, j: b.memset(d[0], 0.0))
+    ctx.to_hbm(out)                 # the picks below scatter into HBM: zeros there first
     g = ctx.tile("g", (ctx.P, 1), "float32", 0)        # the scalar on every partition
     b.dma_copy(g, AccessPattern(ctx.in_hbm(grad), 0, ctx.P, 0, ((1, 1),), 0))
     if op.arg(4, 1) == 1 and isinstance(op.arg(6), TensorSpec):
