@@ -55,6 +55,13 @@ def flat_shape(numel: int, P: int) -> tuple:
     return p, ceil(int(numel) / p)
 
 
+def row_shape(t: TensorSpec, P: int) -> tuple:
+    """The row plan's [p, cols] of t: ceil(rows / p) rows of its last dim per partition."""
+    c = max(t.shape[-1], 1) if t.ndim else 1
+    p, per_part = flat_shape(t.numel // c, P)
+    return p, per_part * c
+
+
 def hbm_elems(t: TensorSpec, P: int) -> int:
     """The elements of t's HBM tensor: its span, padded to the flat plan [p, ceil(numel / p)]
     and the row plan (ceil(rows / p) rows of its last dim per partition): a numel (rows) that
@@ -64,9 +71,8 @@ def hbm_elems(t: TensorSpec, P: int) -> int:
     one-element gaps)."""
     span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.strides) if n > 0)
     p, cols = flat_shape(t.numel, P)
-    c = max(t.shape[-1], 1) if t.ndim else 1
-    pr, per_part = flat_shape(t.numel // c, P)
-    plan = max(p * cols, pr * per_part * c)
+    pr, row_cols = row_shape(t, P)
+    plan = max(p * cols, pr * row_cols)
     return max(span, plan if t.is_contiguous or t.numel <= 1 else 2 * plan, 1)
 
 
@@ -341,9 +347,7 @@ class LowerCtx:
         back)."""
         p, cols = (max(a, b) for a, b in zip((p, cols), self.flat_shape(t)))
         if t.ndim > 1:
-            c = max(t.shape[-1], 1)
-            rows_p, per_part = flat_shape(t.numel // c, self.P)
-            p, cols = max(p, rows_p), max(cols, per_part * c)
+            p, cols = (max(a, b) for a, b in zip((p, cols), row_shape(t, self.P)))
         nbytes = cols * itemsize(t.dtype)
         budget = min(self.chip.resident_sbuf_bytes_per_partition,
                      self.chip.sbuf_usable_bytes_per_partition
