@@ -74,9 +74,7 @@ class Plan:
 
     def chunked(self, ctx):
         """LowerCtx.chunked's (p, cols, f, [(j, fj)]) of this plan."""
-        n = ctx.repeat(self.n)
-        return self.p, self.cols, self.f, [
-            (j, min(self.f, self.cols - j * self.f) if n == self.n else self.f) for j in range(n)]
+        return self.p, self.cols, self.f, ctx.emitted(self.cols, self.f, self.n)
 
     def off(self, j: int) -> int:
         """Chunk j's free offset in the [p, cols] view (where a resident output keeps it)."""

@@ -396,8 +396,13 @@ class LowerCtx:
         chunks this core emits); chunk j starts at column j * f and has fj columns, fewer
         for the last one only when every chunk is emitted (representative ones are full)."""
         p, cols, f, total = self.chunks(t, streams)
+        return p, cols, f, self.emitted(cols, f, total)
+
+    def emitted(self, cols: int, f: int, total: int) -> list:
+        """[(j, fj)] of the chunks of f columns (of cols, `total` chunks) this core emits: the
+        last is shorter only when every chunk is emitted (representative ones are full)."""
         n = self.repeat(total)
-        return p, cols, f, [(j, min(f, cols - j * f) if n == total else f) for j in range(n)]
+        return [(j, min(f, cols - j * f) if n == total else f) for j in range(n)]
 
     def stream(self, out: TensorSpec, ins, body, outs=None, store=True, plan=None):
         """The element-wise skeleton: for each chunk, load every input, `body(ins_aps, out_aps,

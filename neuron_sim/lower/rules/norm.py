@@ -74,12 +74,8 @@ def row_blocks(ctx, x: TensorSpec, out: TensorSpec, body, *, per_row=False, extr
     if per_row or blocks_min > 1:       # (at least blocks_min blocks: loads overlap compute)
         r = min(r, MAX_ROWS_PER_BLOCK if per_row else r, max(1, per_part // blocks_min))
         total = ceil(per_part / r)
-    n = ctx.repeat(total)
     pending = None
-    for j in range(n):
-        # block j: rows [j*r, j*r + rj) of each partition; a short last one only when every
-        # block is emitted (the representative repeats are full ones)
-        rj = min(r, per_part - j * r) if n == total else r
+    for j, rj in ctx.emitted(per_part, r, total):     # block j: rows [j*r, j*r + rj)
         srcs = [ctx.load_rows(t, p, r, C, j, role=f"in{i}", rj=rj)
                 for i, t in enumerate((x,) + tuple(extra_in))]
         srcs += [ctx.load_rows(t, p, r, 1, j, role=f"row{i}", rj=rj) for i, t in enumerate(row_in)]
