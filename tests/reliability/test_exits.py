@@ -73,7 +73,7 @@ def test_a_thread_inside_a_clock_read_at_exit_does_not_abort_the_process():
     taking it back while the interpreter finalizes is ended by a forced unwind; met in a
     noexcept destructor (py::gil_scoped_release's) that was std::terminate, SIGABRT after the
     script's work had succeeded (every run of this script). The bindings retake the GIL in
-    their body (Module.cpp without_gil)."""
+    their body (python/Interpreter.h without_gil)."""
     code = """
         import threading
         import torch
@@ -89,6 +89,29 @@ def test_a_thread_inside_a_clock_read_at_exit_does_not_abort_the_process():
         assert proc.returncode == 0, exited_cleanly(proc) or proc.stderr[-3000:]
         assert proc.stdout.split("\n")[0] == "6.0", proc.stdout
 
+
+
+def test_a_thread_in_a_draining_clock_read_at_exit_does_not_abort_the_process():
+    """A daemon thread reading the device clock (which times the queued ops first) when the
+    script ends: ended by the finalizing interpreter inside the cost model's Python, its unwind
+    met the drain's GIL scope, which released a thread state no longer current: "Fatal Python
+    error: PyGILState_Release", SIGABRT in every run of 5. The scope (python/Interpreter.h
+    HeldInterpreter) leaves that state alone. (A daemon thread still issuing ops at exit aborts
+    in CPU PyTorch as well: a tensor's destructor takes the GIL.)"""
+    code = """
+        import threading
+        import torch, torch_neuronx
+        x = torch.ones(3, device="neuron") + 1
+        def read_clock():
+            while True:
+                torch_neuronx.device_time_ns()
+        threading.Thread(target=read_clock, daemon=True).start()
+        print("started")
+    """
+    for _ in range(3):
+        proc = run_script(code)
+        assert proc.returncode == 0, exited_cleanly(proc) or proc.stderr[-3000:]
+        assert proc.stdout.split("\n")[0] == "started", proc.stdout
 
 RANK = """
     import os, sys, time

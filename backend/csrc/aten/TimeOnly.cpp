@@ -1,5 +1,6 @@
 #include "aten/TimeOnly.h"
 
+#include "python/Interpreter.h"
 #include "runtime/NeuronAllocator.h"
 
 #include <pybind11/pybind11.h>
@@ -35,7 +36,7 @@ void set_time_only_error_type(void* python_type) {
 }
 
 std::string python_error_text(python_error& e) {
-  pybind11::gil_scoped_acquire gil;
+  HeldInterpreter gil;
   e.restore();
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);
@@ -54,7 +55,7 @@ std::string python_error_text(python_error& e) {
 }
 
 std::string python_error_text(pybind11::error_already_set& e) {
-  pybind11::gil_scoped_acquire gil;
+  HeldInterpreter gil;
   std::string text = e.what();
   e.restore();
   PyErr_Clear();

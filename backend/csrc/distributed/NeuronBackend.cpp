@@ -4,6 +4,7 @@
 #include "aten/TimeOnly.h"
 #include "runtime/NeuronAllocator.h"
 #include "python/DynamoOff.h"
+#include "python/Interpreter.h"
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -122,7 +123,7 @@ class NeuronBackend : public c10d::Backend {
   ~NeuronBackend() override {
     // The hook is a Python object: drop it only while the interpreter is alive.
     if (Py_IsInitialized() && !_Py_IsFinalizing()) {
-      py::gil_scoped_acquire gil;
+      HeldInterpreter gil;
       delete hook_;
     }
   }
@@ -285,7 +286,7 @@ class NeuronBackend : public c10d::Backend {
   // Validates the call and charges its simulated time (Python raises on bad input).
   void check(const char* op, const std::vector<at::Tensor>& inputs,
              const std::vector<at::Tensor>& outputs, int reduce, int peer) {
-    py::gil_scoped_acquire gil;
+    HeldInterpreter gil;
     DynamoOff not_traced;
     (*hook_)(op, inputs, outputs, reduce, peer);
   }

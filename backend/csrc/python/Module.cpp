@@ -6,6 +6,7 @@
 #include "aten/TensorAlias.h"
 #include "aten/TimeOnly.h"
 #include "distributed/NeuronBackend.h"
+#include "python/Interpreter.h"
 #include "python/OpBatch.h"
 #include "runtime/NeuronAllocator.h"
 #include "runtime/NeuronGenerator.h"
@@ -32,37 +33,17 @@ namespace {
 
 // Null while the interpreter is not running (at exit): the drain then skips the cost model.
 std::shared_ptr<void> hold_interpreter() {
-  static int token;
   if (!Py_IsInitialized() || _Py_IsFinalizing()) return nullptr;
-  PyGILState_STATE state = PyGILState_Ensure();
-  return std::shared_ptr<void>(&token, [state](void*) { PyGILState_Release(state); });
+  return std::make_shared<HeldInterpreter>();
 }
 
-// Lets the GIL go while this thread waits for the drain lock (null if it does not hold it).
-std::shared_ptr<void> release_interpreter() {
-  static int token;
-  if (!Py_IsInitialized() || _Py_IsFinalizing() || !PyGILState_Check()) return nullptr;
-  PyThreadState* state = PyEval_SaveThread();
-  return std::shared_ptr<void>(&token, [state](void*) { PyEval_RestoreThread(state); });
-}
-
-// Runs f with the GIL released. The GIL is taken back in this body, never in a destructor: when
-// the interpreter is finalizing, taking it ends a daemon thread by a forced unwind (pthread_exit),
-// and an unwind that meets a noexcept frame (py::gil_scoped_release's destructor) calls
-// std::terminate: "terminate called without an active exception", SIGABRT at exit.
-template <class F>
-auto without_gil(F&& f) {
-  PyThreadState* state = PyEval_SaveThread();
-  auto result = [&] {
-    try {
-      return f();
-    } catch (...) {
-      PyEval_RestoreThread(state);
-      throw;
-    }
-  }();
-  PyEval_RestoreThread(state);
-  return result;
+// Waits without the GIL when this thread holds it, and takes it back before returning.
+void wait_without_interpreter(const std::function<void()>& wait) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing() || !PyGILState_Check()) return wait();
+  without_gil([&] {
+    wait();
+    return 0;
+  });
 }
 
 void release_gil_and_drain() {
@@ -76,7 +57,7 @@ void release_gil_and_drain() {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "neuron-sim C++ runtime: simulated Trainium device for PyTorch";
-  set_interpreter_lock(&hold_interpreter, &release_interpreter);
+  set_interpreter_lock(&hold_interpreter, &wait_without_interpreter);
   bind_op_batch(m);
 
   m.def("_configure", [](int device_count, int64_t hbm_bytes, const std::string& instance,

@@ -47,7 +47,7 @@ std::array<std::array<int64_t, kStreamSlots>, kMaxDevices> g_clock_ns{};
 std::array<std::array<int64_t, kStreamSlots>, kMaxDevices> g_trace_end_ns{};
 CostFn g_cost_fn;
 InterpreterLock g_interpreter_lock;
-InterpreterLock g_interpreter_release;
+WaitWithoutInterpreter g_wait_without_interpreter;
 std::atomic<uint64_t> g_next_seq{1};
 std::atomic<bool> g_launch_blocking{false};
 std::atomic<int64_t> g_event_record_ns{0};
@@ -68,24 +68,23 @@ std::vector<std::string> g_lane_names;
 thread_local std::vector<uint64_t> t_correlation_ids;
 
 // Holds g_drain_mutex. If it is taken, the GIL is let go for the wait (when this thread
-// holds it) and taken back after the mutex is unlocked again.
+// holds it) and taken back once the mutex is ours: drain lock -> GIL, the lock order.
 class DrainLock {
  public:
   DrainLock() : lock_(g_drain_mutex, std::try_to_lock) {
     if (lock_.owns_lock()) return;
-    released_ = g_interpreter_release ? g_interpreter_release() : nullptr;
-    lock_.lock();
-  }
-  ~DrainLock() {
-    lock_.unlock();
-    released_.reset();
+    auto wait = [this] { lock_.lock(); };
+    if (g_wait_without_interpreter) {
+      g_wait_without_interpreter(wait);
+    } else {
+      wait();
+    }
   }
   DrainLock(const DrainLock&) = delete;
   DrainLock& operator=(const DrainLock&) = delete;
 
  private:
   std::unique_lock<std::mutex> lock_;
-  std::shared_ptr<void> released_;
 };
 
 size_t stream_slot(c10::StreamId id) {
@@ -170,9 +169,9 @@ void set_cost_function(CostFn fn) {
   g_cost_fn = std::move(fn);
 }
 
-void set_interpreter_lock(InterpreterLock acquire, InterpreterLock release) {
+void set_interpreter_lock(InterpreterLock acquire, WaitWithoutInterpreter wait_without) {
   g_interpreter_lock = std::move(acquire);
-  g_interpreter_release = std::move(release);
+  g_wait_without_interpreter = std::move(wait_without);
 }
 
 namespace {

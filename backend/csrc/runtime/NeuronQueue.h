@@ -103,15 +103,17 @@ void set_cost_function(CostFn fn);
 // The cost function runs Python, so a drain needs the interpreter lock (GIL). Lock order,
 // which makes a deadlock between threads impossible:
 //   drain lock  ->  GIL  ->  leaf locks (queue, activity log, names, allocator, op policy)
-// A thread never waits for the drain lock while holding the GIL: `release` lets the GIL
+// A thread never waits for the drain lock while holding the GIL: `wait_without` lets the GIL
 // go for the wait (Python may switch threads inside the cost function at any bytecode, so
 // a GIL holder waiting here would block the drainer forever). Leaf locks are held briefly
 // and nothing waits for the GIL or the drain lock while holding one.
-// Both hooks return a scope object: `acquire` holds the GIL (null when the interpreter is
-// not running: the drain then skips the cost model), `release` lets it go if this thread
-// holds it (null otherwise) and takes it back when destroyed.
+// `acquire` returns a scope object that holds the GIL (null when the interpreter is not
+// running: the drain then skips the cost model); `wait_without` runs a wait with the GIL let go
+// if this thread holds it, and takes it back before it returns, never in a destructor (see
+// python/Interpreter.h).
 using InterpreterLock = std::function<std::shared_ptr<void>()>;
-void set_interpreter_lock(InterpreterLock acquire, InterpreterLock release);
+using WaitWithoutInterpreter = std::function<void(const std::function<void()>& wait)>;
+void set_interpreter_lock(InterpreterLock acquire, WaitWithoutInterpreter wait_without);
 
 // NEURON_LAUNCH_BLOCKING: every op is a sync point (timed as soon as it is issued).
 void set_launch_blocking(bool on);
