@@ -156,18 +156,22 @@ def _box(v):
 
 class IndexRange:
     """``nl.arange``/``nl.mgrid``/``nl.ds`` index: elements start, start+step, ... (size of
-    them)."""
+    them). `axis`: the axis of a 2-D index it spans, as NumPy broadcasts it (nl.arange(n)[:, None]
+    spans axis 0, [None, :] axis 1; None for an unshaped range, whose position decides)."""
 
-    __slots__ = ("start", "size", "step")
+    __slots__ = ("start", "size", "step", "axis")
 
-    def __init__(self, start, size, step=1):
+    def __init__(self, start, size, step=1, axis=None):
         self.start, self.size, self.step = int(start), int(size), int(step)
+        self.axis = axis
 
-    def __getitem__(self, _key):      # nl.arange(n)[:, None] marks the axis; position decides it
-        return self
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        axis = next((i for i, k in enumerate(key) if k is not None), None)
+        return IndexRange(self.start, self.size, self.step, axis)
 
     def __add__(self, k):
-        return IndexRange(self.start + int(k), self.size, self.step)
+        return IndexRange(self.start + int(k), self.size, self.step, self.axis)
 
     __radd__ = __add__
 
@@ -175,7 +179,7 @@ class IndexRange:
         return self + (-k)
 
     def __mul__(self, k):
-        return IndexRange(self.start * int(k), self.size, self.step * int(k))
+        return IndexRange(self.start * int(k), self.size, self.step * int(k), self.axis)
 
     __rmul__ = __mul__
 
@@ -392,9 +396,11 @@ class NkiTensor:
         on_chip = self.storage.on_chip
         shape, strides, offset = [], [], self.offset
         dropped_last = None
+        range_axis = None       # the axis an index of shaped ranges keeps (a[i_p, 0]: [P, 1])
         for d, (k, n, st) in enumerate(zip(key, self.shape, self.strides)):
             c = k.__class__
             if c is IndexRange:
+                range_axis = k.axis if range_axis is None else range_axis
                 k, c = k.as_slice(), slice
             if c is int or (c is not slice and isinstance(k, (int, np.integer))):
                 k = int(k)
@@ -430,9 +436,10 @@ class NkiTensor:
             offset += start * st
             shape.append(size if size > 0 else 0)
             strides.append(st * step)
-        if on_chip and len(shape) < 2:
-            shape.append(1)
-            strides.append(dropped_last if dropped_last is not None else 1)
+        if len(shape) < 2 and (on_chip or range_axis is not None):
+            at = 0 if range_axis == 1 and not on_chip else len(shape)
+            shape.insert(at, 1)
+            strides.insert(at, dropped_last if dropped_last is not None else 1)
         return make_view(self.storage, tuple(shape), tuple(strides), offset)
 
     def _indirect(self, d, index, key):

@@ -77,6 +77,30 @@ def test_legacy_index_expressions_and_ds():
     assert r["mg"] == (128, 512) and r["ar"] == 64 and r["ds"] == (128, 256)
 
 
+
+def test_shaped_arange_with_an_integer_keeps_numpy_shape():
+    """nl.arange(n)[:, None] is a column of a 2-D index, as NumPy broadcasts it: ids[i_p, 0] is
+    a [P, 1] tile (P partitions), ids[0, i_f] with a row arange is [1, F]. An integer used to
+    drop the HBM dimension, so nl.load made a one-partition vector of a strided column and
+    raised "reshape needs ids to be contiguous"."""
+    import numpy as np
+
+    @nki.jit(platform_target="trn2")
+    def first_column_and_row(ids):
+        col = nl.ndarray((128, 1), dtype=ids.dtype, buffer=nl.shared_hbm)
+        row = nl.ndarray((1, 4), dtype=ids.dtype, buffer=nl.shared_hbm)
+        c = nl.load(ids[nl.arange(128)[:, None], 0])
+        r = nl.load(ids[0, nl.arange(4)[None, :]])
+        assert c.shape == (128, 1) and r.shape == (1, 4)
+        nl.store(col, value=c)
+        nl.store(row, value=r)
+        return col, row
+
+    ids = np.arange(128 * 4, dtype=np.int32).reshape(128, 4)
+    col, row = nki.simulate(first_column_and_row)(ids)
+    np.testing.assert_array_equal(col, ids[np.arange(128)[:, None], 0])
+    np.testing.assert_array_equal(row, ids[0, np.arange(4)[None, :]])
+
 def test_tile_size_follows_target():
     seen = {}
 
