@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from .grouped_mm import _groups
+from .fp8_linear import MX_BLOCK
+from .grouped_mm import grouped_matmul
 
 _LIB = torch.library.Library("aten", "IMPL")
 
@@ -212,60 +213,37 @@ def _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale
                        out_dtype=None, use_fast_accum=False):
     """Row-wise scaled grouped GEMM: out[m, n] = scale_a[m] * scale_b[n] * (a @ b)[m, n] per
     group, accumulated in fp32 (CUDA's numerics for e4m3 inputs), in out_dtype (bf16)."""
-    out_dtype = out_dtype or torch.bfloat16
     a, b = self.float(), mat2.float()
     sa, sb = scale_a.float().reshape(-1), scale_b.float().reshape(-1)
 
-    def groups(extent):  # read on the device as the kernel does: no host copy, no sync
-        return () if offs is None else _groups(offs, extent)
+    def scale(product, rows, cols):      # (rows, cols None: the bmm's (G, M, N))
+        if rows is None:
+            return product * sa.view(a.shape[0], -1, 1) * sb.view(a.shape[0], 1, -1)
+        return product * sa[rows, None] * sb[None, cols]
 
-    if a.dim() == 3 and b.dim() == 3:                       # (G, M, K) x (G, K, N)
-        G, M, N = a.shape[0], a.shape[1], b.shape[2]
-        out = torch.bmm(a, b) * sa.view(G, M, 1) * sb.view(G, 1, N)
-    elif a.dim() == 2 and b.dim() == 3:                     # rows of a grouped by offs
-        N = b.shape[2]
-        out = torch.zeros(a.shape[0], N, dtype=torch.float32, device=a.device)
-        for g, start, end in groups(a.shape[0]):        # (non-empty groups only)
-            out[start:end] = (a[start:end] @ b[g]) * sa[start:end, None] * sb[g * N:(g + 1) * N]
-    elif a.dim() == 2 and b.dim() == 2:                     # K grouped by offs: (G, M, N)
-        M, N = a.shape[0], b.shape[1]
-        G = 0 if offs is None else offs.shape[0]    # an empty group's product is zeros
-        out = torch.zeros(G, M, N, dtype=torch.float32, device=a.device)
-        for g, start, end in groups(a.shape[1]):
-            out[g] = (a[:, start:end] @ b[start:end]) * sa[g * M:(g + 1) * M, None] * \
-                sb[None, g * N:(g + 1) * N]
-    elif a.dim() == 3 and b.dim() == 2:                     # columns of b grouped by offs
-        M = a.shape[1]
-        out = torch.zeros(M, b.shape[1], dtype=torch.float32, device=a.device)
-        for g, start, end in groups(b.shape[1]):
-            out[:, start:end] = (a[g] @ b[:, start:end]) * sa[g * M:(g + 1) * M, None] * \
-                sb[None, start:end]
-    else:
-        raise RuntimeError(f"_scaled_grouped_mm: inputs must be 2-D or 3-D, got {self.dim()}-D "
-                           f"and {mat2.dim()}-D.")
+    out = grouped_matmul("_scaled_grouped_mm", a, b, offs, torch.float32, scale)
     if bias is not None:
         out = out + bias.float()
     if scale_result is not None:
         out = out * scale_result.float()
-    return out.to(out_dtype)
+    return out.to(out_dtype or torch.bfloat16)
 
 
 # torch.nn.functional.ScalingType / SwizzleType values (as of torch 2.13).
 _ROW_WISE, _BLOCK_WISE_1X32 = 1, 3
-_MX_BLOCK = 32
 
 
 def _mx_dequantize(x, scale, k_dim, op):
     """fp32 x times its e8m0 scale, one scale per 32 consecutive elements along k_dim; the scale
     tensor is laid out with K last (x's own layout for A, B transposed's for B)."""
     k = x.shape[k_dim]
-    want = tuple(s for d, s in enumerate(x.shape) if d != k_dim % x.dim()) + (-(-k // _MX_BLOCK),)
+    want = tuple(s for d, s in enumerate(x.shape) if d != k_dim % x.dim()) + (-(-k // MX_BLOCK),)
     if tuple(scale.shape) != want:
         raise RuntimeError(f"{op}: BlockWise1x32 scale of shape {tuple(scale.shape)} for an "
                            f"operand of shape {tuple(x.shape)} (K={k} along dim {k_dim}); "
-                           f"expected {want}: one scale per {_MX_BLOCK} K elements, K last, "
+                           f"expected {want}: one scale per {MX_BLOCK} K elements, K last, "
                            f"not swizzled.")
-    full = scale.float().repeat_interleave(_MX_BLOCK, -1)[..., :k]
+    full = scale.float().repeat_interleave(MX_BLOCK, -1)[..., :k]
     return x.float() * full.movedim(-1, k_dim)
 
 

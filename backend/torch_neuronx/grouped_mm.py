@@ -35,25 +35,42 @@ def _groups(offs, extent: int):
         start = end
 
 
+def grouped_matmul(op, a, b, offs, out_dtype, scale=None):
+    """One matmul per group in torch._grouped_mm's four layouts, in a new out_dtype tensor:
+    (G, M, K) x (G, K, N) as one bmm; 2-D x 3-D: a's rows grouped by offs; 2-D x 2-D: K grouped,
+    out (G, M, N); 3-D x 2-D: b's columns grouped. Output no group covers is 0.
+    scale(product, rows, cols), if given, scales a group's product: rows and cols are the slices
+    its rows and columns take among all groups' rows and columns (None, None: the bmm's)."""
+    scaled = scale or (lambda product, rows, cols: product)
+    if a.dim() == 3 and b.dim() == 3:
+        return scaled(torch.bmm(a, b), None, None).to(out_dtype)
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+        raise RuntimeError(f"{op}: inputs must be 2-D or 3-D, got {a.dim()}-D and {b.dim()}-D.")
+    if offs is None:    # (torch's own check and message)
+        raise RuntimeError(f"{op}: Have to provide offsets if there is a 2d matrix, or no offset "
+                           f"if both matrices are 3d")
+    M, N = a.shape[-2], b.shape[-1]
+
+    def of_group(g, n):
+        return slice(g * n, (g + 1) * n)
+
+    if b.dim() == 3:                                        # rows of a grouped by offs
+        out = a.new_zeros(M, N, dtype=out_dtype)
+        for g, start, end in _groups(offs, M):
+            out[start:end] = scaled(a[start:end] @ b[g], slice(start, end), of_group(g, N))
+    elif a.dim() == 2:                                      # K grouped by offs: (G, M, N)
+        out = a.new_zeros(offs.shape[0], M, N, dtype=out_dtype)
+        for g, start, end in _groups(offs, a.shape[1]):
+            out[g] = scaled(a[:, start:end] @ b[start:end], of_group(g, M), of_group(g, N))
+    else:                                                   # columns of b grouped by offs
+        out = a.new_zeros(M, N, dtype=out_dtype)
+        for g, start, end in _groups(offs, N):
+            out[:, start:end] = scaled(a[g] @ b[:, start:end], of_group(g, M), slice(start, end))
+    return out
+
+
 def _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
-    out_dtype = out_dtype or self.dtype
-    if self.dim() == 3 and mat2.dim() == 3:                  # (G, M, K) x (G, K, N)
-        out = torch.bmm(self, mat2).to(out_dtype)
-    elif self.dim() == 2 and mat2.dim() == 3:                # rows of self grouped by offs
-        out = self.new_zeros(self.shape[0], mat2.shape[2], dtype=out_dtype)
-        for g, start, end in _groups(offs, self.shape[0]):
-            out[start:end] = self[start:end] @ mat2[g]
-    elif self.dim() == 2 and mat2.dim() == 2:                # K grouped by offs: (G, M, N)
-        out = self.new_zeros(offs.shape[0], self.shape[0], mat2.shape[1], dtype=out_dtype)
-        for g, start, end in _groups(offs, self.shape[1]):
-            out[g] = self[:, start:end] @ mat2[start:end]
-    elif self.dim() == 3 and mat2.dim() == 2:                # columns of mat2 grouped by offs
-        out = self.new_zeros(self.shape[1], mat2.shape[1], dtype=out_dtype)
-        for g, start, end in _groups(offs, mat2.shape[1]):
-            out[:, start:end] = self[g] @ mat2[:, start:end]
-    else:
-        raise RuntimeError(f"_grouped_mm: inputs must be 2-D or 3-D, got {self.dim()}-D and "
-                           f"{mat2.dim()}-D.")
+    out = grouped_matmul("_grouped_mm", self, mat2, offs, out_dtype or self.dtype)
     return out if bias is None else out + bias
 
 
