@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
-_CHIPS = ("trn1", "trn2", "trn3")  # chips.CHIP_NAMES (chips.py imports this module)
+CHIP_NAMES = ("trn1", "trn2", "trn3")  # the chips with a data sheet (chips.py imports it here)
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Assumption:
     reasoning: str
 
 
-def from_data(entries: dict, chips: tuple = _CHIPS) -> dict[str, Assumption]:
+def from_data(entries: dict, chips: tuple = CHIP_NAMES) -> dict[str, Assumption]:
     """Assumptions by name from data entries {value (the same on every chip) or values (chip ->
     value), unit, reasoning}; names starting with '_' are notes, not assumptions."""
     return {name: Assumption(name, e.get("values") or dict.fromkeys(chips, e["value"]), e["unit"],

@@ -13,8 +13,8 @@ from types import MappingProxyType
 
 from ..errors import UnknownHardwareError
 from . import assumptions as _a
+from .assumptions import CHIP_NAMES
 
-CHIP_NAMES = ("trn1", "trn2", "trn3")
 # The product name of each generation (what libraries log and match on, as a GPU's name).
 PRODUCT_NAMES = {"trn1": "Trainium1", "trn2": "Trainium2", "trn3": "Trainium3"}
 # Chips the simulator has no data sheet for whose NeuronCores are one of ours: their NeuronCore
