@@ -109,8 +109,8 @@ TIMING_ONLY = {
                  "the last one, a leading prefix (sum, mean) nor all (sum, mean) are timed as "
                  "a sum or max of the chunk-major layout's elements, not the op's",
     "layer_norm": "group and instance norm: normalised as rows of the last dim",
-    "channel_norm_backward": "group norm: a timing recipe: xhat is scaled by the row sums it "
-                             "computes later, not by the saved mean and rstd (never loaded)",
+    "layer_norm_backward": "group norm: rows of the last dim, its [N, groups] statistics and "
+                           "[channels] weight read as one per row and column",
     "mm": "matmul, inner, vdot: not established (no semantics case); _grouped_mm and "
           "_scaled_mm: their group offsets and scales are not applied",
     "addmm": "addmv: its [M] bias is added as a row (its first element to every row)",

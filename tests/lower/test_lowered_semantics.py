@@ -857,7 +857,7 @@ REFUSED = [
     (OpSpec("aten::native_group_norm_backward", (T((8, 16, 32)), T((8, 16, 32)), T((8, 4)),
                                                  T((8, 4)), T((16,)), 8, 16, 32, 4,
                                                  (True, True, True)),
-            (T((8, 16, 32)), T((16,)), T((16,)))), "never loaded"),
+            (T((8, 16, 32)), T((16,)), T((16,)))), "[N, groups] statistics"),
     (OpSpec("aten::native_layer_norm_backward", (T((4, 5000)), T((4, 5000)), (5000,),
                                                  T((4, 1)), T((4, 1)), None, None,
                                                  (True, False, False)), (T((4, 5000)),)),

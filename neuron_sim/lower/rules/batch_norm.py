@@ -3,21 +3,19 @@
 Each channel is a row of its N x spatial elements, read from the NCHW tensor by DMA access
 patterns (partition stride HW, runs of HW at stride C x HW); statistics by `bn_stats` per
 chunk of <= chip.bn_stats_free_elems_max elements and `bn_aggr` per channel [ISAcost]; the
-per-channel affine folds into the scale and bias of one ScalarE activation per chunk (free).
-Group norm's backward (channel_norm_backward) is a timing recipe (semantics.TIMING_ONLY)."""
+per-channel affine folds into the scale and bias of one ScalarE activation per chunk (free)."""
 
 from __future__ import annotations
 
 from math import ceil
 
 from ...numerics.formats import itemsize
-from ...program.ap import AccessPattern, Memory, as_ap
+from ...program.ap import AccessPattern
 from ..context import BUFS
 from ..registry import lowers
 from ..spec import TensorSpec
 from .elementwise import stt
-from .norm import (_each_row, _grad_outputs, _ones, _param_tile, _per_row, _rows_cols,
-                   backward_row_max, row_blocks)
+from .norm import _grad_outputs
 
 
 def _batch_norm_args(op):
@@ -244,66 +242,3 @@ def batch_norm_backward(ctx, op):
                 b.activation(y, gt, "copy", scale=k)
             b.dma_copy(ch.ap(gi, c0, pc, chunk), y)
     ctx.end_op()
-
-
-@lowers("aten::native_group_norm_backward")
-def channel_norm_backward(ctx, op):
-    """layer_norm_backward's formula per row of a group: ScalarE xhat, the row sum of g*w (free),
-    xhat*(-s2/C) - s1/C and the scaling by rstd; VectorE g*xhat, g*w, (g*xhat)*w with its row
-    sum and one add; grad_weight and grad_bias as column sums on TensorE, in PSUM."""
-    g, x = op.inputs[0], op.inputs[1]
-    outs = [o for o in op.outputs if o is not None and o.numel > 0]
-    gi = outs[0] if outs else x
-    params = [t for t in op.inputs[2:] if t.ndim == 1 and t.numel > 1]
-    b = ctx.b
-    rows, C = _rows_cols(x)
-    # three FP32 temporaries, the column sums in PSUM
-    long_row = backward_row_max(ctx.chip, g, x, gi, params[0] if params else None, 3, 0)
-    if C > long_row:
-        k = ceil(C / long_row)
-        x, g, gi = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g, gi))
-        params = [TensorSpec((ceil(C / k),), t.dtype, None, t.id) for t in params]
-        rows, C = _rows_cols(x)
-    p = max(1, min(ctx.P, rows))
-    w = _param_tile(ctx, params[0], p, C) if params else None
-    col_sums = len(outs) > 1
-    # TensorE takes FP32 only against FP32: a ones vector in each column's dtype
-    ones = {dt: _ones(ctx, p, dt) for dt in dict.fromkeys(("float32", g.dtype))} if col_sums \
-        else {}
-    bank = ctx.chip.psum_bank_fp32_elems
-    sums = {k: ctx.tile(f"colsum{k}", (1, min(C, bank)), "float32", 0, Memory.PSUM)
-            for k in ("w", "b")} if col_sums else {}
-
-    def body(srcs, dsts, p, r, C, j):
-        gg, xx = srcs[0], srcs[1]
-        xhat = ctx.tmp("xhat", (p, r * C), "float32", j)
-        gx = ctx.tmp("gx", (p, r * C), "float32", j)
-        gw = ctx.tmp("gw", (p, r * C), "float32", j)
-        s1 = ctx.tmp("s1", (p, r), "float32", j)
-        s2 = ctx.tmp("s2", (p, r), "float32", j)
-        _per_row(ctx, xhat, xx, p, r, C, bias=s1, scale=s2)
-        b.tensor_tensor(gx, gg, xhat, "multiply")
-        wj = None if w is None else _each_row(w, p, r, C)    # the block's rows of weight
-        b.tensor_tensor(gw, gg, gg if wj is None else wj, "multiply")
-        _per_row(ctx, xhat, gw, p, r, C, reduce_res=s1)   # s1 = sum(g*w) per row, free
-        b.tensor_tensor(gx, gx, gx if wj is None else wj, "multiply")
-        b.tensor_reduce(s2, gx, "add")
-
-        def tail():
-            _per_row(ctx, xhat, xhat, p, r, C, bias=s1, scale=s2)
-            b.tensor_tensor(gw, gw, xhat, "add")
-            _per_row(ctx, dsts[0], gw, p, r, C, scale=s2)
-            for k, src in (("w", gx), ("b", gg)) if col_sums else ():
-                one = ones[as_ap(src).dtype]
-                for row in range(r):
-                    for c0 in range(0, C, bank):
-                        cn = min(bank, C - c0)
-                        b.nc_matmul(sums[k][0:1, 0:cn], one, ctx.cols(src, p, row * C + c0, cn),
-                                    accumulate=j > 0 or row > 0)
-        return tail
-    row_blocks(ctx, g, gi, body, extra_in=(x,), per_row=True)
-    for k, o in zip(("w", "b"), outs[1:3]):
-        res = ctx.tile(f"colsum_sb{k}", (1, min(C, bank)), o.dtype, 0)
-        b.tensor_copy(res, sums[k])
-        n = min(o.numel, res.shape[1])
-        ctx.store(o, res[0:1, 0:n], 1, 0, n)

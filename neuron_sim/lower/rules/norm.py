@@ -529,13 +529,12 @@ def layer_norm(ctx, op):
                _norm_body(ctx, w, bb, rms, eps), per_row=True, outs=[out] + outs[1:3])
 
 
-def backward_row_max(chip, g: TensorSpec, x: TensorSpec, gi: TensorSpec, w, temporaries=4,
-                     column_sums=2) -> int:
-    """The longest row a norm's backward keeps whole: g, x and grad_in triple-buffered, its FP32
-    temporaries double-buffered, the weight once, its FP32 column sums (layer_norm_backward:
-    four and two, _column_sums); a longer row runs in pieces."""
+def backward_row_max(chip, g: TensorSpec, x: TensorSpec, gi: TensorSpec, w) -> int:
+    """The longest row layer_norm_backward keeps whole: g, x and grad_in triple-buffered, its
+    four FP32 temporaries double-buffered, the weight once, its two FP32 column sums
+    (_column_sums); a longer row runs in pieces."""
     per_elem = 3 * (itemsize(g.dtype) + itemsize(x.dtype) + itemsize(gi.dtype)) \
-        + temporaries * 2 * 4 + (itemsize(w.dtype) if w is not None else 0) + column_sums * 4
+        + 4 * 2 * 4 + (itemsize(w.dtype) if w is not None else 0) + 2 * 4
     room = chip.sbuf_usable_bytes_per_partition - chip.row_op_small_tiles_bytes_per_partition
     return min(chip.row_whole_max_elems, room // per_elem)
 
@@ -593,7 +592,14 @@ def _column_sums(ctx, p, C, dtypes):
     return add, store
 
 
-@lowers("aten::native_layer_norm_backward", "aten::_fused_rms_norm_backward")
+# backward op -> the positions of its weight and output mask (the saved statistics precede the
+# weight: mean, rstd; rms_norm's rstd alone)
+_BACKWARD_ARGS = {"aten::native_layer_norm_backward": (5, 7),
+                  "aten::_fused_rms_norm_backward": (4, 5),
+                  "aten::native_group_norm_backward": (4, 9)}
+
+
+@lowers(*_BACKWARD_ARGS)
 def layer_norm_backward(ctx, op):
     """Per row, with xhat = (x - mean) * rstd from the forward's saved mean and rstd (rms_norm:
     x * rstd, no mean) and gw = g * w:
@@ -602,12 +608,15 @@ def layer_norm_backward(ctx, op):
     free), xhat * (-s2 / C) + (-s1 / C) and the final scaling by rstd; VectorE: g * w, g * xhat,
     (g * xhat) * w with its row sum, the add, and two [p, r] steps (-mean * rstd, the two
     coefficients). grad_weight = sum over rows of g * xhat and grad_bias = sum of g: column
-    sums on TensorE (_column_sums). Outputs the mask leaves out are not computed."""
+    sums on TensorE (_column_sums). Outputs the mask leaves out are not computed.
+    Group norm (timing): rows of the last dim, as its forward."""
     rms = op.op == "aten::_fused_rms_norm_backward"
     g, x = op.inputs[0], op.inputs[1]
-    named = _grad_outputs(op, ("in", "w") if rms else ("in", "w", "b"), 5 if rms else 7)
-    mean, rstd = (None, op.arg(3)) if rms else (op.arg(3), op.arg(4))
-    weight = op.arg(4 if rms else 5)
+    at_weight, at_mask = _BACKWARD_ARGS[op.op]
+    named = _grad_outputs(op, ("in", "w") if rms else ("in", "w", "b"), at_mask)
+    rstd = op.arg(at_weight - 1)
+    mean = None if rms else op.arg(at_weight - 2)
+    weight = op.arg(at_weight)
     weight = weight if isinstance(weight, TensorSpec) else None
     gi = named["in"]
     rows, C = _rows_cols(x)
@@ -617,10 +626,12 @@ def layer_norm_backward(ctx, op):
         k = ceil(C / long_row)
         x, g = (TensorSpec((rows * k, ceil(C / k)), t.dtype, None, t.id) for t in (x, g))
         gi = None if gi is None else TensorSpec(x.shape, gi.dtype, None, gi.id)
-        weight = None if weight is None else TensorSpec((ceil(C / k),), weight.dtype, None,
-                                                        weight.id)
-        stats = [TensorSpec((rows * k,), t.dtype, None, t.id) for t in stats]
         rows, C = _rows_cols(x)
+    # statistics and weight of other rows and columns than x's (a long row's pieces; group norm's
+    # [N, groups] and [channels]): read as one per row and column (timing)
+    stats = [t if t.numel == rows else TensorSpec((rows,), t.dtype, None, t.id) for t in stats]
+    if weight is not None and weight.numel != C:
+        weight = TensorSpec((C,), weight.dtype, None, weight.id)
     p = max(1, min(ctx.P, rows))
     w = _param_tile(ctx, weight, p, C) if weight is not None else None
     sums = {k: dt for k, dt in (("w", "float32"), ("b", g.dtype)) if named.get(k) is not None}
