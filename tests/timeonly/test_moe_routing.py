@@ -51,6 +51,22 @@ def test_grouped_mm_equals_cpu():
     assert got[8:].eq(0).all()                       # rows no group covers
 
 
+
+def test_grouped_mm_of_a_2d_operand_needs_offsets():
+    """As on CPU: a 2-D operand without offs is refused with torch's message (it was an
+    AttributeError unscaled, and an all-zero result scaled)."""
+    a = torch.randn(256, 128, device="neuron", dtype=torch.bfloat16)
+    b = torch.randn(4, 256, 128, device="neuron", dtype=torch.bfloat16).transpose(-2, -1)
+    sa, sb = torch.rand(256, device="neuron"), torch.rand(4 * 256, device="neuron")
+    fp8 = torch.float8_e4m3fn
+    needs = "Have to provide offsets if there is a 2d matrix"
+    with pytest.raises(RuntimeError, match=needs):
+        torch._grouped_mm(a, b)
+    with pytest.raises(RuntimeError, match=needs):
+        torch._scaled_grouped_mm(a.to(fp8), b.to(fp8), sa, sb, out_dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match=needs):
+        torch._grouped_mm(a.cpu(), b.cpu())
+
 def test_routing_assumption_is_checked():
     with pytest.raises(ValueError, match="non-negative with a positive sum"):
         set_moe_routing([0, 0])
