@@ -89,8 +89,8 @@ def cores_of_work(blocks, lnc) -> float:
 
 class LowerCtx:
     def __init__(self, chip, lnc: int = 1, cap: int = REPEAT_CAP, *, live=None,
-                 consumed_later=frozenset(), last_read=None, name="op", keep_operands=False,
-                 full=False):
+                 consumed_later=frozenset(), last_read=None, read_plans=None, name="op",
+                 keep_operands=False, full=False):
         self.b = ProgramBuilder(chip, name=name, keep_operands=keep_operands)
         self.chip = self.b.chip
         self.P = self.chip.sbuf_partitions    # partitions: the rows of every tile
@@ -102,6 +102,7 @@ class LowerCtx:
         self.live = live                      # None: every output is stored to HBM
         self.consumed_later = consumed_later  # keys of outputs a later op of the sequence reads
         self.last_read = last_read or {}      # key -> index of the last op that reads it
+        self.read_plans = read_plans or {}    # key -> [p, cols] its readers read other than flat
         self.repeats: list = []               # (R per core, emitted) of each repeat() call
         self._blocks: list = []               # (R in total, R per core) of each repeat() call
         self._hbm: dict = {}
@@ -340,14 +341,16 @@ class LowerCtx:
         return self.tile(role, (p, f), t.dtype, j)
 
     def _make_resident(self, t, p, cols):
-        """t's resident copy, [p, cols] from its writer's plan, made large enough for the other
-        plan too (flat or row: [128, 48] and [64, 96] for 64 rows of 96; a vector has no rows):
-        element-wise ops are indifferent to the layout, so a compiler writes the intermediate
-        in its reader's, and the reader reads it in place (add -> layer_norm over 64 rows, or
-        back)."""
+        """t's resident copy, [p, cols] from its writer's plan, made large enough for the flat
+        plan (in_hbm stores that part) and the plans its readers read it in (`read_plans`:
+        [128, 48] and [64, 96] for 64 rows of 96 read by a layer_norm): element-wise ops are
+        indifferent to the layout, so a compiler writes the intermediate in its readers', and
+        they read it in place (add -> layer_norm over 64 rows, or back). A [1, 4096] read by
+        element-wise ops and matmuls only is [128, 32], not its row [1, 4096]."""
         p, cols = (max(a, b) for a, b in zip((p, cols), self.flat_shape(t)))
-        if t.ndim > 1:
-            p, cols = (max(a, b) for a, b in zip((p, cols), row_shape(t, self.P)))
+        read = self.read_plans.get(self.key(t))
+        if read is not None:
+            p, cols = max(p, read[0]), max(cols, read[1])
         nbytes = cols * itemsize(t.dtype)
         budget = min(self.chip.resident_sbuf_bytes_per_partition,
                      self.chip.sbuf_usable_bytes_per_partition

@@ -5,8 +5,9 @@ training step are windows over the same per-layer sequence, so most ops of a gro
 same situation they met alone or in an earlier group. What a rule emits is a function of that
 situation (`_context`): the op's name and arguments (floats by value, tensors by layout, and
 which of its tensors are the same tensor); per tensor, whether it is resident in SBUF (the
-tile's shape), read by a later op (`consumed_later`) or `live`; the context's repeat cap, LNC,
-chip and matmul transpose phase; no TensorE stationary loaded from one of the op's tensors.
+tile's shape), read by a later op (`consumed_later`; in which plans: `read_plans`) or `live`;
+the context's repeat cap, LNC, chip and matmul transpose phase; no TensorE stationary loaded
+from one of the op's tensors.
 Two things are left out of the key:
 - the resident bytes in use: an op reads them only to ask whether an output can still become
   resident (`LowerCtx._make_resident`), so a recording is kept with those questions and their
@@ -165,7 +166,7 @@ def _context(ctx, rule, op):
         c = k in later
         grow = grow or (c and r is None)
         state.append((k[0], None if r is None else (r.shape, r.dtype), c,
-                      None if live is None else k in live))
+                      ctx.read_plans.get(k) if c else None, None if live is None else k in live))
     st = b._last_stationary
     if st is not None and st[0].tensor.id in own:
         return None

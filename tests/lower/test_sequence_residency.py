@@ -85,3 +85,67 @@ def test_a_scatter_into_a_zeroed_output_is_read_after_it_by_the_next_op():
     check_lowered_sequence(ops, {"gr": grad.numpy(), "i": idx.numpy()},
                            {"tb": table.numpy(), "sq": (table * table).numpy()},
                            live_outputs={"sq"})
+
+
+def test_a_vector_read_by_element_wise_ops_only_is_resident_in_the_flat_plan():
+    """Decode-shaped [1, 16384] FP32 intermediates read only by element-wise ops: each copy is
+    the flat plan [128, 128] (512 B per partition), so a and b stay resident together; sized
+    for a row plan nobody reads ([1, 16384]: 64 KiB per partition each) b did not fit the
+    resident budget next to a and was stored and read back."""
+    s = (1, 16384)
+    ops = [OpSpec("aten::exp", (T(s, "x"),), (T(s, "a"),)),
+           OpSpec("aten::mul.Tensor", (T(s, "a"), T(s, "a")), (T(s, "b"),)),
+           OpSpec("aten::add.Tensor", (T(s, "a"), T(s, "b")), (T(s, "c"),))]
+    t = lower_sequence(ops, live_outputs={"c"})
+    assert t.extra["spills"] == 0 and t.hbm_bytes == 2 * 16384 * 4
+    ctx = sequence_ctx(ops, get_chip(None), 1, {("id", "c")})
+    for op in ops[:2]:
+        lower_into(ctx, rule_for(op.name), op)
+    assert {k[1]: r.shape for k, r in ctx._resident.items()} == {"a": (128, 128),
+                                                                 "b": (128, 128)}
+
+
+def test_a_copy_read_by_a_row_op_is_laid_out_for_its_rows_too():
+    """[1, 4096] read by layer_norm (one row of 4096 on one partition) and by a multiply: the
+    copy serves both plans ([128, 4096]), and the sequence computes."""
+    import numpy as np
+    import torch
+    from neuron_sim.lower.semantics import check_lowered_sequence
+    s = (1, 4096)
+    ops = [OpSpec("aten::exp", (T(s, "x"),), (T(s, "a"),)),
+           OpSpec("aten::native_layer_norm", (T(s, "a"), [4096], T((4096,), "w"), None, 1e-5),
+                  (T(s, "n"), T((1, 1), "m"), T((1, 1), "r"))),
+           OpSpec("aten::mul.Tensor", (T(s, "a"), T(s, "n")), (T(s, "y"),))]
+    ctx = sequence_ctx(ops, get_chip(None), 1, {("id", "y")})
+    lower_into(ctx, rule_for(ops[0].name), ops[0])
+    assert ctx._resident[("id", "a")].shape == (128, 4096)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(s).astype(np.float32)
+    w = rng.standard_normal(4096).astype(np.float32)
+    a = torch.exp(torch.tensor(x))
+    n = torch.nn.functional.layer_norm(a, [4096], torch.tensor(w), None, 1e-5)
+    check_lowered_sequence(ops, {"x": x, "w": w}, {"y": (a * n).numpy()}, live_outputs={"y"})
+
+
+def _in_place_broadcast():
+    """exp -> mul_ by a [8, 16] operand in place (a broadcast plan of 4 rows of 128: [4, 128])
+    -> add: (ops, inputs, expected outputs)."""
+    import numpy as np
+    s = (4, 8, 16)
+    ops = [OpSpec("aten::exp", (T(s, "x"),), (T(s, "a"),)),
+           OpSpec("aten::mul_.Tensor", (T(s, "a"), T((8, 16), "v")), (T(s, "a"),)),
+           OpSpec("aten::add.Tensor", (T(s, "a"), T(s, "x")), (T(s, "y"),))]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(s).astype(np.float32)
+    v = rng.standard_normal((8, 16)).astype(np.float32)
+    return ops, {"x": x, "v": v}, {"y": np.exp(x) * v + x}
+
+
+def test_an_in_place_broadcast_writer_writes_the_copy_its_readers_read():
+    """The copy of a (written flat by exp) is laid out for mul_'s broadcast plan too, so mul_
+    writes it in place and add reads the products; mul_ wrote streaming tiles that were never
+    stored (a dead intermediate) and add read exp's values from the stale copy."""
+    from neuron_sim.lower.semantics import check_lowered_sequence
+    ops, ins, want = _in_place_broadcast()
+    check_lowered_sequence(ops, ins, want, live_outputs={"y"})
+
