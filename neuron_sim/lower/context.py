@@ -282,11 +282,16 @@ class LowerCtx:
         r = self._resident.get(self.key(t))
         if r is None:
             return None
-        if p > r.shape[0] or f > r.shape[1]:
+        if not self._serves(r, p, f):
             self.in_hbm(t)
             return None
         off = min(off, r.shape[1] - f)
         return r[0:p, off:off + f]
+
+    @staticmethod
+    def _serves(r: Tensor, p: int, f: int) -> bool:
+        """Whether resident copy r holds blocks of [p, f]."""
+        return p <= r.shape[0] and f <= r.shape[1]
 
     def load(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="in", off=None):
         """Chunk j ([p, f] at free offset `off`, default j*f: pass it for a short last chunk)
@@ -331,10 +336,16 @@ class LowerCtx:
 
     def out_tile(self, t: TensorSpec, p: int, cols: int, j: int, f: int, role="out", off=None):
         """Where the compute of chunk j of output t writes: straight into SBUF residency when a
-        later op of the sequence reads t (and it fits), else a streaming tile."""
+        later op of the sequence reads t (and it fits), else a streaming tile. An in-place
+        writer whose plan t's resident copy cannot serve stores and releases the copy first
+        (to_hbm), so its chunks are stored and later readers read them from HBM."""
         k = self.key(t)
-        if k in self.consumed_later and k not in self._resident and j == 0:
-            self._make_resident(t, p, cols)
+        if j == 0 and k in self.consumed_later:
+            r = self._resident.get(k)
+            if r is None:
+                self._make_resident(t, p, cols)
+            elif not self._serves(r, p, cols):
+                self.to_hbm(t)
         ap = self.resident_ap(t, p, j * f if off is None else off, f)
         if ap is not None:
             return ap

@@ -536,6 +536,10 @@ class _CheckedCtx(LowerCtx):
     def needs_store(self, t):
         return super().needs_store(t) or self.key(t) in self.via_hbm
 
+    def _release(self, k):
+        super()._release(k)
+        self.blocks.pop(k, None)    # (a copy made again later holds only its new writer's)
+
 
 def _device_array(t: TensorSpec, a) -> np.ndarray:
     """An input's values as the device holds them: FP32 (rounded to t's dtype when loaded), or

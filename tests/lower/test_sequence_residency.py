@@ -149,3 +149,13 @@ def test_an_in_place_broadcast_writer_writes_the_copy_its_readers_read():
     ops, ins, want = _in_place_broadcast()
     check_lowered_sequence(ops, ins, want, live_outputs={"y"})
 
+
+def test_an_in_place_writer_the_copy_cannot_serve_stores_it_and_releases_it(monkeypatch):
+    """A resident copy not laid out for an in-place writer's plan (here: its readers' plans
+    unknown) is stored and released at the writer's first chunk (LowerCtx.out_tile, as to_hbm
+    does), so the writer's chunks go to HBM and the next op reads them there."""
+    from neuron_sim.lower import api
+    from neuron_sim.lower.semantics import check_lowered_sequence
+    monkeypatch.setattr(api, "_row_reads", lambda op, chip, later: {})
+    ops, ins, want = _in_place_broadcast()
+    check_lowered_sequence(ops, ins, want, live_outputs={"y"})
