@@ -696,18 +696,18 @@ def _classes(logp: TensorSpec) -> tuple:
     return logp.shape[min(1, logp.ndim - 1)], prod(logp.shape[2:])
 
 
-def _nll_picks(ctx, logp: TensorSpec, target: TensorSpec, bufs=BUFS):
-    """The blocks of nll_loss's one element per target, logp[n, target[n, s], s]: (j, p, r,
-    slots, index tile, indirect pattern of logp) with movement.index_blocks' rows for [N, C]; a
-    target outside [0, C) (ignore_index) is skipped (oob_mode='skip'): nothing is read or
-    written for it. The target adds target * S elements to its position's address. The index
-    tiles rotate through `bufs` buffers."""
-    C, S = _classes(logp)
-    h = ctx.in_hbm(logp)
+def _nll_picks(ctx, picked: TensorSpec, h, target: TensorSpec, bufs=BUFS):
+    """The blocks of the one element per target, picked[n, target[n, s], s], at picked's HBM
+    tensor h (nll_loss reads logp's: `in_hbm`; nll_loss_backward writes grad_input's:
+    `to_hbm`): (j, p, r, slots, index tile, indirect pattern of h) with movement.index_blocks'
+    rows for [N, C]; a target outside [0, C) (ignore_index) is skipped (oob_mode='skip'):
+    nothing is read or written for it. The target adds target * S elements to its position's
+    address. The index tiles rotate through `bufs` buffers."""
+    C, S = _classes(picked)
     if S > 1:
-        yield from _image_picks(ctx, h, target, C, S, itemsize(logp.dtype), bufs)
+        yield from _image_picks(ctx, h, target, C, S, itemsize(picked.dtype), bufs)
         return
-    for j, p, r, per_blk in index_blocks(ctx, logp.numel // C, itemsize(logp.dtype)):
+    for j, p, r, per_blk in index_blocks(ctx, picked.numel // C, itemsize(picked.dtype)):
         at = IndirectPattern(h, 0, p, j * per_blk * C, ((r, C), (1, 1)), r * C, scale=1, bound=C)
         yield j, p, r, per_blk, index_tile(ctx, target, j, p, r, per_blk, bufs), at
 
@@ -744,7 +744,7 @@ def nll_loss(ctx, op):
     rows = logp.numel // max(_classes(logp)[0], 1)
     # every block's indices are loaded before the first pick (the picks tile's width is
     # theirs): each block's index tile its own buffer, none overwritten before it is read
-    blocks = list(_nll_picks(ctx, logp, target, bufs=1 << 30))
+    blocks = list(_nll_picks(ctx, logp, ctx.in_hbm(logp), target, bufs=1 << 30))
     cols = sum(r for _, _, r, *_ in blocks)
     picks, ignored = (ctx.tile(k, (ctx.P, cols), "float32", 0) for k in ("pk", "ign"))
     b.memset(picks, 0.0)
@@ -779,7 +779,7 @@ def nll_loss_backward(ctx, op):
     out = op.outputs[0]
     grad, target = op.inputs[0], next(t for t in op.inputs if t.dtype == "int32")
     ctx.stream(out, [], lambda s, d, p, f, j: b.memset(d[0], 0.0))
-    ctx.to_hbm(out)                 # the picks below scatter into HBM: zeros there first
+    h = ctx.to_hbm(out)             # the picks below scatter into HBM: zeros there first
     g = ctx.tile("g", (ctx.P, 1), "float32", 0)        # the scalar on every partition
     b.dma_copy(g, AccessPattern(ctx.in_hbm(grad), 0, ctx.P, 0, ((1, 1),), 0))
     if op.arg(4, 1) == 1 and isinstance(op.arg(6), TensorSpec):
@@ -787,7 +787,7 @@ def nll_loss_backward(ctx, op):
         b.dma_copy(tw, AccessPattern(ctx.in_hbm(op.arg(6)), 0, ctx.P, 0, ((1, 1),), 0))
         b.tensor_tensor(g, g, tw, "divide")
     b.tensor_scalar(g, g, "multiply", -1.0)
-    for j, p, r, _, it, at in _nll_picks(ctx, out, target):
+    for j, p, r, _, it, at in _nll_picks(ctx, out, h, target):
         vals = ctx.tile("vals", (p, r), out.dtype, j)
         b.tensor_copy(vals, AccessPattern(g, 0, p, 0, ((r, 0),)))
         b.dma_copy(at, vals, index=it, dge="swdge", oob_mode="skip")
