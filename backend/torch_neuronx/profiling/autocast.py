@@ -12,7 +12,7 @@ rules torch applies (backend/csrc/aten/Autocast.cpp registers CUDA's op lists fo
 - forward, an op autocast runs in float32 (`FP32`: layer norm, softmax, pow, losses...): bf16
   operands are cast to float32 first.
 - any other op computes in its operands' type (torch's promotion: float32 if any float32 operand
-  of one or more dimensions, else bf16); in-place ops and copies keep their destination's type.
+  of one or more dimensions, else bf16); an in-place op keeps its tensor's type, a cast its own.
 - backward (no autocast; autograd casts a gradient to its forward tensor's type): a matmul-family
   op reads the bf16 copies the forward saved, and a float32 gradient reaching it is cast once; a
   float32-list op's backward reads float32 and, when its forward input was cast up, its gradient
@@ -63,9 +63,10 @@ FP32_OPS = _listed("fp32", "fp32_set_opt_dtype", "fp32_append_dtype") | {"aten::
     "nll_loss2d_backward", "mse_loss_backward", "_softmax_backward_data")}
 _BACKWARD_FP32 = frozenset(n for n in FP32_OPS if n.endswith(("_backward", "_backward_data")))
 
-# in-place ops that overwrite their tensor whatever it held: it keeps its own type
-_FRESH = frozenset("aten::" + n for n in ("fill_", "zero_", "normal_", "uniform_", "bernoulli_",
-                                          "random_", "exponential_"))
+# in-place ops that overwrite their tensor whatever it held (they read none of it): it keeps
+# its own type
+OVERWRITING = frozenset("aten::" + n for n in ("fill_", "zero_", "normal_", "uniform_",
+                                               "bernoulli_", "random_", "exponential_"))
 _BIAS_FIRST = frozenset("aten::" + n for n in ("addmm", "baddbmm", "addbmm", "addmv", "addr"))
 _fake_storage = itertools.count(3 << 61)     # storages of the tensors the casts make
 
@@ -147,6 +148,8 @@ class Rewrite:
         name, device, stream, args, outputs = (item.name, item.device, item.stream, item.args,
                                                item.outputs)
         if phase == "optimizer" or item.preset_ns >= 0 or name.startswith(HOST_COPIES):
+            for o in _tensors(outputs):
+                self._new_tensor(o)      # what it writes is its own, in the type it has
             return [item]
         base = name.split(".")[0]
         out = []
@@ -223,12 +226,16 @@ class Rewrite:
                 new_outs.append(args[0])
                 self.made_in[args[0].storage] = phase
                 continue
-            keep = in_place or (name.startswith("neuron::") and not layout_copy)
-            if base in _FRESH:
-                d = o.dtype              # fill_, zero_: a fresh tensor, its own type
+            if in_place and base not in OVERWRITING:
+                d = self.dtype.get(o.storage, o.dtype)    # the tensor it updates keeps its type
+            elif in_place or result is None or (name == CAST and not layout_copy):
+                d = o.dtype        # fill_, zero_, a cast, a tensor made of no tensor: its own type
             else:
-                d = self.dtype.get(o.storage, o.dtype) if keep or result is None else result
-            self._forget(o)
+                d = result
+            if in_place:
+                self._forget(o)
+            else:
+                self._new_tensor(o)
             if backward and d != o.dtype and feeds_optimizer and o.storage in feeds_optimizer:
                 # autograd hands the optimizer a float32 gradient, cast as the optimizer reads it
                 made = _desc(o.sizes, row_major(o.sizes), d, next(_fake_storage))
@@ -258,6 +265,15 @@ class Rewrite:
         add_ to a gradient read before as a [b*t, c] view)."""
         for key in self.cast_of.pop(o.storage, ()):
             self.copy.pop(key, None)
+
+    def _new_tensor(self, o):
+        """A write not in place: nothing known of the storage's last tensor (its type, phase,
+        casts) holds for this one. No free reaches the profiler, and the allocator hands a
+        freed storage to the next tensor: a write is where a new tensor there begins."""
+        self._forget(o)
+        self.dtype.pop(o.storage, None)
+        self.made_in.pop(o.storage, None)
+        self.island.discard(o.storage)
 
     def _promote(self, flat, backward):
         """The type an element-wise op computes in; in backward the saved (forward) tensors'
@@ -293,12 +309,11 @@ def _gradient_makers(batches, phases) -> dict:
                 for t in _tensors(item.args):
                     if t.storage in last:
                         found.setdefault(last[t.storage], {}).setdefault(t.storage, t)
-            else:
-                for s in (t.storage for t in _tensors(item.outputs)):
-                    if phase == "backward":
-                        last[s] = (b, i)
-                    else:
-                        last.pop(s, None)
+            for s in (t.storage for t in _tensors(item.outputs)):
+                if phase == "backward":
+                    last[s] = (b, i)
+                else:
+                    last.pop(s, None)
     return found
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from neuron_sim.explorer.summary import COMPILED_GRAPH_PREFIX
 
 from ..cost import HOST_COPIES, Writes, described, extent, op_spec, place_of, queued_op
-from .autocast import CAST
+from .autocast import CAST, OVERWRITING
 
 GRAPHED = ("forward", "backward")
 # in-place ops that write every element: their operand's value is not read (a fresh tensor)
@@ -63,13 +63,16 @@ def graph_spans(flat) -> list:
 
 class _Later:
     """For each storage, the accesses [(position, (first, end) elements, is a write)] of the
-    ops in issue order: what happens to a graph's output after the graph."""
+    ops in issue order: what happens to a graph's output after the graph. An op that
+    overwrites its operand (fill_: the gradient seed, zero_grad's zero_) does not read it,
+    however it is described: the allocator may have handed it a freed output's storage."""
 
     def __init__(self, items):
         self.at = {}
         for k, item in enumerate(items):
+            overwrites = item.name.split(".")[0] in OVERWRITING
             for t, is_out in described(item):
-                if t.on_neuron and t.storage:
+                if t.on_neuron and t.storage and (is_out or not overwrites):
                     self.at.setdefault(t.storage, []).append((k, extent(t), is_out))
 
     def read_after(self, t, hi: int) -> bool:

@@ -42,6 +42,7 @@ WEIGHT_ARG = {"aten::mm": 1, "aten::addmm": 2, "aten::linear": 1, "aten::matmul"
               "aten::convolution": 1, "aten::embedding": 0, "aten::addmv": 1, "aten::mv": 0}
 _MAX_ENTRIES = 2_000_000     # session bound: a forgotten profiler must not grow without limit
 _MAX_BATCH_OPS = 20_000      # latest drained ops kept for re-timing advice (~30 demo GPT steps)
+_MAX_STORAGES = 65_536       # storages whose computed ranges a session keeps (demo GPT: ~950)
 
 
 class _Session:
@@ -54,7 +55,7 @@ class _Session:
     def start(self):
         """A new profiling session: nothing of the last one is kept."""
         self.entries = []
-        self.outputs = {}        # layout key -> True: outputs written by device ops (bounded)
+        self.computed = {}       # storage -> [(first, end)] elements device ops wrote (bounded)
         self.open = True
         self.lane_rows = 0       # rows attached so far (bounded by LaneOptions.max_rows)
         self.lanes_dropped = 0   # ops left without lanes once the budget was spent
@@ -92,6 +93,7 @@ def on_drain(model, batch, charges) -> None:
             _emit(model, op, charge)
             continue
         seq, name = op.seq, op.name
+        _written(op.outputs, by_device=charge.kind != "host")
         cost = _GRAPHS.get(name)       # a compiled graph
         if cost is not None:
             _graph(seq, name, ns, cost, model.chip.sbuf_partitions)
@@ -206,7 +208,7 @@ def _emit(model, op, charge) -> None:
                    base.sbuf_peak_bytes_per_partition, base.psum_peak_bytes_per_partition,
                    base.estimated)
     _classify_reads(rec, prog.read_bytes_by_arg if prog is not None else {}, name, args)
-    _remember(outputs)
+    _written(outputs, by_device=True)
     SESSION.entries.append((name, ns, rec))
     if not OPTIONS.enabled or SESSION.lane_rows >= OPTIONS.max_rows:
         SESSION.lanes_dropped += OPTIONS.enabled
@@ -245,28 +247,55 @@ def _classify_reads(rec, reads, name, args) -> None:
         a = args[j] if 0 <= j < len(args) else None
         if j == w:
             kind = "weights"
-        elif _place(a) in SESSION.outputs:
+        elif _computed(a):
             kind = "intermediates"
         else:
             kind = "inputs"
         rec.dma_bytes[kind] = rec.dma_bytes.get(kind, 0.0) + b
 
 
-def _place(a):
-    from ..cost import TensorDesc, place_of
-    return place_of(a) if type(a) is TensorDesc else None
+def _extent(t):
+    """[first, end) elements of its storage a device tensor covers; None for a CPU scalar or a
+    tensor without storage."""
+    from ..cost import extent
+    return extent(t) if type(t) is _C.TensorDesc and t.on_neuron and t.storage else None
 
 
-def _remember(outputs) -> None:
-    """Where the outputs of a device op live, so a later op of the region reading one of them
-    counts an intermediate."""
+def _computed(t) -> bool:
+    """Does `t` read memory a device op of the session wrote, through any view of it?"""
+    span = _extent(t)
+    return span is not None and any(a < span[1] and span[0] < b
+                                    for a, b in SESSION.computed.get(t.storage, ()))
+
+
+def _written(outputs, by_device) -> None:
+    """A write to device memory: a device op's output joins what device ops computed; a host
+    copy's replaces it with input data. No free reaches the profiler and the allocator hands a
+    freed storage to the next tensor, so a storage's facts change only by writes: a new tensor
+    there is first written (by an op or a copy) before anything reads it."""
     for o in outputs:
-        k = _place(o)
-        if k is not None:
-            SESSION.outputs[k] = True
-    if len(SESSION.outputs) > 4096:
-        for k in list(SESSION.outputs)[:2048]:
-            del SESSION.outputs[k]
+        span = _extent(o)
+        if span is None:
+            continue
+        spans = _rewritten(SESSION.computed.pop(o.storage, ()), *span, by_device)
+        if spans:
+            SESSION.computed[o.storage] = spans     # re-inserted: the oldest written go first
+    if len(SESSION.computed) > _MAX_STORAGES:
+        for k in list(SESSION.computed)[:_MAX_STORAGES // 2]:
+            del SESSION.computed[k]
+
+
+def _rewritten(spans, lo, hi, by_device) -> list:
+    """`spans` (disjoint [first, end) ranges device ops wrote) after a write of [lo, hi)."""
+    kept = []
+    for a, b in spans:
+        if b < lo or hi < a:
+            kept.append((a, b))
+        elif by_device:
+            lo, hi = min(a, lo), max(b, hi)         # joined into one range
+        else:
+            kept.extend(r for r in ((a, lo), (hi, b)) if r[0] < r[1])
+    return kept + [(lo, hi)] if by_device else kept
 
 
 def session_records(device_rows=None) -> list:
