@@ -254,18 +254,31 @@ def _classify_reads(rec, reads, name, args) -> None:
         rec.dma_bytes[kind] = rec.dma_bytes.get(kind, 0.0) + b
 
 
+_LENGTHS: dict = {}          # (sizes, strides) -> elements from a tensor's first to past its last
+
+
 def _extent(t):
     """[first, end) elements of its storage a device tensor covers; None for a CPU scalar or a
-    tensor without storage."""
-    from ..cost import extent
-    return extent(t) if type(t) is _C.TensorDesc and t.on_neuron and t.storage else None
+    tensor without storage. cost.extent once per layout: it is ~1 us a call, per read here."""
+    if type(t) is not _C.TensorDesc or not (t.on_neuron and t.storage):
+        return None
+    layout = (t.sizes, t.strides)
+    length = _LENGTHS.get(layout)
+    if length is None:
+        from ..cost import extent
+        first, end = extent(t)
+        length = _LENGTHS[layout] = end - first
+    return t.offset, t.offset + length
 
 
 def _computed(t) -> bool:
     """Does `t` read memory a device op of the session wrote, through any view of it?"""
     span = _extent(t)
-    return span is not None and any(a < span[1] and span[0] < b
-                                    for a, b in SESSION.computed.get(t.storage, ()))
+    if span is not None:
+        for a, b in SESSION.computed.get(t.storage, ()):
+            if a < span[1] and span[0] < b:
+                return True
+    return False
 
 
 def _written(outputs, by_device) -> None:
@@ -277,7 +290,11 @@ def _written(outputs, by_device) -> None:
         span = _extent(o)
         if span is None:
             continue
-        spans = _rewritten(SESSION.computed.pop(o.storage, ()), *span, by_device)
+        spans = SESSION.computed.pop(o.storage, None)
+        if spans is None:
+            spans = [span] if by_device else None
+        elif not (by_device and spans == [span]):     # else: a tensor's own range written again
+            spans = _rewritten(spans, *span, by_device)
         if spans:
             SESSION.computed[o.storage] = spans     # re-inserted: the oldest written go first
     if len(SESSION.computed) > _MAX_STORAGES:
