@@ -73,6 +73,7 @@ EXACT = {
                      "_softmax_backward_data _log_softmax_backward_data"),
     "layer_norm": _aten("native_layer_norm layer_norm rms_norm _fused_rms_norm"),
     "layer_norm_backward": _aten("native_layer_norm_backward _fused_rms_norm_backward"),
+    "group_norm": _aten("native_group_norm group_norm"),
     "batch_norm": _aten("native_batch_norm _native_batch_norm_legit batch_norm "
                         "_native_batch_norm_legit_no_training _batch_norm_with_update "
                         "_native_batch_norm_legit_functional _batch_norm_no_update"),
@@ -108,7 +109,9 @@ TIMING_ONLY = {
     "reduction": "nansum, max/min of two tensors and reductions over dims that are neither "
                  "the last one, a leading prefix (sum, mean) nor all (sum, mean) are timed as "
                  "a sum or max of the chunk-major layout's elements, not the op's",
-    "layer_norm": "group and instance norm: normalised as rows of the last dim",
+    "layer_norm": "instance norm: normalised as rows of the last dim",
+    "group_norm": "a group longer than the rows kept whole runs in pieces, each normalised "
+                  "alone with one weight and bias value (timing of the two passes)",
     "layer_norm_backward": "group norm: rows of the last dim, its [N, groups] statistics and "
                            "[channels] weight read as one per row and column",
     "mm": "matmul, inner, vdot: not established (no semantics case); _grouped_mm and "
@@ -310,6 +313,10 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         if len({t.dtype for t in tensors}) > 1 or not backward and op.arg(2):
             return "an operand of another dtype (half_to_float, or the backward's input_dtype)"
         return None
+    if name == "group_norm":        # rows: a group of a sample each
+        groups = op.arg(6 if op.op == "aten::native_group_norm" else 1)
+        return TIMING_ONLY[name] if x.numel // (x.shape[0] * groups) > c.row_whole_max_elems \
+            else None
     if name in ("layer_norm", "layer_norm_backward"):
         backward = name == "layer_norm_backward"    # (grad, input, normalized_shape, ...)
         g, x = x, op.inputs[1] if backward else x

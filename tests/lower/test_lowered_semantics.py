@@ -215,6 +215,21 @@ def _norm_backward(s, rms=False, weight=True, bias=True, dtype="float32"):
         [t.float().numpy() for t in arrays], ref
 
 
+def _group_norm(native):
+    """Groups of the channels (dim 1) of each sample, [N, C] (HW 1): 7 of 1001 (896 rows over
+    128 partitions, 7 a partition), 17 of 1003, 4 of 64 (1200 rows); weight and bias [C]."""
+    def make(s):
+        N, C = s
+        G = {1001: 7, 1003: 17, 64: 4}[C]
+        arrays = [_data(s), _data((C,), seed=1), _data((C,), seed=2)]
+        if native:
+            return ((T(s), T((C,)), T((C,)), N, C, 1, G, 1e-5), (T(s), T((N, G)), T((N, G))),
+                    arrays, lambda x, w, b: torch.native_group_norm(x, w, b, N, C, 1, G, 1e-5))
+        return ((T(s), G, T((C,)), T((C,)), 1e-3), (T(s),), arrays,
+                lambda x, w, b: F.group_norm(x, G, w, b, 1e-3))
+    return make
+
+
 def _foreach_norm(s, ord, dtype):
     # members of the list's chunk plan and their tails, one of 3 elements (a partial row)
     shapes = [s, (3,), (s[0] * s[1] // 7 + 3,)]
@@ -337,6 +352,9 @@ CASES = {
     "aten::_fused_rms_norm": lambda s: (
         (T(s), s[-1:], T(s[-1:]), 1e-6), (T(s), T((s[0], 1))), [_data(s), _data(s[-1:], seed=1)],
         lambda x, w: torch.ops.aten._fused_rms_norm(x, list(s[-1:]), w, 1e-6)),
+    # rows of a group of a sample each; weight and bias per channel
+    "aten::native_group_norm": _group_norm(native=True),
+    "aten::group_norm": _group_norm(native=False),
     # the backward ops read the forward's saved statistics ([rows, 1]); grad_weight and
     # grad_bias are column sums over every row
     "aten::native_layer_norm_backward": lambda s: _norm_backward(s),
@@ -852,8 +870,9 @@ REFUSED = [
                                         T(())), (T((30, 64)),)), "ignore_index 0 is a class"),
     (OpSpec("aten::scatter_add", (T((50, 64)), 0, T((30, 64), "int32"), T((30, 64))),
             (T((50, 64)),)), "timed as that scatter-add"),
-    (OpSpec("aten::native_group_norm", (T((8, 16, 32)), T((16,)), T((16,)), 8, 16, 32, 4, 1e-5),
-            (T((8, 16, 32)), T((8, 4)), T((8, 4)))), "rows of the last dim"),
+    (OpSpec("aten::native_group_norm", (T((2, 8, 64, 64)), T((8,)), T((8,)), 2, 8, 4096, 1,
+                                        1e-5), (T((2, 8, 64, 64)), T((2, 1)), T((2, 1)))),
+     "runs in pieces"),
     (OpSpec("aten::native_group_norm_backward", (T((8, 16, 32)), T((8, 16, 32)), T((8, 4)),
                                                  T((8, 4)), T((16,)), 8, 16, 32, 4,
                                                  (True, True, True)),

@@ -445,11 +445,14 @@ def softmax(ctx, op):
                extra_in=op.inputs[1:2] if backward else ())
 
 
-def _norm_body(ctx, affine_w, affine_b, rms=False, eps=1e-5):
+def _norm_body(ctx, params, rms=False, eps=1e-5):
+    """Statistics, normalisation and affine of a block of r rows of C; params(p, r, C, j):
+    block j's weight and bias operands (None: not applied)."""
     b = ctx.b
 
     def body(srcs, dsts, p, r, C, j):
         x, out = srcs[0], dsts[0]
+        affine_w, affine_b = params(p, r, C, j)
         mv = ctx.tmp("mv", (p, 2 * r), "float32", j)
         if rms:     # the mean square: sum((x / C) * x) per row
             sq = ctx.tmp("sq", (p, r * C), "float32", j)
@@ -480,9 +483,9 @@ def _norm_body(ctx, affine_w, affine_b, rms=False, eps=1e-5):
 
         def tail():
             if affine_w is not None:
-                b.tensor_tensor(out, out, _each_row(affine_w, p, r, C), "multiply")
+                b.tensor_tensor(out, out, affine_w, "multiply")
             if affine_b is not None:
-                b.tensor_tensor(out, out, _each_row(affine_b, p, r, C), "add")
+                b.tensor_tensor(out, out, affine_b, "add")
             for d, st in zip(dsts[1:], [rstd] if rms else [mean, rstd]):   # saved statistics
                 b.tensor_copy(d, st)
         return tail
@@ -492,8 +495,13 @@ def _norm_body(ctx, affine_w, affine_b, rms=False, eps=1e-5):
 def _each_row(param, p, r, C) -> AccessPattern:
     """A [p, C] parameter tile read as [p, r, C] (stride 0 across the rows): the weight for a
     block of r rows of C, held once."""
+    return _read_as(param, p, ((r, 0), (C, 1)))
+
+
+def _read_as(param, p, dims) -> AccessPattern:
+    """p partitions of a parameter tile read with free dims `dims` (stride 0: a value reused)."""
     a = as_ap(param)
-    return AccessPattern(a.tensor, a.p_start, p, a.offset, ((r, 0), (C, 1)))
+    return AccessPattern(a.tensor, a.p_start, p, a.offset, dims)
 
 
 def _param_tile(ctx, t: TensorSpec, p, n):
@@ -504,7 +512,7 @@ def _param_tile(ctx, t: TensorSpec, p, n):
 
 
 @lowers("aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
-        "aten::native_group_norm", "aten::group_norm", "aten::instance_norm")
+        "aten::instance_norm")
 def layer_norm(ctx, op):
     x, out = op.inputs[0], op.outputs[0]
     rms = op.op in ("aten::rms_norm", "aten::_fused_rms_norm")
@@ -526,7 +534,66 @@ def layer_norm(ctx, op):
     outs = [o for o in op.outputs if o.numel > 0]
     row_blocks(ctx, x, TensorSpec(x.shape, out.dtype, None, out.id if out.id is not None
                                   else ("ln", out.layout_key)),
-               _norm_body(ctx, w, bb, rms, eps), per_row=True, outs=[out] + outs[1:3])
+               _norm_body(ctx, lambda p, r, C, j: [None if t is None else _each_row(t, p, r, C)
+                                                   for t in (w, bb)], rms, eps),
+               per_row=True, outs=[out] + outs[1:3])
+
+
+def _group_params(ctx, t: TensorSpec, p, r, first, groups, cg, staged: dict):
+    """[p, r * cg] of the per-channel parameter t ([groups * cg]) for r rows a partition, rows
+    of a group each from group `first` on: partition q holds the cg channels of the groups
+    (first + q * r + i) % groups, i < r, i.e. t repeated from channel first * cg on. One DMA
+    when that is whole rounds of t (a partition stride 0 over the rounds); else the rounds the
+    block reaches, held on one partition (`staged`, loaded once per op), copied to the
+    partitions by one SBUF -> SBUF DMA (an access of a few partitions may start only at some
+    partitions: no pieces of rounds)."""
+    tile = ctx.tile(f"param{ctx.tiles_named('param')}", (p, r * cg), t.dtype)
+    h = ctx.in_hbm(t)
+    rounds, part = divmod(p * r, groups)
+    if first == 0 and part == 0:
+        ctx.b.dma_copy(tile, AccessPattern(h, 0, rounds, 0, ((groups * cg, 1),), 0))
+        return tile
+    k = ctx.key(t)
+    if k not in staged:     # (the first block staged has the most rows: r only shrinks)
+        reach = ceil((first + p * r) / groups)
+        staged[k] = ctx.tile(f"param{ctx.tiles_named('param')}", (1, reach * groups * cg),
+                             t.dtype)
+        ctx.b.dma_copy(staged[k], AccessPattern(h, 0, 1, 0, ((reach, 0), (groups * cg, 1))))
+    ctx.b.dma_copy(tile, AccessPattern(staged[k], 0, 1, first * cg, ((p * r * cg, 1),)))
+    return tile
+
+
+@lowers("aten::native_group_norm", "aten::group_norm")
+def group_norm(ctx, op):
+    """Rows of [N * groups, C / groups * HW], a group of a sample each (its [N, groups] mean and
+    rstd: one value per row), normalised as layer_norm's rows; then the per-channel weight and
+    bias, one VectorE pass each: partition q of block j holds rows j * r * p + q * rj + i
+    (row_blocks), whose groups' channels _group_params holds, each read along its HW columns.
+    A row longer than chip.row_whole_max_elems runs in pieces (row_blocks), each with one
+    weight and bias value (timing)."""
+    x, out = op.inputs[0], op.outputs[0]
+    native = op.op == "aten::native_group_norm"
+    groups = op.arg(6 if native else 1)
+    w, bias = (op.arg(1), op.arg(2)) if native else (op.arg(2), op.arg(3))
+    eps = op.arg(7 if native else 4, 1e-5)
+    rows = x.shape[0] * groups
+    cols = x.numel // rows
+    hw = cols // (x.shape[1] // groups)
+    tiles, staged, full = {}, {}, {}
+
+    def params(p, r, C, j):
+        whole = C == cols       # (else a piece of a long row: one value of each, timing)
+        # block j's first row: j * p * the rows of block 0 (it comes first, and full)
+        key = (j * p * full.setdefault("r", r) % groups, r) if whole else "piece"
+        if key not in tiles:
+            tiles[key] = [None if not isinstance(t, TensorSpec)
+                          else _group_params(ctx, t, p, r, key[0], groups, C // hw, staged)
+                          if whole else _param_tile(ctx, t, p, 1) for t in (w, bias)]
+        dims = ((r * C // hw, 1), (hw, 0)) if whole else ((r * C, 0),)
+        return [None if t is None else _read_as(t, p, dims) for t in tiles[key]]
+    view = [TensorSpec((rows, cols), t.dtype, None, t.id) for t in (x, out)]
+    row_blocks(ctx, view[0], view[1], _norm_body(ctx, params, eps=eps), per_row=True,
+               outs=[view[1]] + [o for o in op.outputs[1:3] if o.numel > 0])
 
 
 def backward_row_max(chip, g: TensorSpec, x: TensorSpec, gi: TensorSpec, w) -> int:
