@@ -258,8 +258,7 @@ def _keys(tensors, lists):
 # their two matrix operands start, attention its [B, H, S, D] heads (attention._km); the
 # rules streaming through rules.elementwise.elementwise,
 # which read an op's full-size operands in its broadcast plan when another one is smaller
-_ROW_RULES = {"reduction", "softmax", "layer_norm", "layer_norm_backward",
-              "channel_norm_backward"}
+_ROW_RULES = {"reduction", "softmax", "layer_norm", "layer_norm_backward"}
 _MATMUL_RULES = {"mm": 0, "addmm": 1, "linear": 0}
 _ATTENTION_RULES = {"sdpa_forward", "sdpa_backward"}
 _BROADCAST_RULES = {"unary_vector", "binary", "ternary", "pointwise_loss",
