@@ -4,7 +4,6 @@ a Timing. Big ops are built at two representative sizes and extrapolated (see RE
 from __future__ import annotations
 
 import time
-from math import ceil
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,8 +15,7 @@ from ..program.program import COLUMNS, Program
 from ..timing import simulate
 from ..trace.op_program import OpProgram, classify_dma
 from .assumptions import REPEAT_CAP
-from .broadcast import plan
-from .context import LowerCtx, cores_of_work, row_shape
+from .context import LowerCtx, cores_of_work
 from .registry import RULES, LoweringError, rule_for
 from .replay import flush as replay_flush, joined_csr, lower_into
 from .rules.optimizer import list_identity
@@ -253,67 +251,11 @@ def _keys(tensors, lists):
     return out
 
 
-# Rules reading their operands in the row plan (norm.row_blocks: rows of the last dim whole,
-# over the partitions); the matmul rules (operands K-major: matmul._load_k_major) by where
-# their two matrix operands start, attention its [B, H, S, D] heads (attention._km); the
-# rules streaming through rules.elementwise.elementwise,
-# which read an op's full-size operands in its broadcast plan when another one is smaller
-_ROW_RULES = {"reduction", "softmax", "layer_norm", "layer_norm_backward"}
-_MATMUL_RULES = {"mm": 0, "addmm": 1, "linear": 0}
-_ATTENTION_RULES = {"sdpa_forward", "sdpa_backward"}
-_BROADCAST_RULES = {"unary_vector", "binary", "ternary", "pointwise_loss",
-                    "pointwise_loss_backward"}
-
-
-def _k_major(t: TensorSpec, K: int, P: int, batched: bool) -> tuple:
-    """[p, cols] a matmul reads matrix operand t in, K on partitions: K tile k of a batch at
-    free offset (batch start + k * P * other) / P, `other` its other dim, as
-    matmul._load_k_major reads a resident operand (`batched`: leading dims are batches, not
-    rows as linear's x has them)."""
-    per_batch = t.shape[-2] * t.shape[-1] if batched and t.ndim > 1 else t.numel
-    other = max(1, per_batch // max(K, 1))
-    return min(P, K), (t.numel - per_batch) // P + ceil(K / P) * other
-
-
 def _row_reads(op: OpSpec, chip, later) -> dict:
-    """{key: [p, cols]} of the inputs in `later` (keys) that op's rule reads from SBUF in a
-    plan other than the flat one (rows kept whole: the row plan, a matmul's K-major operands,
-    or an element-wise op's broadcast plan); the flat plan's readers are left out (every
-    resident copy serves it)."""
-    rule = RULES.get(op.op)
-    name = rule.__name__ if rule is not None else ""
-    key = LowerCtx.key
-    if name in _ROW_RULES:
-        return {key(t): row_shape(t, chip.sbuf_partitions) for t in op._inputs
-                if t.ndim > 1 and key(t) in later}
-    if name in _MATMUL_RULES:
-        first = _MATMUL_RULES[name]
-        operands = op._inputs[first:first + 2]
-        K = operands[0].shape[-1] if operands and operands[0].ndim else 1
-        return {key(t): _k_major(t, K, chip.sbuf_partitions, name != "linear")
-                for t in operands if key(t) in later}
-    if name in _ATTENTION_RULES:
-        return {key(t): _k_major(t, t.shape[-1], chip.sbuf_partitions, True)
-                for t in op._inputs if t.ndim == 4 and key(t) in later}
-    if name not in _BROADCAST_RULES or not op.outputs:
-        return {}
-    out = op.outputs[0]
-    ins = [t for t in op._inputs if t.numel > 0]
-    full = [t for t in ins if t.numel == out.numel]
-    read = [key(t) for t in full if key(t) in later]
-    if not read or len(full) == len(ins):
-        return {}
-    at = (chip.name, out.layout_key) + tuple(t.layout_key for t in ins)
-    shape = _BROADCAST_PLANS.get(at, False)
-    if shape is False:
-        how = plan(out, ins, chip)[0]
-        if len(_BROADCAST_PLANS) > 4096:
-            _BROADCAST_PLANS.clear()
-        shape = _BROADCAST_PLANS[at] = None if how is None else (how.p, how.cols)
-    return {} if shape is None else dict.fromkeys(read, shape)
-
-
-_BROADCAST_PLANS: dict = {}     # (chip, layouts) -> the broadcast plan's [p, cols] (or None)
+    """{key: [p, cols]} of the inputs in `later` (keys) op's rule reads in a plan other than
+    the flat one, as the rule declares it (`@lowers(..., reads=...)`, lower/reads.py)."""
+    reads = getattr(RULES.get(op.op), "reads", None)
+    return reads(op, chip, later) if reads is not None else {}
 
 
 def sequence_ctx(fused, chip, lnc, live, cap=REPEAT_CAP, ctx_type=LowerCtx, **ctx_kw):

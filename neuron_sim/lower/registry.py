@@ -16,8 +16,12 @@ class LoweringError(NeuronSimError, ValueError):
     roofline estimate and reports the op as estimated."""
 
 
-def lowers(*names: str):
+def lowers(*names: str, reads=None):
+    """`reads`: how the rule reads operands from SBUF other than in the flat plan (lower/reads.py),
+    so a fused sequence lays out a resident intermediate for it."""
     def deco(fn):
+        if reads is not None:
+            fn.reads = reads
         for n in names:
             key = normalize_name(n)
             if key in RULES and RULES[key] is not fn:

@@ -30,6 +30,7 @@ from math import ceil
 
 from ...numerics.formats import itemsize
 from ...program.ap import AccessPattern, Memory, as_ap
+from .. import reads
 from ..registry import LoweringError, lowers
 from .matmul import _load_k_major, _Mat
 
@@ -304,7 +305,7 @@ def _scores(ctx, qT, kT, k0, kn, D, qn, causal, q0, mask, bh, heads, slot, scale
     return src, pre_scaled
 
 
-@lowers(*_FORWARD)
+@lowers(*_FORWARD, reads=reads.HEADS)
 def sdpa_forward(ctx, op):
     NP, QT, KT = _tiles(ctx)
     q, k, v, causal, mask, scale, items, dt = _plan(ctx, op)
@@ -379,7 +380,7 @@ def sdpa_forward(ctx, op):
     ctx.end_op()
 
 
-@lowers(*_BACKWARD)
+@lowers(*_BACKWARD, reads=reads.HEADS)
 def sdpa_backward(ctx, op):
     NP, QT, KT = _tiles(ctx)
     g, o, lse = (_arg(op, name) for name in ("grad_out", "out", "logsumexp"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ..broadcast import column, plan
+from .. import reads
 from ..registry import lowers
 from .movement import device_copy
 
@@ -171,7 +172,7 @@ _VEC_EXACT = {
 }
 
 
-@lowers(*_VEC_UNARY)
+@lowers(*_VEC_UNARY, reads=reads.BROADCAST)
 def unary_vector(ctx, op):
     if op.op in ("aten::pow", "aten::float_power") and len(op.inputs) >= 2:
         elementwise(ctx, op, [(TT, "power")], n_inputs=2)
@@ -227,7 +228,7 @@ def _masked_fill(ctx, op, s, dst):
                       predicate=s[1])
 
 
-@lowers(*_BINARY)
+@lowers(*_BINARY, reads=reads.BROADCAST)
 def binary(ctx, op):
     # x.div(y, rounding_mode) and alpha-scaled add/sub are still one VectorE instruction: the
     # tensor_scalar/tensor_tensor ALU takes the scale as its second op for free [ISA].
@@ -300,7 +301,7 @@ _TERNARY = {"aten::addcmul": _addc, "aten::addcdiv": _addc, "aten::lerp": _lerp,
 
 
 @lowers("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::where", "aten::addr",
-        "aten::_masked_scale", "aten::masked_scatter")
+        "aten::_masked_scale", "aten::masked_scatter", reads=reads.BROADCAST)
 def ternary(ctx, op):
     emit = _TERNARY.get(op.op)
     ins = [t for t in op.inputs if t.numel > 0][:3]

@@ -20,6 +20,7 @@ from math import ceil, prod
 
 from ...numerics.formats import FP8, itemsize
 from ...program.ap import AccessPattern, Memory, as_ap
+from .. import reads
 from ..registry import LoweringError, lowers
 from ..spec import TensorSpec
 from .elementwise import stt
@@ -377,7 +378,7 @@ def _batch_stride(t: TensorSpec):
 
 @lowers("aten::mm", "aten::bmm", "aten::matmul", "aten::mv", "aten::dot", "aten::vdot",
         "aten::inner", "aten::_grouped_mm", "aten::_scaled_mm", "aten::_scaled_mm_v2",
-        "aten::_scaled_grouped_mm")
+        "aten::_scaled_grouped_mm", reads=reads.k_major(0))
 def mm(ctx, op):
     a, bt = op.inputs[0], op.inputs[1]
     if a.ndim == 1 and bt.ndim == 1:       # dot
@@ -387,7 +388,7 @@ def mm(ctx, op):
          a_batch_stride=_batch_stride(a), b_batch_stride=_batch_stride(bt))
 
 
-@lowers("aten::addmm", "aten::baddbmm", "aten::addmv", "aten::addbmm")
+@lowers("aten::addmm", "aten::baddbmm", "aten::addmv", "aten::addbmm", reads=reads.k_major(1))
 def addmm(ctx, op):
     bias, a, bt = op.inputs[0], op.inputs[1], op.inputs[2]
     am, bmat, M, K, N = _mm_dims(a, bt)
@@ -404,7 +405,7 @@ def addmm_scales(op) -> tuple:
     return op.arg(4, op.kwargs.get("alpha", 1)), op.arg(3, op.kwargs.get("beta", 1))
 
 
-@lowers("aten::linear")
+@lowers("aten::linear", reads=reads.k_major(0, batched=False))
 def linear(ctx, op):
     x, w = op.inputs[0], op.inputs[1]
     bias = op.inputs[2] if len(op.inputs) > 2 else None

@@ -26,6 +26,7 @@ import ml_dtypes
 from ...numerics.formats import itemsize, np_dtype
 from ...program.ap import AccessPattern, IndirectPattern, Memory, as_ap
 from ..context import BUFS
+from .. import reads
 from ..registry import lowers
 from ..spec import TensorSpec
 from .elementwise import TT, elementwise, number, run_recipe, stt
@@ -293,7 +294,8 @@ def _fold_rows(ctx, src, acc, p, r, C, j):
 @lowers("aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
         "aten::prod", "aten::norm", "aten::linalg_vector_norm", "aten::var", "aten::std",
         "aten::var_mean", "aten::std_mean", "aten::argmax", "aten::argmin", "aten::logsumexp",
-        "aten::all", "aten::any", "aten::count_nonzero", "aten::nansum", "aten::_foreach_norm_one")
+        "aten::all", "aten::any", "aten::count_nonzero", "aten::nansum", "aten::_foreach_norm_one",
+        reads=reads.ROWS)
 def reduction(ctx, op):
     """Over the last dim: row blocks, each row reduced on VectorE (mean scaled by 1/C, a norm's
     square root, var/std by _moments, argmax/argmin by _arg_extreme). Sum or mean over leading
@@ -436,7 +438,8 @@ def _softmax_body(ctx, log, backward):
 
 
 @lowers("aten::_softmax", "aten::softmax", "aten::_safe_softmax", "aten::_log_softmax",
-        "aten::log_softmax", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
+        "aten::log_softmax", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
+        reads=reads.ROWS)
 def softmax(ctx, op):
     """softmax and log_softmax; their backward ops take (grad, output)."""
     backward = op.op.endswith("_backward_data")
@@ -512,7 +515,7 @@ def _param_tile(ctx, t: TensorSpec, p, n):
 
 
 @lowers("aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
-        "aten::instance_norm")
+        "aten::instance_norm", reads=reads.ROWS)
 def layer_norm(ctx, op):
     x, out = op.inputs[0], op.outputs[0]
     rms = op.op in ("aten::rms_norm", "aten::_fused_rms_norm")
@@ -666,7 +669,7 @@ _BACKWARD_ARGS = {"aten::native_layer_norm_backward": (5, 7),
                   "aten::native_group_norm_backward": (4, 9)}
 
 
-@lowers(*_BACKWARD_ARGS)
+@lowers(*_BACKWARD_ARGS, reads=reads.ROWS)
 def layer_norm_backward(ctx, op):
     """Per row, with xhat = (x - mean) * rstd from the forward's saved mean and rstd (rms_norm:
     x * rstd, no mean) and gw = g * w:
@@ -863,7 +866,7 @@ def nll_loss_backward(ctx, op):
 
 @lowers("aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss",
         "aten::binary_cross_entropy", "aten::binary_cross_entropy_with_logits",
-        "aten::soft_margin_loss", "aten::kl_div")
+        "aten::soft_margin_loss", "aten::kl_div", reads=reads.BROADCAST)
 def pointwise_loss(ctx, op):
     """Element-wise difference/penalty on VectorE/ScalarE, reduced in SBUF chunk by chunk (the
     per-element losses never go to HBM), then a mean over partitions on TensorE."""
@@ -943,7 +946,7 @@ def _loss_of_difference(ctx, op, reduce):
 
 @lowers("aten::mse_loss_backward", "aten::l1_loss_backward", "aten::smooth_l1_loss_backward",
         "aten::huber_loss_backward", "aten::binary_cross_entropy_backward",
-        "aten::binary_cross_entropy_with_logits_backward")
+        "aten::binary_cross_entropy_with_logits_backward", reads=reads.BROADCAST)
 def pointwise_loss_backward(ctx, op):
     if op.op == "aten::mse_loss_backward" and len(op.inputs) == 3 \
             and op.inputs[1].numel == op.inputs[2].numel == op.outputs[0].numel \
