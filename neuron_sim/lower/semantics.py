@@ -37,7 +37,7 @@ from .context import LowerCtx
 from .registry import LoweringError, rule_for
 from .rules.elementwise import COPY_OPS, number
 from .rules.matmul import addmm_scales
-from .rules.norm import _reduce_dims, backward_row_max, leading_prefix
+from .rules.norm import BACKWARD_ARGS, _reduce_dims, backward_row_max, group_rows, leading_prefix
 from .rules.optimizer import STEPS_ARG, list_identity
 from .spec import OpSpec, TensorSpec, tensor_list
 
@@ -314,9 +314,7 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
             return "an operand of another dtype (half_to_float, or the backward's input_dtype)"
         return None
     if name == "group_norm":        # rows: a group of a sample each
-        groups = op.arg(6 if op.op == "aten::native_group_norm" else 1)
-        return TIMING_ONLY[name] if x.numel // (x.shape[0] * groups) > c.row_whole_max_elems \
-            else None
+        return TIMING_ONLY[name] if group_rows(op)[1] > c.row_whole_max_elems else None
     if name in ("layer_norm", "layer_norm_backward"):
         backward = name == "layer_norm_backward"    # (grad, input, normalized_shape, ...)
         g, x = x, op.inputs[1] if backward else x
@@ -324,7 +322,7 @@ def why_unchecked(op: OpSpec, chip=None) -> str | None:
         if not isinstance(shape, (tuple, list)) or len(shape) != 1 or x.shape[-1] < 2:
             return "normalised over other than the last dim (rows of its last dim here)"
         if backward:
-            weight = op.arg(4 if "rms" in op.op else 5)
+            weight = op.arg(BACKWARD_ARGS[op.op][0])
             n = backward_row_max(c, g, x, op.outputs[0],
                                  weight if isinstance(weight, TensorSpec) else None)
             return (f"rows longer than {n} run in pieces, each with a row's statistics "

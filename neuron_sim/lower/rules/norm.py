@@ -566,6 +566,13 @@ def _group_params(ctx, t: TensorSpec, p, r, first, groups, cg, staged: dict):
     return tile
 
 
+def group_rows(op) -> tuple:
+    """(rows, cols) of group norm's input as rows of a group of a sample each."""
+    x = op.inputs[0]
+    rows = x.shape[0] * op.arg(6 if op.op == "aten::native_group_norm" else 1)
+    return rows, x.numel // rows
+
+
 @lowers("aten::native_group_norm", "aten::group_norm")
 def group_norm(ctx, op):
     """Rows of [N * groups, C / groups * HW], a group of a sample each (its [N, groups] mean and
@@ -576,11 +583,10 @@ def group_norm(ctx, op):
     weight and bias value (timing)."""
     x, out = op.inputs[0], op.outputs[0]
     native = op.op == "aten::native_group_norm"
-    groups = op.arg(6 if native else 1)
     w, bias = (op.arg(1), op.arg(2)) if native else (op.arg(2), op.arg(3))
     eps = op.arg(7 if native else 4, 1e-5)
-    rows = x.shape[0] * groups
-    cols = x.numel // rows
+    rows, cols = group_rows(op)
+    groups = rows // x.shape[0]
     hw = cols // (x.shape[1] // groups)
     tiles, staged, full = {}, {}, {}
 
@@ -664,12 +670,12 @@ def _column_sums(ctx, p, C, dtypes):
 
 # backward op -> the positions of its weight and output mask (the saved statistics precede the
 # weight: mean, rstd; rms_norm's rstd alone)
-_BACKWARD_ARGS = {"aten::native_layer_norm_backward": (5, 7),
+BACKWARD_ARGS = {"aten::native_layer_norm_backward": (5, 7),
                   "aten::_fused_rms_norm_backward": (4, 5),
                   "aten::native_group_norm_backward": (4, 9)}
 
 
-@lowers(*_BACKWARD_ARGS, reads=reads.ROWS)
+@lowers(*BACKWARD_ARGS, reads=reads.ROWS)
 def layer_norm_backward(ctx, op):
     """Per row, with xhat = (x - mean) * rstd from the forward's saved mean and rstd (rms_norm:
     x * rstd, no mean) and gw = g * w:
@@ -682,7 +688,7 @@ def layer_norm_backward(ctx, op):
     Group norm (timing): rows of the last dim, as its forward."""
     rms = op.op == "aten::_fused_rms_norm_backward"
     g, x = op.inputs[0], op.inputs[1]
-    at_weight, at_mask = _BACKWARD_ARGS[op.op]
+    at_weight, at_mask = BACKWARD_ARGS[op.op]
     named = _grad_outputs(op, ("in", "w") if rms else ("in", "w", "b"), at_mask)
     rstd = op.arg(at_weight - 1)
     mean = None if rms else op.arg(at_weight - 2)
